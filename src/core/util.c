@@ -1,0 +1,111 @@
+#include "core/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void *dz_alloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes == 0) bytes = DZ_ALIGN;
+    size_t rounded = (bytes + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+    if (posix_memalign(&p, DZ_ALIGN, rounded) != 0) return NULL;
+    memset(p, 0, rounded);
+    return p;
+}
+
+void dz_free(void *p) { free(p); }
+
+double dz_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return dz_fail(err, DZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536 * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory reading file", path);
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return dz_fail(err, DZ_ERR_IO, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (len) *len = n;
+    return DZ_OK;
+}
+
+dz_status dz_write_file_atomic(const char *path, const void *data, size_t len, dz_error *err) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        unlink(tmp);
+        return dz_fail(err, DZ_ERR_IO, "%s: fsync/close failed: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", path, strerror(e));
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return DZ_OK;
+}
+
+int dz_path_join(char *out, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+    return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+}
+
+int dz_file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+int dz_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}

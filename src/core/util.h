@@ -1,0 +1,30 @@
+/* Small shared helpers for the library's internals. */
+#ifndef DZ_CORE_UTIL_H
+#define DZ_CORE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distzo/error.h"
+
+#define DZ_ALIGN 64
+
+/* 64-byte aligned, zero-filled allocation; NULL on failure. Free with dz_free. */
+void *dz_alloc(size_t bytes);
+void dz_free(void *p);
+
+/* Monotonic seconds. */
+double dz_now(void);
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer. */
+dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err);
+
+/* Writes data to path atomically: path.tmp, fsync, rename, fsync of the directory. */
+dz_status dz_write_file_atomic(const char *path, const void *data, size_t len, dz_error *err);
+
+/* Joins a directory and a file name into out (size cap). Returns 0, or -1 if too long. */
+int dz_path_join(char *out, size_t cap, const char *dir, const char *name);
+int dz_file_exists(const char *path);
+int dz_is_dir(const char *path);
+
+#endif

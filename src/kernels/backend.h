@@ -1,0 +1,55 @@
+/* The compute backend: every numeric op the model runs goes through one of these
+ * function tables (CPU now; a CUDA table later with the same signatures, pointers
+ * then being device pointers). Ops are deterministic: for a given backend, each output
+ * element's arithmetic order depends only on the shapes of its own row, never on the
+ * thread count or on how many rows are in the batch. */
+#ifndef DZ_KERNELS_BACKEND_H
+#define DZ_KERNELS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distzo/error.h"
+
+typedef struct dz_attn_args {
+    int batch;          /* B sequences */
+    int n_new;          /* query tokens per sequence in this call */
+    int pos0;           /* position of the first query token (KV cache prefix length) */
+    int cache_len;      /* capacity (T) of each sequence's KV cache rows */
+    int n_heads, n_kv_heads, head_dim;
+    const int *lengths; /* per sequence: keys at positions >= lengths[b] are padding; NULL = none */
+    float scale;        /* usually 1/sqrt(head_dim) */
+} dz_attn_args;
+
+typedef struct dz_backend {
+    const char *name;
+    /* y[M,N] = x[M,K] . w[N,K]^T (+ bias[N] if non-NULL). Row-major, Linear layout. */
+    void (*matmul)(float *y, const float *x, const float *w, const float *bias, int M, int N, int K);
+    void (*layernorm)(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
+    void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int dim, float eps);
+    /* Rotates x[rows, n_heads*head_dim] in place; row r of sequence-major layout is at
+     * position pos0 + (r % n_per_seq). */
+    void (*rope)(float *x, int rows, int n_per_seq, int pos0, int n_heads, int head_dim,
+                 float theta, int interleaved);
+    /* out[B*n_new, n_heads*head_dim] = causal softmax(q k^T * scale) v. q is
+     * [B*n_new, n_heads*head_dim]; k/v caches are [B, cache_len, n_kv_heads*head_dim]
+     * and already hold positions [0, pos0 + n_new). */
+    void (*attention)(float *out, const float *q, const float *kcache, const float *vcache,
+                      const dz_attn_args *a);
+    void (*relu)(float *x, size_t n);
+    /* gate[i] = silu(gate[i]) * up[i] */
+    void (*swiglu)(float *gate, const float *up, size_t n);
+    /* y[i] += x[i] */
+    void (*add)(float *y, const float *x, size_t n);
+    /* Online log-softmax pieces over one vocabulary chunk of logits[rows, n]:
+     * running max m[r] and running sum s[r] of exp(logit - m[r]) are updated. */
+    void (*logsumexp_update)(const float *logits, int rows, int n, float *m, float *s);
+} dz_backend;
+
+const dz_backend *dz_backend_cpu(void);
+
+/* Number of threads compute may use (OpenMP and BLAS); 0 = all cores. */
+void dz_set_num_threads(int n);
+int dz_get_num_threads(void);
+
+#endif
