@@ -1,0 +1,77 @@
+/* jsonl: one JSON object per line with a text field and an optional integer label. */
+#include "data/internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads a class index from a JSON integer or from a string holding a decimal integer
+ * (some exports quote every field). -1 if it is neither or out of range. */
+static int label_value(const cJSON *v) {
+    if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        return (d >= 0 && d <= 1e9 && floor(d) == d) ? (int)d : -1;
+    }
+    if (cJSON_IsString(v)) {
+        const char *s = v->valuestring;
+        size_t n = strlen(s);
+        if (n == 0 || n > 9 || strspn(s, "0123456789") != n) return -1;
+        return atoi(s);
+    }
+    return -1;
+}
+
+static dz_status parse_line(const dz_line_reader *r, const char *line, const char *text_key,
+                            const char *label_key, dz_dataset *out, int *cap, dz_error *err) {
+    const char *path = r->path;
+    int ln = r->lineno;
+    cJSON *obj = cJSON_ParseWithOpts(line, NULL, 1);
+    if (!obj) return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: not valid JSON", path, ln);
+    dz_status st = DZ_OK;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, text_key);
+    const cJSON *lab = label_key ? cJSON_GetObjectItemCaseSensitive(obj, label_key) : NULL;
+    int label = -1;
+    if (!cJSON_IsObject(obj))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", path, ln);
+    else if (!text)
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: missing key \"%s\"", path, ln, text_key);
+    else if (!cJSON_IsString(text))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" must be a string", path, ln, text_key);
+    else if (dz_is_blank(text->valuestring, strlen(text->valuestring)))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is empty", path, ln, text_key);
+    else if (label_key && !lab)
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: missing key \"%s\"", path, ln, label_key);
+    else if (label_key && (label = label_value(lab)) < 0)
+        st = dz_fail(err, DZ_ERR_FORMAT,
+                     "%s:%d: key \"%s\" must be a non-negative integer (or a string holding one)",
+                     path, ln, label_key);
+    if (st == DZ_OK)
+        st = dz_dataset_push(out, cap, text->valuestring, strlen(text->valuestring), label, err);
+    cJSON_Delete(obj);
+    return st;
+}
+
+dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const char *label_key,
+                                dz_dataset *out, dz_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!text_key || !*text_key)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: jsonl text key must be given", path);
+    dz_line_reader r;
+    dz_status st = dz_lines_open(&r, path, err);
+    if (st != DZ_OK) return st;
+    int cap = 0;
+    st = dz_dataset_init(out, path, err);
+    while (st == DZ_OK) {
+        char *line;
+        size_t n;
+        st = dz_lines_next(&r, &line, &n, err);
+        if (st != DZ_OK || !line) break;
+        if (dz_is_blank(line, n)) continue;
+        st = parse_line(&r, line, text_key, label_key, out, &cap, err);
+    }
+    if (st == DZ_OK && out->count == 0) st = dz_fail(err, DZ_ERR_FORMAT, "%s: no examples", path);
+    dz_lines_close(&r);
+    if (st != DZ_OK) dz_dataset_free(out);
+    return st;
+}
