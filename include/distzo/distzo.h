@@ -7,6 +7,7 @@
 #include "distzo/error.h"
 #include "distzo/log.h"
 #include "distzo/model.h"
+#include "distzo/task.h"
 #include "distzo/tokenizer.h"
 
 #define DISTZO_VERSION "0.1.0"

@@ -92,4 +92,85 @@ dz_status dz_config_write_hf_json(const dz_config *cfg, const char *path, dz_dty
 dz_status dz_config_validate(const dz_config *cfg, const char *file, dz_error *err);
 const char *dz_arch_name(dz_arch a);
 
+
+
+
+/* ---- Loaded models ---------------------------------------------------------------- */
+
+typedef struct dz_model dz_model;
+
+/* Loads a Hugging Face folder (config.json + safetensors, sharded or not) or a llama2.c
+ * .bin checkpoint, holding weights as dtype (F32 or BF16; F16 also accepted). Tensors whose
+ * file dtype equals dtype are used in place through mmap; others are converted once. */
+dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_error *err);
+void dz_model_free(dz_model *m);
+const dz_config *dz_model_config(const dz_model *m);
+const dz_param_table *dz_model_params(const dz_model *m);
+dz_dtype dz_model_dtype(const dz_model *m);
+const char *dz_model_path(const dz_model *m);
+const char *dz_model_format(const dz_model *m); /* "hf-safetensors" or "llama2c" */
+/* Data of tensor id (in the model dtype). */
+void *dz_model_tensor(const dz_model *m, int id);
+/* Bytes of weights resident in memory (converted copies) and mapped from files. */
+size_t dz_model_bytes_owned(const dz_model *m);
+size_t dz_model_bytes_mapped(const dz_model *m);
+/* The tokenizer that ships with the model: the folder itself for HF layouts, or
+ * tokenizer.bin / tok<vocab>.bin beside a llama2.c file. NULL if none found. */
+const char *dz_model_tokenizer_path(const dz_model *m);
+
+/* Shapes of published models by name ("opt-125m", "opt-1.3b", "llama-tiny", ...). */
+dz_status dz_config_preset(const char *name, dz_config *out, dz_error *err);
+const char *dz_preset_names(void);
+/* A model of cfg's shape with seeded random weights: matrices and embeddings N(0, std^2),
+ * norm weights 1, biases 0. The same seed gives the same weights whatever the threads. */
+dz_status dz_model_init_random(const dz_config *cfg, dz_dtype dtype, uint64_t seed, float std, dz_model **out,
+                               dz_error *err);
+/* Writes config.json + model.safetensors into dir (created if needed), each atomically. */
+dz_status dz_model_save_hf(const dz_model *m, const char *dir, dz_error *err);
+
+/* ---- Weights as the forward pass sees them ---------------------------------------- */
+
+/* Rows [row0, row0+nrows) of tensor id as fp32: either a pointer into fp32 storage or
+ * scratch (nrows*cols floats), filled. The trainer supplies its own source to run the
+ * forward on perturbed copies; the model's own source reads the stored weights. */
+typedef struct dz_weight_source {
+    const float *(*rows)(const void *self, int id, int64_t row0, int64_t nrows, float *scratch);
+    const void *self;
+} dz_weight_source;
+
+dz_weight_source dz_model_weights(const dz_model *m);
+
+/* ---- The forward pass ------------------------------------------------------------- */
+
+typedef struct dz_forward dz_forward;
+
+/* Activation buffers for up to max_batch sequences of max_seq tokens. With kv_cache, keys
+ * and values of every layer are kept so a later call can continue at pos0 > 0
+ * (generation, shared prompts); without, one layer's worth is reused. */
+dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int kv_cache,
+                            dz_forward **out, dz_error *err);
+void dz_forward_free(dz_forward *f);
+size_t dz_forward_bytes(const dz_forward *f);
+const dz_model *dz_forward_model(const dz_forward *f);
+int dz_forward_max_seq(const dz_forward *f);
+int dz_forward_max_batch(const dz_forward *f);
+
+/* Runs the transformer body on tokens[B, n_new] (row-major, right-padded) at positions
+ * pos0.., lengths[b] = real tokens of sequence b counted from position 0 (NULL: all real).
+ * Keeps the final hidden states for dz_forward_logits / dz_forward_logprobs. */
+dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *tokens,
+                         const int *lengths, int B, int n_new, int pos0, dz_error *err);
+
+/* Logits of the given rows (indices into the B*n_new positions of the last run):
+ * logits[nrows, vocab]. */
+dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
+                            float *logits, dz_error *err);
+/* log p(targets[i] | row rows[i]) for each i: the head is streamed over the vocabulary
+ * in chunks, so no [rows x vocab] buffer exists. */
+dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,
+                              const int *targets, int nrows, float *logprobs, dz_error *err);
+
+/* FLOPs of one forward over B x T tokens (GEMMs and attention), with head rows computed. */
+double dz_forward_flops(const dz_config *cfg, int B, int T, int head_rows);
+
 #endif

@@ -1,2 +1,47 @@
+/* distzo: the command-line tool. The only place that exits. */
 #include <stdio.h>
-int main(void) { puts("distzo"); return 0; }
+#include <string.h>
+
+#include "cli/common.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", dz_cmd_info, "describe a model: architecture, shapes, parameters, bytes, GEMM kernel"},
+    {"generate", dz_cmd_generate, "generate text from a prompt (greedy or sampled)"},
+    {"eval", dz_cmd_eval, "evaluate a model: prompt classification (SST-2, jsonl) or LM perplexity"},
+    {"init", dz_cmd_init, "write a random-initialized model of a real shape (OPT, LLaMA presets)"},
+    {"bench", dz_cmd_bench, "benchmarks: `bench forward` (throughput vs this machine's sgemm)"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "distzo %s: zeroth-order fine-tuning of language models\n\nusage: distzo COMMAND [options]\n\n",
+            DISTZO_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n`distzo COMMAND --help` describes each command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("distzo %s\n", DISTZO_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "distzo: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

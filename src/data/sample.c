@@ -5,23 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* splitmix64 (Steele, Lea, Flood 2014): tiny, and its output for a given seed is fixed
- * by definition, so a sample can be reproduced from (seed, n) on any machine. */
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, bound) without modulo bias: draws below 2^64 mod bound are rejected. */
-static uint64_t uniform_below(uint64_t *state, uint64_t bound) {
-    uint64_t threshold = (0 - bound) % bound;
-    for (;;) {
-        uint64_t r = splitmix64(state);
-        if (r >= threshold) return r % bound;
-    }
-}
+#include "core/rng.h"
 
 dz_status dz_dataset_sample(const dz_dataset *src, int n, uint64_t seed, dz_dataset *out,
                             dz_error *err) {
@@ -35,7 +19,7 @@ dz_status dz_dataset_sample(const dz_dataset *src, int n, uint64_t seed, dz_data
     /* Partial Fisher-Yates: after step i, order[0..i] is a uniform draw without replacement. */
     uint64_t state = seed;
     for (int i = 0; i < n; i++) {
-        int j = i + (int)uniform_below(&state, (uint64_t)(src->count - i));
+        int j = i + (int)dz_uniform_below(&state, (uint64_t)(src->count - i));
         int t = order[i];
         order[i] = order[j];
         order[j] = t;

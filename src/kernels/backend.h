@@ -19,6 +19,8 @@ typedef struct dz_attn_args {
     int n_heads, n_kv_heads, head_dim;
     const int *lengths; /* per sequence: keys at positions >= lengths[b] are padding; NULL = none */
     float scale;        /* usually 1/sqrt(head_dim) */
+    float *scratch;     /* cache_len floats for each of scratch_threads threads */
+    int scratch_threads;
 } dz_attn_args;
 
 typedef struct dz_backend {

@@ -1,0 +1,66 @@
+/* Tasks: turn examples into token sequences, run the forward pass, and score them.
+ * Prompt classification (MeZO): a candidate's score is the mean log-prob of its label
+ * tokens; causal LM: mean next-token log-prob; generation with a KV cache. */
+#ifndef DISTZO_TASK_H
+#define DISTZO_TASK_H
+
+#include <stdint.h>
+
+#include "distzo/data.h"
+#include "distzo/model.h"
+#include "distzo/tokenizer.h"
+
+/* One candidate sequence: tokens[0..len), of which the last cand_len are the candidate's. */
+typedef struct dz_cand_seq {
+    int *tokens;
+    int len;
+    int cand_len;
+} dz_cand_seq;
+
+/* Every example x every candidate, tokenized once. seqs[e * n_labels + k]. */
+typedef struct dz_class_set {
+    int n_examples, n_labels;
+    dz_cand_seq *seqs;
+    int *labels;
+    int max_len;
+    int truncated; /* sequences whose context was cut from the left to fit */
+} dz_class_set;
+
+/* Tokenizes: context = encode(prompt, bos); full = encode(prompt + label word, bos); the
+ * candidate's tokens are those of full after the longest common prefix with the context
+ * (normally all of the context). Sequences longer than max_len lose context tokens from
+ * the left, keeping the first (BOS). */
+dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, const dz_tokenizer *tok,
+                             int max_len, dz_class_set *out, dz_error *err);
+void dz_class_set_free(dz_class_set *cs);
+
+/* Scores every candidate, batch sequences at a time (whole examples per batch), and the
+ * classification accuracy over the labelled examples: predictions (argmax of scores, ties to the
+ * lower label) written to preds if non-NULL, scores to scores [n_examples*n_labels] if non-NULL. */
+dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
+                            int *preds, float *scores, double *accuracy, dz_error *err);
+
+/* Mean next-token negative log-likelihood of tokens[0..n) scored in windows of seq tokens. */
+dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens, int n, int seq,
+                    double *nll_sum, int64_t *n_scored, dz_error *err);
+
+/* Sampling: temperature 0 is greedy; otherwise nucleus sampling with top_p. */
+typedef struct dz_sampler {
+    float temperature;
+    float top_p;
+    uint64_t state; /* seeded from --seed */
+} dz_sampler;
+
+void dz_sampler_init(dz_sampler *s, float temperature, float top_p, uint64_t seed);
+/* Picks a token from logits[vocab]; work must hold 2*vocab floats (probabilities, order). */
+int dz_sampler_pick(dz_sampler *s, const float *logits, int vocab, float *work);
+
+/* Generates up to n tokens after prompt[0..n_prompt) with a KV cache forward (batch 1),
+ * stopping at eos (if eos >= 0) or at the forward's sequence length. Calls on_token for
+ * each new token (may be NULL). Returns the count in *n_out (out must hold n). */
+typedef void (*dz_token_cb)(int prev, int token, void *user);
+dz_status dz_generate(dz_forward *f, const dz_weight_source *w, const int *prompt, int n_prompt, int n,
+                      int eos, dz_sampler *s, int *out, int *n_out, dz_token_cb on_token, void *user,
+                      dz_error *err);
+
+#endif

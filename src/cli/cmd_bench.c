@@ -1,0 +1,128 @@
+/* distzo bench forward: forward-pass throughput against this machine's own sgemm speed on
+ * the same GEMM shapes, measured side by side in one run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "core/rng.h"
+#include "core/util.h"
+#include "kernels/backend.h"
+#include "kernels/blas.h"
+
+typedef struct gemm_shape {
+    int M, N, K;
+    double count; /* calls per forward */
+} gemm_shape;
+
+/* The GEMMs one forward runs (see src/model/forward.c), with their multiplicity. */
+static int model_shapes(const dz_config *c, int B, int T, gemm_shape *s) {
+    const int N = B * T, d = c->dim, f = c->hidden_dim;
+    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const int L = c->n_layers, head_rows = N < 512 ? N : 512;
+    int n = 0;
+    s[n++] = (gemm_shape){N, qd, d, L};
+    s[n++] = (gemm_shape){N, kvd, d, 2.0 * L};
+    s[n++] = (gemm_shape){N, d, qd, L};
+    s[n++] = (gemm_shape){N, f, d, (c->arch == DZ_ARCH_OPT ? 1.0 : 2.0) * L};
+    s[n++] = (gemm_shape){N, d, f, L};
+    s[n++] = (gemm_shape){head_rows, 4096, c->embed_dim, (double)N / head_rows * c->vocab_size / 4096.0};
+    return n;
+}
+
+int dz_cmd_bench(int argc, char **argv) {
+    const char *model = NULL, *dtype = "f32";
+    int batch = 16, seq = 128, threads = 0, json = 0;
+    float seconds = 5.0f;
+    const dz_opt opts[] = {
+        {"model", DZ_OPT_STR, &model, "model folder or .bin (make one with `distzo init --preset opt-125m -o DIR`)"},
+        {"batch", DZ_OPT_INT, &batch, "sequences (default 16)"},
+        {"seq", DZ_OPT_INT, &seq, "tokens per sequence (default 128)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"seconds", DZ_OPT_FLOAT, &seconds, "minimum time to measure the forward (default 5)"},
+        {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 or bf16"},
+        {"json", DZ_OPT_FLAG, &json, "print JSON"},
+        {0},
+    };
+    const dz_cmd_spec spec = {"bench", "forward --model M [--batch B --seq T --threads N]",
+                              "Times whole forward passes (head on every position, as LM training does) and,\n"
+                              "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio.",
+                              1, 1, opts};
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    if (strcmp(pos[0], "forward")) return dz_cli_failf("unknown benchmark '%s' (known: forward)", pos[0]);
+    if (!model) return dz_cli_failf("bench forward needs --model M");
+    if (batch < 1 || seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    dz_model *m;
+    if ((rc = dz_cli_load(model, dtype, NULL, 0, &m, NULL))) return rc;
+    const dz_config *c = dz_model_config(m);
+    dz_error err = {0};
+    dz_forward *f = NULL;
+    const int N = batch * seq;
+    int *tokens = malloc(sizeof(int) * (size_t)N), *rows = malloc(sizeof(int) * (size_t)N);
+    int *targets = malloc(sizeof(int) * (size_t)N);
+    float *lp = malloc(sizeof(float) * (size_t)N);
+    if (!tokens || !rows || !targets || !lp) rc = dz_cli_failf("out of memory");
+    if (!rc && dz_forward_create(m, batch, seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (rc) goto done;
+    uint64_t state = 1234;
+    for (int i = 0; i < N; i++) tokens[i] = 3 + (int)dz_uniform_below(&state, (uint64_t)(c->vocab_size - 3));
+    for (int i = 0; i < N; i++) {
+        rows[i] = i;
+        targets[i] = i % seq + 1 < seq ? tokens[i + 1] : tokens[i - seq + 1];
+    }
+    dz_weight_source w = dz_model_weights(m);
+    int runs = 0;
+    double t0 = 0.0, elapsed = 0.0;
+    for (int warm = 1; rc == 0 && (runs < 2 || elapsed < seconds); warm = 0) {
+        if (!warm && runs == 0) t0 = dz_now();
+        if (dz_forward_run(f, &w, tokens, NULL, batch, seq, 0, &err) != DZ_OK ||
+            dz_forward_logprobs(f, &w, rows, targets, N, lp, &err) != DZ_OK)
+            rc = dz_cli_fail(&err);
+        if (!warm) elapsed = dz_now() - t0, runs++;
+        else t0 = dz_now();
+    }
+    if (rc) goto done;
+    const double fwd = elapsed / runs, flops = dz_forward_flops(c, batch, seq, N);
+    gemm_shape shapes[8];
+    int ns = model_shapes(c, batch, seq, shapes);
+    double gemm_flops = 0.0, gemm_secs = 0.0;
+    for (int i = 0; i < ns; i++) {
+        double gf = dz_blas_sgemm_gflops(shapes[i].M, shapes[i].N, shapes[i].K, 0.3);
+        double fl = 2.0 * shapes[i].M * shapes[i].N * shapes[i].K * shapes[i].count;
+        gemm_flops += fl;
+        gemm_secs += fl / (gf * 1e9);
+    }
+    const double sgemm_model = gemm_flops / gemm_secs / 1e9, sgemm_square = dz_blas_sgemm_gflops(2048, 2048, 2048, 0.5);
+    const double achieved = flops / fwd / 1e9;
+    if (json) {
+        printf("{\"model\": ");
+        dz_cli_json_string(stdout, model);
+        printf(", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"dtype\": \"%s\", \"runs\": %d, "
+               "\"forward_seconds\": %.4f, \"tokens_per_second\": %.1f, \"gflop_per_forward\": %.2f, "
+               "\"forward_gflops\": %.2f, \"sgemm_gflops_model_shapes\": %.2f, \"sgemm_gflops_2048\": %.2f, "
+               "\"ratio\": %.3f, \"blas_core\": \"%s\", \"activation_bytes\": %zu, \"peak_rss_bytes\": %zu}\n",
+               batch, seq, dz_get_num_threads(), dz_dtype_name(dz_model_dtype(m)), runs, fwd, N / fwd, flops / 1e9,
+               achieved, sgemm_model, sgemm_square, achieved / sgemm_model, dz_blas_core_name(), dz_forward_bytes(f),
+               dz_cli_peak_rss());
+    } else {
+        printf("forward  %s, %d x %d tokens, %d threads, %s weights\n", model, batch, seq, dz_get_num_threads(),
+               dz_dtype_name(dz_model_dtype(m)));
+        printf("time     %.4f s per forward (%d runs), %.0f tokens/s\n", fwd, runs, N / fwd);
+        printf("compute  %.1f GFLOP per forward -> %.1f GFLOP/s\n", flops / 1e9, achieved);
+        printf("sgemm    %.1f GFLOP/s on the model's GEMM shapes, %.1f GFLOP/s on 2048^3 (OpenBLAS %s)\n",
+               sgemm_model, sgemm_square, dz_blas_core_name());
+        printf("ratio    forward / sgemm = %.1f%%\n", 100.0 * achieved / sgemm_model);
+        printf("memory   activations %.1f MB, peak RSS %.1f MB\n", dz_forward_bytes(f) / 1e6, dz_cli_peak_rss() / 1e6);
+    }
+done:
+    dz_forward_free(f);
+    free(tokens);
+    free(rows);
+    free(targets);
+    free(lp);
+    dz_model_free(m);
+    return rc;
+}

@@ -1,0 +1,179 @@
+/* distzo eval MODEL --task sst2|classify|lm --data FILE: MeZO-style prompt classification
+ * accuracy, or perplexity. With no MODEL and no data: stories260K on the SST-2 dev set
+ * from the assets folder. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "core/util.h"
+
+typedef struct eval_opts {
+    const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions;
+    int limit, batch, threads, json;
+} eval_opts;
+
+static int load_dataset(const eval_opts *o, dz_dataset *ds) {
+    dz_error err = {0};
+    dz_status st;
+    if (!strcmp(o->task, "sst2")) st = dz_dataset_load_sst2(o->data, ds, &err);
+    else if (!strcmp(o->task, "classify")) st = dz_dataset_load_jsonl(o->data, o->text_key, o->label_key, ds, &err);
+    else st = dz_dataset_load_text(o->data, ds, &err);
+    if (st != DZ_OK) return dz_cli_fail(&err);
+    if (o->limit > 0 && o->limit < ds->count) {
+        for (int i = o->limit; i < ds->count; i++) free(ds->items[i].text);
+        ds->count = o->limit;
+    }
+    return 0;
+}
+
+static int write_predictions(const char *path, const dz_class_set *cs, const int *preds, const float *scores) {
+    FILE *f = fopen(path, "w");
+    if (!f) return dz_cli_failf("%s: cannot write predictions", path);
+    fprintf(f, "index\tlabel\tprediction");
+    for (int k = 0; k < cs->n_labels; k++) fprintf(f, "\tscore%d", k);
+    fprintf(f, "\n");
+    for (int e = 0; e < cs->n_examples; e++) {
+        fprintf(f, "%d\t%d\t%d", e, cs->labels[e], preds[e]);
+        for (int k = 0; k < cs->n_labels; k++) fprintf(f, "\t%.6f", scores[(size_t)e * cs->n_labels + k]);
+        fprintf(f, "\n");
+    }
+    return fclose(f) == 0 ? 0 : dz_cli_failf("%s: write failed", path);
+}
+
+static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
+    dz_error err = {0};
+    dz_prompt_spec spec;
+    dz_prompt_spec_default_sst2(&spec);
+    if (o->template_ && dz_prompt_spec_set_template(&spec, o->template_, &err) != DZ_OK) return dz_cli_fail(&err);
+    if (o->labels && dz_prompt_spec_set_labels(&spec, o->labels, &err) != DZ_OK) return dz_cli_fail(&err);
+    dz_class_set cs;
+    double t0 = dz_now();
+    if (dz_class_set_build(ds, &spec, tok, dz_model_config(m)->max_seq_len, &cs, &err) != DZ_OK)
+        return dz_cli_fail(&err);
+    int per = o->batch / cs.n_labels > 0 ? o->batch / cs.n_labels : 1;
+    dz_forward *f = NULL;
+    int *preds = malloc(sizeof(int) * (size_t)(cs.n_examples + 1));
+    float *scores = malloc(sizeof(float) * (size_t)(cs.n_examples * cs.n_labels + 1));
+    double acc = 0.0;
+    int rc = 0;
+    if (!preds || !scores) rc = dz_cli_failf("out of memory");
+    if (!rc && dz_forward_create(m, per * cs.n_labels, cs.max_len, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    dz_weight_source w = dz_model_weights(m);
+    if (!rc && dz_class_evaluate(f, &w, &cs, per * cs.n_labels, preds, scores, &acc, &err) != DZ_OK)
+        rc = dz_cli_fail(&err);
+    double secs = dz_now() - t0;
+    if (!rc && o->predictions) rc = write_predictions(o->predictions, &cs, preds, scores);
+    if (!rc) {
+        int counts[DZ_MAX_LABELS] = {0};
+        for (int e = 0; e < cs.n_examples; e++) counts[preds[e]]++;
+        if (o->json) {
+            printf("{\"task\": \"%s\", \"data\": ", o->task);
+            dz_cli_json_string(stdout, o->data);
+            printf(", \"examples\": %d, \"accuracy\": %.6f, \"predicted\": [", cs.n_examples, acc);
+            for (int k = 0; k < cs.n_labels; k++) printf("%s%d", k ? ", " : "", counts[k]);
+            printf("], \"truncated\": %d, \"seconds\": %.3f, \"activation_bytes\": %zu, \"weight_bytes\": %zu, "
+                   "\"peak_rss_bytes\": %zu}\n",
+                   cs.truncated, secs, dz_forward_bytes(f), dz_model_bytes_owned(m) + dz_model_bytes_mapped(m),
+                   dz_cli_peak_rss());
+        } else {
+            printf("%s: %d examples, accuracy %.2f%% (%.1f s)\n", o->data, cs.n_examples, 100.0 * acc, secs);
+            printf("predicted:");
+            for (int k = 0; k < cs.n_labels; k++) printf(" '%s' %d", spec.label_words[k], counts[k]);
+            printf("\n");
+            if (cs.truncated) printf("%d sequences were cut from the left to fit\n", cs.truncated);
+        }
+    }
+    dz_forward_free(f);
+    free(preds);
+    free(scores);
+    dz_class_set_free(&cs);
+    return rc;
+}
+
+static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
+    dz_error err = {0};
+    const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
+    dz_forward *f = NULL;
+    if (dz_forward_create(m, 1, seq, 0, &f, &err) != DZ_OK) return dz_cli_fail(&err);
+    dz_weight_source w = dz_model_weights(m);
+    double nll = 0.0, t0 = dz_now();
+    int64_t scored = 0;
+    int rc = 0;
+    for (int e = 0; e < ds->count && !rc; e++) {
+        int need = dz_tokenizer_encode(tok, ds->items[e].text, 1, NULL, 0, &err);
+        int *ids = need >= 0 ? malloc(sizeof(int) * (size_t)(need + 1)) : NULL;
+        if (!ids) {
+            rc = need < 0 ? dz_cli_fail(&err) : dz_cli_failf("out of memory");
+            break;
+        }
+        dz_tokenizer_encode(tok, ds->items[e].text, 1, ids, need, &err);
+        double s = 0.0;
+        int64_t k = 0;
+        if (dz_lm_nll(f, &w, ids, need, seq, &s, &k, &err) != DZ_OK) rc = dz_cli_fail(&err);
+        nll += s;
+        scored += k;
+        free(ids);
+    }
+    double secs = dz_now() - t0;
+    if (!rc) {
+        double mean = scored ? nll / (double)scored : 0.0;
+        if (o->json)
+            printf("{\"task\": \"lm\", \"tokens\": %lld, \"nll\": %.6f, \"perplexity\": %.4f, \"seconds\": %.3f}\n",
+                   (long long)scored, mean, exp(mean), secs);
+        else
+            printf("%s: %lld tokens scored, mean NLL %.4f, perplexity %.3f (%.1f s)\n", o->data, (long long)scored,
+                   mean, exp(mean), secs);
+    }
+    dz_forward_free(f);
+    return rc;
+}
+
+int dz_cmd_eval(int argc, char **argv) {
+    eval_opts o = {.task = "sst2", .text_key = "text", .label_key = "label", .dtype = "f32", .batch = 16};
+    const dz_opt opts[] = {
+        {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
+        {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
+        {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples"},
+        {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
+        {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\")"},
+        {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
+        {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
+        {"batch", DZ_OPT_INT, &o.batch, "sequences per forward (default 16)"},
+        {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
+        {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
+        {"threads", DZ_OPT_INT, &o.threads, "threads (default: all cores)"},
+        {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and scores (tsv)"},
+        {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
+        {0},
+    };
+    const dz_cmd_spec spec = {"eval", "[MODEL] [--task sst2|classify|lm] [--data FILE] [options]",
+                              "Evaluates MODEL (default: stories260K from the assets folder, $DISTZO_ASSETS).\n"
+                              "Classification: one sequence per candidate label word after the prompt; a\n"
+                              "candidate's score is the mean log-prob of its tokens; the prediction is the argmax.",
+                              0, 1, opts};
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm"))
+        return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm", o.task);
+    if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
+    char model_buf[4096], data_buf[4096];
+    const char *model = npos ? pos[0] : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
+    if (!o.data) {
+        if (strcmp(o.task, "sst2")) return dz_cli_failf("--task %s needs --data FILE", o.task);
+        o.data = dz_cli_asset("sst2/dev.tsv", data_buf, sizeof data_buf);
+    }
+    if ((rc = dz_cli_runtime(o.threads))) return rc;
+    dz_model *m;
+    dz_tokenizer *tok;
+    if ((rc = dz_cli_load(model, o.dtype, o.tokenizer, 1, &m, &tok))) return rc;
+    dz_dataset ds = {0};
+    rc = load_dataset(&o, &ds);
+    if (!rc) rc = strcmp(o.task, "lm") ? eval_classify(&o, m, tok, &ds) : eval_lm(&o, m, tok, &ds);
+    dz_dataset_free(&ds);
+    dz_tokenizer_free(tok);
+    dz_model_free(m);
+    return rc;
+}

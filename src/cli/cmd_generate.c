@@ -1,0 +1,119 @@
+/* distzo generate MODEL --prompt TEXT -n N: greedy (temperature 0) or nucleus sampling. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "core/util.h"
+
+typedef struct printer {
+    const dz_tokenizer *tok;
+    int quiet;
+    char *text;   /* the decoded continuation, for --json */
+    size_t len, cap;
+} printer;
+
+static void on_token(int prev, int token, void *user) {
+    printer *p = user;
+    char buf[256];
+    const char *piece = dz_tokenizer_decode(p->tok, prev, token, buf, sizeof buf);
+    size_t n = strlen(piece);
+    if (p->len + n + 1 > p->cap) {
+        size_t cap = (p->cap + n + 1) * 2;
+        char *t = realloc(p->text, cap);
+        if (!t) return;
+        p->text = t;
+        p->cap = cap;
+    }
+    memcpy(p->text + p->len, piece, n + 1);
+    p->len += n;
+    if (!p->quiet) {
+        fputs(piece, stdout);
+        fflush(stdout);
+    }
+}
+
+int dz_cmd_generate(int argc, char **argv) {
+    const char *prompt = "", *dtype = "f32", *tokenizer = NULL;
+    int n = 256, seed = 0, threads = 0, json = 0;
+    float temperature = 1.0f, top_p = 0.9f;
+    const dz_opt opts[] = {
+        {"prompt", DZ_OPT_STR, &prompt, "text to continue (default: empty, start from BOS)"},
+        {"n", DZ_OPT_INT, &n, "tokens to generate (default 256)"},
+        {"temperature", DZ_OPT_FLOAT, &temperature, "0 = greedy (default 1.0)"},
+        {"top-p", DZ_OPT_FLOAT, &top_p, "nucleus sampling mass (default 0.9)"},
+        {"seed", DZ_OPT_INT, &seed, "sampling seed (default 0)"},
+        {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 or bf16"},
+        {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer file or folder (default: the model's own)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"json", DZ_OPT_FLAG, &json, "print JSON instead of streaming text"},
+        {0},
+    };
+    const dz_cmd_spec spec = {"generate", "MODEL [--prompt TEXT] [-n N] [options]",
+                              "Continues a prompt with MODEL. Temperature 0 decodes greedily.", 1, 1, opts};
+    /* accept the short -n N form too */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-n")) argv[i] = "--n";
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    if (n < 1) return dz_cli_failf("option -n: %d tokens requested; give at least 1", n);
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    dz_model *m;
+    dz_tokenizer *tok;
+    if ((rc = dz_cli_load(pos[0], dtype, tokenizer, 1, &m, &tok))) return rc;
+    const dz_config *c = dz_model_config(m);
+    dz_error err = {0};
+    int cap = c->max_seq_len;
+    int *ids = malloc(sizeof(int) * (size_t)(cap + n));
+    int n_prompt = ids ? dz_tokenizer_encode(tok, prompt, 1, ids, cap, &err) : -1;
+    dz_forward *f = NULL;
+    if (n_prompt < 0 || n_prompt >= cap) {
+        rc = n_prompt < 0 ? dz_cli_fail(&err)
+                          : dz_cli_failf("prompt of %d tokens does not fit the model's %d positions", n_prompt, cap);
+    } else if (n_prompt == 0) {
+        rc = dz_cli_failf("%s: the tokenizer has no BOS token, so an empty prompt cannot start generation",
+                          dz_model_path(m));
+    } else {
+        int seq = n_prompt + n < cap ? n_prompt + n : cap;
+        rc = dz_forward_create(m, 1, seq, 1, &f, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    }
+    if (rc == 0) {
+        dz_sampler s;
+        dz_sampler_init(&s, temperature, top_p, (uint64_t)seed);
+        printer p = {tok, json, NULL, 0, 0};
+        dz_weight_source w = dz_model_weights(m);
+        if (!json) {
+            for (int i = 0; i < n_prompt; i++) {
+                char buf[256];
+                if (ids[i] == dz_tokenizer_bos(tok)) continue; /* BOS is a marker, not text */
+                fputs(dz_tokenizer_decode(tok, i ? ids[i - 1] : -1, ids[i], buf, sizeof buf), stdout);
+            }
+        }
+        int n_out = 0;
+        double t0 = dz_now();
+        dz_status st = dz_generate(f, &w, ids, n_prompt, n, dz_tokenizer_eos(tok), &s, ids + n_prompt, &n_out,
+                                   on_token, &p, &err);
+        double secs = dz_now() - t0;
+        if (st != DZ_OK) {
+            rc = dz_cli_fail(&err);
+        } else if (json) {
+            printf("{\"prompt\": ");
+            dz_cli_json_string(stdout, prompt);
+            printf(", \"text\": ");
+            dz_cli_json_string(stdout, p.text ? p.text : "");
+            printf(", \"tokens\": [");
+            for (int i = 0; i < n_out; i++) printf("%s%d", i ? ", " : "", ids[n_prompt + i]);
+            printf("], \"tokens_per_second\": %.1f}\n", n_out / (secs > 0 ? secs : 1e-9));
+        } else {
+            printf("\n");
+            fprintf(stderr, "distzo: %d tokens in %.2f s (%.1f tokens/s)\n", n_out, secs, n_out / (secs > 0 ? secs : 1e-9));
+        }
+        free(p.text);
+    }
+    dz_forward_free(f);
+    free(ids);
+    dz_tokenizer_free(tok);
+    dz_model_free(m);
+    return rc;
+}

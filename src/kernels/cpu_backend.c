@@ -1,0 +1,189 @@
+/* The CPU backend: OpenBLAS for GEMM, OpenMP loops for everything else.
+ * Determinism: rows are split across threads with a static schedule and each row's
+ * arithmetic runs in a fixed order, so results do not depend on the thread count. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/blas.h"
+
+/* Fixed-order dot product with 16 independent lanes: vectorizes without -ffast-math
+ * and gives the same bits whatever ISA the compiler picks. */
+static float dot(const float *a, const float *b, int n) {
+    float acc[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
+    for (int j = 0; i < n; i++, j++) acc[j] += a[i] * b[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+    return acc[0];
+}
+
+static void cpu_matmul(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
+    if (M <= 0 || N <= 0) return;
+    dz_sgemm(0, 1, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < M; r++) {
+            float *row = y + (size_t)r * N;
+            for (int c = 0; c < N; c++) row[c] += bias[c];
+        }
+    }
+}
+
+static void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *yr = y + (size_t)r * dim;
+        double sum = 0.0, sq = 0.0;
+        for (int i = 0; i < dim; i++) sum += xr[i];
+        double mean = sum / dim;
+        for (int i = 0; i < dim; i++) {
+            double d = xr[i] - mean;
+            sq += d * d;
+        }
+        float rstd = (float)(1.0 / sqrt(sq / dim + eps));
+        float m = (float)mean;
+        for (int i = 0; i < dim; i++) yr[i] = (xr[i] - m) * rstd * w[i] + (b ? b[i] : 0.0f);
+    }
+}
+
+static void cpu_rmsnorm(float *y, const float *x, const float *w, int rows, int dim, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *yr = y + (size_t)r * dim;
+        double sq = 0.0;
+        for (int i = 0; i < dim; i++) sq += (double)xr[i] * xr[i];
+        float rstd = (float)(1.0 / sqrt(sq / dim + eps));
+        for (int i = 0; i < dim; i++) yr[i] = w[i] * (xr[i] * rstd);
+    }
+}
+
+static void cpu_rope(float *x, int rows, int n_per_seq, int pos0, int n_heads, int head_dim,
+                     float theta, int interleaved) {
+    const int half = head_dim / 2;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        int pos = pos0 + r % n_per_seq;
+        for (int i = 0; i < half; i++) {
+            /* Same frequency formula as HF and llama2.c: theta^(-2i/d), in double. */
+            double freq = pow((double)theta, -2.0 * i / head_dim);
+            double ang = pos * freq;
+            float c = (float)cos(ang), s = (float)sin(ang);
+            for (int h = 0; h < n_heads; h++) {
+                float *v = x + (size_t)r * n_heads * head_dim + (size_t)h * head_dim;
+                int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+                float x0 = v[a], x1 = v[b];
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+static void cpu_attention(float *out, const float *q, const float *kcache, const float *vcache,
+                          const dz_attn_args *a) {
+    const int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
+    const int qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
+    const int tasks = a->batch * a->n_heads;
+    const int nt = omp_get_max_threads() < a->scratch_threads ? omp_get_max_threads() : a->scratch_threads;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int t = 0; t < tasks; t++) {
+        float *scores = a->scratch + (size_t)omp_get_thread_num() * a->cache_len;
+        const int b = t / a->n_heads, h = t % a->n_heads, kvh = h / group;
+        const int len = a->lengths ? a->lengths[b] : a->cache_len;
+        const float *kb = kcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
+        const float *vb = vcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
+        for (int i = 0; i < a->n_new; i++) {
+            const int pos = a->pos0 + i;
+            const size_t row = (size_t)b * a->n_new + i;
+            const float *qi = q + row * qstride + (size_t)h * hd;
+            float *oi = out + row * qstride + (size_t)h * hd;
+            int nk = pos + 1 < len ? pos + 1 : len; /* causal, and padding keys masked */
+            if (nk < 1) nk = 1;                     /* a query before any real key sees key 0 */
+            float mx = -INFINITY;
+            for (int j = 0; j < nk; j++) {
+                scores[j] = dot(qi, kb + (size_t)j * kvstride, hd) * a->scale;
+                if (scores[j] > mx) mx = scores[j];
+            }
+            float sum = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                scores[j] = expf(scores[j] - mx);
+                sum += scores[j];
+            }
+            const float inv = 1.0f / sum;
+            for (int d = 0; d < hd; d++) oi[d] = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                const float p = scores[j] * inv;
+                const float *vj = vb + (size_t)j * kvstride;
+                for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
+            }
+        }
+    }
+}
+
+static void cpu_relu(float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void cpu_swiglu(float *gate, const float *up, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static void cpu_add(float *y, const float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void cpu_logsumexp_update(const float *logits, int rows, int n, float *m, float *s) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *l = logits + (size_t)r * n;
+        float mx = m[r];
+        for (int i = 0; i < n; i++) mx = l[i] > mx ? l[i] : mx;
+        float acc = m[r] == -INFINITY ? 0.0f : s[r] * expf(m[r] - mx);
+        float part[16] = {0};
+        int i = 0;
+        for (; i + 16 <= n; i += 16)
+            for (int j = 0; j < 16; j++) part[j] += expf(l[i + j] - mx);
+        for (int j = 0; i < n; i++, j++) part[j] += expf(l[i] - mx);
+        for (int w = 8; w >= 1; w /= 2)
+            for (int j = 0; j < w; j++) part[j] += part[j + w];
+        m[r] = mx;
+        s[r] = acc + part[0];
+    }
+}
+
+static const dz_backend cpu_backend = {
+    .name = "cpu",
+    .matmul = cpu_matmul,
+    .layernorm = cpu_layernorm,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .relu = cpu_relu,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .logsumexp_update = cpu_logsumexp_update,
+};
+
+const dz_backend *dz_backend_cpu(void) { return &cpu_backend; }
+
+static int g_threads;
+
+void dz_set_num_threads(int n) {
+    g_threads = n > 0 ? n : omp_get_num_procs();
+    omp_set_num_threads(g_threads);
+    dz_blas_set_threads(g_threads);
+}
+
+int dz_get_num_threads(void) { return g_threads > 0 ? g_threads : omp_get_max_threads(); }

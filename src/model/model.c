@@ -1,0 +1,121 @@
+/* Model object: tables, tensor placement, accessors and the model's own weight source. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/util.h"
+#include "model/model_internal.h"
+
+dz_status dz_model_init_tables(dz_model *m, dz_error *err) {
+    dz_status st = dz_param_table_build(&m->cfg, &m->table, err);
+    if (st != DZ_OK) return st;
+    const int nb = m->cfg.n_layers + 1;
+    m->data = calloc((size_t)m->table.count, sizeof *m->data);
+    m->ids = malloc((size_t)nb * sizeof *m->ids);
+    if (!m->data || !m->ids) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", m->path);
+    for (int b = 0; b < nb; b++)
+        for (int r = 0; r < DZ_ROLE_MAX; r++) m->ids[b][r] = -1;
+    for (int i = 0; i < m->table.count; i++) m->ids[m->table.params[i].block][m->table.params[i].role] = i;
+    return DZ_OK;
+}
+
+dz_status dz_model_alloc_arena(dz_model *m, size_t bytes, dz_error *err) {
+    if (bytes == 0) return DZ_OK;
+    m->owned = dz_alloc(bytes);
+    if (!m->owned) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for weights", m->path, bytes);
+    m->owned_bytes = bytes;
+    return DZ_OK;
+}
+
+void dz_model_place(dz_model *m, int id, const void *src, dz_dtype src_dtype, int in_place_ok,
+                    size_t *arena_off) {
+    const size_t n = (size_t)dz_param_numel(&m->table.params[id]);
+    if (src_dtype == m->dtype && in_place_ok) {
+        m->data[id] = (void *)src;
+        m->mapped_bytes += n * dz_dtype_size(src_dtype);
+        return;
+    }
+    char *dst = (char *)m->owned + *arena_off;
+    *arena_off += (n * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+    if (src_dtype == m->dtype) {
+        memcpy(dst, src, n * dz_dtype_size(src_dtype));
+    } else if (m->dtype == DZ_F32) {
+        dz_to_f32((float *)dst, src, src_dtype, n);
+    } else {
+        /* Convert through fp32 in slices so no full fp32 copy is needed. */
+        float tmp[4096];
+        for (size_t i = 0; i < n; i += 4096) {
+            size_t k = n - i < 4096 ? n - i : 4096;
+            dz_to_f32(tmp, (const char *)src + i * dz_dtype_size(src_dtype), src_dtype, k);
+            dz_from_f32(dst + i * dz_dtype_size(m->dtype), m->dtype, tmp, k);
+        }
+    }
+    m->data[id] = dst;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_error *err) {
+    *out = NULL;
+    dz_model *m = calloc(1, sizeof *m);
+    if (!m) return dz_fail(err, DZ_ERR_NOMEM, "out of memory");
+    m->dtype = dtype;
+    snprintf(m->path, sizeof m->path, "%s", path);
+    dz_status st;
+    if (dz_is_dir(path)) {
+        st = dz_model_load_hf(m, path, err);
+    } else if (ends_with(path, ".bin")) {
+        st = dz_model_load_llama2c(m, path, err);
+    } else if (!dz_file_exists(path)) {
+        st = dz_fail(err, DZ_ERR_IO, "%s: no such file or folder", path);
+    } else {
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED,
+                     "%s: not a model: expected a Hugging Face folder (config.json + safetensors) "
+                     "or a llama2.c .bin checkpoint", path);
+    }
+    if (st != DZ_OK) {
+        dz_model_free(m);
+        return st;
+    }
+    *out = m;
+    return DZ_OK;
+}
+
+void dz_model_free(dz_model *m) {
+    if (!m) return;
+    dz_hf_checkpoint_close(&m->ckpt);
+    if (m->map) munmap(m->map, m->map_size);
+    dz_free(m->owned);
+    free(m->data);
+    free(m->ids);
+    dz_param_table_free(&m->table);
+    free(m);
+}
+
+const dz_config *dz_model_config(const dz_model *m) { return &m->cfg; }
+const dz_param_table *dz_model_params(const dz_model *m) { return &m->table; }
+dz_dtype dz_model_dtype(const dz_model *m) { return m->dtype; }
+const char *dz_model_path(const dz_model *m) { return m->path; }
+const char *dz_model_format(const dz_model *m) { return m->format; }
+void *dz_model_tensor(const dz_model *m, int id) { return m->data[id]; }
+size_t dz_model_bytes_owned(const dz_model *m) { return m->owned_bytes; }
+size_t dz_model_bytes_mapped(const dz_model *m) { return m->mapped_bytes; }
+const char *dz_model_tokenizer_path(const dz_model *m) { return m->tokenizer[0] ? m->tokenizer : NULL; }
+
+static const float *model_rows(const void *self, int id, int64_t row0, int64_t nrows, float *scratch) {
+    const dz_model *m = self;
+    const int64_t cols = m->table.params[id].cols;
+    const char *base = (const char *)m->data[id] + (size_t)(row0 * cols) * dz_dtype_size(m->dtype);
+    if (m->dtype == DZ_F32) return (const float *)base;
+    dz_to_f32(scratch, base, m->dtype, (size_t)(nrows * cols));
+    return scratch;
+}
+
+dz_weight_source dz_model_weights(const dz_model *m) {
+    dz_weight_source w = {model_rows, m};
+    return w;
+}

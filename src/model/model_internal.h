@@ -1,0 +1,41 @@
+/* The model object shared by the loaders and the forward pass. */
+#ifndef DZ_MODEL_INTERNAL_H
+#define DZ_MODEL_INTERNAL_H
+
+#include <limits.h>
+
+#include "distzo/model.h"
+#include "format/safetensors.h"
+
+enum { DZ_ROLE_MAX = (int)DZ_L_COUNT > (int)DZ_G_COUNT ? (int)DZ_L_COUNT : (int)DZ_G_COUNT };
+
+struct dz_model {
+    dz_config cfg;
+    dz_param_table table;
+    dz_dtype dtype;
+    void **data;            /* per tensor id, in dtype */
+    int (*ids)[DZ_ROLE_MAX]; /* [n_layers + 1][role] -> tensor id or -1 */
+    void *owned;            /* converted tensors live here */
+    size_t owned_bytes;
+    size_t mapped_bytes;
+    dz_hf_checkpoint ckpt;  /* HF: kept open while tensors point into it */
+    void *map;              /* llama2.c: the file's mapping */
+    size_t map_size;
+    char path[PATH_MAX];
+    char tokenizer[PATH_MAX];
+    const char *format;
+};
+
+/* Allocates data/ids for cfg and builds the table. */
+dz_status dz_model_init_tables(dz_model *m, dz_error *err);
+/* Places tensor id: used in place if src_dtype == m->dtype and in_place_ok, else converted
+ * into the owned arena at *arena_off. */
+void dz_model_place(dz_model *m, int id, const void *src, dz_dtype src_dtype, int in_place_ok,
+                    size_t *arena_off);
+/* Bytes the owned arena needs for tensors not usable in place (computed by the loader). */
+dz_status dz_model_alloc_arena(dz_model *m, size_t bytes, dz_error *err);
+
+dz_status dz_model_load_hf(dz_model *m, const char *dir, dz_error *err);
+dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err);
+
+#endif
