@@ -17,7 +17,10 @@ typedef struct dz_st_tensor {
     dz_dtype dtype;
     int ndim;
     int64_t shape[DZ_ST_MAX_DIMS];
-    const void *data;      /* points into the file's mapping (or the parsed buffer) */
+    const void *data;      /* points into the file's mapping (or the parsed buffer); aligned to
+                              the element size in files from distzo or the reference writer
+                              (8-byte padded header, larger dtypes first), but other writers
+                              may leave it unaligned: read 16/32-bit values with memcpy */
     size_t nbytes;
 } dz_st_tensor;
 
@@ -26,21 +29,26 @@ typedef struct dz_safetensors {
     void *map;             /* mmap of the whole file; NULL when parsed from a caller's buffer */
     size_t map_size;
     int count;
-    dz_st_tensor *tensors;
+    dz_st_tensor *tensors; /* sorted by name (dz_safetensors_find bisects), not file order */
 } dz_safetensors;
 
-/* Parses a safetensors image in buf[0..size). path is used only in error messages.
- * Validates: header length within the file, JSON well-formed, every dtype known,
- * shape x dtype size == byte range, ranges inside the data section, no overlaps.
- * Unknown dtypes (e.g. I64) are a format error naming the tensor. */
+/* Parses a safetensors image in buf[0..size), which must outlive *out (tensor data points
+ * into it). path is used only in error messages (NULL: "<memory>").
+ * Validates: header length within the file (and at most 100 MB), JSON well-formed and an
+ * object, every field present and typed, shape x dtype size == byte range (no overflow),
+ * ranges inside the data section, no overlapping ranges, no duplicate names.
+ * Gaps between tensors and bytes after the last one are allowed; zero-size tensors too.
+ * Errors name the file and the tensor/field: DZ_ERR_FORMAT for a malformed file,
+ * DZ_ERR_UNSUPPORTED for a valid dtype distzo does not load (I64, F64, U8, ...) or more
+ * than DZ_ST_MAX_DIMS dimensions. On failure *out is left empty. */
 dz_status dz_safetensors_parse(const char *path, const void *buf, size_t size,
                                dz_safetensors *out, dz_error *err);
-/* mmap(PROT_READ, MAP_PRIVATE) + parse. */
+/* mmap(PROT_READ, MAP_PRIVATE) + parse; the mapping lives until close. */
 dz_status dz_safetensors_open(const char *path, dz_safetensors *out, dz_error *err);
 void dz_safetensors_close(dz_safetensors *st);
 const dz_st_tensor *dz_safetensors_find(const dz_safetensors *st, const char *name);
 
-/* A tensor to write: data in dtype, nbytes = numel * dtype size. */
+/* A tensor to write: data in dtype, nbytes = numel * dtype size; ndim 0 is a scalar. */
 typedef struct dz_st_write_tensor {
     const char *name;
     dz_dtype dtype;
@@ -50,7 +58,10 @@ typedef struct dz_st_write_tensor {
 } dz_st_write_tensor;
 
 /* Writes a safetensors file to path atomically (temp file, fsync, rename), with
- * {"__metadata__":{"format":"pt"}} so transformers loads it. */
+ * {"__metadata__":{"format":"pt"}} so transformers loads it. The header is padded with
+ * spaces to a multiple of 8 and data is laid out contiguously, larger dtypes first, so
+ * every tensor is aligned to its element size. Data is streamed from the caller's
+ * buffers (no second in-memory copy). Names must be unique and not "__metadata__". */
 dz_status dz_safetensors_write(const char *path, const dz_st_write_tensor *tensors, int count,
                                dz_error *err);
 
@@ -62,7 +73,8 @@ typedef struct dz_hf_checkpoint {
 } dz_hf_checkpoint;
 
 /* Opens dir/model.safetensors, or every shard named in dir/model.safetensors.index.json
- * (checking that each tensor the index lists is in the shard it names). */
+ * {"weight_map": {tensor: file}}, each distinct shard once (checking that each tensor
+ * the index lists is in the shard it names). DZ_ERR_NOT_FOUND when neither file exists. */
 dz_status dz_hf_checkpoint_open(const char *dir, dz_hf_checkpoint *out, dz_error *err);
 void dz_hf_checkpoint_close(dz_hf_checkpoint *ck);
 /* The tensor, and in *file the path of the shard holding it (for messages); NULL if absent. */
