@@ -7,10 +7,11 @@
 
 #include "kernels/backend.h"
 #include "kernels/blas.h"
+#include "kernels/cpu_simd.h"
 
 /* Fixed-order dot product with 16 independent lanes: vectorizes without -ffast-math
  * and gives the same bits whatever ISA the compiler picks. */
-static float dot(const float *a, const float *b, int n) {
+static inline float dot(const float *a, const float *b, int n) {
     float acc[16] = {0};
     int i = 0;
     for (; i + 16 <= n; i += 16)
@@ -85,44 +86,53 @@ static void cpu_rope(float *x, int rows, int n_per_seq, int pos0, int n_heads, i
     }
 }
 
+/* One (sequence, head) pair: every query row of this call against its visible keys. */
+DZ_SIMD_CLONES
+static void attend_head(float *out, const float *q, const float *kb, const float *vb, float *scores, int b, int h,
+                        int len, const dz_attn_args *a) {
+    const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
+    for (int i = 0; i < a->n_new; i++) {
+        const int pos = a->pos0 + i;
+        const size_t row = (size_t)b * a->n_new + i;
+        const float *qi = q + row * qstride + (size_t)h * hd;
+        float *oi = out + row * qstride + (size_t)h * hd;
+        int nk = pos + 1 < len ? pos + 1 : len; /* causal, and padding keys masked */
+        if (nk < 1) nk = 1;                     /* a query before any real key sees key 0 */
+        float mx = -INFINITY;
+        for (int j = 0; j < nk; j++) {
+            scores[j] = dot(qi, kb + (size_t)j * kvstride, hd) * a->scale;
+            mx = scores[j] > mx ? scores[j] : mx;
+        }
+        for (int j = 0; j < nk; j++) scores[j] = dz_expf(scores[j] - mx);
+        float part[16] = {0};
+        int j = 0;
+        for (; j + 16 <= nk; j += 16)
+            for (int k = 0; k < 16; k++) part[k] += scores[j + k];
+        for (int k = 0; j < nk; j++, k++) part[k] += scores[j];
+        for (int w = 8; w >= 1; w /= 2)
+            for (int k = 0; k < w; k++) part[k] += part[k + w];
+        const float inv = 1.0f / part[0];
+        for (int d = 0; d < hd; d++) oi[d] = 0.0f;
+        for (j = 0; j < nk; j++) {
+            const float p = scores[j] * inv;
+            const float *vj = vb + (size_t)j * kvstride;
+            for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
+        }
+    }
+}
+
 static void cpu_attention(float *out, const float *q, const float *kcache, const float *vcache,
                           const dz_attn_args *a) {
-    const int hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
-    const int qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
+    const int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, kvstride = a->n_kv_heads * hd;
     const int tasks = a->batch * a->n_heads;
     const int nt = omp_get_max_threads() < a->scratch_threads ? omp_get_max_threads() : a->scratch_threads;
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int t = 0; t < tasks; t++) {
-        float *scores = a->scratch + (size_t)omp_get_thread_num() * a->cache_len;
         const int b = t / a->n_heads, h = t % a->n_heads, kvh = h / group;
         const int len = a->lengths ? a->lengths[b] : a->cache_len;
         const float *kb = kcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
         const float *vb = vcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
-        for (int i = 0; i < a->n_new; i++) {
-            const int pos = a->pos0 + i;
-            const size_t row = (size_t)b * a->n_new + i;
-            const float *qi = q + row * qstride + (size_t)h * hd;
-            float *oi = out + row * qstride + (size_t)h * hd;
-            int nk = pos + 1 < len ? pos + 1 : len; /* causal, and padding keys masked */
-            if (nk < 1) nk = 1;                     /* a query before any real key sees key 0 */
-            float mx = -INFINITY;
-            for (int j = 0; j < nk; j++) {
-                scores[j] = dot(qi, kb + (size_t)j * kvstride, hd) * a->scale;
-                if (scores[j] > mx) mx = scores[j];
-            }
-            float sum = 0.0f;
-            for (int j = 0; j < nk; j++) {
-                scores[j] = expf(scores[j] - mx);
-                sum += scores[j];
-            }
-            const float inv = 1.0f / sum;
-            for (int d = 0; d < hd; d++) oi[d] = 0.0f;
-            for (int j = 0; j < nk; j++) {
-                const float p = scores[j] * inv;
-                const float *vj = vb + (size_t)j * kvstride;
-                for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
-            }
-        }
+        attend_head(out, q, kb, vb, a->scratch + (size_t)omp_get_thread_num() * a->cache_len, b, h, len, a);
     }
 }
 
@@ -131,12 +141,15 @@ static void cpu_relu(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
+DZ_SIMD_CLONES
+static void swiglu_span(float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + dz_expf(-gate[i])) * up[i];
+}
+
 static void cpu_swiglu(float *gate, const float *up, size_t n) {
+    const size_t span = 4096;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    for (size_t i = 0; i < n; i += span) swiglu_span(gate + i, up + i, n - i < span ? n - i : span);
 }
 
 static void cpu_add(float *y, const float *x, size_t n) {
@@ -144,23 +157,25 @@ static void cpu_add(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+DZ_SIMD_CLONES
+static void logsumexp_row(const float *l, int n, float *m, float *s) {
+    float mx = *m;
+    for (int i = 0; i < n; i++) mx = l[i] > mx ? l[i] : mx;
+    float acc = *m == -INFINITY ? 0.0f : *s * dz_expf(*m - mx);
+    float part[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) part[j] += dz_expf(l[i + j] - mx);
+    for (int j = 0; i < n; i++, j++) part[j] += dz_expf(l[i] - mx);
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) part[j] += part[j + w];
+    *m = mx;
+    *s = acc + part[0];
+}
+
 static void cpu_logsumexp_update(const float *logits, int rows, int n, float *m, float *s) {
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float *l = logits + (size_t)r * n;
-        float mx = m[r];
-        for (int i = 0; i < n; i++) mx = l[i] > mx ? l[i] : mx;
-        float acc = m[r] == -INFINITY ? 0.0f : s[r] * expf(m[r] - mx);
-        float part[16] = {0};
-        int i = 0;
-        for (; i + 16 <= n; i += 16)
-            for (int j = 0; j < 16; j++) part[j] += expf(l[i + j] - mx);
-        for (int j = 0; i < n; i++, j++) part[j] += expf(l[i] - mx);
-        for (int w = 8; w >= 1; w /= 2)
-            for (int j = 0; j < w; j++) part[j] += part[j + w];
-        m[r] = mx;
-        s[r] = acc + part[0];
-    }
+    for (int r = 0; r < rows; r++) logsumexp_row(logits + (size_t)r * n, n, m + r, s + r);
 }
 
 static const dz_backend cpu_backend = {
