@@ -1,0 +1,213 @@
+/* The real pretrained stories260K (llama2.c format) against the independent PyTorch
+ * reference in tools/ref_llama2c.py: logits, 200 greedy tokens from BOS, and zero-shot
+ * SST-2 dev predictions and scores (both label-word pairs). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/util.h"
+#include "distzo/distzo.h"
+#include "kernels/blas.h"
+
+static char g_assets[1024];
+
+static int assets_present(void) {
+    const char *env = getenv("DISTZO_ASSETS");
+    snprintf(g_assets, sizeof g_assets, "%s", env && *env ? env : "../shared/assets");
+    char p[1200];
+    snprintf(p, sizeof p, "%s/stories260K/stories260K.bin", g_assets);
+    return dz_file_exists(p);
+}
+
+typedef struct fixture {
+    dz_model *m;
+    dz_tokenizer *tok;
+} fixture;
+
+static int setup(void **state) {
+    static fixture fx;
+    if (!assets_present()) {
+        *state = NULL;
+        return 0;
+    }
+    char p[1200];
+    dz_error err = {0};
+    snprintf(p, sizeof p, "%s/stories260K/stories260K.bin", g_assets);
+    if (dz_model_load(p, DZ_F32, &fx.m, &err) != DZ_OK) return fprintf(stderr, "%s\n", err.msg), -1;
+    if (dz_tokenizer_load(dz_model_tokenizer_path(fx.m), 512, &fx.tok, &err) != DZ_OK)
+        return fprintf(stderr, "%s\n", err.msg), -1;
+    *state = &fx;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *fx = *state;
+    if (fx) {
+        dz_tokenizer_free(fx->tok);
+        dz_model_free(fx->m);
+    }
+    return 0;
+}
+
+#define NEED_ASSETS(fx)                                                                     \
+    do {                                                                                    \
+        if (!(fx)) {                                                                        \
+            printf("  SKIP: stories260K not found under %s (set DISTZO_ASSETS)\n", g_assets); \
+            skip();                                                                         \
+        }                                                                                   \
+    } while (0)
+
+static void logits_match_reference(void **state) {
+    fixture *fx = *state;
+    NEED_ASSETS(fx);
+    char p[1200];
+    snprintf(p, sizeof p, "%s/stories260k/logits_first.bin", DZ_TEST_DATA);
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    int32_t hdr[3];
+    assert_int_equal(fread(hdr, 4, 3, f), 3);
+    const int T = hdr[1], V = hdr[2];
+    int tokens[64], len;
+    float *ref = malloc(sizeof(float) * (size_t)T * V), *out = malloc(sizeof(float) * (size_t)T * V);
+    assert_int_equal(fread(tokens, 4, (size_t)T, f), (size_t)T);
+    assert_int_equal(fread(&len, 4, 1, f), 1);
+    assert_int_equal(fread(ref, 4, (size_t)T * V, f), (size_t)T * V);
+    fclose(f);
+    dz_forward *fw;
+    dz_error err = {0};
+    assert_int_equal(dz_forward_create(fx->m, 1, T, 0, &fw, &err), DZ_OK);
+    dz_weight_source w = dz_model_weights(fx->m);
+    assert_int_equal(dz_forward_run(fw, &w, tokens, NULL, 1, T, 0, &err), DZ_OK);
+    int rows[64];
+    for (int t = 0; t < T; t++) rows[t] = t;
+    assert_int_equal(dz_forward_logits(fw, &w, rows, T, out, &err), DZ_OK);
+    double max_err = 0.0;
+    for (size_t i = 0; i < (size_t)T * V; i++) max_err = fmax(max_err, fabs(out[i] - ref[i]));
+    printf("  %d positions x %d logits: max |err| %.2e\n", T, V, max_err);
+    assert_true(max_err <= 1e-4);
+    dz_forward_free(fw);
+    free(ref);
+    free(out);
+}
+
+static void greedy_200_tokens_match_reference(void **state) {
+    fixture *fx = *state;
+    NEED_ASSETS(fx);
+    char p[1200], *json;
+    snprintf(p, sizeof p, "%s/stories260k/greedy200.json", DZ_TEST_DATA);
+    dz_error err = {0};
+    assert_int_equal(dz_read_file(p, &json, NULL, &err), DZ_OK);
+    cJSON *root = cJSON_Parse(json);
+    assert_non_null(root);
+    cJSON *ref_tokens = cJSON_GetObjectItem(root, "tokens");
+    const char *ref_text = cJSON_GetObjectItem(root, "text")->valuestring;
+    const int n = cJSON_GetArraySize(ref_tokens);
+    assert_int_equal(n, 200);
+
+    dz_forward *fw;
+    assert_int_equal(dz_forward_create(fx->m, 1, 512, 1, &fw, &err), DZ_OK);
+    dz_weight_source w = dz_model_weights(fx->m);
+    dz_sampler s;
+    dz_sampler_init(&s, 0.0f, 1.0f, 0);
+    int bos = 1, out[200], n_out = 0;
+    assert_int_equal(dz_generate(fw, &w, &bos, 1, 200, -1, &s, out, &n_out, NULL, NULL, &err), DZ_OK);
+    assert_int_equal(n_out, 200);
+    char text[8192] = "", buf[64];
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(out[i], cJSON_GetArrayItem(ref_tokens, i)->valueint);
+        strcat(text, dz_tokenizer_decode(fx->tok, i ? out[i - 1] : bos, out[i], buf, sizeof buf));
+    }
+    assert_string_equal(text, ref_text);
+    /* the upstream project's own known answer */
+    assert_true(strncmp(text, "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
+                        91) == 0);
+    cJSON_Delete(root);
+    free(json);
+    dz_forward_free(fw);
+}
+
+/* Reference rows: index, label, pred, score0, score1 for terrible/great then bad/good. */
+static void sst2_zero_shot_matches_reference(void **state) {
+    fixture *fx = *state;
+    NEED_ASSETS(fx);
+    char p[1200];
+    dz_error err = {0};
+    dz_dataset ds;
+    snprintf(p, sizeof p, "%s/sst2/dev.tsv", g_assets);
+    assert_int_equal(dz_dataset_load_sst2(p, &ds, &err), DZ_OK);
+    snprintf(p, sizeof p, "%s/stories260k/sst2_dev_zeroshot.tsv", DZ_TEST_DATA);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    int (*ref_pred)[2] = calloc((size_t)ds.count, sizeof *ref_pred);
+    float (*ref_score)[2][2] = calloc((size_t)ds.count, sizeof *ref_score);
+    char line[512];
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        int idx, label, p0, p1;
+        float a, b, c, d;
+        if (sscanf(line, "%d\t%d\t%d\t%f\t%f\t%d\t%f\t%f", &idx, &label, &p0, &a, &b, &p1, &c, &d) != 8) continue;
+        assert_int_equal(idx, rows);
+        assert_int_equal(label, ds.items[idx].label);
+        ref_pred[idx][0] = p0, ref_pred[idx][1] = p1;
+        ref_score[idx][0][0] = a, ref_score[idx][0][1] = b, ref_score[idx][1][0] = c, ref_score[idx][1][1] = d;
+        rows++;
+    }
+    fclose(f);
+    assert_int_equal(rows, ds.count);
+
+    static const char *words[2] = {"terrible,great", "bad,good"};
+    for (int set = 0; set < 2; set++) {
+        dz_prompt_spec spec;
+        dz_prompt_spec_default_sst2(&spec);
+        assert_int_equal(dz_prompt_spec_set_labels(&spec, words[set], &err), DZ_OK);
+        dz_class_set cs;
+        assert_int_equal(dz_class_set_build(&ds, &spec, fx->tok, 512, &cs, &err), DZ_OK);
+        dz_forward *fw;
+        assert_int_equal(dz_forward_create(fx->m, 32, cs.max_len, 0, &fw, &err), DZ_OK);
+        dz_weight_source w = dz_model_weights(fx->m);
+        int *preds = malloc(sizeof(int) * (size_t)ds.count);
+        float *scores = malloc(sizeof(float) * (size_t)ds.count * 2);
+        double acc, ref_acc = 0.0, max_err = 0.0;
+        assert_int_equal(dz_class_evaluate(fw, &w, &cs, 32, preds, scores, &acc, &err), DZ_OK);
+        int same = 0;
+        for (int e = 0; e < ds.count; e++) {
+            same += preds[e] == ref_pred[e][set];
+            ref_acc += ref_pred[e][set] == ds.items[e].label;
+            for (int k = 0; k < 2; k++) max_err = fmax(max_err, fabs(scores[2 * e + k] - ref_score[e][set][k]));
+        }
+        ref_acc /= ds.count;
+        printf("  %-15s accuracy %.4f (reference %.4f), same predictions %d/%d, max |score err| %.2e\n", words[set],
+               acc, ref_acc, same, ds.count, max_err);
+        assert_int_equal(same, ds.count);
+        assert_true(fabs(acc - ref_acc) < 1e-12);
+        assert_true(max_err <= 1e-4);
+        free(preds);
+        free(scores);
+        dz_forward_free(fw);
+        dz_class_set_free(&cs);
+    }
+    free(ref_pred);
+    free(ref_score);
+    dz_dataset_free(&ds);
+}
+
+int main(void) {
+    dz_error err = {0};
+    if (dz_blas_init(&err) != DZ_OK) {
+        fprintf(stderr, "OpenBLAS: %s\n", err.msg);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(logits_match_reference),
+        cmocka_unit_test(greedy_200_tokens_match_reference),
+        cmocka_unit_test(sst2_zero_shot_matches_reference),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
