@@ -1,0 +1,217 @@
+/* Every op of the CPU backend against a plain double-precision reference written here
+ * (in the spirit of ggml's test-backend-ops), on odd shapes; and each op's result is
+ * bitwise the same with 1 and 2 threads. */
+#include <math.h>
+#include <omp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/rng.h"
+#include "kernels/backend.h"
+#include "kernels/blas.h"
+#include "kernels/cpu_simd.h"
+
+static float *randn(size_t n, uint64_t seed, float scale) {
+    float *x = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * dz_normal(&seed));
+    return x;
+}
+
+static double max_rel_err(const float *got, const double *want, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(got[i] - want[i]) / (1.0 + fabs(want[i])));
+    return m;
+}
+
+static void exp_is_accurate(void **s) {
+    (void)s;
+    double worst = 0.0;
+    for (float x = -87.0f; x < 88.0f; x += 0.001f) {
+        double want = exp((double)x);
+        worst = fmax(worst, fabs(dz_expf(x) - want) / want);
+    }
+    assert_true(worst < 3e-7);
+    assert_true(dz_expf(-1000.0f) == 0.0f || dz_expf(-1000.0f) < 1e-37f);
+    assert_true(dz_expf(0.0f) == 1.0f);
+}
+
+static void matmul_with_bias(void **s) {
+    (void)s;
+    const dz_backend *be = dz_backend_cpu();
+    const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 96, 48}, {130, 7, 300}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int M = shapes[k][0], N = shapes[k][1], K = shapes[k][2];
+        float *x = randn((size_t)M * K, 1, 1), *w = randn((size_t)N * K, 2, 1), *b = randn(N, 3, 1);
+        float *y = malloc(sizeof(float) * M * N);
+        double *want = malloc(sizeof(double) * M * N);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double acc = b[j];
+                for (int t = 0; t < K; t++) acc += (double)x[i * K + t] * w[j * K + t];
+                want[i * N + j] = acc;
+            }
+        be->matmul(y, x, w, b, M, N, K);
+        assert_true(max_rel_err(y, want, (size_t)M * N) < 1e-5 * sqrt(K));
+        free(x), free(w), free(b), free(y), free(want);
+    }
+}
+
+static void norms(void **s) {
+    (void)s;
+    const dz_backend *be = dz_backend_cpu();
+    const int rows = 5, dim = 77;
+    float *x = randn(rows * dim, 4, 3), *w = randn(dim, 5, 1), *b = randn(dim, 6, 1);
+    float *y = malloc(sizeof(float) * rows * dim);
+    double *want = malloc(sizeof(double) * rows * dim);
+    for (int r = 0; r < rows; r++) {
+        double mean = 0, var = 0, sq = 0;
+        for (int i = 0; i < dim; i++) mean += x[r * dim + i];
+        mean /= dim;
+        for (int i = 0; i < dim; i++) var += pow(x[r * dim + i] - mean, 2), sq += pow(x[r * dim + i], 2);
+        var /= dim;
+        for (int i = 0; i < dim; i++) want[r * dim + i] = (x[r * dim + i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+    }
+    be->layernorm(y, x, w, b, rows, dim, 1e-5f);
+    assert_true(max_rel_err(y, want, rows * dim) < 1e-5);
+    for (int r = 0; r < rows; r++) {
+        double sq = 0;
+        for (int i = 0; i < dim; i++) sq += pow(x[r * dim + i], 2);
+        for (int i = 0; i < dim; i++) want[r * dim + i] = x[r * dim + i] / sqrt(sq / dim + 1e-6) * w[i];
+    }
+    be->rmsnorm(y, x, w, rows, dim, 1e-6f);
+    assert_true(max_rel_err(y, want, rows * dim) < 1e-5);
+    free(x), free(w), free(b), free(y), free(want);
+}
+
+static void rope_both_layouts(void **s) {
+    (void)s;
+    const dz_backend *be = dz_backend_cpu();
+    const int rows = 6, per_seq = 3, pos0 = 5, heads = 2, hd = 8;
+    for (int inter = 0; inter < 2; inter++) {
+        float *x = randn(rows * heads * hd, 7, 1);
+        double *want = malloc(sizeof(double) * rows * heads * hd);
+        for (int r = 0; r < rows; r++)
+            for (int h = 0; h < heads; h++)
+                for (int i = 0; i < hd / 2; i++) {
+                    int a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + hd / 2;
+                    const float *v = x + (r * heads + h) * hd;
+                    double ang = (pos0 + r % per_seq) * pow(10000.0, -2.0 * i / hd);
+                    want[(r * heads + h) * hd + a] = v[a] * cos(ang) - v[b] * sin(ang);
+                    want[(r * heads + h) * hd + b] = v[a] * sin(ang) + v[b] * cos(ang);
+                }
+        be->rope(x, rows, per_seq, pos0, heads, hd, 10000.0f, inter);
+        assert_true(max_rel_err(x, want, rows * heads * hd) < 1e-6);
+        free(x), free(want);
+    }
+}
+
+/* Causal attention with GQA, padding and a cache prefix, against a direct softmax. */
+static void attention_gqa_padding_prefix(void **s) {
+    (void)s;
+    const dz_backend *be = dz_backend_cpu();
+    const int B = 2, n_new = 3, pos0 = 2, T = 6, H = 4, KV = 2, hd = 5;
+    const int lengths[2] = {5, 3};
+    float *q = randn(B * n_new * H * hd, 8, 1), *k = randn(B * T * KV * hd, 9, 1), *v = randn(B * T * KV * hd, 10, 1);
+    float *out = malloc(sizeof(float) * B * n_new * H * hd), *scratch = malloc(sizeof(float) * T * 64);
+    double *want = calloc(B * n_new * H * hd, sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < n_new; i++) {
+                int nk = pos0 + i + 1 < lengths[b] ? pos0 + i + 1 : lengths[b];
+                double sc[16], mx = -1e300, sum = 0;
+                for (int j = 0; j < nk; j++) {
+                    double d = 0;
+                    for (int t = 0; t < hd; t++)
+                        d += (double)q[((b * n_new + i) * H + h) * hd + t] * k[((b * T + j) * KV + h / 2) * hd + t];
+                    sc[j] = d / sqrt(hd);
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j < nk; j++) sum += sc[j] = exp(sc[j] - mx);
+                for (int j = 0; j < nk; j++)
+                    for (int t = 0; t < hd; t++)
+                        want[((b * n_new + i) * H + h) * hd + t] += sc[j] / sum * v[((b * T + j) * KV + h / 2) * hd + t];
+            }
+    dz_attn_args a = {.batch = B, .n_new = n_new, .pos0 = pos0, .cache_len = T, .n_heads = H, .n_kv_heads = KV,
+                      .head_dim = hd, .lengths = lengths, .scale = 1.0f / sqrtf(hd), .scratch = scratch,
+                      .scratch_threads = 64};
+    be->attention(out, q, k, v, &a);
+    assert_true(max_rel_err(out, want, B * n_new * H * hd) < 1e-5);
+    free(q), free(k), free(v), free(out), free(scratch), free(want);
+}
+
+static void activations_and_logsumexp(void **s) {
+    (void)s;
+    const dz_backend *be = dz_backend_cpu();
+    const size_t n = 1000;
+    float *g = randn(n, 11, 4), *u = randn(n, 12, 1), *r = malloc(sizeof(float) * n);
+    double *want = malloc(sizeof(double) * n);
+    memcpy(r, g, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) want[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+    be->swiglu(g, u, n);
+    assert_true(max_rel_err(g, want, n) < 1e-6);
+    for (size_t i = 0; i < n; i++) want[i] = r[i] > 0 ? r[i] : 0;
+    be->relu(r, n);
+    assert_true(max_rel_err(r, want, n) < 1e-12);
+    /* two chunks of a 3 x 700 row block, folded online */
+    float *l = randn(3 * 700, 13, 5), m[3] = {-INFINITY, -INFINITY, -INFINITY}, sum[3] = {0};
+    float *c1 = malloc(sizeof(float) * 3 * 300), *c2 = malloc(sizeof(float) * 3 * 400);
+    for (int row = 0; row < 3; row++) {
+        memcpy(c1 + row * 300, l + row * 700, sizeof(float) * 300);
+        memcpy(c2 + row * 400, l + row * 700 + 300, sizeof(float) * 400);
+    }
+    be->logsumexp_update(c1, 3, 300, m, sum);
+    be->logsumexp_update(c2, 3, 400, m, sum);
+    for (int row = 0; row < 3; row++) {
+        double acc = 0;
+        for (int i = 0; i < 700; i++) acc += exp((double)l[row * 700 + i]);
+        assert_true(fabs((m[row] + log(sum[row])) - log(acc)) < 1e-5);
+    }
+    free(g), free(u), free(r), free(want), free(l), free(c1), free(c2);
+}
+
+/* Row results must not depend on the thread count. */
+static void ops_are_bitwise_equal_across_thread_counts(void **s) {
+    (void)s;
+    const dz_backend *be = dz_backend_cpu();
+    const int M = 96, N = 80, K = 72;
+    float *x = randn(M * K, 14, 1), *w = randn(N * K, 15, 1), *y[2], *ln[2], *lse[2];
+    for (int t = 0; t < 2; t++) {
+        dz_set_num_threads(t + 1);
+        y[t] = malloc(sizeof(float) * M * N);
+        ln[t] = malloc(sizeof(float) * M * K);
+        lse[t] = calloc(2 * M, sizeof(float));
+        be->matmul(y[t], x, w, w, M, N, K);
+        be->layernorm(ln[t], x, w, w + K, M, K, 1e-5f);
+        for (int i = 0; i < M; i++) lse[t][i] = -INFINITY;
+        be->logsumexp_update(y[t], M, N, lse[t], lse[t] + M);
+    }
+    assert_memory_equal(y[0], y[1], sizeof(float) * M * N);
+    assert_memory_equal(ln[0], ln[1], sizeof(float) * M * K);
+    assert_memory_equal(lse[0], lse[1], sizeof(float) * 2 * M);
+    for (int t = 0; t < 2; t++) free(y[t]), free(ln[t]), free(lse[t]);
+    free(x), free(w);
+}
+
+int main(void) {
+    dz_error err = {0};
+    if (dz_blas_init(&err) != DZ_OK) {
+        fprintf(stderr, "OpenBLAS: %s\n", err.msg);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(exp_is_accurate),
+        cmocka_unit_test(matmul_with_bias),
+        cmocka_unit_test(norms),
+        cmocka_unit_test(rope_both_layouts),
+        cmocka_unit_test(attention_gqa_padding_prefix),
+        cmocka_unit_test(activations_and_logsumexp),
+        cmocka_unit_test(ops_are_bitwise_equal_across_thread_counts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
