@@ -1,0 +1,391 @@
+/* GPT-2 byte-level BPE (GPT-2 ids, and OPT ids through fairseq's dict.txt).
+ *
+ * Vocabulary strings are stored as the raw bytes they stand for (the byte-to-unicode
+ * mapping undone at load time), so encoding works on the text's bytes directly: split
+ * into pre-tokens with GPT-2's regex, start from one symbol per byte, merge by rank. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/util.h"
+#include "tokenizer/internal.h"
+#include "tokenizer/unicode.h"
+
+enum { MAX_BPE_ID = 1 << 24, BYTE_MAP_SIZE = 324 }; /* 256 + 68 remapped bytes */
+
+/* GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other
+ * 68 bytes take code points 256, 257, ... in byte order. Returns byte or -1 per cp. */
+static void unicode_to_byte(int inv[BYTE_MAP_SIZE]) {
+    int extra = 0;
+    for (int cp = 0; cp < BYTE_MAP_SIZE; cp++) inv[cp] = -1;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        inv[printable ? b : 256 + extra++] = b;
+    }
+}
+
+/* Undoes the byte mapping of a token string into out (room for strlen(s) bytes).
+ * Returns the byte count, or -1 when s has a character outside the mapping. */
+static int token_to_bytes(const int inv[BYTE_MAP_SIZE], const char *s, char *out) {
+    size_t n = strlen(s);
+    int m = 0;
+    for (size_t i = 0; i < n;) {
+        int len;
+        int32_t cp = dz_utf8_decode((const uint8_t *)s + i, n - i, &len);
+        if (cp < 0 || cp >= BYTE_MAP_SIZE || inv[cp] < 0) return -1;
+        out[m++] = (char)inv[cp];
+        i += (size_t)len;
+    }
+    return m;
+}
+
+static int line_of(const char *buf, const char *pos) {
+    int line = 1;
+    for (const char *p = buf; p < pos && *p; p++) line += *p == '\n';
+    return line;
+}
+
+/* Parses vocab.json / encoder.json: an object of token string -> id. */
+static dz_status read_vocab_json(const char *path, cJSON **out, int *n_ids, dz_error *err) {
+    char *text;
+    size_t len;
+    dz_status st = dz_read_file(path, &text, &len, err);
+    if (st != DZ_OK) return st;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        int line = line_of(text, end ? end : text);
+        free(text);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: malformed JSON", path, line);
+    }
+    free(text);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: expected a JSON object of token -> id", path);
+    }
+    int max_id = -1;
+    for (const cJSON *e = root->child; e; e = e->next) {
+        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (v < 0 || v >= MAX_BPE_ID || v != (double)(int)v) {
+            dz_fail(err, DZ_ERR_FORMAT, "%s: token \"%.80s\": id is not an integer in [0, %d)", path, e->string,
+                    MAX_BPE_ID);
+            cJSON_Delete(root);
+            return DZ_ERR_FORMAT;
+        }
+        if ((int)v > max_id) max_id = (int)v;
+    }
+    if (max_id < 0) {
+        cJSON_Delete(root);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: no tokens", path);
+    }
+    *out = root;
+    *n_ids = max_id + 1;
+    return DZ_OK;
+}
+
+/* Load-time state: the BPE vocabulary as bytes (holes for tokens outside the byte
+ * mapping, e.g. special tokens with spaces), and its byte-string index. */
+typedef struct gpt2_loader {
+    int inv[BYTE_MAP_SIZE];
+    dz_pieces bpe;
+    dz_strmap index;
+} gpt2_loader;
+
+static dz_status build_vocab(dz_tokenizer *tok, gpt2_loader *ld, const char *path, const cJSON *root,
+                             dz_error *err) {
+    if (dz_pieces_init(&ld->bpe, tok->n_bpe) || dz_pieces_init(&tok->pieces, tok->n_bpe))
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    for (const cJSON *e = root->child; e; e = e->next) {
+        int id = (int)e->valuedouble, slen = (int)strlen(e->string);
+        if (dz_pieces_get(&tok->pieces, id, NULL))
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: token \"%s\": id %d is used twice", path, e->string, id);
+        char *bytes = malloc((size_t)slen + 1);
+        if (!bytes) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+        int blen = token_to_bytes(ld->inv, e->string, bytes);
+        int bad = blen >= 0 ? dz_pieces_set(&ld->bpe, id, bytes, blen) || dz_pieces_set(&tok->pieces, id, bytes, blen)
+                            : dz_pieces_set(&tok->pieces, id, e->string, slen); /* decoded as written */
+        free(bytes);
+        if (bad) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (dz_strmap_build(&ld->index, &ld->bpe)) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        tok->byte_id[b] = dz_strmap_find(&ld->index, &ld->bpe, &c, 1);
+        if (tok->byte_id[b] < 0)
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level BPE needs all 256)",
+                           path, b);
+    }
+    return DZ_OK;
+}
+
+/* The id of a merge symbol, or -1 (symbol outside the byte mapping or not in the vocab). */
+static int symbol_id(const gpt2_loader *ld, const char *sym, char *scratch) {
+    int blen = token_to_bytes(ld->inv, sym, scratch);
+    return blen < 0 ? -1 : dz_strmap_find(&ld->index, &ld->bpe, scratch, blen);
+}
+
+/* Next line of buf starting at *pos, NUL-terminated in place, '\r' stripped; NULL at the end. */
+static char *next_line(char *buf, size_t len, size_t *pos) {
+    if (*pos >= len) return NULL;
+    char *line = buf + *pos, *nl = memchr(line, '\n', len - *pos);
+    size_t n = nl ? (size_t)(nl - line) : len - *pos;
+    *pos += n + (nl ? 1 : 0);
+    line[n] = '\0';
+    if (n > 0 && line[n - 1] == '\r') line[n - 1] = '\0';
+    return line;
+}
+
+static dz_status read_merges(dz_tokenizer *tok, const gpt2_loader *ld, const char *path, const char *vocab_path,
+                             dz_error *err) {
+    char *text;
+    size_t len, pos = 0;
+    dz_status st = dz_read_file(path, &text, &len, err);
+    if (st != DZ_OK) return st;
+    char *scratch = malloc(len + 1);
+    if (!scratch) {
+        free(text);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    char *line;
+    for (int lineno = 1; st == DZ_OK && (line = next_line(text, len, &pos)); lineno++) {
+        if (strncmp(line, "#version", 8) == 0) continue;
+        char *sp = strchr(line, ' ');
+        if (!sp || sp == line || sp[1] == '\0' || strchr(sp + 1, ' ')) {
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected two symbols separated by one space, got \"%.80s\"",
+                         path, lineno, line);
+            break;
+        }
+        *sp = '\0';
+        const char *a = line, *b = sp + 1;
+        int ia = symbol_id(ld, a, scratch), ib = symbol_id(ld, b, scratch);
+        if (ia < 0 || ib < 0) {
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: merge symbol \"%.80s\" is not in %s", path, lineno,
+                         ia < 0 ? a : b, vocab_path);
+            break;
+        }
+        int la, lb;
+        const char *pa = dz_pieces_get(&ld->bpe, ia, &la), *pb = dz_pieces_get(&ld->bpe, ib, &lb);
+        memcpy(scratch, pa, (size_t)la);
+        memcpy(scratch + la, pb, (size_t)lb);
+        int merged = dz_strmap_find(&ld->index, &ld->bpe, scratch, la + lb);
+        if (merged < 0)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: merged token \"%.80s%.80s\" is not in %s", path, lineno, a, b,
+                         vocab_path);
+        else if (dz_pairmap_put(&tok->merges, ia, ib, lineno, merged))
+            st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    free(scratch);
+    free(text);
+    return st;
+}
+
+static int is_digits(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return 0;
+    return 1;
+}
+
+/* Splits a dict.txt line "<symbol> <count>[ #fairseq:overwrite]" in place (as fairseq's
+ * Dictionary.add_from_file does: the count is after the last space). Returns the symbol or NULL. */
+static char *dict_symbol(char *line) {
+    size_t n = strlen(line);
+    while (n > 0 && isspace((unsigned char)line[n - 1])) line[--n] = '\0';
+    static const char flag[] = " #fairseq:overwrite";
+    size_t fl = sizeof flag - 1;
+    if (n > fl && strcmp(line + n - fl, flag) == 0) line[n -= fl] = '\0';
+    char *sp = strrchr(line, ' ');
+    if (!sp || sp == line || !is_digits(sp + 1)) return NULL;
+    *sp = '\0';
+    return line;
+}
+
+static const char *const fairseq_specials[4] = {"<s>", "<pad>", "</s>", "<unk>"};
+
+/* Output ids = 4 + line of the GPT-2 id in dict.txt; GPT-2 ids it lacks map to <unk> (3). */
+static dz_status read_dict(dz_tokenizer *tok, const char *path, dz_error *err) {
+    char *text;
+    size_t len, pos = 0;
+    dz_status st = dz_read_file(path, &text, &len, err);
+    if (st != DZ_OK) return st;
+    int lines = 0;
+    for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+    if (len > 0 && text[len - 1] != '\n') lines++;
+    dz_pieces out;
+    tok->id_map = malloc((size_t)tok->n_bpe * sizeof *tok->id_map);
+    if (!tok->id_map || dz_pieces_init(&out, 4 + lines)) {
+        free(text);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (int i = 0; i < tok->n_bpe; i++) tok->id_map[i] = 3;
+    for (int i = 0; i < 4 && st == DZ_OK; i++)
+        if (dz_pieces_set(&out, i, fairseq_specials[i], (int)strlen(fairseq_specials[i])))
+            st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    char *line;
+    for (int lineno = 1; st == DZ_OK && (line = next_line(text, len, &pos)); lineno++) {
+        int id = 4 + lineno - 1, plen;
+        char *sym = dict_symbol(line);
+        if (!sym) {
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected \"<symbol> <count>\"", path, lineno);
+            break;
+        }
+        const char *piece = sym;
+        plen = (int)strlen(sym);
+        if (is_digits(sym)) { /* a GPT-2 id; other symbols (madeupword0000...) are never produced */
+            long g = strtol(sym, NULL, 10);
+            piece = g < tok->n_bpe ? dz_pieces_get(&tok->pieces, (int)g, &plen) : NULL;
+            if (!piece) {
+                st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: \"%s\" is not an id of the GPT-2 vocabulary", path, lineno,
+                             sym);
+                break;
+            }
+            if (tok->id_map[g] != 3) {
+                st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: GPT-2 id %s is listed twice", path, lineno, sym);
+                break;
+            }
+            tok->id_map[g] = id;
+        }
+        if (dz_pieces_set(&out, id, piece, plen)) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    free(text);
+    if (st != DZ_OK) {
+        dz_pieces_free(&out);
+        return st;
+    }
+    dz_pieces_free(&tok->pieces);
+    tok->pieces = out;
+    tok->bos = tok->eos = 2;
+    return DZ_OK;
+}
+
+static int find_piece(const dz_pieces *p, const char *s) {
+    for (int id = 0; id < p->n; id++) {
+        int len;
+        const char *t = dz_pieces_get(p, id, &len);
+        if (t && (size_t)len == strlen(s) && memcmp(t, s, (size_t)len) == 0) return id;
+    }
+    return -1;
+}
+
+static int output_id(const dz_tokenizer *tok, int bpe_id) { return tok->id_map ? tok->id_map[bpe_id] : bpe_id; }
+
+/* 1 + the largest id encode can give: byte tokens, merge results, start/end tokens.
+ * Vocabulary entries past it (fairseq's madeupword padding, specials) still decode, but
+ * a model needs no embedding rows for them. */
+static int encodable_vocab_size(const dz_tokenizer *tok) {
+    int max_id = tok->bos > tok->eos ? tok->bos : tok->eos;
+    for (int b = 0; b < 256; b++)
+        if (output_id(tok, tok->byte_id[b]) > max_id) max_id = output_id(tok, tok->byte_id[b]);
+    for (uint32_t i = 0; tok->merges.e && i <= tok->merges.mask; i++) {
+        const dz_pair_entry *e = &tok->merges.e[i];
+        if (e->key != UINT64_MAX && output_id(tok, e->merged) > max_id) max_id = output_id(tok, e->merged);
+    }
+    return max_id + 1;
+}
+
+dz_status dz_gpt2_load(dz_tokenizer *tok, const char *vocab_path, const char *merges_path, const char *dict_path,
+                       dz_error *err) {
+    gpt2_loader ld = {0};
+    unicode_to_byte(ld.inv);
+    cJSON *root = NULL;
+    tok->kind = DZ_TOK_GPT2_BPE;
+    dz_status st = read_vocab_json(vocab_path, &root, &tok->n_bpe, err);
+    if (st == DZ_OK) st = build_vocab(tok, &ld, vocab_path, root, err);
+    cJSON_Delete(root);
+    if (st == DZ_OK) st = read_merges(tok, &ld, merges_path, vocab_path, err);
+    dz_strmap_free(&ld.index);
+    dz_pieces_free(&ld.bpe);
+    if (st == DZ_OK && dict_path) st = read_dict(tok, dict_path, err);
+    if (st == DZ_OK && !dict_path) {
+        /* OPT's HF vocab.json already holds fairseq ids, with </s> = 2 as its start token. */
+        int eos_s = find_piece(&tok->pieces, "</s>");
+        tok->bos = eos_s == 2 ? 2 : -1;
+        tok->eos = eos_s == 2 ? 2 : find_piece(&tok->pieces, "<|endoftext|>");
+    }
+    if (st == DZ_OK) tok->vocab_size = encodable_vocab_size(tok);
+    return st;
+}
+
+static dz_uni_class class_at(const uint8_t *s, size_t n, size_t i, int *len) {
+    uint8_t b = s[i];
+    if (b < 0x80) {
+        *len = 1;
+        if ((b | 0x20) >= 'a' && (b | 0x20) <= 'z') return DZ_UNI_LETTER;
+        if (b >= '0' && b <= '9') return DZ_UNI_NUMBER;
+        if (b == ' ' || (b >= '\t' && b <= '\r')) return DZ_UNI_SPACE;
+        return DZ_UNI_OTHER;
+    }
+    int32_t cp = dz_utf8_decode(s + i, n - i, len);
+    return cp < 0 ? DZ_UNI_OTHER : dz_uni_class_of((uint32_t)cp);
+}
+
+/* End of the pre-token that starts at s[i], by GPT-2's regex
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * (alternatives tried in order at i, each quantifier greedy). */
+static size_t pretoken_end(const uint8_t *s, size_t n, size_t i) {
+    if (s[i] == '\'' && i + 1 < n) {
+        uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    }
+    int len;
+    size_t start = i;
+    dz_uni_class cls = class_at(s, n, i, &len);
+    if (s[i] == ' ' && i + 1 < n) { /* " ?" joins a following letter/number/other run */
+        int len1;
+        dz_uni_class next = class_at(s, n, i + 1, &len1);
+        if (next != DZ_UNI_SPACE) start = i + 1, cls = next, len = len1;
+    }
+    size_t j = start + (size_t)len;
+    if (cls != DZ_UNI_SPACE) {
+        while (j < n && class_at(s, n, j, &len) == cls) j += (size_t)len;
+        return j;
+    }
+    size_t last = i; /* start of the run's last whitespace char */
+    while (j < n && class_at(s, n, j, &len) == DZ_UNI_SPACE) last = j, j += (size_t)len;
+    /* \s+(?!\S): before a non-space, the run gives up its last char to the next pre-token */
+    return (j == n || last == i) ? j : last;
+}
+
+static int gpt2_pair(const void *ctx, int left, int right, double *key, int *merged) {
+    const dz_pair_entry *e = dz_pairmap_find(&((const dz_tokenizer *)ctx)->merges, left, right);
+    if (!e) return 0;
+    *key = e->rank;
+    *merged = e->merged;
+    return 1;
+}
+
+dz_status dz_gpt2_encode(const dz_tokenizer *tok, const char *text, int add_bos, dz_id_sink *out, dz_error *err) {
+    const uint8_t *s = (const uint8_t *)text;
+    size_t n = strlen(text);
+    if (add_bos && tok->bos >= 0) dz_sink_push(out, tok->bos);
+    dz_merge_ws ws = {0};
+    int *sym = NULL, sym_cap = 0;
+    dz_status st = DZ_OK;
+    for (size_t i = 0; i < n;) {
+        size_t end = pretoken_end(s, n, i);
+        int len = (int)(end - i);
+        if (len > sym_cap) {
+            int *ns = realloc(sym, (size_t)len * sizeof *ns);
+            if (!ns) {
+                st = dz_fail(err, DZ_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", n);
+                break;
+            }
+            sym = ns;
+            sym_cap = len;
+        }
+        for (int k = 0; k < len; k++) sym[k] = tok->byte_id[s[i + k]];
+        int m = dz_bpe_merge(sym, len, gpt2_pair, tok, &ws);
+        if (m < 0) {
+            st = dz_fail(err, DZ_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", n);
+            break;
+        }
+        for (int k = 0; k < m; k++) dz_sink_push(out, tok->id_map ? tok->id_map[sym[k]] : sym[k]);
+        i = end;
+    }
+    free(sym);
+    dz_merge_ws_free(&ws);
+    return st;
+}

@@ -1,0 +1,114 @@
+/* Shared internals of the tokenizers: token string tables, hash maps, the BPE merge loop. */
+#ifndef DZ_TOKENIZER_INTERNAL_H
+#define DZ_TOKENIZER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distzo/tokenizer.h"
+
+/* Byte strings addressed by id, stored in one NUL-separated blob. Ids may have holes. */
+typedef struct dz_pieces {
+    char *blob;
+    size_t used, cap;
+    long *off; /* -1 for an id without a string */
+    int *len;
+    int n;
+} dz_pieces;
+
+int dz_pieces_init(dz_pieces *p, int n);                          /* 0, or -1 out of memory */
+int dz_pieces_set(dz_pieces *p, int id, const char *s, int len); /* 0, or -1 out of memory */
+const char *dz_pieces_get(const dz_pieces *p, int id, int *len); /* NULL for a hole */
+void dz_pieces_free(dz_pieces *p);
+
+/* Byte string -> id over a dz_pieces (which must outlive it); the first id wins on duplicates. */
+typedef struct dz_strmap {
+    int *slot; /* id, or -1 for empty */
+    uint32_t mask;
+} dz_strmap;
+
+int dz_strmap_build(dz_strmap *m, const dz_pieces *p); /* 0, or -1 out of memory */
+int dz_strmap_find(const dz_strmap *m, const dz_pieces *p, const char *s, int len); /* id or -1 */
+void dz_strmap_free(dz_strmap *m);
+
+/* (left id, right id) -> merge rank and merged id; a later insert of the same pair replaces
+ * the earlier one, as HF tokenizers and GPT-2's encoder.py build their rank maps. */
+typedef struct dz_pair_entry {
+    uint64_t key; /* UINT64_MAX: empty */
+    int rank, merged;
+} dz_pair_entry;
+
+typedef struct dz_pairmap {
+    dz_pair_entry *e;
+    uint32_t mask;
+    int count;
+} dz_pairmap;
+
+int dz_pairmap_put(dz_pairmap *m, int left, int right, int rank, int merged); /* 0, or -1 OOM */
+const dz_pair_entry *dz_pairmap_find(const dz_pairmap *m, int left, int right);
+void dz_pairmap_free(dz_pairmap *m);
+
+/* The BPE merge loop shared by both tokenizers: repeatedly merge the adjacent pair with the
+ * smallest key, the leftmost one among equal keys, until no pair is mergeable. pair_fn says
+ * whether (left, right) merges, and into which id with which key. */
+typedef int (*dz_pair_fn)(const void *ctx, int left, int right, double *key, int *merged);
+
+typedef struct dz_heap_entry {
+    double key;
+    int left, right; /* node indices; left is also the tie-break position */
+    int left_ver, right_ver, merged;
+} dz_heap_entry;
+
+/* Per-call scratch memory (never shared between threads). Zero-initialise; free when done. */
+typedef struct dz_merge_ws {
+    int cap;
+    size_t heap_cap;
+    int *next, *prev, *ver;
+    dz_heap_entry *heap;
+} dz_merge_ws;
+
+/* Merges ids[0..n) in place; returns the new count, or -1 when out of memory. */
+int dz_bpe_merge(int *ids, int n, dz_pair_fn pair_fn, const void *ctx, dz_merge_ws *ws);
+void dz_merge_ws_free(dz_merge_ws *ws);
+
+/* Output ids: writes the first cap, counts all. */
+typedef struct dz_id_sink {
+    int *ids;
+    int cap, n;
+} dz_id_sink;
+
+static inline void dz_sink_push(dz_id_sink *s, int id) {
+    if (s->n < s->cap) s->ids[s->n] = id;
+    s->n++;
+}
+
+struct dz_tokenizer {
+    dz_tokenizer_kind kind;
+    int vocab_size, bos, eos;
+    dz_pieces pieces; /* decoded bytes of each output id (what decode returns) */
+
+    /* GPT-2 byte-level BPE: merges run in the BPE vocabulary's id space, then id_map
+     * (dict.txt) translates to output ids; without dict.txt the two spaces are the same. */
+    int byte_id[256];
+    dz_pairmap merges;
+    int *id_map;
+    int n_bpe;
+
+    /* llama2.c */
+    float *scores;
+    dz_strmap lookup; /* piece bytes -> id */
+    int max_piece_len;
+    int space_id;     /* id of " " (the dummy prefix), or -1 */
+};
+
+/* vocab_path: encoder.json or vocab.json; dict_path: fairseq dict.txt or NULL. */
+dz_status dz_gpt2_load(dz_tokenizer *tok, const char *vocab_path, const char *merges_path,
+                       const char *dict_path, dz_error *err);
+dz_status dz_gpt2_encode(const dz_tokenizer *tok, const char *text, int add_bos, dz_id_sink *out,
+                         dz_error *err);
+dz_status dz_llama2c_load(dz_tokenizer *tok, const char *path, int vocab_size, dz_error *err);
+dz_status dz_llama2c_encode(const dz_tokenizer *tok, const char *text, int add_bos, dz_id_sink *out,
+                            dz_error *err);
+const char *dz_llama2c_decode(const dz_tokenizer *tok, int prev_id, int id, char *buf, int cap);
+
+#endif

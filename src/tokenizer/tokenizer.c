@@ -1,0 +1,130 @@
+/* Public tokenizer API: picks the format from the path, dispatches to the two encoders. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "tokenizer/internal.h"
+
+typedef struct gpt2_files {
+    char vocab[4096], merges[4096], dict[4096];
+    int has_dict;
+} gpt2_files;
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static dz_status join(char *out, const char *dir, const char *name, dz_error *err) {
+    if (dz_path_join(out, 4096, dir, name) != 0) return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", dir);
+    return DZ_OK;
+}
+
+/* A folder: vocab.json + merges.txt, else encoder.json + vocab.bpe (+ dict.txt). */
+static dz_status folder_files(const char *dir, gpt2_files *f, dz_error *err) {
+    dz_status st = join(f->vocab, dir, "vocab.json", err);
+    if (st == DZ_OK && dz_file_exists(f->vocab)) return join(f->merges, dir, "merges.txt", err);
+    if (st == DZ_OK) st = join(f->vocab, dir, "encoder.json", err);
+    if (st == DZ_OK) st = join(f->merges, dir, "vocab.bpe", err);
+    if (st == DZ_OK) st = join(f->dict, dir, "dict.txt", err);
+    if (st != DZ_OK) return st;
+    if (!dz_file_exists(f->vocab) && !dz_file_exists(f->merges))
+        return dz_fail(err, DZ_ERR_IO, "%s: no tokenizer files (vocab.json + merges.txt, or encoder.json + vocab.bpe)",
+                       dir);
+    f->has_dict = dz_file_exists(f->dict);
+    return DZ_OK;
+}
+
+/* One of the GPT-2 files: its folder's files, with dict.txt only when that is the file
+ * named (so the asset folder can give GPT-2 ids through encoder.json or vocab.bpe). */
+static int gpt2_file_files(const char *path, gpt2_files *f, dz_error *err, dz_status *st) {
+    const char *name = base_name(path);
+    int hf = !strcmp(name, "vocab.json") || !strcmp(name, "merges.txt");
+    int orig = !strcmp(name, "encoder.json") || !strcmp(name, "vocab.bpe") || !strcmp(name, "dict.txt");
+    if (!hf && !orig) return 0;
+    char dir[4096];
+    size_t dlen = (size_t)(name - path);
+    if (dlen >= sizeof dir) {
+        *st = dz_fail(err, DZ_ERR_INVALID, "%s: path too long", path);
+        return 1;
+    }
+    memcpy(dir, path, dlen);
+    dir[dlen] = '\0';
+    if (dlen == 0) strcpy(dir, ".");
+    else if (dlen > 1) dir[dlen - 1] = '\0'; /* drop the slash, except for "/" */
+    *st = join(f->vocab, dir, hf ? "vocab.json" : "encoder.json", err);
+    if (*st == DZ_OK) *st = join(f->merges, dir, hf ? "merges.txt" : "vocab.bpe", err);
+    if (*st == DZ_OK) *st = join(f->dict, dir, "dict.txt", err);
+    f->has_dict = !strcmp(name, "dict.txt");
+    return 1;
+}
+
+dz_status dz_tokenizer_load(const char *path, int vocab_size, dz_tokenizer **out, dz_error *err) {
+    *out = NULL;
+    if (!path) return dz_fail(err, DZ_ERR_INVALID, "tokenizer: no path given");
+    dz_tokenizer *tok = calloc(1, sizeof *tok);
+    gpt2_files *f = calloc(1, sizeof *f);
+    if (!tok || !f) {
+        free(tok);
+        free(f);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    tok->space_id = -1;
+    dz_status st = DZ_OK;
+    int gpt2 = 1;
+    if (dz_is_dir(path)) st = folder_files(path, f, err);
+    else if (!gpt2_file_files(path, f, err, &st)) gpt2 = 0;
+    if (st == DZ_OK)
+        st = gpt2 ? dz_gpt2_load(tok, f->vocab, f->merges, f->has_dict ? f->dict : NULL, err)
+                  : dz_llama2c_load(tok, path, vocab_size, err);
+    free(f);
+    if (st != DZ_OK) {
+        dz_tokenizer_free(tok);
+        return st;
+    }
+    *out = tok;
+    return DZ_OK;
+}
+
+void dz_tokenizer_free(dz_tokenizer *tok) {
+    if (!tok) return;
+    dz_pieces_free(&tok->pieces);
+    dz_pairmap_free(&tok->merges);
+    free(tok->id_map);
+    free(tok->scores);
+    dz_strmap_free(&tok->lookup);
+    free(tok);
+}
+
+dz_tokenizer_kind dz_tokenizer_get_kind(const dz_tokenizer *tok) { return tok->kind; }
+int dz_tokenizer_vocab_size(const dz_tokenizer *tok) { return tok->vocab_size; }
+int dz_tokenizer_bos(const dz_tokenizer *tok) { return tok->bos; }
+int dz_tokenizer_eos(const dz_tokenizer *tok) { return tok->eos; }
+
+int dz_tokenizer_encode(const dz_tokenizer *tok, const char *text, int add_bos, int *ids, int cap, dz_error *err) {
+    if (!tok || !text || cap < 0 || (cap > 0 && !ids)) {
+        dz_fail(err, DZ_ERR_INVALID, "tokenizer: encode needs a tokenizer, text and room for ids");
+        return -1;
+    }
+    if (strlen(text) > INT_MAX / 4) { /* ids (<= bytes + 2) and merge-heap entries (3 per symbol) are ints */
+        dz_fail(err, DZ_ERR_INVALID, "tokenizer: text of %zu bytes is too long to encode", strlen(text));
+        return -1;
+    }
+    dz_id_sink out = {ids, cap, 0};
+    dz_status st = tok->kind == DZ_TOK_GPT2_BPE ? dz_gpt2_encode(tok, text, add_bos, &out, err)
+                                                : dz_llama2c_encode(tok, text, add_bos, &out, err);
+    return st == DZ_OK ? out.n : -1;
+}
+
+const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, char *buf, int cap) {
+    if (!tok || !buf || cap <= 0) return "";
+    if (tok->kind == DZ_TOK_LLAMA2C) return dz_llama2c_decode(tok, prev_id, id, buf, cap);
+    int len;
+    const char *piece = dz_pieces_get(&tok->pieces, id, &len);
+    if (!piece) return "";
+    if (len > cap - 1) len = cap - 1;
+    memcpy(buf, piece, (size_t)len);
+    buf[len] = '\0';
+    return buf;
+}
