@@ -1,0 +1,76 @@
+/* Single-precision GEMM from OpenBLAS, loaded at run time with a core type chosen for
+ * this CPU.
+ *
+ * Why run-time loading: Debian's OpenBLAS is a DYNAMIC_ARCH build whose own detection
+ * can pick a slow core (e.g. "Prescott" on some AVX-512 Intel parts, ~6x slower), and it
+ * reads OPENBLAS_CORETYPE only once, in its library constructor. Linking it at build
+ * time would run that constructor before main(), so distzo dlopen()s it after setting
+ * OPENBLAS_CORETYPE from cpuid (unless the user already set it).
+ *
+ * Every function here calls dz_blas_init() itself; call it early (before starting
+ * threads) because it may setenv(). */
+#ifndef DZ_KERNELS_BLAS_H
+#define DZ_KERNELS_BLAS_H
+
+#include <stdbool.h>
+
+#include "core/cpu_features.h"
+#include "distzo/error.h"
+
+/* Loads OpenBLAS once (pthread_once); later calls return the first call's result and
+ * copy its error. Fails with DZ_ERR_NOT_FOUND naming every library name tried, or with
+ * DZ_ERR_UNSUPPORTED if the library lacks cblas_sgemm. DISTZO_OPENBLAS=path makes it
+ * load that file and nothing else. */
+dz_status dz_blas_init(dz_error *err);
+
+/* The core distzo asks for on this CPU: "Cooperlake" (AVX-512 F/BW/DQ/VL/CD + BF16,
+ * OS saves ZMM), "SkylakeX" (same without BF16), "Haswell" (AVX2+FMA, OS saves YMM), or
+ * NULL (leave OpenBLAS's own detection alone). Pure; exposed for tests. */
+const char *dz_blas_choose_core(const dz_cpu_features *f);
+
+/* C[M,N] = alpha * op(A)[M,K] . op(B)[K,N] + beta * C, row-major (a thin wrapper over
+ * cblas_sgemm). op(X) is X, or X^T when trans_x. lda/ldb/ldc are row strides as
+ * stored. A Linear layer y = x w^T is dz_sgemm(false, true, M, N, K, 1, x, K, w, K, 0,
+ * y, N). On the AVX-512 cores, calls small enough for OpenBLAS's small-matrix kernels
+ * (M*N*K <= 1e6, and for NT also M*N <= 1200 and K >= 32) are padded with zero rows
+ * to a few more rows so they take the blocked kernels (see dz_blas_rows_stable).
+ * If OpenBLAS could not be loaded it warns once and computes with slow plain
+ * loops (correct, never silently skipped); check dz_blas_init() to avoid that. */
+void dz_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+              int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* True when dz_sgemm with inner dimension K is row-stable and thread-stable on the
+ * loaded core: row r of C is bitwise the same whatever M (how a batch is split into
+ * rows) and whatever the BLAS thread count. On the AVX-512 cores (SkylakeX,
+ * Cooperlake) dz_sgemm pads M around OpenBLAS's small-matrix kernels, which makes rows
+ * stable for every K; threads are stable when K <= GEMM_Q (320 Cooperlake, 448
+ * SkylakeX) or K % 32 is 0 or 31 (all usual model widths: 64, 768, 3072, 4096...).
+ * False on every other core: on Haswell and Prescott a row's bits depend on its
+ * position in OpenBLAS's M tiling and thread split, so callers that need determinism
+ * must use their own fixed-order kernel there. */
+bool dz_blas_rows_stable(int K);
+
+/* The core OpenBLAS actually runs, e.g. "Cooperlake", "SkylakeX", "Haswell",
+ * "Prescott"; "unknown" if the library does not say; "unavailable" if not loaded. */
+const char *dz_blas_core_name(void);
+
+/* A sentence: which core, which library file, and who chose the core (distzo from the
+ * CPU features, the user via OPENBLAS_CORETYPE, or OpenBLAS's own detection; and
+ * whether the library was already loaded before distzo could choose). */
+const char *dz_blas_selection(void);
+
+/* OpenBLAS's build string (openblas_get_config), or "" if unavailable. */
+const char *dz_blas_config(void);
+
+/* BLAS threads; n <= 0 means all cores. With the OpenMP build of OpenBLAS this also
+ * sets the calling thread's omp_set_num_threads. No-op if not loaded. */
+void dz_blas_set_threads(int n);
+int dz_blas_get_threads(void);
+
+/* Measured sgemm speed for C[M,N] = A[M,K] . B[N,K]^T (the Linear layout) with the
+ * current thread count: allocates, warms up, then times repeated calls for at least
+ * min_seconds. Returns GFLOP/s (2MNK per call), or a negative value if OpenBLAS could
+ * not be loaded, the sizes are not positive, or memory ran out. */
+double dz_blas_sgemm_gflops(int M, int N, int K, double min_seconds);
+
+#endif
