@@ -19,7 +19,7 @@ typedef struct dz_attn_args {
     int n_heads, n_kv_heads, head_dim;
     const int *lengths; /* per sequence: keys at positions >= lengths[b] are padding; NULL = none */
     float scale;        /* usually 1/sqrt(head_dim) */
-    float *scratch;     /* cache_len floats for each of scratch_threads threads */
+    float *scratch;     /* dz_attn_scratch_floats() for each of scratch_threads threads */
     int scratch_threads;
 } dz_attn_args;
 
@@ -49,6 +49,11 @@ typedef struct dz_backend {
 } dz_backend;
 
 const dz_backend *dz_backend_cpu(void);
+
+/* Attention scratch one thread needs. */
+static inline size_t dz_attn_scratch_floats(int head_dim, int cache_len) {
+    return (size_t)(head_dim + 1) * (size_t)(cache_len + 16);
+}
 
 /* Number of threads compute may use (OpenMP and BLAS); 0 = all cores. */
 void dz_set_num_threads(int n);

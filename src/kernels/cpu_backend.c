@@ -9,19 +9,6 @@
 #include "kernels/blas.h"
 #include "kernels/cpu_simd.h"
 
-/* Fixed-order dot product with 16 independent lanes: vectorizes without -ffast-math
- * and gives the same bits whatever ISA the compiler picks. */
-static inline float dot(const float *a, const float *b, int n) {
-    float acc[16] = {0};
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
-    for (int j = 0; i < n; i++, j++) acc[j] += a[i] * b[i];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
-    return acc[0];
-}
-
 static void cpu_matmul(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
     if (M <= 0 || N <= 0) return;
     dz_sgemm(0, 1, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
@@ -86,36 +73,60 @@ static void cpu_rope(float *x, int rows, int n_per_seq, int pos0, int n_heads, i
     }
 }
 
-/* One (sequence, head) pair: every query row of this call against its visible keys. */
+/* In-place softmax of each row's first visible[i] entries; the rest of the row is zeroed. */
 DZ_SIMD_CLONES
-static void attend_head(float *out, const float *q, const float *kb, const float *vb, float *scores, int b, int h,
+static void softmax_prefix(float *s, int cols, int visible) {
+    float mx = -INFINITY;
+    for (int j = 0; j < visible; j++) mx = s[j] > mx ? s[j] : mx;
+    for (int j = 0; j < visible; j++) s[j] = dz_expf(s[j] - mx);
+    float part[16] = {0};
+    int j = 0;
+    for (; j + 16 <= visible; j += 16)
+        for (int k = 0; k < 16; k++) part[k] += s[j + k];
+    for (int k = 0; j < visible; j++, k++) part[k] += s[j];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++) part[k] += part[k + w];
+    const float inv = 1.0f / part[0];
+    for (j = 0; j < visible; j++) s[j] *= inv;
+    for (; j < cols; j++) s[j] = 0.0f;
+}
+
+/* One (sequence, head) pair. Keys are first transposed into kt[hd][kpad] so that each
+ * query's scores accumulate over d with 16 keys per vector op; values are summed with
+ * the head dimension as the vector. Only the sequence's own real tokens take part, so the
+ * arithmetic does not depend on the other sequences in the batch; query rows at
+ * padding positions get zeros. Per element the summation order is fixed. */
+DZ_SIMD_CLONES
+static void attend_head(float *out, const float *q, const float *kb, const float *vb, float *scratch, int b, int h,
                         int len, const dz_attn_args *a) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
-    for (int i = 0; i < a->n_new; i++) {
-        const int pos = a->pos0 + i;
-        const size_t row = (size_t)b * a->n_new + i;
-        const float *qi = q + row * qstride + (size_t)h * hd;
-        float *oi = out + row * qstride + (size_t)h * hd;
-        int nk = pos + 1 < len ? pos + 1 : len; /* causal, and padding keys masked */
-        if (nk < 1) nk = 1;                     /* a query before any real key sees key 0 */
-        float mx = -INFINITY;
-        for (int j = 0; j < nk; j++) {
-            scores[j] = dot(qi, kb + (size_t)j * kvstride, hd) * a->scale;
-            mx = scores[j] > mx ? scores[j] : mx;
+    const float *qb = q + (size_t)b * a->n_new * qstride + (size_t)h * hd;
+    float *ob = out + (size_t)b * a->n_new * qstride + (size_t)h * hd;
+    int nq = len - a->pos0 < a->n_new ? len - a->pos0 : a->n_new; /* real query rows */
+    if (nq < 0) nq = 0;
+    for (int i = nq; i < a->n_new; i++) memset(ob + (size_t)i * qstride, 0, sizeof(float) * hd);
+    if (nq == 0) return;
+    const int kmax = a->pos0 + nq, kpad = (kmax + 15) / 16 * 16;
+    float *kt = scratch, *sc = scratch + (size_t)hd * kpad;
+    for (int d = 0; d < hd; d++) {
+        float *row = kt + (size_t)d * kpad;
+        for (int j = 0; j < kmax; j++) row[j] = kb[(size_t)j * kvstride + d];
+        for (int j = kmax; j < kpad; j++) row[j] = 0.0f;
+    }
+    for (int i = 0; i < nq; i++) {
+        const float *qi = qb + (size_t)i * qstride;
+        float *oi = ob + (size_t)i * qstride;
+        const int nk = a->pos0 + i + 1, nkpad = (nk + 15) / 16 * 16;
+        for (int j = 0; j < nkpad; j++) sc[j] = 0.0f;
+        for (int d = 0; d < hd; d++) {
+            const float qd = qi[d], *row = kt + (size_t)d * kpad;
+            for (int j = 0; j < nkpad; j++) sc[j] += qd * row[j];
         }
-        for (int j = 0; j < nk; j++) scores[j] = dz_expf(scores[j] - mx);
-        float part[16] = {0};
-        int j = 0;
-        for (; j + 16 <= nk; j += 16)
-            for (int k = 0; k < 16; k++) part[k] += scores[j + k];
-        for (int k = 0; j < nk; j++, k++) part[k] += scores[j];
-        for (int w = 8; w >= 1; w /= 2)
-            for (int k = 0; k < w; k++) part[k] += part[k + w];
-        const float inv = 1.0f / part[0];
+        for (int j = 0; j < nk; j++) sc[j] *= a->scale;
+        softmax_prefix(sc, nk, nk);
         for (int d = 0; d < hd; d++) oi[d] = 0.0f;
-        for (j = 0; j < nk; j++) {
-            const float p = scores[j] * inv;
-            const float *vj = vb + (size_t)j * kvstride;
+        for (int j = 0; j < nk; j++) {
+            const float p = sc[j], *vj = vb + (size_t)j * kvstride;
             for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
         }
     }
@@ -132,7 +143,8 @@ static void cpu_attention(float *out, const float *q, const float *kcache, const
         const int len = a->lengths ? a->lengths[b] : a->cache_len;
         const float *kb = kcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
         const float *vb = vcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
-        attend_head(out, q, kb, vb, a->scratch + (size_t)omp_get_thread_num() * a->cache_len, b, h, len, a);
+        attend_head(out, q, kb, vb, a->scratch + (size_t)omp_get_thread_num() * dz_attn_scratch_floats(a->head_dim, a->cache_len),
+                    b, h, len, a);
     }
 }
 

@@ -116,7 +116,7 @@ static dz_status unsupported(const jctx *c, const char *name, const char *why) {
 
 /* Fails unless string field name (default def) equals want. */
 static dz_status require_str(const jctx *c, const char *name, const char *def, const char *want) {
-    const char *v;
+    const char *v = NULL;
     dz_status s = get_str(c, name, def, &v);
     if (s != DZ_OK) return s;
     if (strcmp(v, want) != 0)

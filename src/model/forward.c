@@ -85,7 +85,7 @@ dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int k
     f->kcache = take(f, (size_t)f->kv_layers * N * kvd, &ok);
     f->vcache = take(f, (size_t)f->kv_layers * N * kvd, &ok);
     f->scratch_threads = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
-    f->attn_scratch = take(f, (size_t)f->scratch_threads * max_seq, &ok);
+    f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, max_seq), &ok);
     f->wscratch = take(f, ws, &ok);
     f->rscratch = take(f, rs, &ok);
     f->hsel = take(f, N * (c->embed_dim > c->dim ? c->embed_dim : c->dim), &ok);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Bad input through the command line: every case must exit non-zero, print an error
+# naming the file (and field or line) at fault, and not crash (no signal exit).
+# usage: bad_input.sh DISTZO_BINARY TEST_DATA_DIR ASSETS_DIR
+set -u
+bin=$1 data=$2 assets=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+# expect NAME REGEX -- command...
+expect() {
+  local name=$1 regex=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] && grep -Eq -- "$regex" <<<"$out"; then
+    pass=$((pass + 1)); echo "ok - $name: $out"
+  else
+    fail=$((fail + 1)); echo "FAIL - $name (exit $rc, wanted /$regex/): $out"
+  fi
+}
+
+model() { rm -rf "$tmp/$1"; cp -r "$data/hf/opt_preln" "$tmp/$1"; echo "$tmp/$1"; }
+
+m=$(model truncated); truncate -s 5000 "$m/model.safetensors"
+expect "truncated safetensors" "model.safetensors.*(past|beyond|end|truncat)" -- "$bin" info "$m"
+
+m=$(model hdrlen); printf '\xff\xff\xff\xff\xff\xff\x00\x00' | dd of="$m/model.safetensors" bs=1 seek=0 conv=notrunc status=none
+expect "header length past the file" "model.safetensors.*header" -- "$bin" info "$m"
+
+m=$(model badjson); echo '{"model_type": "opt", "hidden_size": ' > "$m/config.json"
+expect "malformed config.json" "config.json" -- "$bin" info "$m"
+
+m=$(model missingfield); sed -i '/"num_hidden_layers"/d' "$m/config.json"
+expect "config.json missing field" "config.json.*num_hidden_layers" -- "$bin" info "$m"
+
+m=$(model shape); sed -i 's/"hidden_size": *[0-9]*/"hidden_size": 64/' "$m/config.json"
+expect "config disagrees with tensor shapes" "model.safetensors.*shape" -- "$bin" info "$m"
+
+m=$(model nofile); rm "$m/model.safetensors"
+expect "no safetensors file" "model.safetensors" -- "$bin" info "$m"
+
+if [ -f "$assets/stories260K/stories260K.bin" ]; then
+  head -c 100000 "$assets/stories260K/stories260K.bin" > "$tmp/short.bin"
+  expect "truncated llama2.c checkpoint" "short.bin.*bytes" -- "$bin" info "$tmp/short.bin"
+  cp "$assets/stories260K/stories260K.bin" "$tmp/stories.bin"
+  head -c 3000 "$assets/stories260K/tok512.bin" > "$tmp/tok512.bin"
+  expect "truncated tokenizer" "tok512.bin" -- "$bin" generate "$tmp/stories.bin" -n 5
+  printf 'sentence\tlabel\nfine movie\t1\nbad movie\t7\n' > "$tmp/bad.tsv"
+  expect "bad SST-2 label" "bad.tsv:3" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/bad.tsv"
+  printf '{"text": "ok", "label": 0}\n{"text": 5, "label": 1}\n' > "$tmp/bad.jsonl"
+  expect "bad jsonl line" "bad.jsonl:2.*text" -- "$bin" eval "$assets/stories260K/stories260K.bin" --task classify --data "$tmp/bad.jsonl"
+  expect "bad label words" "label" -- "$bin" eval --label-words "great" --limit 2
+fi
+expect "not a number" "--batch.*abc" -- "$bin" eval --batch abc
+expect "unknown option" "--bogus" -- "$bin" info --bogus x
+expect "unknown command" "unknown command" -- "$bin" frobnicate
+expect "missing model" "nowhere" -- "$bin" info /nowhere/model
+expect "bad dtype" "dtype" -- "$bin" info "$data/hf/opt_preln" --dtype f8
+expect "unknown preset" "preset" -- "$bin" init --preset opt-9000 -o "$tmp/x"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
