@@ -79,6 +79,7 @@ dz_status dz_model_load_hf(dz_model *m, const char *dir, dz_error *err) {
     for (int i = 0; i < m->table.count && st == DZ_OK; i++)
         dz_model_place(m, i, found[i]->data, found[i]->dtype, usable_in_place(found[i], m->dtype), &off);
     free(found);
+    if (st == DZ_OK && m->mapped_bytes == 0) dz_hf_checkpoint_close(&m->ckpt); /* every tensor was copied */
     if (st == DZ_OK) find_tokenizer(m, dir);
     return st;
 }

@@ -124,6 +124,10 @@ dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err) {
         p += rope_floats;
         dz_model_place(m, m->ids[g][DZ_G_LM_HEAD], p, DZ_F32, 1, &off);
     }
+    if (m->mapped_bytes == 0) { /* every tensor was converted: the file is no longer needed */
+        munmap(m->map, m->map_size);
+        m->map = NULL;
+    }
     find_tokenizer(m, path);
     return DZ_OK;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/util.h"
 #include "model/model_internal.h"
@@ -26,6 +27,13 @@ dz_status dz_model_alloc_arena(dz_model *m, size_t bytes, dz_error *err) {
     if (!m->owned) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for weights", m->path, bytes);
     m->owned_bytes = bytes;
     return DZ_OK;
+}
+
+/* Drops the whole pages inside [p, p+len) of a file mapping; they are re-read if touched. */
+static void release_pages(const void *p, size_t len) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + len) / page * page;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 void dz_model_place(dz_model *m, int id, const void *src, dz_dtype src_dtype, int in_place_ok,
@@ -52,6 +60,7 @@ void dz_model_place(dz_model *m, int id, const void *src, dz_dtype src_dtype, in
         }
     }
     m->data[id] = dst;
+    release_pages(src, n * dz_dtype_size(src_dtype));
 }
 
 static int ends_with(const char *s, const char *suffix) {

@@ -28,8 +28,9 @@ struct dz_model {
 
 /* Allocates data/ids for cfg and builds the table. */
 dz_status dz_model_init_tables(dz_model *m, dz_error *err);
-/* Places tensor id: used in place if src_dtype == m->dtype and in_place_ok, else converted
- * into the owned arena at *arena_off. */
+/* Places tensor id from src, which points into a read-only file mapping: used in place
+ * if src_dtype == m->dtype and in_place_ok, else converted into the owned arena at
+ * *arena_off, and the source pages are released so peak memory stays near the copy. */
 void dz_model_place(dz_model *m, int id, const void *src, dz_dtype src_dtype, int in_place_ok,
                     size_t *arena_off);
 /* Bytes the owned arena needs for tensors not usable in place (computed by the loader). */
