@@ -92,7 +92,6 @@ static void opt_125m(void **state) {
     assert_int_equal(c.qkv_bias, 1);
     assert_int_equal(c.out_bias, 1);
     assert_int_equal(c.pos_offset, 2);
-    assert_int_equal(c.rope_interleaved, 0);
     assert_int_equal(c.bos_id, 2);
     assert_int_equal(c.eos_id, 2);
     assert_int_equal(c.pad_id, 1);
@@ -163,7 +162,6 @@ static void llama_gqa_tied(void **state) {
     assert_int_equal(c.qkv_bias, 0);
     assert_int_equal(c.out_bias, 0);
     assert_int_equal(c.pos_offset, 0);
-    assert_int_equal(c.rope_interleaved, 0);
     assert_int_equal(c.bos_id, 1);
     assert_int_equal(c.eos_id, 2); /* first of the list */
     assert_int_equal(c.pad_id, -1);
@@ -268,12 +266,6 @@ static void round_trip(void **state) {
     fclose(f);
     assert_non_null(strstr(text, "\"torch_dtype\":\t\"float16\""));
     assert_non_null(strstr(text, "\"OPTForCausalLM\""));
-
-    /* llama2.c-style interleaved rotary has no HF spelling. */
-    a = parse_ok("src.json", TINYLLAMA);
-    a.rope_interleaved = 1;
-    assert_int_equal(dz_config_write_hf_json(&a, path, DZ_F32, &err), DZ_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "rope_interleaved"));
 }
 
 #define SMALL_LLAMA(extra)                                                                          \

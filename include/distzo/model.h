@@ -31,8 +31,7 @@ typedef struct dz_config {
     int pre_norm;         /* OPT do_layer_norm_before; always 1 for LLaMA */
     int final_norm;       /* a final norm before the head exists */
     float norm_eps;
-    float rope_theta;
-    int rope_interleaved; /* 1: rotate pairs (2i,2i+1) (Meta/llama2.c layout); 0: (i, i+hd/2) (HF) */
+    float rope_theta;     /* rotary pairs are (i, i + head_dim/2), the HF layout */
     int tied_head;        /* lm_head shares the token embedding */
     int qkv_bias;         /* q/k/v projections have biases (OPT; Qwen2) */
     int out_bias;         /* attention output and FFN linears have biases (OPT) */

@@ -29,10 +29,9 @@ typedef struct dz_backend {
     void (*matmul)(float *y, const float *x, const float *w, const float *bias, int M, int N, int K);
     void (*layernorm)(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
     void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int dim, float eps);
-    /* Rotates x[rows, n_heads*head_dim] in place; row r of sequence-major layout is at
-     * position pos0 + (r % n_per_seq). */
-    void (*rope)(float *x, int rows, int n_per_seq, int pos0, int n_heads, int head_dim,
-                 float theta, int interleaved);
+    /* Rotates x[rows, n_heads*head_dim] in place, pairs (i, i + head_dim/2) of each head
+     * (the HF layout); row r of sequence-major layout is at position pos0 + (r % n_per_seq). */
+    void (*rope)(float *x, int rows, int n_per_seq, int pos0, int n_heads, int head_dim, float theta);
     /* out[B*n_new, n_heads*head_dim] = causal softmax(q k^T * scale) v. q is
      * [B*n_new, n_heads*head_dim]; k/v caches are [B, cache_len, n_kv_heads*head_dim]
      * and already hold positions [0, pos0 + n_new). */

@@ -52,7 +52,7 @@ static void cpu_rmsnorm(float *y, const float *x, const float *w, int rows, int 
 }
 
 static void cpu_rope(float *x, int rows, int n_per_seq, int pos0, int n_heads, int head_dim,
-                     float theta, int interleaved) {
+                     float theta) {
     const int half = head_dim / 2;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
@@ -64,7 +64,7 @@ static void cpu_rope(float *x, int rows, int n_per_seq, int pos0, int n_heads, i
             float c = (float)cos(ang), s = (float)sin(ang);
             for (int h = 0; h < n_heads; h++) {
                 float *v = x + (size_t)r * n_heads * head_dim + (size_t)h * head_dim;
-                int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+                const int a = i, b = i + half;
                 float x0 = v[a], x1 = v[b];
                 v[a] = x0 * c - x1 * s;
                 v[b] = x0 * s + x1 * c;

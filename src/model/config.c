@@ -155,7 +155,6 @@ static dz_status parse_opt(const jctx *c, dz_config *cfg) {
     cfg->final_norm = cfg->pre_norm && !no_final;
     cfg->norm_eps = 1e-5f;
     cfg->rope_theta = 0.0f;
-    cfg->rope_interleaved = 0;
     cfg->qkv_bias = cfg->out_bias = bias;
     cfg->pos_offset = 2;
     return DZ_OK;
@@ -232,7 +231,6 @@ static dz_status parse_llama(const jctx *c, const char *model_type, dz_config *c
     cfg->embed_dim = cfg->dim;
     cfg->pre_norm = 1;
     cfg->final_norm = 1;
-    cfg->rope_interleaved = 0;
     cfg->qkv_bias = qwen2; /* Qwen2: q/k/v always biased, o_proj never */
     cfg->out_bias = 0;
     cfg->pos_offset = 0;
@@ -378,10 +376,6 @@ static dz_status add_llama(const dz_config *cfg, const char *path, cJSON *o, dz_
         cfg->embed_dim != cfg->dim)
         return dz_fail(err, DZ_ERR_UNSUPPORTED,
                        "%s: this LLaMA variant (biases/norms/pos offset/embed dim) has no HF config", path);
-    if (cfg->rope_interleaved) /* HF q/k weights use the half-split layout */
-        return dz_fail(err, DZ_ERR_UNSUPPORTED,
-                       "%s: rope_interleaved configs have no HF equivalent; permute q/k weights to "
-                       "the half-split layout and clear rope_interleaved first", path);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "intermediate_size", cfg->hidden_dim);
     cJSON_AddNumberToObject(o, "num_key_value_heads", cfg->n_kv_heads);

@@ -176,8 +176,8 @@ static void layer(dz_forward *f, int l, const float **t) {
     be->matmul(f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
     be->matmul(f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
     if (c->arch == DZ_ARCH_LLAMA) {
-        be->rope(f->q, N, f->n_new, f->pos0, c->n_heads, c->head_dim, c->rope_theta, c->rope_interleaved);
-        be->rope(f->kn, N, f->n_new, f->pos0, c->n_kv_heads, c->head_dim, c->rope_theta, c->rope_interleaved);
+        be->rope(f->q, N, f->n_new, f->pos0, c->n_heads, c->head_dim, c->rope_theta);
+        be->rope(f->kn, N, f->n_new, f->pos0, c->n_kv_heads, c->head_dim, c->rope_theta);
     }
     for (int r = 0; r < N; r++) {
         size_t at = ((size_t)(r / f->n_new) * f->max_seq + f->pos0 + r % f->n_new) * kvd;

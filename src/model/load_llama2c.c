@@ -1,5 +1,8 @@
 /* llama2.c legacy checkpoints: 7 int32 header, then fp32 tensors grouped by kind
- * (all layers' wq, then all layers' wk, ...). Used in place through mmap. */
+ * (all layers' wq, then all layers' wk, ...). Used in place through mmap, except wq and
+ * wk: llama2.c rotates interleaved pairs (2i, 2i+1) as Meta's code does, HF rotates
+ * (i, i + head_dim/2); their rows are permuted once at load (as HF's conversion script
+ * does), so every model runs, trains and saves in the one HF layout. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -43,7 +46,6 @@ static dz_status header_to_config(const llama2c_header *h, const char *path, dz_
     c->final_norm = 1;
     c->norm_eps = 1e-5f;
     c->rope_theta = 10000.0f;
-    c->rope_interleaved = 1;
     c->bos_id = 1;
     c->eos_id = 2;
     c->pad_id = -1;
@@ -56,6 +58,22 @@ static const struct { int role; int per_layer; } file_order[] = {
     {DZ_L_WO, 1}, {DZ_L_FFN_NORM_W, 1}, {DZ_L_W_GATE, 1}, {DZ_L_W_DOWN, 1}, {DZ_L_W_UP, 1},
     {DZ_G_FINAL_NORM_W, 0},
 };
+
+/* Row 2i + r of each head (r = 0, 1) moves to row r * head_dim/2 + i. */
+static void place_rope_permuted(dz_model *m, int id, const float *src, int n_heads, size_t *arena_off) {
+    const dz_param *p = &m->table.params[id];
+    const int hd = m->cfg.head_dim, half = hd / 2;
+    const size_t cols = (size_t)p->cols, esz = dz_dtype_size(m->dtype);
+    char *dst = (char *)m->owned + *arena_off;
+    *arena_off += ((size_t)dz_param_numel(p) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+    for (int h = 0; h < n_heads; h++)
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < half; i++) {
+                const size_t from = (size_t)h * hd + 2 * i + r, to = (size_t)h * hd + r * half + i;
+                dz_from_f32(dst + to * cols * esz, m->dtype, src + from * cols, cols);
+            }
+    m->data[id] = dst;
+}
 
 static void find_tokenizer(dz_model *m, const char *path) {
     char dir[PATH_MAX], cand[PATH_MAX];
@@ -102,21 +120,24 @@ dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err) {
                        "n_heads %d, n_kv_heads %d, vocab_size %d, seq_len %d) implies %zu",
                        path, size, h.dim, h.hidden_dim, h.n_layers, h.n_heads, h.n_kv_heads,
                        h.vocab_size, h.seq_len, need);
-    if (m->dtype != DZ_F32) {
-        size_t arena = 0;
-        for (int i = 0; i < m->table.count; i++)
-            arena += ((size_t)dz_param_numel(&m->table.params[i]) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) /
-                     DZ_ALIGN * DZ_ALIGN;
-        if ((st = dz_model_alloc_arena(m, arena, err)) != DZ_OK) return st;
+    size_t arena = 0;
+    for (int i = 0; i < m->table.count; i++) {
+        const dz_param *p = &m->table.params[i];
+        if (m->dtype != DZ_F32 || p->role == DZ_L_WQ || p->role == DZ_L_WK)
+            arena += ((size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     }
+    if ((st = dz_model_alloc_arena(m, arena, err)) != DZ_OK) return st;
     const float *p = (const float *)((const char *)m->map + sizeof h);
     size_t off = 0;
     const int g = c->n_layers;
     for (size_t k = 0; k < sizeof file_order / sizeof file_order[0]; k++) {
         int nblocks = file_order[k].per_layer ? c->n_layers : 1;
         for (int b = 0; b < nblocks; b++) {
-            int id = m->ids[file_order[k].per_layer ? b : g][file_order[k].role];
-            dz_model_place(m, id, p, DZ_F32, 1, &off);
+            const int role = file_order[k].role, id = m->ids[file_order[k].per_layer ? b : g][role];
+            if (file_order[k].per_layer && (role == DZ_L_WQ || role == DZ_L_WK))
+                place_rope_permuted(m, id, p, role == DZ_L_WQ ? c->n_heads : c->n_kv_heads, &off);
+            else
+                dz_model_place(m, id, p, DZ_F32, 1, &off);
             p += dz_param_numel(&m->table.params[id]);
         }
     }
