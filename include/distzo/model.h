@@ -129,11 +129,12 @@ dz_status dz_model_save_hf(const dz_model *m, const char *dir, dz_error *err);
 
 /* ---- Weights as the forward pass sees them ---------------------------------------- */
 
-/* Rows [row0, row0+nrows) of tensor id as fp32: either a pointer into fp32 storage or
- * scratch (nrows*cols floats), filled. The trainer supplies its own source to run the
- * forward on perturbed copies; the model's own source reads the stored weights. */
+/* Rows [row0, row0+nrows) of tensor id as fp32, as forward stream `stream` sees them:
+ * either a pointer into fp32 storage or scratch (nrows*cols floats), filled. The model's
+ * own source reads the stored weights for every stream; the ZO trainer's source gives
+ * stream 0 theta + eps*z and stream 1 theta - eps*z. */
 typedef struct dz_weight_source {
-    const float *(*rows)(const void *self, int id, int64_t row0, int64_t nrows, float *scratch);
+    const float *(*rows)(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch);
     const void *self;
 } dz_weight_source;
 
@@ -145,9 +146,13 @@ typedef struct dz_forward dz_forward;
 
 /* Activation buffers for up to max_batch sequences of max_seq tokens. With kv_cache, keys
  * and values of every layer are kept so a later call can continue at pos0 > 0
- * (generation, shared prompts); without, one layer's worth is reused. */
+ * (generation, shared prompts); without, one layer's worth is reused. One stream. */
 dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int kv_cache,
                             dz_forward **out, dz_error *err);
+/* The same with n_streams activation streams sharing the workspace (the ZO trainer's
+ * dual forward: stream 0 at theta + eps z, stream 1 at theta - eps z). */
+dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_seq, int kv_cache, int n_streams,
+                                   dz_forward **out, dz_error *err);
 void dz_forward_free(dz_forward *f);
 size_t dz_forward_bytes(const dz_forward *f);
 const dz_model *dz_forward_model(const dz_forward *f);
@@ -160,6 +165,13 @@ int dz_forward_max_batch(const dz_forward *f);
 dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *tokens,
                          const int *lengths, int B, int n_new, int pos0, dz_error *err);
 
+/* The pieces of dz_forward_run, for callers that drive blocks themselves: embed tokens
+ * into stream s, then run layer l on stream s with the layer's tensors t[dz_layer_role]
+ * given as fp32 (NULL for roles the architecture lacks). */
+dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, const int *tokens, const int *lengths,
+                           int B, int n_new, int pos0, dz_error *err);
+void dz_forward_layer(dz_forward *f, int s, int layer, const float *const *t);
+
 /* Logits of the given rows (indices into the B*n_new positions of the last run):
  * logits[nrows, vocab]. */
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
@@ -168,6 +180,11 @@ dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int 
  * in chunks, so no [rows x vocab] buffer exists. */
 dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,
                               const int *targets, int nrows, float *logprobs, dz_error *err);
+
+/* log-probs for streams 0..n_streams-1 (same rows and targets; logprobs[s][i]); every
+ * vocabulary chunk of the head is fetched once per stream, streams interleaved. */
+dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *rows,
+                                      const int *targets, int nrows, float *const *logprobs, dz_error *err);
 
 /* FLOPs of one forward over B x T tokens (GEMMs and attention), with head rows computed. */
 double dz_forward_flops(const dz_config *cfg, int B, int T, int head_rows);

@@ -1,6 +1,11 @@
 /* The forward pass of OPT and LLaMA-family decoders, one code path for both:
  * embed -> n_layers x (attention, FFN) -> final norm -> head streamed over the vocabulary.
- * All buffers are sized at creation; a call allocates nothing. */
+ *
+ * Streams are independent activation states (the residual stream x and the head's
+ * per-row state) that share one workspace: the ZO trainer runs the +eps and -eps
+ * forwards as two streams through each block while the block is resident, and the head
+ * visits each vocabulary chunk once for all streams. All buffers are sized at creation
+ * (the whole-block weight scratch on first use); a call allocates nothing. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -12,19 +17,28 @@
 
 enum { HEAD_VOCAB_CHUNK = 4096, HEAD_ROW_CHUNK = 512 };
 
+typedef struct stream {
+    int B, n_new, pos0; /* shape of the last embed */
+    int *lengths;
+    float *x;           /* [B * n_new, dim] residual stream */
+    float *kcache, *vcache; /* with a KV cache: [n_layers][max_batch, max_seq, kv_dim] */
+    float *hsel;        /* [rows, embed_dim] hidden states entering the head */
+    float *hmax, *hsum, *htgt;
+} stream;
+
 struct dz_forward {
     const dz_model *m;
     const dz_backend *be;
-    int max_batch, max_seq, kv_layers, scratch_threads;
-    int B, n_new, pos0; /* shape of the last run */
-    int *lengths;
-    float *x, *xb, *q, *kn, *vn, *att, *f1, *f2, *emb;
-    float *kcache, *vcache, *attn_scratch;
-    float *wscratch;    /* fp32 copies of one block's whole tensors */
-    float *rscratch;    /* fp32 rows read by row: a head chunk, a position embedding */
-    float *hsel;        /* [rows, embed_dim] hidden states entering the head */
+    int max_batch, max_seq, kv_cache, scratch_threads, n_streams;
+    stream *st;
+    float *xb, *q, *kn, *vn, *att, *f1, *f2, *emb;
+    float *kshared, *vshared; /* without a KV cache: one layer's keys/values, reused */
+    float *attn_scratch;
+    float *wscratch;    /* fp32 copies of one block's whole tensors (allocated on first use) */
+    size_t wscratch_floats;
+    float *rscratch;    /* fp32 rows read by row (a head chunk, a position embedding) or the
+                           small global tensors (projections, final norm) */
     float *hlogits;     /* [HEAD_ROW_CHUNK, HEAD_VOCAB_CHUNK] */
-    float *hmax, *hsum, *htgt;
     size_t bytes;
 };
 
@@ -49,50 +63,66 @@ static size_t block_floats(const dz_model *m, int block) {
     return n;
 }
 
-dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int kv_cache,
-                            dz_forward **out, dz_error *err) {
+dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_seq, int kv_cache, int n_streams,
+                                   dz_forward **out, dz_error *err) {
     *out = NULL;
     const dz_config *c = &m->cfg;
-    if (max_batch < 1 || max_seq < 1)
-        return dz_fail(err, DZ_ERR_INVALID, "forward: batch (%d) and sequence length (%d) must be positive",
-                       max_batch, max_seq);
+    if (max_batch < 1 || max_seq < 1 || n_streams < 1)
+        return dz_fail(err, DZ_ERR_INVALID, "forward: batch (%d), sequence length (%d) and streams (%d) must be positive",
+                       max_batch, max_seq, n_streams);
     if (c->pos_offset > 0 && max_seq > c->max_seq_len)
         return dz_fail(err, DZ_ERR_INVALID, "forward: sequence length %d exceeds the model's %d learned positions",
                        max_seq, c->max_seq_len);
     dz_forward *f = calloc(1, sizeof *f);
-    if (!f) return dz_fail(err, DZ_ERR_NOMEM, "forward: out of memory");
+    stream *st = calloc((size_t)n_streams, sizeof *st);
+    if (!f || !st) {
+        free(f);
+        free(st);
+        return dz_fail(err, DZ_ERR_NOMEM, "forward: out of memory");
+    }
     f->m = m;
     f->be = dz_backend_cpu();
     f->max_batch = max_batch;
     f->max_seq = max_seq;
-    f->kv_layers = kv_cache ? c->n_layers : 1;
+    f->kv_cache = kv_cache;
+    f->n_streams = n_streams;
+    f->st = st;
     const size_t N = (size_t)max_batch * max_seq;
     const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t ws = block_floats(m, 0) > block_floats(m, c->n_layers) ? block_floats(m, 0) : block_floats(m, c->n_layers);
-    size_t rs = (size_t)HEAD_VOCAB_CHUNK * (c->embed_dim > c->dim ? c->embed_dim : c->dim);
+    const size_t hdim = (size_t)(c->embed_dim > c->dim ? c->embed_dim : c->dim);
+    f->wscratch_floats = block_floats(m, 0);
+    size_t rs = (size_t)HEAD_VOCAB_CHUNK * hdim;
+    if (block_floats(m, c->n_layers) > rs) rs = block_floats(m, c->n_layers);
     int ok = 1;
-    f->lengths = calloc((size_t)max_batch, sizeof *f->lengths);
-    if (!f->lengths) ok = 0;
-    f->x = take(f, N * c->dim, &ok);
+    for (int s = 0; s < n_streams; s++) {
+        st[s].lengths = calloc((size_t)max_batch, sizeof *st[s].lengths);
+        if (!st[s].lengths) ok = 0;
+        st[s].x = take(f, N * c->dim, &ok);
+        st[s].hsel = take(f, N * hdim, &ok);
+        st[s].hmax = take(f, N, &ok);
+        st[s].hsum = take(f, N, &ok);
+        st[s].htgt = take(f, N, &ok);
+        if (kv_cache) {
+            st[s].kcache = take(f, (size_t)c->n_layers * N * kvd, &ok);
+            st[s].vcache = take(f, (size_t)c->n_layers * N * kvd, &ok);
+        }
+    }
     f->xb = take(f, N * c->dim, &ok);
     f->q = take(f, N * qd, &ok);
     f->kn = take(f, N * kvd, &ok);
     f->vn = take(f, N * kvd, &ok);
     f->att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), &ok);
     f->f1 = take(f, N * c->hidden_dim, &ok);
-    f->f2 = take(f, N * c->hidden_dim, &ok);
+    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, &ok); /* the gated FFN's second half */
     f->emb = take(f, N * c->embed_dim, &ok);
-    f->kcache = take(f, (size_t)f->kv_layers * N * kvd, &ok);
-    f->vcache = take(f, (size_t)f->kv_layers * N * kvd, &ok);
+    if (!kv_cache) {
+        f->kshared = take(f, N * kvd, &ok);
+        f->vshared = take(f, N * kvd, &ok);
+    }
     f->scratch_threads = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, max_seq), &ok);
-    f->wscratch = take(f, ws, &ok);
     f->rscratch = take(f, rs, &ok);
-    f->hsel = take(f, N * (c->embed_dim > c->dim ? c->embed_dim : c->dim), &ok);
     f->hlogits = take(f, (size_t)HEAD_ROW_CHUNK * HEAD_VOCAB_CHUNK, &ok);
-    f->hmax = take(f, N, &ok);
-    f->hsum = take(f, N, &ok);
-    f->htgt = take(f, N, &ok);
     if (!ok) {
         dz_forward_free(f);
         return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate activations for batch %d x %d", max_batch, max_seq);
@@ -101,12 +131,23 @@ dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int k
     return DZ_OK;
 }
 
+dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int kv_cache, dz_forward **out,
+                            dz_error *err) {
+    return dz_forward_create_streams(m, max_batch, max_seq, kv_cache, 1, out, err);
+}
+
 void dz_forward_free(dz_forward *f) {
     if (!f) return;
-    float *bufs[] = {f->x, f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->kcache, f->vcache,
-                     f->attn_scratch, f->wscratch, f->rscratch, f->hsel, f->hlogits, f->hmax, f->hsum, f->htgt};
+    for (int s = 0; s < f->n_streams; s++) {
+        stream *t = &f->st[s];
+        float *sb[] = {t->x, t->hsel, t->hmax, t->hsum, t->htgt, t->kcache, t->vcache};
+        for (size_t i = 0; i < sizeof sb / sizeof sb[0]; i++) dz_free(sb[i]);
+        free(t->lengths);
+    }
+    free(f->st);
+    float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->kshared, f->vshared,
+                     f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dz_free(bufs[i]);
-    free(f->lengths);
     free(f);
 }
 
@@ -115,38 +156,65 @@ const dz_model *dz_forward_model(const dz_forward *f) { return f->m; }
 int dz_forward_max_seq(const dz_forward *f) { return f->max_seq; }
 int dz_forward_max_batch(const dz_forward *f) { return f->max_batch; }
 
-/* Fetches every tensor of a block as fp32 (NULL for roles the architecture lacks). */
-static void fetch_block(const dz_forward *f, const dz_weight_source *w, int block, int nroles, const float **t) {
+/* Fetches every tensor of a block as fp32 for stream s (NULL for roles the architecture
+ * lacks). The scratch for dtype conversion is allocated on first use. */
+static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, int block, int nroles, const float **t,
+                             dz_error *err) {
     const dz_model *m = f->m;
+    if (!f->wscratch) {
+        f->wscratch = dz_alloc(f->wscratch_floats * sizeof(float));
+        if (!f->wscratch) return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the block scratch");
+        f->bytes += f->wscratch_floats * sizeof(float);
+    }
     size_t off = 0;
     for (int r = 0; r < nroles; r++) {
         int id = m->ids[block][r];
         t[r] = NULL;
         if (id < 0 || read_by_rows(&m->cfg, block, r)) continue;
         const dz_param *p = &m->table.params[id];
-        t[r] = w->rows(w->self, id, 0, p->rows, f->wscratch + off);
+        t[r] = w->rows(w->self, s, id, 0, p->rows, f->wscratch + off);
+        off += (size_t)dz_param_numel(p);
+    }
+    return DZ_OK;
+}
+
+/* Small global tensors (projections, final norm) for stream s, read into rscratch. */
+static void fetch_small_globals(dz_forward *f, const dz_weight_source *w, int s, const float **g) {
+    const dz_model *m = f->m;
+    size_t off = 0;
+    for (int r = 0; r < DZ_G_COUNT; r++) {
+        const int id = m->ids[m->cfg.n_layers][r];
+        g[r] = NULL;
+        if (id < 0 || read_by_rows(&m->cfg, m->cfg.n_layers, r)) continue;
+        const dz_param *p = &m->table.params[id];
+        g[r] = w->rows(w->self, s, id, 0, p->rows, f->rscratch + off);
         off += (size_t)dz_param_numel(p);
     }
 }
 
-static void embed(dz_forward *f, const dz_weight_source *w, const int *tokens, const float **g) {
+static void embed(dz_forward *f, const dz_weight_source *w, int s, const int *tokens) {
     const dz_model *m = f->m;
     const dz_config *c = &m->cfg;
-    const int N = f->B * f->n_new;
-    const int tok_id = m->ids[c->n_layers][DZ_G_TOK_EMB];
-    float *dst0 = g[DZ_G_PROJ_IN] ? f->emb : f->x; /* without projection, embed straight into x */
+    stream *st = &f->st[s];
+    const int N = st->B * st->n_new;
+    const int tok_id = m->ids[c->n_layers][DZ_G_TOK_EMB], pos_id = m->ids[c->n_layers][DZ_G_POS_EMB];
+    const int has_proj = m->ids[c->n_layers][DZ_G_PROJ_IN] >= 0;
+    float *dst0 = has_proj ? f->emb : st->x; /* without projection, embed straight into x */
     for (int r = 0; r < N; r++) {
         float *dst = dst0 + (size_t)r * c->embed_dim;
-        const float *src = w->rows(w->self, tok_id, tokens[r], 1, dst);
+        const float *src = w->rows(w->self, s, tok_id, tokens[r], 1, dst);
         if (src != dst) memcpy(dst, src, sizeof(float) * c->embed_dim);
     }
-    if (g[DZ_G_PROJ_IN]) f->be->matmul(f->x, f->emb, g[DZ_G_PROJ_IN], NULL, N, c->dim, c->embed_dim);
-    const int pos_id = m->ids[c->n_layers][DZ_G_POS_EMB];
+    if (has_proj) {
+        const float *g[DZ_ROLE_MAX];
+        fetch_small_globals(f, w, s, g);
+        f->be->matmul(st->x, f->emb, g[DZ_G_PROJ_IN], NULL, N, c->dim, c->embed_dim);
+    }
     if (pos_id < 0) return;
     for (int r = 0; r < N; r++) {
-        int pos = f->pos0 + r % f->n_new + c->pos_offset;
-        const float *pe = w->rows(w->self, pos_id, pos, 1, f->rscratch);
-        float *xr = f->x + (size_t)r * c->dim;
+        int pos = st->pos0 + r % st->n_new + c->pos_offset;
+        const float *pe = w->rows(w->self, s, pos_id, pos, 1, f->rscratch);
+        float *xr = st->x + (size_t)r * c->dim;
         for (int i = 0; i < c->dim; i++) xr[i] += pe[i];
     }
 }
@@ -157,48 +225,50 @@ static void norm(const dz_forward *f, float *y, const float *x, const float *wt,
     else f->be->rmsnorm(y, x, wt, rows, c->dim, c->norm_eps);
 }
 
-static void layer(dz_forward *f, int l, const float **t) {
+void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     const dz_config *c = &f->m->cfg;
     const dz_backend *be = f->be;
-    const int N = f->B * f->n_new, d = c->dim;
+    stream *st = &f->st[s];
+    const int N = st->B * st->n_new, d = c->dim;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const size_t cache_stride = (size_t)f->max_batch * f->max_seq * kvd;
-    float *kc = f->kcache + (f->kv_layers > 1 ? (size_t)l * cache_stride : 0);
-    float *vc = f->vcache + (f->kv_layers > 1 ? (size_t)l * cache_stride : 0);
+    float *kc = f->kv_cache ? st->kcache + (size_t)l * cache_stride : f->kshared;
+    float *vc = f->kv_cache ? st->vcache + (size_t)l * cache_stride : f->vshared;
+    float *x = st->x;
 
     /* attention */
-    const float *in = f->x;
+    const float *in = x;
     if (c->pre_norm) {
-        norm(f, f->xb, f->x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
+        norm(f, f->xb, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
         in = f->xb;
     }
     be->matmul(f->q, in, t[DZ_L_WQ], t[DZ_L_BQ], N, qd, d);
     be->matmul(f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
     be->matmul(f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
     if (c->arch == DZ_ARCH_LLAMA) {
-        be->rope(f->q, N, f->n_new, f->pos0, c->n_heads, c->head_dim, c->rope_theta);
-        be->rope(f->kn, N, f->n_new, f->pos0, c->n_kv_heads, c->head_dim, c->rope_theta);
+        be->rope(f->q, N, st->n_new, st->pos0, c->n_heads, c->head_dim, c->rope_theta);
+        be->rope(f->kn, N, st->n_new, st->pos0, c->n_kv_heads, c->head_dim, c->rope_theta);
     }
     for (int r = 0; r < N; r++) {
-        size_t at = ((size_t)(r / f->n_new) * f->max_seq + f->pos0 + r % f->n_new) * kvd;
+        size_t at = ((size_t)(r / st->n_new) * f->max_seq + st->pos0 + r % st->n_new) * kvd;
         memcpy(kc + at, f->kn + (size_t)r * kvd, sizeof(float) * kvd);
         memcpy(vc + at, f->vn + (size_t)r * kvd, sizeof(float) * kvd);
     }
     dz_attn_args a = {
-        .batch = f->B, .n_new = f->n_new, .pos0 = f->pos0, .cache_len = f->max_seq,
+        .batch = st->B, .n_new = st->n_new, .pos0 = st->pos0, .cache_len = f->max_seq,
         .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
-        .lengths = f->lengths, .scale = 1.0f / sqrtf((float)c->head_dim), .scratch = f->attn_scratch,
+        .lengths = st->lengths, .scale = 1.0f / sqrtf((float)c->head_dim), .scratch = f->attn_scratch,
         .scratch_threads = f->scratch_threads,
     };
     be->attention(f->att, f->q, kc, vc, &a);
     be->matmul(f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
-    be->add(f->x, f->xb, (size_t)N * d);
-    if (!c->pre_norm) norm(f, f->x, f->x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
+    be->add(x, f->xb, (size_t)N * d);
+    if (!c->pre_norm) norm(f, x, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
 
     /* feed-forward */
-    in = f->x;
+    in = x;
     if (c->pre_norm) {
-        norm(f, f->xb, f->x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
+        norm(f, f->xb, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
         in = f->xb;
     }
     const size_t nh = (size_t)N * c->hidden_dim;
@@ -211,105 +281,128 @@ static void layer(dz_forward *f, int l, const float **t) {
         be->swiglu(f->f1, f->f2, nh);
     }
     be->matmul(f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
-    be->add(f->x, f->att, (size_t)N * d);
-    if (!c->pre_norm) norm(f, f->x, f->x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
+    be->add(x, f->att, (size_t)N * d);
+    if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
 }
 
-dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *tokens,
-                         const int *lengths, int B, int n_new, int pos0, dz_error *err) {
+dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, const int *tokens, const int *lengths,
+                           int B, int n_new, int pos0, dz_error *err) {
     const dz_config *c = &f->m->cfg;
+    if (s < 0 || s >= f->n_streams) return dz_fail(err, DZ_ERR_INVALID, "forward: no stream %d", s);
     if (B < 1 || B > f->max_batch || n_new < 1 || pos0 < 0 || pos0 + n_new > f->max_seq)
         return dz_fail(err, DZ_ERR_INVALID,
                        "forward: batch %d x %d tokens at position %d does not fit the %d x %d buffers",
                        B, n_new, pos0, f->max_batch, f->max_seq);
-    if (pos0 > 0 && f->kv_layers == 1 && c->n_layers > 1)
+    if (pos0 > 0 && !f->kv_cache)
         return dz_fail(err, DZ_ERR_INVALID, "forward: continuing at position %d needs a KV cache", pos0);
     for (int i = 0; i < B * n_new; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return dz_fail(err, DZ_ERR_INVALID, "forward: token id %d at index %d is outside the vocabulary (%d)",
                            tokens[i], i, c->vocab_size);
-    f->B = B;
-    f->n_new = n_new;
-    f->pos0 = pos0;
-    for (int b = 0; b < B; b++) f->lengths[b] = lengths ? lengths[b] : f->max_seq;
-
-    const float *t[DZ_ROLE_MAX];
-    fetch_block(f, w, c->n_layers, DZ_G_COUNT, t);
-    embed(f, w, tokens, t);
-    for (int l = 0; l < c->n_layers; l++) {
-        fetch_block(f, w, l, DZ_L_COUNT, t);
-        layer(f, l, t);
-    }
+    stream *st = &f->st[s];
+    st->B = B;
+    st->n_new = n_new;
+    st->pos0 = pos0;
+    for (int b = 0; b < B; b++) st->lengths[b] = lengths ? lengths[b] : f->max_seq;
+    embed(f, w, s, tokens);
     return DZ_OK;
 }
 
-/* Gathers the selected rows' final hidden states into hsel: final norm, then project_out. */
-static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows, const float **g,
+dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *tokens,
+                         const int *lengths, int B, int n_new, int pos0, dz_error *err) {
+    dz_status st = dz_forward_embed(f, 0, w, tokens, lengths, B, n_new, pos0, err);
+    const float *t[DZ_ROLE_MAX];
+    for (int l = 0; st == DZ_OK && l < f->m->cfg.n_layers; l++) {
+        st = fetch_block(f, w, 0, l, DZ_L_COUNT, t, err);
+        if (st == DZ_OK) dz_forward_layer(f, 0, l, t);
+    }
+    return st;
+}
+
+/* Stream s's selected rows' final hidden states into its hsel: final norm, project_out. */
+static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, const int *rows, int nrows,
                              dz_error *err) {
     const dz_config *c = &f->m->cfg;
-    const int N = f->B * f->n_new;
+    stream *st = &f->st[s];
+    const int N = st->B * st->n_new;
     if (nrows < 0 || nrows > N) return dz_fail(err, DZ_ERR_INVALID, "head: %d rows requested of %d", nrows, N);
     for (int i = 0; i < nrows; i++) {
         if (rows[i] < 0 || rows[i] >= N)
             return dz_fail(err, DZ_ERR_INVALID, "head: row %d is outside the %d positions of the last run", rows[i], N);
-        memcpy(f->xb + (size_t)i * c->dim, f->x + (size_t)rows[i] * c->dim, sizeof(float) * c->dim);
+        memcpy(f->xb + (size_t)i * c->dim, st->x + (size_t)rows[i] * c->dim, sizeof(float) * c->dim);
     }
+    const float *g[DZ_ROLE_MAX];
+    fetch_small_globals(f, w, s, g);
     if (g[DZ_G_FINAL_NORM_W]) norm(f, f->xb, f->xb, g[DZ_G_FINAL_NORM_W], g[DZ_G_FINAL_NORM_B], nrows);
-    if (g[DZ_G_PROJ_OUT]) f->be->matmul(f->hsel, f->xb, g[DZ_G_PROJ_OUT], NULL, nrows, c->embed_dim, c->dim);
-    else memcpy(f->hsel, f->xb, sizeof(float) * (size_t)nrows * c->dim);
+    if (g[DZ_G_PROJ_OUT]) f->be->matmul(st->hsel, f->xb, g[DZ_G_PROJ_OUT], NULL, nrows, c->embed_dim, c->dim);
+    else memcpy(st->hsel, f->xb, sizeof(float) * (size_t)nrows * c->dim);
     return DZ_OK;
 }
 
-/* Streams the head over vocabulary chunks: logits out (if non-NULL) and/or the online
+/* Streams the head over vocabulary chunks, each chunk visited once for all n_streams
+ * streams (in stream order): logits out (stream 0 only, if non-NULL) and/or the online
  * log-sum-exp with each row's target logit (if targets non-NULL). */
-static dz_status head(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows, const int *targets,
-                      float *logits, float *logprobs, dz_error *err) {
+static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, const int *rows, int nrows,
+                      const int *targets, float *logits, float *const *logprobs, dz_error *err) {
     const dz_model *m = f->m;
     const dz_config *c = &m->cfg;
-    const float *g[DZ_ROLE_MAX];
-    fetch_block(f, w, c->n_layers, DZ_G_COUNT, g);
-    dz_status st = head_inputs(f, w, rows, nrows, g, err);
-    if (st != DZ_OK) return st;
+    if (n_streams < 1 || n_streams > f->n_streams)
+        return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_streams, f->n_streams);
     if (targets)
-        for (int i = 0; i < nrows; i++) {
+        for (int i = 0; i < nrows; i++)
             if (targets[i] < 0 || targets[i] >= c->vocab_size)
                 return dz_fail(err, DZ_ERR_INVALID, "head: target id %d is outside the vocabulary (%d)",
                                targets[i], c->vocab_size);
-            f->hmax[i] = -INFINITY;
-            f->hsum[i] = 0.0f;
+    for (int s = 0; s < n_streams; s++) {
+        dz_status st = head_inputs(f, w, s, rows, nrows, err);
+        if (st != DZ_OK) return st;
+        for (int i = 0; i < nrows; i++) {
+            f->st[s].hmax[i] = -INFINITY;
+            f->st[s].hsum[i] = 0.0f;
         }
+    }
     const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
         const int nv = c->vocab_size - v0 < HEAD_VOCAB_CHUNK ? c->vocab_size - v0 : HEAD_VOCAB_CHUNK;
-        const float *wchunk = w->rows(w->self, head_id, v0, nv, f->rscratch);
-        for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
-            const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
-            f->be->matmul(f->hlogits, f->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv, c->embed_dim);
-            if (logits)
-                for (int r = 0; r < nr; r++)
-                    memcpy(logits + (size_t)(r0 + r) * c->vocab_size + v0, f->hlogits + (size_t)r * nv,
-                           sizeof(float) * nv);
-            if (!targets) continue;
-            f->be->logsumexp_update(f->hlogits, nr, nv, f->hmax + r0, f->hsum + r0);
-            for (int r = 0; r < nr; r++) {
-                int tgt = targets[r0 + r];
-                if (tgt >= v0 && tgt < v0 + nv) f->htgt[r0 + r] = f->hlogits[(size_t)r * nv + (tgt - v0)];
+        for (int s = 0; s < n_streams; s++) {
+            stream *st = &f->st[s];
+            const float *wchunk = w->rows(w->self, s, head_id, v0, nv, f->rscratch);
+            for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
+                const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
+                f->be->matmul(f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv, c->embed_dim);
+                if (logits && s == 0)
+                    for (int r = 0; r < nr; r++)
+                        memcpy(logits + (size_t)(r0 + r) * c->vocab_size + v0, f->hlogits + (size_t)r * nv,
+                               sizeof(float) * nv);
+                if (!targets) continue;
+                f->be->logsumexp_update(f->hlogits, nr, nv, st->hmax + r0, st->hsum + r0);
+                for (int r = 0; r < nr; r++) {
+                    int tgt = targets[r0 + r];
+                    if (tgt >= v0 && tgt < v0 + nv) st->htgt[r0 + r] = f->hlogits[(size_t)r * nv + (tgt - v0)];
+                }
             }
         }
     }
     if (targets)
-        for (int i = 0; i < nrows; i++) logprobs[i] = f->htgt[i] - f->hmax[i] - logf(f->hsum[i]);
+        for (int s = 0; s < n_streams; s++)
+            for (int i = 0; i < nrows; i++)
+                logprobs[s][i] = f->st[s].htgt[i] - f->st[s].hmax[i] - logf(f->st[s].hsum[i]);
     return DZ_OK;
 }
 
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
                             float *logits, dz_error *err) {
-    return head(f, w, rows, nrows, NULL, logits, NULL, err);
+    return head(f, w, 1, rows, nrows, NULL, logits, NULL, err);
 }
 
 dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,
                               const int *targets, int nrows, float *logprobs, dz_error *err) {
-    return head(f, w, rows, nrows, targets, NULL, logprobs, err);
+    return head(f, w, 1, rows, nrows, targets, NULL, &logprobs, err);
+}
+
+dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *rows,
+                                      const int *targets, int nrows, float *const *logprobs, dz_error *err) {
+    return head(f, w, n_streams, rows, nrows, targets, NULL, logprobs, err);
 }
 
 double dz_forward_flops(const dz_config *c, int B, int T, int head_rows) {

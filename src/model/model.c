@@ -115,7 +115,8 @@ size_t dz_model_bytes_owned(const dz_model *m) { return m->owned_bytes; }
 size_t dz_model_bytes_mapped(const dz_model *m) { return m->mapped_bytes; }
 const char *dz_model_tokenizer_path(const dz_model *m) { return m->tokenizer[0] ? m->tokenizer : NULL; }
 
-static const float *model_rows(const void *self, int id, int64_t row0, int64_t nrows, float *scratch) {
+static const float *model_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
+    (void)stream;
     const dz_model *m = self;
     const int64_t cols = m->table.params[id].cols;
     const char *base = (const char *)m->data[id] + (size_t)(row0 * cols) * dz_dtype_size(m->dtype);
