@@ -8,6 +8,7 @@ packages=(
   libcjson-dev                      # JSON: config.json, safetensors headers, tokenizers, jsonl
   libcmocka-dev                     # the C test framework under CTest
   clang libclang-rt-14-dev          # libFuzzer target (CI runs it for a bounded time)
+  gnuplot-nox                       # `distzo plot` (loss.png, accuracy.png)
 )
 missing=()
 for p in "${packages[@]}"; do

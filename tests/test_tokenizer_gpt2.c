@@ -216,6 +216,166 @@ static void vocab_json_and_merges_txt(void **state) {
     scratch_free(&s, names);
 }
 
+static int files_equal(const char *a, const char *b) {
+    char *ta, *tb;
+    size_t la, lb;
+    dz_error err;
+    assert_int_equal(dz_read_file(a, &ta, &la, &err), DZ_OK);
+    assert_int_equal(dz_read_file(b, &tb, &lb, &err), DZ_OK);
+    int same = la == lb && memcmp(ta, tb, la) == 0;
+    free(ta);
+    free(tb);
+    return same;
+}
+
+static cJSON *read_json(const char *dir, const char *name) {
+    char path[1024], *text;
+    size_t len;
+    dz_error err;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(dz_read_file(path, &text, &len, &err), DZ_OK);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    return j;
+}
+
+static int json_int(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) ? v->valueint : -1;
+}
+
+static const char *json_str(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void save_tok(const dz_tokenizer *tok, const char *dir) {
+    dz_error err = {0};
+    dz_status st = dz_tokenizer_save_hf(tok, dir, &err);
+    if (st != DZ_OK) print_error("save %s: %s\n", dir, err.msg);
+    assert_int_equal(st, DZ_OK);
+}
+
+/* dz_tokenizer_save_hf: the saved folders load back with the golden ids; the files are
+ * the asset files where those exist (merges, GPT-2 vocabulary, tokenizer.bin), and OPT's
+ * vocab.json has facebook/opt-*'s layout. */
+static void save_hf_folders_load_back(void **state) {
+    (void)state;
+    char opt_src[4096], enc[4096], bpe[4096], tok512[4096];
+    asset_or_skip(opt_src, sizeof opt_src, "gpt2-bpe");
+    asset_or_skip(enc, sizeof enc, "gpt2-bpe/encoder.json");
+    asset_or_skip(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
+    need_golden();
+    scratch s;
+    scratch_make(&s);
+    char a[300], b[300], path[700], path2[700];
+    snprintf(a, sizeof a, "%s/a", s.dir); /* created by the save */
+    snprintf(b, sizeof b, "%s/b", s.dir);
+
+    /* OPT ids (encoder.json + vocab.bpe + dict.txt) -> HF files -> the same ids */
+    dz_tokenizer *tok = load_ok(opt_src);
+    save_tok(tok, a);
+    dz_tokenizer_free(tok);
+    tok = load_ok(a);
+    assert_int_equal(dz_tokenizer_bos(tok), 2);
+    assert_int_equal(dz_tokenizer_eos(tok), 2);
+    assert_int_equal(dz_tokenizer_vocab_size(tok), 50260);
+    expect_golden(tok, "opt", 1);
+    snprintf(path, sizeof path, "%s/merges.txt", a);
+    assert_true(files_equal(path, bpe));
+    cJSON *v = read_json(a, "vocab.json");
+    assert_int_equal(cJSON_GetArraySize(v), 50265); /* len(AutoTokenizer("facebook/opt-125m")) */
+    assert_int_equal(json_int(v, "<s>"), 0);
+    assert_int_equal(json_int(v, "<pad>"), 1);
+    assert_int_equal(json_int(v, "</s>"), 2);
+    assert_int_equal(json_int(v, "<unk>"), 3);
+    assert_int_equal(json_int(v, "."), 4); /* dict.txt's first line, GPT-2 id 13 */
+    assert_int_equal(json_int(v, "Hello"), 31414);
+    assert_int_equal(json_int(v, "\xc4\xa0the"), 5); /* "Ġthe" */
+    assert_int_equal(json_int(v, "<|endoftext|>"), 50260);
+    assert_int_equal(json_int(v, "madeupword0002"), 50263);
+    assert_int_equal(json_int(v, "<mask>"), 50264);
+    cJSON_Delete(v);
+    cJSON *cfg = read_json(a, "tokenizer_config.json"), *map = read_json(a, "special_tokens_map.json");
+    assert_string_equal(json_str(cfg, "tokenizer_class"), "GPT2Tokenizer");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token")));
+    for (int k = 0; k < 2; k++) {
+        const cJSON *o = k ? cfg : map;
+        assert_string_equal(json_str(o, "bos_token"), "</s>");
+        assert_string_equal(json_str(o, "eos_token"), "</s>");
+        assert_string_equal(json_str(o, "pad_token"), "<pad>");
+        assert_string_equal(json_str(o, "unk_token"), "<unk>");
+    }
+    cJSON_Delete(cfg);
+    cJSON_Delete(map);
+    /* saving what was loaded from the saved files gives the same files */
+    save_tok(tok, b);
+    dz_tokenizer_free(tok);
+    const char *names[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(path, sizeof path, "%s/%s", a, names[k]);
+        snprintf(path2, sizeof path2, "%s/%s", b, names[k]);
+        assert_true(files_equal(path, path2));
+    }
+
+    /* GPT-2 ids: vocab.json is encoder.json's mapping, merges.txt is vocab.bpe */
+    tok = load_ok(enc);
+    save_tok(tok, a); /* over the OPT files */
+    dz_tokenizer_free(tok);
+    tok = load_ok(a);
+    assert_int_equal(dz_tokenizer_bos(tok), -1);
+    assert_int_equal(dz_tokenizer_eos(tok), 50256);
+    expect_golden(tok, "gpt2", 0);
+    dz_tokenizer_free(tok);
+    snprintf(path, sizeof path, "%s/merges.txt", a);
+    assert_true(files_equal(path, bpe));
+    v = read_json(a, "vocab.json");
+    char *enc_text;
+    size_t elen;
+    dz_error err;
+    assert_int_equal(dz_read_file(enc, &enc_text, &elen, &err), DZ_OK);
+    cJSON *want = cJSON_Parse(enc_text);
+    free(enc_text);
+    assert_true(cJSON_Compare(v, want, 1));
+    cJSON_Delete(v);
+    cJSON_Delete(want);
+    cfg = read_json(a, "tokenizer_config.json");
+    assert_string_equal(json_str(cfg, "eos_token"), "<|endoftext|>");
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token")));
+    assert_null(cJSON_GetObjectItemCaseSensitive(cfg, "pad_token"));
+    cJSON_Delete(cfg);
+
+    /* llama2.c: tokenizer.bin, byte for byte */
+    snprintf(tok512, sizeof tok512, "%s/stories260K/tok512.bin", assets_dir());
+    if (dz_file_exists(tok512)) {
+        dz_error e2 = {0};
+        assert_int_equal(dz_tokenizer_load(tok512, 512, &tok, &e2), DZ_OK);
+        save_tok(tok, b);
+        dz_tokenizer_free(tok);
+        snprintf(path, sizeof path, "%s/tokenizer.bin", b);
+        assert_true(files_equal(path, tok512));
+        unlink(path);
+    }
+
+    /* a folder that cannot be made */
+    tok = load_ok(enc);
+    snprintf(path, sizeof path, "%s/no/such/parent", s.dir);
+    assert_int_equal(dz_tokenizer_save_hf(tok, path, &err), DZ_ERR_IO);
+    assert_non_null(strstr(err.msg, path));
+    dz_tokenizer_free(tok);
+
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 4; k++) {
+            snprintf(path, sizeof path, "%s/%s", d ? b : a, names[k]);
+            unlink(path);
+        }
+    rmdir(a);
+    rmdir(b);
+    const char *none[] = {NULL};
+    scratch_free(&s, none);
+}
+
 static void malformed_files_fail_with_their_name(void **state) {
     (void)state;
     char enc[4096];
@@ -338,6 +498,7 @@ int main(void) {
         cmocka_unit_test(decode_round_trips),
         cmocka_unit_test(encode_reports_full_length),
         cmocka_unit_test(vocab_json_and_merges_txt),
+        cmocka_unit_test(save_hf_folders_load_back),
         cmocka_unit_test(malformed_files_fail_with_their_name),
         cmocka_unit_test(shared_tokenizer_across_threads),
         cmocka_unit_test(encode_speed_sst2_train),

@@ -46,4 +46,16 @@ int dz_tokenizer_encode(const dz_tokenizer *tok, const char *text, int add_bos,
  * after BOS; llama2.c's <0xXX> tokens give the raw byte. Returns "" for unknown ids. */
 const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, char *buf, int cap);
 
+/* Writes the tokenizer into folder dir (created if missing; files replaced atomically),
+ * so that the folder loads back through dz_tokenizer_load with the same ids:
+ *  - GPT-2 byte-level BPE: Hugging Face's files, vocab.json (token -> id in this tokenizer's
+ *    id space: with OPT ids, facebook/opt-*'s layout: <s> <pad> </s> <unk> = 0..3, GPT-2
+ *    tokens at 4 + dict.txt line, fairseq's madeupword padding to a multiple of 8, <mask>)
+ *    + merges.txt ("#version: 0.2", best merge first) + special_tokens_map.json +
+ *    tokenizer_config.json (GPT2Tokenizer; OPT: bos = eos = "</s>", pad "<pad>", unk
+ *    "<unk>", add_bos_token), which transformers' AutoTokenizer loads with the same ids;
+ *  - llama2.c: tokenizer.bin (the same bytes as the file loaded). Hugging Face has no
+ *    loader for this format. */
+dz_status dz_tokenizer_save_hf(const dz_tokenizer *tok, const char *dir, dz_error *err);
+
 #endif

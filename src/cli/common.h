@@ -33,5 +33,6 @@ int dz_cmd_generate(int argc, char **argv);
 int dz_cmd_eval(int argc, char **argv);
 int dz_cmd_init(int argc, char **argv);
 int dz_cmd_bench(int argc, char **argv);
+int dz_cmd_plot(int argc, char **argv);
 
 #endif

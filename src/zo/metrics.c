@@ -1,0 +1,238 @@
+/* metrics.jsonl writer and reader (format in metrics.h). */
+#include "zo/metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/util.h"
+#include "distzo/log.h"
+
+struct dz_metrics {
+    char *path;
+    int fd;
+    int64_t last_step;
+    int sync_every, unsynced;
+};
+
+/* ---- reading ---- */
+
+typedef struct line_span {
+    size_t off, len; /* len counts the '\n' */
+    dz_metrics_row row;
+} line_span;
+
+static double num_field(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* One '\n'-terminated line (without the '\n') into row; 0, or -1 when it is not a metrics line. */
+static int parse_line(const char *s, size_t len, dz_metrics_row *row) {
+    cJSON *obj = cJSON_ParseWithLength(s, len);
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(obj, "step");
+    int ok = cJSON_IsObject(obj) && cJSON_IsNumber(step) && step->valuedouble == floor(step->valuedouble) &&
+             fabs(step->valuedouble) < 9e15;
+    if (ok) {
+        row->step = (int64_t)step->valuedouble;
+        row->loss = num_field(obj, "loss");
+        row->g = num_field(obj, "g");
+        row->lr = num_field(obj, "lr");
+        row->seconds = num_field(obj, "seconds");
+        row->has_eval = cJSON_GetObjectItemCaseSensitive(obj, "dev_accuracy") != NULL;
+        row->dev_accuracy = num_field(obj, "dev_accuracy");
+        row->dev_loss = num_field(obj, "dev_loss");
+        row->best_dev_accuracy = num_field(obj, "best_dev_accuracy");
+    }
+    cJSON_Delete(obj);
+    return ok ? 0 : -1;
+}
+
+/* The good lines of buf. Bad lines after the last good one are a torn tail (the writer
+ * stopped mid-line, or a machine crash left unwritten blocks): dropped with a warning.
+ * A bad line before a good one is an error. *kept_bytes: where the good part ends. */
+static dz_status scan_lines(const char *path, const char *buf, size_t len, line_span **out, size_t *n,
+                            size_t *kept_bytes, dz_error *err) {
+    size_t cap = 1, count = 0;
+    for (size_t i = 0; i < len; i++) cap += buf[i] == '\n';
+    line_span *spans = malloc(cap * sizeof *spans);
+    if (!spans) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    size_t bad_line = 0, bad_off = 0, lineno = 0, end = 0;
+    for (size_t off = 0; off < len; lineno++) {
+        const char *nl = memchr(buf + off, '\n', len - off);
+        size_t llen = nl ? (size_t)(nl - (buf + off)) + 1 : len - off;
+        line_span sp = {off, llen, {0}};
+        int ok = nl && parse_line(buf + off, llen - 1, &sp.row) == 0; /* an unterminated line is torn */
+        if (ok && bad_line) {
+            free(spans);
+            return dz_fail(err, DZ_ERR_FORMAT,
+                           "%s:%zu: not a metrics line (a JSON object with an integer \"step\"), but later lines are "
+                           "intact (byte %zu)",
+                           path, bad_line, bad_off);
+        }
+        if (ok) spans[count++] = sp, end = off + llen;
+        else if (!bad_line) bad_line = lineno + 1, bad_off = off;
+        off += llen;
+    }
+    if (end < len)
+        dz_log(DZ_LOG_WARN, "%s: dropping a torn tail of %zu bytes from line %zu: the writer stopped mid-line", path,
+               len - end, bad_line);
+    *out = spans;
+    *n = count;
+    *kept_bytes = end;
+    return DZ_OK;
+}
+
+dz_status dz_metrics_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err) {
+    *rows = NULL;
+    *n = 0;
+    char *buf;
+    size_t len, count, kept;
+    dz_status st = dz_read_file(path, &buf, &len, err);
+    if (st != DZ_OK) return st;
+    line_span *spans = NULL;
+    st = scan_lines(path, buf, len, &spans, &count, &kept, err);
+    free(buf);
+    if (st != DZ_OK) return st;
+    dz_metrics_row *r = malloc((count ? count : 1) * sizeof *r);
+    if (!r) {
+        free(spans);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (size_t i = 0; i < count; i++) r[i] = spans[i].row;
+    free(spans);
+    *rows = r;
+    *n = count;
+    return DZ_OK;
+}
+
+/* ---- writing ---- */
+
+/* Keeps the good lines with step <= keep_through; rewrites path atomically if that changes it. */
+static dz_status trim_file(dz_metrics *m, int64_t keep_through, dz_error *err) {
+    char *buf;
+    size_t len, count, kept;
+    dz_status st = dz_read_file(m->path, &buf, &len, err);
+    if (st != DZ_OK) return st;
+    line_span *spans = NULL;
+    st = scan_lines(m->path, buf, len, &spans, &count, &kept, err);
+    if (st != DZ_OK) {
+        free(buf);
+        return st;
+    }
+    size_t used = 0, dropped = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (spans[i].row.step > keep_through) {
+            dropped++;
+            continue;
+        }
+        memmove(buf + used, buf + spans[i].off, spans[i].len);
+        used += spans[i].len;
+        if (spans[i].row.step > m->last_step) m->last_step = spans[i].row.step;
+    }
+    free(spans);
+    if (dropped)
+        dz_log(DZ_LOG_INFO, "%s: dropping %zu line(s) past step %" PRId64 " (resuming from it)", m->path, dropped,
+               keep_through);
+    if (used < len) st = dz_write_file_atomic(m->path, buf, used, err);
+    free(buf);
+    return st;
+}
+
+dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every, dz_metrics **out, dz_error *err) {
+    *out = NULL;
+    if (!path || sync_every < 0) return dz_fail(err, DZ_ERR_INVALID, "metrics: need a path and sync_every >= 0");
+    dz_metrics *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    m->fd = -1;
+    m->last_step = INT64_MIN;
+    m->sync_every = sync_every;
+    dz_status st = dz_file_exists(path) ? trim_file(m, keep_through, err)
+                                        : dz_write_file_atomic(path, "", 0, err); /* durable directory entry */
+    if (st == DZ_OK && (m->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)) < 0)
+        st = dz_fail(err, DZ_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));
+    if (st != DZ_OK) {
+        free(m->path);
+        free(m);
+        return st;
+    }
+    *out = m;
+    return DZ_OK;
+}
+
+/* A float32 value with the fewest digits that read back as the same float; null if not finite. */
+static int put_value(char *out, size_t cap, double v) {
+    float f = (float)v;
+    if (!isfinite(f)) return snprintf(out, cap, "null");
+    int n = 0;
+    for (int prec = 1; prec <= 9; prec++) {
+        n = snprintf(out, cap, "%.*g", prec, (double)f);
+        if ((float)strtod(out, NULL) == f) break;
+    }
+    return n;
+}
+
+static size_t put_field(char *line, size_t used, size_t cap, const char *key, double v) {
+    used += (size_t)snprintf(line + used, cap - used, ", \"%s\": ", key);
+    return used + (size_t)put_value(line + used, cap - used, v);
+}
+
+dz_status dz_metrics_sync(dz_metrics *m, dz_error *err) {
+    if (m->unsynced == 0) return DZ_OK;
+    if (fsync(m->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", m->path, strerror(errno));
+    m->unsynced = 0;
+    return DZ_OK;
+}
+
+dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err) {
+    if (!m || !row) return dz_fail(err, DZ_ERR_INVALID, "metrics: append needs a writer and a row");
+    if (row->step < m->last_step)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: step %" PRId64 " after step %" PRId64 " (steps must not decrease)",
+                       m->path, row->step, m->last_step);
+    char line[512];
+    size_t cap = sizeof line, used = (size_t)snprintf(line, cap, "{\"step\": %" PRId64, row->step);
+    used = put_field(line, used, cap, "loss", row->loss);
+    used = put_field(line, used, cap, "g", row->g);
+    used = put_field(line, used, cap, "lr", row->lr);
+    used += (size_t)snprintf(line + used, cap - used, ", \"seconds\": ");
+    used += isfinite(row->seconds) ? (size_t)snprintf(line + used, cap - used, "%.3f", row->seconds)
+                                   : (size_t)snprintf(line + used, cap - used, "null");
+    if (row->has_eval) {
+        used = put_field(line, used, cap, "dev_accuracy", row->dev_accuracy);
+        used = put_field(line, used, cap, "dev_loss", row->dev_loss);
+        used = put_field(line, used, cap, "best_dev_accuracy", row->best_dev_accuracy);
+    }
+    used += (size_t)snprintf(line + used, cap - used, "}\n");
+    /* One write() per line: a killed process leaves whole lines only (a torn one is dropped on reopen). */
+    for (size_t done = 0; done < used;) {
+        ssize_t w = write(m->fd, line + done, used - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return dz_fail(err, DZ_ERR_IO, "%s: writing step %" PRId64 " failed: %s", m->path, row->step,
+                           w < 0 ? strerror(errno) : "no progress");
+        done += (size_t)w;
+    }
+    m->last_step = row->step;
+    m->unsynced++;
+    if (m->sync_every > 0 && m->unsynced >= m->sync_every) return dz_metrics_sync(m, err);
+    return DZ_OK;
+}
+
+dz_status dz_metrics_close(dz_metrics *m, dz_error *err) {
+    if (!m) return DZ_OK;
+    dz_status st = dz_metrics_sync(m, err);
+    close(m->fd);
+    free(m->path);
+    free(m);
+    return st;
+}

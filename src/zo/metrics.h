@@ -1,0 +1,50 @@
+/* RUN_DIR/metrics.jsonl: one JSON object per training step, for plots and monitoring.
+ *
+ *   {"step": 12, "loss": 0.693147, "g": -0.0123, "lr": 1e-06, "seconds": 4.125}
+ *   {"step": 500, ..., "dev_accuracy": 0.812, "dev_loss": 0.41, "best_dev_accuracy": 0.82}
+ *
+ * Values are float32 quantities, printed with the fewest digits that read back as the
+ * same float; a non-finite value is written as null. "seconds" (wall time since the run
+ * started, %.3f) is the only field that differs between a resumed run and an
+ * uninterrupted one. Each line is flushed to the kernel when written (a killed process
+ * loses nothing) and fsync'd every sync_every lines. */
+#ifndef DZ_ZO_METRICS_H
+#define DZ_ZO_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distzo/error.h"
+
+#define DZ_METRICS_SYNC_EVERY_DEFAULT 64
+
+typedef struct dz_metrics_row {
+    int64_t step;
+    double loss;    /* training loss of the step (the unperturbed or mean of +/- losses: the trainer's choice) */
+    double g;       /* projected gradient (the mean over the step's samples when q > 1) */
+    double lr;
+    double seconds; /* wall time since the run started */
+    int has_eval;   /* 1: the dev_* fields below are written */
+    double dev_accuracy, dev_loss, best_dev_accuracy;
+} dz_metrics_row;
+
+typedef struct dz_metrics dz_metrics;
+
+/* Opens path for appending (creating it). Lines with step > keep_through are dropped
+ * first, as is a torn tail (lines cut short by a crash), by an atomic rewrite: on resume
+ * pass the last step the run has state for (the seed log's last step), so the file then
+ * continues exactly as an uninterrupted run's would. A new run passes its first step - 1.
+ * A malformed line before the last good one is an error naming the file and line.
+ * sync_every: fsync every that many lines; 0 = only in dz_metrics_sync / close. */
+dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every, dz_metrics **out, dz_error *err);
+/* Appends one line; steps must not decrease. */
+dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err);
+dz_status dz_metrics_sync(dz_metrics *m, dz_error *err);
+/* Syncs and closes; NULL is fine. */
+dz_status dz_metrics_close(dz_metrics *m, dz_error *err);
+
+/* Reads every row of path (null or missing values as NaN; has_eval when dev_accuracy is
+ * present). A torn tail is skipped with a warning, a malformed line before it is an error. */
+dz_status dz_metrics_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err);
+
+#endif

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `distzo plot`: PNGs from a hand-written metrics.jsonl, clear errors for a missing file,
+# no data, and no gnuplot. Usage: plot.sh DISTZO. Exits 77 (skipped) without gnuplot.
+set -u
+distzo=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# no gnuplot on PATH: a clear error, whatever this machine has
+mkdir -p "$tmp/run"
+printf '{"step": 1, "loss": 0.7, "g": 0.1, "lr": 1e-06, "seconds": 0.1}\n' > "$tmp/run/metrics.jsonl"
+out=$(PATH=/nonexistent "$distzo" plot "$tmp/run" 2>&1) && fail "ran without gnuplot"
+grep -q "gnuplot not found" <<< "$out" || fail "no-gnuplot message: $out"
+command -v gnuplot > /dev/null || { echo "gnuplot not installed: skipping the drawing checks"; exit 77; }
+
+# a run with losses (one null) and evaluations
+for s in $(seq 1 300); do
+  loss=$(awk -v s="$s" 'BEGIN { printf "%.4f", 0.4 + 0.3 * exp(-s / 100) + 0.05 * sin(s) }')
+  [ "$s" = 7 ] && loss=null
+  if [ $((s % 50)) = 0 ]; then
+    acc=$(awk -v s="$s" 'BEGIN { printf "%.3f", 0.6 + s / 1000 }')
+    printf '{"step": %d, "loss": %s, "g": 0.5, "lr": 1e-06, "seconds": %d.000, "dev_accuracy": %s, "dev_loss": 0.5, "best_dev_accuracy": %s}\n' "$s" "$loss" "$s" "$acc" "$acc"
+  else
+    printf '{"step": %d, "loss": %s, "g": -0.5, "lr": 1e-06, "seconds": %d.000}\n' "$s" "$loss" "$s"
+  fi
+done > "$tmp/run/metrics.jsonl"
+"$distzo" plot "$tmp/run" -o "$tmp/plots" || fail "plot failed"
+for f in loss.png accuracy.png; do
+  [ "$(head -c 8 "$tmp/plots/$f" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$f is not a PNG"
+done
+
+# errors name the file
+out=$("$distzo" plot "$tmp/nothere" 2>&1) && fail "missing run folder accepted"
+grep -q "nothere/metrics.jsonl" <<< "$out" || fail "missing-file message: $out"
+: > "$tmp/run/metrics.jsonl"
+out=$("$distzo" plot "$tmp/run" 2>&1) && fail "empty metrics accepted"
+grep -q "no data to plot" <<< "$out" || fail "no-data message: $out"
+printf '{"step": 1}\n[oops\n{"step": 2}\n' > "$tmp/run/metrics.jsonl"
+out=$("$distzo" plot "$tmp/run" 2>&1) && fail "malformed metrics accepted"
+grep -q "metrics.jsonl:2" <<< "$out" || fail "malformed-line message: $out"
+echo "plot: OK"
