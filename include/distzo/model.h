@@ -110,6 +110,9 @@ const char *dz_model_path(const dz_model *m);
 const char *dz_model_format(const dz_model *m); /* "hf-safetensors" or "llama2c" */
 /* Data of tensor id (in the model dtype). */
 void *dz_model_tensor(const dz_model *m, int id);
+/* Copies every tensor still mapped from a file into owned memory, so the weights can be
+ * written (the ZO trainer's master weights). */
+dz_status dz_model_make_owned(dz_model *m, dz_error *err);
 /* Bytes of weights resident in memory (converted copies) and mapped from files. */
 size_t dz_model_bytes_owned(const dz_model *m);
 size_t dz_model_bytes_mapped(const dz_model *m);
@@ -158,6 +161,8 @@ size_t dz_forward_bytes(const dz_forward *f);
 const dz_model *dz_forward_model(const dz_forward *f);
 int dz_forward_max_seq(const dz_forward *f);
 int dz_forward_max_batch(const dz_forward *f);
+/* Floats of the scratch a weight source may be handed for a row request (the largest request). */
+size_t dz_forward_row_floats(const dz_forward *f);
 
 /* Runs the transformer body on tokens[B, n_new] (row-major, right-padded) at positions
  * pos0.., lengths[b] = real tokens of sequence b counted from position 0 (NULL: all real).

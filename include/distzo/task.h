@@ -34,6 +34,26 @@ dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, c
                              int max_len, dz_class_set *out, dz_error *err);
 void dz_class_set_free(dz_class_set *cs);
 
+/* One batch of candidate sequences laid out for the forward pass: tokens [n_seqs, T]
+ * right-padded, and the rows/targets whose log-probs score the candidates. Buffers are
+ * allocated once by init (no allocation per batch). */
+typedef struct dz_class_batch {
+    int max_seqs, max_len;
+    int n_seqs, T, n_rows;
+    int *tokens, *lengths, *rows, *targets;
+    int *seq_first_row; /* rows of sequence i: [seq_first_row[i], seq_first_row[i+1]) */
+} dz_class_batch;
+
+dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, dz_error *err);
+void dz_class_batch_free(dz_class_batch *bb);
+/* The candidate sequences of examples[0..n) (n * n_labels sequences, example-major). */
+dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const int *examples, int n, dz_error *err);
+/* scores[i] = mean log-prob of sequence i's candidate tokens, from logprobs[n_rows]. */
+void dz_class_batch_scores(const dz_class_batch *bb, const float *logprobs, float *scores);
+/* MeZO's loss: mean over examples of the cross-entropy of softmax(candidate scores)
+ * against the label; scores [n, K], summed in example order in double. */
+double dz_class_loss(const float *scores, const int *labels, int n, int K);
+
 /* Scores every candidate, batch sequences at a time (whole examples per batch), and the
  * classification accuracy over the labelled examples: predictions (argmax of scores, ties to the
  * lower label) written to preds if non-NULL, scores to scores [n_examples*n_labels] if non-NULL. */

@@ -33,6 +33,8 @@ int dz_cmd_generate(int argc, char **argv);
 int dz_cmd_eval(int argc, char **argv);
 int dz_cmd_init(int argc, char **argv);
 int dz_cmd_bench(int argc, char **argv);
+int dz_cmd_train(int argc, char **argv);
+int dz_cmd_export(int argc, char **argv);
 int dz_cmd_plot(int argc, char **argv);
 
 #endif

@@ -11,6 +11,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"train", dz_cmd_train, "fine-tune with zeroth-order SPSA (MeZO); default: stories260K on SST-2"},
+    {"export", dz_cmd_export, "replay a run's seed log onto its base model and write the weights"},
     {"info", dz_cmd_info, "describe a model: architecture, shapes, parameters, bytes, GEMM kernel"},
     {"generate", dz_cmd_generate, "generate text from a prompt (greedy or sampled)"},
     {"eval", dz_cmd_eval, "evaluate a model: prompt classification (SST-2, jsonl) or LM perplexity"},

@@ -35,7 +35,7 @@ struct dz_forward {
     float *kshared, *vshared; /* without a KV cache: one layer's keys/values, reused */
     float *attn_scratch;
     float *wscratch;    /* fp32 copies of one block's whole tensors (allocated on first use) */
-    size_t wscratch_floats;
+    size_t wscratch_floats, rscratch_floats;
     float *rscratch;    /* fp32 rows read by row (a head chunk, a position embedding) or the
                            small global tensors (projections, final norm) */
     float *hlogits;     /* [HEAD_ROW_CHUNK, HEAD_VOCAB_CHUNK] */
@@ -122,6 +122,7 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
     f->scratch_threads = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, max_seq), &ok);
     f->rscratch = take(f, rs, &ok);
+    f->rscratch_floats = rs;
     f->hlogits = take(f, (size_t)HEAD_ROW_CHUNK * HEAD_VOCAB_CHUNK, &ok);
     if (!ok) {
         dz_forward_free(f);
@@ -155,6 +156,7 @@ size_t dz_forward_bytes(const dz_forward *f) { return f->bytes; }
 const dz_model *dz_forward_model(const dz_forward *f) { return f->m; }
 int dz_forward_max_seq(const dz_forward *f) { return f->max_seq; }
 int dz_forward_max_batch(const dz_forward *f) { return f->max_batch; }
+size_t dz_forward_row_floats(const dz_forward *f) { return f->rscratch_floats; }
 
 /* Fetches every tensor of a block as fp32 for stream s (NULL for roles the architecture
  * lacks). The scratch for dtype conversion is allocated on first use. */

@@ -1,5 +1,6 @@
 /* MeZO-style prompt classification: one sequence per (example, candidate); the score
  * of a candidate is the mean log-prob of its tokens given everything before them. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,55 +99,76 @@ void dz_class_set_free(dz_class_set *cs) {
     memset(cs, 0, sizeof *cs);
 }
 
-/* Work buffers for one batch, sized by the caller's forward. */
-typedef struct batch_buf {
-    int *tokens, *lengths, *rows, *targets;
-    float *logprobs;
-} batch_buf;
-
-static dz_status score_batch(dz_forward *f, const dz_weight_source *w, const dz_cand_seq *seqs, int n,
-                             batch_buf *bb, float *scores, dz_error *err) {
-    int T = 0;
-    for (int i = 0; i < n; i++) T = seqs[i].len > T ? seqs[i].len : T;
-    int nrows = 0;
-    for (int i = 0; i < n; i++) {
-        const dz_cand_seq *s = &seqs[i];
-        for (int t = 0; t < T; t++) bb->tokens[i * T + t] = t < s->len ? s->tokens[t] : s->tokens[s->len - 1];
-        bb->lengths[i] = s->len;
-        for (int t = s->len - s->cand_len; t < s->len; t++) {
-            bb->rows[nrows] = i * T + t - 1; /* the position that predicts token t */
-            bb->targets[nrows++] = s->tokens[t];
-        }
-    }
-    dz_status st = dz_forward_run(f, w, bb->tokens, bb->lengths, n, T, 0, err);
-    if (st == DZ_OK) st = dz_forward_logprobs(f, w, bb->rows, bb->targets, nrows, bb->logprobs, err);
-    if (st != DZ_OK) return st;
-    for (int i = 0, r = 0; i < n; i++) {
-        double sum = 0.0;
-        for (int k = 0; k < seqs[i].cand_len; k++) sum += bb->logprobs[r++];
-        scores[i] = (float)(sum / seqs[i].cand_len);
-    }
-    return DZ_OK;
+dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, dz_error *err) {
+    memset(bb, 0, sizeof *bb);
+    const size_t cap = (size_t)max_seqs * max_len;
+    bb->max_seqs = max_seqs;
+    bb->max_len = max_len;
+    bb->tokens = malloc(sizeof(int) * cap);
+    bb->lengths = malloc(sizeof(int) * (size_t)max_seqs);
+    bb->rows = malloc(sizeof(int) * cap);
+    bb->targets = malloc(sizeof(int) * cap);
+    bb->seq_first_row = malloc(sizeof(int) * (size_t)(max_seqs + 1));
+    if (bb->tokens && bb->lengths && bb->rows && bb->targets && bb->seq_first_row) return DZ_OK;
+    dz_class_batch_free(bb);
+    return dz_fail(err, DZ_ERR_NOMEM, "out of memory for a batch of %d x %d", max_seqs, max_len);
 }
 
-static void batch_buf_free(batch_buf *bb) {
+void dz_class_batch_free(dz_class_batch *bb) {
     free(bb->tokens);
     free(bb->lengths);
     free(bb->rows);
     free(bb->targets);
-    free(bb->logprobs);
+    free(bb->seq_first_row);
+    memset(bb, 0, sizeof *bb);
 }
 
-static dz_status batch_buf_alloc(batch_buf *bb, int batch, int max_len, dz_error *err) {
-    size_t cap = (size_t)batch * max_len;
-    bb->tokens = malloc(sizeof(int) * cap);
-    bb->lengths = malloc(sizeof(int) * (size_t)batch);
-    bb->rows = malloc(sizeof(int) * cap);
-    bb->targets = malloc(sizeof(int) * cap);
-    bb->logprobs = malloc(sizeof(float) * cap);
-    if (bb->tokens && bb->lengths && bb->rows && bb->targets && bb->logprobs) return DZ_OK;
-    batch_buf_free(bb);
-    return dz_fail(err, DZ_ERR_NOMEM, "out of memory for a batch of %d x %d", batch, max_len);
+dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const int *examples, int n, dz_error *err) {
+    const int K = cs->n_labels;
+    if (n * K > bb->max_seqs)
+        return dz_fail(err, DZ_ERR_INVALID, "batch of %d examples x %d candidates exceeds %d sequences", n, K,
+                       bb->max_seqs);
+    int T = 0;
+    for (int e = 0; e < n; e++)
+        for (int k = 0; k < K; k++) {
+            const int len = cs->seqs[(size_t)examples[e] * K + k].len;
+            T = len > T ? len : T;
+        }
+    bb->n_seqs = n * K;
+    bb->T = T;
+    bb->n_rows = 0;
+    for (int i = 0; i < bb->n_seqs; i++) {
+        const dz_cand_seq *s = &cs->seqs[(size_t)examples[i / K] * K + i % K];
+        for (int t = 0; t < T; t++) bb->tokens[i * T + t] = t < s->len ? s->tokens[t] : s->tokens[s->len - 1];
+        bb->lengths[i] = s->len;
+        bb->seq_first_row[i] = bb->n_rows;
+        for (int t = s->len - s->cand_len; t < s->len; t++) {
+            bb->rows[bb->n_rows] = i * T + t - 1; /* the position that predicts token t */
+            bb->targets[bb->n_rows++] = s->tokens[t];
+        }
+    }
+    bb->seq_first_row[bb->n_seqs] = bb->n_rows;
+    return DZ_OK;
+}
+
+void dz_class_batch_scores(const dz_class_batch *bb, const float *logprobs, float *scores) {
+    for (int i = 0; i < bb->n_seqs; i++) {
+        double sum = 0.0;
+        for (int r = bb->seq_first_row[i]; r < bb->seq_first_row[i + 1]; r++) sum += logprobs[r];
+        scores[i] = (float)(sum / (bb->seq_first_row[i + 1] - bb->seq_first_row[i]));
+    }
+}
+
+double dz_class_loss(const float *scores, const int *labels, int n, int K) {
+    double total = 0.0;
+    for (int e = 0; e < n; e++) { /* cross-entropy over the candidates, examples summed in order */
+        const float *s = scores + (size_t)e * K;
+        double mx = s[0], z = 0.0;
+        for (int k = 1; k < K; k++) mx = s[k] > mx ? s[k] : mx;
+        for (int k = 0; k < K; k++) z += exp(s[k] - mx);
+        total += mx + log(z) - s[labels[e]];
+    }
+    return total / n;
 }
 
 dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
@@ -155,20 +177,24 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
     /* Whole examples per batch so a batch never splits a candidate group. */
     int per = batch / cs->n_labels;
     if (per < 1) per = 1;
-    batch_buf bb = {0};
-    dz_status st = batch_buf_alloc(&bb, per * cs->n_labels, cs->max_len, err);
+    dz_class_batch bb;
+    dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, cs->max_len, err);
     if (st != DZ_OK) return st;
     float *all = scores ? scores : malloc(sizeof(float) * (size_t)(total > 0 ? total : 1));
-    if (!all) {
-        batch_buf_free(&bb);
-        return dz_fail(err, DZ_ERR_NOMEM, "out of memory");
-    }
+    float *lp = malloc(sizeof(float) * (size_t)per * cs->n_labels * cs->max_len);
+    int *ids = malloc(sizeof(int) * (size_t)per);
+    if (!all || !lp || !ids) st = dz_fail(err, DZ_ERR_NOMEM, "out of memory");
     for (int e = 0; e < cs->n_examples && st == DZ_OK; e += per) {
-        int ne = cs->n_examples - e < per ? cs->n_examples - e : per;
-        st = score_batch(f, w, cs->seqs + (size_t)e * cs->n_labels, ne * cs->n_labels, &bb,
-                         all + (size_t)e * cs->n_labels, err);
+        const int ne = cs->n_examples - e < per ? cs->n_examples - e : per;
+        for (int i = 0; i < ne; i++) ids[i] = e + i;
+        st = dz_class_batch_fill(&bb, cs, ids, ne, err);
+        if (st == DZ_OK) st = dz_forward_run(f, w, bb.tokens, bb.lengths, bb.n_seqs, bb.T, 0, err);
+        if (st == DZ_OK) st = dz_forward_logprobs(f, w, bb.rows, bb.targets, bb.n_rows, lp, err);
+        if (st == DZ_OK) dz_class_batch_scores(&bb, lp, all + (size_t)e * cs->n_labels);
     }
-    batch_buf_free(&bb);
+    dz_class_batch_free(&bb);
+    free(lp);
+    free(ids);
     int correct = 0, labelled = 0;
     for (int e = 0; e < cs->n_examples && st == DZ_OK; e++) {
         const float *s = all + (size_t)e * cs->n_labels;

@@ -1,0 +1,60 @@
+/* distzo train: MeZO-style ZO fine-tuning for prompt classification, with a run folder
+ * that survives crashes (seed log, metrics, checkpoints) and exact resume. */
+#ifndef DISTZO_TRAIN_H
+#define DISTZO_TRAIN_H
+
+#include <stdint.h>
+
+#include "distzo/dtype.h"
+#include "distzo/error.h"
+#include "distzo/zo.h"
+
+typedef struct dz_train_config {
+    const char *model;        /* HF folder or llama2.c .bin */
+    const char *tokenizer;    /* NULL: the model's own */
+    const char *task;         /* "sst2" (tsv) or "classify" (jsonl) */
+    const char *train_data;   /* training pool: train_examples + dev_examples are drawn from it */
+    const char *test_data;    /* reported accuracy (GLUE dev for SST-2); NULL: none */
+    const char *template_, *label_words, *text_key, *label_key; /* NULL: SST-2 defaults */
+    const char *out_dir;
+    dz_dtype master_dtype;    /* F32 or BF16 */
+    int train_examples, dev_examples;
+    uint64_t data_seed;
+    float lr, eps, wd;
+    int batch, steps, q, warmup, rademacher, fuse;
+    dz_lr_schedule schedule;
+    uint64_t seed;
+    int eval_every, checkpoint_every, log_sync_every, max_bad_steps, eval_batch;
+} dz_train_config;
+
+/* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */
+void dz_train_config_default(dz_train_config *c);
+
+typedef struct dz_train_progress {
+    int step, steps;          /* steps done, total */
+    double loss, g, lr, seconds;
+    int has_eval;
+    double dev_accuracy, test_accuracy, best_dev_accuracy;
+    int replayed;             /* steps replayed from the log on resume (first callback) */
+} dz_train_progress;
+
+typedef void (*dz_train_progress_cb)(const dz_train_progress *p, void *user);
+
+typedef struct dz_train_result {
+    int steps_done;
+    double zero_shot_dev, zero_shot_test;
+    double final_dev, final_test, best_dev, best_test;
+    int best_step;
+    double seconds;
+} dz_train_result;
+
+/* Runs (or, with resume, continues) the run in cfg->out_dir. On resume the run's own
+ * run.json decides every setting except steps (which may be raised). */
+dz_status dz_train(const dz_train_config *cfg, int resume, dz_train_progress_cb cb, void *user,
+                   dz_train_result *res, dz_error *err);
+
+/* Replays the seed log of run_dir onto the base model of its run.json (or base, if
+ * given) and writes the trained weights to out_dir in HF layout. */
+dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, dz_error *err);
+
+#endif

@@ -1,0 +1,70 @@
+/* The ZO engine: MeZO's SPSA step with ZO2's block structure.
+ *
+ * One step, for each of q samples: every block is copied into two fp32 working buffers
+ * with +eps*z and -eps*z applied on the fly (the master weights are never perturbed, so
+ * nothing has to be restored), both forwards of the block run while it is resident (two
+ * activation streams), and g = (L+ - L-) / (2 eps). The update of step t is deferred and
+ * fused into step t+1's pass over each block; dz_zo_flush applies whatever is pending
+ * (before evaluation, checkpoints, exit). z is a pure function of (run seed, step*q +
+ * sample, tensor id, element): see docs/ARCHITECTURE.md and src/zo/rng.h. */
+#ifndef DISTZO_ZO_H
+#define DISTZO_ZO_H
+
+#include <stdint.h>
+
+#include "distzo/model.h"
+
+enum { DZ_ZO_MAX_Q = 64 };
+
+typedef struct dz_zo_params {
+    uint64_t seed;   /* run seed: keys the perturbation RNG */
+    float eps;       /* perturbation scale (MeZO default 1e-3) */
+    int q;           /* SPSA samples per step (n-SPSA), 1..DZ_ZO_MAX_Q */
+    int rademacher;  /* 0: Gaussian z, 1: Rademacher +-1 */
+    float wd;        /* weight decay (skips biases and norm weights) */
+    int fuse;        /* 1: defer each update into the next step's pass; 0: apply it at once */
+} dz_zo_params;
+
+/* The loss of one forward from the log-probs the caller asked for (rows/targets). */
+typedef double (*dz_zo_loss_fn)(const float *logprobs, void *user);
+
+typedef struct dz_zo_batch {
+    const int *tokens, *lengths; /* [B, T] right-padded, and lengths */
+    int B, T;
+    const int *rows, *targets;   /* log p(targets[i] | row rows[i]) feed the loss */
+    int n_rows;
+    dz_zo_loss_fn loss;
+    void *user;
+} dz_zo_batch;
+
+typedef struct dz_zo_step_result {
+    double loss_plus[DZ_ZO_MAX_Q], loss_minus[DZ_ZO_MAX_Q];
+    float g[DZ_ZO_MAX_Q];
+    int finite;      /* 0: some loss was not finite; no update was recorded */
+} dz_zo_step_result;
+
+typedef struct dz_zo_engine dz_zo_engine;
+
+/* m must own its weights (dz_model_make_owned) in F32 or BF16: they are the master
+ * weights, updated in place. f must have 2 streams. */
+dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p, dz_zo_engine **out, dz_error *err);
+void dz_zo_engine_free(dz_zo_engine *e);
+
+/* One SPSA step numbered `step` (draws step*q .. step*q+q-1) on batch b. On success with
+ * finite losses, the update with learning rate lr is pending (fused) or applied. */
+dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
+                     dz_error *err);
+/* Applies any pending update to every block. */
+void dz_zo_flush(dz_zo_engine *e);
+/* Applies the update of a logged step (replay: resume, export): bitwise what training did. */
+void dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g);
+/* The model's weights as the forward sees them (flush first). */
+dz_weight_source dz_zo_master_source(const dz_zo_engine *e);
+/* Bytes of working buffers the engine holds (two fp32 copies of the largest block, ...). */
+size_t dz_zo_engine_bytes(const dz_zo_engine *e);
+
+/* Learning-rate schedules with linear warmup. */
+typedef enum dz_lr_schedule { DZ_LR_CONSTANT, DZ_LR_LINEAR, DZ_LR_COSINE } dz_lr_schedule;
+float dz_lr_at(dz_lr_schedule s, float lr, int warmup, int total, int step);
+
+#endif

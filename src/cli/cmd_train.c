@@ -1,0 +1,172 @@
+/* distzo train: ZO fine-tuning. With no model or data: stories260K on SST-2 from the
+ * assets folder, with settings that work for it. distzo export: replay a run's log. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/common.h"
+#include "core/util.h"
+#include "distzo/train.h"
+
+typedef struct progress {
+    int tty;
+    int last_line_step;
+} progress;
+
+static void fmt_eta(double secs, char *buf, size_t cap) {
+    if (!isfinite(secs) || secs < 0) snprintf(buf, cap, "?");
+    else if (secs < 90) snprintf(buf, cap, "%.0fs", secs);
+    else if (secs < 5400) snprintf(buf, cap, "%.0fm", secs / 60);
+    else snprintf(buf, cap, "%.1fh", secs / 3600);
+}
+
+static void on_progress(const dz_train_progress *p, void *user) {
+    progress *pr = user;
+    if (p->replayed) {
+        fprintf(stderr, "distzo: resuming at step %d of %d\n", p->step, p->steps);
+        return;
+    }
+    if (p->step == 0) return;
+    const double rate = p->seconds > 0 ? p->step / p->seconds : 0.0;
+    char eta[32];
+    fmt_eta(rate > 0 ? (p->steps - p->step) / rate : NAN, eta, sizeof eta);
+    if (p->has_eval) {
+        if (pr->tty) fprintf(stderr, "\r\033[K");
+        printf("step %d/%d  loss %.4f  dev acc %.4f  test acc %.4f  best dev %.4f  (%.1f steps/s)\n", p->step, p->steps,
+               p->loss, p->dev_accuracy, p->test_accuracy, p->best_dev_accuracy, rate);
+        fflush(stdout);
+    }
+    if (pr->tty) {
+        const int width = 24, filled = (int)((double)width * p->step / p->steps);
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r[%s] %d/%d  %.1f steps/s  loss %.4f  g %+.3e  lr %.2e  ETA %s\033[K", bar, p->step, p->steps,
+                rate, p->loss, p->g, p->lr, eta);
+        fflush(stderr);
+    } else if (p->step - pr->last_line_step >= (p->steps >= 20 ? p->steps / 20 : 1) || p->step == p->steps) {
+        printf("step %d/%d  loss %.4f  g %+.4e  lr %.3e  %.1f steps/s  ETA %s\n", p->step, p->steps, p->loss, p->g,
+               p->lr, rate, eta);
+        fflush(stdout);
+        pr->last_line_step = p->step;
+    }
+}
+
+int dz_cmd_train(int argc, char **argv) {
+    dz_train_config c;
+    dz_train_config_default(&c);
+    /* Settings found to work for stories260K on SST-2 (see README). */
+    c.lr = 1e-3f;
+    c.steps = 2000;
+    c.eval_every = 250;
+    c.checkpoint_every = 500;
+    c.label_words = "bad,good";
+    const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
+    const char *schedule = "constant", *test = NULL;
+    int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0;
+    float wd = 0.0f;
+    const dz_opt opts[] = {
+        {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
+        {"task", DZ_OPT_STR, &c.task, "sst2 (tsv) or classify (jsonl)"},
+        {"data", DZ_OPT_STR, &data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
+        {"test", DZ_OPT_STR, &test, "file to report accuracy on (default: dev.tsv beside the training file)"},
+        {"template", DZ_OPT_STR, &c.template_, "prompt template with {text} (default \"{text} It was\")"},
+        {"label-words", DZ_OPT_STR, &c.label_words, "comma-separated label words (default bad,good)"},
+        {"tokenizer", DZ_OPT_STR, &c.tokenizer, "tokenizer (default: the model's own)"},
+        {"lr", DZ_OPT_FLOAT, &c.lr, "learning rate (default 1e-3 for stories260K)"},
+        {"eps", DZ_OPT_FLOAT, &c.eps, "perturbation scale (default 1e-3)"},
+        {"weight-decay", DZ_OPT_FLOAT, &wd, "weight decay, not on biases and norms (default 0)"},
+        {"batch", DZ_OPT_INT, &c.batch, "examples per step (default 16)"},
+        {"steps", DZ_OPT_INT, &c.steps, "steps (default 2000)"},
+        {"spsa-samples", DZ_OPT_INT, &c.q, "perturbations averaged per step (default 1)"},
+        {"perturbation", DZ_OPT_STR, &perturbation, "gaussian (default) or rademacher"},
+        {"schedule", DZ_OPT_STR, &schedule, "lr schedule: constant (default), linear, cosine"},
+        {"warmup", DZ_OPT_INT, &c.warmup, "linear warmup steps (default 0)"},
+        {"seed", DZ_OPT_INT, &seed, "run seed: the perturbations (default 0)"},
+        {"data-seed", DZ_OPT_INT, &data_seed, "seed of the example draw and order (default 42)"},
+        {"train-examples", DZ_OPT_INT, &c.train_examples, "training examples drawn (default 1000)"},
+        {"dev-examples", DZ_OPT_INT, &c.dev_examples, "model-selection examples drawn (default 500)"},
+        {"eval-every", DZ_OPT_INT, &c.eval_every, "steps between evaluations (default 250; 0 = never)"},
+        {"checkpoint-every", DZ_OPT_INT, &c.checkpoint_every, "steps between checkpoints (default 500)"},
+        {"log-sync-every", DZ_OPT_INT, &c.log_sync_every, "fsync the seed log every N steps (default 64)"},
+        {"max-bad-steps", DZ_OPT_INT, &c.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
+        {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
+        {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply each update at once instead of fusing it into the next step"},
+        {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
+        {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {0},
+    };
+    const dz_cmd_spec spec = {"train", "[--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
+                              "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
+                              "RUN_DIR gets run.json, seeds.log, metrics.jsonl, checkpoint-N/ and best/ (HF layout).",
+                              0, 0, opts};
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    c.wd = wd;
+    c.seed = (uint64_t)seed;
+    c.data_seed = (uint64_t)data_seed;
+    c.fuse = !no_fuse;
+    c.out_dir = out;
+    if (dz_dtype_parse(master, &c.master_dtype) != 0 || c.master_dtype == DZ_F16)
+        return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
+    if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
+        return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation);
+    c.rademacher = !strcmp(perturbation, "rademacher");
+    if (!strcmp(schedule, "constant")) c.schedule = DZ_LR_CONSTANT;
+    else if (!strcmp(schedule, "linear")) c.schedule = DZ_LR_LINEAR;
+    else if (!strcmp(schedule, "cosine")) c.schedule = DZ_LR_COSINE;
+    else return dz_cli_failf("option --schedule: '%s' is not constant, linear or cosine", schedule);
+    if (strcmp(c.task, "sst2") && strcmp(c.task, "classify"))
+        return dz_cli_failf("option --task: '%s' is not sst2 or classify", c.task);
+    char model_buf[4096], data_buf[4096], train_buf[4200], test_buf[4200];
+    c.model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
+    if (!data) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
+    if (dz_is_dir(data)) {
+        snprintf(test_buf, sizeof test_buf, "%s/dev.%s", data, strcmp(c.task, "sst2") ? "jsonl" : "tsv");
+        snprintf(train_buf, sizeof train_buf, "%s/train.%s", data, strcmp(c.task, "sst2") ? "jsonl" : "tsv");
+        c.train_data = train_buf;
+        c.test_data = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
+    } else {
+        c.train_data = data;
+        c.test_data = test;
+    }
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    progress pr = {isatty(2), 0};
+    dz_train_result res;
+    dz_error err = {0};
+    dz_status st = dz_train(&c, resume, on_progress, &pr, &res, &err);
+    if (pr.tty) fprintf(stderr, "\n");
+    if (st != DZ_OK) return dz_cli_fail(&err);
+    printf("done: %d steps in %.1f s; test accuracy zero-shot %.4f, final %.4f, at best dev (step %d) %.4f; run in %s\n",
+           res.steps_done, res.seconds, res.zero_shot_test, res.final_test, res.best_step, res.best_test, out);
+    return 0;
+}
+
+int dz_cmd_export(int argc, char **argv) {
+    const char *base = NULL, *run = NULL, *out = NULL;
+    int threads = 0;
+    const dz_opt opts[] = {
+        {"run", DZ_OPT_STR, &run, "run folder (with run.json and seeds.log)"},
+        {"base", DZ_OPT_STR, &base, "base model (default: the run's own)"},
+        {"out", DZ_OPT_STR, &out, "output folder (also -o)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {0},
+    };
+    const dz_cmd_spec spec = {"export", "--run RUN_DIR [--base M] -o OUT",
+                              "Replays a run's seed log onto its base model and writes the trained weights\n"
+                              "(bitwise those of training) in Hugging Face layout.", 0, 0, opts};
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-o")) argv[i] = "--out";
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    if (!run || !out) return dz_cli_failf("export needs --run RUN_DIR and -o OUT");
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    dz_error err = {0};
+    if (dz_export(run, base, out, &err) != DZ_OK) return dz_cli_fail(&err);
+    printf("wrote %s\n", out);
+    return 0;
+}

@@ -1,0 +1,289 @@
+/* The ZO engine: dual forward over perturbed working copies, fused deferred updates. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "distzo/zo.h"
+#include "zo/perturb.h"
+
+/* Elements per unit of parallel work: big enough to amortize scheduling, small enough
+ * to balance a block's tensors over the threads. */
+enum { SPAN = 32768, PARALLEL_ROWS_MIN = 65536 };
+
+typedef struct span {
+    int id;
+    uint64_t i0;
+    size_t n;
+} span;
+
+struct dz_zo_engine {
+    dz_model *m;
+    dz_forward *f;
+    dz_zo_params p;
+    dz_zdist dist;
+    int n_blocks;             /* layers + the global block */
+    span *spans;
+    int *block_first_span;    /* spans of block b: [block_first_span[b], block_first_span[b+1]) */
+    size_t *tensor_off;       /* offset of a layer tensor inside its block's working buffers */
+    int (*layer_ids)[DZ_L_COUNT]; /* tensor id of (layer, role), or -1 */
+    float *wplus, *wminus;    /* one layer block, +eps and -eps */
+    float *minus_cache;       /* stream 1's rows, computed with stream 0's (same z) */
+    size_t row_floats;
+    int cache_valid, cache_id;
+    int64_t cache_row0, cache_nrows;
+    uint32_t draw;            /* the draw the weight source perturbs with */
+    int pending;              /* an update waits to be applied */
+    unsigned char *applied;   /* per block: the pending update is already in */
+    dz_zo_update upd;
+    float upd_g[DZ_ZO_MAX_Q];
+    float *lp[2];             /* log-probs of each stream */
+    size_t bytes;
+};
+
+static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING; }
+
+static int is_bf16(const dz_zo_engine *e) { return dz_model_dtype(e->m) == DZ_BF16; }
+
+static void *theta_at(const dz_zo_engine *e, int id, uint64_t i0) {
+    return (char *)dz_model_tensor(e->m, id) + i0 * dz_dtype_size(dz_model_dtype(e->m));
+}
+
+/* The pending update as one tensor sees it (no decay on biases and norms). */
+static dz_zo_update update_for(const dz_zo_engine *e, int id) {
+    dz_zo_update u = e->upd;
+    u.g = e->upd_g;
+    if (!decays(&dz_model_params(e->m)->params[id])) u.wd = 0.0f;
+    return u;
+}
+
+/* w_plus/w_minus for elements [i0, i0+n) of tensor id at the current draw, applying the
+ * pending update to theta first when apply is set. */
+static void perturb_span(const dz_zo_engine *e, int id, uint64_t i0, size_t n, float *wp, float *wm, int apply) {
+    const dz_zo_update u = update_for(e, id);
+    void *th = theta_at(e, id, i0);
+    if (is_bf16(e))
+        dz_update_then_perturb_bf16(th, wp, wm, n, apply ? &u : NULL, e->p.eps, e->p.seed, (uint32_t)id, e->draw, i0,
+                                    e->dist);
+    else
+        dz_update_then_perturb_f32(th, wp, wm, n, apply ? &u : NULL, e->p.eps, e->p.seed, (uint32_t)id, e->draw, i0,
+                                   e->dist);
+}
+
+static void update_span(const dz_zo_engine *e, const span *s) {
+    const dz_zo_update u = update_for(e, s->id);
+    void *th = theta_at(e, s->id, s->i0);
+    if (is_bf16(e))
+        dz_update_bf16(th, s->n, u.g, u.q, u.lr, u.wd, e->p.seed, (uint32_t)s->id, u.step, s->i0, e->dist);
+    else
+        dz_update_f32(th, s->n, u.g, u.q, u.lr, u.wd, e->p.seed, (uint32_t)s->id, u.step, s->i0, e->dist);
+}
+
+/* Applies the pending update to block b alone (no perturbation). */
+static void update_block(dz_zo_engine *e, int b) {
+    if (!e->pending || e->applied[b]) return;
+    const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int k = first; k < last; k++) update_span(e, &e->spans[k]);
+    e->applied[b] = 1;
+}
+
+/* Fills the working buffers of layer block l, fusing in the pending update. */
+static void fill_block(dz_zo_engine *e, int l) {
+    const int apply = e->pending && !e->applied[l];
+    const int first = e->block_first_span[l], last = e->block_first_span[l + 1];
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int k = first; k < last; k++) {
+        const span *s = &e->spans[k];
+        const size_t off = e->tensor_off[s->id] + s->i0;
+        perturb_span(e, s->id, s->i0, s->n, e->wplus + off, e->wminus + off, apply);
+    }
+    if (apply) e->applied[l] = 1;
+}
+
+/* Rows of a global tensor for stream 0 (theta + eps z) or 1 (theta - eps z). Both are
+ * computed together; stream 1's half is kept for the head's next request. */
+static const float *zo_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
+    dz_zo_engine *e = (dz_zo_engine *)self;
+    const int64_t cols = dz_model_params(e->m)->params[id].cols;
+    const uint64_t i0 = (uint64_t)(row0 * cols);
+    const size_t n = (size_t)(nrows * cols);
+    if (stream == 1 && e->cache_valid && e->cache_id == id && e->cache_row0 == row0 && e->cache_nrows == nrows) {
+        memcpy(scratch, e->minus_cache, n * sizeof(float));
+        e->cache_valid = 0;
+        return scratch;
+    }
+    float *wp = stream == 0 ? scratch : e->minus_cache, *wm = stream == 0 ? e->minus_cache : scratch;
+    if (n < PARALLEL_ROWS_MIN) {
+        perturb_span(e, id, i0, n, wp, wm, 0);
+    } else {
+        const size_t pieces = (n + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static)
+        for (size_t k = 0; k < pieces; k++) {
+            const size_t a = k * SPAN, len = n - a < SPAN ? n - a : SPAN;
+            perturb_span(e, id, i0 + a, len, wp + a, wm + a, 0);
+        }
+    }
+    e->cache_valid = stream == 0;
+    e->cache_id = id;
+    e->cache_row0 = row0;
+    e->cache_nrows = nrows;
+    return scratch;
+}
+
+static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
+    const dz_param_table *t = dz_model_params(e->m);
+    size_t count = 0;
+    for (int i = 0; i < t->count; i++) count += ((size_t)dz_param_numel(&t->params[i]) + SPAN - 1) / SPAN;
+    e->spans = malloc(sizeof *e->spans * (count ? count : 1));
+    e->block_first_span = calloc((size_t)e->n_blocks + 1, sizeof *e->block_first_span);
+    e->tensor_off = calloc((size_t)t->count, sizeof *e->tensor_off);
+    if (!e->spans || !e->block_first_span || !e->tensor_off) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    size_t k = 0, max_block = 0;
+    for (int b = 0; b < e->n_blocks; b++) { /* the table is ordered by block */
+        e->block_first_span[b] = (int)k;
+        size_t off = 0;
+        for (int i = 0; i < t->count; i++) {
+            if (t->params[i].block != b) continue;
+            const size_t n = (size_t)dz_param_numel(&t->params[i]);
+            e->tensor_off[i] = off;
+            off += n;
+            for (size_t a = 0; a < n; a += SPAN) e->spans[k++] = (span){i, a, n - a < SPAN ? n - a : SPAN};
+        }
+        if (b < e->n_blocks - 1 && off > max_block) max_block = off;
+    }
+    e->block_first_span[e->n_blocks] = (int)k;
+    e->wplus = dz_alloc(max_block * sizeof(float));
+    e->wminus = dz_alloc(max_block * sizeof(float));
+    e->row_floats = dz_forward_row_floats(e->f);
+    e->minus_cache = dz_alloc(e->row_floats * sizeof(float));
+    const size_t rows = (size_t)dz_forward_max_batch(e->f) * dz_forward_max_seq(e->f);
+    e->lp[0] = dz_alloc(rows * sizeof(float));
+    e->lp[1] = dz_alloc(rows * sizeof(float));
+    e->applied = calloc((size_t)e->n_blocks, 1);
+    e->layer_ids = malloc(sizeof *e->layer_ids * (size_t)e->n_blocks);
+    if (!e->layer_ids) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    for (int l = 0; l < e->n_blocks - 1; l++)
+        for (int r = 0; r < DZ_L_COUNT; r++) e->layer_ids[l][r] = dz_param_find(t, l, r);
+    e->bytes = (2 * max_block + e->row_floats + 2 * rows) * sizeof(float);
+    if (!e->wplus || !e->wminus || !e->minus_cache || !e->lp[0] || !e->lp[1] || !e->applied)
+        return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)", max_block);
+    return DZ_OK;
+}
+
+dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p, dz_zo_engine **out, dz_error *err) {
+    *out = NULL;
+    if (p->q < 1 || p->q > DZ_ZO_MAX_Q)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: --spsa-samples %d is outside 1..%d", p->q, DZ_ZO_MAX_Q);
+    if (!(p->eps > 0.0f)) return dz_fail(err, DZ_ERR_INVALID, "zo: --eps must be positive");
+    if (dz_model_dtype(m) != DZ_F32 && dz_model_dtype(m) != DZ_BF16)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: master weights must be f32 or bf16, not %s",
+                       dz_dtype_name(dz_model_dtype(m)));
+    if (dz_model_bytes_mapped(m) > 0)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: the master weights must be owned (dz_model_make_owned)");
+    dz_zo_engine *e = calloc(1, sizeof *e);
+    if (!e) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    e->m = m;
+    e->f = f;
+    e->p = *p;
+    e->dist = p->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN;
+    e->n_blocks = dz_model_config(m)->n_layers + 1;
+    dz_status st = build_spans(e, err);
+    if (st != DZ_OK) {
+        dz_zo_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return DZ_OK;
+}
+
+void dz_zo_engine_free(dz_zo_engine *e) {
+    if (!e) return;
+    free(e->spans);
+    free(e->block_first_span);
+    free(e->tensor_off);
+    free(e->applied);
+    free(e->layer_ids);
+    dz_free(e->wplus);
+    dz_free(e->wminus);
+    dz_free(e->minus_cache);
+    dz_free(e->lp[0]);
+    dz_free(e->lp[1]);
+    free(e);
+}
+
+size_t dz_zo_engine_bytes(const dz_zo_engine *e) { return e->bytes; }
+
+void dz_zo_flush(dz_zo_engine *e) {
+    for (int b = 0; b < e->n_blocks; b++) update_block(e, b);
+    e->pending = 0;
+}
+
+static void set_pending(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
+    e->upd = (dz_zo_update){.g = e->upd_g, .q = e->p.q, .lr = lr, .wd = e->p.wd, .step = step};
+    memcpy(e->upd_g, g, sizeof(float) * (size_t)e->p.q);
+    memset(e->applied, 0, (size_t)e->n_blocks);
+    e->pending = 1;
+}
+
+void dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
+    dz_zo_flush(e);
+    set_pending(e, step, lr, g);
+    dz_zo_flush(e);
+}
+
+dz_weight_source dz_zo_master_source(const dz_zo_engine *e) { return dz_model_weights(e->m); }
+
+/* One sample: both perturbed forwards block by block, then both losses. */
+static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *lp_loss, double *lm_loss, dz_error *err) {
+    const dz_config *c = dz_model_config(e->m);
+    const dz_weight_source src = {zo_rows, e};
+    e->cache_valid = 0;
+    update_block(e, c->n_layers); /* the global block is read by rows: bring it up to date first */
+    dz_status st = dz_forward_embed(e->f, 0, &src, b->tokens, b->lengths, b->B, b->T, 0, err);
+    if (st == DZ_OK) st = dz_forward_embed(e->f, 1, &src, b->tokens, b->lengths, b->B, b->T, 0, err);
+    if (st != DZ_OK) return st;
+    const float *tp[DZ_L_COUNT], *tm[DZ_L_COUNT];
+    for (int l = 0; l < c->n_layers; l++) {
+        fill_block(e, l);
+        for (int r = 0; r < DZ_L_COUNT; r++) {
+            const int id = e->layer_ids[l][r];
+            tp[r] = id < 0 ? NULL : e->wplus + e->tensor_off[id];
+            tm[r] = id < 0 ? NULL : e->wminus + e->tensor_off[id];
+        }
+        dz_forward_layer(e->f, 0, l, tp);
+        dz_forward_layer(e->f, 1, l, tm);
+    }
+    e->pending = 0; /* every block has it now */
+    st = dz_forward_logprobs_streams(e->f, &src, 2, b->rows, b->targets, b->n_rows, e->lp, err);
+    if (st != DZ_OK) return st;
+    *lp_loss = b->loss(e->lp[0], b->user);
+    *lm_loss = b->loss(e->lp[1], b->user);
+    return DZ_OK;
+}
+
+dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
+                     dz_error *err) {
+    memset(out, 0, sizeof *out);
+    out->finite = 1;
+    for (int j = 0; j < e->p.q; j++) {
+        e->draw = step * (uint32_t)e->p.q + (uint32_t)j;
+        dz_status st = dual_forward(e, b, &out->loss_plus[j], &out->loss_minus[j], err);
+        if (st != DZ_OK) return st;
+        out->g[j] = (float)((out->loss_plus[j] - out->loss_minus[j]) / (2.0 * (double)e->p.eps));
+        if (!isfinite(out->loss_plus[j]) || !isfinite(out->loss_minus[j]) || !isfinite(out->g[j])) out->finite = 0;
+    }
+    if (!out->finite) return DZ_OK;
+    set_pending(e, step, lr, out->g);
+    if (!e->p.fuse) dz_zo_flush(e);
+    return DZ_OK;
+}
+
+float dz_lr_at(dz_lr_schedule s, float lr, int warmup, int total, int step) {
+    if (warmup > 0 && step < warmup) return lr * (float)(step + 1) / (float)warmup;
+    if (s == DZ_LR_CONSTANT || total <= warmup) return lr;
+    const double progress = (double)(step - warmup) / (double)(total - warmup);
+    if (s == DZ_LR_LINEAR) return (float)(lr * (1.0 - progress));
+    return (float)(lr * 0.5 * (1.0 + cos(3.14159265358979323846 * progress)));
+}

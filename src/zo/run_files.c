@@ -1,0 +1,237 @@
+/* The run folder's settings and checkpoints. Every file is written to a temporary name,
+ * fsync'd and renamed; a checkpoint folder becomes visible by one rename, and LATEST names
+ * the newest complete one, so a crash at any moment leaves the previous state usable. */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/util.h"
+#include "zo/run_files.h"
+
+/* ---- run.json ---------------------------------------------------------------------- */
+
+static void put_str(cJSON *o, const char *k, const char *v) {
+    if (v) cJSON_AddStringToObject(o, k, v);
+}
+
+dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_error *err) {
+    cJSON *o = cJSON_CreateObject();
+    put_str(o, "model", c->model);
+    put_str(o, "tokenizer", c->tokenizer);
+    put_str(o, "task", c->task);
+    put_str(o, "train_data", c->train_data);
+    put_str(o, "test_data", c->test_data);
+    put_str(o, "template", c->template_);
+    put_str(o, "label_words", c->label_words);
+    put_str(o, "text_key", c->text_key);
+    put_str(o, "label_key", c->label_key);
+    cJSON_AddStringToObject(o, "master_dtype", dz_dtype_name(c->master_dtype));
+    const struct { const char *k; double v; } nums[] = {
+        {"train_examples", c->train_examples}, {"dev_examples", c->dev_examples},
+        {"data_seed", (double)c->data_seed}, {"lr", c->lr}, {"eps", c->eps}, {"weight_decay", c->wd},
+        {"batch", c->batch}, {"steps", c->steps}, {"spsa_samples", c->q}, {"warmup", c->warmup},
+        {"rademacher", c->rademacher}, {"fuse", c->fuse}, {"schedule", c->schedule}, {"seed", (double)c->seed},
+        {"eval_every", c->eval_every}, {"checkpoint_every", c->checkpoint_every},
+        {"log_sync_every", c->log_sync_every}, {"max_bad_steps", c->max_bad_steps}, {"eval_batch", c->eval_batch},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) return dz_fail(err, DZ_ERR_NOMEM, "run.json: out of memory");
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/run.json", run_dir);
+    dz_status st = dz_write_file_atomic(path, text, strlen(text), err);
+    free(text);
+    return st;
+}
+
+typedef struct reader {
+    const cJSON *o;
+    const char *path;
+    char *strings;
+    size_t used;
+    dz_error *err;
+    dz_status st;
+} reader;
+
+static const char *get_str(reader *r, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (!v) return NULL;
+    if (!cJSON_IsString(v)) {
+        r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s: field '%s' must be a string", r->path, k);
+        return NULL;
+    }
+    char *dst = r->strings + r->used;
+    r->used += strlen(v->valuestring) + 1;
+    strcpy(dst, v->valuestring);
+    return dst;
+}
+
+static double get_num(reader *r, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, k);
+    if (!cJSON_IsNumber(v)) {
+        if (r->st == DZ_OK) r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s: field '%s' is missing or not a number", r->path, k);
+        return 0.0;
+    }
+    return v->valuedouble;
+}
+
+dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **strings, dz_error *err) {
+    char path[PATH_MAX], *text;
+    snprintf(path, sizeof path, "%s/run.json", run_dir);
+    size_t len;
+    *strings = NULL;
+    dz_status st = dz_read_file(path, &text, &len, err);
+    if (st != DZ_OK) return st;
+    cJSON *o = cJSON_Parse(text);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        free(text);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    reader r = {o, path, malloc(len + 1), 0, err, DZ_OK};
+    dz_train_config_default(c);
+    c->model = get_str(&r, "model");
+    c->tokenizer = get_str(&r, "tokenizer");
+    c->task = get_str(&r, "task");
+    c->train_data = get_str(&r, "train_data");
+    c->test_data = get_str(&r, "test_data");
+    c->template_ = get_str(&r, "template");
+    c->label_words = get_str(&r, "label_words");
+    c->text_key = get_str(&r, "text_key");
+    c->label_key = get_str(&r, "label_key");
+    const char *dt = get_str(&r, "master_dtype");
+    if (r.st == DZ_OK && (!dt || dz_dtype_parse(dt, &c->master_dtype) != 0))
+        r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'master_dtype' is missing or unknown", path);
+    c->train_examples = (int)get_num(&r, "train_examples");
+    c->dev_examples = (int)get_num(&r, "dev_examples");
+    c->data_seed = (uint64_t)get_num(&r, "data_seed");
+    c->lr = (float)get_num(&r, "lr");
+    c->eps = (float)get_num(&r, "eps");
+    c->wd = (float)get_num(&r, "weight_decay");
+    c->batch = (int)get_num(&r, "batch");
+    c->steps = (int)get_num(&r, "steps");
+    c->q = (int)get_num(&r, "spsa_samples");
+    c->warmup = (int)get_num(&r, "warmup");
+    c->rademacher = (int)get_num(&r, "rademacher");
+    c->fuse = (int)get_num(&r, "fuse");
+    c->schedule = (dz_lr_schedule)get_num(&r, "schedule");
+    c->seed = (uint64_t)get_num(&r, "seed");
+    c->eval_every = (int)get_num(&r, "eval_every");
+    c->checkpoint_every = (int)get_num(&r, "checkpoint_every");
+    c->log_sync_every = (int)get_num(&r, "log_sync_every");
+    c->max_bad_steps = (int)get_num(&r, "max_bad_steps");
+    c->eval_batch = (int)get_num(&r, "eval_batch");
+    if (r.st == DZ_OK && !c->model) r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'model' is missing", path);
+    cJSON_Delete(o);
+    free(text);
+    if (r.st != DZ_OK) {
+        free(r.strings);
+        return r.st;
+    }
+    *strings = r.strings;
+    return DZ_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------- */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void remove_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static void fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Removes checkpoint-N folders other than keep, and stale temporary folders. */
+static void prune(const char *run_dir, const char *keep) {
+    DIR *d = opendir(run_dir);
+    if (!d) return;
+    struct dirent *de;
+    char path[PATH_MAX];
+    while ((de = readdir(d))) {
+        const int numbered = strncmp(de->d_name, "checkpoint-", 11) == 0;
+        const int temp = strncmp(de->d_name, ".tmp-", 5) == 0;
+        if ((!numbered && !temp) || (keep && strcmp(de->d_name, keep) == 0)) continue;
+        snprintf(path, sizeof path, "%s/%s", run_dir, de->d_name);
+        remove_tree(path);
+    }
+    closedir(d);
+}
+
+dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
+                              const dz_tokenizer *tok, const char *state_json, dz_error *err) {
+    char tmp[PATH_MAX], final[PATH_MAX], leaf[64], path[PATH_MAX + 64];
+    const int numbered = strcmp(name, "checkpoint") == 0;
+    if (numbered) snprintf(leaf, sizeof leaf, "checkpoint-%d", steps_done);
+    else snprintf(leaf, sizeof leaf, "%s", name);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%s", run_dir, leaf);
+    snprintf(final, sizeof final, "%s/%s", run_dir, leaf);
+    remove_tree(tmp);
+    dz_status st = dz_model_save_hf(m, tmp, err);
+    if (st == DZ_OK && tok) st = dz_tokenizer_save_hf(tok, tmp, err);
+    if (st == DZ_OK) {
+        snprintf(path, sizeof path, "%s/trainer_state.json", tmp);
+        st = dz_write_file_atomic(path, state_json, strlen(state_json), err);
+    }
+    if (st != DZ_OK) return st;
+    fsync_dir(tmp);
+    if (!numbered) { /* best/: swap the old one out; a crash in between leaves .old-best */
+        char old[PATH_MAX + 64];
+        snprintf(old, sizeof old, "%s/.old-%s", run_dir, leaf);
+        remove_tree(old);
+        rename(final, old);
+        if (rename(tmp, final) != 0) return dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", final, strerror(errno));
+        fsync_dir(run_dir);
+        remove_tree(old);
+        return DZ_OK;
+    }
+    remove_tree(final);
+    if (rename(tmp, final) != 0) return dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", final, strerror(errno));
+    fsync_dir(run_dir);
+    snprintf(path, sizeof path, "%s/LATEST", run_dir);
+    char line[80];
+    snprintf(line, sizeof line, "%s\n", leaf);
+    st = dz_write_file_atomic(path, line, strlen(line), err);
+    if (st == DZ_OK) prune(run_dir, leaf);
+    return st;
+}
+
+dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err) {
+    char latest[PATH_MAX], *text;
+    snprintf(latest, sizeof latest, "%s/LATEST", run_dir);
+    if (!dz_file_exists(latest)) return dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no checkpoint yet", run_dir);
+    dz_status st = dz_read_file(latest, &text, NULL, err);
+    if (st != DZ_OK) return st;
+    text[strcspn(text, "\r\n")] = '\0';
+    int n = -1;
+    if (sscanf(text, "checkpoint-%d", &n) != 1 || n < 0) {
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: expected 'checkpoint-N', found '%s'", latest, text);
+    } else if ((size_t)snprintf(path, cap, "%s/%s", run_dir, text) >= cap) {
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: path too long", run_dir);
+    } else {
+        char state[PATH_MAX + 64];
+        snprintf(state, sizeof state, "%s/trainer_state.json", path);
+        if (!dz_file_exists(state))
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: LATEST names %s, which has no trainer_state.json", latest, path);
+        *steps_done = n;
+    }
+    free(text);
+    return st;
+}

@@ -1,0 +1,24 @@
+/* The run folder: run.json (the settings), checkpoint-N/ folders with LATEST, best/. */
+#ifndef DZ_ZO_RUN_FILES_H
+#define DZ_ZO_RUN_FILES_H
+
+#include "distzo/model.h"
+#include "distzo/tokenizer.h"
+#include "distzo/train.h"
+
+/* run.json: every setting of cfg, written atomically. Strings in the loaded config point
+ * into *strings (free it after use). */
+dz_status dz_run_config_write(const char *run_dir, const dz_train_config *cfg, dz_error *err);
+dz_status dz_run_config_read(const char *run_dir, dz_train_config *cfg, char **strings, dz_error *err);
+
+/* Writes run_dir/checkpoint-<steps_done>/ (HF layout: config.json, model.safetensors,
+ * tokenizer files, trainer_state.json) through a temporary folder and a rename, then
+ * points run_dir/LATEST at it and removes older checkpoints. name = "checkpoint" or
+ * "best" (best/ is replaced, not numbered). */
+dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
+                              const dz_tokenizer *tok, const char *state_json, dz_error *err);
+/* The newest complete checkpoint: its folder in path (cap bytes) and steps_done; returns
+ * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */
+dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err);
+
+#endif

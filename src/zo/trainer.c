@@ -1,0 +1,396 @@
+/* distzo train: the loop around the ZO engine for prompt classification.
+ *
+ * Data: train_examples + dev_examples are drawn (without replacement, data_seed) from the
+ * training pool: the first part trains, the second selects the best model (MeZO's
+ * setup); the test set (GLUE dev for SST-2) is what accuracy is reported on. Step t uses
+ * examples t*batch .. t*batch+batch-1 of an endless sequence of epochs, each a seeded
+ * shuffle of the training examples, so the data of a step depends on nothing but t. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/rng.h"
+#include "core/util.h"
+#include "distzo/distzo.h"
+#include "distzo/log.h"
+#include "distzo/train.h"
+#include "zo/metrics.h"
+#include "zo/run_files.h"
+#include "zo/seedlog.h"
+
+void dz_train_config_default(dz_train_config *c) {
+    memset(c, 0, sizeof *c);
+    c->task = "sst2";
+    c->master_dtype = DZ_F32;
+    c->train_examples = 1000;
+    c->dev_examples = 500;
+    c->data_seed = 42;
+    c->lr = 1e-5f;
+    c->eps = 1e-3f;
+    c->batch = 16;
+    c->steps = 4000;
+    c->q = 1;
+    c->fuse = 1;
+    c->schedule = DZ_LR_CONSTANT;
+    c->seed = 0;
+    c->eval_every = 500;
+    c->checkpoint_every = 1000;
+    c->log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT;
+    c->max_bad_steps = 5;
+    c->eval_batch = 64;
+}
+
+typedef struct trainer {
+    dz_train_config cfg;
+    char run_dir[4096];
+    dz_model *m;
+    dz_tokenizer *tok;
+    dz_prompt_spec spec;
+    dz_dataset pool, test;
+    dz_class_set train, dev, testset; /* dev = model selection, test = reported */
+    dz_forward *f;
+    dz_zo_engine *e;
+    dz_seedlog *log;
+    dz_metrics *metrics;
+    dz_class_batch bb;
+    int *order, order_epoch;          /* the current epoch's shuffle of the training examples */
+    int *batch_ex, *batch_labels;
+    float *scores;
+    double t0;
+} trainer;
+
+/* ---- data ------------------------------------------------------------------------- */
+
+static dz_status load_split(trainer *tr, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    dz_status st = !strcmp(c->task, "sst2") ? dz_dataset_load_sst2(c->train_data, &tr->pool, err)
+                                            : dz_dataset_load_jsonl(c->train_data, c->text_key ? c->text_key : "text",
+                                                                    c->label_key ? c->label_key : "label", &tr->pool, err);
+    if (st != DZ_OK) return st;
+    if (c->test_data) {
+        st = !strcmp(c->task, "sst2") ? dz_dataset_load_sst2(c->test_data, &tr->test, err)
+                                      : dz_dataset_load_jsonl(c->test_data, c->text_key ? c->text_key : "text",
+                                                              c->label_key ? c->label_key : "label", &tr->test, err);
+        if (st != DZ_OK) return st;
+    }
+    dz_dataset drawn;
+    const int want = c->train_examples + c->dev_examples;
+    if (c->train_examples < 1) return dz_fail(err, DZ_ERR_INVALID, "--train-examples must be at least 1");
+    st = dz_dataset_sample(&tr->pool, want, c->data_seed, &drawn, err);
+    if (st != DZ_OK) return st;
+    if (drawn.count < want)
+        dz_log(DZ_LOG_WARN, "%s has %d examples, fewer than the %d train + %d dev asked for", c->train_data, drawn.count,
+               c->train_examples, c->dev_examples);
+    const int ntrain = drawn.count < c->train_examples ? drawn.count : c->train_examples;
+    dz_dataset train = drawn, dev = drawn;
+    train.count = ntrain;
+    dev.items = drawn.items + ntrain;
+    dev.count = drawn.count - ntrain;
+    const int max_len = dz_model_config(tr->m)->max_seq_len;
+    st = dz_class_set_build(&train, &tr->spec, tr->tok, max_len, &tr->train, err);
+    if (st == DZ_OK && dev.count > 0) st = dz_class_set_build(&dev, &tr->spec, tr->tok, max_len, &tr->dev, err);
+    if (st == DZ_OK && c->test_data) st = dz_class_set_build(&tr->test, &tr->spec, tr->tok, max_len, &tr->testset, err);
+    dz_dataset_free(&drawn);
+    return st;
+}
+
+/* Example index of slot b of step t: epoch e = k / n is a seeded shuffle of 0..n-1. */
+static void batch_examples(trainer *tr, int step) {
+    const int n = tr->train.n_examples, B = tr->cfg.batch;
+    for (int b = 0; b < B; b++) {
+        const int64_t k = (int64_t)step * B + b;
+        const int epoch = (int)(k / n), pos = (int)(k % n);
+        if (epoch != tr->order_epoch) {
+            uint64_t s = tr->cfg.data_seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(epoch + 1));
+            for (int i = 0; i < n; i++) tr->order[i] = i;
+            for (int i = n - 1; i > 0; i--) {
+                const int j = (int)dz_uniform_below(&s, (uint64_t)i + 1), x = tr->order[i];
+                tr->order[i] = tr->order[j];
+                tr->order[j] = x;
+            }
+            tr->order_epoch = epoch;
+        }
+        tr->batch_ex[b] = tr->order[pos];
+        tr->batch_labels[b] = tr->train.labels[tr->order[pos]];
+    }
+}
+
+static double class_loss_cb(const float *logprobs, void *user) {
+    trainer *tr = user;
+    dz_class_batch_scores(&tr->bb, logprobs, tr->scores);
+    return dz_class_loss(tr->scores, tr->batch_labels, tr->cfg.batch, tr->train.n_labels);
+}
+
+/* ---- evaluation and state ---------------------------------------------------------- */
+
+static dz_status accuracy(trainer *tr, const dz_class_set *cs, double *acc, dz_error *err) {
+    *acc = NAN;
+    if (cs->n_examples == 0) return DZ_OK;
+    dz_zo_flush(tr->e); /* evaluation never sees stale weights */
+    const dz_weight_source w = dz_model_weights(tr->m);
+    return dz_class_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, NULL, NULL, acc, err);
+}
+
+static void state_json(char *buf, size_t cap, int steps_done, double best_dev, int best_step, double best_test) {
+    snprintf(buf, cap,
+             "{\"steps_done\": %d, \"best_dev_accuracy\": %.6f, \"best_step\": %d, \"best_test_accuracy\": %.6f}\n",
+             steps_done, isfinite(best_dev) ? best_dev : -1.0, best_step, isfinite(best_test) ? best_test : -1.0);
+}
+
+static dz_status checkpoint(trainer *tr, const char *name, int steps_done, double best_dev, int best_step,
+                            double best_test, dz_error *err) {
+    dz_zo_flush(tr->e);
+    dz_status st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
+    if (st != DZ_OK) return st;
+    char js[256];
+    state_json(js, sizeof js, steps_done, best_dev, best_step, best_test);
+    return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, err);
+}
+
+static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    char path[4200];
+    int ckpt_steps = 0;
+    dz_status st = DZ_OK;
+    if (resume) { /* weights from the newest checkpoint, or the base model */
+        st = dz_checkpoint_latest(tr->run_dir, path, sizeof path, &ckpt_steps, err);
+        if (st == DZ_ERR_NOT_FOUND) {
+            snprintf(path, sizeof path, "%s", c->model);
+            ckpt_steps = 0;
+            st = DZ_OK;
+        }
+    } else {
+        snprintf(path, sizeof path, "%s", c->model);
+    }
+    if (st == DZ_OK) st = dz_model_load(path, c->master_dtype, &tr->m, err);
+    if (st == DZ_OK) st = dz_model_make_owned(tr->m, err);
+    if (st != DZ_OK) return st;
+    /* the tokenizer of the base model (checkpoints of llama2.c models carry tokenizer.bin) */
+    dz_model *base = NULL;
+    const char *tp = c->tokenizer;
+    if (!tp && resume && ckpt_steps > 0) tp = dz_model_tokenizer_path(tr->m);
+    if (!tp) {
+        if ((st = dz_model_load(c->model, DZ_F32, &base, err)) != DZ_OK) return st;
+        tp = dz_model_tokenizer_path(base);
+    }
+    if (!tp) st = dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no tokenizer found beside the model; pass --tokenizer", c->model);
+    if (st == DZ_OK) st = dz_tokenizer_load(tp, dz_model_config(tr->m)->vocab_size, &tr->tok, err);
+    dz_model_free(base);
+    if (st != DZ_OK) return st;
+
+    dz_prompt_spec_default_sst2(&tr->spec);
+    if (c->template_ && (st = dz_prompt_spec_set_template(&tr->spec, c->template_, err)) != DZ_OK) return st;
+    if (c->label_words && (st = dz_prompt_spec_set_labels(&tr->spec, c->label_words, err)) != DZ_OK) return st;
+    if ((st = load_split(tr, err)) != DZ_OK) return st;
+
+    const int K = tr->train.n_labels;
+    int max_len = tr->train.max_len;
+    if (tr->dev.max_len > max_len) max_len = tr->dev.max_len;
+    if (tr->testset.max_len > max_len) max_len = tr->testset.max_len;
+    int max_batch = c->batch * K > c->eval_batch ? c->batch * K : c->eval_batch;
+    st = dz_forward_create_streams(tr->m, max_batch, max_len, 0, 2, &tr->f, err);
+    const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, c->fuse};
+    if (st == DZ_OK) st = dz_zo_engine_create(tr->m, tr->f, &zp, &tr->e, err);
+    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, c->batch * K, tr->train.max_len, err);
+    tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
+    tr->batch_ex = malloc(sizeof(int) * (size_t)c->batch);
+    tr->batch_labels = malloc(sizeof(int) * (size_t)c->batch);
+    tr->scores = malloc(sizeof(float) * (size_t)c->batch * K);
+    tr->order_epoch = -1;
+    if (st == DZ_OK && (!tr->order || !tr->batch_ex || !tr->batch_labels || !tr->scores))
+        st = dz_fail(err, DZ_ERR_NOMEM, "train: out of memory");
+    if (st != DZ_OK) return st;
+
+    /* the seed log: new, or the source of truth past the checkpoint */
+    dz_seedlog_header h = {.run_seed = c->seed, .q = (uint32_t)c->q,
+                           .dist = c->rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN, .eps = c->eps,
+                           .start_step = 0};
+    snprintf((char *)h.fingerprint, sizeof h.fingerprint, "%s", c->model);
+    snprintf(path, sizeof path, "%s/seeds.log", tr->run_dir);
+    if (!resume) {
+        st = dz_seedlog_create(path, &h, c->log_sync_every, &tr->log, err);
+        *start_step = 0;
+    } else {
+        st = dz_seedlog_open(path, &h, c->log_sync_every, &tr->log, err);
+        size_t first = 0, count = 0;
+        if (st == DZ_OK) st = dz_seedlog_replay_range(tr->log, (int64_t)ckpt_steps - 1, &first, &count, err);
+        for (size_t i = first; st == DZ_OK && i < first + count; i++) {
+            const dz_seedlog_record r = dz_seedlog_get(tr->log, i);
+            if (isfinite(r.g[0])) dz_zo_apply(tr->e, r.step, r.lr, r.g); /* NaN marks a skipped step */
+        }
+        if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->log);
+        if (st == DZ_OK)
+            dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %zu steps replayed from the seed log",
+                   tr->run_dir, ckpt_steps, count);
+    }
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
+    if (st == DZ_OK) st = dz_metrics_open(path, (int64_t)*start_step - 1, c->log_sync_every, &tr->metrics, err);
+    return st;
+}
+
+static void teardown(trainer *tr) {
+    dz_metrics_close(tr->metrics, NULL);
+    dz_seedlog_close(tr->log, NULL);
+    dz_zo_engine_free(tr->e);
+    dz_forward_free(tr->f);
+    dz_class_batch_free(&tr->bb);
+    dz_class_set_free(&tr->train);
+    dz_class_set_free(&tr->dev);
+    dz_class_set_free(&tr->testset);
+    dz_dataset_free(&tr->pool);
+    dz_dataset_free(&tr->test);
+    dz_tokenizer_free(tr->tok);
+    dz_model_free(tr->m);
+    free(tr->order);
+    free(tr->batch_ex);
+    free(tr->batch_labels);
+    free(tr->scores);
+}
+
+static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user, dz_train_result *res,
+                     dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    double best_dev = -1.0, best_test = NAN;
+    int best_step = 0, bad = 0;
+    dz_status st = accuracy(tr, &tr->dev, &res->zero_shot_dev, err);
+    if (st == DZ_OK) st = accuracy(tr, &tr->testset, &res->zero_shot_test, err);
+    if (st != DZ_OK) return st;
+    if (start == 0) {
+        best_dev = res->zero_shot_dev, best_test = res->zero_shot_test;
+    }
+    for (int step = start; step < c->steps && st == DZ_OK; step++) {
+        batch_examples(tr, step);
+        st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, c->batch, err);
+        if (st != DZ_OK) break;
+        const dz_zo_batch zb = {tr->bb.tokens, tr->bb.lengths, tr->bb.n_seqs, tr->bb.T, tr->bb.rows, tr->bb.targets,
+                                tr->bb.n_rows, class_loss_cb, tr};
+        const float lr = dz_lr_at(c->schedule, c->lr, c->warmup, c->steps, step);
+        dz_zo_step_result r;
+        if ((st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err)) != DZ_OK) break;
+        float g_log[DZ_ZO_MAX_Q];
+        double loss = 0.0, gmean = 0.0;
+        for (int j = 0; j < c->q; j++) {
+            g_log[j] = r.finite ? r.g[j] : NAN; /* NaN in the log marks a skipped step */
+            loss += 0.5 * (r.loss_plus[j] + r.loss_minus[j]) / c->q;
+            gmean += (double)r.g[j] / c->q;
+        }
+        if ((st = dz_seedlog_append(tr->log, (uint32_t)step, lr, g_log, err)) != DZ_OK) break;
+        if (!r.finite) {
+            bad++;
+            dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", step,
+                   r.loss_plus[0], r.loss_minus[0], bad);
+            if (bad >= c->max_bad_steps) {
+                checkpoint(tr, "checkpoint", step + 1, best_dev, best_step, best_test, NULL);
+                return dz_fail(err, DZ_ERR_INVALID,
+                               "training stopped: %d non-finite losses in a row (--max-bad-steps %d); lower --lr or "
+                               "--eps; the run is resumable with --resume", bad, c->max_bad_steps);
+            }
+        } else {
+            bad = 0;
+        }
+        dz_metrics_row row = {.step = step, .loss = loss, .g = gmean, .lr = lr, .seconds = dz_now() - tr->t0};
+        dz_train_progress p = {.step = step + 1, .steps = c->steps, .loss = loss, .g = gmean, .lr = lr,
+                               .seconds = row.seconds};
+        const int done = step + 1;
+        if (c->eval_every > 0 && (done % c->eval_every == 0 || done == c->steps)) {
+            double dev, test;
+            st = accuracy(tr, &tr->dev, &dev, err);
+            if (st == DZ_OK) st = accuracy(tr, &tr->testset, &test, err);
+            if (st != DZ_OK) break;
+            if (dev > best_dev) {
+                best_dev = dev, best_test = test, best_step = done;
+                st = checkpoint(tr, "best", done, best_dev, best_step, best_test, err);
+            }
+            row.has_eval = 1;
+            row.dev_accuracy = dev;
+            row.dev_loss = test; /* the reported (test) accuracy rides in dev_loss's slot: see metrics.h */
+            row.best_dev_accuracy = best_dev;
+            p.has_eval = 1, p.dev_accuracy = dev, p.test_accuracy = test, p.best_dev_accuracy = best_dev;
+            res->final_dev = dev, res->final_test = test;
+        }
+        if (st == DZ_OK) st = dz_metrics_append(tr->metrics, &row, err);
+        if (st == DZ_OK && c->checkpoint_every > 0 && (done % c->checkpoint_every == 0 || done == c->steps))
+            st = checkpoint(tr, "checkpoint", done, best_dev, best_step, best_test, err);
+        if (cb) cb(&p, user);
+        res->steps_done = done;
+    }
+    dz_zo_flush(tr->e);
+    res->best_dev = best_dev, res->best_test = best_test, res->best_step = best_step;
+    return st;
+}
+
+dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_cb cb, void *user,
+                   dz_train_result *res, dz_error *err) {
+    trainer tr;
+    memset(&tr, 0, sizeof tr);
+    memset(res, 0, sizeof *res);
+    tr.t0 = dz_now();
+    snprintf(tr.run_dir, sizeof tr.run_dir, "%s", cfg_in->out_dir);
+    char *strings = NULL;
+    dz_status st = DZ_OK;
+    if (resume) {
+        st = dz_run_config_read(tr.run_dir, &tr.cfg, &strings, err);
+        if (st == DZ_OK && cfg_in->steps > tr.cfg.steps) tr.cfg.steps = cfg_in->steps;
+        tr.cfg.out_dir = cfg_in->out_dir;
+    } else {
+        tr.cfg = *cfg_in;
+        if (mkdir(tr.run_dir, 0755) != 0 && !dz_is_dir(tr.run_dir))
+            st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder", tr.run_dir);
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/seeds.log", tr.run_dir);
+        if (st == DZ_OK && dz_file_exists(probe))
+            st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run: use --resume, or another --out", tr.run_dir);
+        if (st == DZ_OK && tr.cfg.batch < 1) st = dz_fail(err, DZ_ERR_INVALID, "--batch must be at least 1");
+        if (st == DZ_OK) st = dz_run_config_write(tr.run_dir, &tr.cfg, err);
+    }
+    int start = 0;
+    if (st == DZ_OK) st = setup(&tr, resume, &start, err);
+    if (st == DZ_OK && cb) {
+        dz_train_progress p = {.step = start, .steps = tr.cfg.steps, .replayed = start};
+        cb(&p, user);
+    }
+    if (st == DZ_OK) st = run(&tr, start, cb, user, res, err);
+    res->seconds = dz_now() - tr.t0;
+    teardown(&tr);
+    free(strings);
+    return st;
+}
+
+dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, dz_error *err) {
+    dz_train_config c;
+    char *strings = NULL, path[4200];
+    dz_status st = dz_run_config_read(run_dir, &c, &strings, err);
+    dz_model *m = NULL;
+    dz_forward *f = NULL;
+    dz_zo_engine *e = NULL;
+    dz_seedlog *log = NULL;
+    if (st == DZ_OK) st = dz_model_load(base ? base : c.model, c.master_dtype, &m, err);
+    if (st == DZ_OK) st = dz_model_make_owned(m, err);
+    if (st == DZ_OK) st = dz_forward_create_streams(m, 1, 2, 0, 2, &f, err);
+    const dz_zo_params zp = {c.seed, c.eps, c.q, c.rademacher, c.wd, 1};
+    if (st == DZ_OK) st = dz_zo_engine_create(m, f, &zp, &e, err);
+    snprintf(path, sizeof path, "%s/seeds.log", run_dir);
+    if (st == DZ_OK) st = dz_seedlog_open(path, NULL, 0, &log, err);
+    for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
+        const dz_seedlog_record r = dz_seedlog_get(log, i);
+        if (isfinite(r.g[0])) dz_zo_apply(e, r.step, r.lr, r.g);
+    }
+    if (st == DZ_OK) st = dz_model_save_hf(m, out_dir, err);
+    if (st == DZ_OK) { /* the tokenizer travels with the weights */
+        dz_model *b = NULL;
+        dz_tokenizer *tok = NULL;
+        const char *tp = c.tokenizer;
+        if (!tp && dz_model_load(base ? base : c.model, DZ_F32, &b, NULL) == DZ_OK) tp = dz_model_tokenizer_path(b);
+        if (tp && dz_tokenizer_load(tp, 0, &tok, NULL) == DZ_OK) st = dz_tokenizer_save_hf(tok, out_dir, err);
+        dz_tokenizer_free(tok);
+        dz_model_free(b);
+    }
+    dz_seedlog_close(log, NULL);
+    dz_zo_engine_free(e);
+    dz_forward_free(f);
+    dz_model_free(m);
+    free(strings);
+    return st;
+}
