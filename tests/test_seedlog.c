@@ -581,7 +581,7 @@ static dz_metrics_row row_of(int64_t step, double seconds) {
     if (step % 10 == 0) {
         r.has_eval = 1;
         r.dev_accuracy = (float)(0.5 + 0.01 * (double)step);
-        r.dev_loss = (float)0.7;
+        r.test_accuracy = (float)0.7;
         r.best_dev_accuracy = r.dev_accuracy;
     }
     return r;
@@ -638,7 +638,7 @@ static void metrics_format_and_resume(void **state) {
     assert_non_null(strstr(uninterrupted, "{\"step\": 5, \"loss\": null,"));
     assert_non_null(strstr(uninterrupted, "\"step\": 6, \"loss\": 1.94, \"g\": null,"));
     assert_non_null(strstr(uninterrupted, "{\"step\": 10, \"loss\": 1.9, \"g\": 0.5, \"lr\": 1e-06, "
-                                          "\"seconds\": 2.500, \"dev_accuracy\": 0.6, \"dev_loss\": 0.7, "
+                                          "\"seconds\": 2.500, \"dev_accuracy\": 0.6, \"test_accuracy\": 0.7, "
                                           "\"best_dev_accuracy\": 0.6}\n"));
     dz_metrics_row *rows;
     size_t n;

@@ -9,6 +9,7 @@
 #include "core/util.h"
 #include "kernels/backend.h"
 #include "kernels/blas.h"
+#include "distzo/zo.h"
 
 typedef struct gemm_shape {
     int M, N, K;
@@ -30,7 +31,7 @@ static int model_shapes(const dz_config *c, int B, int T, gemm_shape *s) {
     return n;
 }
 
-int dz_cmd_bench(int argc, char **argv) {
+static int bench_forward(int argc, char **argv) {
     const char *model = NULL, *dtype = "f32";
     int batch = 16, seq = 128, threads = 0, json = 0;
     float seconds = 5.0f;
@@ -44,14 +45,13 @@ int dz_cmd_bench(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"bench", "forward --model M [--batch B --seq T --threads N]",
+    const dz_cmd_spec spec = {"bench forward", "--model M [--batch B --seq T --threads N]",
                               "Times whole forward passes (head on every position, as LM training does) and,\n"
                               "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio.",
-                              1, 1, opts};
+                              0, 0, opts};
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
-    if (strcmp(pos[0], "forward")) return dz_cli_failf("unknown benchmark '%s' (known: forward)", pos[0]);
     if (!model) return dz_cli_failf("bench forward needs --model M");
     if (batch < 1 || seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
     if ((rc = dz_cli_runtime(threads))) return rc;
@@ -125,4 +125,133 @@ done:
     free(lp);
     dz_model_free(m);
     return rc;
+}
+
+/* LM loss over every position of a random batch: the work of bench forward. */
+typedef struct lm_batch {
+    int n;
+} lm_batch;
+
+static double mean_nll(const float *logprobs, void *user) {
+    const lm_batch *b = user;
+    double s = 0.0;
+    for (int i = 0; i < b->n; i++) s -= logprobs[i];
+    return s / b->n;
+}
+
+static int bench_step(int argc, char **argv) {
+    const char *model = NULL, *master = "f32";
+    int batch = 16, seq = 128, threads = 0, json = 0, steps = 3, no_fuse = 0;
+    const dz_opt opts[] = {
+        {"model", DZ_OPT_STR, &model, "model folder or .bin"},
+        {"batch", DZ_OPT_INT, &batch, "sequences (default 16)"},
+        {"seq", DZ_OPT_INT, &seq, "tokens per sequence (default 128)"},
+        {"steps", DZ_OPT_INT, &steps, "timed steps (default 3, after one warm-up)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
+        {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply updates at once instead of fused into the next step"},
+        {"json", DZ_OPT_FLAG, &json, "print JSON"},
+        {0},
+    };
+    const dz_cmd_spec spec = {"bench step", "--model M [--batch B --seq T --threads N]",
+                              "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
+                              "perturbed forwards, perturbation and update), with the peak RSS after each phase.",
+                              0, 0, opts};
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    if (!model) return dz_cli_failf("bench step needs --model M");
+    if (batch < 1 || seq < 2 || steps < 1) return dz_cli_failf("--batch, --steps must be >= 1 and --seq >= 2");
+    dz_dtype dt;
+    if (dz_dtype_parse(master, &dt) != 0 || dt == DZ_F16) return dz_cli_failf("option --master-dtype: '%s'", master);
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    dz_model *m;
+    if ((rc = dz_cli_load(model, master, NULL, 0, &m, NULL))) return rc;
+    dz_error err = {0};
+    if (dz_model_make_owned(m, &err) != DZ_OK) {
+        dz_model_free(m);
+        return dz_cli_fail(&err);
+    }
+    const dz_config *c = dz_model_config(m);
+    const int N = batch * seq;
+    int *tokens = malloc(sizeof(int) * (size_t)N), *rows = malloc(sizeof(int) * (size_t)N);
+    int *targets = malloc(sizeof(int) * (size_t)N);
+    float *lp = malloc(sizeof(float) * (size_t)N);
+    uint64_t state = 1234;
+    for (int i = 0; tokens && i < N; i++) tokens[i] = 3 + (int)dz_uniform_below(&state, (uint64_t)(c->vocab_size - 3));
+    for (int i = 0; rows && targets && i < N; i++) {
+        rows[i] = i;
+        targets[i] = i % seq + 1 < seq ? tokens[i + 1] : tokens[i - seq + 1];
+    }
+    /* phase 1: the forward alone, as eval runs it */
+    dz_forward *f = NULL;
+    dz_zo_engine *e = NULL;
+    double fwd = 0.0, step = 0.0;
+    size_t rss_eval = 0, rss_train = 0, eval_act = 0, train_act = 0;
+    if (!tokens || !rows || !targets || !lp) rc = dz_cli_failf("out of memory");
+    if (!rc && dz_forward_create(m, batch, seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    dz_weight_source w = dz_model_weights(m);
+    for (int r = 0; !rc && r <= steps; r++) {
+        double t0 = dz_now();
+        if (dz_forward_run(f, &w, tokens, NULL, batch, seq, 0, &err) != DZ_OK ||
+            dz_forward_logprobs(f, &w, rows, targets, N, lp, &err) != DZ_OK)
+            rc = dz_cli_fail(&err);
+        if (r > 0) fwd += (dz_now() - t0) / steps;
+    }
+    rss_eval = dz_cli_peak_rss();
+    if (f) eval_act = dz_forward_bytes(f);
+    dz_forward_free(f);
+    f = NULL;
+    /* phase 2: ZO steps */
+    lm_batch lb = {N};
+    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse};
+    if (!rc && dz_forward_create_streams(m, batch, seq, 0, 2, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    const dz_zo_batch zb = {tokens, NULL, batch, seq, rows, targets, N, mean_nll, &lb};
+    double g = 0.0;
+    for (int r = 0; !rc && r <= steps; r++) {
+        dz_zo_step_result res;
+        double t0 = dz_now();
+        if (dz_zo_step(e, (uint32_t)r, 1e-6f, &zb, &res, &err) != DZ_OK) rc = dz_cli_fail(&err);
+        if (r > 0) step += (dz_now() - t0) / steps;
+        g = res.g[0];
+    }
+    if (e) dz_zo_flush(e);
+    rss_train = dz_cli_peak_rss();
+    if (f) train_act = dz_forward_bytes(f) + dz_zo_engine_bytes(e);
+    if (!rc) {
+        if (json)
+            printf("{\"model\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
+                   "\"fused\": %s, \"forward_seconds\": %.4f, \"step_seconds\": %.4f, \"step_over_2_forwards\": %.4f, "
+                   "\"peak_rss_eval_bytes\": %zu, \"peak_rss_train_bytes\": %zu, \"rss_ratio\": %.4f, "
+                   "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g}\n",
+                   model, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), no_fuse ? "false" : "true", fwd, step,
+                   step / (2 * fwd), rss_eval, rss_train, (double)rss_train / rss_eval, eval_act, train_act, g);
+        else {
+            printf("step     %s, %d x %d tokens, %d threads, %s master, %s\n", model, batch, seq, dz_get_num_threads(),
+                   dz_dtype_name(dt), no_fuse ? "unfused" : "fused updates");
+            printf("time     forward %.4f s, ZO step %.4f s: step / (2 x forward) = %.3f\n", fwd, step, step / (2 * fwd));
+            printf("memory   peak RSS %.1f MB after the forward phase, %.1f MB after training (x%.3f);\n"
+                   "         buffers %.1f MB (forward) vs %.1f MB (two streams + working copies)\n",
+                   rss_eval / 1e6, rss_train / 1e6, (double)rss_train / rss_eval, eval_act / 1e6, train_act / 1e6);
+        }
+    }
+    dz_zo_engine_free(e);
+    dz_forward_free(f);
+    free(tokens);
+    free(rows);
+    free(targets);
+    free(lp);
+    dz_model_free(m);
+    return rc;
+}
+
+int dz_cmd_bench(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "forward")) return bench_forward(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "step")) return bench_step(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: distzo bench forward|step [options]  (`distzo bench forward --help`)\n");
+        return 0;
+    }
+    return dz_cli_failf("bench needs a benchmark: forward or step");
 }

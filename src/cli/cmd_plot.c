@@ -91,13 +91,15 @@ static void accuracy_plot(FILE *g, const char *out_dir, const char *run, const d
     terminal(g, out_dir, "accuracy.png");
     fputs("set title ", g);
     put_quoted(g, run);
-    fputs("\nset ylabel 'dev accuracy'\nset key bottom right\n$acc << EOD\n", g);
+    fputs("\nset ylabel 'accuracy'\nset key bottom right\n$acc << EOD\n", g);
     for (size_t i = 0; i < n; i++)
         if (rows[i].has_eval && isfinite(rows[i].dev_accuracy))
-            fprintf(g, "%lld %.9g %.9g\n", (long long)rows[i].step, rows[i].dev_accuracy,
-                    isfinite(rows[i].best_dev_accuracy) ? rows[i].best_dev_accuracy : NAN);
-    fputs("EOD\nplot $acc using 1:2 with linespoints pt 7 ps 0.8 lw 2 lc rgb '#238b45' title 'dev accuracy',"
-          " '' using 1:3 with steps dt 2 lw 1.5 lc rgb '#737373' title 'best so far'\n"
+            fprintf(g, "%lld %.9g %.9g %.9g\n", (long long)rows[i].step, rows[i].dev_accuracy,
+                    isfinite(rows[i].best_dev_accuracy) ? rows[i].best_dev_accuracy : NAN,
+                    isfinite(rows[i].test_accuracy) ? rows[i].test_accuracy : NAN);
+    fputs("EOD\nplot $acc using 1:2 with linespoints pt 7 ps 0.8 lw 2 lc rgb '#238b45' title 'dev accuracy (model selection)',"
+          " '' using 1:4 with linespoints pt 5 ps 0.8 lw 2 lc rgb '#cb181d' title 'test accuracy',"
+          " '' using 1:3 with steps dt 2 lw 1.5 lc rgb '#737373' title 'best dev so far'\n"
           "unset output\n",
           g);
 }

@@ -117,6 +117,7 @@ dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
     for (int i = 0; i < m->table.count; i++) {
         const size_t n = (size_t)dz_param_numel(&m->table.params[i]) * esz;
         memcpy(arena + off, m->data[i], n);
+        if (m->map || m->ckpt.n_files) release_pages(m->data[i], n); /* a mapped source is not needed twice */
         m->data[i] = arena + off;
         off += (n + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     }

@@ -48,7 +48,7 @@ static int parse_line(const char *s, size_t len, dz_metrics_row *row) {
         row->seconds = num_field(obj, "seconds");
         row->has_eval = cJSON_GetObjectItemCaseSensitive(obj, "dev_accuracy") != NULL;
         row->dev_accuracy = num_field(obj, "dev_accuracy");
-        row->dev_loss = num_field(obj, "dev_loss");
+        row->test_accuracy = num_field(obj, "test_accuracy");
         row->best_dev_accuracy = num_field(obj, "best_dev_accuracy");
     }
     cJSON_Delete(obj);
@@ -209,7 +209,7 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
                                    : (size_t)snprintf(line + used, cap - used, "null");
     if (row->has_eval) {
         used = put_field(line, used, cap, "dev_accuracy", row->dev_accuracy);
-        used = put_field(line, used, cap, "dev_loss", row->dev_loss);
+        used = put_field(line, used, cap, "test_accuracy", row->test_accuracy);
         used = put_field(line, used, cap, "best_dev_accuracy", row->best_dev_accuracy);
     }
     used += (size_t)snprintf(line + used, cap - used, "}\n");

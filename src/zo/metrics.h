@@ -1,7 +1,7 @@
 /* RUN_DIR/metrics.jsonl: one JSON object per training step, for plots and monitoring.
  *
  *   {"step": 12, "loss": 0.693147, "g": -0.0123, "lr": 1e-06, "seconds": 4.125}
- *   {"step": 500, ..., "dev_accuracy": 0.812, "dev_loss": 0.41, "best_dev_accuracy": 0.82}
+ *   {"step": 500, ..., "dev_accuracy": 0.812, "test_accuracy": 0.41, "best_dev_accuracy": 0.82}
  *
  * Values are float32 quantities, printed with the fewest digits that read back as the
  * same float; a non-finite value is written as null. "seconds" (wall time since the run
@@ -25,7 +25,7 @@ typedef struct dz_metrics_row {
     double lr;
     double seconds; /* wall time since the run started */
     int has_eval;   /* 1: the dev_* fields below are written */
-    double dev_accuracy, dev_loss, best_dev_accuracy;
+    double dev_accuracy, test_accuracy, best_dev_accuracy;
 } dz_metrics_row;
 
 typedef struct dz_metrics dz_metrics;

@@ -305,7 +305,7 @@ static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user
             }
             row.has_eval = 1;
             row.dev_accuracy = dev;
-            row.dev_loss = test; /* the reported (test) accuracy rides in dev_loss's slot: see metrics.h */
+            row.test_accuracy = test;
             row.best_dev_accuracy = best_dev;
             p.has_eval = 1, p.dev_accuracy = dev, p.test_accuracy = test, p.best_dev_accuracy = best_dev;
             res->final_dev = dev, res->final_test = test;

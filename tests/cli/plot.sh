@@ -20,7 +20,7 @@ for s in $(seq 1 300); do
   [ "$s" = 7 ] && loss=null
   if [ $((s % 50)) = 0 ]; then
     acc=$(awk -v s="$s" 'BEGIN { printf "%.3f", 0.6 + s / 1000 }')
-    printf '{"step": %d, "loss": %s, "g": 0.5, "lr": 1e-06, "seconds": %d.000, "dev_accuracy": %s, "dev_loss": 0.5, "best_dev_accuracy": %s}\n' "$s" "$loss" "$s" "$acc" "$acc"
+    printf '{"step": %d, "loss": %s, "g": 0.5, "lr": 1e-06, "seconds": %d.000, "dev_accuracy": %s, "test_accuracy": 0.5, "best_dev_accuracy": %s}\n' "$s" "$loss" "$s" "$acc" "$acc"
   else
     printf '{"step": %d, "loss": %s, "g": -0.5, "lr": 1e-06, "seconds": %d.000}\n' "$s" "$loss" "$s"
   fi
