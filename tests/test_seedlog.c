@@ -583,6 +583,7 @@ static dz_metrics_row row_of(int64_t step, double seconds) {
         r.dev_accuracy = (float)(0.5 + 0.01 * (double)step);
         r.test_accuracy = (float)0.7;
         r.best_dev_accuracy = r.dev_accuracy;
+        r.dev_loss = r.test_loss = NAN; /* classification rows carry no losses */
     }
     return r;
 }

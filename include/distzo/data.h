@@ -16,6 +16,7 @@ enum { DZ_DATA_MAX_LINE = 1 << 20 };
 typedef struct dz_example {
     char *text;
     int label;      /* class index; -1 for unlabelled text (LM, GLUE test split) */
+    char *completion; /* LM prompt/completion pairs: text is the prompt; else NULL */
 } dz_example;
 
 typedef struct dz_dataset {
@@ -36,6 +37,9 @@ dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const ch
                                 dz_dataset *out, dz_error *err);
 /* Plain text: the whole file (verbatim, minus a BOM) is one example with label -1. A file
  * whose name ends in ".jsonl" is read as jsonl with text key "text" and no labels. */
+/* Causal-LM jsonl: each line {"text": ...}, or {"prompt": ..., "completion": ...} (the
+ * loss then covers the completion only). Errors name path:line and the key. */
+dz_status dz_dataset_load_lm_jsonl(const char *path, dz_dataset *out, dz_error *err);
 dz_status dz_dataset_load_text(const char *path, dz_dataset *out, dz_error *err);
 /* Frees the strings and zeroes *ds; safe on a zeroed or already freed dataset. */
 void dz_dataset_free(dz_dataset *ds);

@@ -64,6 +64,17 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
 dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens, int n, int seq,
                     double *nll_sum, int64_t *n_scored, dz_error *err);
 
+/* Causal-LM training sets, as one-candidate class sets: tokens = encode(text, bos), or
+ * encode(prompt + completion, bos) scoring only the completion's tokens; a text longer
+ * than max_len becomes consecutive windows sharing one token. labels are -1. */
+dz_status dz_lm_set_build(const dz_dataset *ds, const dz_tokenizer *tok, int max_len, dz_class_set *out,
+                          dz_error *err);
+/* Token-weighted mean negative log-likelihood of a batch's scored rows. */
+double dz_lm_batch_loss(const dz_class_batch *bb, const float *logprobs);
+/* Mean NLL over every scored token of set, batch sequences at a time. */
+dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *set, int batch, double *nll,
+                         dz_error *err);
+
 /* Sampling: temperature 0 is greedy; otherwise nucleus sampling with top_p. */
 typedef struct dz_sampler {
     float temperature;

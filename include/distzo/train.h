@@ -12,7 +12,7 @@
 typedef struct dz_train_config {
     const char *model;        /* HF folder or llama2.c .bin */
     const char *tokenizer;    /* NULL: the model's own */
-    const char *task;         /* "sst2" (tsv) or "classify" (jsonl) */
+    const char *task;         /* "sst2" (tsv), "classify" (jsonl) or "lm" (text, or jsonl text / prompt+completion) */
     const char *train_data;   /* training pool: train_examples + dev_examples are drawn from it */
     const char *test_data;    /* reported accuracy (GLUE dev for SST-2); NULL: none */
     const char *template_, *label_words, *text_key, *label_key; /* NULL: SST-2 defaults */
@@ -25,6 +25,7 @@ typedef struct dz_train_config {
     dz_lr_schedule schedule;
     uint64_t seed;
     int eval_every, checkpoint_every, log_sync_every, max_bad_steps, eval_batch;
+    int lm_seq;               /* LM: tokens per training window (0: the model's maximum) */
 } dz_train_config;
 
 /* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */
@@ -33,9 +34,10 @@ void dz_train_config_default(dz_train_config *c);
 typedef struct dz_train_progress {
     int step, steps;          /* steps done, total */
     double loss, g, lr, seconds;
-    int has_eval;
+    int has_eval;             /* scores: accuracy, or minus the mean NLL for LM (higher is better) */
     double dev_accuracy, test_accuracy, best_dev_accuracy;
     int replayed;             /* steps replayed from the log on resume (first callback) */
+    int lm;                   /* the scores are minus mean NLLs */
 } dz_train_progress;
 
 typedef void (*dz_train_progress_cb)(const dz_train_progress *p, void *user);
@@ -46,6 +48,7 @@ typedef struct dz_train_result {
     double final_dev, final_test, best_dev, best_test;
     int best_step;
     double seconds;
+    int lm;                   /* the scores are minus mean NLLs */
 } dz_train_result;
 
 /* Runs (or, with resume, continues) the run in cfg->out_dir. On resume the run's own

@@ -33,8 +33,12 @@ static void on_progress(const dz_train_progress *p, void *user) {
     fmt_eta(rate > 0 ? (p->steps - p->step) / rate : NAN, eta, sizeof eta);
     if (p->has_eval) {
         if (pr->tty) fprintf(stderr, "\r\033[K");
-        printf("step %d/%d  loss %.4f  dev acc %.4f  test acc %.4f  best dev %.4f  (%.1f steps/s)\n", p->step, p->steps,
-               p->loss, p->dev_accuracy, p->test_accuracy, p->best_dev_accuracy, rate);
+        if (p->lm)
+            printf("step %d/%d  loss %.4f  dev loss %.4f  test loss %.4f  best dev loss %.4f  (%.1f steps/s)\n", p->step,
+                   p->steps, p->loss, -p->dev_accuracy, -p->test_accuracy, -p->best_dev_accuracy, rate);
+        else
+            printf("step %d/%d  loss %.4f  dev acc %.4f  test acc %.4f  best dev %.4f  (%.1f steps/s)\n", p->step,
+                   p->steps, p->loss, p->dev_accuracy, p->test_accuracy, p->best_dev_accuracy, rate);
         fflush(stdout);
     }
     if (pr->tty) {
@@ -68,7 +72,8 @@ int dz_cmd_train(int argc, char **argv) {
     float wd = 0.0f;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
-        {"task", DZ_OPT_STR, &c.task, "sst2 (tsv) or classify (jsonl)"},
+        {"task", DZ_OPT_STR, &c.task, "sst2 (tsv), classify (jsonl) or lm (text; jsonl text or prompt/completion)"},
+        {"seq", DZ_OPT_INT, &c.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
         {"data", DZ_OPT_STR, &data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &test, "file to report accuracy on (default: dev.tsv beside the training file)"},
         {"template", DZ_OPT_STR, &c.template_, "prompt template with {text} (default \"{text} It was\")"},
@@ -119,8 +124,8 @@ int dz_cmd_train(int argc, char **argv) {
     else if (!strcmp(schedule, "linear")) c.schedule = DZ_LR_LINEAR;
     else if (!strcmp(schedule, "cosine")) c.schedule = DZ_LR_COSINE;
     else return dz_cli_failf("option --schedule: '%s' is not constant, linear or cosine", schedule);
-    if (strcmp(c.task, "sst2") && strcmp(c.task, "classify"))
-        return dz_cli_failf("option --task: '%s' is not sst2 or classify", c.task);
+    if (strcmp(c.task, "sst2") && strcmp(c.task, "classify") && strcmp(c.task, "lm"))
+        return dz_cli_failf("option --task: '%s' is not sst2, classify or lm", c.task);
     char model_buf[4096], data_buf[4096], train_buf[4200], test_buf[4200];
     c.model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
     if (!data) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
@@ -140,8 +145,10 @@ int dz_cmd_train(int argc, char **argv) {
     dz_status st = dz_train(&c, resume, on_progress, &pr, &res, &err);
     if (pr.tty) fprintf(stderr, "\n");
     if (st != DZ_OK) return dz_cli_fail(&err);
-    printf("done: %d steps in %.1f s; test accuracy zero-shot %.4f, final %.4f, at best dev (step %d) %.4f; run in %s\n",
-           res.steps_done, res.seconds, res.zero_shot_test, res.final_test, res.best_step, res.best_test, out);
+    const double sign = res.lm ? -1.0 : 1.0;
+    printf("done: %d steps in %.1f s; test %s before %.4f, final %.4f, at best dev (step %d) %.4f; run in %s\n",
+           res.steps_done, res.seconds, res.lm ? "loss" : "accuracy", sign * res.zero_shot_test, sign * res.final_test,
+           res.best_step, sign * res.best_test, out);
     return 0;
 }
 

@@ -100,6 +100,7 @@ dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, 
     copy[n] = '\0';
     ds->items[ds->count].text = copy;
     ds->items[ds->count].label = label;
+    ds->items[ds->count].completion = NULL;
     ds->count++;
     return DZ_OK;
 }
@@ -112,7 +113,10 @@ int dz_is_blank(const char *s, size_t n) {
 
 void dz_dataset_free(dz_dataset *ds) {
     if (!ds) return;
-    for (int i = 0; i < ds->count; i++) free(ds->items[i].text);
+    for (int i = 0; i < ds->count; i++) {
+        free(ds->items[i].text);
+        free(ds->items[i].completion);
+    }
     free(ds->items);
     free(ds->path);
     memset(ds, 0, sizeof *ds);
@@ -130,7 +134,7 @@ static int line_of(const char *buf, size_t off) {
 }
 
 dz_status dz_dataset_load_text(const char *path, dz_dataset *out, dz_error *err) {
-    if (ends_with(path, ".jsonl")) return dz_dataset_load_jsonl(path, "text", NULL, out, err);
+    if (ends_with(path, ".jsonl")) return dz_dataset_load_lm_jsonl(path, out, err);
     memset(out, 0, sizeof *out);
     char *buf;
     size_t len;

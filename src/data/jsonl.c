@@ -75,3 +75,68 @@ dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const ch
     if (st != DZ_OK) dz_dataset_free(out);
     return st;
 }
+
+/* A non-blank string under key, or NULL with err set (missing is not an error if optional). */
+static const char *str_key(const cJSON *obj, const char *key, const dz_line_reader *r, int optional, dz_status *st,
+                           dz_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v) {
+        if (!optional) *st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: missing key \"%s\"", r->path, r->lineno, key);
+        return NULL;
+    }
+    if (!cJSON_IsString(v)) {
+        *st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" must be a string", r->path, r->lineno, key);
+        return NULL;
+    }
+    if (dz_is_blank(v->valuestring, strlen(v->valuestring))) {
+        *st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is empty", r->path, r->lineno, key);
+        return NULL;
+    }
+    return v->valuestring;
+}
+
+static dz_status parse_lm_line(const dz_line_reader *r, const char *line, dz_dataset *out, int *cap, dz_error *err) {
+    cJSON *obj = cJSON_ParseWithOpts(line, NULL, 1);
+    if (!obj || !cJSON_IsObject(obj)) {
+        cJSON_Delete(obj);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", r->path, r->lineno);
+    }
+    dz_status st = DZ_OK;
+    const char *text = str_key(obj, "text", r, 1, &st, err), *prompt = NULL, *completion = NULL;
+    if (st == DZ_OK && !text) {
+        prompt = str_key(obj, "prompt", r, 1, &st, err);
+        if (st == DZ_OK && !prompt)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: needs \"text\", or \"prompt\" and \"completion\"", r->path,
+                         r->lineno);
+        if (st == DZ_OK) completion = str_key(obj, "completion", r, 0, &st, err);
+    }
+    const char *first = text ? text : prompt;
+    if (st == DZ_OK) st = dz_dataset_push(out, cap, first, strlen(first), -1, err);
+    if (st == DZ_OK && completion) {
+        out->items[out->count - 1].completion = strdup(completion);
+        if (!out->items[out->count - 1].completion) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", r->path);
+    }
+    cJSON_Delete(obj);
+    return st;
+}
+
+dz_status dz_dataset_load_lm_jsonl(const char *path, dz_dataset *out, dz_error *err) {
+    memset(out, 0, sizeof *out);
+    dz_line_reader r;
+    dz_status st = dz_lines_open(&r, path, err);
+    if (st != DZ_OK) return st;
+    int cap = 0;
+    st = dz_dataset_init(out, path, err);
+    while (st == DZ_OK) {
+        char *line;
+        size_t n;
+        st = dz_lines_next(&r, &line, &n, err);
+        if (st != DZ_OK || !line) break;
+        if (dz_is_blank(line, n)) continue;
+        st = parse_lm_line(&r, line, out, &cap, err);
+    }
+    if (st == DZ_OK && out->count == 0) st = dz_fail(err, DZ_ERR_FORMAT, "%s: no examples", path);
+    dz_lines_close(&r);
+    if (st != DZ_OK) dz_dataset_free(out);
+    return st;
+}

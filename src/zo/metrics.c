@@ -46,10 +46,13 @@ static int parse_line(const char *s, size_t len, dz_metrics_row *row) {
         row->g = num_field(obj, "g");
         row->lr = num_field(obj, "lr");
         row->seconds = num_field(obj, "seconds");
-        row->has_eval = cJSON_GetObjectItemCaseSensitive(obj, "dev_accuracy") != NULL;
+        row->has_eval = cJSON_GetObjectItemCaseSensitive(obj, "dev_accuracy") != NULL ||
+                        cJSON_GetObjectItemCaseSensitive(obj, "dev_loss") != NULL;
         row->dev_accuracy = num_field(obj, "dev_accuracy");
         row->test_accuracy = num_field(obj, "test_accuracy");
         row->best_dev_accuracy = num_field(obj, "best_dev_accuracy");
+        row->dev_loss = num_field(obj, "dev_loss");
+        row->test_loss = num_field(obj, "test_loss");
     }
     cJSON_Delete(obj);
     return ok ? 0 : -1;
@@ -207,10 +210,12 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
     used += (size_t)snprintf(line + used, cap - used, ", \"seconds\": ");
     used += isfinite(row->seconds) ? (size_t)snprintf(line + used, cap - used, "%.3f", row->seconds)
                                    : (size_t)snprintf(line + used, cap - used, "null");
-    if (row->has_eval) {
-        used = put_field(line, used, cap, "dev_accuracy", row->dev_accuracy);
-        used = put_field(line, used, cap, "test_accuracy", row->test_accuracy);
-        used = put_field(line, used, cap, "best_dev_accuracy", row->best_dev_accuracy);
+    if (row->has_eval) { /* the evaluation fields the task has (accuracy or loss) */
+        const struct { const char *k; double v; } ev[] = {
+            {"dev_accuracy", row->dev_accuracy}, {"test_accuracy", row->test_accuracy},
+            {"best_dev_accuracy", row->best_dev_accuracy}, {"dev_loss", row->dev_loss}, {"test_loss", row->test_loss}};
+        for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
+            if (isfinite(ev[i].v)) used = put_field(line, used, cap, ev[i].k, ev[i].v);
     }
     used += (size_t)snprintf(line + used, cap - used, "}\n");
     /* One write() per line: a killed process leaves whole lines only (a torn one is dropped on reopen). */

@@ -25,7 +25,8 @@ typedef struct dz_metrics_row {
     double lr;
     double seconds; /* wall time since the run started */
     int has_eval;   /* 1: the dev_* fields below are written */
-    double dev_accuracy, test_accuracy, best_dev_accuracy;
+    double dev_accuracy, test_accuracy, best_dev_accuracy; /* classification; NaN: not written */
+    double dev_loss, test_loss;                            /* causal LM (mean NLL); NaN: not written */
 } dz_metrics_row;
 
 typedef struct dz_metrics dz_metrics;

@@ -47,6 +47,7 @@ typedef struct trainer {
     char run_dir[4096];
     dz_model *m;
     dz_tokenizer *tok;
+    int lm;                           /* causal-LM fine-tuning, else prompt classification */
     dz_prompt_spec spec;
     dz_dataset pool, test;
     dz_class_set train, dev, testset; /* dev = model selection, test = reported */
@@ -63,18 +64,26 @@ typedef struct trainer {
 
 /* ---- data ------------------------------------------------------------------------- */
 
+static dz_status load_examples(const trainer *tr, const char *path, dz_dataset *ds, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    if (tr->lm) return dz_dataset_load_text(path, ds, err);
+    if (!strcmp(c->task, "sst2")) return dz_dataset_load_sst2(path, ds, err);
+    return dz_dataset_load_jsonl(path, c->text_key ? c->text_key : "text", c->label_key ? c->label_key : "label", ds,
+                                 err);
+}
+
+/* Sequences of a dataset for this run's task. */
+static dz_status build_set(const trainer *tr, const dz_dataset *ds, dz_class_set *out, dz_error *err) {
+    const int max_len = tr->cfg.lm_seq > 0 ? tr->cfg.lm_seq : dz_model_config(tr->m)->max_seq_len;
+    if (tr->lm) return dz_lm_set_build(ds, tr->tok, max_len, out, err);
+    return dz_class_set_build(ds, &tr->spec, tr->tok, dz_model_config(tr->m)->max_seq_len, out, err);
+}
+
 static dz_status load_split(trainer *tr, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
-    dz_status st = !strcmp(c->task, "sst2") ? dz_dataset_load_sst2(c->train_data, &tr->pool, err)
-                                            : dz_dataset_load_jsonl(c->train_data, c->text_key ? c->text_key : "text",
-                                                                    c->label_key ? c->label_key : "label", &tr->pool, err);
+    dz_status st = load_examples(tr, c->train_data, &tr->pool, err);
+    if (st == DZ_OK && c->test_data) st = load_examples(tr, c->test_data, &tr->test, err);
     if (st != DZ_OK) return st;
-    if (c->test_data) {
-        st = !strcmp(c->task, "sst2") ? dz_dataset_load_sst2(c->test_data, &tr->test, err)
-                                      : dz_dataset_load_jsonl(c->test_data, c->text_key ? c->text_key : "text",
-                                                              c->label_key ? c->label_key : "label", &tr->test, err);
-        if (st != DZ_OK) return st;
-    }
     dz_dataset drawn;
     const int want = c->train_examples + c->dev_examples;
     if (c->train_examples < 1) return dz_fail(err, DZ_ERR_INVALID, "--train-examples must be at least 1");
@@ -88,10 +97,9 @@ static dz_status load_split(trainer *tr, dz_error *err) {
     train.count = ntrain;
     dev.items = drawn.items + ntrain;
     dev.count = drawn.count - ntrain;
-    const int max_len = dz_model_config(tr->m)->max_seq_len;
-    st = dz_class_set_build(&train, &tr->spec, tr->tok, max_len, &tr->train, err);
-    if (st == DZ_OK && dev.count > 0) st = dz_class_set_build(&dev, &tr->spec, tr->tok, max_len, &tr->dev, err);
-    if (st == DZ_OK && c->test_data) st = dz_class_set_build(&tr->test, &tr->spec, tr->tok, max_len, &tr->testset, err);
+    st = build_set(tr, &train, &tr->train, err);
+    if (st == DZ_OK && dev.count > 0) st = build_set(tr, &dev, &tr->dev, err);
+    if (st == DZ_OK && c->test_data) st = build_set(tr, &tr->test, &tr->testset, err);
     dz_dataset_free(&drawn);
     return st;
 }
@@ -117,20 +125,27 @@ static void batch_examples(trainer *tr, int step) {
     }
 }
 
-static double class_loss_cb(const float *logprobs, void *user) {
+static double loss_cb(const float *logprobs, void *user) {
     trainer *tr = user;
+    if (tr->lm) return dz_lm_batch_loss(&tr->bb, logprobs);
     dz_class_batch_scores(&tr->bb, logprobs, tr->scores);
     return dz_class_loss(tr->scores, tr->batch_labels, tr->cfg.batch, tr->train.n_labels);
 }
 
 /* ---- evaluation and state ---------------------------------------------------------- */
 
-static dz_status accuracy(trainer *tr, const dz_class_set *cs, double *acc, dz_error *err) {
-    *acc = NAN;
+/* The selection score of a set: accuracy (classification) or minus the mean NLL (LM),
+ * so higher is better either way. NaN for an empty set. */
+static dz_status evaluate(trainer *tr, const dz_class_set *cs, double *score, dz_error *err) {
+    *score = NAN;
     if (cs->n_examples == 0) return DZ_OK;
     dz_zo_flush(tr->e); /* evaluation never sees stale weights */
     const dz_weight_source w = dz_model_weights(tr->m);
-    return dz_class_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, NULL, NULL, acc, err);
+    if (!tr->lm) return dz_class_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, NULL, NULL, score, err);
+    double nll;
+    dz_status st = dz_lm_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, &nll, err);
+    *score = -nll;
+    return st;
 }
 
 static void state_json(char *buf, size_t cap, int steps_done, double best_dev, int best_step, double best_test) {
@@ -180,6 +195,7 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     dz_model_free(base);
     if (st != DZ_OK) return st;
 
+    tr->lm = !strcmp(c->task, "lm");
     dz_prompt_spec_default_sst2(&tr->spec);
     if (c->template_ && (st = dz_prompt_spec_set_template(&tr->spec, c->template_, err)) != DZ_OK) return st;
     if (c->label_words && (st = dz_prompt_spec_set_labels(&tr->spec, c->label_words, err)) != DZ_OK) return st;
@@ -252,10 +268,10 @@ static void teardown(trainer *tr) {
 static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user, dz_train_result *res,
                      dz_error *err) {
     const dz_train_config *c = &tr->cfg;
-    double best_dev = -1.0, best_test = NAN;
+    double best_dev = -INFINITY, best_test = NAN;
     int best_step = 0, bad = 0;
-    dz_status st = accuracy(tr, &tr->dev, &res->zero_shot_dev, err);
-    if (st == DZ_OK) st = accuracy(tr, &tr->testset, &res->zero_shot_test, err);
+    dz_status st = evaluate(tr, &tr->dev, &res->zero_shot_dev, err);
+    if (st == DZ_OK) st = evaluate(tr, &tr->testset, &res->zero_shot_test, err);
     if (st != DZ_OK) return st;
     if (start == 0) {
         best_dev = res->zero_shot_dev, best_test = res->zero_shot_test;
@@ -265,7 +281,7 @@ static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user
         st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, c->batch, err);
         if (st != DZ_OK) break;
         const dz_zo_batch zb = {tr->bb.tokens, tr->bb.lengths, tr->bb.n_seqs, tr->bb.T, tr->bb.rows, tr->bb.targets,
-                                tr->bb.n_rows, class_loss_cb, tr};
+                                tr->bb.n_rows, loss_cb, tr};
         const float lr = dz_lr_at(c->schedule, c->lr, c->warmup, c->steps, step);
         dz_zo_step_result r;
         if ((st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err)) != DZ_OK) break;
@@ -290,23 +306,27 @@ static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user
         } else {
             bad = 0;
         }
-        dz_metrics_row row = {.step = step, .loss = loss, .g = gmean, .lr = lr, .seconds = dz_now() - tr->t0};
+        dz_metrics_row row = {.step = step, .loss = loss, .g = gmean, .lr = lr, .seconds = dz_now() - tr->t0,
+                              .dev_accuracy = NAN, .test_accuracy = NAN, .best_dev_accuracy = NAN, .dev_loss = NAN,
+                              .test_loss = NAN};
         dz_train_progress p = {.step = step + 1, .steps = c->steps, .loss = loss, .g = gmean, .lr = lr,
-                               .seconds = row.seconds};
+                               .seconds = row.seconds, .lm = tr->lm};
         const int done = step + 1;
         if (c->eval_every > 0 && (done % c->eval_every == 0 || done == c->steps)) {
             double dev, test;
-            st = accuracy(tr, &tr->dev, &dev, err);
-            if (st == DZ_OK) st = accuracy(tr, &tr->testset, &test, err);
+            st = evaluate(tr, &tr->dev, &dev, err);
+            if (st == DZ_OK) st = evaluate(tr, &tr->testset, &test, err);
             if (st != DZ_OK) break;
             if (dev > best_dev) {
                 best_dev = dev, best_test = test, best_step = done;
                 st = checkpoint(tr, "best", done, best_dev, best_step, best_test, err);
             }
             row.has_eval = 1;
-            row.dev_accuracy = dev;
-            row.test_accuracy = test;
-            row.best_dev_accuracy = best_dev;
+            if (tr->lm) {
+                row.dev_loss = -dev, row.test_loss = -test;
+            } else {
+                row.dev_accuracy = dev, row.test_accuracy = test, row.best_dev_accuracy = best_dev;
+            }
             p.has_eval = 1, p.dev_accuracy = dev, p.test_accuracy = test, p.best_dev_accuracy = best_dev;
             res->final_dev = dev, res->final_test = test;
         }
@@ -317,7 +337,7 @@ static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user
         res->steps_done = done;
     }
     dz_zo_flush(tr->e);
-    res->best_dev = best_dev, res->best_test = best_test, res->best_step = best_step;
+    res->best_dev = best_dev, res->best_test = best_test, res->best_step = best_step, res->lm = tr->lm;
     return st;
 }
 
