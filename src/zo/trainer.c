@@ -337,6 +337,10 @@ static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user
         res->steps_done = done;
     }
     dz_zo_flush(tr->e);
+    if (st == DZ_OK && res->steps_done > 0 && c->eval_every <= 0) { /* no periodic evaluation: one at the end */
+        st = evaluate(tr, &tr->dev, &res->final_dev, err);
+        if (st == DZ_OK) st = evaluate(tr, &tr->testset, &res->final_test, err);
+    }
     res->best_dev = best_dev, res->best_test = best_test, res->best_step = best_step, res->lm = tr->lm;
     return st;
 }
