@@ -10,7 +10,7 @@
 #include "core/util.h"
 
 typedef struct eval_opts {
-    const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions;
+    const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
     int limit, batch, threads, json;
 } eval_opts;
 
@@ -131,13 +131,14 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
 }
 
 int dz_cmd_eval(int argc, char **argv) {
-    eval_opts o = {.task = "sst2", .text_key = "text", .label_key = "label", .dtype = "f32", .batch = 16};
+    eval_opts o = {.task = "sst2", .dtype = "f32", .batch = 16};
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
         {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples"},
         {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
         {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\")"},
+        {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
         {"batch", DZ_OPT_INT, &o.batch, "sequences per forward (default 16)"},
@@ -156,6 +157,10 @@ int dz_cmd_eval(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
+    if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
+        return rc;
+    if (!o.text_key) o.text_key = "text";
+    if (!o.label_key) o.label_key = "label";
     if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm"))
         return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm", o.task);
     if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);

@@ -65,9 +65,8 @@ int dz_cmd_train(int argc, char **argv) {
     c.steps = 2000;
     c.eval_every = 250;
     c.checkpoint_every = 500;
-    c.label_words = "bad,good";
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
-    const char *schedule = "constant", *test = NULL;
+    const char *schedule = "constant", *test = NULL, *task_file = NULL;
     int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0;
     float wd = 0.0f;
     const dz_opt opts[] = {
@@ -78,6 +77,9 @@ int dz_cmd_train(int argc, char **argv) {
         {"test", DZ_OPT_STR, &test, "file to report accuracy on (default: dev.tsv beside the training file)"},
         {"template", DZ_OPT_STR, &c.template_, "prompt template with {text} (default \"{text} It was\")"},
         {"label-words", DZ_OPT_STR, &c.label_words, "comma-separated label words (default bad,good)"},
+        {"task-file", DZ_OPT_STR, &task_file, "JSON with template, label_words, text_key, label_key"},
+        {"text-key", DZ_OPT_STR, &c.text_key, "jsonl text key (default text)"},
+        {"label-key", DZ_OPT_STR, &c.label_key, "jsonl label key (default label)"},
         {"tokenizer", DZ_OPT_STR, &c.tokenizer, "tokenizer (default: the model's own)"},
         {"lr", DZ_OPT_FLOAT, &c.lr, "learning rate (default 1e-3 for stories260K)"},
         {"eps", DZ_OPT_FLOAT, &c.eps, "perturbation scale (default 1e-3)"},
@@ -110,6 +112,9 @@ int dz_cmd_train(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
+    if (task_file && (rc = dz_cli_task_file(task_file, &c.template_, &c.label_words, &c.text_key, &c.label_key)))
+        return rc;
+    if (!c.label_words && strcmp(c.task, "lm")) c.label_words = "bad,good";
     c.wd = wd;
     c.seed = (uint64_t)seed;
     c.data_seed = (uint64_t)data_seed;

@@ -25,6 +25,10 @@ int dz_cli_load(const char *model_path, const char *dtype, const char *tokenizer
 /* Peak resident set size of this process in bytes (VmHWM). */
 size_t dz_cli_peak_rss(void);
 
+/* Reads a task file (template, label_words, text_key, label_key); fields already set stay. */
+int dz_cli_task_file(const char *path, const char **template_, const char **label_words, const char **text_key,
+                     const char **label_key);
+
 /* JSON string output with escapes. */
 void dz_cli_json_string(FILE *out, const char *s);
 

@@ -53,6 +53,10 @@ if [ -f "$assets/stories260K/stories260K.bin" ]; then
   printf '{"text": "ok", "label": 0}\n{"text": 5, "label": 1}\n' > "$tmp/bad.jsonl"
   expect "bad jsonl line" "bad.jsonl:2.*text" -- "$bin" eval "$assets/stories260K/stories260K.bin" --task classify --data "$tmp/bad.jsonl"
   expect "bad label words" "label" -- "$bin" eval --label-words "great" --limit 2
+  printf '{"template": 5}' > "$tmp/task.json"
+  expect "bad task file" "task.json.*template" -- "$bin" eval --task-file "$tmp/task.json" --limit 2
+  printf '{"template": "no placeholder", "label_words": ["a", "b"]}' > "$tmp/task2.json"
+  expect "task file template without {text}" "text" -- "$bin" train --task-file "$tmp/task2.json" --steps 1 --out "$tmp/run"
 fi
 expect "not a number" "--batch.*abc" -- "$bin" eval --batch abc
 expect "unknown option" "--bogus" -- "$bin" info --bogus x

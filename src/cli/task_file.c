@@ -1,0 +1,71 @@
+/* --task-file FILE.json: a classification task's prompt in a file instead of flags:
+ *   {"template": "Review: {text} Sentiment:", "label_words": ["negative", "positive"],
+ *    "text_key": "sentence", "label_key": "label"}
+ * Every field is optional; flags given on the command line win. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "core/util.h"
+
+static char g_store[4096];
+
+static const char *keep(const char *s, size_t *used) {
+    size_t n = strlen(s) + 1;
+    if (*used + n > sizeof g_store) return NULL;
+    char *dst = g_store + *used;
+    memcpy(dst, s, n);
+    *used += n;
+    return dst;
+}
+
+int dz_cli_task_file(const char *path, const char **template_, const char **label_words, const char **text_key,
+                     const char **label_key) {
+    char *text;
+    dz_error err = {0};
+    if (dz_read_file(path, &text, NULL, &err) != DZ_OK) return dz_cli_fail(&err);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return dz_cli_failf("%s: not a JSON object", path);
+    }
+    size_t used = 0;
+    int rc = 0;
+    const struct { const char *k; const char **dst; } strs[] = {
+        {"template", template_}, {"text_key", text_key}, {"label_key", label_key}};
+    for (size_t i = 0; i < 3 && !rc; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, strs[i].k);
+        if (!v || *strs[i].dst) continue;
+        if (!cJSON_IsString(v)) rc = dz_cli_failf("%s: field '%s' must be a string", path, strs[i].k);
+        else *strs[i].dst = keep(v->valuestring, &used);
+    }
+    const cJSON *lw = cJSON_GetObjectItemCaseSensitive(o, "label_words");
+    if (!rc && lw && !*label_words) {
+        if (cJSON_IsString(lw)) {
+            *label_words = keep(lw->valuestring, &used);
+        } else if (cJSON_IsArray(lw)) {
+            char joined[1024] = "";
+            const cJSON *w;
+            cJSON_ArrayForEach(w, lw) {
+                if (!cJSON_IsString(w) || strchr(w->valuestring, ',')) {
+                    rc = dz_cli_failf("%s: field 'label_words' must hold strings without commas", path);
+                    break;
+                }
+                if (strlen(joined) + strlen(w->valuestring) + 2 > sizeof joined) {
+                    rc = dz_cli_failf("%s: field 'label_words' is too long", path);
+                    break;
+                }
+                if (joined[0]) strcat(joined, ",");
+                strcat(joined, w->valuestring);
+            }
+            if (!rc) *label_words = keep(joined, &used);
+        } else {
+            rc = dz_cli_failf("%s: field 'label_words' must be a list of strings", path);
+        }
+    }
+    cJSON_Delete(o);
+    return rc;
+}
