@@ -31,6 +31,47 @@ static int model_shapes(const dz_config *c, int B, int T, gemm_shape *s) {
     return n;
 }
 
+/* A random batch scored as LM training does: every position predicts the next token
+ * (the last wraps to the sequence's start), so the head runs on all B*T rows. */
+typedef struct lm_work {
+    int N;
+    int *tokens, *rows, *targets;
+    float *lp;
+} lm_work;
+
+static void lm_work_free(lm_work *w) {
+    free(w->tokens);
+    free(w->rows);
+    free(w->targets);
+    free(w->lp);
+}
+
+static int lm_work_init(lm_work *w, const dz_config *c, int batch, int seq) {
+    const int N = batch * seq;
+    w->N = N;
+    w->tokens = malloc(sizeof(int) * (size_t)N);
+    w->rows = malloc(sizeof(int) * (size_t)N);
+    w->targets = malloc(sizeof(int) * (size_t)N);
+    w->lp = malloc(sizeof(float) * (size_t)N);
+    if (!w->tokens || !w->rows || !w->targets || !w->lp) {
+        lm_work_free(w);
+        return dz_cli_failf("out of memory");
+    }
+    uint64_t state = 1234;
+    for (int i = 0; i < N; i++) w->tokens[i] = 3 + (int)dz_uniform_below(&state, (uint64_t)(c->vocab_size - 3));
+    for (int i = 0; i < N; i++) {
+        w->rows[i] = i;
+        w->targets[i] = i % seq + 1 < seq ? w->tokens[i + 1] : w->tokens[i - seq + 1];
+    }
+    return 0;
+}
+
+/* One plain forward with the head on every row. */
+static dz_status lm_forward(dz_forward *f, const dz_weight_source *w, lm_work *lw, int batch, int seq, dz_error *err) {
+    dz_status st = dz_forward_run(f, w, lw->tokens, NULL, batch, seq, 0, err);
+    return st == DZ_OK ? dz_forward_logprobs(f, w, lw->rows, lw->targets, lw->N, lw->lp, err) : st;
+}
+
 static int bench_forward(int argc, char **argv) {
     const char *model = NULL, *dtype = "f32";
     int batch = 16, seq = 128, threads = 0, json = 0;
@@ -61,26 +102,16 @@ static int bench_forward(int argc, char **argv) {
     dz_error err = {0};
     dz_forward *f = NULL;
     const int N = batch * seq;
-    int *tokens = malloc(sizeof(int) * (size_t)N), *rows = malloc(sizeof(int) * (size_t)N);
-    int *targets = malloc(sizeof(int) * (size_t)N);
-    float *lp = malloc(sizeof(float) * (size_t)N);
-    if (!tokens || !rows || !targets || !lp) rc = dz_cli_failf("out of memory");
+    lm_work lw = {0};
+    rc = lm_work_init(&lw, c, batch, seq);
     if (!rc && dz_forward_create(m, batch, seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     if (rc) goto done;
-    uint64_t state = 1234;
-    for (int i = 0; i < N; i++) tokens[i] = 3 + (int)dz_uniform_below(&state, (uint64_t)(c->vocab_size - 3));
-    for (int i = 0; i < N; i++) {
-        rows[i] = i;
-        targets[i] = i % seq + 1 < seq ? tokens[i + 1] : tokens[i - seq + 1];
-    }
     dz_weight_source w = dz_model_weights(m);
     int runs = 0;
     double t0 = 0.0, elapsed = 0.0;
     for (int warm = 1; rc == 0 && (runs < 2 || elapsed < seconds); warm = 0) {
         if (!warm && runs == 0) t0 = dz_now();
-        if (dz_forward_run(f, &w, tokens, NULL, batch, seq, 0, &err) != DZ_OK ||
-            dz_forward_logprobs(f, &w, rows, targets, N, lp, &err) != DZ_OK)
-            rc = dz_cli_fail(&err);
+        if (lm_forward(f, &w, &lw, batch, seq, &err) != DZ_OK) rc = dz_cli_fail(&err);
         if (!warm) elapsed = dz_now() - t0, runs++;
         else t0 = dz_now();
     }
@@ -119,10 +150,7 @@ static int bench_forward(int argc, char **argv) {
     }
 done:
     dz_forward_free(f);
-    free(tokens);
-    free(rows);
-    free(targets);
-    free(lp);
+    lm_work_free(&lw);
     dz_model_free(m);
     return rc;
 }
@@ -173,29 +201,18 @@ static int bench_step(int argc, char **argv) {
         return dz_cli_fail(&err);
     }
     const dz_config *c = dz_model_config(m);
-    const int N = batch * seq;
-    int *tokens = malloc(sizeof(int) * (size_t)N), *rows = malloc(sizeof(int) * (size_t)N);
-    int *targets = malloc(sizeof(int) * (size_t)N);
-    float *lp = malloc(sizeof(float) * (size_t)N);
-    uint64_t state = 1234;
-    for (int i = 0; tokens && i < N; i++) tokens[i] = 3 + (int)dz_uniform_below(&state, (uint64_t)(c->vocab_size - 3));
-    for (int i = 0; rows && targets && i < N; i++) {
-        rows[i] = i;
-        targets[i] = i % seq + 1 < seq ? tokens[i + 1] : tokens[i - seq + 1];
-    }
+    lm_work lw = {0};
+    rc = lm_work_init(&lw, c, batch, seq);
     /* phase 1: the forward alone, as eval runs it */
     dz_forward *f = NULL;
     dz_zo_engine *e = NULL;
     double fwd = 0.0, step = 0.0;
     size_t rss_eval = 0, rss_train = 0, eval_act = 0, train_act = 0;
-    if (!tokens || !rows || !targets || !lp) rc = dz_cli_failf("out of memory");
     if (!rc && dz_forward_create(m, batch, seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     for (int r = 0; !rc && r <= steps; r++) {
         double t0 = dz_now();
-        if (dz_forward_run(f, &w, tokens, NULL, batch, seq, 0, &err) != DZ_OK ||
-            dz_forward_logprobs(f, &w, rows, targets, N, lp, &err) != DZ_OK)
-            rc = dz_cli_fail(&err);
+        if (lm_forward(f, &w, &lw, batch, seq, &err) != DZ_OK) rc = dz_cli_fail(&err);
         if (r > 0) fwd += (dz_now() - t0) / steps;
     }
     rss_eval = dz_cli_peak_rss();
@@ -203,11 +220,11 @@ static int bench_step(int argc, char **argv) {
     dz_forward_free(f);
     f = NULL;
     /* phase 2: ZO steps */
-    lm_batch lb = {N};
+    lm_batch lb = {lw.N};
     const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse};
     if (!rc && dz_forward_create_streams(m, batch, seq, 0, 2, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = dz_cli_fail(&err);
-    const dz_zo_batch zb = {tokens, NULL, batch, seq, rows, targets, N, mean_nll, &lb};
+    const dz_zo_batch zb = {lw.tokens, NULL, batch, seq, lw.rows, lw.targets, lw.N, mean_nll, &lb};
     double g = 0.0;
     for (int r = 0; !rc && r <= steps; r++) {
         dz_zo_step_result res;
@@ -238,10 +255,7 @@ static int bench_step(int argc, char **argv) {
     }
     dz_zo_engine_free(e);
     dz_forward_free(f);
-    free(tokens);
-    free(rows);
-    free(targets);
-    free(lp);
+    lm_work_free(&lw);
     dz_model_free(m);
     return rc;
 }

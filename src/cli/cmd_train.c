@@ -151,9 +151,11 @@ int dz_cmd_train(int argc, char **argv) {
     if (pr.tty) fprintf(stderr, "\n");
     if (st != DZ_OK) return dz_cli_fail(&err);
     const double sign = res.lm ? -1.0 : 1.0;
-    printf("done: %d steps in %.1f s; test %s before %.4f, final %.4f, at best dev (step %d) %.4f; run in %s\n",
-           res.steps_done, res.seconds, res.lm ? "loss" : "accuracy", sign * res.zero_shot_test, sign * res.final_test,
-           res.best_step, sign * res.best_test, out);
+    const double v[3] = {sign * res.zero_shot_test, sign * res.final_test, sign * res.best_test};
+    char txt[3][32];
+    for (int i = 0; i < 3; i++) snprintf(txt[i], sizeof txt[i], isfinite(v[i]) ? "%.4f" : "n/a", v[i]);
+    printf("done: %d steps in %.1f s; test %s before %s, final %s, at best dev (step %d) %s; run in %s\n",
+           res.steps_done, res.seconds, res.lm ? "loss" : "accuracy", txt[0], txt[1], res.best_step, txt[2], out);
     return 0;
 }
 

@@ -52,11 +52,12 @@ static dz_status parse_line(const dz_line_reader *r, const char *line, const cha
     return st;
 }
 
-dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const char *label_key,
-                                dz_dataset *out, dz_error *err) {
+/* Reads path line by line (blank lines skipped), handing each to parse. */
+typedef dz_status (*line_parser)(const dz_line_reader *r, const char *line, const void *ctx, dz_dataset *out, int *cap,
+                                 dz_error *err);
+
+static dz_status load_lines(const char *path, line_parser parse, const void *ctx, dz_dataset *out, dz_error *err) {
     memset(out, 0, sizeof *out);
-    if (!text_key || !*text_key)
-        return dz_fail(err, DZ_ERR_INVALID, "%s: jsonl text key must be given", path);
     dz_line_reader r;
     dz_status st = dz_lines_open(&r, path, err);
     if (st != DZ_OK) return st;
@@ -68,12 +69,31 @@ dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const ch
         st = dz_lines_next(&r, &line, &n, err);
         if (st != DZ_OK || !line) break;
         if (dz_is_blank(line, n)) continue;
-        st = parse_line(&r, line, text_key, label_key, out, &cap, err);
+        st = parse(&r, line, ctx, out, &cap, err);
     }
     if (st == DZ_OK && out->count == 0) st = dz_fail(err, DZ_ERR_FORMAT, "%s: no examples", path);
     dz_lines_close(&r);
     if (st != DZ_OK) dz_dataset_free(out);
     return st;
+}
+
+typedef struct keys {
+    const char *text, *label;
+} keys;
+
+static dz_status parse_class_line(const dz_line_reader *r, const char *line, const void *ctx, dz_dataset *out, int *cap,
+                                  dz_error *err) {
+    const keys *k = ctx;
+    return parse_line(r, line, k->text, k->label, out, cap, err);
+}
+
+dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const char *label_key,
+                                dz_dataset *out, dz_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!text_key || !*text_key)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: jsonl text key must be given", path);
+    const keys k = {text_key, label_key};
+    return load_lines(path, parse_class_line, &k, out, err);
 }
 
 /* A non-blank string under key, or NULL with err set (missing is not an error if optional). */
@@ -95,7 +115,9 @@ static const char *str_key(const cJSON *obj, const char *key, const dz_line_read
     return v->valuestring;
 }
 
-static dz_status parse_lm_line(const dz_line_reader *r, const char *line, dz_dataset *out, int *cap, dz_error *err) {
+static dz_status parse_lm_line(const dz_line_reader *r, const char *line, const void *ctx, dz_dataset *out, int *cap,
+                               dz_error *err) {
+    (void)ctx;
     cJSON *obj = cJSON_ParseWithOpts(line, NULL, 1);
     if (!obj || !cJSON_IsObject(obj)) {
         cJSON_Delete(obj);
@@ -121,22 +143,5 @@ static dz_status parse_lm_line(const dz_line_reader *r, const char *line, dz_dat
 }
 
 dz_status dz_dataset_load_lm_jsonl(const char *path, dz_dataset *out, dz_error *err) {
-    memset(out, 0, sizeof *out);
-    dz_line_reader r;
-    dz_status st = dz_lines_open(&r, path, err);
-    if (st != DZ_OK) return st;
-    int cap = 0;
-    st = dz_dataset_init(out, path, err);
-    while (st == DZ_OK) {
-        char *line;
-        size_t n;
-        st = dz_lines_next(&r, &line, &n, err);
-        if (st != DZ_OK || !line) break;
-        if (dz_is_blank(line, n)) continue;
-        st = parse_lm_line(&r, line, out, &cap, err);
-    }
-    if (st == DZ_OK && out->count == 0) st = dz_fail(err, DZ_ERR_FORMAT, "%s: no examples", path);
-    dz_lines_close(&r);
-    if (st != DZ_OK) dz_dataset_free(out);
-    return st;
+    return load_lines(path, parse_lm_line, NULL, out, err);
 }
