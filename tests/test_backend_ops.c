@@ -105,43 +105,53 @@ static void rope_half_split(void **s) {
                 want[(r * heads + h) * hd + a] = v[a] * cos(ang) - v[b] * sin(ang);
                 want[(r * heads + h) * hd + b] = v[a] * sin(ang) + v[b] * cos(ang);
             }
-    be->rope(x, rows, per_seq, pos0, heads, hd, 10000.0f);
+    int pos[6];
+    for (int r = 0; r < rows; r++) pos[r] = pos0 + r % per_seq;
+    be->rope(x, rows, pos, heads, hd, 10000.0f);
     assert_true(max_rel_err(x, want, rows * heads * hd) < 1e-6);
     free(x), free(want);
 }
 
-/* Causal attention with GQA, padding and a cache prefix, against a direct softmax.
- * Query rows at padding positions come out as zeros. */
+/* Causal attention with GQA, padding and key prefixes, against a direct softmax:
+ * sequence 0 and 1 read their own earlier positions (a KV cache), sequence 2 continues
+ * sequence 0's slot (a shared prompt) from its own slot. Padding query rows give zeros. */
 static void attention_gqa_padding_prefix(void **s) {
     (void)s;
     const dz_backend *be = dz_backend_cpu();
-    const int B = 2, n_new = 3, pos0 = 2, T = 6, H = 4, KV = 2, hd = 5;
-    const int lengths[2] = {5, 3};
+    enum { B = 3, n_new = 3, T = 6, H = 4, KV = 2, hd = 5 };
+    const int start[B] = {2, 2, 2}, lengths[B] = {5, 3, 5};
     float *q = randn(B * n_new * H * hd, 8, 1), *k = randn(B * T * KV * hd, 9, 1), *v = randn(B * T * KV * hd, 10, 1);
     float *out = malloc(sizeof(float) * B * n_new * H * hd), *scratch = malloc(sizeof(float) * dz_attn_scratch_floats(hd, T) * 64);
     double *want = calloc(B * n_new * H * hd, sizeof(double));
+    const float *pk[B], *pv[B], *ok[B], *ov[B];
+    const int prefix_slot[B] = {0, 1, 0};
+    for (int b = 0; b < B; b++) {
+        ok[b] = k + b * T * KV * hd, ov[b] = v + b * T * KV * hd;
+        pk[b] = k + prefix_slot[b] * T * KV * hd, pv[b] = v + prefix_slot[b] * T * KV * hd;
+    }
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < n_new; i++) {
-                if (pos0 + i >= lengths[b]) continue; /* padding queries: zeros */
-                int nk = pos0 + i + 1;
+                if (start[b] + i >= lengths[b]) continue; /* padding queries: zeros */
+                int nk = start[b] + i + 1;
                 double sc[16], mx = -1e300, sum = 0;
                 for (int j = 0; j < nk; j++) {
+                    const float *kj = (j < start[b] ? pk[b] : ok[b]) + (j * KV + h / 2) * hd;
                     double d = 0;
-                    for (int t = 0; t < hd; t++)
-                        d += (double)q[((b * n_new + i) * H + h) * hd + t] * k[((b * T + j) * KV + h / 2) * hd + t];
+                    for (int t = 0; t < hd; t++) d += (double)q[((b * n_new + i) * H + h) * hd + t] * kj[t];
                     sc[j] = d / sqrt(hd);
                     mx = fmax(mx, sc[j]);
                 }
                 for (int j = 0; j < nk; j++) sum += sc[j] = exp(sc[j] - mx);
-                for (int j = 0; j < nk; j++)
-                    for (int t = 0; t < hd; t++)
-                        want[((b * n_new + i) * H + h) * hd + t] += sc[j] / sum * v[((b * T + j) * KV + h / 2) * hd + t];
+                for (int j = 0; j < nk; j++) {
+                    const float *vj = (j < start[b] ? pv[b] : ov[b]) + (j * KV + h / 2) * hd;
+                    for (int t = 0; t < hd; t++) want[((b * n_new + i) * H + h) * hd + t] += sc[j] / sum * vj[t];
+                }
             }
-    dz_attn_args a = {.batch = B, .n_new = n_new, .pos0 = pos0, .cache_len = T, .n_heads = H, .n_kv_heads = KV,
-                      .head_dim = hd, .lengths = lengths, .scale = 1.0f / sqrtf(hd), .scratch = scratch,
-                      .scratch_threads = 64};
-    be->attention(out, q, k, v, &a);
+    dz_attn_args a = {.batch = B, .n_new = n_new, .max_keys = T, .n_heads = H, .n_kv_heads = KV, .head_dim = hd,
+                      .start = start, .lengths = lengths, .prefix_k = pk, .prefix_v = pv, .own_k = ok, .own_v = ov,
+                      .scale = 1.0f / sqrtf(hd), .scratch = scratch, .scratch_threads = 64};
+    be->attention(out, q, &a);
     assert_true(max_rel_err(out, want, B * n_new * H * hd) < 1e-5);
     free(q), free(k), free(v), free(out), free(scratch), free(want);
 }

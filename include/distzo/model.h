@@ -175,6 +175,14 @@ dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *to
  * given as fp32 (NULL for roles the architecture lacks). */
 dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, const int *tokens, const int *lengths,
                            int B, int n_new, int pos0, dz_error *err);
+/* The general form: sequence b's rows sit at positions start[b] .. start[b]+n_new-1 and it
+ * has lengths[b] real positions in all (NULL: start + n_new). With parent_stream >= 0, the
+ * positions before start[b] are prompt parent[b] of that stream (whose length must be
+ * start[b]): its keys and values are read from there, so prompts shared by several
+ * continuations are computed once. The parent must run each layer before this stream. */
+dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w, const int *tokens,
+                                const int *lengths, int B, int n_new, const int *start, int parent_stream,
+                                const int *parent, dz_error *err);
 void dz_forward_layer(dz_forward *f, int s, int layer, const float *const *t);
 
 /* Logits of the given rows (indices into the B*n_new positions of the last run):

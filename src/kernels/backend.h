@@ -11,13 +11,21 @@
 
 #include "distzo/error.h"
 
+/* Causal attention over sequences whose keys live in "slots": rows indexed by absolute
+ * position, n_kv_heads*head_dim floats each. Sequence b's queries are its rows of q at
+ * positions start[b] .. lengths[b]-1 (rows beyond are padding); its keys at positions
+ * below start[b] come from prefix_k/v[b] (its own cache, or the slot of a prompt it
+ * continues), the rest from own_k/v[b]. Keys never cross into another sequence, so a
+ * sequence's result does not depend on the rest of the batch. */
 typedef struct dz_attn_args {
     int batch;          /* B sequences */
-    int n_new;          /* query tokens per sequence in this call */
-    int pos0;           /* position of the first query token (KV cache prefix length) */
-    int cache_len;      /* capacity (T) of each sequence's KV cache rows */
+    int n_new;          /* query rows per sequence in q/out */
+    int max_keys;       /* the longest key range (scratch sizing) */
     int n_heads, n_kv_heads, head_dim;
-    const int *lengths; /* per sequence: keys at positions >= lengths[b] are padding; NULL = none */
+    const int *start;   /* per sequence: position of its first query row */
+    const int *lengths; /* per sequence: one past its last real position */
+    const float *const *prefix_k, *const *prefix_v; /* per sequence: slots for positions < start */
+    const float *const *own_k, *const *own_v;       /* per sequence: slots for positions >= start */
     float scale;        /* usually 1/sqrt(head_dim) */
     float *scratch;     /* dz_attn_scratch_floats() for each of scratch_threads threads */
     int scratch_threads;
@@ -30,13 +38,11 @@ typedef struct dz_backend {
     void (*layernorm)(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
     void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int dim, float eps);
     /* Rotates x[rows, n_heads*head_dim] in place, pairs (i, i + head_dim/2) of each head
-     * (the HF layout); row r of sequence-major layout is at position pos0 + (r % n_per_seq). */
-    void (*rope)(float *x, int rows, int n_per_seq, int pos0, int n_heads, int head_dim, float theta);
-    /* out[B*n_new, n_heads*head_dim] = causal softmax(q k^T * scale) v. q is
-     * [B*n_new, n_heads*head_dim]; k/v caches are [B, cache_len, n_kv_heads*head_dim]
-     * and already hold positions [0, pos0 + n_new). */
-    void (*attention)(float *out, const float *q, const float *kcache, const float *vcache,
-                      const dz_attn_args *a);
+     * (the HF layout); row r is at position pos[r]. */
+    void (*rope)(float *x, int rows, const int *pos, int n_heads, int head_dim, float theta);
+    /* out[B*n_new, n_heads*head_dim] = causal softmax(q k^T * scale) v, q [B*n_new,
+     * n_heads*head_dim]; the key/value slots already hold every position queried. */
+    void (*attention)(float *out, const float *q, const dz_attn_args *a);
     void (*relu)(float *x, size_t n);
     /* gate[i] = silu(gate[i]) * up[i] */
     void (*swiglu)(float *gate, const float *up, size_t n);

@@ -51,12 +51,11 @@ static void cpu_rmsnorm(float *y, const float *x, const float *w, int rows, int 
     }
 }
 
-static void cpu_rope(float *x, int rows, int n_per_seq, int pos0, int n_heads, int head_dim,
-                     float theta) {
+static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int head_dim, float theta) {
     const int half = head_dim / 2;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        int pos = pos0 + r % n_per_seq;
+        const int pos = positions[r];
         for (int i = 0; i < half; i++) {
             /* Same frequency formula as HF and llama2.c: theta^(-2i/d), in double. */
             double freq = pow((double)theta, -2.0 * i / head_dim);
@@ -64,10 +63,10 @@ static void cpu_rope(float *x, int rows, int n_per_seq, int pos0, int n_heads, i
             float c = (float)cos(ang), s = (float)sin(ang);
             for (int h = 0; h < n_heads; h++) {
                 float *v = x + (size_t)r * n_heads * head_dim + (size_t)h * head_dim;
-                const int a = i, b = i + half;
-                float x0 = v[a], x1 = v[b];
-                v[a] = x0 * c - x1 * s;
-                v[b] = x0 * s + x1 * c;
+                const int ia = i, ib = i + half;
+                float x0 = v[ia], x1 = v[ib];
+                v[ia] = x0 * c - x1 * s;
+                v[ib] = x0 * s + x1 * c;
             }
         }
     }
@@ -93,30 +92,30 @@ static void softmax_prefix(float *s, int cols, int visible) {
 
 /* One (sequence, head) pair. Keys are first transposed into kt[hd][kpad] so that each
  * query's scores accumulate over d with 16 keys per vector op; values are summed with
- * the head dimension as the vector. Only the sequence's own real tokens take part, so the
- * arithmetic does not depend on the other sequences in the batch; query rows at
- * padding positions get zeros. Per element the summation order is fixed. */
+ * the head dimension as the vector. Query rows at padding positions get zeros. Per
+ * element the summation order is fixed. */
 DZ_SIMD_CLONES
-static void attend_head(float *out, const float *q, const float *kb, const float *vb, float *scratch, int b, int h,
-                        int len, const dz_attn_args *a) {
+static void attend_head(float *out, const float *q, float *scratch, int b, int h, const dz_attn_args *a) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
+    const int kvh = h / (a->n_heads / a->n_kv_heads), start = a->start[b], len = a->lengths[b];
     const float *qb = q + (size_t)b * a->n_new * qstride + (size_t)h * hd;
     float *ob = out + (size_t)b * a->n_new * qstride + (size_t)h * hd;
-    int nq = len - a->pos0 < a->n_new ? len - a->pos0 : a->n_new; /* real query rows */
+    int nq = len - start < a->n_new ? len - start : a->n_new; /* real query rows */
     if (nq < 0) nq = 0;
     for (int i = nq; i < a->n_new; i++) memset(ob + (size_t)i * qstride, 0, sizeof(float) * hd);
     if (nq == 0) return;
-    const int kmax = a->pos0 + nq, kpad = (kmax + 15) / 16 * 16;
+    const int kmax = start + nq, kpad = (kmax + 15) / 16 * 16;
+    const float *pk = a->prefix_k[b], *pv = a->prefix_v[b], *ok = a->own_k[b], *ov = a->own_v[b];
     float *kt = scratch, *sc = scratch + (size_t)hd * kpad;
     for (int d = 0; d < hd; d++) {
         float *row = kt + (size_t)d * kpad;
-        for (int j = 0; j < kmax; j++) row[j] = kb[(size_t)j * kvstride + d];
+        for (int j = 0; j < kmax; j++) row[j] = (j < start ? pk : ok)[(size_t)j * kvstride + (size_t)kvh * hd + d];
         for (int j = kmax; j < kpad; j++) row[j] = 0.0f;
     }
     for (int i = 0; i < nq; i++) {
         const float *qi = qb + (size_t)i * qstride;
         float *oi = ob + (size_t)i * qstride;
-        const int nk = a->pos0 + i + 1, nkpad = (nk + 15) / 16 * 16;
+        const int nk = start + i + 1, nkpad = (nk + 15) / 16 * 16;
         for (int j = 0; j < nkpad; j++) sc[j] = 0.0f;
         for (int d = 0; d < hd; d++) {
             const float qd = qi[d], *row = kt + (size_t)d * kpad;
@@ -126,26 +125,19 @@ static void attend_head(float *out, const float *q, const float *kb, const float
         softmax_prefix(sc, nk, nk);
         for (int d = 0; d < hd; d++) oi[d] = 0.0f;
         for (int j = 0; j < nk; j++) {
-            const float p = sc[j], *vj = vb + (size_t)j * kvstride;
+            const float p = sc[j], *vj = (j < start ? pv : ov) + (size_t)j * kvstride + (size_t)kvh * hd;
             for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
         }
     }
 }
 
-static void cpu_attention(float *out, const float *q, const float *kcache, const float *vcache,
-                          const dz_attn_args *a) {
-    const int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, kvstride = a->n_kv_heads * hd;
+static void cpu_attention(float *out, const float *q, const dz_attn_args *a) {
     const int tasks = a->batch * a->n_heads;
     const int nt = omp_get_max_threads() < a->scratch_threads ? omp_get_max_threads() : a->scratch_threads;
 #pragma omp parallel for schedule(static) num_threads(nt)
-    for (int t = 0; t < tasks; t++) {
-        const int b = t / a->n_heads, h = t % a->n_heads, kvh = h / group;
-        const int len = a->lengths ? a->lengths[b] : a->cache_len;
-        const float *kb = kcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
-        const float *vb = vcache + (size_t)b * a->cache_len * kvstride + (size_t)kvh * hd;
-        attend_head(out, q, kb, vb, a->scratch + (size_t)omp_get_thread_num() * dz_attn_scratch_floats(a->head_dim, a->cache_len),
-                    b, h, len, a);
-    }
+    for (int t = 0; t < tasks; t++)
+        attend_head(out, q, a->scratch + (size_t)omp_get_thread_num() * dz_attn_scratch_floats(a->head_dim, a->max_keys),
+                    t / a->n_heads, t % a->n_heads, a);
 }
 
 static void cpu_relu(float *x, size_t n) {

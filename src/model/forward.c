@@ -18,10 +18,15 @@
 enum { HEAD_VOCAB_CHUNK = 4096, HEAD_ROW_CHUNK = 512 };
 
 typedef struct stream {
-    int B, n_new, pos0; /* shape of the last embed */
-    int *lengths;
+    int B, n_new;       /* shape of the last embed */
+    int *lengths;       /* per sequence: one past its last real position */
+    int *start;         /* per sequence: position of its first row */
+    int *pos;           /* per row: its position */
+    int parent_stream;  /* the stream whose sequences this one continues, or -1 */
+    int *parent;        /* per sequence: its prompt in parent_stream */
     float *x;           /* [B * n_new, dim] residual stream */
-    float *kcache, *vcache; /* with a KV cache: [n_layers][max_batch, max_seq, kv_dim] */
+    float *kcache, *vcache; /* key/value slots [max_batch, max_seq, kv_dim]: one layer's, or
+                               with a KV cache every layer's ([n_layers][...]) */
     float *hsel;        /* [rows, embed_dim] hidden states entering the head */
     float *hmax, *hsum, *htgt;
 } stream;
@@ -32,7 +37,8 @@ struct dz_forward {
     int max_batch, max_seq, kv_cache, scratch_threads, n_streams;
     stream *st;
     float *xb, *q, *kn, *vn, *att, *f1, *f2, *emb;
-    float *kshared, *vshared; /* without a KV cache: one layer's keys/values, reused */
+    const float **pk, **pv, **ok, **ov; /* attention's per-sequence slots, [max_batch] each */
+    int *start_tmp;                     /* [max_batch] */
     float *attn_scratch;
     float *wscratch;    /* fp32 copies of one block's whole tensors (allocated on first use) */
     size_t wscratch_floats, rscratch_floats;
@@ -96,16 +102,19 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
     int ok = 1;
     for (int s = 0; s < n_streams; s++) {
         st[s].lengths = calloc((size_t)max_batch, sizeof *st[s].lengths);
-        if (!st[s].lengths) ok = 0;
+        st[s].start = calloc((size_t)max_batch, sizeof *st[s].start);
+        st[s].parent = calloc((size_t)max_batch, sizeof *st[s].parent);
+        st[s].pos = calloc(N, sizeof *st[s].pos);
+        st[s].parent_stream = -1;
+        if (!st[s].lengths || !st[s].start || !st[s].parent || !st[s].pos) ok = 0;
         st[s].x = take(f, N * c->dim, &ok);
         st[s].hsel = take(f, N * hdim, &ok);
         st[s].hmax = take(f, N, &ok);
         st[s].hsum = take(f, N, &ok);
         st[s].htgt = take(f, N, &ok);
-        if (kv_cache) {
-            st[s].kcache = take(f, (size_t)c->n_layers * N * kvd, &ok);
-            st[s].vcache = take(f, (size_t)c->n_layers * N * kvd, &ok);
-        }
+        const size_t layers = kv_cache ? (size_t)c->n_layers : 1;
+        st[s].kcache = take(f, layers * N * kvd, &ok);
+        st[s].vcache = take(f, layers * N * kvd, &ok);
     }
     f->xb = take(f, N * c->dim, &ok);
     f->q = take(f, N * qd, &ok);
@@ -115,10 +124,12 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
     f->f1 = take(f, N * c->hidden_dim, &ok);
     if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, &ok); /* the gated FFN's second half */
     f->emb = take(f, N * c->embed_dim, &ok);
-    if (!kv_cache) {
-        f->kshared = take(f, N * kvd, &ok);
-        f->vshared = take(f, N * kvd, &ok);
-    }
+    f->pk = calloc((size_t)max_batch, sizeof *f->pk);
+    f->pv = calloc((size_t)max_batch, sizeof *f->pv);
+    f->ok = calloc((size_t)max_batch, sizeof *f->ok);
+    f->ov = calloc((size_t)max_batch, sizeof *f->ov);
+    f->start_tmp = calloc((size_t)max_batch, sizeof *f->start_tmp);
+    if (!f->pk || !f->pv || !f->ok || !f->ov || !f->start_tmp) ok = 0;
     f->scratch_threads = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, max_seq), &ok);
     f->rscratch = take(f, rs, &ok);
@@ -144,11 +155,19 @@ void dz_forward_free(dz_forward *f) {
         float *sb[] = {t->x, t->hsel, t->hmax, t->hsum, t->htgt, t->kcache, t->vcache};
         for (size_t i = 0; i < sizeof sb / sizeof sb[0]; i++) dz_free(sb[i]);
         free(t->lengths);
+        free(t->start);
+        free(t->parent);
+        free(t->pos);
     }
     free(f->st);
-    float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->kshared, f->vshared,
+    float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb,
                      f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dz_free(bufs[i]);
+    free(f->pk);
+    free(f->pv);
+    free(f->ok);
+    free(f->ov);
+    free(f->start_tmp);
     free(f);
 }
 
@@ -214,8 +233,7 @@ static void embed(dz_forward *f, const dz_weight_source *w, int s, const int *to
     }
     if (pos_id < 0) return;
     for (int r = 0; r < N; r++) {
-        int pos = st->pos0 + r % st->n_new + c->pos_offset;
-        const float *pe = w->rows(w->self, s, pos_id, pos, 1, f->rscratch);
+        const float *pe = w->rows(w->self, s, pos_id, st->pos[r] + c->pos_offset, 1, f->rscratch);
         float *xr = st->x + (size_t)r * c->dim;
         for (int i = 0; i < c->dim; i++) xr[i] += pe[i];
     }
@@ -233,9 +251,9 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     stream *st = &f->st[s];
     const int N = st->B * st->n_new, d = c->dim;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
-    const size_t cache_stride = (size_t)f->max_batch * f->max_seq * kvd;
-    float *kc = f->kv_cache ? st->kcache + (size_t)l * cache_stride : f->kshared;
-    float *vc = f->kv_cache ? st->vcache + (size_t)l * cache_stride : f->vshared;
+    const size_t layer_stride = (size_t)f->max_batch * f->max_seq * kvd, slot = (size_t)f->max_seq * kvd;
+    const size_t lo = f->kv_cache ? (size_t)l * layer_stride : 0;
+    float *kc = st->kcache + lo, *vc = st->vcache + lo;
     float *x = st->x;
 
     /* attention */
@@ -248,21 +266,29 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     be->matmul(f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
     be->matmul(f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
     if (c->arch == DZ_ARCH_LLAMA) {
-        be->rope(f->q, N, st->n_new, st->pos0, c->n_heads, c->head_dim, c->rope_theta);
-        be->rope(f->kn, N, st->n_new, st->pos0, c->n_kv_heads, c->head_dim, c->rope_theta);
+        be->rope(f->q, N, st->pos, c->n_heads, c->head_dim, c->rope_theta);
+        be->rope(f->kn, N, st->pos, c->n_kv_heads, c->head_dim, c->rope_theta);
     }
-    for (int r = 0; r < N; r++) {
-        size_t at = ((size_t)(r / st->n_new) * f->max_seq + st->pos0 + r % st->n_new) * kvd;
+    for (int r = 0; r < N; r++) { /* keys and values into the slots, by position */
+        size_t at = (size_t)(r / st->n_new) * slot + (size_t)st->pos[r] * kvd;
         memcpy(kc + at, f->kn + (size_t)r * kvd, sizeof(float) * kvd);
         memcpy(vc + at, f->vn + (size_t)r * kvd, sizeof(float) * kvd);
     }
+    const stream *ps = st->parent_stream >= 0 ? &f->st[st->parent_stream] : NULL;
+    for (int b = 0; b < st->B; b++) {
+        f->ok[b] = kc + (size_t)b * slot;
+        f->ov[b] = vc + (size_t)b * slot;
+        f->pk[b] = ps ? ps->kcache + lo + (size_t)st->parent[b] * slot : f->ok[b];
+        f->pv[b] = ps ? ps->vcache + lo + (size_t)st->parent[b] * slot : f->ov[b];
+    }
     dz_attn_args a = {
-        .batch = st->B, .n_new = st->n_new, .pos0 = st->pos0, .cache_len = f->max_seq,
+        .batch = st->B, .n_new = st->n_new, .max_keys = f->max_seq,
         .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
-        .lengths = st->lengths, .scale = 1.0f / sqrtf((float)c->head_dim), .scratch = f->attn_scratch,
+        .start = st->start, .lengths = st->lengths, .prefix_k = f->pk, .prefix_v = f->pv, .own_k = f->ok,
+        .own_v = f->ov, .scale = 1.0f / sqrtf((float)c->head_dim), .scratch = f->attn_scratch,
         .scratch_threads = f->scratch_threads,
     };
-    be->attention(f->att, f->q, kc, vc, &a);
+    be->attention(f->att, f->q, &a);
     be->matmul(f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
     be->add(x, f->xb, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
@@ -287,16 +313,35 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
 }
 
-dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, const int *tokens, const int *lengths,
-                           int B, int n_new, int pos0, dz_error *err) {
+dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w, const int *tokens,
+                                const int *lengths, int B, int n_new, const int *start, int parent_stream,
+                                const int *parent, dz_error *err) {
     const dz_config *c = &f->m->cfg;
     if (s < 0 || s >= f->n_streams) return dz_fail(err, DZ_ERR_INVALID, "forward: no stream %d", s);
-    if (B < 1 || B > f->max_batch || n_new < 1 || pos0 < 0 || pos0 + n_new > f->max_seq)
-        return dz_fail(err, DZ_ERR_INVALID,
-                       "forward: batch %d x %d tokens at position %d does not fit the %d x %d buffers",
-                       B, n_new, pos0, f->max_batch, f->max_seq);
-    if (pos0 > 0 && !f->kv_cache)
-        return dz_fail(err, DZ_ERR_INVALID, "forward: continuing at position %d needs a KV cache", pos0);
+    if (B < 1 || B > f->max_batch || n_new < 1)
+        return dz_fail(err, DZ_ERR_INVALID, "forward: batch %d x %d tokens does not fit the %d x %d buffers", B, n_new,
+                       f->max_batch, f->max_seq);
+    const stream *ps = NULL;
+    if (parent_stream >= 0) {
+        if (parent_stream >= f->n_streams || parent_stream == s)
+            return dz_fail(err, DZ_ERR_INVALID, "forward: stream %d cannot continue stream %d", s, parent_stream);
+        ps = &f->st[parent_stream];
+    }
+    for (int b = 0; b < B; b++) {
+        const int st0 = start ? start[b] : 0, len = lengths ? lengths[b] : st0 + n_new;
+        if (st0 < 0 || st0 + n_new > f->max_seq || len > st0 + n_new)
+            return dz_fail(err, DZ_ERR_INVALID,
+                           "forward: sequence %d (positions %d..%d) does not fit the %d positions", b, st0,
+                           st0 + n_new - 1, f->max_seq);
+        if (ps) {
+            const int p = parent[b];
+            if (p < 0 || p >= ps->B || ps->start[p] != 0 || ps->lengths[p] != st0)
+                return dz_fail(err, DZ_ERR_INVALID,
+                               "forward: sequence %d continues prompt %d, which is not %d tokens long", b, p, st0);
+        } else if (st0 > 0 && !f->kv_cache) {
+            return dz_fail(err, DZ_ERR_INVALID, "forward: continuing at position %d needs a KV cache", st0);
+        }
+    }
     for (int i = 0; i < B * n_new; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return dz_fail(err, DZ_ERR_INVALID, "forward: token id %d at index %d is outside the vocabulary (%d)",
@@ -304,10 +349,22 @@ dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, cons
     stream *st = &f->st[s];
     st->B = B;
     st->n_new = n_new;
-    st->pos0 = pos0;
-    for (int b = 0; b < B; b++) st->lengths[b] = lengths ? lengths[b] : f->max_seq;
+    st->parent_stream = parent_stream;
+    for (int b = 0; b < B; b++) {
+        st->start[b] = start ? start[b] : 0;
+        st->lengths[b] = lengths ? lengths[b] : st->start[b] + n_new;
+        st->parent[b] = ps ? parent[b] : -1;
+        for (int t = 0; t < n_new; t++) st->pos[b * n_new + t] = st->start[b] + t;
+    }
     embed(f, w, s, tokens);
     return DZ_OK;
+}
+
+dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, const int *tokens, const int *lengths,
+                           int B, int n_new, int pos0, dz_error *err) {
+    if (B < 1 || B > f->max_batch) return dz_fail(err, DZ_ERR_INVALID, "forward: batch %d of at most %d", B, f->max_batch);
+    for (int b = 0; b < B; b++) f->start_tmp[b] = pos0;
+    return dz_forward_embed_tree(f, s, w, tokens, lengths, B, n_new, f->start_tmp, -1, NULL, err);
 }
 
 dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *tokens,

@@ -5,6 +5,7 @@
  * setup); the test set (GLUE dev for SST-2) is what accuracy is reported on. Step t uses
  * examples t*batch .. t*batch+batch-1 of an endless sequence of epochs, each a seeded
  * shuffle of the training examples, so the data of a step depends on nothing but t. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,9 @@ typedef struct trainer {
     int *batch_ex, *batch_labels;
     float *scores;
     double t0;
+    int ckpt_steps;                   /* resume: the steps in the weights loaded */
+    double best_dev, best_test;       /* the best-so-far carried over a resume */
+    int best_step;
 } trainer;
 
 /* ---- data ------------------------------------------------------------------------- */
@@ -148,10 +152,11 @@ static dz_status evaluate(trainer *tr, const dz_class_set *cs, double *score, dz
     return st;
 }
 
+/* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
+ * selection scores (accuracy, or minus the mean NLL for LM); %.17g round-trips doubles. */
 static void state_json(char *buf, size_t cap, int steps_done, double best_dev, int best_step, double best_test) {
-    snprintf(buf, cap,
-             "{\"steps_done\": %d, \"best_dev_accuracy\": %.6f, \"best_step\": %d, \"best_test_accuracy\": %.6f}\n",
-             steps_done, isfinite(best_dev) ? best_dev : -1.0, best_step, isfinite(best_test) ? best_test : -1.0);
+    snprintf(buf, cap, "{\"steps_done\": %d, \"best_dev\": %.17g, \"best_step\": %d, \"best_test\": %.17g}\n",
+             steps_done, isfinite(best_dev) ? best_dev : -1e300, best_step, isfinite(best_test) ? best_test : -1e300);
 }
 
 static dz_status checkpoint(trainer *tr, const char *name, int steps_done, double best_dev, int best_step,
@@ -162,6 +167,58 @@ static dz_status checkpoint(trainer *tr, const char *name, int steps_done, doubl
     char js[256];
     state_json(js, sizeof js, steps_done, best_dev, best_step, best_test);
     return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, err);
+}
+
+/* The selection score an evaluation row of metrics.jsonl carries (NaN if none). */
+static double row_score(const trainer *tr, const dz_metrics_row *r) {
+    if (!r->has_eval) return NAN;
+    return tr->lm ? -r->dev_loss : r->dev_accuracy;
+}
+
+/* Resume: the best-so-far as the uninterrupted run had it at the last logged step: the
+ * checkpoint's trainer_state.json (or the base model's score, before any replay), then
+ * evaluations logged after the checkpoint. Steps logged without their metrics row (killed
+ * while evaluating or writing best/) are dropped from the log, to be recomputed. */
+static dz_status restore_best(trainer *tr, dz_error *err) {
+    tr->best_dev = -INFINITY, tr->best_test = NAN, tr->best_step = 0;
+    dz_status st = DZ_OK;
+    if (tr->ckpt_steps > 0) {
+        char sp[4400], *text = NULL;
+        snprintf(sp, sizeof sp, "%s/checkpoint-%d/trainer_state.json", tr->run_dir, tr->ckpt_steps);
+        if ((st = dz_read_file(sp, &text, NULL, err)) != DZ_OK) return st;
+        cJSON *o = cJSON_Parse(text);
+        free(text);
+        const cJSON *bd = cJSON_GetObjectItemCaseSensitive(o, "best_dev"), *bt = cJSON_GetObjectItemCaseSensitive(o, "best_test");
+        const cJSON *bs = cJSON_GetObjectItemCaseSensitive(o, "best_step");
+        if (!cJSON_IsNumber(bd) || !cJSON_IsNumber(bs)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: best_dev/best_step missing", sp);
+        else {
+            tr->best_dev = bd->valuedouble, tr->best_step = bs->valueint;
+            tr->best_test = cJSON_IsNumber(bt) ? bt->valuedouble : NAN;
+        }
+        cJSON_Delete(o);
+    } else {
+        st = evaluate(tr, &tr->dev, &tr->best_dev, err);
+        if (st == DZ_OK) st = evaluate(tr, &tr->testset, &tr->best_test, err);
+        if (!isfinite(tr->best_dev)) tr->best_dev = -INFINITY;
+    }
+    char mp[4400];
+    snprintf(mp, sizeof mp, "%s/metrics.jsonl", tr->run_dir);
+    dz_metrics_row *rows = NULL;
+    size_t n = 0;
+    int64_t last = -1;
+    if (st == DZ_OK && dz_file_exists(mp)) st = dz_metrics_read(mp, &rows, &n, err);
+    for (size_t i = 0; st == DZ_OK && i < n; i++) {
+        last = rows[i].step > last ? rows[i].step : last;
+        const double score = row_score(tr, &rows[i]);
+        if (rows[i].step + 1 > tr->ckpt_steps && score > tr->best_dev) {
+            tr->best_dev = score, tr->best_step = (int)rows[i].step + 1;
+            tr->best_test = tr->lm ? -rows[i].test_loss : rows[i].test_accuracy;
+        }
+    }
+    free(rows);
+    const int64_t keep = last > (int64_t)tr->ckpt_steps - 1 ? last : (int64_t)tr->ckpt_steps - 1;
+    if (st == DZ_OK && (int64_t)dz_seedlog_next_step(tr->log) - 1 > keep) st = dz_seedlog_truncate_after(tr->log, keep, err);
+    return st;
 }
 
 static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) {
@@ -230,6 +287,10 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
         *start_step = 0;
     } else {
         st = dz_seedlog_open(path, &h, c->log_sync_every, &tr->log, err);
+        if (st == DZ_ERR_NOT_FOUND || (st == DZ_ERR_IO && !dz_file_exists(path) && ckpt_steps == 0))
+            st = dz_seedlog_create(path, &h, c->log_sync_every, &tr->log, err); /* killed before the log existed */
+        tr->ckpt_steps = ckpt_steps;
+        if (st == DZ_OK) st = restore_best(tr, err);
         size_t first = 0, count = 0;
         if (st == DZ_OK) st = dz_seedlog_replay_range(tr->log, (int64_t)ckpt_steps - 1, &first, &count, err);
         for (size_t i = first; st == DZ_OK && i < first + count; i++) {
@@ -265,17 +326,22 @@ static void teardown(trainer *tr) {
     free(tr->scores);
 }
 
-static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user, dz_train_result *res,
+static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb, void *user, dz_train_result *res,
                      dz_error *err) {
     const dz_train_config *c = &tr->cfg;
     double best_dev = -INFINITY, best_test = NAN;
     int best_step = 0, bad = 0;
-    dz_status st = evaluate(tr, &tr->dev, &res->zero_shot_dev, err);
-    if (st == DZ_OK) st = evaluate(tr, &tr->testset, &res->zero_shot_test, err);
-    if (st != DZ_OK) return st;
-    if (start == 0) {
-        best_dev = res->zero_shot_dev, best_test = res->zero_shot_test;
+    dz_status st = DZ_OK;
+    res->zero_shot_dev = res->zero_shot_test = NAN;
+    if (start == 0 && !resume) {
+        st = evaluate(tr, &tr->dev, &res->zero_shot_dev, err);
+        if (st == DZ_OK) st = evaluate(tr, &tr->testset, &res->zero_shot_test, err);
+        if (st != DZ_OK) return st;
+        best_dev = isfinite(res->zero_shot_dev) ? res->zero_shot_dev : -INFINITY, best_test = res->zero_shot_test;
+    } else { /* resume: as the uninterrupted run had it */
+        best_dev = tr->best_dev, best_test = tr->best_test, best_step = tr->best_step;
     }
+    res->steps_done = start;
     for (int step = start; step < c->steps && st == DZ_OK; step++) {
         batch_examples(tr, step);
         st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, c->batch, err);
@@ -337,6 +403,8 @@ static dz_status run(trainer *tr, int start, dz_train_progress_cb cb, void *user
         res->steps_done = done;
     }
     dz_zo_flush(tr->e);
+    if (st == DZ_OK && start >= c->steps && tr->ckpt_steps < c->steps && c->checkpoint_every > 0)
+        st = checkpoint(tr, "checkpoint", c->steps, best_dev, best_step, best_test, err); /* killed before the last one */
     if (st == DZ_OK && res->steps_done > 0 && c->eval_every <= 0) { /* no periodic evaluation: one at the end */
         st = evaluate(tr, &tr->dev, &res->final_dev, err);
         if (st == DZ_OK) st = evaluate(tr, &tr->testset, &res->final_test, err);
@@ -375,7 +443,7 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
         dz_train_progress p = {.step = start, .steps = tr.cfg.steps, .replayed = start};
         cb(&p, user);
     }
-    if (st == DZ_OK) st = run(&tr, start, cb, user, res, err);
+    if (st == DZ_OK) st = run(&tr, start, resume, cb, user, res, err);
     res->seconds = dz_now() - tr.t0;
     teardown(&tr);
     free(strings);
