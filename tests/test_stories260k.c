@@ -188,6 +188,22 @@ static void sst2_zero_shot_matches_reference(void **state) {
         assert_int_equal(same, ds.count);
         assert_true(fabs(acc - ref_acc) < 1e-12);
         assert_true(max_err <= 1e-4);
+        /* the same with each prompt computed once and the candidates continuing it (two
+         * streams): scores equal the per-candidate computation within 1e-5 */
+        dz_forward *f2;
+        assert_int_equal(dz_forward_create_streams(fx->m, 32, cs.max_len, 0, 2, &f2, &err), DZ_OK);
+        float *scores2 = malloc(sizeof(float) * (size_t)ds.count * 2);
+        int *preds2 = malloc(sizeof(int) * (size_t)ds.count);
+        double acc2, max_diff = 0.0;
+        assert_int_equal(dz_class_evaluate(f2, &w, &cs, 32, preds2, scores2, &acc2, &err), DZ_OK);
+        for (int i = 0; i < ds.count * 2; i++) max_diff = fmax(max_diff, fabs(scores2[i] - scores[i]));
+        printf("  %-15s shared prompts: accuracy %.4f, max |score - per-candidate score| %.2e\n", words[set], acc2,
+               max_diff);
+        assert_true(max_diff <= 1e-5);
+        assert_memory_equal(preds2, preds, sizeof(int) * (size_t)ds.count);
+        free(scores2);
+        free(preds2);
+        dz_forward_free(f2);
         free(preds);
         free(scores);
         dz_forward_free(fw);

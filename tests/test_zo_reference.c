@@ -204,9 +204,9 @@ typedef struct loss_ctx {
     float scores[64];
 } loss_ctx;
 
-static double loss_cb(const float *logprobs, void *user) {
+static double loss_cb(const float *logprobs, const float *p_logprobs, void *user) {
     loss_ctx *lc = user;
-    dz_class_batch_scores(lc->bb, logprobs, lc->scores);
+    dz_class_batch_scores(lc->bb, logprobs, p_logprobs, lc->scores);
     return dz_class_loss(lc->scores, lc->labels, lc->n, lc->K);
 }
 
@@ -248,10 +248,11 @@ static void engine_init(const dz_train_config *c, engine_fixture *x) {
     dz_dataset_free(&drawn);
     dz_dataset_free(&pool);
     const int K = x->train.n_labels;
-    if (st == DZ_OK) st = dz_forward_create_streams(x->m, c->batch * K, x->train.max_len, 0, 2, &x->f, &err);
+    /* 4 streams: the engine runs each example's prompt once for its candidates (tree batches) */
+    if (st == DZ_OK) st = dz_forward_create_streams(x->m, c->batch * K, x->train.max_len, 0, 4, &x->f, &err);
     const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, 1};
     if (st == DZ_OK) st = dz_zo_engine_create(x->m, x->f, &zp, &x->e, &err);
-    if (st == DZ_OK) st = dz_class_batch_init(&x->bb, c->batch * K, x->train.max_len, &err);
+    if (st == DZ_OK) st = dz_class_batch_init(&x->bb, c->batch * K, x->train.max_len, 1, &err);
     if (st != DZ_OK) fail_msg("%s", err.msg);
 }
 
@@ -278,8 +279,10 @@ static void engine_one(const cJSON *run) {
             assert_int_equal(labels[b], cJSON_GetArrayItem(item(rs, "labels"), b)->valueint);
         }
         if (dz_class_batch_fill(&x.bb, &x.train, ex, c.batch, &err) != DZ_OK) fail_msg("%s", err.msg);
-        const dz_zo_batch zb = {x.bb.tokens, x.bb.lengths, x.bb.n_seqs, x.bb.T, x.bb.rows, x.bb.targets,
-                                x.bb.n_rows, loss_cb, &lc};
+        const dz_class_batch *bb = &x.bb;
+        const dz_zo_batch zb = {bb->tokens, bb->lengths, bb->n_seqs, bb->T, bb->rows, bb->targets, bb->n_rows, loss_cb, &lc,
+                                bb->p_tokens, bb->p_lengths, bb->tree ? bb->n_prompts : 0, bb->PT, bb->p_rows,
+                                bb->p_targets, bb->n_p_rows, bb->start, bb->parent};
         dz_zo_step_result r;
         if (dz_zo_step(x.e, (uint32_t)s, c.lr, &zb, &r, &err) != DZ_OK) fail_msg("%s", err.msg);
         assert_true(r.finite);

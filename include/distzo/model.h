@@ -194,10 +194,15 @@ dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int 
 dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,
                               const int *targets, int nrows, float *logprobs, dz_error *err);
 
-/* log-probs for streams 0..n_streams-1 (same rows and targets; logprobs[s][i]); every
- * vocabulary chunk of the head is fetched once per stream, streams interleaved. */
-dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *rows,
-                                      const int *targets, int nrows, float *const *logprobs, dz_error *err);
+/* log-probs for the listed streams (same rows and targets; logprobs[k][i] for streams[k]);
+ * the head's vocabulary chunks are visited once, each for every listed stream in order. */
+dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams,
+                                      const int *rows, const int *targets, int nrows, float *const *logprobs,
+                                      dz_error *err);
+/* Runs every layer on the listed (already embedded) streams, layer by layer, streams in
+ * the order given (a stream continuing a prompt must come after the prompt's stream). */
+dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, dz_error *err);
+int dz_forward_n_streams(const dz_forward *f);
 
 /* FLOPs of one forward over B x T tokens (GEMMs and attention), with head rows computed. */
 double dz_forward_flops(const dz_config *cfg, int B, int T, int head_rows);

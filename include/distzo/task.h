@@ -36,20 +36,36 @@ void dz_class_set_free(dz_class_set *cs);
 
 /* One batch of candidate sequences laid out for the forward pass: tokens [n_seqs, T]
  * right-padded, and the rows/targets whose log-probs score the candidates. Buffers are
- * allocated once by init (no allocation per batch). */
+ * allocated once by init (no allocation per batch).
+ *
+ * Shared prompts (tree layout, when init asked for it): each example's prompt (the
+ * common prefix of its candidates) is a sequence of its own, computed once, and
+ * each candidate continues it: tokens then hold only the continuations ([n_seqs, T],
+ * starting at position start[i] of prompt parent[i]). A candidate's first token is then
+ * scored by its prompt's last row (p_rows), the rest by its own rows. */
 typedef struct dz_class_batch {
-    int max_seqs, max_len;
+    int max_seqs, max_len, share_prompts;
     int n_seqs, T, n_rows;
     int *tokens, *lengths, *rows, *targets;
     int *seq_first_row; /* rows of sequence i: [seq_first_row[i], seq_first_row[i+1]) */
+    int tree;           /* this batch uses the tree layout */
+    int n_prompts, PT, n_p_rows;
+    int *p_tokens, *p_lengths, *p_rows, *p_targets;
+    int *start, *parent;
+    int *p_row_of;      /* per continuation: its entry in p_rows, or -1 */
 } dz_class_batch;
 
-dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, dz_error *err);
+dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, int share_prompts, dz_error *err);
 void dz_class_batch_free(dz_class_batch *bb);
 /* The candidate sequences of examples[0..n) (n * n_labels sequences, example-major). */
 dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const int *examples, int n, dz_error *err);
-/* scores[i] = mean log-prob of sequence i's candidate tokens, from logprobs[n_rows]. */
-void dz_class_batch_scores(const dz_class_batch *bb, const float *logprobs, float *scores);
+/* scores[i] = mean log-prob of sequence i's candidate tokens, from logprobs[n_rows] (and,
+ * in the tree layout, p_logprobs[n_p_rows] of the prompts' rows; else NULL). */
+void dz_class_batch_scores(const dz_class_batch *bb, const float *logprobs, const float *p_logprobs, float *scores);
+/* Runs the forward for the batch on stream 0 (and, in the tree layout, the continuations
+ * on stream 1) and fills logprobs / p_logprobs. */
+dz_status dz_class_batch_forward(dz_forward *f, const dz_weight_source *w, const dz_class_batch *bb, float *logprobs,
+                                 float *p_logprobs, dz_error *err);
 /* MeZO's loss: mean over examples of the cross-entropy of softmax(candidate scores)
  * against the label; scores [n, K], summed in example order in double. */
 double dz_class_loss(const float *scores, const int *labels, int n, int K);

@@ -25,16 +25,25 @@ typedef struct dz_zo_params {
     int fuse;        /* 1: defer each update into the next step's pass; 0: apply it at once */
 } dz_zo_params;
 
-/* The loss of one forward from the log-probs the caller asked for (rows/targets). */
-typedef double (*dz_zo_loss_fn)(const float *logprobs, void *user);
+/* The loss of one forward from the log-probs the caller asked for: logprobs[n_rows] of
+ * rows/targets, and p_logprobs[n_p_rows] of the prompts' rows (tree batches; else NULL). */
+typedef double (*dz_zo_loss_fn)(const float *logprobs, const float *p_logprobs, void *user);
 
 typedef struct dz_zo_batch {
-    const int *tokens, *lengths; /* [B, T] right-padded, and lengths */
+    const int *tokens, *lengths; /* [B, T] right-padded, and lengths (positions from 0) */
     int B, T;
     const int *rows, *targets;   /* log p(targets[i] | row rows[i]) feed the loss */
     int n_rows;
     dz_zo_loss_fn loss;
     void *user;
+    /* Tree batches (n_prompts > 0): the sequences above continue prompts [n_prompts, PT]
+     * (sequence i from position start[i] of prompt parent[i]); each prompt is computed once
+     * per perturbation. The forward then needs 4 streams. */
+    const int *p_tokens, *p_lengths;
+    int n_prompts, PT;
+    const int *p_rows, *p_targets;
+    int n_p_rows;
+    const int *start, *parent;
 } dz_zo_batch;
 
 typedef struct dz_zo_step_result {
@@ -46,7 +55,7 @@ typedef struct dz_zo_step_result {
 typedef struct dz_zo_engine dz_zo_engine;
 
 /* m must own its weights (dz_model_make_owned) in F32 or BF16: they are the master
- * weights, updated in place. f must have 2 streams. */
+ * weights, updated in place. f must have 2 streams (4 for tree batches). */
 dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p, dz_zo_engine **out, dz_error *err);
 void dz_zo_engine_free(dz_zo_engine *e);
 

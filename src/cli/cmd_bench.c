@@ -160,7 +160,8 @@ typedef struct lm_batch {
     int n;
 } lm_batch;
 
-static double mean_nll(const float *logprobs, void *user) {
+static double mean_nll(const float *logprobs, const float *p_logprobs, void *user) {
+    (void)p_logprobs;
     const lm_batch *b = user;
     double s = 0.0;
     for (int i = 0; i < b->n; i++) s -= logprobs[i];
@@ -224,7 +225,8 @@ static int bench_step(int argc, char **argv) {
     const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse};
     if (!rc && dz_forward_create_streams(m, batch, seq, 0, 2, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = dz_cli_fail(&err);
-    const dz_zo_batch zb = {lw.tokens, NULL, batch, seq, lw.rows, lw.targets, lw.N, mean_nll, &lb};
+    const dz_zo_batch zb = {.tokens = lw.tokens, .B = batch, .T = seq, .rows = lw.rows, .targets = lw.targets,
+                            .n_rows = lw.N, .loss = mean_nll, .user = &lb};
     double g = 0.0;
     for (int r = 0; !rc && r <= steps; r++) {
         dz_zo_step_result res;

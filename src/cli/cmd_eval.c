@@ -11,7 +11,7 @@
 
 typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
-    int limit, batch, threads, json;
+    int limit, batch, threads, json, share_prompts;
 } eval_opts;
 
 static int load_dataset(const eval_opts *o, dz_dataset *ds) {
@@ -59,7 +59,9 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     double acc = 0.0;
     int rc = 0;
     if (!preds || !scores) rc = dz_cli_failf("out of memory");
-    if (!rc && dz_forward_create(m, per * cs.n_labels, cs.max_len, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    /* two streams: each example's prompt runs once, its candidates continue it */
+    if (!rc && dz_forward_create_streams(m, per * cs.n_labels, cs.max_len, 0, o->share_prompts ? 2 : 1, &f, &err) != DZ_OK)
+        rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     if (!rc && dz_class_evaluate(f, &w, &cs, per * cs.n_labels, preds, scores, &acc, &err) != DZ_OK)
         rc = dz_cli_fail(&err);
@@ -131,7 +133,8 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
 }
 
 int dz_cmd_eval(int argc, char **argv) {
-    eval_opts o = {.task = "sst2", .dtype = "f32", .batch = 16};
+    eval_opts o = {.task = "sst2", .dtype = "f32", .batch = 16, .share_prompts = 1};
+    int no_share = 0;
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
@@ -147,6 +150,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"threads", DZ_OPT_INT, &o.threads, "threads (default: all cores)"},
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and scores (tsv)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
+        {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
         {0},
     };
     const dz_cmd_spec spec = {"eval", "[MODEL] [--task sst2|classify|lm] [--data FILE] [options]",
@@ -159,6 +163,7 @@ int dz_cmd_eval(int argc, char **argv) {
     if (rc) return rc < 0 ? 2 : 0;
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
+    o.share_prompts = !no_share;
     if (!o.text_key) o.text_key = "text";
     if (!o.label_key) o.label_key = "label";
     if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm"))

@@ -67,7 +67,7 @@ int dz_cmd_train(int argc, char **argv) {
     c.checkpoint_every = 500;
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
     const char *schedule = "constant", *test = NULL, *task_file = NULL;
-    int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0;
+    int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0, no_share = 0;
     float wd = 0.0f;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
@@ -100,6 +100,7 @@ int dz_cmd_train(int argc, char **argv) {
         {"max-bad-steps", DZ_OPT_INT, &c.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply each update at once instead of fusing it into the next step"},
+        {"no-share-prompt", DZ_OPT_FLAG, &no_share, "run every candidate as a full sequence (MeZO's way)"},
         {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
         {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped)"},
         {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
@@ -119,6 +120,7 @@ int dz_cmd_train(int argc, char **argv) {
     c.seed = (uint64_t)seed;
     c.data_seed = (uint64_t)data_seed;
     c.fuse = !no_fuse;
+    c.share_prompts = !no_share;
     c.out_dir = out;
     if (dz_dtype_parse(master, &c.master_dtype) != 0 || c.master_dtype == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);

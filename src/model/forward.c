@@ -369,13 +369,9 @@ dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, cons
 
 dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *tokens,
                          const int *lengths, int B, int n_new, int pos0, dz_error *err) {
+    static const int s0 = 0;
     dz_status st = dz_forward_embed(f, 0, w, tokens, lengths, B, n_new, pos0, err);
-    const float *t[DZ_ROLE_MAX];
-    for (int l = 0; st == DZ_OK && l < f->m->cfg.n_layers; l++) {
-        st = fetch_block(f, w, 0, l, DZ_L_COUNT, t, err);
-        if (st == DZ_OK) dz_forward_layer(f, 0, l, t);
-    }
-    return st;
+    return st == DZ_OK ? dz_forward_layers(f, w, 1, &s0, err) : st;
 }
 
 /* Stream s's selected rows' final hidden states into its hsel: final norm, project_out. */
@@ -401,18 +397,22 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
 /* Streams the head over vocabulary chunks, each chunk visited once for all n_streams
  * streams (in stream order): logits out (stream 0 only, if non-NULL) and/or the online
  * log-sum-exp with each row's target logit (if targets non-NULL). */
-static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, const int *rows, int nrows,
-                      const int *targets, float *logits, float *const *logprobs, dz_error *err) {
+static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, const int *rows,
+                      int nrows, const int *targets, float *logits, float *const *logprobs, dz_error *err) {
     const dz_model *m = f->m;
     const dz_config *c = &m->cfg;
     if (n_streams < 1 || n_streams > f->n_streams)
         return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_streams, f->n_streams);
+    for (int i = 0; i < n_streams; i++)
+        if (streams[i] < 0 || streams[i] >= f->n_streams)
+            return dz_fail(err, DZ_ERR_INVALID, "head: no stream %d", streams[i]);
     if (targets)
         for (int i = 0; i < nrows; i++)
             if (targets[i] < 0 || targets[i] >= c->vocab_size)
                 return dz_fail(err, DZ_ERR_INVALID, "head: target id %d is outside the vocabulary (%d)",
                                targets[i], c->vocab_size);
-    for (int s = 0; s < n_streams; s++) {
+    for (int k = 0; k < n_streams; k++) {
+        const int s = streams[k];
         dz_status st = head_inputs(f, w, s, rows, nrows, err);
         if (st != DZ_OK) return st;
         for (int i = 0; i < nrows; i++) {
@@ -423,13 +423,14 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, c
     const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
         const int nv = c->vocab_size - v0 < HEAD_VOCAB_CHUNK ? c->vocab_size - v0 : HEAD_VOCAB_CHUNK;
-        for (int s = 0; s < n_streams; s++) {
+        for (int k = 0; k < n_streams; k++) {
+            const int s = streams[k];
             stream *st = &f->st[s];
             const float *wchunk = w->rows(w->self, s, head_id, v0, nv, f->rscratch);
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
                 const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
                 f->be->matmul(f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv, c->embed_dim);
-                if (logits && s == 0)
+                if (logits && k == 0)
                     for (int r = 0; r < nr; r++)
                         memcpy(logits + (size_t)(r0 + r) * c->vocab_size + v0, f->hlogits + (size_t)r * nv,
                                sizeof(float) * nv);
@@ -443,26 +444,43 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, c
         }
     }
     if (targets)
-        for (int s = 0; s < n_streams; s++)
-            for (int i = 0; i < nrows; i++)
-                logprobs[s][i] = f->st[s].htgt[i] - f->st[s].hmax[i] - logf(f->st[s].hsum[i]);
+        for (int k = 0; k < n_streams; k++) {
+            const stream *st = &f->st[streams[k]];
+            for (int i = 0; i < nrows; i++) logprobs[k][i] = st->htgt[i] - st->hmax[i] - logf(st->hsum[i]);
+        }
     return DZ_OK;
 }
 
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
                             float *logits, dz_error *err) {
-    return head(f, w, 1, rows, nrows, NULL, logits, NULL, err);
+    static const int s0 = 0;
+    return head(f, w, 1, &s0, rows, nrows, NULL, logits, NULL, err);
 }
 
 dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,
                               const int *targets, int nrows, float *logprobs, dz_error *err) {
-    return head(f, w, 1, rows, nrows, targets, NULL, &logprobs, err);
+    static const int s0 = 0;
+    return head(f, w, 1, &s0, rows, nrows, targets, NULL, &logprobs, err);
 }
 
-dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *rows,
-                                      const int *targets, int nrows, float *const *logprobs, dz_error *err) {
-    return head(f, w, n_streams, rows, nrows, targets, NULL, logprobs, err);
+dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams,
+                                      const int *rows, const int *targets, int nrows, float *const *logprobs,
+                                      dz_error *err) {
+    return head(f, w, n_streams, streams, rows, nrows, targets, NULL, logprobs, err);
 }
+
+dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, dz_error *err) {
+    const float *t[DZ_ROLE_MAX];
+    dz_status st = DZ_OK;
+    for (int l = 0; st == DZ_OK && l < f->m->cfg.n_layers; l++)
+        for (int k = 0; st == DZ_OK && k < n_streams; k++) {
+            st = fetch_block(f, w, streams[k], l, DZ_L_COUNT, t, err);
+            if (st == DZ_OK) dz_forward_layer(f, streams[k], l, t);
+        }
+    return st;
+}
+
+int dz_forward_n_streams(const dz_forward *f) { return f->n_streams; }
 
 double dz_forward_flops(const dz_config *c, int B, int T, int head_rows) {
     const double N = (double)B * T, d = c->dim, f = c->hidden_dim, e = c->embed_dim;

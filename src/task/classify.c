@@ -99,28 +99,67 @@ void dz_class_set_free(dz_class_set *cs) {
     memset(cs, 0, sizeof *cs);
 }
 
-dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, dz_error *err) {
+dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, int share_prompts, dz_error *err) {
     memset(bb, 0, sizeof *bb);
     const size_t cap = (size_t)max_seqs * max_len;
     bb->max_seqs = max_seqs;
     bb->max_len = max_len;
-    bb->tokens = malloc(sizeof(int) * cap);
-    bb->lengths = malloc(sizeof(int) * (size_t)max_seqs);
-    bb->rows = malloc(sizeof(int) * cap);
-    bb->targets = malloc(sizeof(int) * cap);
-    bb->seq_first_row = malloc(sizeof(int) * (size_t)(max_seqs + 1));
-    if (bb->tokens && bb->lengths && bb->rows && bb->targets && bb->seq_first_row) return DZ_OK;
+    bb->share_prompts = share_prompts;
+    int **ints[] = {&bb->tokens, &bb->rows, &bb->targets, &bb->p_tokens, &bb->p_rows, &bb->p_targets};
+    int **small[] = {&bb->lengths, &bb->seq_first_row, &bb->p_lengths, &bb->start, &bb->parent, &bb->p_row_of};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) ok &= (*ints[i] = malloc(sizeof(int) * cap)) != NULL;
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+        ok &= (*small[i] = malloc(sizeof(int) * (size_t)(max_seqs + 1))) != NULL;
+    if (ok) return DZ_OK;
     dz_class_batch_free(bb);
     return dz_fail(err, DZ_ERR_NOMEM, "out of memory for a batch of %d x %d", max_seqs, max_len);
 }
 
 void dz_class_batch_free(dz_class_batch *bb) {
-    free(bb->tokens);
-    free(bb->lengths);
-    free(bb->rows);
-    free(bb->targets);
-    free(bb->seq_first_row);
+    int *all[] = {bb->tokens, bb->lengths, bb->rows, bb->targets, bb->seq_first_row, bb->p_tokens, bb->p_lengths,
+                  bb->p_rows, bb->p_targets, bb->start, bb->parent, bb->p_row_of};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memset(bb, 0, sizeof *bb);
+}
+
+static const dz_cand_seq *cand(const dz_class_set *cs, const int *examples, int i) {
+    return &cs->seqs[(size_t)examples[i / cs->n_labels] * cs->n_labels + i % cs->n_labels];
+}
+
+/* The shared prompt length of example e: the candidates' common prefix, ending before
+ * any candidate's scored tokens; 0 if there is none to share. */
+static int prompt_len(const dz_class_set *cs, int e) {
+    const dz_cand_seq *k0 = &cs->seqs[(size_t)e * cs->n_labels];
+    int p = k0->len - k0->cand_len;
+    for (int k = 1; k < cs->n_labels; k++) {
+        const dz_cand_seq *q = &cs->seqs[(size_t)e * cs->n_labels + k];
+        int i = 0;
+        while (i < p && i < q->len - q->cand_len && q->tokens[i] == k0->tokens[i]) i++;
+        p = i;
+    }
+    return p;
+}
+
+/* Lays out rows [from, len) of a sequence's tokens as sequence i of a padded [n, T] block
+ * and records which rows score the last `scored` tokens: rows of position p-1 for token
+ * p; a position before `from` is the prompt's last row (tree layout). */
+static void lay_out(dz_class_batch *bb, int i, const dz_cand_seq *s, int from) {
+    const int T = bb->T;
+    for (int t = 0; t < T; t++) bb->tokens[i * T + t] = from + t < s->len ? s->tokens[from + t] : s->tokens[s->len - 1];
+    bb->lengths[i] = s->len;
+    bb->seq_first_row[i] = bb->n_rows;
+    bb->p_row_of[i] = -1;
+    for (int p = s->len - s->cand_len; p < s->len; p++) {
+        if (p - 1 < from) { /* the prompt's last row predicts the first continuation token */
+            bb->p_row_of[i] = bb->n_p_rows;
+            bb->p_rows[bb->n_p_rows] = bb->parent[i] * bb->PT + from - 1;
+            bb->p_targets[bb->n_p_rows++] = s->tokens[p];
+            continue;
+        }
+        bb->rows[bb->n_rows] = i * T + (p - 1 - from);
+        bb->targets[bb->n_rows++] = s->tokens[p];
+    }
 }
 
 dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const int *examples, int n, dz_error *err) {
@@ -128,35 +167,63 @@ dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const 
     if (n * K > bb->max_seqs)
         return dz_fail(err, DZ_ERR_INVALID, "batch of %d examples x %d candidates exceeds %d sequences", n, K,
                        bb->max_seqs);
-    int T = 0;
-    for (int e = 0; e < n; e++)
-        for (int k = 0; k < K; k++) {
-            const int len = cs->seqs[(size_t)examples[e] * K + k].len;
-            T = len > T ? len : T;
-        }
     bb->n_seqs = n * K;
-    bb->T = T;
-    bb->n_rows = 0;
+    bb->n_rows = bb->n_p_rows = 0;
+    bb->tree = bb->share_prompts && K > 1;
+    for (int e = 0; bb->tree && e < n; e++) bb->tree = prompt_len(cs, examples[e]) > 0;
+    int T = 0, PT = 0;
     for (int i = 0; i < bb->n_seqs; i++) {
-        const dz_cand_seq *s = &cs->seqs[(size_t)examples[i / K] * K + i % K];
-        for (int t = 0; t < T; t++) bb->tokens[i * T + t] = t < s->len ? s->tokens[t] : s->tokens[s->len - 1];
-        bb->lengths[i] = s->len;
-        bb->seq_first_row[i] = bb->n_rows;
-        for (int t = s->len - s->cand_len; t < s->len; t++) {
-            bb->rows[bb->n_rows] = i * T + t - 1; /* the position that predicts token t */
-            bb->targets[bb->n_rows++] = s->tokens[t];
-        }
+        const dz_cand_seq *s = cand(cs, examples, i);
+        const int from = bb->tree ? prompt_len(cs, examples[i / K]) : 0;
+        T = s->len - from > T ? s->len - from : T;
+        PT = from > PT ? from : PT;
+    }
+    bb->T = T;
+    bb->PT = PT;
+    bb->n_prompts = bb->tree ? n : 0;
+    for (int e = 0; e < bb->n_prompts; e++) {
+        const dz_cand_seq *s = &cs->seqs[(size_t)examples[e] * K];
+        const int plen = prompt_len(cs, examples[e]);
+        for (int t = 0; t < PT; t++) bb->p_tokens[e * PT + t] = t < plen ? s->tokens[t] : s->tokens[plen - 1];
+        bb->p_lengths[e] = plen;
+    }
+    for (int i = 0; i < bb->n_seqs; i++) {
+        const int from = bb->tree ? prompt_len(cs, examples[i / K]) : 0;
+        bb->start[i] = from;
+        bb->parent[i] = i / K;
+        lay_out(bb, i, cand(cs, examples, i), from);
     }
     bb->seq_first_row[bb->n_seqs] = bb->n_rows;
     return DZ_OK;
 }
 
-void dz_class_batch_scores(const dz_class_batch *bb, const float *logprobs, float *scores) {
+void dz_class_batch_scores(const dz_class_batch *bb, const float *logprobs, const float *p_logprobs, float *scores) {
     for (int i = 0; i < bb->n_seqs; i++) {
         double sum = 0.0;
+        int n = bb->seq_first_row[i + 1] - bb->seq_first_row[i];
+        if (bb->p_row_of[i] >= 0) {
+            sum += p_logprobs[bb->p_row_of[i]];
+            n++;
+        }
         for (int r = bb->seq_first_row[i]; r < bb->seq_first_row[i + 1]; r++) sum += logprobs[r];
-        scores[i] = (float)(sum / (bb->seq_first_row[i + 1] - bb->seq_first_row[i]));
+        scores[i] = (float)(sum / n);
     }
+}
+
+dz_status dz_class_batch_forward(dz_forward *f, const dz_weight_source *w, const dz_class_batch *bb, float *logprobs,
+                                 float *p_logprobs, dz_error *err) {
+    if (!bb->tree) {
+        dz_status st = dz_forward_run(f, w, bb->tokens, bb->lengths, bb->n_seqs, bb->T, 0, err);
+        return st == DZ_OK ? dz_forward_logprobs(f, w, bb->rows, bb->targets, bb->n_rows, logprobs, err) : st;
+    }
+    static const int both[2] = {0, 1};
+    dz_status st = dz_forward_embed_tree(f, 0, w, bb->p_tokens, bb->p_lengths, bb->n_prompts, bb->PT, NULL, -1, NULL, err);
+    if (st == DZ_OK)
+        st = dz_forward_embed_tree(f, 1, w, bb->tokens, bb->lengths, bb->n_seqs, bb->T, bb->start, 0, bb->parent, err);
+    if (st == DZ_OK) st = dz_forward_layers(f, w, 2, both, err);
+    if (st == DZ_OK) st = dz_forward_logprobs_streams(f, w, 1, &both[0], bb->p_rows, bb->p_targets, bb->n_p_rows, &p_logprobs, err);
+    if (st == DZ_OK) st = dz_forward_logprobs_streams(f, w, 1, &both[1], bb->rows, bb->targets, bb->n_rows, &logprobs, err);
+    return st;
 }
 
 double dz_class_loss(const float *scores, const int *labels, int n, int K) {
@@ -178,22 +245,23 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
     int per = batch / cs->n_labels;
     if (per < 1) per = 1;
     dz_class_batch bb;
-    dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, cs->max_len, err);
+    dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, cs->max_len, dz_forward_n_streams(f) >= 2, err);
     if (st != DZ_OK) return st;
     float *all = scores ? scores : malloc(sizeof(float) * (size_t)(total > 0 ? total : 1));
     float *lp = malloc(sizeof(float) * (size_t)per * cs->n_labels * cs->max_len);
+    float *plp = malloc(sizeof(float) * (size_t)per * cs->n_labels * cs->max_len);
     int *ids = malloc(sizeof(int) * (size_t)per);
-    if (!all || !lp || !ids) st = dz_fail(err, DZ_ERR_NOMEM, "out of memory");
+    if (!all || !lp || !plp || !ids) st = dz_fail(err, DZ_ERR_NOMEM, "out of memory");
     for (int e = 0; e < cs->n_examples && st == DZ_OK; e += per) {
         const int ne = cs->n_examples - e < per ? cs->n_examples - e : per;
         for (int i = 0; i < ne; i++) ids[i] = e + i;
         st = dz_class_batch_fill(&bb, cs, ids, ne, err);
-        if (st == DZ_OK) st = dz_forward_run(f, w, bb.tokens, bb.lengths, bb.n_seqs, bb.T, 0, err);
-        if (st == DZ_OK) st = dz_forward_logprobs(f, w, bb.rows, bb.targets, bb.n_rows, lp, err);
-        if (st == DZ_OK) dz_class_batch_scores(&bb, lp, all + (size_t)e * cs->n_labels);
+        if (st == DZ_OK) st = dz_class_batch_forward(f, w, &bb, lp, plp, err);
+        if (st == DZ_OK) dz_class_batch_scores(&bb, lp, plp, all + (size_t)e * cs->n_labels);
     }
     dz_class_batch_free(&bb);
     free(lp);
+    free(plp);
     free(ids);
     int correct = 0, labelled = 0;
     for (int e = 0; e < cs->n_examples && st == DZ_OK; e++) {

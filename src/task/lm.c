@@ -136,7 +136,7 @@ dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_clas
                          dz_error *err) {
     dz_class_batch bb;
     *nll = NAN;
-    dz_status st = dz_class_batch_init(&bb, batch, set->max_len, err);
+    dz_status st = dz_class_batch_init(&bb, batch, set->max_len, 0, err);
     float *lp = st == DZ_OK ? malloc(sizeof(float) * (size_t)batch * set->max_len) : NULL;
     int *ids = st == DZ_OK ? malloc(sizeof(int) * (size_t)batch) : NULL;
     if (st == DZ_OK && (!lp || !ids)) st = dz_fail(err, DZ_ERR_NOMEM, "lm: out of memory");

@@ -38,7 +38,7 @@ struct dz_zo_engine {
     unsigned char *applied;   /* per block: the pending update is already in */
     dz_zo_update upd;
     float upd_g[DZ_ZO_MAX_Q];
-    float *lp[2];             /* log-probs of each stream */
+    float *lp[2], *plp[2];    /* log-probs of each sign: continuation rows, prompt rows */
     size_t bytes;
 };
 
@@ -109,6 +109,7 @@ static const float *zo_rows(const void *self, int stream, int id, int64_t row0, 
     const int64_t cols = dz_model_params(e->m)->params[id].cols;
     const uint64_t i0 = (uint64_t)(row0 * cols);
     const size_t n = (size_t)(nrows * cols);
+    stream &= 1; /* even streams see +eps, odd ones -eps */
     if (stream == 1 && e->cache_valid && e->cache_id == id && e->cache_row0 == row0 && e->cache_nrows == nrows) {
         memcpy(scratch, e->minus_cache, n * sizeof(float));
         e->cache_valid = 0;
@@ -159,15 +160,17 @@ static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
     e->row_floats = dz_forward_row_floats(e->f);
     e->minus_cache = dz_alloc(e->row_floats * sizeof(float));
     const size_t rows = (size_t)dz_forward_max_batch(e->f) * dz_forward_max_seq(e->f);
-    e->lp[0] = dz_alloc(rows * sizeof(float));
-    e->lp[1] = dz_alloc(rows * sizeof(float));
+    for (int sign = 0; sign < 2; sign++) {
+        e->lp[sign] = dz_alloc(rows * sizeof(float));
+        e->plp[sign] = dz_alloc(rows * sizeof(float));
+    }
     e->applied = calloc((size_t)e->n_blocks, 1);
     e->layer_ids = malloc(sizeof *e->layer_ids * (size_t)e->n_blocks);
     if (!e->layer_ids) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
     for (int l = 0; l < e->n_blocks - 1; l++)
         for (int r = 0; r < DZ_L_COUNT; r++) e->layer_ids[l][r] = dz_param_find(t, l, r);
-    e->bytes = (2 * max_block + e->row_floats + 2 * rows) * sizeof(float);
-    if (!e->wplus || !e->wminus || !e->minus_cache || !e->lp[0] || !e->lp[1] || !e->applied)
+    e->bytes = (2 * max_block + e->row_floats + 4 * rows) * sizeof(float);
+    if (!e->wplus || !e->wminus || !e->minus_cache || !e->lp[0] || !e->lp[1] || !e->plp[0] || !e->plp[1] || !e->applied)
         return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)", max_block);
     return DZ_OK;
 }
@@ -208,8 +211,10 @@ void dz_zo_engine_free(dz_zo_engine *e) {
     dz_free(e->wplus);
     dz_free(e->wminus);
     dz_free(e->minus_cache);
-    dz_free(e->lp[0]);
-    dz_free(e->lp[1]);
+    for (int k = 0; k < 2; k++) {
+        dz_free(e->lp[k]);
+        dz_free(e->plp[k]);
+    }
     free(e);
 }
 
@@ -235,14 +240,25 @@ void dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
 
 dz_weight_source dz_zo_master_source(const dz_zo_engine *e) { return dz_model_weights(e->m); }
 
-/* One sample: both perturbed forwards block by block, then both losses. */
+/* One sample: both perturbed forwards block by block, then both losses. Streams: with a
+ * tree batch 0/1 are the prompts (+/-) and 2/3 the continuations; the weight source
+ * perturbs by the stream's parity. */
 static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *lp_loss, double *lm_loss, dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
     const dz_weight_source src = {zo_rows, e};
+    const int tree = b->n_prompts > 0, cs = tree ? 2 : 0; /* continuation streams cs (+), cs+1 (-) */
+    if (tree && dz_forward_n_streams(e->f) < 4)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: a tree batch needs a forward with 4 streams");
     e->cache_valid = 0;
     update_block(e, c->n_layers); /* the global block is read by rows: bring it up to date first */
-    dz_status st = dz_forward_embed(e->f, 0, &src, b->tokens, b->lengths, b->B, b->T, 0, err);
-    if (st == DZ_OK) st = dz_forward_embed(e->f, 1, &src, b->tokens, b->lengths, b->B, b->T, 0, err);
+    dz_status st = DZ_OK;
+    for (int k = 0; st == DZ_OK && k < 2; k++) {
+        if (tree) st = dz_forward_embed_tree(e->f, k, &src, b->p_tokens, b->p_lengths, b->n_prompts, b->PT, NULL, -1,
+                                             NULL, err);
+        if (st == DZ_OK)
+            st = dz_forward_embed_tree(e->f, cs + k, &src, b->tokens, b->lengths, b->B, b->T, b->start,
+                                       tree ? k : -1, tree ? b->parent : NULL, err);
+    }
     if (st != DZ_OK) return st;
     const float *tp[DZ_L_COUNT], *tm[DZ_L_COUNT];
     for (int l = 0; l < c->n_layers; l++) {
@@ -252,14 +268,18 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *lp_
             tp[r] = id < 0 ? NULL : e->wplus + e->tensor_off[id];
             tm[r] = id < 0 ? NULL : e->wminus + e->tensor_off[id];
         }
-        dz_forward_layer(e->f, 0, l, tp);
-        dz_forward_layer(e->f, 1, l, tm);
+        if (tree) dz_forward_layer(e->f, 0, l, tp); /* a prompt before its continuations */
+        dz_forward_layer(e->f, cs, l, tp);
+        if (tree) dz_forward_layer(e->f, 1, l, tm);
+        dz_forward_layer(e->f, cs + 1, l, tm);
     }
     e->pending = 0; /* every block has it now */
-    st = dz_forward_logprobs_streams(e->f, &src, 2, b->rows, b->targets, b->n_rows, e->lp, err);
+    const int pstreams[2] = {0, 1}, cstreams[2] = {cs, cs + 1};
+    if (tree) st = dz_forward_logprobs_streams(e->f, &src, 2, pstreams, b->p_rows, b->p_targets, b->n_p_rows, e->plp, err);
+    if (st == DZ_OK) st = dz_forward_logprobs_streams(e->f, &src, 2, cstreams, b->rows, b->targets, b->n_rows, e->lp, err);
     if (st != DZ_OK) return st;
-    *lp_loss = b->loss(e->lp[0], b->user);
-    *lm_loss = b->loss(e->lp[1], b->user);
+    *lp_loss = b->loss(e->lp[0], tree ? e->plp[0] : NULL, b->user);
+    *lm_loss = b->loss(e->lp[1], tree ? e->plp[1] : NULL, b->user);
     return DZ_OK;
 }
 

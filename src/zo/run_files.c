@@ -42,6 +42,7 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
         {"rademacher", c->rademacher}, {"fuse", c->fuse}, {"schedule", c->schedule}, {"seed", (double)c->seed},
         {"eval_every", c->eval_every}, {"checkpoint_every", c->checkpoint_every},
         {"log_sync_every", c->log_sync_every}, {"max_bad_steps", c->max_bad_steps}, {"eval_batch", c->eval_batch},
+        {"share_prompts", c->share_prompts}, {"lm_seq", c->lm_seq},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);
     char *text = cJSON_Print(o);
@@ -131,6 +132,8 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     c->log_sync_every = (int)get_num(&r, "log_sync_every");
     c->max_bad_steps = (int)get_num(&r, "max_bad_steps");
     c->eval_batch = (int)get_num(&r, "eval_batch");
+    c->share_prompts = (int)get_num(&r, "share_prompts");
+    c->lm_seq = (int)get_num(&r, "lm_seq");
     if (r.st == DZ_OK && !c->model) r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'model' is missing", path);
     cJSON_Delete(o);
     free(text);

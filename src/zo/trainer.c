@@ -41,6 +41,7 @@ void dz_train_config_default(dz_train_config *c) {
     c->log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT;
     c->max_bad_steps = 5;
     c->eval_batch = 64;
+    c->share_prompts = 1;
 }
 
 typedef struct trainer {
@@ -129,10 +130,10 @@ static void batch_examples(trainer *tr, int step) {
     }
 }
 
-static double loss_cb(const float *logprobs, void *user) {
+static double loss_cb(const float *logprobs, const float *p_logprobs, void *user) {
     trainer *tr = user;
     if (tr->lm) return dz_lm_batch_loss(&tr->bb, logprobs);
-    dz_class_batch_scores(&tr->bb, logprobs, tr->scores);
+    dz_class_batch_scores(&tr->bb, logprobs, p_logprobs, tr->scores);
     return dz_class_loss(tr->scores, tr->batch_labels, tr->cfg.batch, tr->train.n_labels);
 }
 
@@ -263,10 +264,11 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     if (tr->dev.max_len > max_len) max_len = tr->dev.max_len;
     if (tr->testset.max_len > max_len) max_len = tr->testset.max_len;
     int max_batch = c->batch * K > c->eval_batch ? c->batch * K : c->eval_batch;
-    st = dz_forward_create_streams(tr->m, max_batch, max_len, 0, 2, &tr->f, err);
+    const int share = !tr->lm && c->share_prompts; /* candidates continue their example's prompt */
+    st = dz_forward_create_streams(tr->m, max_batch, max_len, 0, share ? 4 : 2, &tr->f, err);
     const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, c->fuse};
     if (st == DZ_OK) st = dz_zo_engine_create(tr->m, tr->f, &zp, &tr->e, err);
-    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, c->batch * K, tr->train.max_len, err);
+    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, c->batch * K, tr->train.max_len, share, err);
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
     tr->batch_ex = malloc(sizeof(int) * (size_t)c->batch);
     tr->batch_labels = malloc(sizeof(int) * (size_t)c->batch);
@@ -346,8 +348,10 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
         batch_examples(tr, step);
         st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, c->batch, err);
         if (st != DZ_OK) break;
-        const dz_zo_batch zb = {tr->bb.tokens, tr->bb.lengths, tr->bb.n_seqs, tr->bb.T, tr->bb.rows, tr->bb.targets,
-                                tr->bb.n_rows, loss_cb, tr};
+        const dz_class_batch *bb = &tr->bb;
+        const dz_zo_batch zb = {bb->tokens, bb->lengths, bb->n_seqs, bb->T, bb->rows, bb->targets, bb->n_rows, loss_cb, tr,
+                                bb->p_tokens, bb->p_lengths, bb->tree ? bb->n_prompts : 0, bb->PT, bb->p_rows,
+                                bb->p_targets, bb->n_p_rows, bb->start, bb->parent};
         const float lr = dz_lr_at(c->schedule, c->lr, c->warmup, c->steps, step);
         dz_zo_step_result r;
         if ((st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err)) != DZ_OK) break;
