@@ -262,12 +262,132 @@ static int bench_step(int argc, char **argv) {
     return rc;
 }
 
+/* ZO steps on real prompt-classification batches, each candidate as a full sequence
+ * (MeZO) vs candidates continuing their example's shared prompt, side by side. */
+typedef struct class_loss {
+    dz_class_batch *bb;
+    const int *labels;
+    int n, K;
+    float *scores;
+} class_loss;
+
+static double class_loss_fn(const float *lp, const float *plp, void *user) {
+    class_loss *cl = user;
+    dz_class_batch_scores(cl->bb, lp, plp, cl->scores);
+    return dz_class_loss(cl->scores, cl->labels, cl->n, cl->K);
+}
+
+static int time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int steps, int share, double *secs,
+                            float *g) {
+    dz_error err = {0};
+    dz_forward *f = NULL;
+    dz_zo_engine *e = NULL;
+    dz_class_batch bb = {0};
+    const int K = cs->n_labels;
+    int rc = 0, *ex = malloc(sizeof(int) * (size_t)batch), *labels = malloc(sizeof(int) * (size_t)batch);
+    float *scores = malloc(sizeof(float) * (size_t)batch * K);
+    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1};
+    if (!ex || !labels || !scores) rc = dz_cli_failf("out of memory");
+    if (!rc && dz_forward_create_streams(m, batch * K, cs->max_len, 0, share ? 4 : 2, &f, &err) != DZ_OK) rc = 1;
+    if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = 1;
+    if (!rc && dz_class_batch_init(&bb, batch * K, cs->max_len, share, &err) != DZ_OK) rc = 1;
+    class_loss cl = {&bb, labels, batch, K, scores};
+    *secs = 0.0;
+    for (int s = 0; !rc && s <= steps; s++) {
+        for (int b = 0; b < batch; b++) {
+            ex[b] = (s * batch + b) % cs->n_examples;
+            labels[b] = cs->labels[ex[b]];
+        }
+        const double t0 = dz_now();
+        dz_zo_step_result r;
+        if (dz_class_batch_fill(&bb, cs, ex, batch, &err) != DZ_OK) rc = 1;
+        const dz_zo_batch zb = {bb.tokens, bb.lengths, bb.n_seqs, bb.T, bb.rows, bb.targets, bb.n_rows,
+                                class_loss_fn, &cl, bb.p_tokens, bb.p_lengths, bb.tree ? bb.n_prompts : 0, bb.PT,
+                                bb.p_rows, bb.p_targets, bb.n_p_rows, bb.start, bb.parent};
+        if (!rc && dz_zo_step(e, (uint32_t)s, 0.0f, &zb, &r, &err) != DZ_OK) rc = 1; /* lr 0: same weights for both */
+        if (s > 0) *secs += (dz_now() - t0) / steps, g[s - 1] = r.g[0];
+    }
+    if (rc && err.msg[0]) dz_cli_fail(&err);
+    dz_class_batch_free(&bb);
+    dz_zo_engine_free(e);
+    dz_forward_free(f);
+    free(ex);
+    free(labels);
+    free(scores);
+    return rc;
+}
+
+static int bench_classify(int argc, char **argv) {
+    const char *model = NULL, *data = NULL, *labels = "bad,good";
+    int batch = 16, steps = 20, threads = 0, json = 0;
+    const dz_opt opts[] = {
+        {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
+        {"data", DZ_OPT_STR, &data, "SST-2 tsv (default: the assets' train.tsv)"},
+        {"label-words", DZ_OPT_STR, &labels, "label words (default bad,good)"},
+        {"batch", DZ_OPT_INT, &batch, "examples per step (default 16)"},
+        {"steps", DZ_OPT_INT, &steps, "timed steps (default 20, after one warm-up)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"json", DZ_OPT_FLAG, &json, "print JSON"},
+        {0},
+    };
+    const dz_cmd_spec spec = {"bench classify", "[--model M] [--data FILE] [--batch B --steps N]",
+                              "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
+                              "sequence (MeZO) and with candidates continuing their example's shared prompt.",
+                              0, 0, opts};
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    if (batch < 1 || steps < 1) return dz_cli_failf("--batch and --steps must be >= 1");
+    char mbuf[4096], dbuf[4096];
+    if (!model) model = dz_cli_asset("stories260K/stories260K.bin", mbuf, sizeof mbuf);
+    if (!data) data = dz_cli_asset("sst2/train.tsv", dbuf, sizeof dbuf);
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    dz_model *m;
+    dz_tokenizer *tok;
+    if ((rc = dz_cli_load(model, "f32", NULL, 1, &m, &tok))) return rc;
+    dz_error err = {0};
+    dz_dataset ds = {0}, sample = {0};
+    dz_class_set cs = {0};
+    dz_prompt_spec ps;
+    dz_prompt_spec_default_sst2(&ps);
+    if (dz_model_make_owned(m, &err) != DZ_OK || dz_prompt_spec_set_labels(&ps, labels, &err) != DZ_OK ||
+        dz_dataset_load_sst2(data, &ds, &err) != DZ_OK || dz_dataset_sample(&ds, batch * (steps + 1), 42, &sample, &err) != DZ_OK ||
+        dz_class_set_build(&sample, &ps, tok, dz_model_config(m)->max_seq_len, &cs, &err) != DZ_OK)
+        rc = dz_cli_fail(&err);
+    double t_flat = 0, t_shared = 0;
+    float *g = malloc(sizeof(float) * 2 * (size_t)steps);
+    if (!rc && !g) rc = dz_cli_failf("out of memory");
+    if (!rc) rc = time_class_steps(m, &cs, batch, steps, 0, &t_flat, g);
+    if (!rc) rc = time_class_steps(m, &cs, batch, steps, 1, &t_shared, g + steps);
+    if (!rc) {
+        const int same = memcmp(g, g + steps, sizeof(float) * (size_t)steps) == 0;
+        if (json)
+            printf("{\"model\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"step_seconds_full_sequences\": %.5f, "
+                   "\"step_seconds_shared_prompts\": %.5f, \"speedup\": %.3f, \"same_g\": %s}\n",
+                   model, batch, steps, dz_get_num_threads(), t_flat, t_shared, t_flat / t_shared, same ? "true" : "false");
+        else
+            printf("classify %s, SST-2 batch %d, %d threads\n"
+                   "step     %.2f ms with every candidate a full sequence, %.2f ms with shared prompts: %.2fx\n"
+                   "g        %s in both layouts\n",
+                   model, batch, dz_get_num_threads(), 1e3 * t_flat, 1e3 * t_shared, t_flat / t_shared,
+                   same ? "bitwise the same" : "differs");
+    }
+    free(g);
+    dz_class_set_free(&cs);
+    dz_dataset_free(&sample);
+    dz_dataset_free(&ds);
+    dz_tokenizer_free(tok);
+    dz_model_free(m);
+    return rc;
+}
+
 int dz_cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "forward")) return bench_forward(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "step")) return bench_step(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "classify")) return bench_classify(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: distzo bench forward|step [options]  (`distzo bench forward --help`)\n");
+        printf("usage: distzo bench forward|step|classify [options]  (`distzo bench forward --help`)\n");
         return 0;
     }
-    return dz_cli_failf("bench needs a benchmark: forward or step");
+    return dz_cli_failf("bench needs a benchmark: forward, step or classify");
 }
