@@ -3,11 +3,11 @@ add_test(NAME cli_bad_input
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/bad_input.sh $<TARGET_FILE:distzo>
                  ${CMAKE_CURRENT_SOURCE_DIR}/data ${DZ_ASSETS})
 set_tests_properties(cli_bad_input PROPERTIES LABELS "parser;cli" TIMEOUT 300
-                     ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2")
+                     ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
 
 # Crash safety of train/export: SIGKILL at random moments, --resume must be bitwise the
 # uninterrupted run (weights, metrics.jsonl, best/, seeds.log). Exit 77 = assets absent.
 add_test(NAME cli_crash_resume
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_resume.sh $<TARGET_FILE:distzo> ${DZ_ASSETS})
 set_tests_properties(cli_crash_resume PROPERTIES LABELS "zo;cli" TIMEOUT 600 SKIP_RETURN_CODE 77
-                     ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2")
+                     ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
