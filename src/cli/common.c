@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
 
 #include "kernels/backend.h"
 #include "kernels/blas.h"
@@ -32,7 +35,26 @@ int dz_cli_runtime(int threads) {
 
 const char *dz_cli_assets(char *buf, size_t cap) {
     const char *env = getenv("DISTZO_ASSETS");
-    snprintf(buf, cap, "%s", env && *env ? env : "../shared/assets");
+    if (env && *env) {
+        snprintf(buf, cap, "%s", env);
+        return buf;
+    }
+    /* ../shared/assets from the working directory (the repository root), else beside the
+     * repository that holds this binary (build/distzo -> ../../shared/assets) */
+    snprintf(buf, cap, "../shared/assets");
+    if (dz_is_dir(buf)) return buf;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            char cand[4200];
+            snprintf(cand, sizeof cand, "%s/../../shared/assets", exe);
+            if (dz_is_dir(cand) && strlen(cand) < cap) memcpy(buf, cand, strlen(cand) + 1);
+        }
+    }
     return buf;
 }
 
