@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "distzo/model.h"
-#include "kernels/blas.h"
+#include "blas_ready.h"
 
 typedef struct golden {
     int B, T, V;
@@ -193,11 +193,7 @@ static void shape_mismatch_is_reported(void **s) {
 }
 
 int main(void) {
-    dz_error err = {0};
-    if (dz_blas_init(&err) != DZ_OK) {
-        fprintf(stderr, "OpenBLAS: %s\n", err.msg);
-        return 1;
-    }
+    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(opt_preln_fp32),
         cmocka_unit_test(opt_postln_project_in_out_fp32),

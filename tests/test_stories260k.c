@@ -14,7 +14,7 @@
 
 #include "core/util.h"
 #include "distzo/distzo.h"
-#include "kernels/blas.h"
+#include "blas_ready.h"
 
 static char g_assets[1024];
 
@@ -215,11 +215,7 @@ static void sst2_zero_shot_matches_reference(void **state) {
 }
 
 int main(void) {
-    dz_error err = {0};
-    if (dz_blas_init(&err) != DZ_OK) {
-        fprintf(stderr, "OpenBLAS: %s\n", err.msg);
-        return 1;
-    }
+    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(logits_match_reference),
         cmocka_unit_test(greedy_200_tokens_match_reference),

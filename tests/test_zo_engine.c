@@ -13,7 +13,7 @@
 
 #include "distzo/zo.h"
 #include "kernels/backend.h"
-#include "kernels/blas.h"
+#include "blas_ready.h"
 #include "zo/rng.h"
 
 enum { B = 3, T = 12 };
@@ -252,11 +252,7 @@ static void non_finite_loss_skips_the_update(void **state) {
 }
 
 int main(void) {
-    dz_error err = {0};
-    if (dz_blas_init(&err) != DZ_OK) {
-        fprintf(stderr, "OpenBLAS: %s\n", err.msg);
-        return 1;
-    }
+    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(g_matches_independent_perturbed_forwards),
         cmocka_unit_test(fused_unfused_and_thread_counts_are_bitwise_equal),
