@@ -1,7 +1,9 @@
 /* distzo train: ZO fine-tuning. With no model or data: stories260K on SST-2 from the
  * assets folder, with settings that work for it. distzo export: replay a run's log. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -144,6 +146,14 @@ int dz_cmd_train(int argc, char **argv) {
     } else {
         c.train_data = data;
         c.test_data = test;
+    }
+    /* run.json keeps absolute paths, so --resume works from any directory */
+    char abs_model[PATH_MAX], abs_train[PATH_MAX], abs_test[PATH_MAX], abs_tok[PATH_MAX];
+    if (!resume) {
+        if (realpath(c.model, abs_model)) c.model = abs_model;
+        if (c.train_data && realpath(c.train_data, abs_train)) c.train_data = abs_train;
+        if (c.test_data && realpath(c.test_data, abs_test)) c.test_data = abs_test;
+        if (c.tokenizer && realpath(c.tokenizer, abs_tok)) c.tokenizer = abs_tok;
     }
     if ((rc = dz_cli_runtime(threads))) return rc;
     progress pr = {isatty(2), 0};
