@@ -25,6 +25,8 @@ dz_status dz_write_file_atomic(const char *path, const void *data, size_t len, d
 /* Joins a directory and a file name into out (size cap). Returns 0, or -1 if too long. */
 int dz_path_join(char *out, size_t cap, const char *dir, const char *name);
 int dz_file_exists(const char *path);
+/* mkdir -p: creates path and any missing parents. 0 on success (or if it exists). */
+int dz_mkdirs(const char *path);
 int dz_is_dir(const char *path);
 
 #endif

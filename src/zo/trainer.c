@@ -6,6 +6,7 @@
  * examples t*batch .. t*batch+batch-1 of an endless sequence of epochs, each a seeded
  * shuffle of the training examples, so the data of a step depends on nothing but t. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,8 +433,8 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
         tr.cfg.out_dir = cfg_in->out_dir;
     } else {
         tr.cfg = *cfg_in;
-        if (mkdir(tr.run_dir, 0755) != 0 && !dz_is_dir(tr.run_dir))
-            st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder", tr.run_dir);
+        if (dz_mkdirs(tr.run_dir) != 0 || !dz_is_dir(tr.run_dir))
+            st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", tr.run_dir, strerror(errno));
         char probe[4200];
         snprintf(probe, sizeof probe, "%s/seeds.log", tr.run_dir);
         if (st == DZ_OK && dz_file_exists(probe))
