@@ -1,0 +1,92 @@
+/* The parameter store on disk (ZO2 streaming): a model's weights in one file, moved to
+ * and from memory one block at a time, optionally by a background I/O thread.
+ *
+ * The file is an ordinary safetensors file (HF names, the model's dtype) written by
+ * dz_safetensors_write with the tensors in parameter-table order. With one dtype the
+ * writer keeps input order and leaves no gaps, so each block (a layer, or the global
+ * block, which comes last) is one contiguous byte range: a block moves with one
+ * pread/pwrite, and a tensor sits at a fixed offset inside its block's buffer.
+ * dz_store_open checks this layout rather than trusting it, so a file written by anyone
+ * else (or by a later writer that reorders) is refused instead of misread.
+ *
+ * Threads: one I/O thread per store runs queued dz_store_start_read/_write requests in
+ * order. The queue is a fixed ring of DZ_STORE_QUEUE requests (a full queue makes
+ * start_* wait for room); no block operation allocates. Synchronous calls (read_block,
+ * write_block, read_rows) run on the caller's thread and may run while the queue is busy,
+ * but the caller must not touch a block (or a buffer) that a queued request still uses:
+ * dz_store_wait first. Buffers passed to start_* must stay valid until dz_store_wait.
+ *
+ * Page cache (flag DZ_STORE_DROP_CACHE): without it the kernel caches the whole file,
+ * which is what makes a store of a model that fits in RAM fast, but counts against a
+ * container's memory limit and evicts everything else once the model does not fit. With
+ * it, a read drops its range from the cache (POSIX_FADV_DONTNEED) once copied, and a
+ * write is pushed to disk first (sync_file_range, waiting: DONTNEED skips dirty pages)
+ * and then dropped, so the cache holds about one block per request in flight. The cost
+ * is that writes wait for the disk; with the I/O thread that wait overlaps compute.
+ * Durability is dz_store_sync (fdatasync); sync_file_range writes data, not metadata. */
+#ifndef DZ_ZO_STORE_H
+#define DZ_ZO_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distzo/error.h"
+#include "distzo/model.h"
+
+enum { DZ_STORE_QUEUE = 16 };
+
+enum { DZ_STORE_DROP_CACHE = 1u << 0 };
+
+typedef struct dz_store dz_store;
+
+typedef struct dz_store_stats {
+    uint64_t bytes_read, bytes_written; /* sync calls and the I/O thread together */
+    uint64_t reads, writes;             /* operations (a block or a row range each) */
+    double thread_io_s;                 /* seconds the I/O thread spent in pread/pwrite/cache calls */
+    double caller_io_s;                 /* the same for synchronous calls on the caller's thread */
+    double wait_s;                      /* seconds callers blocked in dz_store_wait or on a full queue */
+} dz_store_stats;
+
+/* Writes m's tensors (its dtype, HF names, table order) to path atomically, then opens it
+ * as a store. A tied head is written once (the table has no lm_head then). */
+dz_status dz_store_create(const char *path, const dz_model *m, unsigned flags, dz_store **out, dz_error *err);
+/* Opens an existing store file for reading and writing: every tensor of the table must be
+ * present with dtype, shape and a byte range in table order with no gaps (DZ_ERR_FORMAT
+ * otherwise, naming the file and tensor). The file keeps the layout dz_store_create gave
+ * it: a checkpoint copied from a store re-opens as one. */
+dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtype, unsigned flags, dz_store **out,
+                        dz_error *err);
+/* Drains the queue (errors there are lost: dz_store_wait first to see them), stops the
+ * thread, closes the file. NULL is fine. */
+void dz_store_close(dz_store *s);
+
+const char *dz_store_path(const dz_store *s);
+int dz_store_n_blocks(const dz_store *s);   /* n_layers + 1; the global block is last */
+dz_dtype dz_store_dtype(const dz_store *s);
+size_t dz_store_block_bytes(const dz_store *s, int block);
+size_t dz_store_max_layer_bytes(const dz_store *s); /* the largest layer block (not the global one) */
+uint64_t dz_store_block_offset(const dz_store *s, int block); /* in the file */
+/* Where tensor id starts inside its block's buffer, in bytes (a multiple of the element size). */
+size_t dz_store_tensor_offset_in_block(const dz_store *s, int id);
+
+/* Whole blocks, synchronously: pread/pwrite loops that resume after EINTR and short
+ * transfers. A file that ends early is DZ_ERR_IO naming the file, block and offsets. */
+dz_status dz_store_read_block(dz_store *s, int block, void *buf, dz_error *err);
+dz_status dz_store_write_block(dz_store *s, int block, const void *buf, dz_error *err);
+/* Rows [row0, row0+nrows) of tensor id in the store's dtype (a vector has one row). */
+dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, void *buf, dz_error *err);
+/* Waits for the queue, then fdatasync: everything written so far is on disk. */
+dz_status dz_store_sync(dz_store *s, dz_error *err);
+
+/* Queues a block transfer for the I/O thread; DZ_ERR_INVALID only for a bad block or
+ * NULL buffer (I/O errors come from dz_store_wait). */
+dz_status dz_store_start_read(dz_store *s, int block, void *buf, dz_error *err);
+dz_status dz_store_start_write(dz_store *s, int block, const void *buf, dz_error *err);
+/* Waits until every queued request has finished. Returns the first error since the last
+ * wait (requests queued after a failure are skipped and their buffers left undefined),
+ * then clears it. */
+dz_status dz_store_wait(dz_store *s, dz_error *err);
+
+dz_store_stats dz_store_get_stats(dz_store *s);
+
+#endif

@@ -1,0 +1,297 @@
+/* The parameter store (src/zo/store.c) on the tiny HF models, f32 and bf16: the file is a
+ * safetensors file holding the model's bytes (checked through the independent parser),
+ * block layout against offsets summed here from the parameter table, sync and queued
+ * block transfers, row reads, and errors (missing folder, truncated file). */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "format/safetensors.h"
+#include "zo/store.h"
+
+static char g_dir[256];
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/dz_test_store_XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static dz_model *load(const char *name, dz_dtype dt) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/hf/%s", DZ_TEST_DATA, name);
+    dz_model *m = NULL;
+    dz_error err = {0};
+    if (dz_model_load(path, dt, &m, &err) != DZ_OK) fail_msg("%s", err.msg);
+    return m;
+}
+
+static size_t tensor_bytes(const dz_model *m, int id) {
+    return (size_t)dz_param_numel(&dz_model_params(m)->params[id]) * dz_dtype_size(dz_model_dtype(m));
+}
+
+/* Block b as the model holds it: its tensors in table order, back to back. The offsets
+ * are summed here from the table, not taken from the store. */
+static size_t model_block(const dz_model *m, int b, unsigned char *out) {
+    const dz_param_table *t = dz_model_params(m);
+    size_t off = 0;
+    for (int i = 0; i < t->count; i++) {
+        if (t->params[i].block != b) continue;
+        if (out) memcpy(out + off, dz_model_tensor(m, i), tensor_bytes(m, i));
+        off += tensor_bytes(m, i);
+    }
+    return off;
+}
+
+static dz_store *create(const dz_model *m, const char *file, unsigned flags) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, file);
+    dz_store *s = NULL;
+    dz_error err = {0};
+    if (dz_store_create(path, m, flags, &s, &err) != DZ_OK) fail_msg("%s", err.msg);
+    return s;
+}
+
+static void ok(dz_status st, const dz_error *err) {
+    if (st != DZ_OK) fail_msg("%s", err->msg);
+}
+
+/* Every tensor read back through the safetensors parser equals the model's bytes. */
+static void check_file_equals_model(const char *path, const dz_model *m) {
+    dz_safetensors st;
+    dz_error err = {0};
+    ok(dz_safetensors_open(path, &st, &err), &err);
+    const dz_param_table *t = dz_model_params(m);
+    assert_int_equal(st.count, t->count);
+    for (int i = 0; i < t->count; i++) {
+        const dz_st_tensor *x = dz_safetensors_find(&st, t->params[i].hf_name);
+        assert_non_null(x);
+        assert_int_equal(x->dtype, dz_model_dtype(m));
+        assert_int_equal(x->nbytes, tensor_bytes(m, i));
+        assert_memory_equal(x->data, dz_model_tensor(m, i), tensor_bytes(m, i));
+    }
+    dz_safetensors_close(&st);
+}
+
+static void check_layout(const dz_store *s, const dz_model *m) {
+    const dz_param_table *t = dz_model_params(m);
+    const int nb = dz_model_config(m)->n_layers + 1;
+    assert_int_equal(dz_store_n_blocks(s), nb);
+    uint64_t expect_off = dz_store_block_offset(s, 0);
+    size_t max_layer = 0;
+    for (int b = 0; b < nb; b++) {
+        assert_int_equal(dz_store_block_offset(s, b), expect_off);
+        assert_int_equal(dz_store_block_bytes(s, b), model_block(m, b, NULL));
+        expect_off += model_block(m, b, NULL);
+        if (b < nb - 1 && model_block(m, b, NULL) > max_layer) max_layer = model_block(m, b, NULL);
+        size_t in_block = 0;
+        for (int i = 0; i < t->count; i++) {
+            if (t->params[i].block != b) continue;
+            assert_int_equal(dz_store_tensor_offset_in_block(s, i), in_block);
+            in_block += tensor_bytes(m, i);
+        }
+    }
+    assert_int_equal(dz_store_max_layer_bytes(s), max_layer);
+}
+
+/* Fills buf with a pattern that differs from any model's bytes. */
+static void scramble(unsigned char *buf, size_t n, unsigned salt) {
+    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)(buf[i] ^ (0x5a + salt + i * 7));
+}
+
+static void roundtrip(const char *name, dz_dtype dt, unsigned flags) {
+    dz_model *m = load(name, dt);
+    char file[128];
+    snprintf(file, sizeof file, "%s_%s_%u.safetensors", name, dz_dtype_name(dt), flags);
+    dz_store *s = create(m, file, flags);
+    check_file_equals_model(dz_store_path(s), m);
+    check_layout(s, m);
+
+    const int nb = dz_store_n_blocks(s);
+    size_t total = 0;
+    for (int b = 0; b < nb; b++) total += dz_store_block_bytes(s, b);
+    unsigned char *want = malloc(total), *got = malloc(total), *async = malloc(total);
+    size_t at[DZ_MAX_LAYERS + 1], off = 0; /* where block b sits in the buffers */
+    for (int b = 0; b < nb; off += dz_store_block_bytes(s, b), b++) {
+        at[b] = off;
+        model_block(m, b, want + at[b]);
+    }
+    dz_error err = {0};
+
+    /* Sync reads give the model's blocks. */
+    for (int b = 0; b < nb; b++) ok(dz_store_read_block(s, b, got + at[b], &err), &err);
+    assert_memory_equal(got, want, total);
+
+    /* Write block 0 changed: it reads back changed, the others unchanged. */
+    memcpy(got, want, total);
+    scramble(got + at[0], dz_store_block_bytes(s, 0), 1);
+    ok(dz_store_write_block(s, 0, got + at[0], &err), &err);
+    memset(async, 0, total);
+    for (int b = 0; b < nb; b++) ok(dz_store_read_block(s, b, async + at[b], &err), &err);
+    assert_memory_equal(async, got, total);
+    assert_memory_not_equal(async, want, dz_store_block_bytes(s, 0));
+    ok(dz_store_write_block(s, 0, want + at[0], &err), &err);
+
+    /* Row reads equal slices of the tensor (the first tensor with more than 3 rows, and a vector). */
+    const dz_param_table *t = dz_model_params(m);
+    for (int i = 0; i < t->count; i++) {
+        const dz_param *p = &t->params[i];
+        const size_t rb = (size_t)p->cols * dz_dtype_size(dt);
+        const size_t r0 = p->rows > 3 ? 1 : 0, nr = p->rows > 3 ? 2 : 1;
+        unsigned char *rows = malloc(rb * nr);
+        ok(dz_store_read_rows(s, i, (int64_t)r0, (int64_t)nr, rows, &err), &err);
+        assert_memory_equal(rows, (const unsigned char *)dz_model_tensor(m, i) + r0 * rb, rb * nr);
+        free(rows);
+    }
+    assert_int_equal(dz_store_read_rows(s, 0, t->params[0].rows, 1, got, &err), DZ_ERR_INVALID);
+    assert_int_equal(dz_store_read_rows(s, 0, -1, 1, got, &err), DZ_ERR_INVALID);
+
+    /* Queued writes of every block (changed), then queued reads: the same bytes as sync reads.
+     * More requests than the queue holds, so start_* must wait for room. */
+    memcpy(got, want, total);
+    for (int b = 0; b < nb; b++) scramble(got + at[b], dz_store_block_bytes(s, b), (unsigned)b + 2);
+    const dz_store_stats before = dz_store_get_stats(s);
+    const int rounds = DZ_STORE_QUEUE / nb + 2;
+    for (int r = 0; r < rounds; r++)
+        for (int b = 0; b < nb; b++) ok(dz_store_start_write(s, b, got + at[b], &err), &err);
+    ok(dz_store_wait(s, &err), &err);
+    memset(async, 0, total);
+    for (int r = 0; r < rounds; r++)
+        for (int b = 0; b < nb; b++) ok(dz_store_start_read(s, b, async + at[b], &err), &err);
+    ok(dz_store_wait(s, &err), &err);
+    assert_memory_equal(async, got, total);
+    unsigned char *sync = malloc(total);
+    for (int b = 0; b < nb; b++) ok(dz_store_read_block(s, b, sync + at[b], &err), &err);
+    assert_memory_equal(sync, async, total);
+    const dz_store_stats after = dz_store_get_stats(s);
+    assert_int_equal(after.bytes_written - before.bytes_written, (uint64_t)rounds * total);
+    assert_int_equal(after.bytes_read - before.bytes_read, (uint64_t)(rounds + 1) * total);
+    assert_int_equal(after.writes - before.writes, (uint64_t)rounds * nb);
+    assert_true(after.thread_io_s > 0.0 && after.wait_s >= 0.0);
+    ok(dz_store_sync(s, &err), &err);
+
+    /* Persisted: the file, parsed independently, holds the changed blocks. */
+    dz_safetensors st;
+    ok(dz_safetensors_open(dz_store_path(s), &st, &err), &err);
+    for (int i = 0; i < t->count; i++) {
+        const dz_st_tensor *x = dz_safetensors_find(&st, t->params[i].hf_name);
+        assert_memory_equal(x->data, got + at[t->params[i].block] + dz_store_tensor_offset_in_block(s, i),
+                            tensor_bytes(m, i));
+    }
+    dz_safetensors_close(&st);
+
+    /* Re-opens as a store. */
+    dz_store *again = NULL;
+    ok(dz_store_open(dz_store_path(s), t, dt, 0, &again, &err), &err);
+    ok(dz_store_read_block(again, nb - 1, sync, &err), &err);
+    assert_memory_equal(sync, got + at[nb - 1], dz_store_block_bytes(s, nb - 1));
+    dz_store_close(again);
+
+    free(sync);
+    free(want);
+    free(got);
+    free(async);
+    dz_store_close(s);
+    dz_model_free(m);
+}
+
+static void test_opt_f32(void **state) { (void)state, roundtrip("opt_preln", DZ_F32, 0); }
+static void test_opt_bf16(void **state) { (void)state, roundtrip("opt_preln", DZ_BF16, 0); }
+static void test_llama_f32(void **state) { (void)state, roundtrip("llama_gqa_untied", DZ_F32, 0); }
+static void test_llama_bf16_drop_cache(void **state) {
+    (void)state, roundtrip("llama_gqa_untied", DZ_BF16, DZ_STORE_DROP_CACHE);
+}
+
+static void test_missing_folder(void **state) {
+    (void)state;
+    dz_model *m = load("opt_preln", DZ_F32);
+    char path[512];
+    snprintf(path, sizeof path, "%s/no/such/folder/store.safetensors", g_dir);
+    dz_store *s = (dz_store *)1;
+    dz_error err = {0};
+    assert_int_equal(dz_store_create(path, m, 0, &s, &err), DZ_ERR_IO);
+    assert_null(s);
+    assert_non_null(strstr(err.msg, path));
+    dz_model_free(m);
+}
+
+/* A file cut short: blocks before the cut still read; the last block fails, sync and
+ * queued, with the file and block named; the error is reported once. */
+static void test_truncated(void **state) {
+    (void)state;
+    dz_model *m = load("llama_gqa_untied", DZ_F32);
+    dz_store *s = create(m, "truncated.safetensors", 0);
+    const int last = dz_store_n_blocks(s) - 1;
+    const uint64_t cut = dz_store_block_offset(s, last) + dz_store_block_bytes(s, last) / 2;
+    assert_int_equal(truncate(dz_store_path(s), (off_t)cut), 0);
+    unsigned char *buf = malloc(dz_store_block_bytes(s, last));
+    dz_error err = {0};
+    ok(dz_store_read_block(s, 0, buf, &err), &err);
+    assert_int_equal(dz_store_read_block(s, last, buf, &err), DZ_ERR_IO);
+    char want[64];
+    snprintf(want, sizeof want, "block %d", last);
+    assert_non_null(strstr(err.msg, dz_store_path(s)));
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, "truncated"));
+
+    memset(&err, 0, sizeof err);
+    ok(dz_store_start_read(s, last, buf, &err), &err);
+    ok(dz_store_start_read(s, 0, buf, &err), &err); /* skipped after the failure */
+    assert_int_equal(dz_store_wait(s, &err), DZ_ERR_IO);
+    assert_non_null(strstr(err.msg, want));
+    ok(dz_store_wait(s, &err), &err); /* cleared */
+    assert_int_equal(dz_store_start_read(s, last + 1, buf, &err), DZ_ERR_INVALID);
+
+    /* The truncated file no longer opens as a store. */
+    dz_store *again = (dz_store *)1;
+    assert_int_equal(dz_store_open(dz_store_path(s), dz_model_params(m), DZ_F32, 0, &again, &err), DZ_ERR_FORMAT);
+    assert_null(again);
+    free(buf);
+    dz_store_close(s);
+    dz_model_free(m);
+}
+
+/* A safetensors file in another order (a HF checkpoint) is refused, naming the tensor. */
+static void test_wrong_order(void **state) {
+    (void)state;
+    dz_model *m = load("opt_preln", DZ_F32);
+    char path[512];
+    snprintf(path, sizeof path, "%s/hf/opt_preln/model.safetensors", DZ_TEST_DATA);
+    dz_store *s = (dz_store *)1;
+    dz_error err = {0};
+    const dz_status st = dz_store_open(path, dz_model_params(m), DZ_F32, 0, &s, &err);
+    assert_null(s);
+    if (st == DZ_OK) fail_msg("a file in name order opened as a store");
+    assert_int_equal(st, DZ_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "order"));
+    dz_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_opt_f32),          cmocka_unit_test(test_opt_bf16),
+        cmocka_unit_test(test_llama_f32),        cmocka_unit_test(test_llama_bf16_drop_cache),
+        cmocka_unit_test(test_missing_folder),   cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_wrong_order),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
