@@ -11,3 +11,8 @@ add_test(NAME cli_crash_resume
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_resume.sh $<TARGET_FILE:distzo> ${DZ_ASSETS})
 set_tests_properties(cli_crash_resume PROPERTIES LABELS "zo;cli" TIMEOUT 600 SKIP_RETURN_CODE 77
                      ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+
+# --store disk: bitwise equal to ram, across SIGKILL + resume (skipped, exit 77, without assets).
+add_test(NAME cli_store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/store.sh $<TARGET_FILE:distzo> ${DZ_ASSETS})
+set_tests_properties(cli_store PROPERTIES LABELS "zo;cli" TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")

@@ -113,6 +113,9 @@ void *dz_model_tensor(const dz_model *m, int id);
 /* Copies every tensor still mapped from a file into owned memory, so the weights can be
  * written (the ZO trainer's master weights). */
 dz_status dz_model_make_owned(dz_model *m, dz_error *err);
+/* Keeps only the global block (embeddings, final norm, head) in owned memory and lets go of
+ * every layer tensor (its data becomes NULL): for a trainer whose layers live in a store. */
+dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err);
 /* Bytes of weights resident in memory (converted copies) and mapped from files. */
 size_t dz_model_bytes_owned(const dz_model *m);
 size_t dz_model_bytes_mapped(const dz_model *m);

@@ -27,6 +27,8 @@ typedef struct dz_train_config {
     int eval_every, checkpoint_every, log_sync_every, max_bad_steps, eval_batch;
     int lm_seq;               /* LM: tokens per training window (0: the model's maximum) */
     int share_prompts;        /* classification: each example's prompt computed once for all its candidates */
+    const char *store;        /* NULL or "ram": masters in memory; "disk:PATH": layer masters in a file */
+    int max_resident_mb;      /* with a disk store: refuse to start above this many MB resident (0: no cap) */
 } dz_train_config;
 
 /* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */

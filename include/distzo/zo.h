@@ -63,6 +63,12 @@ void dz_zo_engine_free(dz_zo_engine *e);
  * finite losses, the update with learning rate lr is pending (fused) or applied. */
 dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
                      dz_error *err);
+/* Keeps the layer blocks' master weights in a parameter store on disk (src/zo/store.h)
+ * instead of the model's memory: each step reads a block into one of two resident slots
+ * while the previous block computes, and writes it back once updated. */
+struct dz_store;
+dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *err);
+
 /* Applies any pending update to every block. */
 void dz_zo_flush(dz_zo_engine *e);
 /* Applies the update of a logged step (replay: resume, export): bitwise what training did. */

@@ -64,7 +64,7 @@ int dz_cmd_train(int argc, char **argv) {
     dz_train_config_default(&c);
     /* Settings found to work for stories260K on SST-2 (see README): MeZO's. */
     c.lr = 3e-5f;
-    c.steps = 4000;
+    c.steps = 0; /* 4000 unless given; on --resume, only a given --steps extends the run */
     c.eval_every = 500;
     c.checkpoint_every = 1000;
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
@@ -103,8 +103,10 @@ int dz_cmd_train(int argc, char **argv) {
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply each update at once instead of fusing it into the next step"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "run every candidate as a full sequence (MeZO's way)"},
+        {"store", DZ_OPT_STR, &c.store, "ram (default) or disk:PATH: layer master weights in a file, streamed"},
+        {"max-resident", DZ_OPT_INT, &c.max_resident_mb, "with a disk store: refuse to run above this many MB"},
         {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
-        {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped)"},
+        {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped; --steps extends it)"},
         {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
         {0},
     };
@@ -118,6 +120,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (task_file && (rc = dz_cli_task_file(task_file, &c.template_, &c.label_words, &c.text_key, &c.label_key)))
         return rc;
     if (!c.label_words && strcmp(c.task, "lm")) c.label_words = "bad,good";
+    if (c.steps == 0 && !resume) c.steps = 4000;
     c.wd = wd;
     c.seed = (uint64_t)seed;
     c.data_seed = (uint64_t)data_seed;

@@ -131,6 +131,35 @@ dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
     return DZ_OK;
 }
 
+dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) {
+    const size_t esz = dz_dtype_size(m->dtype);
+    size_t bytes = 0;
+    for (int i = 0; i < m->table.count; i++)
+        if (m->table.params[i].block == m->cfg.n_layers)
+            bytes += ((size_t)dz_param_numel(&m->table.params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+    char *arena = dz_alloc(bytes);
+    if (!arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the global block", m->path, bytes);
+    size_t off = 0;
+    for (int i = 0; i < m->table.count; i++) {
+        if (m->table.params[i].block != m->cfg.n_layers) {
+            m->data[i] = NULL;
+            continue;
+        }
+        const size_t n = (size_t)dz_param_numel(&m->table.params[i]) * esz;
+        memcpy(arena + off, m->data[i], n);
+        m->data[i] = arena + off;
+        off += (n + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+    }
+    dz_free(m->owned);
+    m->owned = arena;
+    m->owned_bytes = bytes;
+    m->mapped_bytes = 0;
+    dz_hf_checkpoint_close(&m->ckpt);
+    if (m->map) munmap(m->map, m->map_size);
+    m->map = NULL;
+    return DZ_OK;
+}
+
 const dz_config *dz_model_config(const dz_model *m) { return &m->cfg; }
 const dz_param_table *dz_model_params(const dz_model *m) { return &m->table; }
 dz_dtype dz_model_dtype(const dz_model *m) { return m->dtype; }

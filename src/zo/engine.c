@@ -6,7 +6,9 @@
 
 #include "core/util.h"
 #include "distzo/zo.h"
+#include "distzo/log.h"
 #include "zo/perturb.h"
+#include "zo/store.h"
 
 /* Elements per unit of parallel work: big enough to amortize scheduling, small enough
  * to balance a block's tensors over the threads. */
@@ -39,6 +41,8 @@ struct dz_zo_engine {
     dz_zo_update upd;
     float upd_g[DZ_ZO_MAX_Q];
     float *lp[2], *plp[2];    /* log-probs of each sign: continuation rows, prompt rows */
+    dz_store *store;          /* layer masters on disk (NULL: in the model's memory) */
+    char *slot[2];            /* resident copies of layer blocks l % 2 */
     size_t bytes;
 };
 
@@ -47,7 +51,11 @@ static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->k
 static int is_bf16(const dz_zo_engine *e) { return dz_model_dtype(e->m) == DZ_BF16; }
 
 static void *theta_at(const dz_zo_engine *e, int id, uint64_t i0) {
-    return (char *)dz_model_tensor(e->m, id) + i0 * dz_dtype_size(dz_model_dtype(e->m));
+    const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
+    const int b = dz_model_params(e->m)->params[id].block;
+    if (e->store && b < e->n_blocks - 1) /* a layer block, resident in its slot */
+        return e->slot[b % 2] + dz_store_tensor_offset_in_block(e->store, id) + i0 * esz;
+    return (char *)dz_model_tensor(e->m, id) + i0 * esz;
 }
 
 /* The pending update as one tensor sees it (no decay on biases and norms). */
@@ -80,13 +88,28 @@ static void update_span(const dz_zo_engine *e, const span *s) {
         dz_update_f32(th, s->n, u.g, u.q, u.lr, u.wd, e->p.seed, (uint32_t)s->id, u.step, s->i0, e->dist);
 }
 
-/* Applies the pending update to block b alone (no perturbation). */
+/* Applies the pending update to block b alone (no perturbation); a layer block on disk
+ * goes through its slot. */
 static void update_block(dz_zo_engine *e, int b) {
     if (!e->pending || e->applied[b]) return;
+    const int on_disk = e->store && b < e->n_blocks - 1;
+    dz_error err = {0};
+    if (on_disk && (dz_store_wait(e->store, &err) != DZ_OK || dz_store_read_block(e->store, b, e->slot[b % 2], &err) != DZ_OK))
+        dz_log(DZ_LOG_ERROR, "%s", err.msg);
     const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
 #pragma omp parallel for schedule(dynamic, 1)
     for (int k = first; k < last; k++) update_span(e, &e->spans[k]);
+    if (on_disk && dz_store_write_block(e->store, b, e->slot[b % 2], &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
     e->applied[b] = 1;
+}
+
+/* With a store: block l's slot is ready once the queue drains; then block l+1 starts
+ * loading into the other slot (whose write-back, queued earlier, went first). */
+static dz_status stage_block(dz_zo_engine *e, int l, dz_error *err) {
+    if (!e->store) return DZ_OK;
+    dz_status st = dz_store_wait(e->store, err);
+    if (st == DZ_OK && l + 1 < e->n_blocks - 1) st = dz_store_start_read(e->store, l + 1, e->slot[(l + 1) % 2], err);
+    return st;
 }
 
 /* Fills the working buffers of layer block l, fusing in the pending update. */
@@ -99,7 +122,11 @@ static void fill_block(dz_zo_engine *e, int l) {
         const size_t off = e->tensor_off[s->id] + s->i0;
         perturb_span(e, s->id, s->i0, s->n, e->wplus + off, e->wminus + off, apply);
     }
-    if (apply) e->applied[l] = 1;
+    if (!apply) return;
+    e->applied[l] = 1;
+    dz_error err = {0};
+    if (e->store && dz_store_start_write(e->store, l, e->slot[l % 2], &err) != DZ_OK) /* back to disk, overlapped */
+        dz_log(DZ_LOG_ERROR, "%s", err.msg);
 }
 
 /* Rows of a global tensor for stream 0 (theta + eps z) or 1 (theta - eps z). Both are
@@ -201,8 +228,40 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     return DZ_OK;
 }
 
+dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *err) {
+    if (dz_store_dtype(s) != dz_model_dtype(e->m) || dz_store_n_blocks(s) != e->n_blocks)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: the store does not hold this model's blocks", dz_store_path(s));
+    for (int k = 0; k < 2; k++)
+        if (!(e->slot[k] = dz_alloc(dz_store_max_layer_bytes(s))))
+            return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate block slots");
+    e->bytes += 2 * dz_store_max_layer_bytes(s);
+    e->store = s;
+    return DZ_OK;
+}
+
+/* The masters as evaluation sees them: resident tensors in place, layers read from the store. */
+static const float *master_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
+    const dz_zo_engine *e = self;
+    const dz_weight_source own = dz_model_weights(e->m);
+    if (dz_model_tensor(e->m, id)) return own.rows(own.self, stream, id, row0, nrows, scratch);
+    const size_t n = (size_t)(nrows * dz_model_params(e->m)->params[id].cols);
+    const int bf16 = is_bf16(e);
+    void *raw = bf16 ? (void *)((uint16_t *)(void *)scratch + n) : (void *)scratch; /* bf16 lands in the upper half */
+    dz_error err = {0};
+    if (dz_store_read_rows(e->store, id, row0, nrows, raw, &err) != DZ_OK) {
+        dz_log(DZ_LOG_ERROR, "%s", err.msg); /* rows() has no error path: the caller sees zeros */
+        memset(scratch, 0, n * sizeof(float));
+        return scratch;
+    }
+    if (bf16) /* widening in place, front to back: each source element is read before it is overwritten */
+        for (size_t i = 0; i < n; i++) scratch[i] = dz_bf16_to_f32(((const uint16_t *)raw)[i]);
+    return scratch;
+}
+
 void dz_zo_engine_free(dz_zo_engine *e) {
     if (!e) return;
+    dz_free(e->slot[0]);
+    dz_free(e->slot[1]);
     free(e->spans);
     free(e->block_first_span);
     free(e->tensor_off);
@@ -223,6 +282,8 @@ size_t dz_zo_engine_bytes(const dz_zo_engine *e) { return e->bytes; }
 void dz_zo_flush(dz_zo_engine *e) {
     for (int b = 0; b < e->n_blocks; b++) update_block(e, b);
     e->pending = 0;
+    dz_error err = {0};
+    if (e->store && dz_store_wait(e->store, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
 }
 
 static void set_pending(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
@@ -238,7 +299,10 @@ void dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
     dz_zo_flush(e);
 }
 
-dz_weight_source dz_zo_master_source(const dz_zo_engine *e) { return dz_model_weights(e->m); }
+dz_weight_source dz_zo_master_source(const dz_zo_engine *e) {
+    if (!e->store) return dz_model_weights(e->m);
+    return (dz_weight_source){master_rows, e};
+}
 
 /* One sample: both perturbed forwards block by block, then both losses. Streams: with a
  * tree batch 0/1 are the prompts (+/-) and 2/3 the continuations; the weight source
@@ -261,7 +325,9 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *lp_
     }
     if (st != DZ_OK) return st;
     const float *tp[DZ_L_COUNT], *tm[DZ_L_COUNT];
+    if (e->store && (st = dz_store_start_read(e->store, 0, e->slot[0], err)) != DZ_OK) return st;
     for (int l = 0; l < c->n_layers; l++) {
+        if ((st = stage_block(e, l, err)) != DZ_OK) return st;
         fill_block(e, l);
         for (int r = 0; r < DZ_L_COUNT; r++) {
             const int id = e->layer_ids[l][r];
@@ -274,6 +340,7 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *lp_
         dz_forward_layer(e->f, cs + 1, l, tm);
     }
     e->pending = 0; /* every block has it now */
+    if (e->store && (st = dz_store_wait(e->store, err)) != DZ_OK) return st;
     const int pstreams[2] = {0, 1}, cstreams[2] = {cs, cs + 1};
     if (tree) st = dz_forward_logprobs_streams(e->f, &src, 2, pstreams, b->p_rows, b->p_targets, b->n_p_rows, e->plp, err);
     if (st == DZ_OK) st = dz_forward_logprobs_streams(e->f, &src, 2, cstreams, b->rows, b->targets, b->n_rows, e->lp, err);

@@ -34,6 +34,7 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
     put_str(o, "label_words", c->label_words);
     put_str(o, "text_key", c->text_key);
     put_str(o, "label_key", c->label_key);
+    put_str(o, "store", c->store);
     cJSON_AddStringToObject(o, "master_dtype", dz_dtype_name(c->master_dtype));
     const struct { const char *k; double v; } nums[] = {
         {"train_examples", c->train_examples}, {"dev_examples", c->dev_examples},
@@ -42,7 +43,7 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
         {"rademacher", c->rademacher}, {"fuse", c->fuse}, {"schedule", c->schedule}, {"seed", (double)c->seed},
         {"eval_every", c->eval_every}, {"checkpoint_every", c->checkpoint_every},
         {"log_sync_every", c->log_sync_every}, {"max_bad_steps", c->max_bad_steps}, {"eval_batch", c->eval_batch},
-        {"share_prompts", c->share_prompts}, {"lm_seq", c->lm_seq},
+        {"share_prompts", c->share_prompts}, {"lm_seq", c->lm_seq}, {"max_resident_mb", c->max_resident_mb},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);
     char *text = cJSON_Print(o);
@@ -110,6 +111,7 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     c->label_words = get_str(&r, "label_words");
     c->text_key = get_str(&r, "text_key");
     c->label_key = get_str(&r, "label_key");
+    c->store = get_str(&r, "store");
     const char *dt = get_str(&r, "master_dtype");
     if (r.st == DZ_OK && (!dt || dz_dtype_parse(dt, &c->master_dtype) != 0))
         r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'master_dtype' is missing or unknown", path);
@@ -134,6 +136,7 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     c->eval_batch = (int)get_num(&r, "eval_batch");
     c->share_prompts = (int)get_num(&r, "share_prompts");
     c->lm_seq = (int)get_num(&r, "lm_seq");
+    c->max_resident_mb = (int)get_num(&r, "max_resident_mb");
     if (r.st == DZ_OK && !c->model) r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'model' is missing", path);
     cJSON_Delete(o);
     free(text);
@@ -178,8 +181,34 @@ static void prune(const char *run_dir, const char *keep) {
     closedir(d);
 }
 
+/* Copies src to dst (new file), fsync'd. */
+static dz_status copy_file(const char *src, const char *dst, dz_error *err) {
+    int in = open(src, O_RDONLY), out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dz_status st = DZ_OK;
+    if (in < 0 || out < 0) st = dz_fail(err, DZ_ERR_IO, "%s: cannot copy to %s: %s", src, dst, strerror(errno));
+    static char buf[1 << 20];
+    for (ssize_t n; st == DZ_OK && (n = read(in, buf, sizeof buf)) != 0;) {
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            st = dz_fail(err, DZ_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+            break;
+        }
+        for (ssize_t done = 0; st == DZ_OK && done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) st = dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
+            else done += w;
+        }
+    }
+    if (st == DZ_OK && fsync(out) != 0) st = dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    return st;
+}
+
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
-                              const dz_tokenizer *tok, const char *state_json, dz_error *err) {
+                              const dz_tokenizer *tok, const char *state_json, const char *weights_file,
+                              dz_error *err) {
     char tmp[PATH_MAX], final[PATH_MAX], leaf[64], path[PATH_MAX + 64];
     const int numbered = strcmp(name, "checkpoint") == 0;
     if (numbered) snprintf(leaf, sizeof leaf, "checkpoint-%d", steps_done);
@@ -187,7 +216,16 @@ dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_d
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", run_dir, leaf);
     snprintf(final, sizeof final, "%s/%s", run_dir, leaf);
     remove_tree(tmp);
-    dz_status st = dz_model_save_hf(m, tmp, err);
+    dz_status st;
+    if (!weights_file) {
+        st = dz_model_save_hf(m, tmp, err);
+    } else { /* the weights are already a safetensors file (a parameter store): copy it */
+        st = mkdir(tmp, 0755) == 0 ? DZ_OK : dz_fail(err, DZ_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        snprintf(path, sizeof path, "%s/config.json", tmp);
+        if (st == DZ_OK) st = dz_config_write_hf_json(dz_model_config(m), path, dz_model_dtype(m), err);
+        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+        if (st == DZ_OK) st = copy_file(weights_file, path, err);
+    }
     if (st == DZ_OK && tok) st = dz_tokenizer_save_hf(tok, tmp, err);
     if (st == DZ_OK) {
         snprintf(path, sizeof path, "%s/trainer_state.json", tmp);

@@ -16,7 +16,8 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *cfg, char **s
  * points run_dir/LATEST at it and removes older checkpoints. name = "checkpoint" or
  * "best" (best/ is replaced, not numbered). */
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
-                              const dz_tokenizer *tok, const char *state_json, dz_error *err);
+                              const dz_tokenizer *tok, const char *state_json, const char *weights_file,
+                              dz_error *err);
 /* The newest complete checkpoint: its folder in path (cap bytes) and steps_done; returns
  * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */
 dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err);

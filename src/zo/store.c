@@ -399,7 +399,8 @@ dz_status dz_store_write_block(dz_store *s, int block, const void *buf, dz_error
     return block_io(s, OP_WRITE, block, (void *)buf, 0, err); /* pwrite only reads from it */
 }
 
-dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, void *buf, dz_error *err) {
+/* Rows [row0, row0+nrows) of tensor id, read into or written from buf. */
+static dz_status rows_io(dz_store *s, op_kind op, int id, int64_t row0, int64_t nrows, void *buf, dz_error *err) {
     if (id < 0 || id >= s->count)
         return dz_fail(err, DZ_ERR_INVALID, "%s: tensor id %d is outside 0..%d", s->path, id, s->count - 1);
     if (row0 < 0 || nrows < 0 || row0 > s->tensor_rows[id] - nrows)
@@ -407,8 +408,16 @@ dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, v
                        "%s: tensor '%s': rows [%" PRId64 ", %" PRId64 ") outside its %" PRId64 " rows", s->path,
                        s->names[id], row0, row0 + nrows, s->tensor_rows[id]);
     const what w = {s->tensor_block[id], id, row0, nrows};
-    return transfer(s, OP_READ, s->tensor_off[id] + (uint64_t)row0 * s->row_bytes[id], buf,
+    return transfer(s, op, s->tensor_off[id] + (uint64_t)row0 * s->row_bytes[id], buf,
                     (size_t)nrows * s->row_bytes[id], w, 0, err);
+}
+
+dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, void *buf, dz_error *err) {
+    return rows_io(s, OP_READ, id, row0, nrows, buf, err);
+}
+
+dz_status dz_store_write_rows(dz_store *s, int id, int64_t row0, int64_t nrows, const void *buf, dz_error *err) {
+    return rows_io(s, OP_WRITE, id, row0, nrows, (void *)buf, err);
 }
 
 dz_status dz_store_sync(dz_store *s, dz_error *err) {

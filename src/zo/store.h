@@ -75,6 +75,8 @@ dz_status dz_store_read_block(dz_store *s, int block, void *buf, dz_error *err);
 dz_status dz_store_write_block(dz_store *s, int block, const void *buf, dz_error *err);
 /* Rows [row0, row0+nrows) of tensor id in the store's dtype (a vector has one row). */
 dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, void *buf, dz_error *err);
+/* The same, writing (synchronous; the global block is written tensor by tensor). */
+dz_status dz_store_write_rows(dz_store *s, int id, int64_t row0, int64_t nrows, const void *buf, dz_error *err);
 /* Waits for the queue, then fdatasync: everything written so far is on disk. */
 dz_status dz_store_sync(dz_store *s, dz_error *err);
 

@@ -21,6 +21,7 @@
 #include "zo/metrics.h"
 #include "zo/run_files.h"
 #include "zo/seedlog.h"
+#include "zo/store.h"
 
 void dz_train_config_default(dz_train_config *c) {
     memset(c, 0, sizeof *c);
@@ -64,6 +65,7 @@ typedef struct trainer {
     float *scores;
     double t0;
     int ckpt_steps;                   /* resume: the steps in the weights loaded */
+    dz_store *store;                  /* --store disk:PATH: the layer masters */
     double best_dev, best_test;       /* the best-so-far carried over a resume */
     int best_step;
 } trainer;
@@ -146,7 +148,7 @@ static dz_status evaluate(trainer *tr, const dz_class_set *cs, double *score, dz
     *score = NAN;
     if (cs->n_examples == 0) return DZ_OK;
     dz_zo_flush(tr->e); /* evaluation never sees stale weights */
-    const dz_weight_source w = dz_model_weights(tr->m);
+    const dz_weight_source w = dz_zo_master_source(tr->e);
     if (!tr->lm) return dz_class_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, NULL, NULL, score, err);
     double nll;
     dz_status st = dz_lm_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, &nll, err);
@@ -168,7 +170,16 @@ static dz_status checkpoint(trainer *tr, const char *name, int steps_done, doubl
     if (st != DZ_OK) return st;
     char js[256];
     state_json(js, sizeof js, steps_done, best_dev, best_step, best_test);
-    return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, err);
+    if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, err);
+    /* the store file holds every layer; the resident global block joins it, then it is copied */
+    const dz_param_table *t = dz_model_params(tr->m);
+    for (int i = 0; st == DZ_OK && i < t->count; i++)
+        if (t->params[i].block == dz_model_config(tr->m)->n_layers)
+            st = dz_store_write_rows(tr->store, i, 0, t->params[i].rows, dz_model_tensor(tr->m, i), err);
+    if (st == DZ_OK) st = dz_store_sync(tr->store, err);
+    if (st == DZ_OK)
+        st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store), err);
+    return st;
 }
 
 /* The selection score an evaluation row of metrics.jsonl carries (NaN if none). */
@@ -223,6 +234,29 @@ static dz_status restore_best(trainer *tr, dz_error *err) {
     return st;
 }
 
+/* --store disk:PATH: the layer masters go to a file (rebuilt from the loaded weights, so
+ * a resume never trusts a store a crash may have torn) and only the global block stays. */
+static dz_status open_store(trainer *tr, dz_error *err) {
+    const char *spec = tr->cfg.store;
+    if (!strcmp(spec, "ram")) return dz_model_make_owned(tr->m, err);
+    if (strncmp(spec, "disk:", 5) != 0 || !spec[5])
+        return dz_fail(err, DZ_ERR_INVALID, "--store '%s': expected ram or disk:PATH", spec);
+    dz_status st = dz_store_create(spec + 5, tr->m, 0, &tr->store, err);
+    return st == DZ_OK ? dz_model_keep_globals_only(tr->m, err) : st;
+}
+
+/* What stays in memory with a disk store must fit --max-resident. */
+static dz_status check_resident(const trainer *tr, dz_error *err) {
+    const size_t need = dz_model_bytes_owned(tr->m) + dz_forward_bytes(tr->f) + dz_zo_engine_bytes(tr->e);
+    const size_t cap = (size_t)tr->cfg.max_resident_mb << 20;
+    if (need <= cap) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID,
+                   "--max-resident %d MB cannot hold what training keeps in memory: %.1f MB (global block %.1f MB, "
+                   "activations %.1f MB, working copies and two block slots %.1f MB)",
+                   tr->cfg.max_resident_mb, need / 1048576.0, dz_model_bytes_owned(tr->m) / 1048576.0,
+                   dz_forward_bytes(tr->f) / 1048576.0, dz_zo_engine_bytes(tr->e) / 1048576.0);
+}
+
 static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
     char path[4200];
@@ -239,7 +273,8 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
         snprintf(path, sizeof path, "%s", c->model);
     }
     if (st == DZ_OK) st = dz_model_load(path, c->master_dtype, &tr->m, err);
-    if (st == DZ_OK) st = dz_model_make_owned(tr->m, err);
+    if (st == DZ_OK && !c->store) st = dz_model_make_owned(tr->m, err);
+    if (st == DZ_OK && c->store) st = open_store(tr, err);
     if (st != DZ_OK) return st;
     /* the tokenizer of the base model (checkpoints of llama2.c models carry tokenizer.bin) */
     dz_model *base = NULL;
@@ -269,6 +304,8 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     st = dz_forward_create_streams(tr->m, max_batch, max_len, 0, share ? 4 : 2, &tr->f, err);
     const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, c->fuse};
     if (st == DZ_OK) st = dz_zo_engine_create(tr->m, tr->f, &zp, &tr->e, err);
+    if (st == DZ_OK && tr->store) st = dz_zo_engine_use_store(tr->e, tr->store, err);
+    if (st == DZ_OK && tr->store && c->max_resident_mb > 0) st = check_resident(tr, err);
     if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, c->batch * K, tr->train.max_len, share, err);
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
     tr->batch_ex = malloc(sizeof(int) * (size_t)c->batch);
@@ -314,6 +351,7 @@ static void teardown(trainer *tr) {
     dz_metrics_close(tr->metrics, NULL);
     dz_seedlog_close(tr->log, NULL);
     dz_zo_engine_free(tr->e);
+    dz_store_close(tr->store);
     dz_forward_free(tr->f);
     dz_class_batch_free(&tr->bb);
     dz_class_set_free(&tr->train);
