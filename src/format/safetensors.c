@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -395,7 +396,7 @@ static int cmp_str_ptr(const void *a, const void *b) {
 
 static dz_status check_unique_names(const char *path, const dz_st_write_tensor *ts, int count,
                                     dz_error *err) {
-    const char **names = malloc((count ? (size_t)count : 1) * sizeof *names);
+    const char **names = malloc((count > 0 ? (size_t)count : 1) * sizeof *names);
     if (!names) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     for (int i = 0; i < count; i++) names[i] = ts[i].name;
     qsort(names, (size_t)count, sizeof *names, cmp_str_ptr);
@@ -492,6 +493,11 @@ static void fsync_parent_dir(const char *path) {
  * multi-GB model is never copied in memory. */
 dz_status dz_safetensors_write(const char *path, const dz_st_write_tensor *tensors, int count,
                                dz_error *err) {
+    return dz_safetensors_write_releasing(path, tensors, count, NULL, err);
+}
+
+dz_status dz_safetensors_write_releasing(const char *path, const dz_st_write_tensor *tensors, int count,
+                                         const unsigned char *release, dz_error *err) {
     if (count < 0 || (count > 0 && !tensors))
         return dz_fail(err, DZ_ERR_INVALID, "%s: bad tensor list", path);
     st_order *order = calloc(count ? (size_t)count : 1, sizeof *order);
@@ -520,6 +526,11 @@ dz_status dz_safetensors_write(const char *path, const dz_st_write_tensor *tenso
         size_t n = dz_dtype_size(t->dtype);
         for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d]; /* checked in build_header */
         bad = write_all(fd, t->data, n);
+        if (release && release[order[k].idx]) { /* keeps the peak near one tensor when copying a mapped model */
+            const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)t->data;
+            const uintptr_t lo = (a + page - 1) / page * page, hi = (a + n) / page * page;
+            if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
     }
     if (bad || fsync(fd) != 0) {
         s = dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));

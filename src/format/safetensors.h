@@ -64,6 +64,10 @@ typedef struct dz_st_write_tensor {
  * buffers (no second in-memory copy). Names must be unique and not "__metadata__". */
 dz_status dz_safetensors_write(const char *path, const dz_st_write_tensor *tensors, int count,
                                dz_error *err);
+/* The same; tensors with release[i] set lie in a read-only file mapping whose pages are
+ * dropped once written, so copying a mapped model peaks near one tensor (release may be NULL). */
+dz_status dz_safetensors_write_releasing(const char *path, const dz_st_write_tensor *tensors, int count,
+                                         const unsigned char *release, dz_error *err);
 
 /* A Hugging Face checkpoint folder: one or more safetensors files. */
 typedef struct dz_hf_checkpoint {

@@ -131,6 +131,19 @@ dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
     return DZ_OK;
 }
 
+static int in_range(const void *p, const void *base, size_t size) {
+    return base && (const char *)p >= (const char *)base && (const char *)p < (const char *)base + size;
+}
+
+int dz_model_tensor_mapped(const dz_model *m, int id) {
+    const void *p = m->data[id];
+    if (!p || in_range(p, m->owned, m->owned_bytes)) return 0;
+    if (in_range(p, m->map, m->map_size)) return 1;
+    for (int i = 0; i < m->ckpt.n_files; i++)
+        if (in_range(p, m->ckpt.files[i].map, m->ckpt.files[i].map_size)) return 1;
+    return 0;
+}
+
 dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) {
     const size_t esz = dz_dtype_size(m->dtype);
     size_t bytes = 0;

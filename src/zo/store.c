@@ -325,16 +325,23 @@ dz_status dz_store_create(const char *path, const dz_model *m, unsigned flags, d
     *out = NULL;
     const dz_param_table *t = dz_model_params(m);
     dz_st_write_tensor *ts = calloc((size_t)(t->count ? t->count : 1), sizeof *ts);
-    if (!ts) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    unsigned char *release = calloc((size_t)(t->count ? t->count : 1), 1);
+    if (!ts || !release) {
+        free(ts);
+        free(release);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
     for (int i = 0; i < t->count; i++) {
         const dz_param *p = &t->params[i];
         ts[i] = (dz_st_write_tensor){.name = p->hf_name, .dtype = dz_model_dtype(m), .data = dz_model_tensor(m, i)};
+        release[i] = (unsigned char)dz_model_tensor_mapped(m, i);
         ts[i].ndim = p->rows == 1 ? 1 : 2;
         ts[i].shape[0] = p->rows == 1 ? p->cols : p->rows;
         ts[i].shape[1] = p->cols;
     }
-    dz_status rc = dz_safetensors_write(path, ts, t->count, err);
+    dz_status rc = dz_safetensors_write_releasing(path, ts, t->count, release, err);
     free(ts);
+    free(release);
     if (rc != DZ_OK) return rc;
     return dz_store_open(path, t, dz_model_dtype(m), flags, out, err);
 }
