@@ -113,6 +113,8 @@ void *dz_model_tensor(const dz_model *m, int id);
 /* Copies every tensor still mapped from a file into owned memory, so the weights can be
  * written (the ZO trainer's master weights). */
 dz_status dz_model_make_owned(dz_model *m, dz_error *err);
+/* 1 if tensor id is read in place from a file mapping (not a converted or owned copy). */
+int dz_model_tensor_mapped(const dz_model *m, int id);
 /* Keeps only the global block (embeddings, final norm, head) in owned memory and lets go of
  * every layer tensor (its data becomes NULL): for a trainer whose layers live in a store. */
 dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err);

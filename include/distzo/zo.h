@@ -69,6 +69,10 @@ dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch
 struct dz_store;
 dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *err);
 
+/* Refuses (naming each part) when the resident weights, f's activations and the engine's
+ * buffers exceed cap_mb megabytes. */
+dz_status dz_zo_check_resident(const dz_zo_engine *e, const dz_forward *f, int cap_mb, dz_error *err);
+
 /* Applies any pending update to every block. */
 void dz_zo_flush(dz_zo_engine *e);
 /* Applies the update of a logged step (replay: resume, export): bitwise what training did. */

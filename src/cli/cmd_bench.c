@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/blas.h"
 #include "distzo/zo.h"
+#include "zo/store.h"
 
 typedef struct gemm_shape {
     int M, N, K;
@@ -182,8 +183,8 @@ static double mean_nll(const float *logprobs, const float *p_logprobs, void *use
 }
 
 static int bench_step(int argc, char **argv) {
-    const char *model = NULL, *master = "f32";
-    int batch = 16, seq = 128, threads = 0, json = 0, steps = 3, no_fuse = 0;
+    const char *model = NULL, *master = "f32", *store_spec = NULL;
+    int batch = 16, seq = 128, threads = 0, json = 0, steps = 3, no_fuse = 0, max_resident = 0;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model folder or .bin"},
         {"batch", DZ_OPT_INT, &batch, "sequences (default 16)"},
@@ -192,6 +193,8 @@ static int bench_step(int argc, char **argv) {
         {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply updates at once instead of fused into the next step"},
+        {"store", DZ_OPT_STR, &store_spec, "disk:PATH: layer masters in a store file (skips the forward phase)"},
+        {"max-resident", DZ_OPT_INT, &max_resident, "with --store: refuse to run above this many MB"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
@@ -210,7 +213,14 @@ static int bench_step(int argc, char **argv) {
     dz_model *m;
     if ((rc = dz_cli_load(model, master, NULL, 0, &m, NULL))) return rc;
     dz_error err = {0};
-    if (dz_model_make_owned(m, &err) != DZ_OK) {
+    dz_store *store = NULL;
+    if (store_spec && strncmp(store_spec, "disk:", 5) != 0) {
+        dz_model_free(m);
+        return dz_cli_failf("option --store: '%s' is not disk:PATH", store_spec);
+    }
+    const dz_status ost = store_spec ? dz_store_create(store_spec + 5, m, 0u, &store, &err) : dz_model_make_owned(m, &err);
+    if (ost != DZ_OK || (store && dz_model_keep_globals_only(m, &err) != DZ_OK)) {
+        dz_store_close(store);
         dz_model_free(m);
         return dz_cli_fail(&err);
     }
@@ -222,9 +232,9 @@ static int bench_step(int argc, char **argv) {
     dz_zo_engine *e = NULL;
     double fwd = 0.0, step = 0.0;
     size_t rss_eval = 0, rss_train = 0, eval_act = 0, train_act = 0;
-    if (!rc && dz_forward_create(m, batch, seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && !store && dz_forward_create(m, batch, seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
-    for (int r = 0; !rc && r <= steps; r++) {
+    for (int r = 0; !rc && !store && r <= steps; r++) {
         double t0 = dz_now();
         if (lm_forward(f, &w, &lw, batch, seq, &err) != DZ_OK) rc = dz_cli_fail(&err);
         if (r > 0) fwd += (dz_now() - t0) / steps;
@@ -238,6 +248,10 @@ static int bench_step(int argc, char **argv) {
     const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse};
     if (!rc && dz_forward_create_streams(m, batch, seq, 0, 2, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && store && dz_zo_engine_use_store(e, store, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && store && max_resident > 0 && dz_zo_check_resident(e, f, max_resident, &err) != DZ_OK)
+        rc = dz_cli_fail(&err);
+    dz_store_stats io0 = {0};
     const dz_zo_batch zb = {.tokens = lw.tokens, .B = batch, .T = seq, .rows = lw.rows, .targets = lw.targets,
                             .n_rows = lw.N, .loss = mean_nll, .user = &lb};
     double g = 0.0;
@@ -246,12 +260,33 @@ static int bench_step(int argc, char **argv) {
         double t0 = dz_now();
         if (dz_zo_step(e, (uint32_t)r, 1e-6f, &zb, &res, &err) != DZ_OK) rc = dz_cli_fail(&err);
         if (r > 0) step += (dz_now() - t0) / steps;
+        if (r == 0 && store) io0 = dz_store_get_stats(store); /* after the warm-up step */
         g = res.g[0];
     }
+    const dz_store_stats io1 = store ? dz_store_get_stats(store) : io0; /* the steps' I/O, before the flush */
     if (e) dz_zo_flush(e);
     rss_train = dz_cli_peak_rss();
     if (f) train_act = dz_forward_bytes(f) + dz_zo_engine_bytes(e);
-    if (!rc) {
+    if (!rc && store) { /* the disk store's figures: memory, I/O per step and how much of it compute hid */
+        const dz_store_stats io = io1;
+        const double rd = (double)(io.bytes_read - io0.bytes_read) / steps, wr = (double)(io.bytes_written - io0.bytes_written) / steps;
+        const double io_s = (io.thread_io_s - io0.thread_io_s) / steps, wait_s = (io.wait_s - io0.wait_s) / steps;
+        const double hidden = io_s > 0 ? 1.0 - (wait_s < io_s ? wait_s : io_s) / io_s : 1.0;
+        if (json)
+            printf("{\"model\": \"%s\", \"store\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
+                   "\"step_seconds\": %.4f, \"peak_rss_bytes\": %zu, \"resident_weights_bytes\": %zu, "
+                   "\"buffers_bytes\": %zu, \"read_bytes_per_step\": %.0f, \"written_bytes_per_step\": %.0f, "
+                   "\"io_seconds_per_step\": %.4f, \"io_wait_seconds_per_step\": %.4f, \"io_hidden\": %.3f}\n",
+                   model, store_spec, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), step, rss_train,
+                   dz_model_bytes_owned(m), train_act, rd, wr, io_s, wait_s, hidden);
+        else
+            printf("step     %s, %d x %d tokens, %d threads, %s master, store %s\n"
+                   "time     ZO step %.4f s\n"
+                   "memory   peak RSS %.1f MB: resident weights %.1f MB, buffers %.1f MB\n"
+                   "io       %.1f MB read + %.1f MB written per step, %.3f s of I/O per step, %.3f s waited: %.0f%% hidden\n",
+                   model, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), store_spec, step, rss_train / 1e6,
+                   dz_model_bytes_owned(m) / 1e6, train_act / 1e6, rd / 1e6, wr / 1e6, io_s, wait_s, 100 * hidden);
+    } else if (!rc) {
         if (json)
             printf("{\"model\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
                    "\"fused\": %s, \"forward_seconds\": %.4f, \"step_seconds\": %.4f, \"step_over_2_forwards\": %.4f, "
@@ -269,6 +304,7 @@ static int bench_step(int argc, char **argv) {
         }
     }
     dz_zo_engine_free(e);
+    dz_store_close(store);
     dz_forward_free(f);
     lm_work_free(&lw);
     dz_model_free(m);

@@ -239,6 +239,16 @@ dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *
     return DZ_OK;
 }
 
+dz_status dz_zo_check_resident(const dz_zo_engine *e, const dz_forward *f, int cap_mb, dz_error *err) {
+    const size_t weights = dz_model_bytes_owned(e->m), acts = dz_forward_bytes(f), work = dz_zo_engine_bytes(e);
+    if (weights + acts + work <= (size_t)cap_mb << 20) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID,
+                   "--max-resident %d MB cannot hold what training keeps in memory: %.1f MB (resident weights %.1f "
+                   "MB, activations %.1f MB, working copies and block slots %.1f MB)",
+                   cap_mb, (weights + acts + work) / 1048576.0, weights / 1048576.0, acts / 1048576.0,
+                   work / 1048576.0);
+}
+
 /* The masters as evaluation sees them: resident tensors in place, layers read from the store. */
 static const float *master_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
     const dz_zo_engine *e = self;

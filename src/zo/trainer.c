@@ -245,18 +245,6 @@ static dz_status open_store(trainer *tr, dz_error *err) {
     return st == DZ_OK ? dz_model_keep_globals_only(tr->m, err) : st;
 }
 
-/* What stays in memory with a disk store must fit --max-resident. */
-static dz_status check_resident(const trainer *tr, dz_error *err) {
-    const size_t need = dz_model_bytes_owned(tr->m) + dz_forward_bytes(tr->f) + dz_zo_engine_bytes(tr->e);
-    const size_t cap = (size_t)tr->cfg.max_resident_mb << 20;
-    if (need <= cap) return DZ_OK;
-    return dz_fail(err, DZ_ERR_INVALID,
-                   "--max-resident %d MB cannot hold what training keeps in memory: %.1f MB (global block %.1f MB, "
-                   "activations %.1f MB, working copies and two block slots %.1f MB)",
-                   tr->cfg.max_resident_mb, need / 1048576.0, dz_model_bytes_owned(tr->m) / 1048576.0,
-                   dz_forward_bytes(tr->f) / 1048576.0, dz_zo_engine_bytes(tr->e) / 1048576.0);
-}
-
 static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
     char path[4200];
@@ -305,7 +293,8 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, c->fuse};
     if (st == DZ_OK) st = dz_zo_engine_create(tr->m, tr->f, &zp, &tr->e, err);
     if (st == DZ_OK && tr->store) st = dz_zo_engine_use_store(tr->e, tr->store, err);
-    if (st == DZ_OK && tr->store && c->max_resident_mb > 0) st = check_resident(tr, err);
+    if (st == DZ_OK && tr->store && c->max_resident_mb > 0)
+        st = dz_zo_check_resident(tr->e, tr->f, c->max_resident_mb, err);
     if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, c->batch * K, tr->train.max_len, share, err);
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
     tr->batch_ex = malloc(sizeof(int) * (size_t)c->batch);

@@ -44,5 +44,17 @@ if [ $? -ne 0 ] && grep -q "max-resident 1 MB cannot hold" <<<"$out"; then ok "c
 else bad "cap not refused: $out"; fi
 out=$("$bin" train "${common[@]}" --store "tape:x" --out "$tmp/badstore" 2>&1 >/dev/null)
 if [ $? -ne 0 ] && grep -q "expected ram or disk:PATH" <<<"$out"; then ok "bad --store refused"; else bad "bad --store: $out"; fi
+# resident memory under the cap: a 205 MB model (48 layers) trained from the store with
+# --max-resident 120 keeps its peak RSS under the cap plus a fixed 64 MB (process, libraries,
+# OpenBLAS buffers), far below the model's size
+"$bin" init --preset llama-tiny --layers 48 -o "$tmp/deep" >/dev/null
+size=$(stat -c %s "$tmp/deep/model.safetensors")
+json=$("$bin" bench step --model "$tmp/deep" --batch 2 --seq 32 --steps 2 --threads 1 --store "disk:$tmp/deep.store" \
+       --max-resident 120 --json 2>&1)
+peak=$(sed -n 's/.*"peak_rss_bytes": \([0-9]*\).*/\1/p' <<<"$json")
+limit=$(((120 + 64) * 1048576))
+if [ -n "$peak" ] && [ "$peak" -le "$limit" ] && [ "$size" -gt "$limit" ]; then
+  ok "peak RSS $((peak / 1048576)) MB <= 120 MB cap + 64 MB, model $((size / 1048576)) MB"
+else bad "peak RSS over the cap: $json"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
