@@ -60,7 +60,9 @@ dz_status dz_train(const dz_train_config *cfg, int resume, dz_train_progress_cb 
                    dz_train_result *res, dz_error *err);
 
 /* Replays the seed log of run_dir onto the base model of its run.json (or base, if
- * given) and writes the trained weights to out_dir in HF layout. */
-dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, dz_error *err);
+ * given) and writes the trained weights to out_dir in HF layout. With store_spec
+ * "disk:PATH" the layers stream through a store file instead of memory. */
+dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, const char *store_spec,
+                    dz_error *err);
 
 #endif

@@ -175,12 +175,13 @@ int dz_cmd_train(int argc, char **argv) {
 }
 
 int dz_cmd_export(int argc, char **argv) {
-    const char *base = NULL, *run = NULL, *out = NULL;
+    const char *base = NULL, *run = NULL, *out = NULL, *store = NULL;
     int threads = 0;
     const dz_opt opts[] = {
         {"run", DZ_OPT_STR, &run, "run folder (with run.json and seeds.log)"},
         {"base", DZ_OPT_STR, &base, "base model (default: the run's own)"},
         {"out", DZ_OPT_STR, &out, "output folder (also -o)"},
+        {"store", DZ_OPT_STR, &store, "disk:PATH: stream the layers through a store file (models larger than memory)"},
         {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
         {0},
     };
@@ -195,7 +196,7 @@ int dz_cmd_export(int argc, char **argv) {
     if (!run || !out) return dz_cli_failf("export needs --run RUN_DIR and -o OUT");
     if ((rc = dz_cli_runtime(threads))) return rc;
     dz_error err = {0};
-    if (dz_export(run, base, out, &err) != DZ_OK) return dz_cli_fail(&err);
+    if (dz_export(run, base, out, store, &err) != DZ_OK) return dz_cli_fail(&err);
     printf("wrote %s\n", out);
     return 0;
 }

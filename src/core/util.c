@@ -121,3 +121,29 @@ int dz_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+/* Copies src to dst (new file), fsync'd. */
+dz_status dz_copy_file(const char *src, const char *dst, dz_error *err) {
+    int in = open(src, O_RDONLY), out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dz_status st = DZ_OK;
+    if (in < 0 || out < 0) st = dz_fail(err, DZ_ERR_IO, "%s: cannot copy to %s: %s", src, dst, strerror(errno));
+    static char buf[1 << 20];
+    for (ssize_t n; st == DZ_OK && (n = read(in, buf, sizeof buf)) != 0;) {
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            st = dz_fail(err, DZ_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+            break;
+        }
+        for (ssize_t done = 0; st == DZ_OK && done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) st = dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
+            else done += w;
+        }
+    }
+    if (st == DZ_OK && fsync(out) != 0) st = dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    return st;
+}
+

@@ -22,6 +22,9 @@ dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err)
 /* Writes data to path atomically: path.tmp, fsync, rename, fsync of the directory. */
 dz_status dz_write_file_atomic(const char *path, const void *data, size_t len, dz_error *err);
 
+/* Copies src to dst (created or truncated), fsync'd. */
+dz_status dz_copy_file(const char *src, const char *dst, dz_error *err);
+
 /* Joins a directory and a file name into out (size cap). Returns 0, or -1 if too long. */
 int dz_path_join(char *out, size_t cap, const char *dir, const char *name);
 int dz_file_exists(const char *path);

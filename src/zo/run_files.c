@@ -181,31 +181,6 @@ static void prune(const char *run_dir, const char *keep) {
     closedir(d);
 }
 
-/* Copies src to dst (new file), fsync'd. */
-static dz_status copy_file(const char *src, const char *dst, dz_error *err) {
-    int in = open(src, O_RDONLY), out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dz_status st = DZ_OK;
-    if (in < 0 || out < 0) st = dz_fail(err, DZ_ERR_IO, "%s: cannot copy to %s: %s", src, dst, strerror(errno));
-    static char buf[1 << 20];
-    for (ssize_t n; st == DZ_OK && (n = read(in, buf, sizeof buf)) != 0;) {
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            st = dz_fail(err, DZ_ERR_IO, "%s: read failed: %s", src, strerror(errno));
-            break;
-        }
-        for (ssize_t done = 0; st == DZ_OK && done < n;) {
-            ssize_t w = write(out, buf + done, (size_t)(n - done));
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) st = dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
-            else done += w;
-        }
-    }
-    if (st == DZ_OK && fsync(out) != 0) st = dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
-    if (in >= 0) close(in);
-    if (out >= 0) close(out);
-    return st;
-}
-
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
                               const dz_tokenizer *tok, const char *state_json, const char *weights_file,
                               dz_error *err) {
@@ -224,7 +199,7 @@ dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_d
         snprintf(path, sizeof path, "%s/config.json", tmp);
         if (st == DZ_OK) st = dz_config_write_hf_json(dz_model_config(m), path, dz_model_dtype(m), err);
         snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-        if (st == DZ_OK) st = copy_file(weights_file, path, err);
+        if (st == DZ_OK) st = dz_copy_file(weights_file, path, err);
     }
     if (st == DZ_OK && tok) st = dz_tokenizer_save_hf(tok, tmp, err);
     if (st == DZ_OK) {

@@ -482,7 +482,8 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     return st;
 }
 
-dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, dz_error *err) {
+dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, const char *store_spec,
+                    dz_error *err) {
     dz_train_config c;
     char *strings = NULL, path[4200];
     dz_status st = dz_run_config_read(run_dir, &c, &strings, err);
@@ -490,18 +491,37 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     dz_forward *f = NULL;
     dz_zo_engine *e = NULL;
     dz_seedlog *log = NULL;
+    dz_store *store = NULL;
+    if (st == DZ_OK && store_spec && strncmp(store_spec, "disk:", 5) != 0)
+        st = dz_fail(err, DZ_ERR_INVALID, "--store '%s': expected disk:PATH", store_spec);
     if (st == DZ_OK) st = dz_model_load(base ? base : c.model, c.master_dtype, &m, err);
-    if (st == DZ_OK) st = dz_model_make_owned(m, err);
+    if (st == DZ_OK && !store_spec) st = dz_model_make_owned(m, err);
+    if (st == DZ_OK && store_spec) st = dz_store_create(store_spec + 5, m, 0, &store, err);
+    if (st == DZ_OK && store) st = dz_model_keep_globals_only(m, err);
     if (st == DZ_OK) st = dz_forward_create_streams(m, 1, 2, 0, 2, &f, err);
     const dz_zo_params zp = {c.seed, c.eps, c.q, c.rademacher, c.wd, 1};
     if (st == DZ_OK) st = dz_zo_engine_create(m, f, &zp, &e, err);
+    if (st == DZ_OK && store) st = dz_zo_engine_use_store(e, store, err);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
     if (st == DZ_OK) st = dz_seedlog_open(path, NULL, 0, &log, err);
     for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
         const dz_seedlog_record r = dz_seedlog_get(log, i);
         if (isfinite(r.g[0])) dz_zo_apply(e, r.step, r.lr, r.g);
     }
-    if (st == DZ_OK) st = dz_model_save_hf(m, out_dir, err);
+    if (st == DZ_OK && !store) st = dz_model_save_hf(m, out_dir, err);
+    if (st == DZ_OK && store) { /* the store holds the layers; the global block joins it, then it is copied */
+        const dz_param_table *t = dz_model_params(m);
+        for (int i = 0; st == DZ_OK && i < t->count; i++)
+            if (t->params[i].block == dz_model_config(m)->n_layers)
+                st = dz_store_write_rows(store, i, 0, t->params[i].rows, dz_model_tensor(m, i), err);
+        if (st == DZ_OK) st = dz_store_sync(store, err);
+        if (st == DZ_OK && dz_mkdirs(out_dir) != 0)
+            st = dz_fail(err, DZ_ERR_IO, "%s: cannot create folder: %s", out_dir, strerror(errno));
+        snprintf(path, sizeof path, "%s/config.json", out_dir);
+        if (st == DZ_OK) st = dz_config_write_hf_json(dz_model_config(m), path, dz_model_dtype(m), err);
+        snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+        if (st == DZ_OK) st = dz_copy_file(dz_store_path(store), path, err);
+    }
     if (st == DZ_OK) { /* the tokenizer travels with the weights */
         dz_model *b = NULL;
         dz_tokenizer *tok = NULL;
@@ -513,6 +533,7 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     }
     dz_seedlog_close(log, NULL);
     dz_zo_engine_free(e);
+    dz_store_close(store);
     dz_forward_free(f);
     dz_model_free(m);
     free(strings);

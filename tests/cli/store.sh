@@ -36,6 +36,10 @@ wait $pid 2>/dev/null
 "$bin" train --out "$tmp/killed" --resume --threads 1 >/dev/null 2>&1
 if same "$tmp/ram-f32" "$tmp/killed"; then ok "killed at $(($(wc -c < "$tmp/killed/seeds.log"))) log bytes, resumed: == ram"
 else bad "killed and resumed != ram"; fi
+# export by replay through a store equals the trained weights
+"$bin" export --run "$tmp/ram-f32" --store "disk:$tmp/export.store" -o "$tmp/exported" >/dev/null 2>&1
+if cmp -s "$tmp/exported/model.safetensors" "$tmp/ram-f32/checkpoint-60/model.safetensors"; then
+  ok "export through a disk store == trained weights"; else bad "export through a disk store differs"; fi
 # checkpoints taken from the store load as ordinary HF models
 if "$bin" info "$tmp/disk-f32/checkpoint-60" >/dev/null 2>&1; then ok "a checkpoint from the store loads"
 else bad "a checkpoint from the store does not load"; fi
