@@ -24,6 +24,12 @@ for dt in f32 bf16; do
   "$bin" train "${common[@]}" --master-dtype $dt --store "disk:$tmp/$dt.store" --out "$tmp/disk-$dt" >/dev/null 2>&1
   if same "$tmp/ram-$dt" "$tmp/disk-$dt"; then ok "$dt: disk store == ram"; else bad "$dt: disk store != ram"; fi
 done
+# a small random OPT (GPT-2/OPT tokenizer, learned positions, biases, tied head) too
+"$bin" init --preset opt-tiny --seed 3 -o "$tmp/opt" >/dev/null
+for mode in ram "disk:$tmp/opt.store"; do
+  "$bin" train "${common[@]}" --model "$tmp/opt" --store "$mode" --out "$tmp/opt-${mode%%:*}" >/dev/null 2>&1
+done
+if same "$tmp/opt-ram" "$tmp/opt-disk"; then ok "opt-tiny: disk store == ram"; else bad "opt-tiny: disk store != ram"; fi
 # killed mid-run, resumed: the store is rebuilt from the checkpoint and the log replayed
 "$bin" train "${common[@]}" --store "disk:$tmp/k.store" --out "$tmp/killed" >/dev/null 2>&1 &
 pid=$!
