@@ -105,32 +105,6 @@ void dz_model_free(dz_model *m) {
     free(m);
 }
 
-dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
-    if (m->mapped_bytes == 0) return DZ_OK;
-    const size_t esz = dz_dtype_size(m->dtype);
-    size_t bytes = 0;
-    for (int i = 0; i < m->table.count; i++)
-        bytes += ((size_t)dz_param_numel(&m->table.params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
-    char *arena = dz_alloc(bytes);
-    if (!arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights", m->path, bytes);
-    size_t off = 0;
-    for (int i = 0; i < m->table.count; i++) {
-        const size_t n = (size_t)dz_param_numel(&m->table.params[i]) * esz;
-        memcpy(arena + off, m->data[i], n);
-        if (m->map || m->ckpt.n_files) release_pages(m->data[i], n); /* a mapped source is not needed twice */
-        m->data[i] = arena + off;
-        off += (n + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
-    }
-    dz_free(m->owned);
-    m->owned = arena;
-    m->owned_bytes = bytes;
-    m->mapped_bytes = 0;
-    dz_hf_checkpoint_close(&m->ckpt);
-    if (m->map) munmap(m->map, m->map_size);
-    m->map = NULL;
-    return DZ_OK;
-}
-
 static int in_range(const void *p, const void *base, size_t size) {
     return base && (const char *)p >= (const char *)base && (const char *)p < (const char *)base + size;
 }
@@ -144,22 +118,26 @@ int dz_model_tensor_mapped(const dz_model *m, int id) {
     return 0;
 }
 
-dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) {
+/* Copies the kept tensors (all, or only the global block) into one owned arena, drops the
+ * others (NULL), and lets go of the file mappings. */
+static dz_status own_tensors(dz_model *m, int globals_only, dz_error *err) {
     const size_t esz = dz_dtype_size(m->dtype);
+    const int g = m->cfg.n_layers;
     size_t bytes = 0;
     for (int i = 0; i < m->table.count; i++)
-        if (m->table.params[i].block == m->cfg.n_layers)
+        if (!globals_only || m->table.params[i].block == g)
             bytes += ((size_t)dz_param_numel(&m->table.params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     char *arena = dz_alloc(bytes);
-    if (!arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the global block", m->path, bytes);
+    if (!arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights", m->path, bytes);
     size_t off = 0;
     for (int i = 0; i < m->table.count; i++) {
-        if (m->table.params[i].block != m->cfg.n_layers) {
+        if (globals_only && m->table.params[i].block != g) {
             m->data[i] = NULL;
             continue;
         }
         const size_t n = (size_t)dz_param_numel(&m->table.params[i]) * esz;
         memcpy(arena + off, m->data[i], n);
+        if (dz_model_tensor_mapped(m, i)) release_pages(m->data[i], n); /* a mapped source is not needed twice */
         m->data[i] = arena + off;
         off += (n + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     }
@@ -172,6 +150,12 @@ dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) {
     m->map = NULL;
     return DZ_OK;
 }
+
+dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
+    return m->mapped_bytes == 0 ? DZ_OK : own_tensors(m, 0, err);
+}
+
+dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) { return own_tensors(m, 1, err); }
 
 const dz_config *dz_model_config(const dz_model *m) { return &m->cfg; }
 const dz_param_table *dz_model_params(const dz_model *m) { return &m->table; }
