@@ -2,7 +2,6 @@
  * values in configs modelled on the published ones (facebook/opt-125m, opt-350m,
  * TinyLlama, Qwen2.5-0.5B, Mistral-7B-v0.3), plus write -> read and malformed inputs. */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,24 +11,18 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 #include "distzo/model.h"
-
-static char g_dir[256];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/dz_test_cfg_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return dz_temp_dir_make("dz_test_cfg_");
 }
 
 static int teardown(void **state) {
     (void)state;
-    return nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return dz_temp_dir_remove();
 }
 
 /* Writes text to g_dir/name and returns the path (static storage, one at a time). */

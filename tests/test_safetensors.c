@@ -3,7 +3,6 @@
  * each checked for the status and for a message naming the file and the culprit. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,24 +14,18 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 #include "format/safetensors.h"
-
-static char g_dir[256];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/dz_test_st_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return dz_temp_dir_make("dz_test_st_");
 }
 
 static int teardown(void **state) {
     (void)state;
-    return nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return dz_temp_dir_remove();
 }
 
 static void path_in(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_dir, name); }

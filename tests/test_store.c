@@ -3,7 +3,6 @@
  * block layout against offsets summed here from the parameter table, sync and queued
  * block transfers, row reads, and errors (missing folder, truncated file). */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,25 +14,19 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "temp_dir.h"
+
 #include "format/safetensors.h"
 #include "zo/store.h"
 
-static char g_dir[256];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/dz_test_store_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return dz_temp_dir_make("dz_test_store_");
 }
 
 static int teardown(void **state) {
     (void)state;
-    return nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return dz_temp_dir_remove();
 }
 
 static dz_model *load(const char *name, dz_dtype dt) {
