@@ -30,9 +30,13 @@ static double mean_nll(const float *lp, const float *plp, void *user) {
     return s / fx->n_rows;
 }
 
-static double nan_loss(const float *lp, const float *plp, void *user) {
+static void mean_nll_cb(const float *lp, const float *plp, void *user, double *out) {
+    out[0] = mean_nll(lp, plp, user), out[1] = 1.0;
+}
+
+static void nan_loss(const float *lp, const float *plp, void *user, double *out) {
     (void)lp, (void)plp, (void)user;
-    return NAN;
+    out[0] = NAN, out[1] = 1.0;
 }
 
 /* Tokens and lengths of the golden batch; rows/targets: next-token prediction. */
@@ -130,7 +134,7 @@ static void g_matches_independent_perturbed_forwards(void **state) {
         assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
         const dz_zo_params p = {.seed = 11, .eps = 1e-2f, .q = 1, .fuse = 1};
         assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
-        const dz_zo_batch zb = batch_of(&fx, mean_nll);
+        const dz_zo_batch zb = batch_of(&fx, mean_nll_cb);
         dz_zo_step_result r;
         assert_int_equal(dz_zo_step(e, 5, 0.0f, &zb, &r, &err), DZ_OK); /* lr 0: weights must come back exact */
         dz_zo_flush(e);
@@ -172,7 +176,7 @@ static uint64_t train(const char *name, dz_dtype dt, int fuse, int threads, int 
     assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
     const dz_zo_params p = {.seed = 3, .eps = 1e-3f, .q = q, .wd = 0.01f, .fuse = fuse};
     assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
-    const dz_zo_batch zb = batch_of(&fx, mean_nll);
+    const dz_zo_batch zb = batch_of(&fx, mean_nll_cb);
     for (int s = 0; s < steps; s++) {
         dz_zo_step_result r;
         assert_int_equal(dz_zo_step(e, (uint32_t)s, 1e-3f, &zb, &r, &err), DZ_OK);

@@ -204,10 +204,10 @@ typedef struct loss_ctx {
     float scores[64];
 } loss_ctx;
 
-static double loss_cb(const float *logprobs, const float *p_logprobs, void *user) {
+static void loss_cb(const float *logprobs, const float *p_logprobs, void *user, double *out) {
     loss_ctx *lc = user;
     dz_class_batch_scores(lc->bb, logprobs, p_logprobs, lc->scores);
-    return dz_class_loss(lc->scores, lc->labels, lc->n, lc->K);
+    out[0] = dz_class_loss(lc->scores, lc->labels, lc->n, lc->K), out[1] = 1.0;
 }
 
 typedef struct engine_fixture {
@@ -281,7 +281,7 @@ static void engine_one(const cJSON *run) {
         if (dz_class_batch_fill(&x.bb, &x.train, ex, c.batch, &err) != DZ_OK) fail_msg("%s", err.msg);
         const dz_class_batch *bb = &x.bb;
         const dz_zo_batch zb = {bb->tokens, bb->lengths, bb->n_seqs, bb->T, bb->rows, bb->targets, bb->n_rows, loss_cb, &lc,
-                                bb->p_tokens, bb->p_lengths, bb->tree ? bb->n_prompts : 0, bb->PT, bb->p_rows,
+                                0, 0, 0, bb->p_tokens, bb->p_lengths, bb->tree ? bb->n_prompts : 0, bb->PT, bb->p_rows,
                                 bb->p_targets, bb->n_p_rows, bb->start, bb->parent};
         dz_zo_step_result r;
         if (dz_zo_step(x.e, (uint32_t)s, c.lr, &zb, &r, &err) != DZ_OK) fail_msg("%s", err.msg);

@@ -120,6 +120,12 @@ int dz_model_tensor_mapped(const dz_model *m, int id);
 dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err);
 /* Bytes of weights resident in memory (converted copies) and mapped from files. */
 size_t dz_model_bytes_owned(const dz_model *m);
+/* Bytes an arena holding every tensor needs (for dz_model_move_to). */
+size_t dz_model_arena_bytes(const dz_model *m);
+/* Moves every tensor into arena (dz_model_arena_bytes of it, 64-byte aligned, owned by the
+ * caller, e.g. memory shared by the processes of a node), copying the weights in only when
+ * copy is set (the processes that share it copy once). */
+dz_status dz_model_move_to(dz_model *m, void *arena, int copy, dz_error *err);
 size_t dz_model_bytes_mapped(const dz_model *m);
 /* The tokenizer that ships with the model: the folder itself for HF layouts, or
  * tokenizer.bin / tok<vocab>.bin beside a llama2.c file. NULL if none found. */

@@ -69,6 +69,8 @@ dz_status dz_class_batch_forward(dz_forward *f, const dz_weight_source *w, const
 /* MeZO's loss: mean over examples of the cross-entropy of softmax(candidate scores)
  * against the label; scores [n, K], summed in example order in double. */
 double dz_class_loss(const float *scores, const int *labels, int n, int K);
+/* The cross-entropy of each example: out[n]; dz_class_loss is their sum in order / n. */
+void dz_class_example_losses(const float *scores, const int *labels, int n, int K, double *out);
 
 /* Scores every candidate, batch sequences at a time (whole examples per batch), and the
  * classification accuracy over the labelled examples: predictions (argmax of scores, ties to the
@@ -85,11 +87,13 @@ dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens,
  * than max_len becomes consecutive windows sharing one token. labels are -1. */
 dz_status dz_lm_set_build(const dz_dataset *ds, const dz_tokenizer *tok, int max_len, dz_class_set *out,
                           dz_error *err);
-/* Token-weighted mean negative log-likelihood of a batch's scored rows. */
-double dz_lm_batch_loss(const dz_class_batch *bb, const float *logprobs);
-/* Mean NLL over every scored token of set, batch sequences at a time. */
-dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *set, int batch, double *nll,
-                         dz_error *err);
+/* Per sequence of a batch: (summed NLL of its scored rows, number of rows) into out[2i],
+ * out[2i+1]: the pairs a training step and a split evaluation combine in example order. */
+void dz_lm_example_losses(const dz_class_batch *bb, const float *logprobs, double *out);
+/* Mean NLL over every scored token of set, batch sequences at a time: the sum of the
+ * per-sequence pairs in order; the pairs go to ex[2 * n_examples] if non-NULL. */
+dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *set, int batch, double *ex,
+                         double *nll, dz_error *err);
 
 /* Sampling: temperature 0 is greedy; otherwise nucleus sampling with top_p. */
 typedef struct dz_sampler {

@@ -29,6 +29,12 @@ typedef struct dz_train_config {
     int share_prompts;        /* classification: each example's prompt computed once for all its candidates */
     const char *store;        /* NULL or "ram": masters in memory; "disk:PATH": layer masters in a file */
     int max_resident_mb;      /* with a disk store: refuse to start above this many MB resident (0: no cap) */
+    /* The parallel layout (src/dist): never saved in run.json, so a run resumes under any
+     * layout. comm NULL: one process. */
+    struct dz_comm *comm;
+    int pertp, dp;            /* perturbation x data parallelism; 0: derived (all ranks data-parallel) */
+    int verify_every;         /* compare replica checksums across nodes every this many steps (0: never) */
+    int test_corrupt_step, test_corrupt_node; /* tests only: flip a weight bit on a node after a step (0: never) */
 } dz_train_config;
 
 /* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */

@@ -25,9 +25,13 @@ typedef struct dz_zo_params {
     int fuse;        /* 1: defer each update into the next step's pass; 0: apply it at once */
 } dz_zo_params;
 
-/* The loss of one forward from the log-probs the caller asked for: logprobs[n_rows] of
- * rows/targets, and p_logprobs[n_p_rows] of the prompts' rows (tree batches; else NULL). */
-typedef double (*dz_zo_loss_fn)(const float *logprobs, const float *p_logprobs, void *user);
+/* The losses of one forward from the log-probs the caller asked for: logprobs[n_rows] of
+ * rows/targets, and p_logprobs[n_p_rows] of the prompts' rows (tree batches; else NULL).
+ * Writes a (loss, weight) pair per example: losses[2i] and losses[2i+1] for each of the
+ * batch's n_examples (one pair for a batch that is one example). The step's loss is
+ * (sum of losses) / (sum of weights) over the global batch, each summed in example order:
+ * weight 1 gives the mean over examples, a token count the token-weighted mean. */
+typedef void (*dz_zo_loss_fn)(const float *logprobs, const float *p_logprobs, void *user, double *losses);
 
 typedef struct dz_zo_batch {
     const int *tokens, *lengths; /* [B, T] right-padded, and lengths (positions from 0) */
@@ -36,6 +40,10 @@ typedef struct dz_zo_batch {
     int n_rows;
     dz_zo_loss_fn loss;
     void *user;
+    /* The batch's examples within the step's global batch (data parallelism): this batch
+     * holds examples [example0, example0 + n_examples) of n_global. Zeros mean one
+     * example, the whole batch. */
+    int n_examples, example0, n_global;
     /* Tree batches (n_prompts > 0): the sequences above continue prompts [n_prompts, PT]
      * (sequence i from position start[i] of prompt parent[i]); each prompt is computed once
      * per perturbation. The forward then needs 4 streams. */
@@ -81,6 +89,26 @@ void dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g);
 dz_weight_source dz_zo_master_source(const dz_zo_engine *e);
 /* Bytes of working buffers the engine holds (two fp32 copies of the largest block, ...). */
 size_t dz_zo_engine_bytes(const dz_zo_engine *e);
+
+/* How a step's work is shared among processes (src/dist sets it up; one process needs
+ * none of it). Every rank applies every update, so replicas never exchange weights. */
+typedef struct dz_zo_parallel {
+    int signs;      /* forwards this rank runs: 1 = +eps, 2 = -eps, 3 = both (perturbation parallelism) */
+    /* Sums doubles over all ranks in place; each element has exactly one non-zero
+     * contributor, so the sum is exact whatever the order. */
+    dz_status (*sum)(void *ctx, double *buf, size_t n, dz_error *err);
+    /* Master weights shared by n_slices ranks (one node): each rank updates its slice of
+     * every block; barrier(ctx) separates the slices' writes from everyone's reads. */
+    int slice, n_slices;
+    dz_status (*barrier)(void *ctx, dz_error *err);
+    void *ctx;
+} dz_zo_parallel;
+/* Call before the first step; p is copied. */
+dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz_error *err);
+/* A 64-bit checksum of the master weights (flushed first): the sum over this rank's slice
+ * of spans of a hash of (span, bytes); summing the slices of a node's ranks gives the
+ * node's checksum, the same whatever the slicing. */
+uint64_t dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices);
 
 /* Learning-rate schedules with linear warmup. */
 typedef enum dz_lr_schedule { DZ_LR_CONSTANT, DZ_LR_LINEAR, DZ_LR_COSINE } dz_lr_schedule;

@@ -174,12 +174,12 @@ typedef struct lm_batch {
     int n;
 } lm_batch;
 
-static double mean_nll(const float *logprobs, const float *p_logprobs, void *user) {
+static void mean_nll(const float *logprobs, const float *p_logprobs, void *user, double *out) {
     (void)p_logprobs;
     const lm_batch *b = user;
     double s = 0.0;
     for (int i = 0; i < b->n; i++) s -= logprobs[i];
-    return s / b->n;
+    out[0] = s / b->n, out[1] = 1.0;
 }
 
 static int bench_step(int argc, char **argv) {
@@ -320,10 +320,10 @@ typedef struct class_loss {
     float *scores;
 } class_loss;
 
-static double class_loss_fn(const float *lp, const float *plp, void *user) {
+static void class_loss_fn(const float *lp, const float *plp, void *user, double *out) {
     class_loss *cl = user;
     dz_class_batch_scores(cl->bb, lp, plp, cl->scores);
-    return dz_class_loss(cl->scores, cl->labels, cl->n, cl->K);
+    out[0] = dz_class_loss(cl->scores, cl->labels, cl->n, cl->K), out[1] = 1.0;
 }
 
 static int time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int steps, int share, double *secs,
@@ -351,7 +351,7 @@ static int time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int 
         dz_zo_step_result r;
         if (dz_class_batch_fill(&bb, cs, ex, batch, &err) != DZ_OK) rc = 1;
         const dz_zo_batch zb = {bb.tokens, bb.lengths, bb.n_seqs, bb.T, bb.rows, bb.targets, bb.n_rows,
-                                class_loss_fn, &cl, bb.p_tokens, bb.p_lengths, bb.tree ? bb.n_prompts : 0, bb.PT,
+                                class_loss_fn, &cl, 0, 0, 0, bb.p_tokens, bb.p_lengths, bb.tree ? bb.n_prompts : 0, bb.PT,
                                 bb.p_rows, bb.p_targets, bb.n_p_rows, bb.start, bb.parent};
         if (!rc && dz_zo_step(e, (uint32_t)s, 0.0f, &zb, &r, &err) != DZ_OK) rc = 1; /* lr 0: same weights for both */
         if (s > 0) *secs += (dz_now() - t0) / steps, g[s - 1] = r.g[0];

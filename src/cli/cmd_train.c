@@ -1,6 +1,7 @@
 /* distzo train: ZO fine-tuning. With no model or data: stories260K on SST-2 from the
  * assets folder, with settings that work for it. distzo export: replay a run's log. */
 #include <limits.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,11 +10,14 @@
 
 #include "cli/common.h"
 #include "core/util.h"
+#include "dist/comm.h"
+#include "distzo/log.h"
 #include "distzo/train.h"
 
 typedef struct progress {
     int tty;
     int last_line_step;
+    int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP: this rank dies (SIGKILL) after that step */
 } progress;
 
 static void fmt_eta(double secs, char *buf, size_t cap) {
@@ -25,6 +29,8 @@ static void fmt_eta(double secs, char *buf, size_t cap) {
 
 static void on_progress(const dz_train_progress *p, void *user) {
     progress *pr = user;
+    if (pr->kill_step > 0 && p->step == pr->kill_step && !p->replayed) raise(SIGKILL);
+    if (pr->rank != 0) return; /* rank 0 speaks for the job */
     if (p->replayed) {
         fprintf(stderr, "distzo: resuming at step %d of %d\n", p->step, p->steps);
         return;
@@ -69,7 +75,7 @@ int dz_cmd_train(int argc, char **argv) {
     c.checkpoint_every = 1000;
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
     const char *schedule = "constant", *test = NULL, *task_file = NULL;
-    int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0, no_share = 0;
+    int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0, no_share = 0, node_size = 0;
     float wd = 0.0f;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
@@ -107,7 +113,11 @@ int dz_cmd_train(int argc, char **argv) {
         {"max-resident", DZ_OPT_INT, &c.max_resident_mb, "with a disk store: refuse to run above this many MB"},
         {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
         {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped; --steps extends it)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"threads", DZ_OPT_INT, &threads, "threads per process (default: the cores / processes on the machine)"},
+        {"pertp", DZ_OPT_INT, &c.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
+        {"dp", DZ_OPT_INT, &c.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
+        {"verify-every", DZ_OPT_INT, &c.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
+        {"node-size", DZ_OPT_INT, &node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
         {0},
     };
     const dz_cmd_spec spec = {"train", "[--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
@@ -158,13 +168,53 @@ int dz_cmd_train(int argc, char **argv) {
         if (c.test_data && realpath(c.test_data, abs_test)) c.test_data = abs_test;
         if (c.tokenizer && realpath(c.tokenizer, abs_tok)) c.tokenizer = abs_tok;
     }
-    if ((rc = dz_cli_runtime(threads))) return rc;
-    progress pr = {isatty(2), 0};
-    dz_train_result res;
     dz_error err = {0};
+    dz_comm *comm = NULL;
+    if (dz_comm_init(NULL, NULL, node_size, 0, &comm, &err) != DZ_OK) return dz_cli_fail(&err);
+    const int rank = dz_comm_rank(comm), ranks = dz_comm_size(comm);
+    if (threads == 0 && ranks > 1) { /* the machine's cores split between its ranks */
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
+    }
+    if (rank != 0) dz_log_set_level(DZ_LOG_WARN);
+    if ((rc = dz_cli_runtime(threads))) {
+        dz_comm_finalize(comm);
+        return rc;
+    }
+    if (rank == 0 && ranks > 1)
+        dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm), threads,
+               dz_comm_backend(comm));
+    progress pr = {rank == 0 && isatty(2), 0, rank, 0};
+    const char *kill = getenv("DISTZO_TEST_KILL");
+    int kill_rank = -1;
+    if (kill && sscanf(kill, "%d:%d", &kill_rank, &pr.kill_step) == 2 && kill_rank != rank) pr.kill_step = 0;
+    const char *corrupt = getenv("DISTZO_TEST_CORRUPT"); /* NODE:STEP, for the replica check's test */
+    if (corrupt && sscanf(corrupt, "%d:%d", &c.test_corrupt_node, &c.test_corrupt_step) != 2) c.test_corrupt_step = 0;
+    c.comm = comm;
+    dz_train_result res;
     dz_status st = dz_train(&c, resume, on_progress, &pr, &res, &err);
     if (pr.tty) fprintf(stderr, "\n");
-    if (st != DZ_OK) return dz_cli_fail(&err);
+    if (st != DZ_OK) {
+        rc = dz_cli_fail(&err);
+        if (ranks > 1) { /* a rank may be waiting for this one: end the whole job rather than hang */
+            fflush(NULL);
+            dz_comm_abort(comm, rc);
+        }
+        dz_comm_finalize(comm);
+        return rc;
+    }
+    uint64_t *rss = calloc((size_t)ranks, sizeof *rss); /* each rank's peak, gathered by a sum with zeros */
+    if (rss) {
+        rss[rank] = dz_cli_peak_rss();
+        if (dz_comm_sum_u64(comm, rss, (size_t)ranks, &err) == DZ_OK && rank == 0) {
+            printf("memory: peak RSS");
+            for (int r = 0; r < ranks && r < 16; r++) printf("%s %.1f MB", r ? "," : "", rss[r] / 1048576.0);
+            printf(ranks > 1 ? " (ranks 0..%d; shared weights count in each)\n" : "\n", ranks - 1);
+        }
+        free(rss);
+    }
+    dz_comm_finalize(comm);
+    if (rank != 0) return 0;
     const double sign = res.lm ? -1.0 : 1.0;
     const double v[3] = {sign * res.zero_shot_test, sign * res.final_test, sign * res.best_test};
     char txt[3][32];

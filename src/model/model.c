@@ -98,7 +98,7 @@ void dz_model_free(dz_model *m) {
     if (!m) return;
     dz_hf_checkpoint_close(&m->ckpt);
     if (m->map) munmap(m->map, m->map_size);
-    dz_free(m->owned);
+    if (!m->shared_arena) dz_free(m->owned);
     free(m->data);
     free(m->ids);
     dz_param_table_free(&m->table);
@@ -118,32 +118,38 @@ int dz_model_tensor_mapped(const dz_model *m, int id) {
     return 0;
 }
 
-/* Copies the kept tensors (all, or only the global block) into one owned arena, drops the
- * others (NULL), and lets go of the file mappings. */
-static dz_status own_tensors(dz_model *m, int globals_only, dz_error *err) {
+static size_t arena_bytes(const dz_model *m, int globals_only) {
     const size_t esz = dz_dtype_size(m->dtype);
-    const int g = m->cfg.n_layers;
     size_t bytes = 0;
     for (int i = 0; i < m->table.count; i++)
-        if (!globals_only || m->table.params[i].block == g)
+        if (!globals_only || m->table.params[i].block == m->cfg.n_layers)
             bytes += ((size_t)dz_param_numel(&m->table.params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
-    char *arena = dz_alloc(bytes);
+    return bytes;
+}
+
+/* Moves the kept tensors (all, or only the global block) into one arena (an owned one, or
+ * the caller's shared one, copying the weights in only when copy is set), drops the others
+ * (NULL), and lets go of the file mappings. */
+static dz_status place_tensors(dz_model *m, int globals_only, char *shared, int copy, dz_error *err) {
+    const size_t esz = dz_dtype_size(m->dtype), bytes = arena_bytes(m, globals_only);
+    char *arena = shared ? shared : dz_alloc(bytes);
     if (!arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights", m->path, bytes);
     size_t off = 0;
     for (int i = 0; i < m->table.count; i++) {
-        if (globals_only && m->table.params[i].block != g) {
+        if (globals_only && m->table.params[i].block != m->cfg.n_layers) {
             m->data[i] = NULL;
             continue;
         }
         const size_t n = (size_t)dz_param_numel(&m->table.params[i]) * esz;
-        memcpy(arena + off, m->data[i], n);
+        if (copy) memcpy(arena + off, m->data[i], n);
         if (dz_model_tensor_mapped(m, i)) release_pages(m->data[i], n); /* a mapped source is not needed twice */
         m->data[i] = arena + off;
         off += (n + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     }
-    dz_free(m->owned);
+    if (!m->shared_arena) dz_free(m->owned);
     m->owned = arena;
     m->owned_bytes = bytes;
+    m->shared_arena = shared != NULL;
     m->mapped_bytes = 0;
     dz_hf_checkpoint_close(&m->ckpt);
     if (m->map) munmap(m->map, m->map_size);
@@ -152,10 +158,16 @@ static dz_status own_tensors(dz_model *m, int globals_only, dz_error *err) {
 }
 
 dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
-    return m->mapped_bytes == 0 ? DZ_OK : own_tensors(m, 0, err);
+    return m->mapped_bytes == 0 ? DZ_OK : place_tensors(m, 0, NULL, 1, err);
 }
 
-dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) { return own_tensors(m, 1, err); }
+dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) { return place_tensors(m, 1, NULL, 1, err); }
+
+size_t dz_model_arena_bytes(const dz_model *m) { return arena_bytes(m, 0); }
+
+dz_status dz_model_move_to(dz_model *m, void *arena, int copy, dz_error *err) {
+    return place_tensors(m, 0, arena, copy, err);
+}
 
 const dz_config *dz_model_config(const dz_model *m) { return &m->cfg; }
 const dz_param_table *dz_model_params(const dz_model *m) { return &m->table; }

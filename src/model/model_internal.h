@@ -17,6 +17,7 @@ struct dz_model {
     int (*ids)[DZ_ROLE_MAX]; /* [n_layers + 1][role] -> tensor id or -1 */
     void *owned;            /* converted tensors live here */
     size_t owned_bytes;
+    int shared_arena;         /* owned points into memory the caller provided (a node-shared store) */
     size_t mapped_bytes;
     dz_hf_checkpoint ckpt;  /* HF: kept open while tensors point into it */
     void *map;              /* llama2.c: the file's mapping */

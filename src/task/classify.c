@@ -226,14 +226,22 @@ dz_status dz_class_batch_forward(dz_forward *f, const dz_weight_source *w, const
     return st;
 }
 
-double dz_class_loss(const float *scores, const int *labels, int n, int K) {
-    double total = 0.0;
-    for (int e = 0; e < n; e++) { /* cross-entropy over the candidates, examples summed in order */
+void dz_class_example_losses(const float *scores, const int *labels, int n, int K, double *out) {
+    for (int e = 0; e < n; e++) { /* cross-entropy over the candidates */
         const float *s = scores + (size_t)e * K;
         double mx = s[0], z = 0.0;
         for (int k = 1; k < K; k++) mx = s[k] > mx ? s[k] : mx;
         for (int k = 0; k < K; k++) z += exp(s[k] - mx);
-        total += mx + log(z) - s[labels[e]];
+        out[e] = mx + log(z) - s[labels[e]];
+    }
+}
+
+double dz_class_loss(const float *scores, const int *labels, int n, int K) {
+    double total = 0.0;
+    for (int e = 0; e < n; e++) { /* examples summed in order, as a step sums them */
+        double l;
+        dz_class_example_losses(scores + (size_t)e * K, labels + e, 1, K, &l);
+        total += l;
     }
     return total / n;
 }

@@ -126,32 +126,36 @@ dz_status dz_lm_set_build(const dz_dataset *ds, const dz_tokenizer *tok, int max
     return DZ_OK;
 }
 
-double dz_lm_batch_loss(const dz_class_batch *bb, const float *logprobs) {
-    double s = 0.0;
-    for (int r = 0; r < bb->n_rows; r++) s -= logprobs[r];
-    return bb->n_rows ? s / bb->n_rows : 0.0;
+void dz_lm_example_losses(const dz_class_batch *bb, const float *logprobs, double *out) {
+    for (int i = 0; i < bb->n_seqs; i++) {
+        double s = 0.0;
+        for (int r = bb->seq_first_row[i]; r < bb->seq_first_row[i + 1]; r++) s -= logprobs[r];
+        out[2 * i] = s, out[2 * i + 1] = bb->seq_first_row[i + 1] - bb->seq_first_row[i];
+    }
 }
 
-dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *set, int batch, double *nll,
-                         dz_error *err) {
+dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *set, int batch, double *ex,
+                         double *nll, dz_error *err) {
     dz_class_batch bb;
     *nll = NAN;
     dz_status st = dz_class_batch_init(&bb, batch, set->max_len, 0, err);
     float *lp = st == DZ_OK ? malloc(sizeof(float) * (size_t)batch * set->max_len) : NULL;
     int *ids = st == DZ_OK ? malloc(sizeof(int) * (size_t)batch) : NULL;
     if (st == DZ_OK && (!lp || !ids)) st = dz_fail(err, DZ_ERR_NOMEM, "lm: out of memory");
-    double sum = 0.0;
-    int64_t count = 0;
+    double sum = 0.0, count = 0.0, *pairs = ex ? ex : malloc(sizeof(double) * 2 * (size_t)batch);
+    if (st == DZ_OK && !pairs) st = dz_fail(err, DZ_ERR_NOMEM, "lm: out of memory");
     for (int e = 0; st == DZ_OK && e < set->n_examples; e += batch) {
         const int n = set->n_examples - e < batch ? set->n_examples - e : batch;
         for (int i = 0; i < n; i++) ids[i] = e + i;
         st = dz_class_batch_fill(&bb, set, ids, n, err);
         if (st == DZ_OK) st = dz_forward_run(f, w, bb.tokens, bb.lengths, bb.n_seqs, bb.T, 0, err);
         if (st == DZ_OK) st = dz_forward_logprobs(f, w, bb.rows, bb.targets, bb.n_rows, lp, err);
-        for (int r = 0; st == DZ_OK && r < bb.n_rows; r++) sum -= lp[r];
-        count += bb.n_rows;
+        double *out = ex ? ex + 2 * (size_t)e : pairs;
+        if (st == DZ_OK) dz_lm_example_losses(&bb, lp, out);
+        for (int i = 0; st == DZ_OK && i < n; i++) sum += out[2 * i], count += out[2 * i + 1];
     }
-    if (st == DZ_OK && count > 0) *nll = sum / (double)count;
+    if (!ex) free(pairs);
+    if (st == DZ_OK && count > 0) *nll = sum / count;
     dz_class_batch_free(&bb);
     free(lp);
     free(ids);

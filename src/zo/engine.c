@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "core/util.h"
 #include "distzo/zo.h"
 #include "distzo/log.h"
@@ -44,6 +45,9 @@ struct dz_zo_engine {
     dz_store *store;          /* layer masters on disk (NULL: in the model's memory) */
     char *slot[2];            /* resident copies of layer blocks l % 2 */
     size_t bytes;
+    dz_zo_parallel par;       /* signs this rank computes; sliced updates of shared masters */
+    double *ex_loss;          /* per-example losses of a step: [q][2 signs][n_global] */
+    size_t ex_cap;
 };
 
 static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING; }
@@ -89,7 +93,7 @@ static void update_span(const dz_zo_engine *e, const span *s) {
 }
 
 /* Applies the pending update to block b alone (no perturbation); a layer block on disk
- * goes through its slot. */
+ * goes through its slot. With shared masters this rank updates only its slice of spans. */
 static void update_block(dz_zo_engine *e, int b) {
     if (!e->pending || e->applied[b]) return;
     const int on_disk = e->store && b < e->n_blocks - 1;
@@ -97,8 +101,10 @@ static void update_block(dz_zo_engine *e, int b) {
     if (on_disk && (dz_store_wait(e->store, &err) != DZ_OK || dz_store_read_block(e->store, b, e->slot[b % 2], &err) != DZ_OK))
         dz_log(DZ_LOG_ERROR, "%s", err.msg);
     const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
+    const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int k = first; k < last; k++) update_span(e, &e->spans[k]);
+    for (int k = first; k < last; k++)
+        if (k % n == mine) update_span(e, &e->spans[k]);
     if (on_disk && dz_store_write_block(e->store, b, e->slot[b % 2], &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
     e->applied[b] = 1;
 }
@@ -219,6 +225,7 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     e->p = *p;
     e->dist = p->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN;
     e->n_blocks = dz_model_config(m)->n_layers + 1;
+    e->par.signs = 3;
     dz_status st = build_spans(e, err);
     if (st != DZ_OK) {
         dz_zo_engine_free(e);
@@ -229,6 +236,8 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
 }
 
 dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *err) {
+    if (e->par.n_slices > 1)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
     if (dz_store_dtype(s) != dz_model_dtype(e->m) || dz_store_n_blocks(s) != e->n_blocks)
         return dz_fail(err, DZ_ERR_INVALID, "%s: the store does not hold this model's blocks", dz_store_path(s));
     for (int k = 0; k < 2; k++)
@@ -284,13 +293,24 @@ void dz_zo_engine_free(dz_zo_engine *e) {
         dz_free(e->lp[k]);
         dz_free(e->plp[k]);
     }
+    free(e->ex_loss);
     free(e);
 }
 
 size_t dz_zo_engine_bytes(const dz_zo_engine *e) { return e->bytes; }
 
+/* Shared masters: nobody may still read the old weights while slices are written, and
+ * nobody may read the new ones before every slice is in. */
+static void shared_barrier(dz_zo_engine *e) {
+    dz_error err = {0};
+    if (e->par.n_slices > 1 && e->par.barrier(e->par.ctx, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
+}
+
 void dz_zo_flush(dz_zo_engine *e) {
+    const int sliced = e->par.n_slices > 1 && e->pending;
+    if (sliced) shared_barrier(e);
     for (int b = 0; b < e->n_blocks; b++) update_block(e, b);
+    if (sliced) shared_barrier(e);
     e->pending = 0;
     dz_error err = {0};
     if (e->store && dz_store_wait(e->store, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
@@ -314,19 +334,24 @@ dz_weight_source dz_zo_master_source(const dz_zo_engine *e) {
     return (dz_weight_source){master_rows, e};
 }
 
-/* One sample: both perturbed forwards block by block, then both losses. Streams: with a
- * tree batch 0/1 are the prompts (+/-) and 2/3 the continuations; the weight source
- * perturbs by the stream's parity. */
-static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *lp_loss, double *lm_loss, dz_error *err) {
+/* One sample: both perturbed forwards block by block, then the per-example losses of each
+ * sign this rank computes (into out[sign][example0 ...]). Streams: with a tree batch 0/1
+ * are the prompts (+/-) and 2/3 the continuations; the weight source perturbs by the
+ * stream's parity. */
+static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out[2], dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
     const dz_weight_source src = {zo_rows, e};
     const int tree = b->n_prompts > 0, cs = tree ? 2 : 0; /* continuation streams cs (+), cs+1 (-) */
     if (tree && dz_forward_n_streams(e->f) < 4)
         return dz_fail(err, DZ_ERR_INVALID, "zo: a tree batch needs a forward with 4 streams");
+    int signs[2], n_signs = 0;
+    for (int k = 0; k < 2; k++)
+        if (e->par.signs & (1 << k)) signs[n_signs++] = k;
     e->cache_valid = 0;
     update_block(e, c->n_layers); /* the global block is read by rows: bring it up to date first */
     dz_status st = DZ_OK;
-    for (int k = 0; st == DZ_OK && k < 2; k++) {
+    for (int i = 0; st == DZ_OK && i < n_signs; i++) {
+        const int k = signs[i];
         if (tree) st = dz_forward_embed_tree(e->f, k, &src, b->p_tokens, b->p_lengths, b->n_prompts, b->PT, NULL, -1,
                                              NULL, err);
         if (st == DZ_OK)
@@ -334,40 +359,80 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *lp_
                                        tree ? k : -1, tree ? b->parent : NULL, err);
     }
     if (st != DZ_OK) return st;
-    const float *tp[DZ_L_COUNT], *tm[DZ_L_COUNT];
+    const float *w[2][DZ_L_COUNT];
     if (e->store && (st = dz_store_start_read(e->store, 0, e->slot[0], err)) != DZ_OK) return st;
     for (int l = 0; l < c->n_layers; l++) {
         if ((st = stage_block(e, l, err)) != DZ_OK) return st;
-        fill_block(e, l);
+        fill_block(e, l); /* the update is applied to the master whichever signs run here */
         for (int r = 0; r < DZ_L_COUNT; r++) {
             const int id = e->layer_ids[l][r];
-            tp[r] = id < 0 ? NULL : e->wplus + e->tensor_off[id];
-            tm[r] = id < 0 ? NULL : e->wminus + e->tensor_off[id];
+            w[0][r] = id < 0 ? NULL : e->wplus + e->tensor_off[id];
+            w[1][r] = id < 0 ? NULL : e->wminus + e->tensor_off[id];
         }
-        if (tree) dz_forward_layer(e->f, 0, l, tp); /* a prompt before its continuations */
-        dz_forward_layer(e->f, cs, l, tp);
-        if (tree) dz_forward_layer(e->f, 1, l, tm);
-        dz_forward_layer(e->f, cs + 1, l, tm);
+        for (int i = 0; i < n_signs; i++) {
+            const int k = signs[i];
+            if (tree) dz_forward_layer(e->f, k, l, w[k]); /* a prompt before its continuations */
+            dz_forward_layer(e->f, cs + k, l, w[k]);
+        }
     }
     e->pending = 0; /* every block has it now */
     if (e->store && (st = dz_store_wait(e->store, err)) != DZ_OK) return st;
-    const int pstreams[2] = {0, 1}, cstreams[2] = {cs, cs + 1};
-    if (tree) st = dz_forward_logprobs_streams(e->f, &src, 2, pstreams, b->p_rows, b->p_targets, b->n_p_rows, e->plp, err);
-    if (st == DZ_OK) st = dz_forward_logprobs_streams(e->f, &src, 2, cstreams, b->rows, b->targets, b->n_rows, e->lp, err);
+    int pstreams[2], cstreams[2];
+    float *plp[2], *lp[2];
+    for (int i = 0; i < n_signs; i++) {
+        pstreams[i] = signs[i], cstreams[i] = cs + signs[i];
+        plp[i] = e->plp[signs[i]], lp[i] = e->lp[signs[i]];
+    }
+    if (tree) st = dz_forward_logprobs_streams(e->f, &src, n_signs, pstreams, b->p_rows, b->p_targets, b->n_p_rows, plp, err);
+    if (st == DZ_OK) st = dz_forward_logprobs_streams(e->f, &src, n_signs, cstreams, b->rows, b->targets, b->n_rows, lp, err);
     if (st != DZ_OK) return st;
-    *lp_loss = b->loss(e->lp[0], tree ? e->plp[0] : NULL, b->user);
-    *lm_loss = b->loss(e->lp[1], tree ? e->plp[1] : NULL, b->user);
+    for (int i = 0; i < n_signs; i++) {
+        const int k = signs[i];
+        b->loss(e->lp[k], tree ? e->plp[k] : NULL, b->user, out[k] + 2 * (size_t)b->example0);
+    }
     return DZ_OK;
+}
+
+/* The batch's shape in the global batch, zeros meaning one example, the whole batch. */
+static void batch_extent(const dz_zo_batch *b, int *n_local, int *n_global) {
+    *n_local = b->n_examples > 0 ? b->n_examples : 1;
+    *n_global = b->n_global > 0 ? b->n_global : *n_local;
 }
 
 dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
                      dz_error *err) {
     memset(out, 0, sizeof *out);
     out->finite = 1;
+    int n_local, n_global;
+    batch_extent(b, &n_local, &n_global);
+    if (b->example0 < 0 || b->example0 + n_local > n_global)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: batch examples [%d, %d) outside the global batch of %d", b->example0,
+                       b->example0 + n_local, n_global);
+    const size_t per_sign = 2 * (size_t)n_global, need = (size_t)e->p.q * 2 * per_sign; /* (loss, weight) pairs */
+    if (need > e->ex_cap) { /* grows once, at the first step of a larger batch */
+        double *p = realloc(e->ex_loss, need * sizeof *p);
+        if (!p) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+        e->ex_loss = p, e->ex_cap = need;
+    }
+    memset(e->ex_loss, 0, need * sizeof *e->ex_loss);
+    if (e->par.n_slices > 1) dz_zo_flush(e); /* shared masters: sliced update, then everyone perturbs */
     for (int j = 0; j < e->p.q; j++) {
         e->draw = step * (uint32_t)e->p.q + (uint32_t)j;
-        dz_status st = dual_forward(e, b, &out->loss_plus[j], &out->loss_minus[j], err);
+        double *sample[2] = {e->ex_loss + (size_t)(2 * j) * per_sign, e->ex_loss + (size_t)(2 * j + 1) * per_sign};
+        dz_status st = dual_forward(e, b, sample, err);
         if (st != DZ_OK) return st;
+    }
+    if (e->par.sum) { /* every rank holds only its examples and signs; the others are zeros */
+        dz_status st = e->par.sum(e->par.ctx, e->ex_loss, need, err);
+        if (st != DZ_OK) return st;
+    }
+    for (int j = 0; j < e->p.q; j++) {
+        double loss[2] = {0.0, 0.0}, weight[2] = {0.0, 0.0};
+        for (int k = 0; k < 2; k++) {
+            const double *x = e->ex_loss + (size_t)(2 * j + k) * per_sign;
+            for (int i = 0; i < n_global; i++) loss[k] += x[2 * i], weight[k] += x[2 * i + 1];
+        }
+        out->loss_plus[j] = loss[0] / weight[0], out->loss_minus[j] = loss[1] / weight[1];
         out->g[j] = (float)((out->loss_plus[j] - out->loss_minus[j]) / (2.0 * (double)e->p.eps));
         if (!isfinite(out->loss_plus[j]) || !isfinite(out->loss_minus[j]) || !isfinite(out->g[j])) out->finite = 0;
     }
@@ -375,6 +440,53 @@ dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch
     set_pending(e, step, lr, out->g);
     if (!e->p.fuse) dz_zo_flush(e);
     return DZ_OK;
+}
+
+dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz_error *err) {
+    if (!(p->signs >= 1 && p->signs <= 3)) return dz_fail(err, DZ_ERR_INVALID, "zo: signs must be 1, 2 or 3");
+    if (p->n_slices > 1 && (!p->barrier || p->slice < 0 || p->slice >= p->n_slices))
+        return dz_fail(err, DZ_ERR_INVALID, "zo: sliced updates need a barrier and a slice in 0..%d", p->n_slices - 1);
+    if (p->n_slices > 1 && e->store)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
+    e->par = *p;
+    return DZ_OK;
+}
+
+/* A span's bytes, 8 at a time through a multiply-xor chain, then keyed by the span index
+ * so equal contents at different places do not cancel in the sum. */
+static uint64_t hash_span(const unsigned char *p, size_t n, uint64_t k) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    uint64_t state = h + k * 0xbf58476d1ce4e5b9ULL;
+    return dz_splitmix64(&state);
+}
+
+uint64_t dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices) {
+    dz_zo_flush(e);
+    const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
+    uint64_t total = 0;
+    dz_error err = {0};
+    for (int b = 0; b < e->n_blocks; b++) {
+        if (e->store && b < e->n_blocks - 1 && dz_store_read_block(e->store, b, e->slot[b % 2], &err) != DZ_OK)
+            dz_log(DZ_LOG_ERROR, "%s", err.msg);
+        uint64_t part = 0;
+        const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : part)
+        for (int k = first; k < last; k++)
+            if (k % n_slices == slice) {
+                const span *s = &e->spans[k];
+                part += hash_span(theta_at(e, s->id, s->i0), s->n * esz, (uint64_t)k);
+            }
+        total += part;
+    }
+    return total;
 }
 
 float dz_lr_at(dz_lr_schedule s, float lr, int warmup, int total, int step) {

@@ -15,6 +15,8 @@
 
 #include "core/rng.h"
 #include "core/util.h"
+#include "dist/comm.h"
+#include "dist/layout.h"
 #include "distzo/distzo.h"
 #include "distzo/log.h"
 #include "distzo/train.h"
@@ -68,6 +70,13 @@ typedef struct trainer {
     dz_store *store;                  /* --store disk:PATH: the layer masters */
     double best_dev, best_test;       /* the best-so-far carried over a resume */
     int best_step;
+    dz_comm *comm, *own_comm;         /* own_comm: a one-process group made here */
+    dz_layout lay;
+    int rank0;                        /* world rank 0 owns the run folder */
+    int node_shared;                  /* the node's ranks share one copy of the masters */
+    int lo, hi;                       /* this rank's examples of the step's global batch */
+    double *eval_pairs;               /* per-example (score, weight) of an evaluation */
+    int *eval_preds;
 } trainer;
 
 /* ---- data ------------------------------------------------------------------------- */
@@ -133,27 +142,67 @@ static void batch_examples(trainer *tr, int step) {
     }
 }
 
-static double loss_cb(const float *logprobs, const float *p_logprobs, void *user) {
+/* (loss, weight) of each of this rank's examples: cross-entropy and 1, or an LM window's
+ * summed NLL and its token count. */
+static void loss_cb(const float *logprobs, const float *p_logprobs, void *user, double *out) {
     trainer *tr = user;
-    if (tr->lm) return dz_lm_batch_loss(&tr->bb, logprobs);
+    if (tr->lm) {
+        dz_lm_example_losses(&tr->bb, logprobs, out);
+        return;
+    }
+    const int K = tr->train.n_labels;
     dz_class_batch_scores(&tr->bb, logprobs, p_logprobs, tr->scores);
-    return dz_class_loss(tr->scores, tr->batch_labels, tr->cfg.batch, tr->train.n_labels);
+    for (int e = 0; e < tr->hi - tr->lo; e++) {
+        dz_class_example_losses(tr->scores + (size_t)e * K, tr->batch_labels + tr->lo + e, 1, K, &out[2 * e]);
+        out[2 * e + 1] = 1.0;
+    }
 }
 
 /* ---- evaluation and state ---------------------------------------------------------- */
 
+/* Examples [lo, hi) of a set, sharing its sequences. */
+static dz_class_set class_view(const dz_class_set *cs, int lo, int hi) {
+    dz_class_set v = *cs;
+    v.n_examples = hi - lo;
+    v.seqs = cs->seqs + (size_t)lo * cs->n_labels;
+    v.labels = cs->labels + lo;
+    return v;
+}
+
 /* The selection score of a set: accuracy (classification) or minus the mean NLL (LM),
- * so higher is better either way. NaN for an empty set. */
+ * so higher is better either way. NaN for an empty set. Each rank scores a share of the
+ * examples; per-example (score, weight) pairs are summed over ranks (one non-zero
+ * contributor each) and combined in example order, so the result is the same for any
+ * number of ranks. */
 static dz_status evaluate(trainer *tr, const dz_class_set *cs, double *score, dz_error *err) {
     *score = NAN;
-    if (cs->n_examples == 0) return DZ_OK;
+    const int n = cs->n_examples;
+    if (n == 0) return DZ_OK;
     dz_zo_flush(tr->e); /* evaluation never sees stale weights */
     const dz_weight_source w = dz_zo_master_source(tr->e);
-    if (!tr->lm) return dz_class_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, NULL, NULL, score, err);
-    double nll;
-    dz_status st = dz_lm_evaluate(tr->f, &w, cs, tr->cfg.eval_batch, &nll, err);
-    *score = -nll;
-    return st;
+    int lo, hi;
+    dz_layout_share(n, tr->lay.n, tr->lay.rank, &lo, &hi);
+    double *pairs = tr->eval_pairs;
+    memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
+    const dz_class_set v = class_view(cs, lo, hi);
+    dz_status st = DZ_OK;
+    if (hi > lo && tr->lm) {
+        double nll;
+        st = dz_lm_evaluate(tr->f, &w, &v, tr->cfg.eval_batch, pairs + 2 * (size_t)lo, &nll, err);
+    } else if (hi > lo) {
+        st = dz_class_evaluate(tr->f, &w, &v, tr->cfg.eval_batch, tr->eval_preds, NULL, NULL, err);
+        for (int i = 0; st == DZ_OK && i < hi - lo; i++) {
+            pairs[2 * (size_t)(lo + i)] = v.labels[i] >= 0 && tr->eval_preds[i] == v.labels[i];
+            pairs[2 * (size_t)(lo + i) + 1] = v.labels[i] >= 0;
+        }
+    }
+    if (st == DZ_OK) st = dz_comm_sum_f64(tr->comm, pairs, 2 * (size_t)n, err);
+    if (st != DZ_OK) return st;
+    double a = 0.0, b = 0.0;
+    for (int i = 0; i < n; i++) a += pairs[2 * i], b += pairs[2 * i + 1];
+    if (tr->lm) *score = b > 0 ? -(a / b) : NAN;
+    else *score = b > 0 ? a / b : 0.0;
+    return DZ_OK;
 }
 
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
@@ -165,7 +214,8 @@ static void state_json(char *buf, size_t cap, int steps_done, double best_dev, i
 
 static dz_status checkpoint(trainer *tr, const char *name, int steps_done, double best_dev, int best_step,
                             double best_test, dz_error *err) {
-    dz_zo_flush(tr->e);
+    dz_zo_flush(tr->e); /* every rank: with shared masters the flush is collective */
+    if (!tr->rank0) return DZ_OK;
     dz_status st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
     if (st != DZ_OK) return st;
     char js[256];
@@ -192,7 +242,7 @@ static double row_score(const trainer *tr, const dz_metrics_row *r) {
  * checkpoint's trainer_state.json (or the base model's score, before any replay), then
  * evaluations logged after the checkpoint. Steps logged without their metrics row (killed
  * while evaluating or writing best/) are dropped from the log, to be recomputed. */
-static dz_status restore_best(trainer *tr, dz_error *err) {
+static dz_status restore_best(trainer *tr, double base_dev, double base_test, dz_error *err) {
     tr->best_dev = -INFINITY, tr->best_test = NAN, tr->best_step = 0;
     dz_status st = DZ_OK;
     if (tr->ckpt_steps > 0) {
@@ -210,9 +260,7 @@ static dz_status restore_best(trainer *tr, dz_error *err) {
         }
         cJSON_Delete(o);
     } else {
-        st = evaluate(tr, &tr->dev, &tr->best_dev, err);
-        if (st == DZ_OK) st = evaluate(tr, &tr->testset, &tr->best_test, err);
-        if (!isfinite(tr->best_dev)) tr->best_dev = -INFINITY;
+        tr->best_dev = isfinite(base_dev) ? base_dev : -INFINITY, tr->best_test = base_test;
     }
     char mp[4400];
     snprintf(mp, sizeof mp, "%s/metrics.jsonl", tr->run_dir);
@@ -234,35 +282,132 @@ static dz_status restore_best(trainer *tr, dz_error *err) {
     return st;
 }
 
+/* The node's ranks share one copy of the masters: node rank 0 copies its loaded weights
+ * into node-shared memory, the others point their tensors at it. */
+static dz_status share_masters(trainer *tr, dz_error *err) {
+    void *arena = NULL;
+    dz_status st = dz_comm_node_alloc(tr->comm, dz_model_arena_bytes(tr->m), &arena, err);
+    const int leader = dz_comm_node_rank(tr->comm) == 0;
+    if (st == DZ_OK && leader) st = dz_model_move_to(tr->m, arena, 1, err);
+    if (st == DZ_OK) st = dz_comm_node_barrier(tr->comm, err);
+    if (st == DZ_OK && !leader) st = dz_model_move_to(tr->m, arena, 0, err);
+    return st;
+}
+
 /* --store disk:PATH: the layer masters go to a file (rebuilt from the loaded weights, so
  * a resume never trusts a store a crash may have torn) and only the global block stays. */
 static dz_status open_store(trainer *tr, dz_error *err) {
-    const char *spec = tr->cfg.store;
-    if (!strcmp(spec, "ram")) return dz_model_make_owned(tr->m, err);
+    const char *spec = tr->cfg.store ? tr->cfg.store : "ram";
+    if (!strcmp(spec, "ram")) return tr->node_shared ? share_masters(tr, err) : dz_model_make_owned(tr->m, err);
     if (strncmp(spec, "disk:", 5) != 0 || !spec[5])
         return dz_fail(err, DZ_ERR_INVALID, "--store '%s': expected ram or disk:PATH", spec);
+    if (dz_comm_size(tr->comm) > 1)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--store %s: a disk store runs in one process; with mpirun use --store ram "
+                       "(the ranks of a node share one copy of the weights)", spec);
     dz_status st = dz_store_create(spec + 5, tr->m, 0, &tr->store, err);
     return st == DZ_OK ? dz_model_keep_globals_only(tr->m, err) : st;
+}
+
+/* Where the weights come from: the newest checkpoint (resume) or the base model. World
+ * rank 0 decides and tells the others, so every rank loads the same state. */
+static dz_status weights_path(trainer *tr, int resume, char *path, size_t cap, int *ckpt_steps, dz_error *err) {
+    dz_status st = DZ_OK;
+    *ckpt_steps = 0;
+    snprintf(path, cap, "%s", tr->cfg.model);
+    if (resume && tr->rank0) {
+        st = dz_checkpoint_latest(tr->run_dir, path, cap, ckpt_steps, err);
+        if (st == DZ_ERR_NOT_FOUND) {
+            snprintf(path, cap, "%s", tr->cfg.model);
+            *ckpt_steps = 0;
+            st = DZ_OK;
+        }
+    }
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, ckpt_steps, sizeof *ckpt_steps, 0, err);
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, path, cap, 0, err);
+    return st;
+}
+
+/* The parallel layout: this rank's forwards and examples, and how it updates masters it
+ * shares with its node. */
+static dz_status setup_layout(trainer *tr, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    dz_status st = dz_layout_make(dz_comm_size(tr->comm), dz_comm_rank(tr->comm), c->pertp, c->dp, &tr->lay, err);
+    if (st != DZ_OK) return st;
+    if (c->batch < tr->lay.d)
+        return dz_fail(err, DZ_ERR_INVALID, "--batch %d is smaller than the %d data-parallel groups (--dp)", c->batch,
+                       tr->lay.d);
+    tr->rank0 = tr->lay.rank == 0;
+    tr->node_shared = dz_comm_node_size(tr->comm) > 1;
+    return DZ_OK;
+}
+
+static dz_status engine_parallel(void *ctx, double *buf, size_t n, dz_error *err) {
+    return dz_comm_sum_f64(ctx, buf, n, err);
+}
+
+static dz_status engine_barrier(void *ctx, dz_error *err) { return dz_comm_node_barrier(ctx, err); }
+
+/* A replay record as rank 0 sends it to the others. */
+typedef struct replay_rec {
+    uint32_t step;
+    float lr, g[DZ_ZO_MAX_Q];
+} replay_rec;
+
+/* Resume: rank 0 reads the run folder (seed log, metrics, best-so-far) and sends every
+ * rank the steps to replay and the state to continue from; all ranks replay them. */
+static dz_status resume_state(trainer *tr, const dz_seedlog_header *h, const char *log_path, int ckpt_steps,
+                              int *start_step, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    double base_dev = NAN, base_test = NAN;
+    dz_status st = DZ_OK;
+    if (ckpt_steps == 0) { /* the base model's scores start the best-so-far: every rank evaluates */
+        st = evaluate(tr, &tr->dev, &base_dev, err);
+        if (st == DZ_OK) st = evaluate(tr, &tr->testset, &base_test, err);
+    }
+    uint64_t count = 0;
+    size_t first = 0, n = 0;
+    replay_rec *recs = NULL;
+    if (st == DZ_OK && tr->rank0) {
+        st = dz_seedlog_open(log_path, h, c->log_sync_every, &tr->log, err);
+        if (st == DZ_ERR_NOT_FOUND || (st == DZ_ERR_IO && !dz_file_exists(log_path) && ckpt_steps == 0))
+            st = dz_seedlog_create(log_path, h, c->log_sync_every, &tr->log, err); /* killed before the log existed */
+        tr->ckpt_steps = ckpt_steps;
+        if (st == DZ_OK) st = restore_best(tr, base_dev, base_test, err);
+        if (st == DZ_OK) st = dz_seedlog_replay_range(tr->log, (int64_t)ckpt_steps - 1, &first, &n, err);
+        if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->log);
+        count = n;
+    }
+    tr->ckpt_steps = ckpt_steps;
+    double best[3] = {tr->best_dev, tr->best_test, tr->best_step};
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, &count, sizeof count, 0, err);
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, start_step, sizeof *start_step, 0, err);
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, best, sizeof best, 0, err);
+    if (st == DZ_OK && !(recs = malloc(sizeof *recs * (count ? count : 1))))
+        st = dz_fail(err, DZ_ERR_NOMEM, "resume: out of memory");
+    for (size_t i = 0; st == DZ_OK && tr->rank0 && i < count; i++) {
+        const dz_seedlog_record r = dz_seedlog_get(tr->log, first + i);
+        recs[i].step = r.step, recs[i].lr = r.lr;
+        memcpy(recs[i].g, r.g, sizeof(float) * (size_t)c->q);
+    }
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, recs, sizeof *recs * count, 0, err);
+    tr->best_dev = best[0], tr->best_test = best[1], tr->best_step = (int)best[2];
+    for (size_t i = 0; st == DZ_OK && i < count; i++)
+        if (isfinite(recs[i].g[0])) dz_zo_apply(tr->e, recs[i].step, recs[i].lr, recs[i].g); /* NaN: a skipped step */
+    free(recs);
+    if (st == DZ_OK && tr->rank0)
+        dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log", tr->run_dir,
+               ckpt_steps, (unsigned long long)count);
+    return st;
 }
 
 static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
     char path[4200];
     int ckpt_steps = 0;
-    dz_status st = DZ_OK;
-    if (resume) { /* weights from the newest checkpoint, or the base model */
-        st = dz_checkpoint_latest(tr->run_dir, path, sizeof path, &ckpt_steps, err);
-        if (st == DZ_ERR_NOT_FOUND) {
-            snprintf(path, sizeof path, "%s", c->model);
-            ckpt_steps = 0;
-            st = DZ_OK;
-        }
-    } else {
-        snprintf(path, sizeof path, "%s", c->model);
-    }
+    dz_status st = setup_layout(tr, err);
+    if (st == DZ_OK) st = weights_path(tr, resume, path, sizeof path, &ckpt_steps, err);
     if (st == DZ_OK) st = dz_model_load(path, c->master_dtype, &tr->m, err);
-    if (st == DZ_OK && !c->store) st = dz_model_make_owned(tr->m, err);
-    if (st == DZ_OK && c->store) st = open_store(tr, err);
+    if (st == DZ_OK) st = open_store(tr, err);
     if (st != DZ_OK) return st;
     /* the tokenizer of the base model (checkpoints of llama2.c models carry tokenizer.bin) */
     dz_model *base = NULL;
@@ -283,25 +428,36 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     if (c->label_words && (st = dz_prompt_spec_set_labels(&tr->spec, c->label_words, err)) != DZ_OK) return st;
     if ((st = load_split(tr, err)) != DZ_OK) return st;
 
-    const int K = tr->train.n_labels;
+    const int K = tr->train.n_labels, local = (c->batch + tr->lay.d - 1) / tr->lay.d; /* the largest share */
     int max_len = tr->train.max_len;
     if (tr->dev.max_len > max_len) max_len = tr->dev.max_len;
     if (tr->testset.max_len > max_len) max_len = tr->testset.max_len;
-    int max_batch = c->batch * K > c->eval_batch ? c->batch * K : c->eval_batch;
+    int max_batch = local * K > c->eval_batch ? local * K : c->eval_batch;
     const int share = !tr->lm && c->share_prompts; /* candidates continue their example's prompt */
     st = dz_forward_create_streams(tr->m, max_batch, max_len, 0, share ? 4 : 2, &tr->f, err);
     const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, c->fuse};
     if (st == DZ_OK) st = dz_zo_engine_create(tr->m, tr->f, &zp, &tr->e, err);
+    const dz_zo_parallel par = {.signs = tr->lay.signs,
+                                .sum = dz_comm_size(tr->comm) > 1 ? engine_parallel : NULL,
+                                .slice = dz_comm_node_rank(tr->comm),
+                                .n_slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1,
+                                .barrier = engine_barrier,
+                                .ctx = tr->comm};
+    if (st == DZ_OK) st = dz_zo_engine_set_parallel(tr->e, &par, err);
     if (st == DZ_OK && tr->store) st = dz_zo_engine_use_store(tr->e, tr->store, err);
     if (st == DZ_OK && tr->store && c->max_resident_mb > 0)
         st = dz_zo_check_resident(tr->e, tr->f, c->max_resident_mb, err);
-    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, c->batch * K, tr->train.max_len, share, err);
+    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, tr->train.max_len, share, err);
+    const int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
     tr->batch_ex = malloc(sizeof(int) * (size_t)c->batch);
     tr->batch_labels = malloc(sizeof(int) * (size_t)c->batch);
-    tr->scores = malloc(sizeof(float) * (size_t)c->batch * K);
+    tr->scores = malloc(sizeof(float) * (size_t)local * K);
+    tr->eval_pairs = malloc(sizeof(double) * 2 * (size_t)(n_eval > 0 ? n_eval : 1));
+    tr->eval_preds = malloc(sizeof(int) * (size_t)(n_eval > 0 ? n_eval : 1));
     tr->order_epoch = -1;
-    if (st == DZ_OK && (!tr->order || !tr->batch_ex || !tr->batch_labels || !tr->scores))
+    if (st == DZ_OK && (!tr->order || !tr->batch_ex || !tr->batch_labels || !tr->scores || !tr->eval_pairs ||
+                        !tr->eval_preds))
         st = dz_fail(err, DZ_ERR_NOMEM, "train: out of memory");
     if (st != DZ_OK) return st;
 
@@ -311,28 +467,12 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
                            .start_step = 0};
     snprintf((char *)h.fingerprint, sizeof h.fingerprint, "%s", c->model);
     snprintf(path, sizeof path, "%s/seeds.log", tr->run_dir);
-    if (!resume) {
-        st = dz_seedlog_create(path, &h, c->log_sync_every, &tr->log, err);
-        *start_step = 0;
-    } else {
-        st = dz_seedlog_open(path, &h, c->log_sync_every, &tr->log, err);
-        if (st == DZ_ERR_NOT_FOUND || (st == DZ_ERR_IO && !dz_file_exists(path) && ckpt_steps == 0))
-            st = dz_seedlog_create(path, &h, c->log_sync_every, &tr->log, err); /* killed before the log existed */
-        tr->ckpt_steps = ckpt_steps;
-        if (st == DZ_OK) st = restore_best(tr, err);
-        size_t first = 0, count = 0;
-        if (st == DZ_OK) st = dz_seedlog_replay_range(tr->log, (int64_t)ckpt_steps - 1, &first, &count, err);
-        for (size_t i = first; st == DZ_OK && i < first + count; i++) {
-            const dz_seedlog_record r = dz_seedlog_get(tr->log, i);
-            if (isfinite(r.g[0])) dz_zo_apply(tr->e, r.step, r.lr, r.g); /* NaN marks a skipped step */
-        }
-        if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->log);
-        if (st == DZ_OK)
-            dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %zu steps replayed from the seed log",
-                   tr->run_dir, ckpt_steps, count);
-    }
+    *start_step = 0;
+    if (!resume && tr->rank0) st = dz_seedlog_create(path, &h, c->log_sync_every, &tr->log, err);
+    if (resume) st = resume_state(tr, &h, path, ckpt_steps, start_step, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
-    if (st == DZ_OK) st = dz_metrics_open(path, (int64_t)*start_step - 1, c->log_sync_every, &tr->metrics, err);
+    if (st == DZ_OK && tr->rank0)
+        st = dz_metrics_open(path, (int64_t)*start_step - 1, c->log_sync_every, &tr->metrics, err);
     return st;
 }
 
@@ -354,6 +494,34 @@ static void teardown(trainer *tr) {
     free(tr->batch_ex);
     free(tr->batch_labels);
     free(tr->scores);
+    free(tr->eval_pairs);
+    free(tr->eval_preds);
+    dz_comm_finalize(tr->own_comm);
+}
+
+/* --verify-every: replicas are identical only because every rank applies the same
+ * updates; a checksum of each node's masters, compared across nodes (and across ranks
+ * that hold their own copy), catches divergence or corruption. */
+static dz_status verify_replicas(trainer *tr, int done, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    dz_zo_flush(tr->e);
+    const int node_rank = dz_comm_node_rank(tr->comm), node = dz_comm_node(tr->comm);
+    if (c->test_corrupt_step == done && node == c->test_corrupt_node && (node_rank == 0 || !tr->node_shared) &&
+        !tr->store)
+        ((unsigned char *)dz_model_tensor(tr->m, 0))[0] ^= 1; /* tests: one flipped bit on one node */
+    const int slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1;
+    uint64_t sum = dz_zo_checksum_slice(tr->e, tr->node_shared ? node_rank : 0, slices), lo, hi;
+    dz_status st = tr->node_shared ? dz_comm_node_sum_u64(tr->comm, &sum, 1, err) : DZ_OK;
+    if (st == DZ_OK) st = dz_comm_minmax_u64(tr->comm, sum, &lo, &hi, err);
+    if (st != DZ_OK) return st;
+    if (lo != hi)
+        return dz_fail(err, DZ_ERR_INVALID,
+                       "replica check after step %d: the weights differ between nodes (checksums %016llx to %016llx; "
+                       "this node %d: %016llx): a node diverged or its memory was corrupted; --resume from the last "
+                       "checkpoint", done, (unsigned long long)lo, (unsigned long long)hi, node, (unsigned long long)sum);
+    if (tr->rank0) dz_log(DZ_LOG_INFO, "replica check after step %d: %d node(s) agree, checksum %016llx", done,
+                          dz_comm_n_nodes(tr->comm), (unsigned long long)sum);
+    return DZ_OK;
 }
 
 static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb, void *user, dz_train_result *res,
@@ -374,12 +542,14 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
     res->steps_done = start;
     for (int step = start; step < c->steps && st == DZ_OK; step++) {
         batch_examples(tr, step);
-        st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, c->batch, err);
+        dz_layout_share(c->batch, tr->lay.d, tr->lay.group, &tr->lo, &tr->hi); /* this group's share */
+        st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex + tr->lo, tr->hi - tr->lo, err);
         if (st != DZ_OK) break;
         const dz_class_batch *bb = &tr->bb;
         const dz_zo_batch zb = {bb->tokens, bb->lengths, bb->n_seqs, bb->T, bb->rows, bb->targets, bb->n_rows, loss_cb, tr,
-                                bb->p_tokens, bb->p_lengths, bb->tree ? bb->n_prompts : 0, bb->PT, bb->p_rows,
-                                bb->p_targets, bb->n_p_rows, bb->start, bb->parent};
+                                tr->hi - tr->lo, tr->lo, c->batch, bb->p_tokens, bb->p_lengths,
+                                bb->tree ? bb->n_prompts : 0, bb->PT, bb->p_rows, bb->p_targets, bb->n_p_rows, bb->start,
+                                bb->parent};
         const float lr = dz_lr_at(c->schedule, c->lr, c->warmup, c->steps, step);
         dz_zo_step_result r;
         if ((st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err)) != DZ_OK) break;
@@ -390,7 +560,7 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
             loss += 0.5 * (r.loss_plus[j] + r.loss_minus[j]) / c->q;
             gmean += (double)r.g[j] / c->q;
         }
-        if ((st = dz_seedlog_append(tr->log, (uint32_t)step, lr, g_log, err)) != DZ_OK) break;
+        if (tr->rank0 && (st = dz_seedlog_append(tr->log, (uint32_t)step, lr, g_log, err)) != DZ_OK) break;
         if (!r.finite) {
             bad++;
             dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", step,
@@ -428,9 +598,10 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
             p.has_eval = 1, p.dev_accuracy = dev, p.test_accuracy = test, p.best_dev_accuracy = best_dev;
             res->final_dev = dev, res->final_test = test;
         }
-        if (st == DZ_OK) st = dz_metrics_append(tr->metrics, &row, err);
+        if (st == DZ_OK && tr->rank0) st = dz_metrics_append(tr->metrics, &row, err);
         if (st == DZ_OK && c->checkpoint_every > 0 && (done % c->checkpoint_every == 0 || done == c->steps))
             st = checkpoint(tr, "checkpoint", done, best_dev, best_step, best_test, err);
+        if (st == DZ_OK && c->verify_every > 0 && done % c->verify_every == 0) st = verify_replicas(tr, done, err);
         if (cb) cb(&p, user);
         res->steps_done = done;
     }
@@ -454,11 +625,19 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     snprintf(tr.run_dir, sizeof tr.run_dir, "%s", cfg_in->out_dir);
     char *strings = NULL;
     dz_status st = DZ_OK;
+    tr.comm = cfg_in->comm;
+    if (!tr.comm && (st = dz_comm_init(NULL, NULL, 0, 0, &tr.own_comm, err)) != DZ_OK) return st;
+    if (!tr.comm) tr.comm = tr.own_comm;
+    const int rank0 = dz_comm_rank(tr.comm) == 0;
     if (resume) {
         st = dz_run_config_read(tr.run_dir, &tr.cfg, &strings, err);
         if (st == DZ_OK && cfg_in->steps > tr.cfg.steps) tr.cfg.steps = cfg_in->steps;
         tr.cfg.out_dir = cfg_in->out_dir;
-    } else {
+        /* the layout is the command line's: a run resumes under any layout */
+        tr.cfg.comm = cfg_in->comm, tr.cfg.pertp = cfg_in->pertp, tr.cfg.dp = cfg_in->dp;
+        tr.cfg.verify_every = cfg_in->verify_every;
+        tr.cfg.test_corrupt_step = cfg_in->test_corrupt_step, tr.cfg.test_corrupt_node = cfg_in->test_corrupt_node;
+    } else if (rank0) { /* rank 0 owns the run folder */
         tr.cfg = *cfg_in;
         if (dz_mkdirs(tr.run_dir) != 0 || !dz_is_dir(tr.run_dir))
             st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", tr.run_dir, strerror(errno));
@@ -468,7 +647,12 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
             st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run: use --resume, or another --out", tr.run_dir);
         if (st == DZ_OK && tr.cfg.batch < 1) st = dz_fail(err, DZ_ERR_INVALID, "--batch must be at least 1");
         if (st == DZ_OK) st = dz_run_config_write(tr.run_dir, &tr.cfg, err);
+    } else {
+        tr.cfg = *cfg_in;
     }
+    int ok = st == DZ_OK; /* every rank stops if rank 0 could not set up the run folder */
+    if (dz_comm_bcast(tr.comm, &ok, sizeof ok, 0, err) == DZ_OK && !ok && st == DZ_OK)
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: rank 0 could not set up the run folder (its error is above)", tr.run_dir);
     int start = 0;
     if (st == DZ_OK) st = setup(&tr, resume, &start, err);
     if (st == DZ_OK && cb) {
