@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# DistZO2 over MPI: every layout gives bitwise the single-process run.
+# - 1, 2 and 4 ranks; perturbation parallelism (--pertp 2), data parallelism (--dp),
+#   both (2 x 2), with one node sharing the masters and with simulated nodes
+#   (--node-size) that each hold their own copy: final weights, metrics (without timing)
+#   and seed log equal to the run without mpirun, on stories260K and a small random OPT.
+# - A rank killed (SIGKILL) mid-run: mpirun exits non-zero within a bounded time, and
+#   --resume under another layout (more ranks, fewer ranks) equals the uninterrupted run.
+# - --verify-every: a bit flipped on one node is caught and the job stops non-zero.
+# usage: mpi.sh DISTZO ASSETS        (exit 77: mpirun or the assets missing)
+set -u
+bin=$1 assets=$2
+[ -f "$assets/stories260K/stories260K.bin" ] || { echo "SKIP: assets not found at $assets"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
+"$bin" train --help 2>&1 | grep -q -- --pertp || { echo "FAIL: distzo has no --pertp"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok - $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+head -41 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+common=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev-examples 21 --batch 8
+        --lr 1e-3 --test "$tmp/test.tsv")
+mpi() { timeout 300 mpirun --oversubscribe -np "$@"; }
+same() { # run A, run B: final weights, metrics (without timing) and seed logs equal
+  cmp -s "$1/checkpoint-12/model.safetensors" "$2/checkpoint-12/model.safetensors" &&
+    cmp -s "$1/seeds.log" "$2/seeds.log" &&
+    diff -q <(sed 's/"seconds": [0-9.]*//' "$1/metrics.jsonl") <(sed 's/"seconds": [0-9.]*//' "$2/metrics.jsonl") >/dev/null
+}
+check() { # name reference run
+  if same "$2" "$3"; then ok "$1"; else bad "$1"; fi
+}
+
+"$bin" train "${common[@]}" --threads 2 --out "$tmp/ref" > "$tmp/ref.txt" 2>&1 || bad "single-process run failed"
+grep -q "memory: peak RSS" "$tmp/ref.txt" || bad "no peak RSS line"
+layouts=("1" "2" "2 --pertp 2" "4 --pertp 2 --dp 2" "4 --dp 4 --verify-every 4" "4 --pertp 2 --node-size 2 --verify-every 3"
+         "2 --node-size 1 --verify-every 6")
+for l in "${layouts[@]}"; do
+  name=$(echo "$l" | tr -cd '[:alnum:]')
+  read -r -a args <<< "$l"
+  mpi "${args[0]}" "$bin" train "${common[@]}" "${args[@]:1}" --out "$tmp/l$name" > "$tmp/l$name.txt" 2>&1 ||
+    { bad "-np $l exited non-zero"; tail -5 "$tmp/l$name.txt"; continue; }
+  check "stories260K, -np $l == single process" "$tmp/ref" "$tmp/l$name"
+done
+grep -q "4 node(s) agree" "$tmp/l4pertp2nodesize2verifyevery3.txt" 2>/dev/null || grep -q "2 node(s) agree" "$tmp/l4pertp2nodesize2verifyevery3.txt" &&
+  ok "replica checks ran across simulated nodes" || bad "no replica check in the log"
+
+# a small random OPT: GPT-2/OPT tokenizer, learned positions, biases, tied head
+"$bin" init --preset opt-tiny --seed 5 -o "$tmp/opt" > /dev/null 2>&1
+"$bin" train "${common[@]}" --model "$tmp/opt" --threads 1 --out "$tmp/opt-ref" > /dev/null 2>&1
+mpi 4 "$bin" train "${common[@]}" --model "$tmp/opt" --pertp 2 --dp 2 --node-size 2 --verify-every 6 \
+  --out "$tmp/opt-2x2" > "$tmp/opt.txt" 2>&1 || bad "opt-tiny 2x2 exited non-zero"
+check "opt-tiny, -np 4 --pertp 2 --dp 2 (2 simulated nodes) == single process" "$tmp/opt-ref" "$tmp/opt-2x2"
+
+# a rank dies after step 8 (a checkpoint was written at 6): the job ends, non-zero, no hang
+t0=$(date +%s)
+DISTZO_TEST_KILL=1:8 mpi 2 "$bin" train "${common[@]}" --pertp 2 --out "$tmp/killed" > "$tmp/killed.txt" 2>&1
+rc=$? t1=$(date +%s)
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((t1 - t0)) -lt 120 ]; then ok "killed rank: mpirun exited $rc after $((t1 - t0)) s";
+else bad "killed rank: exit $rc after $((t1 - t0)) s"; fi
+[ -d "$tmp/killed/checkpoint-6" ] && [ ! -d "$tmp/killed/checkpoint-12" ] && ok "killed run stopped between checkpoints" ||
+  bad "killed run: unexpected checkpoints"
+cp -r "$tmp/killed" "$tmp/killed1"
+mpi 4 "$bin" train --resume --dp 4 --out "$tmp/killed" > /dev/null 2>&1 || bad "resume on 4 ranks failed"
+check "resume on 4 ranks (DDP) after a 2-rank PertP run lost a rank == uninterrupted" "$tmp/ref" "$tmp/killed"
+"$bin" train --resume --threads 1 --out "$tmp/killed1" > /dev/null 2>&1 || bad "resume in one process failed"
+check "resume in one process after a 2-rank run lost a rank == uninterrupted" "$tmp/ref" "$tmp/killed1"
+
+# --verify-every: one flipped bit on node 1 after step 4 is caught there
+DISTZO_TEST_CORRUPT=1:4 mpi 2 "$bin" train "${common[@]}" --node-size 1 --verify-every 4 --out "$tmp/corrupt" \
+  > "$tmp/corrupt.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "weights differ between nodes" "$tmp/corrupt.txt"; then ok "corrupted replica detected (exit $rc)";
+else bad "corrupted replica not detected (exit $rc)"; tail -5 "$tmp/corrupt.txt"; fi
+
+# bad layouts are refused with the flag named
+mpi 2 "$bin" train "${common[@]}" --pertp 3 --out "$tmp/bad1" > "$tmp/bad1.txt" 2>&1
+[ $? -ne 0 ] && grep -q -- "--pertp 3" "$tmp/bad1.txt" && ok "--pertp 3 refused" || bad "--pertp 3 not refused clearly"
+mpi 2 "$bin" train "${common[@]}" --dp 3 --out "$tmp/bad2" > "$tmp/bad2.txt" 2>&1
+[ $? -ne 0 ] && grep -q -- "must equal the number of ranks" "$tmp/bad2.txt" && ok "--dp 3 on 2 ranks refused" ||
+  bad "--dp 3 on 2 ranks not refused clearly"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
