@@ -9,6 +9,7 @@ packages=(
   libcmocka-dev                     # the C test framework under CTest
   clang libclang-rt-14-dev          # libFuzzer target (CI runs it for a bounded time)
   gnuplot-nox                       # `distzo plot` (loss.png, accuracy.png)
+  libopenmpi-dev openmpi-bin        # DistZO2: mpirun -np N distzo train ... (src/dist)
 )
 missing=()
 for p in "${packages[@]}"; do

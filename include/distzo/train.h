@@ -58,6 +58,7 @@ typedef struct dz_train_result {
     int best_step;
     double seconds;
     int lm;                   /* the scores are minus mean NLLs */
+    double step_bytes;        /* payload this rank sent per training step (0 in one process) */
 } dz_train_result;
 
 /* Runs (or, with resume, continues) the run in cfg->out_dir. On resume the run's own

@@ -210,6 +210,9 @@ int dz_cmd_train(int argc, char **argv) {
             printf("memory: peak RSS");
             for (int r = 0; r < ranks && r < 16; r++) printf("%s %.1f MB", r ? "," : "", rss[r] / 1048576.0);
             printf(ranks > 1 ? " (ranks 0..%d; shared weights count in each)\n" : "\n", ranks - 1);
+            if (ranks > 1)
+                printf("network: rank 0 exchanged %.0f bytes per step (%llu in all, setup and evaluations included)\n",
+                       res.step_bytes, (unsigned long long)dz_comm_bytes_sent(comm));
         }
         free(rss);
     }

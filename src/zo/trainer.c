@@ -528,7 +528,8 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
                      dz_error *err) {
     const dz_train_config *c = &tr->cfg;
     double best_dev = -INFINITY, best_test = NAN;
-    int best_step = 0, bad = 0;
+    int best_step = 0, bad = 0, steps_run = 0;
+    uint64_t step_bytes = 0;
     dz_status st = DZ_OK;
     res->zero_shot_dev = res->zero_shot_test = NAN;
     if (start == 0 && !resume) {
@@ -552,7 +553,9 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
                                 bb->parent};
         const float lr = dz_lr_at(c->schedule, c->lr, c->warmup, c->steps, step);
         dz_zo_step_result r;
+        const uint64_t sent = dz_comm_bytes_sent(tr->comm);
         if ((st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err)) != DZ_OK) break;
+        step_bytes += dz_comm_bytes_sent(tr->comm) - sent, steps_run++;
         float g_log[DZ_ZO_MAX_Q];
         double loss = 0.0, gmean = 0.0;
         for (int j = 0; j < c->q; j++) {
@@ -613,6 +616,7 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
         if (st == DZ_OK) st = evaluate(tr, &tr->testset, &res->final_test, err);
     }
     res->best_dev = best_dev, res->best_test = best_test, res->best_step = best_step, res->lm = tr->lm;
+    res->step_bytes = steps_run ? (double)step_bytes / steps_run : 0.0;
     return st;
 }
 
