@@ -40,7 +40,7 @@ s0=$(best single)
 printf "%-8s %-14s %10s %12s %10s %14s\n" layout ranks×threads "s/step" "examples/s" "vs single" "bytes/step/rank"
 for k in single dp2 pertp2; do
   s=$(best $k)
-  bytes=$(grep -o 'exchanged [0-9]* bytes per step' "$tmp/$k-1.txt" | awk '{print $2}' | head -1)
+  bytes=$(grep -o "exchanged [0-9]* bytes per step" "$tmp/$k-1.txt" | awk "{print \$2}" | head -1 || true)
   rt=$([ $k = single ] && echo "1×2" || echo "2×1")
   awk -v k=$k -v rt=$rt -v s=$s -v s0=$s0 -v b=${bytes:-0} \
     'BEGIN{printf "%-8s %-14s %10.3f %12.2f %9.1f%% %14.0f\n", k, rt, s, 16/s, 100*s0/s, b}'

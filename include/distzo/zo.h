@@ -97,12 +97,17 @@ typedef struct dz_zo_parallel {
     /* Sums doubles over all ranks in place; each element has exactly one non-zero
      * contributor, so the sum is exact whatever the order. */
     dz_status (*sum)(void *ctx, double *buf, size_t n, dz_error *err);
-    /* Master weights shared by n_slices ranks (one node): each rank updates its slice of
-     * every block; barrier(ctx) separates the slices' writes from everyone's reads. */
+    /* Master weights and working copies shared by n_slices ranks (one node): each rank
+     * updates and perturbs its slice of every block's spans into shared_work (2 x
+     * dz_zo_block_floats floats, node-shared memory); barrier(ctx) separates the slices'
+     * writes from everyone's reads. */
     int slice, n_slices;
+    float *shared_work;
     dz_status (*barrier)(void *ctx, dz_error *err);
     void *ctx;
 } dz_zo_parallel;
+/* Floats in one working copy (the largest layer block). */
+size_t dz_zo_block_floats(const dz_zo_engine *e);
 /* Call before the first step; p is copied. */
 dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz_error *err);
 /* A 64-bit checksum of the master weights (flushed first): the sum over this rank's slice

@@ -32,6 +32,8 @@ struct dz_zo_engine {
     size_t *tensor_off;       /* offset of a layer tensor inside its block's working buffers */
     int (*layer_ids)[DZ_L_COUNT]; /* tensor id of (layer, role), or -1 */
     float *wplus, *wminus;    /* one layer block, +eps and -eps */
+    size_t block_floats;      /* floats in each: the largest layer block */
+    int own_work;             /* wplus/wminus are this engine's (not a node's shared set) */
     float *minus_cache;       /* stream 1's rows, computed with stream 0's (same z) */
     size_t row_floats;
     int cache_valid, cache_id;
@@ -118,16 +120,29 @@ static dz_status stage_block(dz_zo_engine *e, int l, dz_error *err) {
     return st;
 }
 
-/* Fills the working buffers of layer block l, fusing in the pending update. */
+/* Shared masters: nobody may still read what is about to be written (old weights, or the
+ * working copies of the previous block), and nobody may read before every slice is in. */
+static void shared_barrier(dz_zo_engine *e) {
+    dz_error err = {0};
+    if (e->par.n_slices > 1 && e->par.barrier(e->par.ctx, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
+}
+
+/* Fills the working buffers of layer block l, fusing in the pending update. With a node's
+ * ranks sharing the masters and the working buffers, each fills its slice of the spans
+ * (updating only those masters), between barriers. */
 static void fill_block(dz_zo_engine *e, int l) {
     const int apply = e->pending && !e->applied[l];
     const int first = e->block_first_span[l], last = e->block_first_span[l + 1];
+    const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
+    shared_barrier(e);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int k = first; k < last; k++) {
+        if (k % n != mine) continue;
         const span *s = &e->spans[k];
         const size_t off = e->tensor_off[s->id] + s->i0;
         perturb_span(e, s->id, s->i0, s->n, e->wplus + off, e->wminus + off, apply);
     }
+    shared_barrier(e);
     if (!apply) return;
     e->applied[l] = 1;
     dz_error err = {0};
@@ -190,6 +205,7 @@ static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
     e->block_first_span[e->n_blocks] = (int)k;
     e->wplus = dz_alloc(max_block * sizeof(float));
     e->wminus = dz_alloc(max_block * sizeof(float));
+    e->block_floats = max_block, e->own_work = 1;
     e->row_floats = dz_forward_row_floats(e->f);
     e->minus_cache = dz_alloc(e->row_floats * sizeof(float));
     const size_t rows = (size_t)dz_forward_max_batch(e->f) * dz_forward_max_seq(e->f);
@@ -286,8 +302,10 @@ void dz_zo_engine_free(dz_zo_engine *e) {
     free(e->tensor_off);
     free(e->applied);
     free(e->layer_ids);
-    dz_free(e->wplus);
-    dz_free(e->wminus);
+    if (e->own_work) {
+        dz_free(e->wplus);
+        dz_free(e->wminus);
+    }
     dz_free(e->minus_cache);
     for (int k = 0; k < 2; k++) {
         dz_free(e->lp[k]);
@@ -299,12 +317,7 @@ void dz_zo_engine_free(dz_zo_engine *e) {
 
 size_t dz_zo_engine_bytes(const dz_zo_engine *e) { return e->bytes; }
 
-/* Shared masters: nobody may still read the old weights while slices are written, and
- * nobody may read the new ones before every slice is in. */
-static void shared_barrier(dz_zo_engine *e) {
-    dz_error err = {0};
-    if (e->par.n_slices > 1 && e->par.barrier(e->par.ctx, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
-}
+size_t dz_zo_block_floats(const dz_zo_engine *e) { return e->block_floats; }
 
 void dz_zo_flush(dz_zo_engine *e) {
     const int sliced = e->par.n_slices > 1 && e->pending;
@@ -348,7 +361,10 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
     for (int k = 0; k < 2; k++)
         if (e->par.signs & (1 << k)) signs[n_signs++] = k;
     e->cache_valid = 0;
+    const int sliced = e->par.n_slices > 1 && e->pending && !e->applied[c->n_layers];
+    if (sliced) shared_barrier(e);
     update_block(e, c->n_layers); /* the global block is read by rows: bring it up to date first */
+    if (sliced) shared_barrier(e);
     dz_status st = DZ_OK;
     for (int i = 0; st == DZ_OK && i < n_signs; i++) {
         const int k = signs[i];
@@ -415,7 +431,6 @@ dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch
         e->ex_loss = p, e->ex_cap = need;
     }
     memset(e->ex_loss, 0, need * sizeof *e->ex_loss);
-    if (e->par.n_slices > 1) dz_zo_flush(e); /* shared masters: sliced update, then everyone perturbs */
     for (int j = 0; j < e->p.q; j++) {
         e->draw = step * (uint32_t)e->p.q + (uint32_t)j;
         double *sample[2] = {e->ex_loss + (size_t)(2 * j) * per_sign, e->ex_loss + (size_t)(2 * j + 1) * per_sign};
@@ -448,7 +463,16 @@ dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz
         return dz_fail(err, DZ_ERR_INVALID, "zo: sliced updates need a barrier and a slice in 0..%d", p->n_slices - 1);
     if (p->n_slices > 1 && e->store)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
+    if (p->n_slices > 1 && !p->shared_work)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: sliced fills need working buffers shared by the node");
     e->par = *p;
+    if (p->n_slices > 1) { /* the node's one working set replaces this rank's own */
+        dz_free(e->wplus);
+        dz_free(e->wminus);
+        e->wplus = p->shared_work, e->wminus = p->shared_work + e->block_floats;
+        e->own_work = 0;
+        e->bytes -= 2 * e->block_floats * sizeof(float);
+    }
     return DZ_OK;
 }
 

@@ -437,7 +437,11 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     st = dz_forward_create_streams(tr->m, max_batch, max_len, 0, share ? 4 : 2, &tr->f, err);
     const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, c->fuse};
     if (st == DZ_OK) st = dz_zo_engine_create(tr->m, tr->f, &zp, &tr->e, err);
+    void *work = NULL; /* the node's one pair of working copies */
+    if (st == DZ_OK && tr->node_shared)
+        st = dz_comm_node_alloc(tr->comm, 2 * dz_zo_block_floats(tr->e) * sizeof(float), &work, err);
     const dz_zo_parallel par = {.signs = tr->lay.signs,
+                                .shared_work = work,
                                 .sum = dz_comm_size(tr->comm) > 1 ? engine_parallel : NULL,
                                 .slice = dz_comm_node_rank(tr->comm),
                                 .n_slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1,
