@@ -21,7 +21,7 @@ static void print_json(const char *model, const dz_plan_request *r, const dz_pla
            "\"store\": \"%s\", \"master_dtype\": \"%s\", \"batch\": %d, \"seq\": %d, \"labels\": %d, \"spsa_samples\": %d, "
            "\"eval_batch\": %d, \"overhead_bytes\": %.0f, \"overhead_mpi_bytes\": %.0f, \"layouts\": [",
            params, r->nodes, r->ranks_per_node, r->mem_per_node, r->disk_store ? "disk" : "ram",
-           dz_dtype_name(r->master), r->batch, r->seq, r->labels, r->q, r->eval_batch, r->overhead, r->overhead_mpi);
+           r->master == DZ_BF16 ? "bf16" : "f32", r->batch, r->seq, r->labels, r->q, r->eval_batch, r->overhead, r->overhead_mpi);
     for (int i = 0; i < p->count; i++) {
         const dz_plan_layout *L = &p->l[i];
         printf("%s{\"ranks\": %d, \"pertp\": %d, \"dp\": %d, \"local_batch\": %d, \"signs_per_rank\": %d, "
@@ -45,7 +45,7 @@ static void print_json(const char *model, const dz_plan_request *r, const dz_pla
 static void print_table(const char *model, const dz_plan_request *r, const dz_plan *p) {
     printf("distzo plan: %s, %d node(s) x %d rank(s), %.1f GB per node, --store %s, %s masters\n", model, r->nodes,
            r->ranks_per_node, r->mem_per_node / 1073741824.0, r->disk_store ? "disk" : "ram",
-           dz_dtype_name(r->master));
+           r->master == DZ_BF16 ? "bf16" : "f32");
     printf("step: batch %d x %d labels, seq %d, q %d (eval batch %d); fixed per process %.0f MB (%.0f MB under mpirun)\n\n",
            r->batch, r->labels, r->seq, r->q, r->eval_batch, mb(r->overhead), mb(r->overhead_mpi));
     printf("%-10s %6s %6s | %9s %9s | %8s %8s %8s | %11s %10s %9s | %s\n", "layout", "ranks", "local", "MB/rank",
