@@ -82,7 +82,14 @@ int dz_param_find(const dz_param_table *t, int block, int role);
 int64_t dz_param_numel(const dz_param *p);
 /* Number of parameters; tied heads count once. */
 int64_t dz_param_table_numel(const dz_param_table *t);
+/* Bytes the tensors of block `block` (-1: all) take in dtype in a model's arena (each
+ * tensor 64-byte aligned): what dz_model_arena_bytes allocates, from the table alone. */
+size_t dz_param_table_bytes(const dz_param_table *t, dz_dtype dtype, int block);
 
+/* The config of a model path as dz_model_load reads it (a Hugging Face folder's
+ * config.json, or a llama2.c .bin header), without touching the weights. */
+dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err);
+dz_status dz_config_from_llama2c(const char *path, dz_config *cfg, dz_error *err);
 /* Reads a Hugging Face config.json (OPTForCausalLM, LlamaForCausalLM and relatives). */
 dz_status dz_config_from_hf_json(const char *path, dz_config *cfg, dz_error *err);
 /* Writes cfg as a Hugging Face config.json (atomic). */
@@ -174,6 +181,12 @@ int dz_forward_max_seq(const dz_forward *f);
 int dz_forward_max_batch(const dz_forward *f);
 /* Floats of the scratch a weight source may be handed for a row request (the largest request). */
 size_t dz_forward_row_floats(const dz_forward *f);
+/* What dz_forward_bytes reports for a forward of these arguments once it has run a whole
+ * model (the block scratch included), computed from the config alone (the planner).
+ * threads <= 0: this process's thread count, as create uses. row_floats (if non-NULL):
+ * what dz_forward_row_floats would report. */
+size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int kv_cache, int n_streams, int threads,
+                            size_t *row_floats);
 
 /* Runs the transformer body on tokens[B, n_new] (row-major, right-padded) at positions
  * pos0.., lengths[b] = real tokens of sequence b counted from position 0 (NULL: all real).

@@ -89,6 +89,9 @@ void dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g);
 dz_weight_source dz_zo_master_source(const dz_zo_engine *e);
 /* Bytes of working buffers the engine holds (two fp32 copies of the largest block, ...). */
 size_t dz_zo_engine_bytes(const dz_zo_engine *e);
+/* The same from the model's table and its forward's shape (row_floats =
+ * dz_forward_row_floats, rows = max_batch * max_seq), without a store's block slots. */
+size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t rows);
 
 /* How a step's work is shared among processes (src/dist sets it up; one process needs
  * none of it). Every rank applies every update, so replicas never exchange weights. */

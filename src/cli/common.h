@@ -40,5 +40,6 @@ int dz_cmd_bench(int argc, char **argv);
 int dz_cmd_train(int argc, char **argv);
 int dz_cmd_export(int argc, char **argv);
 int dz_cmd_plot(int argc, char **argv);
+int dz_cmd_plan(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"eval", dz_cmd_eval, "evaluate a model: prompt classification (SST-2, jsonl) or LM perplexity"},
     {"init", dz_cmd_init, "write a random-initialized model of a real shape (OPT, LLaMA presets)"},
     {"bench", dz_cmd_bench, "benchmarks: `bench forward` (throughput vs this machine's sgemm)"},
+    {"plan", dz_cmd_plan, "which MPI layout fits a cluster: memory, bytes and work per rank per step"},
     {"plot", dz_cmd_plot, "draw a run's metrics.jsonl: loss.png and accuracy.png (needs gnuplot)"},
 };
 

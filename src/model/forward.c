@@ -46,12 +46,16 @@ struct dz_forward {
                            small global tensors (projections, final norm) */
     float *hlogits;     /* [HEAD_ROW_CHUNK, HEAD_VOCAB_CHUNK] */
     size_t bytes;
+    int count_only;     /* dz_forward_bytes_for: sizes without buffers */
 };
 
+/* A buffer of the forward; with count_only set nothing is allocated, only counted, so
+ * dz_forward_bytes_for predicts exactly what create allocates. */
 static float *take(dz_forward *f, size_t floats, int *ok) {
+    f->bytes += floats * sizeof(float);
+    if (f->count_only) return NULL;
     float *p = dz_alloc(floats * sizeof(float));
     if (!p) *ok = 0;
-    f->bytes += floats * sizeof(float);
     return p;
 }
 
@@ -60,13 +64,70 @@ static int read_by_rows(const dz_config *c, int block, int role) {
     return block == c->n_layers && (role == DZ_G_TOK_EMB || role == DZ_G_POS_EMB || role == DZ_G_LM_HEAD);
 }
 
-static size_t block_floats(const dz_model *m, int block) {
+static size_t block_floats(const dz_config *c, const dz_param_table *t, int block) {
     size_t n = 0;
-    for (int i = 0; i < m->table.count; i++) {
-        const dz_param *p = &m->table.params[i];
-        if (p->block == block && !read_by_rows(&m->cfg, block, p->role)) n += (size_t)dz_param_numel(p);
+    for (int i = 0; i < t->count; i++) {
+        const dz_param *p = &t->params[i];
+        if (p->block == block && !read_by_rows(c, block, p->role)) n += (size_t)dz_param_numel(p);
     }
     return n;
+}
+
+/* Every float buffer of a forward of f's shape (max_batch, max_seq, kv_cache, n_streams
+ * and scratch_threads set): allocated, or only counted when f->count_only. */
+static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table *t, int *ok) {
+    const size_t N = (size_t)f->max_batch * f->max_seq;
+    const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t hdim = (size_t)(c->embed_dim > c->dim ? c->embed_dim : c->dim);
+    f->wscratch_floats = block_floats(c, t, 0);
+    size_t rs = (size_t)HEAD_VOCAB_CHUNK * hdim;
+    if (block_floats(c, t, c->n_layers) > rs) rs = block_floats(c, t, c->n_layers);
+    for (int s = 0; s < f->n_streams; s++) {
+        stream *st = &f->st[s];
+        st->x = take(f, N * c->dim, ok);
+        st->hsel = take(f, N * hdim, ok);
+        st->hmax = take(f, N, ok);
+        st->hsum = take(f, N, ok);
+        st->htgt = take(f, N, ok);
+        const size_t layers = f->kv_cache ? (size_t)c->n_layers : 1;
+        st->kcache = take(f, layers * N * kvd, ok);
+        st->vcache = take(f, layers * N * kvd, ok);
+    }
+    f->xb = take(f, N * c->dim, ok);
+    f->q = take(f, N * qd, ok);
+    f->kn = take(f, N * kvd, ok);
+    f->vn = take(f, N * kvd, ok);
+    f->att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), ok);
+    f->f1 = take(f, N * c->hidden_dim, ok);
+    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, ok); /* the gated FFN's second half */
+    f->emb = take(f, N * c->embed_dim, ok);
+    f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, f->max_seq), ok);
+    f->rscratch = take(f, rs, ok);
+    f->rscratch_floats = rs;
+    f->hlogits = take(f, (size_t)HEAD_ROW_CHUNK * HEAD_VOCAB_CHUNK, ok);
+}
+
+/* Attention scratch is per thread: as many as could run (threads <= 0: this process's). */
+static int scratch_threads_for(int threads) {
+    if (threads > 0) return threads;
+    return omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
+}
+
+size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int kv_cache, int n_streams, int threads,
+                            size_t *row_floats) {
+    dz_param_table t = {0};
+    stream *st = calloc((size_t)(n_streams > 0 ? n_streams : 1), sizeof *st);
+    dz_forward f = {.max_batch = max_batch, .max_seq = max_seq, .kv_cache = kv_cache, .n_streams = n_streams,
+                    .scratch_threads = scratch_threads_for(threads), .st = st, .count_only = 1};
+    int ok = 1;
+    if (st && dz_param_table_build(c, &t, NULL) == DZ_OK) {
+        take_buffers(&f, c, &t, &ok);
+        f.bytes += f.wscratch_floats * sizeof(float); /* the block scratch, taken at the first whole-model forward */
+    }
+    if (row_floats) *row_floats = f.rscratch_floats;
+    dz_param_table_free(&t);
+    free(st);
+    return f.bytes;
 }
 
 dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_seq, int kv_cache, int n_streams,
@@ -94,11 +155,6 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
     f->n_streams = n_streams;
     f->st = st;
     const size_t N = (size_t)max_batch * max_seq;
-    const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    const size_t hdim = (size_t)(c->embed_dim > c->dim ? c->embed_dim : c->dim);
-    f->wscratch_floats = block_floats(m, 0);
-    size_t rs = (size_t)HEAD_VOCAB_CHUNK * hdim;
-    if (block_floats(m, c->n_layers) > rs) rs = block_floats(m, c->n_layers);
     int ok = 1;
     for (int s = 0; s < n_streams; s++) {
         st[s].lengths = calloc((size_t)max_batch, sizeof *st[s].lengths);
@@ -107,34 +163,15 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
         st[s].pos = calloc(N, sizeof *st[s].pos);
         st[s].parent_stream = -1;
         if (!st[s].lengths || !st[s].start || !st[s].parent || !st[s].pos) ok = 0;
-        st[s].x = take(f, N * c->dim, &ok);
-        st[s].hsel = take(f, N * hdim, &ok);
-        st[s].hmax = take(f, N, &ok);
-        st[s].hsum = take(f, N, &ok);
-        st[s].htgt = take(f, N, &ok);
-        const size_t layers = kv_cache ? (size_t)c->n_layers : 1;
-        st[s].kcache = take(f, layers * N * kvd, &ok);
-        st[s].vcache = take(f, layers * N * kvd, &ok);
     }
-    f->xb = take(f, N * c->dim, &ok);
-    f->q = take(f, N * qd, &ok);
-    f->kn = take(f, N * kvd, &ok);
-    f->vn = take(f, N * kvd, &ok);
-    f->att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), &ok);
-    f->f1 = take(f, N * c->hidden_dim, &ok);
-    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, &ok); /* the gated FFN's second half */
-    f->emb = take(f, N * c->embed_dim, &ok);
+    f->scratch_threads = scratch_threads_for(0);
+    take_buffers(f, c, &m->table, &ok);
     f->pk = calloc((size_t)max_batch, sizeof *f->pk);
     f->pv = calloc((size_t)max_batch, sizeof *f->pv);
     f->ok = calloc((size_t)max_batch, sizeof *f->ok);
     f->ov = calloc((size_t)max_batch, sizeof *f->ov);
     f->start_tmp = calloc((size_t)max_batch, sizeof *f->start_tmp);
     if (!f->pk || !f->pv || !f->ok || !f->ov || !f->start_tmp) ok = 0;
-    f->scratch_threads = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
-    f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, max_seq), &ok);
-    f->rscratch = take(f, rs, &ok);
-    f->rscratch_floats = rs;
-    f->hlogits = take(f, (size_t)HEAD_ROW_CHUNK * HEAD_VOCAB_CHUNK, &ok);
     if (!ok) {
         dz_forward_free(f);
         return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate activations for batch %d x %d", max_batch, max_seq);

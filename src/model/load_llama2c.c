@@ -52,6 +52,17 @@ static dz_status header_to_config(const llama2c_header *h, const char *path, dz_
     return dz_config_validate(c, path, err);
 }
 
+dz_status dz_config_from_llama2c(const char *path, dz_config *cfg, dz_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return dz_fail(err, DZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    llama2c_header h;
+    const size_t got = fread(&h, 1, sizeof h, f);
+    fclose(f);
+    if (got != sizeof h)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: file of %zu bytes is shorter than the 28-byte header", path, got);
+    return header_to_config(&h, path, cfg, err);
+}
+
 /* The order tensors appear in the file: (role, per-layer?) */
 static const struct { int role; int per_layer; } file_order[] = {
     {DZ_G_TOK_EMB, 0}, {DZ_L_ATTN_NORM_W, 1}, {DZ_L_WQ, 1}, {DZ_L_WK, 1}, {DZ_L_WV, 1},

@@ -68,6 +68,21 @@ static int ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err) {
+    if (dz_is_dir(path)) {
+        char cfg_path[PATH_MAX];
+        if (dz_path_join(cfg_path, sizeof cfg_path, path, "config.json") != 0)
+            return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", path);
+        dz_status st = dz_config_from_hf_json(cfg_path, cfg, err);
+        return st == DZ_OK ? dz_config_validate(cfg, cfg_path, err) : st;
+    }
+    if (ends_with(path, ".bin")) return dz_config_from_llama2c(path, cfg, err);
+    if (!dz_file_exists(path)) return dz_fail(err, DZ_ERR_IO, "%s: no such file or folder", path);
+    return dz_fail(err, DZ_ERR_UNSUPPORTED,
+                   "%s: not a model: expected a Hugging Face folder (config.json + safetensors) or a llama2.c .bin "
+                   "checkpoint", path);
+}
+
 dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_error *err) {
     *out = NULL;
     dz_model *m = calloc(1, sizeof *m);
@@ -118,13 +133,17 @@ int dz_model_tensor_mapped(const dz_model *m, int id) {
     return 0;
 }
 
-static size_t arena_bytes(const dz_model *m, int globals_only) {
-    const size_t esz = dz_dtype_size(m->dtype);
+size_t dz_param_table_bytes(const dz_param_table *t, dz_dtype dtype, int block) {
+    const size_t esz = dz_dtype_size(dtype);
     size_t bytes = 0;
-    for (int i = 0; i < m->table.count; i++)
-        if (!globals_only || m->table.params[i].block == m->cfg.n_layers)
-            bytes += ((size_t)dz_param_numel(&m->table.params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+    for (int i = 0; i < t->count; i++)
+        if (block < 0 || t->params[i].block == block)
+            bytes += ((size_t)dz_param_numel(&t->params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     return bytes;
+}
+
+static size_t arena_bytes(const dz_model *m, int globals_only) {
+    return dz_param_table_bytes(&m->table, m->dtype, globals_only ? m->cfg.n_layers : -1);
 }
 
 /* Moves the kept tensors (all, or only the global block) into one arena (an owned one, or

@@ -218,7 +218,7 @@ static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
     if (!e->layer_ids) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
     for (int l = 0; l < e->n_blocks - 1; l++)
         for (int r = 0; r < DZ_L_COUNT; r++) e->layer_ids[l][r] = dz_param_find(t, l, r);
-    e->bytes = (2 * max_block + e->row_floats + 4 * rows) * sizeof(float);
+    e->bytes = dz_zo_engine_bytes_for(t, e->row_floats, rows);
     if (!e->wplus || !e->wminus || !e->minus_cache || !e->lp[0] || !e->lp[1] || !e->plp[0] || !e->plp[1] || !e->applied)
         return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)", max_block);
     return DZ_OK;
@@ -318,6 +318,23 @@ void dz_zo_engine_free(dz_zo_engine *e) {
 size_t dz_zo_engine_bytes(const dz_zo_engine *e) { return e->bytes; }
 
 size_t dz_zo_block_floats(const dz_zo_engine *e) { return e->block_floats; }
+
+/* w+ and w- of the largest layer block, the head's -eps row cache, and the log-probs of
+ * each sign (continuation and prompt rows). */
+size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t rows) {
+    int n_layers = 0;
+    for (int i = 0; i < t->count; i++)
+        if (t->params[i].block > n_layers) n_layers = t->params[i].block; /* the global block is the last */
+    size_t max_block = 0;
+    for (int b = 0; b < n_layers; b++) {
+        size_t n = 0;
+        for (int i = 0; i < t->count; i++)
+            if (t->params[i].block == b) n += (size_t)dz_param_numel(&t->params[i]);
+        if (n > max_block) max_block = n;
+    }
+    return (2 * max_block + row_floats + 4 * rows) * sizeof(float);
+}
+
 
 void dz_zo_flush(dz_zo_engine *e) {
     const int sliced = e->par.n_slices > 1 && e->pending;
