@@ -6,6 +6,7 @@
 #   and seed log equal to the run without mpirun, on stories260K and a small random OPT.
 # - A rank killed (SIGKILL) mid-run: mpirun exits non-zero within a bounded time, and
 #   --resume under another layout (more ranks, fewer ranks) equals the uninterrupted run.
+# - Causal-LM fine-tuning with bf16 masters and 2 SPSA samples: the same.
 # - --verify-every: a bit flipped on one node is caught and the job stops non-zero.
 # usage: mpi.sh DISTZO ASSETS        (exit 77: mpirun or the assets missing)
 set -u
@@ -55,6 +56,14 @@ grep -q "4 node(s) agree" "$tmp/l4pertp2nodesize2verifyevery3.txt" 2>/dev/null |
 mpi 4 "$bin" train "${common[@]}" --model "$tmp/opt" --pertp 2 --dp 2 --node-size 2 --verify-every 6 \
   --out "$tmp/opt-2x2" > "$tmp/opt.txt" 2>&1 || bad "opt-tiny 2x2 exited non-zero"
 check "opt-tiny, -np 4 --pertp 2 --dp 2 (2 simulated nodes) == single process" "$tmp/opt-ref" "$tmp/opt-2x2"
+
+# causal-LM fine-tuning (per-example (NLL, tokens) pairs), bf16 masters, 2 SPSA samples
+cut -f1 "$assets/sst2/train.tsv" | sed -n 2,300p > "$tmp/lm.txt"
+lm=(--task lm --data "$tmp/lm.txt" --test "$tmp/lm.txt" --steps 12 --eval-every 6 --checkpoint-every 6
+    --train-examples 48 --dev-examples 12 --batch 6 --lr 1e-3 --spsa-samples 2 --master-dtype bf16)
+"$bin" train "${lm[@]}" --threads 1 --out "$tmp/lm-ref" > /dev/null 2>&1
+mpi 4 "$bin" train "${lm[@]}" --pertp 2 --dp 2 --out "$tmp/lm-2x2" > /dev/null 2>&1 || bad "lm 2x2 exited non-zero"
+check "lm, bf16 masters, q 2: -np 4 --pertp 2 --dp 2 == single process" "$tmp/lm-ref" "$tmp/lm-2x2"
 
 # a rank dies after step 8 (a checkpoint was written at 6): the job ends, non-zero, no hang
 t0=$(date +%s)
