@@ -118,20 +118,25 @@ int dz_model_tensor_mapped(const dz_model *m, int id) {
     return 0;
 }
 
-/* Copies the kept tensors (all, or only the global block) into one owned arena, drops the
- * others (NULL), and lets go of the file mappings. */
-static dz_status own_tensors(dz_model *m, int globals_only, dz_error *err) {
+typedef enum { KEEP_ALL, KEEP_GLOBALS, KEEP_NONE } keep_mode;
+
+static int kept(const dz_model *m, int id, keep_mode keep) {
+    return keep == KEEP_ALL || (keep == KEEP_GLOBALS && m->table.params[id].block == m->cfg.n_layers);
+}
+
+/* Copies the kept tensors into one owned arena, drops the others (NULL), and lets go of
+ * the file mappings. */
+static dz_status own_tensors(dz_model *m, keep_mode keep, dz_error *err) {
     const size_t esz = dz_dtype_size(m->dtype);
-    const int g = m->cfg.n_layers;
     size_t bytes = 0;
     for (int i = 0; i < m->table.count; i++)
-        if (!globals_only || m->table.params[i].block == g)
+        if (kept(m, i, keep))
             bytes += ((size_t)dz_param_numel(&m->table.params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
-    char *arena = dz_alloc(bytes);
-    if (!arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights", m->path, bytes);
+    char *arena = bytes ? dz_alloc(bytes) : NULL;
+    if (bytes && !arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights", m->path, bytes);
     size_t off = 0;
     for (int i = 0; i < m->table.count; i++) {
-        if (globals_only && m->table.params[i].block != g) {
+        if (!kept(m, i, keep)) {
             m->data[i] = NULL;
             continue;
         }
@@ -152,10 +157,12 @@ static dz_status own_tensors(dz_model *m, int globals_only, dz_error *err) {
 }
 
 dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
-    return m->mapped_bytes == 0 ? DZ_OK : own_tensors(m, 0, err);
+    return m->mapped_bytes == 0 ? DZ_OK : own_tensors(m, KEEP_ALL, err);
 }
 
-dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) { return own_tensors(m, 1, err); }
+dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) { return own_tensors(m, KEEP_GLOBALS, err); }
+
+dz_status dz_model_release_tensors(dz_model *m, dz_error *err) { return own_tensors(m, KEEP_NONE, err); }
 
 const dz_config *dz_model_config(const dz_model *m) { return &m->cfg; }
 const dz_param_table *dz_model_params(const dz_model *m) { return &m->table; }
