@@ -70,8 +70,8 @@ struct dz_store;
 dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *err);
 
 /* With a store, the layers always live in it; the global block (embeddings, final norm,
- * head) stays resident in the model (dz_model_keep_globals_only) or, when the model lets
- * go of it too (dz_model_release_tensors), streams: its rows are read from the store as
+ * head) stays resident in the model, or, when the model lets go of it too
+ * (dz_model_keep_for_store), streams: its rows are read from the store as
  * the forward asks, and its update is applied chunk by chunk on the I/O thread. The
  * engine sees which at dz_zo_engine_use_store. */
 typedef struct dz_zo_resident {

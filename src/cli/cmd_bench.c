@@ -212,14 +212,15 @@ static int bench_step(int argc, char **argv) {
     dz_dtype dt;
     if (dz_dtype_parse(master, &dt) != 0 || dt == DZ_F16) return dz_cli_failf("option --master-dtype: '%s'", master);
     if ((rc = dz_cli_runtime(threads))) return rc;
-    dz_model *m;
-    if ((rc = dz_cli_load(model, master, NULL, 0, &m, NULL))) return rc;
+    dz_model *m = NULL;
     dz_error err = {0};
     dz_store *store = NULL;
     const char *store_path = NULL;
     unsigned flags = 0;
     dz_status ost = dz_store_parse_spec(store_spec, &store_path, &flags, &err);
-    if (ost == DZ_OK) ost = store_path ? dz_store_create(store_path, m, flags, &store, &err) : dz_model_make_owned(m, &err);
+    if (ost == DZ_OK) ost = store_path ? dz_store_load_model(model, dt, &m, &err) : dz_model_load(model, dt, &m, &err);
+    if (ost == DZ_OK)
+        ost = store_path ? dz_store_create_as(store_path, m, dt, flags, &store, &err) : dz_model_make_owned(m, &err);
     if (ost != DZ_OK) {
         dz_store_close(store);
         dz_model_free(m);

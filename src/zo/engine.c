@@ -252,7 +252,8 @@ static size_t max_layer_floats(const dz_model *m) {
  * fp32 working copies of the largest layer, stream 1's rows, four log-prob vectors; with a
  * store two block slots; with the global block streamed its row and chunk buffers. */
 static size_t work_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals) {
-    const size_t rows = (size_t)dz_forward_max_batch(f) * dz_forward_max_seq(f), esz = dz_dtype_size(dz_model_dtype(m));
+    const size_t rows = (size_t)dz_forward_max_batch(f) * dz_forward_max_seq(f);
+    const size_t esz = dz_dtype_size(s ? dz_store_dtype(s) : dz_model_dtype(m)); /* the model may not have it yet */
     size_t bytes = (2 * max_layer_floats(m) + dz_forward_row_floats(f) + 4 * rows) * sizeof(float);
     if (s) bytes += 2 * dz_store_max_layer_bytes(s);
     if (s && stream_globals) bytes += dz_forward_row_floats(f) * esz + (size_t)GCHUNK_SPANS * SPAN * esz;
@@ -399,7 +400,7 @@ dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct d
                                 int stream_globals, dz_error *err) {
     dz_status st = dz_zo_plan_resident(m, f, s, cap_mb, &stream_globals, err);
     if (st != DZ_OK) return st;
-    return stream_globals ? dz_model_release_tensors(m, err) : dz_model_keep_globals_only(m, err);
+    return dz_model_keep_for_store(m, !stream_globals, dz_store_dtype(s), err);
 }
 
 void dz_zo_engine_free(dz_zo_engine *e) {

@@ -357,28 +357,57 @@ dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtyp
 }
 
 dz_status dz_store_create(const char *path, const dz_model *m, unsigned flags, dz_store **out, dz_error *err) {
+    return dz_store_create_as(path, m, dz_model_dtype(m), flags, out, err);
+}
+
+dz_status dz_store_create_as(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
+                             dz_error *err) {
     *out = NULL;
     const dz_param_table *t = dz_model_params(m);
     dz_st_write_tensor *ts = calloc((size_t)(t->count ? t->count : 1), sizeof *ts);
     unsigned char *release = calloc((size_t)(t->count ? t->count : 1), 1);
-    if (!ts || !release) {
+    dz_dtype *from = calloc((size_t)(t->count ? t->count : 1), sizeof *from);
+    if (!ts || !release || !from) {
         free(ts);
         free(release);
+        free(from);
         return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
     for (int i = 0; i < t->count; i++) {
         const dz_param *p = &t->params[i];
-        ts[i] = (dz_st_write_tensor){.name = p->hf_name, .dtype = dz_model_dtype(m), .data = dz_model_tensor(m, i)};
+        ts[i] = (dz_st_write_tensor){.name = p->hf_name, .dtype = dtype, .data = dz_model_tensor(m, i)};
+        from[i] = dz_model_dtype(m);
         release[i] = (unsigned char)dz_model_tensor_mapped(m, i);
         ts[i].ndim = p->rows == 1 ? 1 : 2;
         ts[i].shape[0] = p->rows == 1 ? p->cols : p->rows;
         ts[i].shape[1] = p->cols;
     }
-    dz_status rc = dz_safetensors_write_releasing(path, ts, t->count, release, err);
+    dz_status rc = dz_safetensors_write_converted(path, ts, t->count, release, from, err);
     free(ts);
     free(release);
+    free(from);
     if (rc != DZ_OK) return rc;
-    return dz_store_open(path, t, dz_model_dtype(m), flags, out, err);
+    return dz_store_open(path, t, dtype, flags, out, err);
+}
+
+/* The dtype the checkpoint at path holds, if one for all its tensors (llama2.c files are
+ * f32); DZ_F16 stands for "mixed or unknown": no in-place load is possible then. */
+static dz_dtype checkpoint_dtype(const char *path) {
+    if (!dz_is_dir(path)) return DZ_F32;
+    dz_hf_checkpoint ck;
+    dz_error err = {0};
+    if (dz_hf_checkpoint_open(path, &ck, &err) != DZ_OK) return DZ_F16; /* the loader will say why */
+    dz_dtype dt = ck.n_files > 0 && ck.files[0].count > 0 ? ck.files[0].tensors[0].dtype : DZ_F16;
+    for (int f = 0; f < ck.n_files; f++)
+        for (int i = 0; i < ck.files[f].count; i++)
+            if (ck.files[f].tensors[i].dtype != dt) dt = DZ_F16;
+    dz_hf_checkpoint_close(&ck);
+    return dt;
+}
+
+dz_status dz_store_load_model(const char *path, dz_dtype dtype, dz_model **out, dz_error *err) {
+    const dz_dtype file = checkpoint_dtype(path);
+    return dz_model_load(path, file == DZ_F32 || file == DZ_BF16 ? file : dtype, out, err);
 }
 
 void dz_store_close(dz_store *s) {

@@ -55,6 +55,14 @@ dz_status dz_store_parse_spec(const char *spec, const char **path, unsigned *fla
 /* Writes m's tensors (its dtype, HF names, table order) to path atomically, then opens it
  * as a store. A tied head is written once (the table has no lm_head then). */
 dz_status dz_store_create(const char *path, const dz_model *m, unsigned flags, dz_store **out, dz_error *err);
+/* The same with the store in dtype, each tensor converted as it is written: a model loaded
+ * in place (mapped) becomes a store of another dtype without a converted copy in memory. */
+dz_status dz_store_create_as(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
+                             dz_error *err);
+/* Loads the model at path for dz_store_create_as(..., dtype): in place (mapped) when its
+ * tensors are all f32 or all bf16, whatever dtype is, so the store is written tensor by
+ * tensor without a converted copy of the model; else converted to dtype at load. */
+dz_status dz_store_load_model(const char *path, dz_dtype dtype, dz_model **out, dz_error *err);
 /* Opens an existing store file for reading and writing: every tensor of the table must be
  * present with dtype, shape and a byte range in table order with no gaps (DZ_ERR_FORMAT
  * otherwise, naming the file and tensor). The file keeps the layout dz_store_create gave

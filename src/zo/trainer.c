@@ -238,7 +238,7 @@ static dz_status open_store(trainer *tr, dz_error *err) {
     dz_status st = dz_store_parse_spec(tr->cfg.store, &path, &flags, err);
     if (st != DZ_OK) return st;
     if (!path) return dz_model_make_owned(tr->m, err);
-    return dz_store_create(path, tr->m, flags, &tr->store, err);
+    return dz_store_create_as(path, tr->m, tr->cfg.master_dtype, flags, &tr->store, err);
 }
 
 static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) {
@@ -256,7 +256,9 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     } else {
         snprintf(path, sizeof path, "%s", c->model);
     }
-    if (st == DZ_OK) st = dz_model_load(path, c->master_dtype, &tr->m, err);
+    const int on_disk = c->store && strcmp(c->store, "ram") != 0;
+    if (st == DZ_OK) st = on_disk ? dz_store_load_model(path, c->master_dtype, &tr->m, err)
+                                  : dz_model_load(path, c->master_dtype, &tr->m, err);
     if (st == DZ_OK) st = open_store(tr, err);
     if (st != DZ_OK) return st;
     /* the tokenizer of the base model (checkpoints of llama2.c models carry tokenizer.bin) */
@@ -490,9 +492,10 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     const char *store_path = NULL;
     unsigned flags = 0;
     if (st == DZ_OK) st = dz_store_parse_spec(store_spec, &store_path, &flags, err);
-    if (st == DZ_OK) st = dz_model_load(base ? base : c.model, c.master_dtype, &m, err);
+    if (st == DZ_OK) st = store_path ? dz_store_load_model(base ? base : c.model, c.master_dtype, &m, err)
+                                     : dz_model_load(base ? base : c.model, c.master_dtype, &m, err);
     if (st == DZ_OK && !store_path) st = dz_model_make_owned(m, err);
-    if (st == DZ_OK && store_path) st = dz_store_create(store_path, m, flags, &store, err);
+    if (st == DZ_OK && store_path) st = dz_store_create_as(store_path, m, c.master_dtype, flags, &store, err);
     if (st == DZ_OK) st = dz_forward_create_streams(m, 1, 2, 0, 2, &f, err);
     if (st == DZ_OK && store) st = dz_zo_store_residency(m, f, store, c.max_resident_mb, c.stream_globals, err);
     const dz_zo_params zp = {c.seed, c.eps, c.q, c.rademacher, c.wd, 1};
