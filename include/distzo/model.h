@@ -122,9 +122,10 @@ void *dz_model_tensor(const dz_model *m, int id);
 dz_status dz_model_make_owned(dz_model *m, dz_error *err);
 /* 1 if tensor id is read in place from a file mapping (not a converted or owned copy). */
 int dz_model_tensor_mapped(const dz_model *m, int id);
-/* Keeps only the global block (embeddings, final norm, head) in owned memory and lets go of
- * every layer tensor (its data becomes NULL): for a trainer whose layers live in a store. */
-dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err);
+/* For a trainer whose weights live in a store: keeps only the global block (embeddings,
+ * final norm, head; keep_globals) or nothing in owned memory, converted to dtype (the
+ * model's dtype from then on), and lets go of every other tensor (its data becomes NULL). */
+dz_status dz_model_keep_for_store(dz_model *m, int keep_globals, dz_dtype dtype, dz_error *err);
 /* Bytes of weights resident in memory (converted copies) and mapped from files. */
 size_t dz_model_bytes_owned(const dz_model *m);
 /* Bytes an arena holding every tensor needs (for dz_model_move_to). */

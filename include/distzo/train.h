@@ -29,6 +29,7 @@ typedef struct dz_train_config {
     int share_prompts;        /* classification: each example's prompt computed once for all its candidates */
     const char *store;        /* NULL or "ram": masters in memory; "disk:PATH": layer masters in a file */
     int max_resident_mb;      /* with a disk store: refuse to start above this many MB resident (0: no cap) */
+    int stream_globals;       /* with a disk store: the global block stays in it too (also chosen when the cap needs it) */
     /* The parallel layout (src/dist): never saved in run.json, so a run resumes under any
      * layout. comm NULL: one process. */
     struct dz_comm *comm;

@@ -77,9 +77,26 @@ dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch
 struct dz_store;
 dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *err);
 
-/* Refuses (naming each part) when the resident weights, f's activations and the engine's
- * buffers exceed cap_mb megabytes. */
-dz_status dz_zo_check_resident(const dz_zo_engine *e, const dz_forward *f, int cap_mb, dz_error *err);
+/* With a store, the layers always live in it; the global block (embeddings, final norm,
+ * head) stays resident in the model, or, when the model lets go of it too
+ * (dz_model_keep_for_store), streams: its rows are read from the store as
+ * the forward asks, and its update is applied chunk by chunk on the I/O thread. The
+ * engine sees which at dz_zo_engine_use_store. */
+typedef struct dz_zo_resident {
+    size_t weights, activations, buffers; /* resident global block, f's buffers, the engine's */
+} dz_zo_resident;
+/* What training keeps in memory with store s, before the engine exists. */
+dz_zo_resident dz_zo_resident_bytes(const dz_model *m, const dz_forward *f, const struct dz_store *s,
+                                    int stream_globals);
+/* Fits training under cap_mb megabytes (0: no cap): keeps *stream_globals if it fits,
+ * else streams the global block when that fits (*stream_globals = 1), else refuses
+ * naming each part of the smallest layout. */
+dz_status dz_zo_plan_resident(const dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
+                              int *stream_globals, dz_error *err);
+/* Once s holds m's tensors (dz_store_create) and f exists: plans as above and lets m keep
+ * the global block, or nothing; then create the engine and dz_zo_engine_use_store. */
+dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
+                                int stream_globals, dz_error *err);
 
 /* Applies any pending update to every block. */
 void dz_zo_flush(dz_zo_engine *e);

@@ -184,7 +184,7 @@ static void mean_nll(const float *logprobs, const float *p_logprobs, void *user,
 
 static int bench_step(int argc, char **argv) {
     const char *model = NULL, *master = "f32", *store_spec = NULL;
-    int batch = 16, seq = 128, threads = 0, json = 0, steps = 3, no_fuse = 0, max_resident = 0;
+    int batch = 16, seq = 128, threads = 0, json = 0, steps = 3, no_fuse = 0, max_resident = 0, stream_globals = 0;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model folder or .bin"},
         {"batch", DZ_OPT_INT, &batch, "sequences (default 16)"},
@@ -193,8 +193,10 @@ static int bench_step(int argc, char **argv) {
         {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply updates at once instead of fused into the next step"},
-        {"store", DZ_OPT_STR, &store_spec, "disk:PATH: layer masters in a store file (skips the forward phase)"},
-        {"max-resident", DZ_OPT_INT, &max_resident, "with --store: refuse to run above this many MB"},
+        {"store", DZ_OPT_STR, &store_spec,
+         "disk:PATH or disk-nocache:PATH: masters in a store file (skips the forward phase)"},
+        {"max-resident", DZ_OPT_INT, &max_resident, "with --store: stay under this many MB or refuse to run"},
+        {"stream-globals", DZ_OPT_FLAG, &stream_globals, "with --store: the global block stays in the store too"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
@@ -210,16 +212,16 @@ static int bench_step(int argc, char **argv) {
     dz_dtype dt;
     if (dz_dtype_parse(master, &dt) != 0 || dt == DZ_F16) return dz_cli_failf("option --master-dtype: '%s'", master);
     if ((rc = dz_cli_runtime(threads))) return rc;
-    dz_model *m;
-    if ((rc = dz_cli_load(model, master, NULL, 0, &m, NULL))) return rc;
+    dz_model *m = NULL;
     dz_error err = {0};
     dz_store *store = NULL;
-    if (store_spec && strncmp(store_spec, "disk:", 5) != 0) {
-        dz_model_free(m);
-        return dz_cli_failf("option --store: '%s' is not disk:PATH", store_spec);
-    }
-    const dz_status ost = store_spec ? dz_store_create(store_spec + 5, m, 0u, &store, &err) : dz_model_make_owned(m, &err);
-    if (ost != DZ_OK || (store && dz_model_keep_globals_only(m, &err) != DZ_OK)) {
+    const char *store_path = NULL;
+    unsigned flags = 0;
+    dz_status ost = dz_store_parse_spec(store_spec, &store_path, &flags, &err);
+    if (ost == DZ_OK) ost = store_path ? dz_store_load_model(model, dt, &m, &err) : dz_model_load(model, dt, &m, &err);
+    if (ost == DZ_OK)
+        ost = store_path ? dz_store_create_as(store_path, m, dt, flags, &store, &err) : dz_model_make_owned(m, &err);
+    if (ost != DZ_OK) {
         dz_store_close(store);
         dz_model_free(m);
         return dz_cli_fail(&err);
@@ -247,10 +249,10 @@ static int bench_step(int argc, char **argv) {
     lm_batch lb = {lw.N};
     const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse};
     if (!rc && dz_forward_create_streams(m, batch, seq, 0, 2, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && store && dz_zo_store_residency(m, f, store, max_resident, stream_globals, &err) != DZ_OK)
+        rc = dz_cli_fail(&err);
     if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = dz_cli_fail(&err);
     if (!rc && store && dz_zo_engine_use_store(e, store, &err) != DZ_OK) rc = dz_cli_fail(&err);
-    if (!rc && store && max_resident > 0 && dz_zo_check_resident(e, f, max_resident, &err) != DZ_OK)
-        rc = dz_cli_fail(&err);
     dz_store_stats io0 = {0};
     const dz_zo_batch zb = {.tokens = lw.tokens, .B = batch, .T = seq, .rows = lw.rows, .targets = lw.targets,
                             .n_rows = lw.N, .loss = mean_nll, .user = &lb};
@@ -270,22 +272,30 @@ static int bench_step(int argc, char **argv) {
     if (!rc && store) { /* the disk store's figures: memory, I/O per step and how much of it compute hid */
         const dz_store_stats io = io1;
         const double rd = (double)(io.bytes_read - io0.bytes_read) / steps, wr = (double)(io.bytes_written - io0.bytes_written) / steps;
+        /* the I/O thread's work (transfers, and the updates it applies between them) is hidden
+         * except where the step waited for it; row reads on the step's own thread never are */
         const double io_s = (io.thread_io_s - io0.thread_io_s) / steps, wait_s = (io.wait_s - io0.wait_s) / steps;
-        const double hidden = io_s > 0 ? 1.0 - (wait_s < io_s ? wait_s : io_s) / io_s : 1.0;
+        const double busy_s = (io.thread_busy_s - io0.thread_busy_s) / steps;
+        const double caller_s = (io.caller_io_s - io0.caller_io_s) / steps, all_s = busy_s + caller_s;
+        const double exposed = (wait_s < busy_s ? wait_s : busy_s) + caller_s;
+        const double hidden = all_s > 0 ? 1.0 - exposed / all_s : 1.0;
         if (json)
             printf("{\"model\": \"%s\", \"store\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
                    "\"step_seconds\": %.4f, \"peak_rss_bytes\": %zu, \"resident_weights_bytes\": %zu, "
                    "\"buffers_bytes\": %zu, \"read_bytes_per_step\": %.0f, \"written_bytes_per_step\": %.0f, "
-                   "\"io_seconds_per_step\": %.4f, \"io_wait_seconds_per_step\": %.4f, \"io_hidden\": %.3f}\n",
+                   "\"io_seconds_per_step\": %.4f, \"io_thread_busy_seconds_per_step\": %.4f, \"caller_io_seconds_per_step\": %.4f, "
+                   "\"io_wait_seconds_per_step\": %.4f, \"io_hidden\": %.3f}\n",
                    model, store_spec, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), step, rss_train,
-                   dz_model_bytes_owned(m), train_act, rd, wr, io_s, wait_s, hidden);
+                   dz_model_bytes_owned(m), train_act, rd, wr, io_s, busy_s, caller_s, wait_s, hidden);
         else
             printf("step     %s, %d x %d tokens, %d threads, %s master, store %s\n"
                    "time     ZO step %.4f s\n"
                    "memory   peak RSS %.1f MB: resident weights %.1f MB, buffers %.1f MB\n"
-                   "io       %.1f MB read + %.1f MB written per step, %.3f s of I/O per step, %.3f s waited: %.0f%% hidden\n",
+                   "io       %.1f MB read + %.1f MB written per step; I/O thread %.3f s (%.3f s transfers, the rest\n"
+                   "         updates), %.3f s row reads on the step's thread, %.3f s waited: %.0f%% hidden\n",
                    model, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), store_spec, step, rss_train / 1e6,
-                   dz_model_bytes_owned(m) / 1e6, train_act / 1e6, rd / 1e6, wr / 1e6, io_s, wait_s, 100 * hidden);
+                   dz_model_bytes_owned(m) / 1e6, train_act / 1e6, rd / 1e6, wr / 1e6, busy_s, io_s, caller_s, wait_s,
+                   100 * hidden);
     } else if (!rc) {
         if (json)
             printf("{\"model\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "

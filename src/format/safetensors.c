@@ -498,6 +498,11 @@ dz_status dz_safetensors_write(const char *path, const dz_st_write_tensor *tenso
 
 dz_status dz_safetensors_write_releasing(const char *path, const dz_st_write_tensor *tensors, int count,
                                          const unsigned char *release, dz_error *err) {
+    return dz_safetensors_write_converted(path, tensors, count, release, NULL, err);
+}
+
+dz_status dz_safetensors_write_converted(const char *path, const dz_st_write_tensor *tensors, int count,
+                                         const unsigned char *release, const dz_dtype *from, dz_error *err) {
     if (count < 0 || (count > 0 && !tensors))
         return dz_fail(err, DZ_ERR_INVALID, "%s: bad tensor list", path);
     st_order *order = calloc(count ? (size_t)count : 1, sizeof *order);
@@ -525,10 +530,26 @@ dz_status dz_safetensors_write_releasing(const char *path, const dz_st_write_ten
         const dz_st_write_tensor *t = &tensors[order[k].idx];
         size_t n = dz_dtype_size(t->dtype);
         for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d]; /* checked in build_header */
-        bad = write_all(fd, t->data, n);
+        const void *src = t->data;
+        size_t src_bytes = n;
+        if (from && from[order[k].idx] != t->dtype) {
+            const dz_dtype fdt = from[order[k].idx];
+            const size_t count_el = n / dz_dtype_size(t->dtype), fsz = dz_dtype_size(fdt);
+            src_bytes = count_el * fsz;
+            float wide[4096];
+            unsigned char out[4096 * 8];
+            for (size_t i = 0; i < count_el && !bad; i += 4096) {
+                const size_t c = count_el - i < 4096 ? count_el - i : 4096;
+                dz_to_f32(wide, (const char *)src + i * fsz, fdt, c);
+                dz_from_f32(out, t->dtype, wide, c);
+                bad = write_all(fd, out, c * dz_dtype_size(t->dtype));
+            }
+        } else {
+            bad = write_all(fd, t->data, n);
+        }
         if (release && release[order[k].idx]) { /* keeps the peak near one tensor when copying a mapped model */
-            const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)t->data;
-            const uintptr_t lo = (a + page - 1) / page * page, hi = (a + n) / page * page;
+            const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)src;
+            const uintptr_t lo = (a + page - 1) / page * page, hi = (a + src_bytes) / page * page;
             if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
         }
     }

@@ -68,6 +68,10 @@ dz_status dz_safetensors_write(const char *path, const dz_st_write_tensor *tenso
  * dropped once written, so copying a mapped model peaks near one tensor (release may be NULL). */
 dz_status dz_safetensors_write_releasing(const char *path, const dz_st_write_tensor *tensors, int count,
                                          const unsigned char *release, dz_error *err);
+/* The same; tensor i's data is in from[i] (from may be NULL: all as their dtype) and is
+ * converted to its dtype slice by slice as it is written, so no converted copy exists. */
+dz_status dz_safetensors_write_converted(const char *path, const dz_st_write_tensor *tensors, int count,
+                                         const unsigned char *release, const dz_dtype *from, dz_error *err);
 
 /* A Hugging Face checkpoint folder: one or more safetensors files. */
 typedef struct dz_hf_checkpoint {

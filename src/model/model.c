@@ -36,6 +36,23 @@ static void release_pages(const void *p, size_t len) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* n elements from src (src_dtype) into dst (dst_dtype), through fp32 in slices so no
+ * full fp32 copy is needed. */
+static void convert(void *dst, dz_dtype dst_dtype, const void *src, dz_dtype src_dtype, size_t n) {
+    if (src_dtype == dst_dtype) {
+        memcpy(dst, src, n * dz_dtype_size(src_dtype));
+    } else if (dst_dtype == DZ_F32) {
+        dz_to_f32((float *)dst, src, src_dtype, n);
+    } else {
+        float tmp[4096];
+        for (size_t i = 0; i < n; i += 4096) {
+            size_t k = n - i < 4096 ? n - i : 4096;
+            dz_to_f32(tmp, (const char *)src + i * dz_dtype_size(src_dtype), src_dtype, k);
+            dz_from_f32((char *)dst + i * dz_dtype_size(dst_dtype), dst_dtype, tmp, k);
+        }
+    }
+}
+
 void dz_model_place(dz_model *m, int id, const void *src, dz_dtype src_dtype, int in_place_ok,
                     size_t *arena_off) {
     const size_t n = (size_t)dz_param_numel(&m->table.params[id]);
@@ -46,19 +63,7 @@ void dz_model_place(dz_model *m, int id, const void *src, dz_dtype src_dtype, in
     }
     char *dst = (char *)m->owned + *arena_off;
     *arena_off += (n * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
-    if (src_dtype == m->dtype) {
-        memcpy(dst, src, n * dz_dtype_size(src_dtype));
-    } else if (m->dtype == DZ_F32) {
-        dz_to_f32((float *)dst, src, src_dtype, n);
-    } else {
-        /* Convert through fp32 in slices so no full fp32 copy is needed. */
-        float tmp[4096];
-        for (size_t i = 0; i < n; i += 4096) {
-            size_t k = n - i < 4096 ? n - i : 4096;
-            dz_to_f32(tmp, (const char *)src + i * dz_dtype_size(src_dtype), src_dtype, k);
-            dz_from_f32(dst + i * dz_dtype_size(m->dtype), m->dtype, tmp, k);
-        }
-    }
+    convert(dst, m->dtype, src, src_dtype, n);
     m->data[id] = dst;
     release_pages(src, n * dz_dtype_size(src_dtype));
 }
@@ -142,30 +147,38 @@ size_t dz_param_table_bytes(const dz_param_table *t, dz_dtype dtype, int block) 
     return bytes;
 }
 
-static size_t arena_bytes(const dz_model *m, int globals_only) {
-    return dz_param_table_bytes(&m->table, m->dtype, globals_only ? m->cfg.n_layers : -1);
+typedef enum { KEEP_ALL, KEEP_GLOBALS, KEEP_NONE } keep_mode;
+
+static int kept(const dz_model *m, int id, keep_mode keep) {
+    return keep == KEEP_ALL || (keep == KEEP_GLOBALS && m->table.params[id].block == m->cfg.n_layers);
 }
 
-/* Moves the kept tensors (all, or only the global block) into one arena (an owned one, or
- * the caller's shared one, copying the weights in only when copy is set), drops the others
- * (NULL), and lets go of the file mappings. */
-static dz_status place_tensors(dz_model *m, int globals_only, char *shared, int copy, dz_error *err) {
-    const size_t esz = dz_dtype_size(m->dtype), bytes = arena_bytes(m, globals_only);
-    char *arena = shared ? shared : dz_alloc(bytes);
-    if (!arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights", m->path, bytes);
+/* Moves the kept tensors into one arena as dtype (an owned one, or the caller's shared
+ * one, converting the weights in only when copy is set), drops the others (NULL), and
+ * lets go of the file mappings; the model's dtype is dtype from then on. */
+static dz_status place_tensors(dz_model *m, keep_mode keep, dz_dtype dtype, char *shared, int copy, dz_error *err) {
+    const size_t esz = dz_dtype_size(dtype);
+    size_t bytes = 0;
+    for (int i = 0; i < m->table.count; i++)
+        if (kept(m, i, keep))
+            bytes += ((size_t)dz_param_numel(&m->table.params[i]) * esz + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+    char *arena = shared ? shared : bytes ? dz_alloc(bytes) : NULL;
+    if (bytes && !arena) return dz_fail(err, DZ_ERR_NOMEM, "%s: cannot allocate %zu bytes for the weights", m->path, bytes);
     size_t off = 0;
     for (int i = 0; i < m->table.count; i++) {
-        if (globals_only && m->table.params[i].block != m->cfg.n_layers) {
+        if (!kept(m, i, keep)) {
             m->data[i] = NULL;
             continue;
         }
-        const size_t n = (size_t)dz_param_numel(&m->table.params[i]) * esz;
-        if (copy) memcpy(arena + off, m->data[i], n);
-        if (dz_model_tensor_mapped(m, i)) release_pages(m->data[i], n); /* a mapped source is not needed twice */
+        const size_t numel = (size_t)dz_param_numel(&m->table.params[i]), n = numel * esz;
+        if (copy) convert(arena + off, dtype, m->data[i], m->dtype, numel);
+        if (dz_model_tensor_mapped(m, i)) /* a mapped source is not needed twice */
+            release_pages(m->data[i], numel * dz_dtype_size(m->dtype));
         m->data[i] = arena + off;
         off += (n + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     }
     if (!m->shared_arena) dz_free(m->owned);
+    m->dtype = dtype;
     m->owned = arena;
     m->owned_bytes = bytes;
     m->shared_arena = shared != NULL;
@@ -177,15 +190,17 @@ static dz_status place_tensors(dz_model *m, int globals_only, char *shared, int 
 }
 
 dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
-    return m->mapped_bytes == 0 ? DZ_OK : place_tensors(m, 0, NULL, 1, err);
+    return m->mapped_bytes == 0 ? DZ_OK : place_tensors(m, KEEP_ALL, m->dtype, NULL, 1, err);
 }
 
-dz_status dz_model_keep_globals_only(dz_model *m, dz_error *err) { return place_tensors(m, 1, NULL, 1, err); }
+dz_status dz_model_keep_for_store(dz_model *m, int keep_globals, dz_dtype dtype, dz_error *err) {
+    return place_tensors(m, keep_globals ? KEEP_GLOBALS : KEEP_NONE, dtype, NULL, 1, err);
+}
 
-size_t dz_model_arena_bytes(const dz_model *m) { return arena_bytes(m, 0); }
+size_t dz_model_arena_bytes(const dz_model *m) { return dz_param_table_bytes(&m->table, m->dtype, -1); }
 
 dz_status dz_model_move_to(dz_model *m, void *arena, int copy, dz_error *err) {
-    return place_tensors(m, 0, arena, copy, err);
+    return place_tensors(m, KEEP_ALL, m->dtype, arena, copy, err);
 }
 
 const dz_config *dz_model_config(const dz_model *m) { return &m->cfg; }

@@ -14,6 +14,9 @@
 /* Elements per unit of parallel work: big enough to amortize scheduling, small enough
  * to balance a block's tensors over the threads. */
 enum { SPAN = 32768, PARALLEL_ROWS_MIN = 65536 };
+/* Spans of the global block one I/O-thread pass reads, updates and writes back when the
+ * block streams (8 MB of f32): bounds the chunk buffer, not the file's layout. */
+enum { GCHUNK_SPANS = 64 };
 
 typedef struct span {
     int id;
@@ -46,9 +49,15 @@ struct dz_zo_engine {
     float *lp[2], *plp[2];    /* log-probs of each sign: continuation rows, prompt rows */
     dz_store *store;          /* layer masters on disk (NULL: in the model's memory) */
     char *slot[2];            /* resident copies of layer blocks l % 2 */
+    int stream_globals;       /* the global block stays in the store too (the model holds no tensor) */
+    char *gtheta;             /* streamed globals: the rows zo_rows reads, in the store's dtype */
+    char *gchunk;             /* streamed globals: the I/O thread's buffer for their update */
+    int gapply;               /* streamed globals: this pass's update is not yet in the store */
+    int io_failed;            /* a read inside rows() failed (it has no error path): io_err says why */
+    dz_error io_err;
     size_t bytes;
     dz_zo_parallel par;       /* signs this rank computes; sliced updates of shared masters */
-    double *ex_loss;          /* per-example losses of a step: [q][2 signs][n_global] */
+    double *ex_loss;          /* per-example (loss, weight) pairs of a step: [q][2 signs][n_global][2] */
     size_t ex_cap;
 };
 
@@ -72,11 +81,11 @@ static dz_zo_update update_for(const dz_zo_engine *e, int id) {
     return u;
 }
 
-/* w_plus/w_minus for elements [i0, i0+n) of tensor id at the current draw, applying the
- * pending update to theta first when apply is set. */
-static void perturb_span(const dz_zo_engine *e, int id, uint64_t i0, size_t n, float *wp, float *wm, int apply) {
+/* w_plus/w_minus for elements [i0, i0+n) of tensor id at the current draw from th (where
+ * element i0 lies), applying the pending update to th first when apply is set. */
+static void perturb_span(const dz_zo_engine *e, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
+                         int apply) {
     const dz_zo_update u = update_for(e, id);
-    void *th = theta_at(e, id, i0);
     if (is_bf16(e))
         dz_update_then_perturb_bf16(th, wp, wm, n, apply ? &u : NULL, e->p.eps, e->p.seed, (uint32_t)id, e->draw, i0,
                                     e->dist);
@@ -85,38 +94,91 @@ static void perturb_span(const dz_zo_engine *e, int id, uint64_t i0, size_t n, f
                                    e->dist);
 }
 
-static void update_span(const dz_zo_engine *e, const span *s) {
+/* The pending update of span s, whose first element lies at th. */
+static void update_span(const dz_zo_engine *e, const span *s, void *th) {
     const dz_zo_update u = update_for(e, s->id);
-    void *th = theta_at(e, s->id, s->i0);
     if (is_bf16(e))
         dz_update_bf16(th, s->n, u.g, u.q, u.lr, u.wd, e->p.seed, (uint32_t)s->id, u.step, s->i0, e->dist);
     else
         dz_update_f32(th, s->n, u.g, u.q, u.lr, u.wd, e->p.seed, (uint32_t)s->id, u.step, s->i0, e->dist);
 }
 
-/* Applies the pending update to block b alone (no perturbation); a layer block on disk
- * goes through its slot. With shared masters this rank updates only its slice of spans. */
+/* Where span s starts inside its block's bytes in the store. */
+static size_t span_offset(const dz_zo_engine *e, const span *s) {
+    return dz_store_tensor_offset_in_block(e->store, s->id) + s->i0 * dz_dtype_size(dz_model_dtype(e->m));
+}
+
+/* I/O thread: the pending update of layer block b, just read into buf (then written back). */
+static dz_status update_slot_cb(void *user, int b, void *buf, dz_error *err) {
+    (void)err;
+    const dz_zo_engine *e = user;
+    for (int k = e->block_first_span[b]; k < e->block_first_span[b + 1]; k++)
+        update_span(e, &e->spans[k], (char *)buf + span_offset(e, &e->spans[k]));
+    return DZ_OK;
+}
+
+/* Streamed global block: slice k of n_layers of its spans (one per layer, so the work
+ * spreads over the step) read into buf, updated and written back, GCHUNK_SPANS at a time.
+ * The global block is one byte range in table order, so consecutive spans are adjacent. */
+static dz_status update_global_slice_cb(void *user, int k, void *buf, dz_error *err) {
+    const dz_zo_engine *e = user;
+    const int g = e->n_blocks - 1, slices = g > 0 ? g : 1;
+    const int64_t first = e->block_first_span[g], count = e->block_first_span[g + 1] - first;
+    const int a = (int)(first + count * k / slices), b = (int)(first + count * (k + 1) / slices);
+    const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
+    for (int s0 = a; s0 < b; s0 += GCHUNK_SPANS) {
+        const int s1 = b - s0 < GCHUNK_SPANS ? b : s0 + GCHUNK_SPANS;
+        const size_t off = span_offset(e, &e->spans[s0]);
+        const size_t len = span_offset(e, &e->spans[s1 - 1]) + e->spans[s1 - 1].n * esz - off;
+        dz_status st = dz_store_read_range(e->store, g, off, len, buf, err);
+        if (st != DZ_OK) return st;
+        for (int j = s0; j < s1; j++) update_span(e, &e->spans[j], (char *)buf + span_offset(e, &e->spans[j]) - off);
+        if ((st = dz_store_write_range(e->store, g, off, len, buf, err)) != DZ_OK) return st;
+    }
+    return DZ_OK;
+}
+
+/* Applies the pending update to block b alone (no perturbation), outside the step's
+ * pipeline (flush, replay): a layer block on disk goes through its slot, a streamed
+ * global block through the chunk buffer. With shared masters this rank updates only its
+ * slice of the spans. */
 static void update_block(dz_zo_engine *e, int b) {
     if (!e->pending || e->applied[b]) return;
-    const int on_disk = e->store && b < e->n_blocks - 1;
+    const int global = b == e->n_blocks - 1, on_disk = e->store && !global;
     dz_error err = {0};
-    if (on_disk && (dz_store_wait(e->store, &err) != DZ_OK || dz_store_read_block(e->store, b, e->slot[b % 2], &err) != DZ_OK))
-        dz_log(DZ_LOG_ERROR, "%s", err.msg);
+    if (e->store && dz_store_wait(e->store, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
+    if (global && e->stream_globals) {
+        for (int k = 0; k < (b > 0 ? b : 1); k++)
+            if (update_global_slice_cb(e, k, e->gchunk, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
+        e->applied[b] = 1;
+        return;
+    }
+    if (on_disk && dz_store_read_block(e->store, b, e->slot[b % 2], &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
     const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
     const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int k = first; k < last; k++)
-        if (k % n == mine) update_span(e, &e->spans[k]);
+    for (int k = first; k < last; k++) /* with shared masters, this rank's slice of the spans */
+        if (k % n == mine) update_span(e, &e->spans[k], theta_at(e, e->spans[k].id, e->spans[k].i0));
     if (on_disk && dz_store_write_block(e->store, b, e->slot[b % 2], &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
     e->applied[b] = 1;
 }
 
+/* Queues layer block l into its slot; with an update pending the I/O thread applies it
+ * between the read and the write-back, so the slot arrives up to date. */
+static dz_status prefetch(dz_zo_engine *e, int l, dz_error *err) {
+    if (!e->pending || e->applied[l]) return dz_store_start_read(e->store, l, e->slot[l % 2], err);
+    e->applied[l] = 1;
+    return dz_store_start_update(e->store, l, e->slot[l % 2], update_slot_cb, e, err);
+}
+
 /* With a store: block l's slot is ready once the queue drains; then block l+1 starts
- * loading into the other slot (whose write-back, queued earlier, went first). */
+ * loading into the other slot, and a slice of a streamed global block's update follows,
+ * both overlapped with layer l's compute. */
 static dz_status stage_block(dz_zo_engine *e, int l, dz_error *err) {
     if (!e->store) return DZ_OK;
     dz_status st = dz_store_wait(e->store, err);
-    if (st == DZ_OK && l + 1 < e->n_blocks - 1) st = dz_store_start_read(e->store, l + 1, e->slot[(l + 1) % 2], err);
+    if (st == DZ_OK && l + 1 < e->n_blocks - 1) st = prefetch(e, l + 1, err);
+    if (st == DZ_OK && e->gapply) st = dz_store_start_call(e->store, update_global_slice_cb, e, l, e->gchunk, err);
     return st;
 }
 
@@ -127,11 +189,12 @@ static void shared_barrier(dz_zo_engine *e) {
     if (e->par.n_slices > 1 && e->par.barrier(e->par.ctx, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
 }
 
-/* Fills the working buffers of layer block l, fusing in the pending update. With a node's
- * ranks sharing the masters and the working buffers, each fills its slice of the spans
- * (updating only those masters), between barriers. */
+/* Fills the working buffers of layer block l; in memory the pending update is fused in
+ * (a store's slot already has it). With a node's ranks sharing the masters and the working
+ * buffers, each fills its slice of the spans (updating only those masters), between
+ * barriers. */
 static void fill_block(dz_zo_engine *e, int l) {
-    const int apply = e->pending && !e->applied[l];
+    const int apply = !e->store && e->pending && !e->applied[l];
     const int first = e->block_first_span[l], last = e->block_first_span[l + 1];
     const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
     shared_barrier(e);
@@ -140,14 +203,21 @@ static void fill_block(dz_zo_engine *e, int l) {
         if (k % n != mine) continue;
         const span *s = &e->spans[k];
         const size_t off = e->tensor_off[s->id] + s->i0;
-        perturb_span(e, s->id, s->i0, s->n, e->wplus + off, e->wminus + off, apply);
+        perturb_span(e, s->id, s->i0, s->n, theta_at(e, s->id, s->i0), e->wplus + off, e->wminus + off, apply);
     }
     shared_barrier(e);
-    if (!apply) return;
-    e->applied[l] = 1;
+    if (apply) e->applied[l] = 1;
+}
+
+/* Theta for rows of a global tensor starting at element i0: in place, or (streamed) read
+ * from the store into gtheta; NULL after a failed read (recorded in io_err). */
+static void *global_theta(dz_zo_engine *e, int id, int64_t row0, int64_t nrows, uint64_t i0) {
+    if (!e->stream_globals) return theta_at(e, id, i0);
     dz_error err = {0};
-    if (e->store && dz_store_start_write(e->store, l, e->slot[l % 2], &err) != DZ_OK) /* back to disk, overlapped */
-        dz_log(DZ_LOG_ERROR, "%s", err.msg);
+    if (dz_store_read_rows(e->store, id, row0, nrows, e->gtheta, &err) == DZ_OK) return e->gtheta;
+    if (!e->io_failed) e->io_err = err;
+    e->io_failed = 1;
+    return NULL;
 }
 
 /* Rows of a global tensor for stream 0 (theta + eps z) or 1 (theta - eps z). Both are
@@ -164,14 +234,22 @@ static const float *zo_rows(const void *self, int stream, int id, int64_t row0, 
         return scratch;
     }
     float *wp = stream == 0 ? scratch : e->minus_cache, *wm = stream == 0 ? e->minus_cache : scratch;
+    char *th = global_theta(e, id, row0, nrows, i0);
+    if (!th) { /* the caller sees zeros; the step reports the error */
+        memset(scratch, 0, n * sizeof(float));
+        e->cache_valid = 0;
+        return scratch;
+    }
+    const int apply = e->gapply; /* a streamed global block's update is in the copy, not yet in the store */
+    const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
     if (n < PARALLEL_ROWS_MIN) {
-        perturb_span(e, id, i0, n, wp, wm, 0);
+        perturb_span(e, id, i0, n, th, wp, wm, apply);
     } else {
         const size_t pieces = (n + SPAN - 1) / SPAN;
 #pragma omp parallel for schedule(static)
         for (size_t k = 0; k < pieces; k++) {
             const size_t a = k * SPAN, len = n - a < SPAN ? n - a : SPAN;
-            perturb_span(e, id, i0 + a, len, wp + a, wm + a, 0);
+            perturb_span(e, id, i0 + a, len, th + a * esz, wp + a, wm + a, apply);
         }
     }
     e->cache_valid = stream == 0;
@@ -181,15 +259,50 @@ static const float *zo_rows(const void *self, int stream, int id, int64_t row0, 
     return scratch;
 }
 
+/* Elements of the largest layer block (the global block is the last). */
+static size_t max_layer_floats(const dz_param_table *t) {
+    int n_layers = 0;
+    for (int i = 0; i < t->count; i++)
+        if (t->params[i].block > n_layers) n_layers = t->params[i].block;
+    size_t best = 0;
+    for (int b = 0; b < n_layers; b++) {
+        size_t n = 0;
+        for (int i = 0; i < t->count; i++)
+            if (t->params[i].block == b) n += (size_t)dz_param_numel(&t->params[i]);
+        best = n > best ? n : best;
+    }
+    return best;
+}
+
+/* w+ and w- of the largest layer block, the head's -eps row cache, and the log-probs of
+ * each sign (continuation and prompt rows). */
+size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t rows) {
+    return (2 * max_layer_floats(t) + row_floats + 4 * rows) * sizeof(float);
+}
+
+/* What the engine allocates (the resident check counts it before the engine exists): two
+ * fp32 working copies of the largest layer, stream 1's rows, four log-prob vectors; with a
+ * store two block slots; with the global block streamed its row and chunk buffers. */
+static size_t work_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals) {
+    const size_t rows = (size_t)dz_forward_max_batch(f) * dz_forward_max_seq(f);
+    const size_t esz = dz_dtype_size(s ? dz_store_dtype(s) : dz_model_dtype(m)); /* the model may not have it yet */
+    size_t bytes = dz_zo_engine_bytes_for(dz_model_params(m), dz_forward_row_floats(f), rows);
+    if (s) bytes += 2 * dz_store_max_layer_bytes(s);
+    if (s && stream_globals) bytes += dz_forward_row_floats(f) * esz + (size_t)GCHUNK_SPANS * SPAN * esz;
+    return bytes;
+}
+
 static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
     const dz_param_table *t = dz_model_params(e->m);
     size_t count = 0;
     for (int i = 0; i < t->count; i++) count += ((size_t)dz_param_numel(&t->params[i]) + SPAN - 1) / SPAN;
     e->spans = malloc(sizeof *e->spans * (count ? count : 1));
+    if (e->n_blocks < 1) return dz_fail(err, DZ_ERR_INVALID, "zo: a model without blocks");
     e->block_first_span = calloc((size_t)e->n_blocks + 1, sizeof *e->block_first_span);
     e->tensor_off = calloc((size_t)t->count, sizeof *e->tensor_off);
     if (!e->spans || !e->block_first_span || !e->tensor_off) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
-    size_t k = 0, max_block = 0;
+    size_t k = 0;
+    const size_t max_block = max_layer_floats(t);
     for (int b = 0; b < e->n_blocks; b++) { /* the table is ordered by block */
         e->block_first_span[b] = (int)k;
         size_t off = 0;
@@ -200,7 +313,6 @@ static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
             off += n;
             for (size_t a = 0; a < n; a += SPAN) e->spans[k++] = (span){i, a, n - a < SPAN ? n - a : SPAN};
         }
-        if (b < e->n_blocks - 1 && off > max_block) max_block = off;
     }
     e->block_first_span[e->n_blocks] = (int)k;
     e->wplus = dz_alloc(max_block * sizeof(float));
@@ -218,7 +330,7 @@ static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
     if (!e->layer_ids) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
     for (int l = 0; l < e->n_blocks - 1; l++)
         for (int r = 0; r < DZ_L_COUNT; r++) e->layer_ids[l][r] = dz_param_find(t, l, r);
-    e->bytes = dz_zo_engine_bytes_for(t, e->row_floats, rows);
+    e->bytes = work_bytes(e->m, e->f, NULL, 0);
     if (!e->wplus || !e->wminus || !e->minus_cache || !e->lp[0] || !e->lp[1] || !e->plp[0] || !e->plp[1] || !e->applied)
         return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)", max_block);
     return DZ_OK;
@@ -252,26 +364,54 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
 }
 
 dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *err) {
-    if (e->par.n_slices > 1)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
     if (dz_store_dtype(s) != dz_model_dtype(e->m) || dz_store_n_blocks(s) != e->n_blocks)
         return dz_fail(err, DZ_ERR_INVALID, "%s: the store does not hold this model's blocks", dz_store_path(s));
+    if (e->par.n_slices > 1)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
+    const dz_param_table *t = dz_model_params(e->m);
+    const int first_global = e->block_first_span[e->n_blocks - 1] < e->block_first_span[e->n_blocks]
+                                 ? e->spans[e->block_first_span[e->n_blocks - 1]].id
+                                 : t->count - 1;
+    e->stream_globals = dz_model_tensor(e->m, first_global) == NULL; /* the model let go of it */
     for (int k = 0; k < 2; k++)
         if (!(e->slot[k] = dz_alloc(dz_store_max_layer_bytes(s))))
             return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate block slots");
-    e->bytes += 2 * dz_store_max_layer_bytes(s);
+    const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
+    if (e->stream_globals && (!(e->gtheta = dz_alloc(e->row_floats * esz)) ||
+                              !(e->gchunk = dz_alloc((size_t)GCHUNK_SPANS * SPAN * esz))))
+        return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate the global block's buffers");
+    e->bytes = work_bytes(e->m, e->f, s, e->stream_globals);
     e->store = s;
     return DZ_OK;
 }
 
-dz_status dz_zo_check_resident(const dz_zo_engine *e, const dz_forward *f, int cap_mb, dz_error *err) {
-    const size_t weights = dz_model_bytes_owned(e->m), acts = dz_forward_bytes(f), work = dz_zo_engine_bytes(e);
-    if (weights + acts + work <= (size_t)cap_mb << 20) return DZ_OK;
+dz_zo_resident dz_zo_resident_bytes(const dz_model *m, const dz_forward *f, const struct dz_store *s,
+                                    int stream_globals) {
+    const int g = dz_model_config(m)->n_layers;
+    return (dz_zo_resident){.weights = stream_globals ? 0 : dz_store_block_bytes(s, g),
+                            .activations = dz_forward_bytes(f),
+                            .buffers = work_bytes(m, f, s, stream_globals)};
+}
+
+static size_t total(dz_zo_resident r) { return r.weights + r.activations + r.buffers; }
+
+dz_status dz_zo_plan_resident(const dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
+                              int *stream_globals, dz_error *err) {
+    const size_t cap = (size_t)cap_mb << 20;
+    if (cap_mb <= 0) return DZ_OK;
+    if (!*stream_globals && total(dz_zo_resident_bytes(m, f, s, 0)) <= cap) return DZ_OK;
+    const dz_zo_resident r = dz_zo_resident_bytes(m, f, s, 1); /* the least a store allows */
+    if (total(r) <= cap) {
+        if (!*stream_globals)
+            dz_log(DZ_LOG_INFO, "--max-resident %d MB: the global block (%.1f MB) stays in the store too", cap_mb,
+                   dz_store_block_bytes(s, dz_model_config(m)->n_layers) / 1048576.0);
+        *stream_globals = 1;
+        return DZ_OK;
+    }
     return dz_fail(err, DZ_ERR_INVALID,
-                   "--max-resident %d MB cannot hold what training keeps in memory: %.1f MB (resident weights %.1f "
-                   "MB, activations %.1f MB, working copies and block slots %.1f MB)",
-                   cap_mb, (weights + acts + work) / 1048576.0, weights / 1048576.0, acts / 1048576.0,
-                   work / 1048576.0);
+                   "--max-resident %d MB cannot hold what training keeps in memory: %.1f MB even with every weight in "
+                   "the store (activations %.1f MB, working copies, two block slots and row buffers %.1f MB)",
+                   cap_mb, total(r) / 1048576.0, r.activations / 1048576.0, r.buffers / 1048576.0);
 }
 
 /* The masters as evaluation sees them: resident tensors in place, layers read from the store. */
@@ -293,10 +433,19 @@ static const float *master_rows(const void *self, int stream, int id, int64_t ro
     return scratch;
 }
 
+dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
+                                int stream_globals, dz_error *err) {
+    dz_status st = dz_zo_plan_resident(m, f, s, cap_mb, &stream_globals, err);
+    if (st != DZ_OK) return st;
+    return dz_model_keep_for_store(m, !stream_globals, dz_store_dtype(s), err);
+}
+
 void dz_zo_engine_free(dz_zo_engine *e) {
     if (!e) return;
     dz_free(e->slot[0]);
     dz_free(e->slot[1]);
+    dz_free(e->gtheta);
+    dz_free(e->gchunk);
     free(e->spans);
     free(e->block_first_span);
     free(e->tensor_off);
@@ -318,23 +467,6 @@ void dz_zo_engine_free(dz_zo_engine *e) {
 size_t dz_zo_engine_bytes(const dz_zo_engine *e) { return e->bytes; }
 
 size_t dz_zo_block_floats(const dz_zo_engine *e) { return e->block_floats; }
-
-/* w+ and w- of the largest layer block, the head's -eps row cache, and the log-probs of
- * each sign (continuation and prompt rows). */
-size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t rows) {
-    int n_layers = 0;
-    for (int i = 0; i < t->count; i++)
-        if (t->params[i].block > n_layers) n_layers = t->params[i].block; /* the global block is the last */
-    size_t max_block = 0;
-    for (int b = 0; b < n_layers; b++) {
-        size_t n = 0;
-        for (int i = 0; i < t->count; i++)
-            if (t->params[i].block == b) n += (size_t)dz_param_numel(&t->params[i]);
-        if (n > max_block) max_block = n;
-    }
-    return (2 * max_block + row_floats + 4 * rows) * sizeof(float);
-}
-
 
 void dz_zo_flush(dz_zo_engine *e) {
     const int sliced = e->par.n_slices > 1 && e->pending;
@@ -378,11 +510,18 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
     for (int k = 0; k < 2; k++)
         if (e->par.signs & (1 << k)) signs[n_signs++] = k;
     e->cache_valid = 0;
-    const int sliced = e->par.n_slices > 1 && e->pending && !e->applied[c->n_layers];
-    if (sliced) shared_barrier(e);
-    update_block(e, c->n_layers); /* the global block is read by rows: bring it up to date first */
-    if (sliced) shared_barrier(e);
+    e->io_failed = 0;
     dz_status st = DZ_OK;
+    if (e->stream_globals) { /* its update runs on the I/O thread, slice by slice; rows read first get it on the fly */
+        e->gapply = e->pending && !e->applied[c->n_layers];
+        e->applied[c->n_layers] = 1;
+    } else { /* the global block is read by rows: bring it up to date first */
+        const int sliced = e->par.n_slices > 1 && e->pending && !e->applied[c->n_layers];
+        if (sliced) shared_barrier(e);
+        update_block(e, c->n_layers);
+        if (sliced) shared_barrier(e);
+    }
+    if (e->store && (st = prefetch(e, 0, err)) != DZ_OK) return st; /* overlaps the embedding */
     for (int i = 0; st == DZ_OK && i < n_signs; i++) {
         const int k = signs[i];
         if (tree) st = dz_forward_embed_tree(e->f, k, &src, b->p_tokens, b->p_lengths, b->n_prompts, b->PT, NULL, -1,
@@ -393,7 +532,6 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
     }
     if (st != DZ_OK) return st;
     const float *w[2][DZ_L_COUNT];
-    if (e->store && (st = dz_store_start_read(e->store, 0, e->slot[0], err)) != DZ_OK) return st;
     for (int l = 0; l < c->n_layers; l++) {
         if ((st = stage_block(e, l, err)) != DZ_OK) return st;
         fill_block(e, l); /* the update is applied to the master whichever signs run here */
@@ -410,6 +548,7 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
     }
     e->pending = 0; /* every block has it now */
     if (e->store && (st = dz_store_wait(e->store, err)) != DZ_OK) return st;
+    e->gapply = 0; /* the store holds the updated global block: the head reads it as is */
     int pstreams[2], cstreams[2];
     float *plp[2], *lp[2];
     for (int i = 0; i < n_signs; i++) {
@@ -418,6 +557,7 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
     }
     if (tree) st = dz_forward_logprobs_streams(e->f, &src, n_signs, pstreams, b->p_rows, b->p_targets, b->n_p_rows, plp, err);
     if (st == DZ_OK) st = dz_forward_logprobs_streams(e->f, &src, n_signs, cstreams, b->rows, b->targets, b->n_rows, lp, err);
+    if (st == DZ_OK && e->io_failed) st = dz_fail(err, e->io_err.code, "%s", e->io_err.msg);
     if (st != DZ_OK) return st;
     for (int i = 0; i < n_signs; i++) {
         const int k = signs[i];

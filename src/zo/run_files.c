@@ -44,6 +44,7 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
         {"eval_every", c->eval_every}, {"checkpoint_every", c->checkpoint_every},
         {"log_sync_every", c->log_sync_every}, {"max_bad_steps", c->max_bad_steps}, {"eval_batch", c->eval_batch},
         {"share_prompts", c->share_prompts}, {"lm_seq", c->lm_seq}, {"max_resident_mb", c->max_resident_mb},
+        {"stream_globals", c->stream_globals},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);
     char *text = cJSON_Print(o);
@@ -137,6 +138,8 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     c->share_prompts = (int)get_num(&r, "share_prompts");
     c->lm_seq = (int)get_num(&r, "lm_seq");
     c->max_resident_mb = (int)get_num(&r, "max_resident_mb");
+    const cJSON *sg = cJSON_GetObjectItemCaseSensitive(o, "stream_globals"); /* absent in older run folders */
+    c->stream_globals = cJSON_IsNumber(sg) ? sg->valueint : 0;
     if (r.st == DZ_OK && !c->model) r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'model' is missing", path);
     cJSON_Delete(o);
     free(text);

@@ -18,12 +18,16 @@
 /* Linux moves at most ~2 GiB per call; stay well under. */
 #define IO_CHUNK ((size_t)1 << 30)
 
-typedef enum { OP_READ, OP_WRITE } op_kind;
+/* OP_UPDATE: read the block, call fn on it, write it back (the read-modify-write of a
+ * deferred update); OP_CALL: call fn alone, in queue order. */
+typedef enum { OP_READ, OP_WRITE, OP_UPDATE, OP_CALL } op_kind;
 
 typedef struct request {
     op_kind op;
-    int block;
+    int block; /* OP_CALL: the caller's argument */
     void *buf;
+    dz_store_fn fn;
+    void *user;
 } request;
 
 struct dz_store {
@@ -64,7 +68,12 @@ static void describe(const dz_store *s, what w, char *out, size_t cap) {
     else snprintf(out, cap, "tensor '%s' rows [%" PRId64 ", %" PRId64 ")", s->names[w.id], w.row0, w.row0 + w.nrows);
 }
 
-static void add_stats(dz_store *s, op_kind op, size_t len, double secs, int on_thread) {
+/* Transfers made by callbacks on the I/O thread count as the thread's, so the caller's
+ * figure is only what the caller itself waited for. */
+static int on_io_thread(const dz_store *s) { return s->thread_started && pthread_equal(pthread_self(), s->thread); }
+
+static void add_stats(dz_store *s, op_kind op, size_t len, double secs) {
+    const int on_thread = on_io_thread(s);
     pthread_mutex_lock(&s->mu);
     if (op == OP_READ) {
         s->stats.bytes_read += len;
@@ -80,8 +89,7 @@ static void add_stats(dz_store *s, op_kind op, size_t len, double secs, int on_t
 
 /* Moves len bytes at file offset off, resuming after EINTR and short transfers; then,
  * with DZ_STORE_DROP_CACHE, takes the range out of the page cache (store.h says why). */
-static dz_status transfer(dz_store *s, op_kind op, uint64_t off, void *buf, size_t len, what w, int on_thread,
-                          dz_error *err) {
+static dz_status transfer(dz_store *s, op_kind op, uint64_t off, void *buf, size_t len, what w, dz_error *err) {
     const double t0 = dz_now();
     char *p = buf;
     size_t done = 0;
@@ -116,16 +124,30 @@ static dz_status transfer(dz_store *s, op_kind op, uint64_t off, void *buf, size
         }
         (void)posix_fadvise(s->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED); /* advice only */
     }
-    add_stats(s, op, len, dz_now() - t0, on_thread);
+    add_stats(s, op, len, dz_now() - t0);
     return DZ_OK;
 }
 
 static int bad_block(const dz_store *s, int block) { return block < 0 || block >= s->n_blocks; }
 
-static dz_status block_io(dz_store *s, op_kind op, int block, void *buf, int on_thread, dz_error *err) {
+static dz_status block_io(dz_store *s, op_kind op, int block, void *buf, dz_error *err) {
     const what w = {block, -1, 0, 0};
-    return transfer(s, op, s->block_off[block], buf, (size_t)(s->block_off[block + 1] - s->block_off[block]), w,
-                    on_thread, err);
+    return transfer(s, op, s->block_off[block], buf, (size_t)(s->block_off[block + 1] - s->block_off[block]), w, err);
+}
+
+/* One queued request, on the I/O thread. */
+static dz_status serve(dz_store *s, const request *r, dz_error *err) {
+    switch (r->op) {
+    case OP_READ:
+    case OP_WRITE: return block_io(s, r->op, r->block, r->buf, err);
+    case OP_UPDATE: {
+        dz_status st = block_io(s, OP_READ, r->block, r->buf, err);
+        if (st == DZ_OK) st = r->fn(r->user, r->block, r->buf, err);
+        return st == DZ_OK ? block_io(s, OP_WRITE, r->block, r->buf, err) : st;
+    }
+    case OP_CALL: return r->fn(r->user, r->block, r->buf, err);
+    }
+    return DZ_OK;
 }
 
 /* ---- the I/O thread ---- */
@@ -143,8 +165,11 @@ static void *io_thread(void *arg) {
         const int skip = s->has_err;
         pthread_mutex_unlock(&s->mu);
         dz_error e = {0};
-        const dz_status st = skip ? DZ_OK : block_io(s, r.op, r.block, r.buf, 1, &e);
+        const double t0 = dz_now();
+        const dz_status st = skip ? DZ_OK : serve(s, &r, &e);
+        const double busy = dz_now() - t0;
         pthread_mutex_lock(&s->mu);
+        s->stats.thread_busy_s += busy;
         if (st != DZ_OK && !s->has_err) {
             s->first_err = e;
             s->has_err = 1;
@@ -156,17 +181,19 @@ static void *io_thread(void *arg) {
     return NULL;
 }
 
-static dz_status enqueue(dz_store *s, op_kind op, int block, void *buf, dz_error *err) {
-    if (bad_block(s, block))
-        return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, block, s->n_blocks - 1);
-    if (!buf) return dz_fail(err, DZ_ERR_INVALID, "%s: block %d: no buffer", s->path, block);
+static dz_status enqueue(dz_store *s, request r, dz_error *err) {
+    if (r.op != OP_CALL && bad_block(s, r.block))
+        return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, r.block, s->n_blocks - 1);
+    if (r.op != OP_CALL && !r.buf) return dz_fail(err, DZ_ERR_INVALID, "%s: block %d: no buffer", s->path, r.block);
+    if ((r.op == OP_UPDATE || r.op == OP_CALL) && !r.fn)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: a queued update or call needs a function", s->path);
     pthread_mutex_lock(&s->mu);
     if (s->queued == DZ_STORE_QUEUE) {
         const double t0 = dz_now();
         while (s->queued == DZ_STORE_QUEUE) pthread_cond_wait(&s->cv_done, &s->mu);
         s->stats.wait_s += dz_now() - t0;
     }
-    s->ring[(s->head + s->queued) % DZ_STORE_QUEUE] = (request){op, block, buf};
+    s->ring[(s->head + s->queued) % DZ_STORE_QUEUE] = r;
     s->queued++;
     pthread_cond_signal(&s->cv_work);
     pthread_mutex_unlock(&s->mu);
@@ -174,11 +201,19 @@ static dz_status enqueue(dz_store *s, op_kind op, int block, void *buf, dz_error
 }
 
 dz_status dz_store_start_read(dz_store *s, int block, void *buf, dz_error *err) {
-    return enqueue(s, OP_READ, block, buf, err);
+    return enqueue(s, (request){OP_READ, block, buf, NULL, NULL}, err);
 }
 
 dz_status dz_store_start_write(dz_store *s, int block, const void *buf, dz_error *err) {
-    return enqueue(s, OP_WRITE, block, (void *)buf, err); /* the thread only reads from it */
+    return enqueue(s, (request){OP_WRITE, block, (void *)buf, NULL, NULL}, err); /* the thread only reads from it */
+}
+
+dz_status dz_store_start_update(dz_store *s, int block, void *buf, dz_store_fn fn, void *user, dz_error *err) {
+    return enqueue(s, (request){OP_UPDATE, block, buf, fn, user}, err);
+}
+
+dz_status dz_store_start_call(dz_store *s, dz_store_fn fn, void *user, int arg, void *buf, dz_error *err) {
+    return enqueue(s, (request){OP_CALL, arg, buf, fn, user}, err);
 }
 
 dz_status dz_store_wait(dz_store *s, dz_error *err) {
@@ -322,28 +357,57 @@ dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtyp
 }
 
 dz_status dz_store_create(const char *path, const dz_model *m, unsigned flags, dz_store **out, dz_error *err) {
+    return dz_store_create_as(path, m, dz_model_dtype(m), flags, out, err);
+}
+
+dz_status dz_store_create_as(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
+                             dz_error *err) {
     *out = NULL;
     const dz_param_table *t = dz_model_params(m);
     dz_st_write_tensor *ts = calloc((size_t)(t->count ? t->count : 1), sizeof *ts);
     unsigned char *release = calloc((size_t)(t->count ? t->count : 1), 1);
-    if (!ts || !release) {
+    dz_dtype *from = calloc((size_t)(t->count ? t->count : 1), sizeof *from);
+    if (!ts || !release || !from) {
         free(ts);
         free(release);
+        free(from);
         return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
     for (int i = 0; i < t->count; i++) {
         const dz_param *p = &t->params[i];
-        ts[i] = (dz_st_write_tensor){.name = p->hf_name, .dtype = dz_model_dtype(m), .data = dz_model_tensor(m, i)};
+        ts[i] = (dz_st_write_tensor){.name = p->hf_name, .dtype = dtype, .data = dz_model_tensor(m, i)};
+        from[i] = dz_model_dtype(m);
         release[i] = (unsigned char)dz_model_tensor_mapped(m, i);
         ts[i].ndim = p->rows == 1 ? 1 : 2;
         ts[i].shape[0] = p->rows == 1 ? p->cols : p->rows;
         ts[i].shape[1] = p->cols;
     }
-    dz_status rc = dz_safetensors_write_releasing(path, ts, t->count, release, err);
+    dz_status rc = dz_safetensors_write_converted(path, ts, t->count, release, from, err);
     free(ts);
     free(release);
+    free(from);
     if (rc != DZ_OK) return rc;
-    return dz_store_open(path, t, dz_model_dtype(m), flags, out, err);
+    return dz_store_open(path, t, dtype, flags, out, err);
+}
+
+/* The dtype the checkpoint at path holds, if one for all its tensors (llama2.c files are
+ * f32); DZ_F16 stands for "mixed or unknown": no in-place load is possible then. */
+static dz_dtype checkpoint_dtype(const char *path) {
+    if (!dz_is_dir(path)) return DZ_F32;
+    dz_hf_checkpoint ck;
+    dz_error err = {0};
+    if (dz_hf_checkpoint_open(path, &ck, &err) != DZ_OK) return DZ_F16; /* the loader will say why */
+    dz_dtype dt = ck.n_files > 0 && ck.files[0].count > 0 ? ck.files[0].tensors[0].dtype : DZ_F16;
+    for (int f = 0; f < ck.n_files; f++)
+        for (int i = 0; i < ck.files[f].count; i++)
+            if (ck.files[f].tensors[i].dtype != dt) dt = DZ_F16;
+    dz_hf_checkpoint_close(&ck);
+    return dt;
+}
+
+dz_status dz_store_load_model(const char *path, dz_dtype dtype, dz_model **out, dz_error *err) {
+    const dz_dtype file = checkpoint_dtype(path);
+    return dz_model_load(path, file == DZ_F32 || file == DZ_BF16 ? file : dtype, out, err);
 }
 
 void dz_store_close(dz_store *s) {
@@ -368,6 +432,22 @@ void dz_store_close(dz_store *s) {
     free(s->names);
     free(s->names_buf);
     free(s);
+}
+
+dz_status dz_store_parse_spec(const char *spec, const char **path, unsigned *flags, dz_error *err) {
+    *path = NULL;
+    *flags = 0;
+    if (!spec || !strcmp(spec, "ram")) return DZ_OK;
+    static const struct { const char *prefix; unsigned flags; } kinds[] = {{"disk:", 0}, {"disk-nocache:", DZ_STORE_DROP_CACHE}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        const size_t n = strlen(kinds[k].prefix);
+        if (!strncmp(spec, kinds[k].prefix, n) && spec[n]) {
+            *path = spec + n;
+            *flags = kinds[k].flags;
+            return DZ_OK;
+        }
+    }
+    return dz_fail(err, DZ_ERR_INVALID, "--store '%s': expected ram, disk:PATH or disk-nocache:PATH", spec);
 }
 
 /* ---- queries and synchronous transfers ---- */
@@ -397,13 +477,13 @@ size_t dz_store_tensor_offset_in_block(const dz_store *s, int id) {
 dz_status dz_store_read_block(dz_store *s, int block, void *buf, dz_error *err) {
     if (bad_block(s, block))
         return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, block, s->n_blocks - 1);
-    return block_io(s, OP_READ, block, buf, 0, err);
+    return block_io(s, OP_READ, block, buf, err);
 }
 
 dz_status dz_store_write_block(dz_store *s, int block, const void *buf, dz_error *err) {
     if (bad_block(s, block))
         return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, block, s->n_blocks - 1);
-    return block_io(s, OP_WRITE, block, (void *)buf, 0, err); /* pwrite only reads from it */
+    return block_io(s, OP_WRITE, block, (void *)buf, err); /* pwrite only reads from it */
 }
 
 /* Rows [row0, row0+nrows) of tensor id, read into or written from buf. */
@@ -416,7 +496,27 @@ static dz_status rows_io(dz_store *s, op_kind op, int id, int64_t row0, int64_t 
                        s->names[id], row0, row0 + nrows, s->tensor_rows[id]);
     const what w = {s->tensor_block[id], id, row0, nrows};
     return transfer(s, op, s->tensor_off[id] + (uint64_t)row0 * s->row_bytes[id], buf,
-                    (size_t)nrows * s->row_bytes[id], w, 0, err);
+                    (size_t)nrows * s->row_bytes[id], w, err);
+}
+
+/* Bytes [off, off+len) of a block, read into or written from buf. */
+static dz_status range_io(dz_store *s, op_kind op, int block, uint64_t off, size_t len, void *buf, dz_error *err) {
+    if (bad_block(s, block))
+        return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, block, s->n_blocks - 1);
+    const uint64_t size = s->block_off[block + 1] - s->block_off[block];
+    if (off > size || len > size - off)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: bytes [%" PRIu64 ", %" PRIu64 ") outside block %d (%" PRIu64 " bytes)",
+                       s->path, off, off + len, block, size);
+    const what w = {block, -1, 0, 0};
+    return transfer(s, op, s->block_off[block] + off, buf, len, w, err);
+}
+
+dz_status dz_store_read_range(dz_store *s, int block, uint64_t off, size_t len, void *buf, dz_error *err) {
+    return range_io(s, OP_READ, block, off, len, buf, err);
+}
+
+dz_status dz_store_write_range(dz_store *s, int block, uint64_t off, size_t len, const void *buf, dz_error *err) {
+    return range_io(s, OP_WRITE, block, off, len, (void *)buf, err);
 }
 
 dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, void *buf, dz_error *err) {
@@ -425,6 +525,14 @@ dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, v
 
 dz_status dz_store_write_rows(dz_store *s, int id, int64_t row0, int64_t nrows, const void *buf, dz_error *err) {
     return rows_io(s, OP_WRITE, id, row0, nrows, (void *)buf, err);
+}
+
+dz_status dz_store_save_resident(dz_store *s, const dz_model *m, dz_error *err) {
+    const dz_param_table *t = dz_model_params(m);
+    dz_status st = DZ_OK;
+    for (int i = 0; st == DZ_OK && i < t->count; i++)
+        if (dz_model_tensor(m, i)) st = dz_store_write_rows(s, i, 0, t->params[i].rows, dz_model_tensor(m, i), err);
+    return st == DZ_OK ? dz_store_sync(s, err) : st;
 }
 
 dz_status dz_store_sync(dz_store *s, dz_error *err) {

@@ -221,12 +221,7 @@ static dz_status checkpoint(trainer *tr, const char *name, int steps_done, doubl
     char js[256];
     state_json(js, sizeof js, steps_done, best_dev, best_step, best_test);
     if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, err);
-    /* the store file holds every layer; the resident global block joins it, then it is copied */
-    const dz_param_table *t = dz_model_params(tr->m);
-    for (int i = 0; st == DZ_OK && i < t->count; i++)
-        if (t->params[i].block == dz_model_config(tr->m)->n_layers)
-            st = dz_store_write_rows(tr->store, i, 0, t->params[i].rows, dz_model_tensor(tr->m, i), err);
-    if (st == DZ_OK) st = dz_store_sync(tr->store, err);
+    st = dz_store_save_resident(tr->store, tr->m, err);
     if (st == DZ_OK)
         st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store), err);
     return st;
@@ -294,18 +289,20 @@ static dz_status share_masters(trainer *tr, dz_error *err) {
     return st;
 }
 
-/* --store disk:PATH: the layer masters go to a file (rebuilt from the loaded weights, so
- * a resume never trusts a store a crash may have torn) and only the global block stays. */
+/* --store disk:PATH: the masters go to a file (rebuilt from the loaded weights, so a
+ * resume never trusts a store a crash may have torn); what stays in memory is decided
+ * once the forward exists (dz_zo_store_residency). --store ram with several ranks on a
+ * node: one copy in node-shared memory. */
 static dz_status open_store(trainer *tr, dz_error *err) {
-    const char *spec = tr->cfg.store ? tr->cfg.store : "ram";
-    if (!strcmp(spec, "ram")) return tr->node_shared ? share_masters(tr, err) : dz_model_make_owned(tr->m, err);
-    if (strncmp(spec, "disk:", 5) != 0 || !spec[5])
-        return dz_fail(err, DZ_ERR_INVALID, "--store '%s': expected ram or disk:PATH", spec);
+    const char *path;
+    unsigned flags;
+    dz_status st = dz_store_parse_spec(tr->cfg.store, &path, &flags, err);
+    if (st != DZ_OK) return st;
+    if (!path) return tr->node_shared ? share_masters(tr, err) : dz_model_make_owned(tr->m, err);
     if (dz_comm_size(tr->comm) > 1)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "--store %s: a disk store runs in one process; with mpirun use --store ram "
-                       "(the ranks of a node share one copy of the weights)", spec);
-    dz_status st = dz_store_create(spec + 5, tr->m, 0, &tr->store, err);
-    return st == DZ_OK ? dz_model_keep_globals_only(tr->m, err) : st;
+                       "(the ranks of a node share one copy of the weights)", tr->cfg.store);
+    return dz_store_create_as(path, tr->m, tr->cfg.master_dtype, flags, &tr->store, err);
 }
 
 /* Where the weights come from: the newest checkpoint (resume) or the base model. World
@@ -406,7 +403,9 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     int ckpt_steps = 0;
     dz_status st = setup_layout(tr, err);
     if (st == DZ_OK) st = weights_path(tr, resume, path, sizeof path, &ckpt_steps, err);
-    if (st == DZ_OK) st = dz_model_load(path, c->master_dtype, &tr->m, err);
+    const int on_disk = c->store && strcmp(c->store, "ram") != 0;
+    if (st == DZ_OK) st = on_disk ? dz_store_load_model(path, c->master_dtype, &tr->m, err)
+                                  : dz_model_load(path, c->master_dtype, &tr->m, err);
     if (st == DZ_OK) st = open_store(tr, err);
     if (st != DZ_OK) return st;
     /* the tokenizer of the base model (checkpoints of llama2.c models carry tokenizer.bin) */
@@ -436,6 +435,8 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     const int share = !tr->lm && c->share_prompts; /* candidates continue their example's prompt */
     st = dz_forward_create_streams(tr->m, max_batch, max_len, 0, share ? 4 : 2, &tr->f, err);
     const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, c->fuse};
+    if (st == DZ_OK && tr->store)
+        st = dz_zo_store_residency(tr->m, tr->f, tr->store, c->max_resident_mb, c->stream_globals, err);
     if (st == DZ_OK) st = dz_zo_engine_create(tr->m, tr->f, &zp, &tr->e, err);
     void *work = NULL; /* the node's one pair of working copies */
     if (st == DZ_OK && tr->node_shared)
@@ -449,8 +450,6 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
                                 .ctx = tr->comm};
     if (st == DZ_OK) st = dz_zo_engine_set_parallel(tr->e, &par, err);
     if (st == DZ_OK && tr->store) st = dz_zo_engine_use_store(tr->e, tr->store, err);
-    if (st == DZ_OK && tr->store && c->max_resident_mb > 0)
-        st = dz_zo_check_resident(tr->e, tr->f, c->max_resident_mb, err);
     if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, tr->train.max_len, share, err);
     const int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
@@ -684,13 +683,15 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     dz_zo_engine *e = NULL;
     dz_seedlog *log = NULL;
     dz_store *store = NULL;
-    if (st == DZ_OK && store_spec && strncmp(store_spec, "disk:", 5) != 0)
-        st = dz_fail(err, DZ_ERR_INVALID, "--store '%s': expected disk:PATH", store_spec);
-    if (st == DZ_OK) st = dz_model_load(base ? base : c.model, c.master_dtype, &m, err);
-    if (st == DZ_OK && !store_spec) st = dz_model_make_owned(m, err);
-    if (st == DZ_OK && store_spec) st = dz_store_create(store_spec + 5, m, 0, &store, err);
-    if (st == DZ_OK && store) st = dz_model_keep_globals_only(m, err);
+    const char *store_path = NULL;
+    unsigned flags = 0;
+    if (st == DZ_OK) st = dz_store_parse_spec(store_spec, &store_path, &flags, err);
+    if (st == DZ_OK) st = store_path ? dz_store_load_model(base ? base : c.model, c.master_dtype, &m, err)
+                                     : dz_model_load(base ? base : c.model, c.master_dtype, &m, err);
+    if (st == DZ_OK && !store_path) st = dz_model_make_owned(m, err);
+    if (st == DZ_OK && store_path) st = dz_store_create_as(store_path, m, c.master_dtype, flags, &store, err);
     if (st == DZ_OK) st = dz_forward_create_streams(m, 1, 2, 0, 2, &f, err);
+    if (st == DZ_OK && store) st = dz_zo_store_residency(m, f, store, c.max_resident_mb, c.stream_globals, err);
     const dz_zo_params zp = {c.seed, c.eps, c.q, c.rademacher, c.wd, 1};
     if (st == DZ_OK) st = dz_zo_engine_create(m, f, &zp, &e, err);
     if (st == DZ_OK && store) st = dz_zo_engine_use_store(e, store, err);
@@ -702,11 +703,7 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     }
     if (st == DZ_OK && !store) st = dz_model_save_hf(m, out_dir, err);
     if (st == DZ_OK && store) { /* the store holds the layers; the global block joins it, then it is copied */
-        const dz_param_table *t = dz_model_params(m);
-        for (int i = 0; st == DZ_OK && i < t->count; i++)
-            if (t->params[i].block == dz_model_config(m)->n_layers)
-                st = dz_store_write_rows(store, i, 0, t->params[i].rows, dz_model_tensor(m, i), err);
-        if (st == DZ_OK) st = dz_store_sync(store, err);
+        st = dz_store_save_resident(store, m, err);
         if (st == DZ_OK && dz_mkdirs(out_dir) != 0)
             st = dz_fail(err, DZ_ERR_IO, "%s: cannot create folder: %s", out_dir, strerror(errno));
         snprintf(path, sizeof path, "%s/config.json", out_dir);

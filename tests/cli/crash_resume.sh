@@ -6,12 +6,17 @@
 # and a seed log with exactly one record per step. Also: export (log replay onto the base
 # model) gives the trained weights, also after a killed export; fused = --no-fuse,
 # --threads 1 = 2; bf16 masters resume exactly too.
-# usage: crash_resume.sh DISTZO_BINARY ASSETS_DIR [SEED]
+# usage: crash_resume.sh DISTZO_BINARY ASSETS_DIR [SEED] [ram|disk]
 # The kill delays come from $RANDOM seeded with SEED (default below, or $CRASH_SEED);
 # every run prints it, so `crash_resume.sh BIN ASSETS SEED` replays a failure's choices.
+# With disk, the killed runs train from --store disk:RUN.store (every other one with the
+# global block streamed too) and must still equal the uninterrupted run in memory: the
+# kills then land in block reads, updates and write-backs of the store's I/O thread and in
+# the store-to-checkpoint copy. The export and variant checks run only with ram.
 set -u
 bin=$1 assets=$2
 seed=${3:-${CRASH_SEED:-7919}}
+store=${4:-ram}
 if [ ! -f "$assets/stories260K/stories260K.bin" ] || [ ! -f "$assets/sst2/dev.tsv" ]; then
   echo "skip: assets not found in $assets (set DISTZO_ASSETS)"
   exit 77
@@ -20,7 +25,7 @@ export DISTZO_ASSETS=$assets
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 RANDOM=$seed
-echo "# seed $seed (rerun with: $0 $bin $assets $seed)"
+echo "# seed $seed, store $store (rerun with: $0 $bin $assets $seed $store)"
 pass=0 fail=0
 steps=120 ck=30
 
@@ -49,9 +54,15 @@ rand_share() { local pm; pm=$(rand "$1" "$2"); d=$((tref * pm / 1000)); dtxt="${
 log_records() { local s; s=$(stat -c %s "$1/seeds.log" 2>/dev/null || echo 104); echo $(((s - 104) / 16)); }
 
 # start RUN [train options...]: training in the background, pid in $pid
+nstart=0
 start() {
   local run=$1; shift
-  "$bin" train "${args[@]}" --out "$run" "$@" >>"$run.log" 2>&1 &
+  local extra=()
+  if [ "$store" = disk ]; then # (a resume takes its store from run.json)
+    nstart=$((nstart + 1)); extra=(--store "disk:$run.store")
+    [ $((nstart % 2)) = 0 ] && extra+=(--stream-globals)
+  fi
+  "$bin" train "${args[@]}" --out "$run" "${extra[@]}" "$@" >>"$run.log" 2>&1 &
   pid=$!
 }
 resume_bg() { local run=$1; shift; start "$run" --resume "$@"; }
@@ -163,6 +174,7 @@ else
   finish "$run" "killed before seeds.log exists" "$tmp/ref"
 fi
 
+if [ "$store" = ram ]; then
 # ---- export: replaying the log onto the base model -------------------------------------
 export_check() { # RUN NAME
   if ! "$bin" export --run "$1" -o "$tmp/exp" --threads 1 >"$tmp/exp.log" 2>&1; then
@@ -199,6 +211,8 @@ variant() { # NAME REF OPTIONS...
 variant "--no-fuse = fused" "$tmp/ref" --no-fuse
 variant "--threads 2 = --threads 1" "$tmp/ref" --threads 2
 
+fi # ram only
+
 # bf16 masters (stochastic rounding): a killed and resumed run equals its own uninterrupted one.
 if "$bin" train "${args[@]}" --master-dtype bf16 --out "$tmp/bf16" >"$tmp/bf16.log" 2>&1; then
   run="$tmp/bf16crash"; k=$(rand $((ck + 1)) $((steps - 1))) # past a checkpoint: load it and replay
@@ -210,5 +224,5 @@ else
   bad "bf16 reference run failed: $(tail -1 "$tmp/bf16.log")"
 fi
 
-echo "$pass passed, $fail failed (seed $seed)"
+echo "$pass passed, $fail failed (seed $seed, store $store)"
 [ "$fail" -eq 0 ]
