@@ -4,9 +4,7 @@
 # usage: bad_input.sh DISTZO_BINARY TEST_DATA_DIR ASSETS_DIR
 set -u
 bin=$1 data=$2 assets=$3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
+. "$(dirname "$0")/lib.sh"
 
 # expect NAME REGEX -- command...
 expect() {
@@ -65,5 +63,4 @@ expect "missing model" "nowhere" -- "$bin" info /nowhere/model
 expect "bad dtype" "dtype" -- "$bin" info "$data/hf/opt_preln" --dtype f8
 expect "unknown preset" "preset" -- "$bin" init --preset opt-9000 -o "$tmp/x"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -17,16 +17,11 @@ set -u
 bin=$1 assets=$2
 seed=${3:-${CRASH_SEED:-7919}}
 store=${4:-ram}
-if [ ! -f "$assets/stories260K/stories260K.bin" ] || [ ! -f "$assets/sst2/dev.tsv" ]; then
-  echo "skip: assets not found in $assets (set DISTZO_ASSETS)"
-  exit 77
-fi
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/dev.tsv
 export DISTZO_ASSETS=$assets
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 RANDOM=$seed
 echo "# seed $seed, store $store (rerun with: $0 $bin $assets $seed $store)"
-pass=0 fail=0
 steps=120 ck=30
 
 # Small enough for a few seconds a run; lr and dev size chosen so that best/ is written
@@ -39,12 +34,9 @@ mkfifo "$tmp/nap"
 exec {nap_fd}<>"$tmp/nap"
 nap() { read -r -t "$1" -u "$nap_fd" _ || :; } # sleep without forking
 
-ok() { pass=$((pass + 1)); echo "ok - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 now_ms() { local t=${EPOCHREALTIME/./}; now=$((10#$t / 1000)); } # sets $now, no subshell
 sha() { if [ -f "$1" ]; then sha256sum "$1" | cut -c1-64; else echo "missing:$1"; fi; }
 weights() { sha "$1/checkpoint-$steps/model.safetensors"; }
-metrics() { sed -E 's/, "seconds": [^,}]*//' "$1/metrics.jsonl" 2>/dev/null; }
 # best/ as a comparable string: its trainer state and weights, or "none"
 best() { if [ -d "$1/best" ]; then cat "$1/best/trainer_state.json"; sha "$1/best/model.safetensors"; else echo none; fi; }
 rand() { echo $(($1 + RANDOM % ($2 - $1 + 1))); } # integer in [lo, hi]
@@ -92,8 +84,8 @@ state_usable() {
   [ -f "$run/$c/trainer_state.json" ] && "$bin" info "$run/$c" >/dev/null 2>&1
 }
 
-# finish RUN NAME REF: resume to the end, compare everything with REF.
-finish() {
+# check_run RUN NAME REF: resume to the end, compare everything with REF.
+check_run() {
   local run=$1 name=$2 ref=$3
   if ! state_usable "$run"; then bad "$name: after the kill, LATEST ($(cat "$run/LATEST")) is not a loadable checkpoint"; return; fi
   if ! "$bin" train "${args[@]}" --out "$run" --resume >>"$run.log" 2>&1; then
@@ -115,7 +107,7 @@ finish() {
 now_ms; t0=$now
 if ! "$bin" train "${args[@]}" --out "$tmp/ref" >"$tmp/ref.log" 2>&1; then
   bad "reference run failed: $(tail -1 "$tmp/ref.log")"
-  echo "$pass passed, $fail failed"; exit 1
+  finish; exit 1
 fi
 now_ms; tref=$((now - t0))
 echo "# reference: $tref ms, weights $(weights "$tmp/ref"), best/: $(best "$tmp/ref" | head -1)"
@@ -145,7 +137,7 @@ crash_case() {
     resume_bg "$run"; kill_after_ms "$d"
     what="$what; resume killed after $dtxt ($how, $(log_records "$run") logged)"
   fi
-  finish "$run" "crash $i ($kind: $what)" "$tmp/ref"
+  check_run "$run" "crash $i ($kind: $what)" "$tmp/ref"
 }
 crash_case 1 time 0
 crash_case 2 time 1
@@ -160,7 +152,7 @@ start "$run"; poll=0.005 until_or_exit has_records "$run" "$k"; kill_now
 if [ -e "$run/LATEST" ]; then
   bad "before the first checkpoint: LATEST exists after $(log_records "$run") steps"
 else
-  finish "$run" "before the first checkpoint (killed at $(log_records "$run") logged steps, $how)" "$tmp/ref"
+  check_run "$run" "before the first checkpoint (killed at $(log_records "$run") logged steps, $how)" "$tmp/ref"
   grep -q "checkpoint after 0 steps" "$run.log" && ok "  ... and it resumed from the base model" \
     || bad "before the first checkpoint: no 'checkpoint after 0 steps' in the log"
 fi
@@ -171,7 +163,7 @@ start "$run"; until_or_exit eval '[ -e "$run/run.json" ]'; kill_now
 if [ -e "$run/seeds.log" ]; then
   echo "# (skipped the no-log case: seeds.log already existed when the kill landed)"
 else
-  finish "$run" "killed before seeds.log exists" "$tmp/ref"
+  check_run "$run" "killed before seeds.log exists" "$tmp/ref"
 fi
 
 if [ "$store" = ram ]; then
@@ -217,12 +209,11 @@ fi # ram only
 if "$bin" train "${args[@]}" --master-dtype bf16 --out "$tmp/bf16" >"$tmp/bf16.log" 2>&1; then
   run="$tmp/bf16crash"; k=$(rand $((ck + 1)) $((steps - 1))) # past a checkpoint: load it and replay
   start "$run" --master-dtype bf16; poll=0.005 until_or_exit has_records "$run" "$k"; kill_now
-  finish "$run" "bf16 masters killed at $(log_records "$run") logged steps ($how)" "$tmp/bf16"
+  check_run "$run" "bf16 masters killed at $(log_records "$run") logged steps ($how)" "$tmp/bf16"
   [ "$(weights "$tmp/bf16")" != "$(weights "$tmp/ref")" ] && ok "bf16 weights differ from f32 ones (the option took)" \
     || bad "bf16 run gave the f32 weights"
 else
   bad "bf16 reference run failed: $(tail -1 "$tmp/bf16.log")"
 fi
 
-echo "$pass passed, $fail failed (seed $seed, store $store)"
-[ "$fail" -eq 0 ]
+finish "seed $seed, store $store"

@@ -11,15 +11,11 @@
 # usage: mpi.sh DISTZO ASSETS        (exit 77: mpirun or the assets missing)
 set -u
 bin=$1 assets=$2
-[ -f "$assets/stories260K/stories260K.bin" ] || { echo "SKIP: assets not found at $assets"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 "$bin" train --help 2>&1 | grep -q -- --pertp || { echo "FAIL: distzo has no --pertp"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 head -41 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
 common=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev-examples 21 --batch 8
         --lr 1e-3 --test "$tmp/test.tsv")
@@ -27,13 +23,8 @@ common=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev
 # allocations past MPI_Finalize and are unloaded before LeakSanitizer could name them.
 # Memory errors are still caught; the single-process runs here keep leak checking.
 mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "$@"; }
-same() { # run A, run B: final weights, metrics (without timing) and seed logs equal
-  cmp -s "$1/checkpoint-12/model.safetensors" "$2/checkpoint-12/model.safetensors" &&
-    cmp -s "$1/seeds.log" "$2/seeds.log" &&
-    diff -q <(sed 's/"seconds": [0-9.]*//' "$1/metrics.jsonl") <(sed 's/"seconds": [0-9.]*//' "$2/metrics.jsonl") >/dev/null
-}
-check() { # name reference run
-  if same "$2" "$3"; then ok "$1"; else bad "$1"; fi
+check() { # name reference run: weights, metrics and seed log equal after 12 steps
+  if same_run "$2" "$3" 12; then ok "$1"; else bad "$1"; fi
 }
 
 "$bin" train "${common[@]}" --threads 2 --out "$tmp/ref" > "$tmp/ref.txt" 2>&1 || bad "single-process run failed"
@@ -93,5 +84,4 @@ mpi 2 "$bin" train "${common[@]}" --dp 3 --out "$tmp/bad2" > "$tmp/bad2.txt" 2>&
 [ $? -ne 0 ] && grep -q -- "must equal the number of ranks" "$tmp/bad2.txt" && ok "--dp 3 on 2 ranks refused" ||
   bad "--dp 3 on 2 ranks not refused clearly"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -13,12 +13,8 @@
 # usage: plan.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
-[ -d "$assets/gpt2-bpe" ] || { echo "SKIP: assets not found at $assets"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" gpt2-bpe
 mkdir -p "$tmp/data"
 awk 'BEGIN { s = "a"; for (i = 1; i < 20; i++) s = s " a"; print "sentence\tlabel";
              for (i = 0; i < 67349; i++) print s "\t" (i % 2) }' > "$tmp/data/train.tsv"
@@ -98,5 +94,4 @@ if [ "$n" -eq 2 ]; then ok "3 ranks: one layout (P1 x D3) and its recommendation
 out=$("$bin" plan --model opt-125m --nodes 2 --ranks-per-node 1 --mem-per-node 64 --store disk)
 if grep -q "no layout fits" <<<"$out" && grep -q "runs in one process" <<<"$out"; then ok "disk store, 2 ranks: nothing fits"
 else bad "disk store, 2 ranks: $out"; fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

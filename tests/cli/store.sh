@@ -6,19 +6,12 @@
 # usage: store.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
-[ -f "$assets/stories260K/stories260K.bin" ] || { echo "SKIP: assets not found at $assets"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
 head -33 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
 common=(--threads 1 --steps 60 --eval-every 20 --checkpoint-every 15 --train-examples 64 --dev-examples 16
         --lr 1e-4 --test "$tmp/test.tsv")
-same() { # run A, run B: final weights and metrics (without timing) equal
-  cmp -s "$1/checkpoint-60/model.safetensors" "$2/checkpoint-60/model.safetensors" &&
-    diff -q <(sed 's/"seconds": [0-9.]*//' "$1/metrics.jsonl") <(sed 's/"seconds": [0-9.]*//' "$2/metrics.jsonl") >/dev/null
-}
+same() { same_run "$1" "$2" 60; } # final weights, metrics and seed logs equal
 # disk: the global block resident; globals: it streams from the store too (rows read as
 # used, its update applied chunk by chunk on the I/O thread); nocache: pages dropped
 for dt in f32 bf16; do
@@ -93,5 +86,4 @@ out=$("$bin" bench step --model "$tmp/wide" --batch 2 --seq 32 --steps 1 --threa
       --max-resident 100 2>&1)
 if [ $? -ne 0 ] && grep -q "even with every weight in the store" <<<"$out"; then ok "cap below streaming refused"
 else bad "cap below streaming: $out"; fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
