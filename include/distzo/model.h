@@ -138,6 +138,9 @@ size_t dz_model_bytes_mapped(const dz_model *m);
 /* The tokenizer that ships with the model: the folder itself for HF layouts, or
  * tokenizer.bin / tok<vocab>.bin beside a llama2.c file. NULL if none found. */
 const char *dz_model_tokenizer_path(const dz_model *m);
+/* The same for a model not loaded (path, and its config from dz_config_load): fills out
+ * and returns 1, or returns 0 if none is found. */
+int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, size_t cap);
 
 /* Shapes of published models by name ("opt-125m", "opt-1.3b", "llama-tiny", ...). */
 dz_status dz_config_preset(const char *name, dz_config *out, dz_error *err);

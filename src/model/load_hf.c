@@ -35,17 +35,6 @@ static int usable_in_place(const dz_st_tensor *t, dz_dtype want) {
     return t->dtype == want && ((uintptr_t)t->data % dz_dtype_size(want)) == 0;
 }
 
-static void find_tokenizer(dz_model *m, const char *dir) {
-    static const char *markers[] = {"vocab.json", "encoder.json"};
-    for (int i = 0; i < 2; i++) {
-        char p[PATH_MAX];
-        if (dz_path_join(p, sizeof p, dir, markers[i]) == 0 && dz_file_exists(p)) {
-            snprintf(m->tokenizer, sizeof m->tokenizer, "%s", dir);
-            return;
-        }
-    }
-}
-
 dz_status dz_model_load_hf(dz_model *m, const char *dir, dz_error *err) {
     m->format = "hf-safetensors";
     char cfg_path[PATH_MAX];
@@ -80,6 +69,6 @@ dz_status dz_model_load_hf(dz_model *m, const char *dir, dz_error *err) {
         dz_model_place(m, i, found[i]->data, found[i]->dtype, usable_in_place(found[i], m->dtype), &off);
     free(found);
     if (st == DZ_OK && m->mapped_bytes == 0) dz_hf_checkpoint_close(&m->ckpt); /* every tensor was copied */
-    if (st == DZ_OK) find_tokenizer(m, dir);
+    if (st == DZ_OK) dz_model_find_tokenizer(dir, &m->cfg, m->tokenizer, sizeof m->tokenizer);
     return st;
 }

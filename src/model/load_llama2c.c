@@ -86,14 +86,6 @@ static void place_rope_permuted(dz_model *m, int id, const float *src, int n_hea
     m->data[id] = dst;
 }
 
-static void find_tokenizer(dz_model *m, const char *path) {
-    char dir[PATH_MAX], cand[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *d = dirname(dir);
-    snprintf(cand, sizeof cand, "%s/tokenizer.bin", d);
-    if (!dz_file_exists(cand)) snprintf(cand, sizeof cand, "%s/tok%d.bin", d, m->cfg.vocab_size);
-    if (dz_file_exists(cand)) snprintf(m->tokenizer, sizeof m->tokenizer, "%s", cand);
-}
 
 dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err) {
     m->format = "llama2c";
@@ -160,6 +152,6 @@ dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err) {
         munmap(m->map, m->map_size);
         m->map = NULL;
     }
-    find_tokenizer(m, path);
+    dz_model_find_tokenizer(path, &m->cfg, m->tokenizer, sizeof m->tokenizer);
     return DZ_OK;
 }

@@ -1,4 +1,6 @@
 /* Model object: tables, tensor placement, accessors and the model's own weight source. */
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +88,28 @@ dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err) {
     return dz_fail(err, DZ_ERR_UNSUPPORTED,
                    "%s: not a model: expected a Hugging Face folder (config.json + safetensors) or a llama2.c .bin "
                    "checkpoint", path);
+}
+
+int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, size_t cap) {
+    char cand[PATH_MAX];
+    out[0] = '\0';
+    if (dz_is_dir(path)) { /* an HF folder holds its tokenizer's files */
+        static const char *markers[] = {"vocab.json", "encoder.json"};
+        for (int i = 0; i < 2; i++)
+            if (dz_path_join(cand, sizeof cand, path, markers[i]) == 0 && dz_file_exists(cand)) {
+                snprintf(out, cap, "%s", path);
+                return 1;
+            }
+        return 0;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    const char *d = dirname(dir);
+    snprintf(cand, sizeof cand, "%s/tokenizer.bin", d);
+    if (!dz_file_exists(cand)) snprintf(cand, sizeof cand, "%s/tok%d.bin", d, cfg->vocab_size);
+    if (!dz_file_exists(cand)) return 0;
+    snprintf(out, cap, "%s", cand);
+    return 1;
 }
 
 dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_error *err) {

@@ -305,6 +305,15 @@ static dz_status open_store(trainer *tr, dz_error *err) {
     return dz_store_create_as(path, tr->m, tr->cfg.master_dtype, flags, &tr->store, err);
 }
 
+/* The tokenizer beside a model, found from its config without loading its weights. */
+static dz_status base_tokenizer(const char *model, char *out, size_t cap, dz_error *err) {
+    dz_config cfg;
+    dz_status st = dz_config_load(model, &cfg, err);
+    if (st == DZ_OK && !dz_model_find_tokenizer(model, &cfg, out, cap))
+        st = dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no tokenizer found beside the model; pass --tokenizer", model);
+    return st;
+}
+
 /* Where the weights come from: the newest checkpoint (resume) or the base model. World
  * rank 0 decides and tells the others, so every rank loads the same state. */
 static dz_status weights_path(trainer *tr, int resume, char *path, size_t cap, int *ckpt_steps, dz_error *err) {
@@ -409,17 +418,12 @@ static dz_status setup(trainer *tr, int resume, int *start_step, dz_error *err) 
     if (st == DZ_OK) st = open_store(tr, err);
     if (st != DZ_OK) return st;
     /* the tokenizer of the base model (checkpoints of llama2.c models carry tokenizer.bin) */
-    dz_model *base = NULL;
+    char base_tok[4200];
     const char *tp = c->tokenizer;
     if (!tp && resume && ckpt_steps > 0) tp = dz_model_tokenizer_path(tr->m);
-    if (!tp) {
-        if ((st = dz_model_load(c->model, DZ_F32, &base, err)) != DZ_OK) return st;
-        tp = dz_model_tokenizer_path(base);
-    }
-    if (!tp) st = dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no tokenizer found beside the model; pass --tokenizer", c->model);
-    if (st == DZ_OK) st = dz_tokenizer_load(tp, dz_model_config(tr->m)->vocab_size, &tr->tok, err);
-    dz_model_free(base);
-    if (st != DZ_OK) return st;
+    if (!tp && (st = base_tokenizer(c->model, base_tok, sizeof base_tok, err)) != DZ_OK) return st;
+    if ((st = dz_tokenizer_load(tp ? tp : base_tok, dz_model_config(tr->m)->vocab_size, &tr->tok, err)) != DZ_OK)
+        return st;
 
     tr->lm = !strcmp(c->task, "lm");
     dz_prompt_spec_default_sst2(&tr->spec);
@@ -712,13 +716,12 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
         if (st == DZ_OK) st = dz_copy_file(dz_store_path(store), path, err);
     }
     if (st == DZ_OK) { /* the tokenizer travels with the weights */
-        dz_model *b = NULL;
         dz_tokenizer *tok = NULL;
+        char base_tok[4200];
         const char *tp = c.tokenizer;
-        if (!tp && dz_model_load(base ? base : c.model, DZ_F32, &b, NULL) == DZ_OK) tp = dz_model_tokenizer_path(b);
+        if (!tp && base_tokenizer(base ? base : c.model, base_tok, sizeof base_tok, NULL) == DZ_OK) tp = base_tok;
         if (tp && dz_tokenizer_load(tp, 0, &tok, NULL) == DZ_OK) st = dz_tokenizer_save_hf(tok, out_dir, err);
         dz_tokenizer_free(tok);
-        dz_model_free(b);
     }
     dz_seedlog_close(log, NULL);
     dz_zo_engine_free(e);
