@@ -69,6 +69,7 @@ static dz_plan_request request(int nodes, int rpn, double mem_mb) {
     r.threads = 2;
     r.overhead = 10.0 * 1048576, r.overhead_mpi = 20.0 * 1048576;
     r.engine_bytes = dz_zo_engine_bytes_for;
+    r.store_bytes = dz_zo_store_bytes_for;
     return r;
 }
 
@@ -139,12 +140,13 @@ static void memory_sums_by_hand(void **state) {
     /* the local batch: ceil(B / D) examples x 2 labels, or the eval batch of 64 */
     assert_int_equal(L->local_batch, 8);
     assert_true(L->forward == (double)dz_forward_bytes_for(&r.cfg, 64, 24, 0, 4, 2, NULL));
-    /* disk store: only the global block resident, plus two layer slots; one process */
+    /* disk store: only the global block resident, plus the second pair of working copies
+     * of the largest layer and the 8 MB chunk buffer (f32); one process */
     r = request(1, 1, 4096);
     r.disk_store = 1;
     assert_int_equal(dz_plan_make(&r, &p, &err), DZ_OK);
     assert_true(p.l[0].masters == (50272.0 * 64 + 2050.0 * 64 + 128) * 4);
-    assert_true(p.l[0].slots == 2 * 49984.0 * 4);
+    assert_true(p.l[0].store_bufs == 2 * 49984.0 * 4 + 64 * 32768 * 4);
     assert_true(p.l[0].feasible);
     r = request(1, 2, 4096);
     r.disk_store = 1;

@@ -1,8 +1,10 @@
 /* The parameter store (src/zo/store.c) on the tiny HF models, f32 and bf16: the file is a
  * safetensors file holding the model's bytes (checked through the independent parser),
  * block layout against offsets summed here from the parameter table, sync and queued
- * block transfers, row reads, and errors (missing folder, truncated file). */
+ * block transfers, row reads, queued updates and calls (against transformations computed
+ * here), byte ranges, and errors (missing folder, truncated file, out-of-range requests). */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -279,12 +281,175 @@ static void test_wrong_order(void **state) {
     dz_model_free(m);
 }
 
+/* ---- queued updates and calls, ranges ---- */
+
+/* What the test callbacks saw: the argument, the buffer, the thread, and the order. */
+typedef struct seen {
+    int calls, arg[4], order[4];
+    const void *buf[4];
+    pthread_t thread[4];
+    int next;                 /* a shared counter over every callback */
+    unsigned char *copy[4];   /* the block read by a call (order test) */
+    dz_store *s;
+    dz_status fail;           /* returned by xor_fn (DZ_OK: succeed) */
+} seen;
+
+static void record(seen *w, int arg, const void *buf) {
+    const int k = w->calls++;
+    w->arg[k] = arg, w->buf[k] = buf, w->thread[k] = pthread_self(), w->order[k] = w->next++;
+}
+
+/* A transformation independent of the engine: byte i ^= (i * 13 + 7). */
+static void xor_bytes(unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(p[i] ^ (i * 13 + 7));
+}
+
+static dz_status xor_fn(void *user, int block, void *buf, dz_error *err) {
+    seen *w = user;
+    record(w, block, buf);
+    if (w->fail != DZ_OK) return dz_fail(err, w->fail, "xor_fn: told to fail on block %d", block);
+    xor_bytes(buf, dz_store_block_bytes(w->s, block));
+    return DZ_OK;
+}
+
+/* A call that reads block 0 synchronously on the I/O thread into its own copy. */
+static dz_status read0_fn(void *user, int arg, void *buf, dz_error *err) {
+    seen *w = user;
+    record(w, arg, buf);
+    return dz_store_read_block(w->s, 0, w->copy[w->calls - 1], err);
+}
+
+/* start_update: the block is read, transformed by the callback on the I/O thread, written
+ * back; the buffer and the store both hold the transformed bytes, other blocks are
+ * untouched; a failing callback writes nothing back, and its error comes from wait. */
+static void test_start_update(void **state) {
+    (void)state;
+    dz_model *m = load("opt_preln", DZ_F32);
+    dz_store *s = create(m, "update.safetensors", 0);
+    const int nb = dz_store_n_blocks(s), b = 1;
+    const size_t n = dz_store_block_bytes(s, b);
+    unsigned char *want = malloc(n), *buf = malloc(n), *got = malloc(n), *other = malloc(dz_store_block_bytes(s, 0));
+    model_block(m, b, want);
+    xor_bytes(want, n); /* expected: the model's block, transformed here */
+    memset(buf, 0, n);
+    seen w = {.s = s};
+    dz_error err = {0};
+    ok(dz_store_start_update(s, b, buf, xor_fn, &w, &err), &err);
+    ok(dz_store_wait(s, &err), &err);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.arg[0], b);
+    assert_ptr_equal(w.buf[0], buf);
+    assert_false(pthread_equal(w.thread[0], pthread_self())); /* ran on the I/O thread */
+    assert_memory_equal(buf, want, n);
+    ok(dz_store_read_block(s, b, got, &err), &err);
+    assert_memory_equal(got, want, n);
+    model_block(m, 0, other);
+    ok(dz_store_read_block(s, 0, got, &err), &err);
+    assert_memory_equal(got, other, dz_store_block_bytes(s, 0));
+    const dz_store_stats st = dz_store_get_stats(s);
+    assert_true(st.thread_busy_s >= st.thread_io_s && st.thread_io_s > 0.0);
+
+    /* A failing callback: nothing written back, the error once, later requests skipped. */
+    w.fail = DZ_ERR_INVALID;
+    ok(dz_store_start_update(s, b, buf, xor_fn, &w, &err), &err);
+    ok(dz_store_start_update(s, 0, other, xor_fn, &w, &err), &err); /* skipped */
+    assert_int_equal(dz_store_wait(s, &err), DZ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "told to fail on block 1"));
+    assert_int_equal(w.calls, 2);
+    ok(dz_store_read_block(s, b, got, &err), &err);
+    assert_memory_equal(got, want, n); /* still the first update's bytes */
+    ok(dz_store_wait(s, &err), &err);
+
+    /* Invalid requests are refused at once. */
+    assert_int_equal(dz_store_start_update(s, nb, buf, xor_fn, &w, &err), DZ_ERR_INVALID);
+    assert_int_equal(dz_store_start_update(s, b, buf, NULL, &w, &err), DZ_ERR_INVALID);
+    assert_int_equal(dz_store_start_update(s, b, NULL, xor_fn, &w, &err), DZ_ERR_INVALID);
+    assert_int_equal(dz_store_start_call(s, NULL, &w, 0, NULL, &err), DZ_ERR_INVALID);
+    free(want), free(buf), free(got), free(other);
+    dz_store_close(s);
+    dz_model_free(m);
+}
+
+/* start_call runs in queue order with the transfers: write X, call, write Y, call, then
+ * an update: the first call sees X, the second Y, and the callbacks run in that order. */
+static void test_start_call_order(void **state) {
+    (void)state;
+    dz_model *m = load("llama_gqa_untied", DZ_BF16);
+    dz_store *s = create(m, "calls.safetensors", 0);
+    const size_t n = dz_store_block_bytes(s, 0);
+    unsigned char *x = malloc(n), *y = malloc(n), *upd = malloc(n), *want = malloc(n);
+    seen w = {.s = s};
+    for (int k = 0; k < 2; k++) w.copy[k] = calloc(n, 1);
+    model_block(m, 0, x);
+    scramble(x, n, 3);
+    memcpy(y, x, n);
+    scramble(y, n, 4);
+    dz_error err = {0};
+    ok(dz_store_start_write(s, 0, x, &err), &err);
+    ok(dz_store_start_call(s, read0_fn, &w, 10, x, &err), &err);
+    ok(dz_store_start_write(s, 0, y, &err), &err);
+    ok(dz_store_start_call(s, read0_fn, &w, 11, NULL, &err), &err);
+    ok(dz_store_start_update(s, 0, upd, xor_fn, &w, &err), &err);
+    ok(dz_store_wait(s, &err), &err);
+    assert_int_equal(w.calls, 3);
+    assert_int_equal(w.arg[0], 10);
+    assert_int_equal(w.arg[1], 11);
+    assert_int_equal(w.arg[2], 0);
+    assert_ptr_equal(w.buf[0], x);
+    assert_null(w.buf[1]);
+    for (int k = 0; k < 3; k++) assert_int_equal(w.order[k], k);
+    assert_memory_equal(w.copy[0], x, n);
+    assert_memory_equal(w.copy[1], y, n);
+    memcpy(want, y, n);
+    xor_bytes(want, n);
+    assert_memory_equal(upd, want, n); /* the update read Y */
+    free(x), free(y), free(upd), free(want), free(w.copy[0]), free(w.copy[1]);
+    dz_store_close(s);
+    dz_model_free(m);
+}
+
+/* Ranges: a write inside a block changes exactly those bytes; reads and writes outside
+ * the block, or of a block that does not exist, fail naming the file. */
+static void test_ranges(void **state) {
+    (void)state;
+    dz_model *m = load("opt_preln", DZ_F32);
+    dz_store *s = create(m, "ranges.safetensors", DZ_STORE_DROP_CACHE);
+    const int nb = dz_store_n_blocks(s), b = nb - 1; /* the global block */
+    const size_t n = dz_store_block_bytes(s, b), off = n / 3, len = n / 4;
+    unsigned char *want = malloc(n), *got = malloc(n), *part = malloc(len);
+    model_block(m, b, want);
+    dz_error err = {0};
+    ok(dz_store_read_range(s, b, off, len, part, &err), &err);
+    assert_memory_equal(part, want + off, len);
+    scramble(want + off, len, 9);
+    ok(dz_store_write_range(s, b, off, len, want + off, &err), &err);
+    ok(dz_store_read_block(s, b, got, &err), &err);
+    assert_memory_equal(got, want, n);
+    ok(dz_store_read_range(s, b, n, 0, part, &err), &err); /* empty, at the end: fine */
+    const struct { int block; uint64_t off; size_t len; } bad[] = {
+        {b, n + 1, 0}, {b, n - 1, 2}, {b, 0, n + 1}, {b, UINT64_MAX, 2}, {nb, 0, 1}, {-1, 0, 1}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        memset(&err, 0, sizeof err);
+        assert_int_equal(dz_store_read_range(s, bad[k].block, bad[k].off, bad[k].len, part, &err), DZ_ERR_INVALID);
+        assert_non_null(strstr(err.msg, dz_store_path(s)));
+        memset(&err, 0, sizeof err);
+        assert_int_equal(dz_store_write_range(s, bad[k].block, bad[k].off, bad[k].len, part, &err), DZ_ERR_INVALID);
+        assert_non_null(strstr(err.msg, dz_store_path(s)));
+    }
+    ok(dz_store_read_block(s, b, got, &err), &err);
+    assert_memory_equal(got, want, n); /* the refused writes changed nothing */
+    free(want), free(got), free(part);
+    dz_store_close(s);
+    dz_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_opt_f32),          cmocka_unit_test(test_opt_bf16),
         cmocka_unit_test(test_llama_f32),        cmocka_unit_test(test_llama_bf16_drop_cache),
         cmocka_unit_test(test_missing_folder),   cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_wrong_order),
+        cmocka_unit_test(test_wrong_order),      cmocka_unit_test(test_start_update),
+        cmocka_unit_test(test_start_call_order), cmocka_unit_test(test_ranges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

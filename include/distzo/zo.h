@@ -107,8 +107,12 @@ dz_weight_source dz_zo_master_source(const dz_zo_engine *e);
 /* Bytes of working buffers the engine holds (two fp32 copies of the largest block, ...). */
 size_t dz_zo_engine_bytes(const dz_zo_engine *e);
 /* The same from the model's table and its forward's shape (row_floats =
- * dz_forward_row_floats, rows = max_batch * max_seq), without a store's block slots. */
+ * dz_forward_row_floats, rows = max_batch * max_seq), without a store's buffers. */
 size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t rows);
+/* What a disk store adds to them, masters of dtype: the second pair of fp32 working copies
+ * (the I/O thread fills block l+1's while layer l computes) and the bounded chunk buffer
+ * its transfers go through. */
+size_t dz_zo_store_bytes_for(const dz_param_table *t, dz_dtype dtype);
 
 /* How a step's work is shared among processes (src/dist sets it up; one process needs
  * none of it). Every rank applies every update, so replicas never exchange weights. */

@@ -26,12 +26,12 @@ static void print_json(const char *model, const dz_plan_request *r, const dz_pla
         const dz_plan_layout *L = &p->l[i];
         printf("%s{\"ranks\": %d, \"pertp\": %d, \"dp\": %d, \"local_batch\": %d, \"signs_per_rank\": %d, "
                "\"shared_masters\": %s, \"memory\": {\"overhead\": %.0f, \"masters\": %.0f, \"activations\": %.0f, "
-               "\"engine\": %.0f, \"node_working_copies\": %.0f, \"block_slots\": %.0f, \"load_extra\": %.0f, \"per_rank\": %.0f, \"per_node\": %.0f}, "
+               "\"engine\": %.0f, \"node_working_copies\": %.0f, \"store_buffers\": %.0f, \"load_extra\": %.0f, \"per_rank\": %.0f, \"per_node\": %.0f}, "
                "\"comm\": {\"payload_per_rank\": %.0f, \"wire_per_rank\": %.0f, \"wire_total\": %.0f, "
                "\"node_barriers\": %d}, \"work\": {\"gflop_per_rank\": %.6f, \"perturbed_elements\": %.0f, "
                "\"updated_elements\": %.0f}, \"feasible\": %s, \"why\": ",
                i ? ", " : "", L->n, L->p, L->d, L->local_batch, L->signs, L->shared_masters ? "true" : "false",
-               L->overhead, L->masters, L->forward, L->engine, L->node_work, L->slots, L->load_extra, L->rank_peak, L->node_peak,
+               L->overhead, L->masters, L->forward, L->engine, L->node_work, L->store_bufs, L->load_extra, L->rank_peak, L->node_peak,
                L->payload_per_rank, L->wire_per_rank, L->wire_total, L->barriers, L->gflop_per_rank, L->perturbed,
                L->updated, L->feasible ? "true" : "false");
         dz_cli_json_string(stdout, L->why);
@@ -56,7 +56,7 @@ static void print_table(const char *model, const dz_plan_request *r, const dz_pl
         snprintf(name, sizeof name, "P%d x D%d", L->p, L->d);
         printf("%-10s %6d %6d | %9.1f %9.1f | %7.1f%s %8.1f %8.1f | %11.0f %10.3f %9.2f | %s%s\n", name, L->n,
                L->local_batch, mb(L->rank_peak), mb(L->node_peak), mb(L->masters), L->shared_masters ? "s" : " ",
-               mb(L->forward), mb(L->engine + L->slots + L->node_work), L->wire_per_rank, L->gflop_per_rank,
+               mb(L->forward), mb(L->engine + L->store_bufs + L->node_work), L->wire_per_rank, L->gflop_per_rank,
                (L->perturbed + L->updated) / 1e6, L->feasible ? "yes" : "no: ", L->why);
     }
     printf("\nMB/rank counts shared masters (s) in each rank, as peak RSS does; MB/node counts them once.\n"
@@ -126,6 +126,7 @@ int dz_cmd_plan(int argc, char **argv) {
     }
     if (r.seq == 0) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
     r.engine_bytes = dz_zo_engine_bytes_for;
+    r.store_bytes = dz_zo_store_bytes_for;
     dz_plan p;
     if (dz_plan_make(&r, &p, &err) != DZ_OK) return dz_cli_fail(&err);
     if (json) print_json(model, &r, &p);

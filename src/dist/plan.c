@@ -27,7 +27,6 @@ typedef struct table_sums {
     double small_globals;  /* final norm, projections: read whole */
     double all;
     double largest_tensor; /* bytes in the master dtype, aligned */
-    double largest_block;  /* bytes of the largest layer block in the master dtype */
 } table_sums;
 
 static table_sums sums_of(const dz_param_table *t, const dz_config *c, dz_dtype master) {
@@ -45,10 +44,6 @@ static table_sums sums_of(const dz_param_table *t, const dz_config *c, dz_dtype 
         } else if (p->role != DZ_G_TOK_EMB && p->role != DZ_G_POS_EMB) {
             s.small_globals += n; /* embeddings are read a row per token: negligible */
         }
-    }
-    for (int b = 0; b < c->n_layers; b++) {
-        const double bytes = (double)dz_param_table_bytes(t, master, b);
-        if (bytes > s.largest_block) s.largest_block = bytes;
     }
     return s;
 }
@@ -79,9 +74,9 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     L->engine -= L->node_work;
     L->overhead = n > 1 ? r->overhead_mpi : r->overhead;
     L->masters = (double)dz_param_table_bytes(t, r->master, r->disk_store ? r->cfg.n_layers : -1);
-    L->slots = r->disk_store ? 2.0 * s->largest_block : 0.0;
+    L->store_bufs = r->disk_store && r->store_bytes ? (double)r->store_bytes(t, r->master) : 0.0;
     L->load_extra = s->largest_tensor; /* the file pages of the tensor being copied in at load */
-    const double work = L->forward + L->engine + L->slots;
+    const double work = L->forward + L->engine + L->store_bufs;
     L->rank_peak = L->overhead + L->masters + L->node_work + (work > L->load_extra ? work : L->load_extra);
     if (L->shared_masters) { /* the node's leader copies in before anyone allocates working buffers */
         const double all_work = R * work;

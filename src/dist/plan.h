@@ -4,7 +4,7 @@
  *
  * Placement: the master weights live once per node in shared memory when a node runs
  * several ranks with --store ram (else once per rank; with a disk store only the global
- * block stays resident, plus two layer slots); working copies, activations and the
+ * block stays resident, plus the store's buffers); working copies, activations and the
  * process itself are per rank. Sizes come from the runtime's own functions
  * (dz_forward_bytes_for, dz_param_table_bytes, the engine's bytes function), so the plan
  * changes when the code does. docs/PLANNER.md has the formulas and the measured check. */
@@ -41,6 +41,8 @@ typedef struct dz_plan_request {
     double overhead, overhead_mpi; /* fixed bytes per process: alone, under mpirun */
     /* The engine's working buffers (dz_zo_engine_bytes_for; src/zo sits above src/dist). */
     size_t (*engine_bytes)(const dz_param_table *t, size_t row_floats, size_t rows);
+    /* What a disk store adds (dz_zo_store_bytes_for: second pair of working copies, chunk buffer). */
+    size_t (*store_bytes)(const dz_param_table *t, dz_dtype master);
 } dz_plan_request;
 
 typedef struct dz_plan_layout {
@@ -49,7 +51,7 @@ typedef struct dz_plan_layout {
     int signs;             /* forwards per rank per sample: 2 (P = 1) or 1 (P = 2) */
     int shared_masters;    /* masters once per node in shared memory */
     /* bytes, per rank */
-    double overhead, masters, forward, engine, slots, load_extra;
+    double overhead, masters, forward, engine, store_bufs, load_extra;
     double node_work;      /* working copies shared by the node's ranks (0 unless shared masters) */
     double rank_peak;      /* as peak RSS counts it (shared masters count in each rank) */
     double node_peak;      /* shared masters counted once */

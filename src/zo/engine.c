@@ -14,8 +14,8 @@
 /* Elements per unit of parallel work: big enough to amortize scheduling, small enough
  * to balance a block's tensors over the threads. */
 enum { SPAN = 32768, PARALLEL_ROWS_MIN = 65536 };
-/* Spans of the global block one I/O-thread pass reads, updates and writes back when the
- * block streams (8 MB of f32): bounds the chunk buffer, not the file's layout. */
+/* Spans one pass over a block in the store moves at a time (8 MB of f32): bounds the
+ * chunk buffer, not the file's layout. */
 enum { GCHUNK_SPANS = 64 };
 
 typedef struct span {
@@ -34,9 +34,11 @@ struct dz_zo_engine {
     int *block_first_span;    /* spans of block b: [block_first_span[b], block_first_span[b+1]) */
     size_t *tensor_off;       /* offset of a layer tensor inside its block's working buffers */
     int (*layer_ids)[DZ_L_COUNT]; /* tensor id of (layer, role), or -1 */
-    float *wplus, *wminus;    /* one layer block, +eps and -eps */
+    float *wplus[2], *wminus[2]; /* pairs of working copies (+eps, -eps) of a layer block: pair 0
+                                  * always, pair 1 with a store (block l uses pair l % 2, so the
+                                  * I/O thread fills block l+1's while layer l computes) */
     size_t block_floats;      /* floats in each: the largest layer block */
-    int own_work;             /* wplus/wminus are this engine's (not a node's shared set) */
+    int own_work;             /* wplus[0]/wminus[0] are this engine's (not a node's shared set) */
     float *minus_cache;       /* stream 1's rows, computed with stream 0's (same z) */
     size_t row_floats;
     int cache_valid, cache_id;
@@ -48,10 +50,10 @@ struct dz_zo_engine {
     float upd_g[DZ_ZO_MAX_Q];
     float *lp[2], *plp[2];    /* log-probs of each sign: continuation rows, prompt rows */
     dz_store *store;          /* layer masters on disk (NULL: in the model's memory) */
-    char *slot[2];            /* resident copies of layer blocks l % 2 */
+    int prep_apply[2];        /* per pair: the queued preparation applies the pending update */
     int stream_globals;       /* the global block stays in the store too (the model holds no tensor) */
     char *gtheta;             /* streamed globals: the rows zo_rows reads, in the store's dtype */
-    char *gchunk;             /* streamed globals: the I/O thread's buffer for their update */
+    char *chunk;              /* a store's bounded transfer buffer: GCHUNK_SPANS spans of a block */
     int gapply;               /* streamed globals: this pass's update is not yet in the store */
     int io_failed;            /* a read inside rows() failed (it has no error path): io_err says why */
     dz_error io_err;
@@ -65,12 +67,15 @@ static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->k
 
 static int is_bf16(const dz_zo_engine *e) { return dz_model_dtype(e->m) == DZ_BF16; }
 
+/* Element i0 of a tensor the model holds (not one that lives in the store: in_store). */
 static void *theta_at(const dz_zo_engine *e, int id, uint64_t i0) {
-    const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
-    const int b = dz_model_params(e->m)->params[id].block;
-    if (e->store && b < e->n_blocks - 1) /* a layer block, resident in its slot */
-        return e->slot[b % 2] + dz_store_tensor_offset_in_block(e->store, id) + i0 * esz;
-    return (char *)dz_model_tensor(e->m, id) + i0 * esz;
+    return (char *)dz_model_tensor(e->m, id) + i0 * dz_dtype_size(dz_model_dtype(e->m));
+}
+
+/* Block b's masters live in the store (a layer, or a streamed global block), so every
+ * pass over them goes chunk by chunk through the chunk buffer. */
+static int in_store(const dz_zo_engine *e, int b) {
+    return e->store && (b < e->n_blocks - 1 || e->stream_globals);
 }
 
 /* The pending update as one tensor sees it (no decay on biases and norms). */
@@ -108,77 +113,120 @@ static size_t span_offset(const dz_zo_engine *e, const span *s) {
     return dz_store_tensor_offset_in_block(e->store, s->id) + s->i0 * dz_dtype_size(dz_model_dtype(e->m));
 }
 
-/* I/O thread: the pending update of layer block b, just read into buf (then written back). */
-static dz_status update_slot_cb(void *user, int b, void *buf, dz_error *err) {
-    (void)err;
-    const dz_zo_engine *e = user;
-    for (int k = e->block_first_span[b]; k < e->block_first_span[b + 1]; k++)
-        update_span(e, &e->spans[k], (char *)buf + span_offset(e, &e->spans[k]));
-    return DZ_OK;
+/* A span's bytes, 8 at a time through a multiply-xor chain, then keyed by the span index
+ * so equal contents at different places do not cancel in the sum. */
+static uint64_t hash_span(const unsigned char *p, size_t n, uint64_t k) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    uint64_t state = h + k * 0xbf58476d1ce4e5b9ULL;
+    return dz_splitmix64(&state);
 }
 
-/* Streamed global block: slice k of n_layers of its spans (one per layer, so the work
- * spreads over the step) read into buf, updated and written back, GCHUNK_SPANS at a time.
- * The global block is one byte range in table order, so consecutive spans are adjacent. */
-static dz_status update_global_slice_cb(void *user, int k, void *buf, dz_error *err) {
-    const dz_zo_engine *e = user;
-    const int g = e->n_blocks - 1, slices = g > 0 ? g : 1;
-    const int64_t first = e->block_first_span[g], count = e->block_first_span[g + 1] - first;
-    const int a = (int)(first + count * k / slices), b = (int)(first + count * (k + 1) / slices);
+/* What one pass over spans of a block in the store does to each span, in its chunk. */
+typedef struct pass {
+    int apply;            /* apply the pending update (the range is then written back) */
+    int pair;             /* >= 0: write w+/w- of the spans into this pair (after the update) */
+    uint64_t *hash;       /* non-NULL: add the hashes of this slice's spans */
+    int slice, n_slices;  /* with hash: spans k with k % n_slices == slice */
+    int parallel;         /* spread a chunk's spans over the OpenMP threads (not on the I/O thread) */
+} pass;
+
+/* Spans [a, b) of block blk in the store, GCHUNK_SPANS at a time: read the chunk (the
+ * spans are adjacent: a block is one byte range in table order), run the pass on each
+ * span where it lies in the chunk, write the chunk back if it changed. The same
+ * element-wise kernels as in memory, so the bits do not depend on where this runs. */
+static dz_status chunk_pass(dz_zo_engine *e, int blk, int a, int b, const pass *p, dz_error *err) {
     const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
     for (int s0 = a; s0 < b; s0 += GCHUNK_SPANS) {
         const int s1 = b - s0 < GCHUNK_SPANS ? b : s0 + GCHUNK_SPANS;
         const size_t off = span_offset(e, &e->spans[s0]);
         const size_t len = span_offset(e, &e->spans[s1 - 1]) + e->spans[s1 - 1].n * esz - off;
-        dz_status st = dz_store_read_range(e->store, g, off, len, buf, err);
+        dz_status st = dz_store_read_range(e->store, blk, off, len, e->chunk, err);
         if (st != DZ_OK) return st;
-        for (int j = s0; j < s1; j++) update_span(e, &e->spans[j], (char *)buf + span_offset(e, &e->spans[j]) - off);
-        if ((st = dz_store_write_range(e->store, g, off, len, buf, err)) != DZ_OK) return st;
+        uint64_t h = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : h) if (p->parallel)
+        for (int j = s0; j < s1; j++) {
+            const span *sp = &e->spans[j];
+            char *th = e->chunk + span_offset(e, sp) - off;
+            if (p->pair >= 0) {
+                const size_t w = e->tensor_off[sp->id] + sp->i0;
+                perturb_span(e, sp->id, sp->i0, sp->n, th, e->wplus[p->pair] + w, e->wminus[p->pair] + w, p->apply);
+            } else if (p->apply) {
+                update_span(e, sp, th);
+            }
+            if (p->hash && j % p->n_slices == p->slice) h += hash_span((const unsigned char *)th, sp->n * esz, (uint64_t)j);
+        }
+        if (p->hash) *p->hash += h;
+        if (p->apply && (st = dz_store_write_range(e->store, blk, off, len, e->chunk, err)) != DZ_OK) return st;
     }
     return DZ_OK;
 }
 
+/* I/O thread: layer block l read chunk by chunk, the pending update applied and written
+ * back (if the caller queued it with one), and w+/w- written into pair l % 2. */
+static dz_status prepare_cb(void *user, int l, void *buf, dz_error *err) {
+    (void)buf;
+    dz_zo_engine *e = user;
+    const pass p = {.apply = e->prep_apply[l % 2], .pair = l % 2};
+    return chunk_pass(e, l, e->block_first_span[l], e->block_first_span[l + 1], &p, err);
+}
+
+/* I/O thread, streamed global block: slice k of n_layers of its spans (one per layer, so
+ * the work spreads over the step) updated in the store. */
+static dz_status update_global_slice_cb(void *user, int k, void *buf, dz_error *err) {
+    (void)buf;
+    dz_zo_engine *e = user;
+    const int g = e->n_blocks - 1, slices = g > 0 ? g : 1;
+    const int64_t first = e->block_first_span[g], count = e->block_first_span[g + 1] - first;
+    const pass p = {.apply = 1, .pair = -1};
+    return chunk_pass(e, g, (int)(first + count * k / slices), (int)(first + count * (k + 1) / slices), &p, err);
+}
+
 /* Applies the pending update to block b alone (no perturbation), outside the step's
- * pipeline (flush, replay): a layer block on disk goes through its slot, a streamed
- * global block through the chunk buffer. With shared masters this rank updates only its
- * slice of the spans. */
+ * pipeline (flush, replay): a block in the store chunk by chunk, the chunk's spans over
+ * the OpenMP threads. With shared masters (never with a store) this rank updates only
+ * its slice of the spans. */
 static void update_block(dz_zo_engine *e, int b) {
     if (!e->pending || e->applied[b]) return;
-    const int global = b == e->n_blocks - 1, on_disk = e->store && !global;
     dz_error err = {0};
     if (e->store && dz_store_wait(e->store, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
-    if (global && e->stream_globals) {
-        for (int k = 0; k < (b > 0 ? b : 1); k++)
-            if (update_global_slice_cb(e, k, e->gchunk, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
+    const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
+    if (in_store(e, b)) {
+        const pass p = {.apply = 1, .pair = -1, .parallel = 1};
+        if (chunk_pass(e, b, first, last, &p, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
         e->applied[b] = 1;
         return;
     }
-    if (on_disk && dz_store_read_block(e->store, b, e->slot[b % 2], &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
-    const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
     const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int k = first; k < last; k++) /* with shared masters, this rank's slice of the spans */
         if (k % n == mine) update_span(e, &e->spans[k], theta_at(e, e->spans[k].id, e->spans[k].i0));
-    if (on_disk && dz_store_write_block(e->store, b, e->slot[b % 2], &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
     e->applied[b] = 1;
 }
 
-/* Queues layer block l into its slot; with an update pending the I/O thread applies it
- * between the read and the write-back, so the slot arrives up to date. */
-static dz_status prefetch(dz_zo_engine *e, int l, dz_error *err) {
-    if (!e->pending || e->applied[l]) return dz_store_start_read(e->store, l, e->slot[l % 2], err);
-    e->applied[l] = 1;
-    return dz_store_start_update(e->store, l, e->slot[l % 2], update_slot_cb, e, err);
+/* Queues the preparation of layer block l into pair l % 2 (prepare_cb), with the pending
+ * update if block l does not have it yet. The caller must be done with that pair. */
+static dz_status prepare(dz_zo_engine *e, int l, dz_error *err) {
+    e->prep_apply[l % 2] = e->pending && !e->applied[l];
+    if (e->prep_apply[l % 2]) e->applied[l] = 1;
+    return dz_store_start_call(e->store, prepare_cb, e, l, NULL, err);
 }
 
-/* With a store: block l's slot is ready once the queue drains; then block l+1 starts
- * loading into the other slot, and a slice of a streamed global block's update follows,
- * both overlapped with layer l's compute. */
+/* With a store: once the queue drains, block l's pair is ready (and layer l-1, which used
+ * the other pair, is done); then block l+1's preparation into the other pair and a slice
+ * of a streamed global block's update are queued, both overlapped with layer l's compute. */
 static dz_status stage_block(dz_zo_engine *e, int l, dz_error *err) {
     if (!e->store) return DZ_OK;
     dz_status st = dz_store_wait(e->store, err);
-    if (st == DZ_OK && l + 1 < e->n_blocks - 1) st = prefetch(e, l + 1, err);
-    if (st == DZ_OK && e->gapply) st = dz_store_start_call(e->store, update_global_slice_cb, e, l, e->gchunk, err);
+    if (st == DZ_OK && l + 1 < e->n_blocks - 1) st = prepare(e, l + 1, err);
+    if (st == DZ_OK && e->gapply) st = dz_store_start_call(e->store, update_global_slice_cb, e, l, NULL, err);
     return st;
 }
 
@@ -189,12 +237,11 @@ static void shared_barrier(dz_zo_engine *e) {
     if (e->par.n_slices > 1 && e->par.barrier(e->par.ctx, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
 }
 
-/* Fills the working buffers of layer block l; in memory the pending update is fused in
- * (a store's slot already has it). With a node's ranks sharing the masters and the working
- * buffers, each fills its slice of the spans (updating only those masters), between
- * barriers. */
+/* Without a store: fills pair 0 with layer block l, the pending update fused in. With a
+ * node's ranks sharing the masters and the working buffers, each fills its slice of the
+ * spans (updating only those masters), between barriers. */
 static void fill_block(dz_zo_engine *e, int l) {
-    const int apply = !e->store && e->pending && !e->applied[l];
+    const int apply = e->pending && !e->applied[l];
     const int first = e->block_first_span[l], last = e->block_first_span[l + 1];
     const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
     shared_barrier(e);
@@ -203,7 +250,7 @@ static void fill_block(dz_zo_engine *e, int l) {
         if (k % n != mine) continue;
         const span *s = &e->spans[k];
         const size_t off = e->tensor_off[s->id] + s->i0;
-        perturb_span(e, s->id, s->i0, s->n, theta_at(e, s->id, s->i0), e->wplus + off, e->wminus + off, apply);
+        perturb_span(e, s->id, s->i0, s->n, theta_at(e, s->id, s->i0), e->wplus[0] + off, e->wminus[0] + off, apply);
     }
     shared_barrier(e);
     if (apply) e->applied[l] = 1;
@@ -280,15 +327,21 @@ size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t
     return (2 * max_layer_floats(t) + row_floats + 4 * rows) * sizeof(float);
 }
 
-/* What the engine allocates (the resident check counts it before the engine exists): two
- * fp32 working copies of the largest layer, stream 1's rows, four log-prob vectors; with a
- * store two block slots; with the global block streamed its row and chunk buffers. */
+/* A store's second pair of fp32 working copies and its chunk buffer (masters of dtype). */
+size_t dz_zo_store_bytes_for(const dz_param_table *t, dz_dtype dtype) {
+    return 2 * max_layer_floats(t) * sizeof(float) + (size_t)GCHUNK_SPANS * SPAN * dz_dtype_size(dtype);
+}
+
+/* What the engine allocates (the resident check counts it before the engine exists): a
+ * pair of fp32 working copies of the largest layer, stream 1's rows, four log-prob
+ * vectors; with a store the second pair and the chunk buffer; with the global block
+ * streamed its row buffer. */
 static size_t work_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals) {
     const size_t rows = (size_t)dz_forward_max_batch(f) * dz_forward_max_seq(f);
-    const size_t esz = dz_dtype_size(s ? dz_store_dtype(s) : dz_model_dtype(m)); /* the model may not have it yet */
+    const dz_dtype dt = s ? dz_store_dtype(s) : dz_model_dtype(m); /* the model may not have it yet */
     size_t bytes = dz_zo_engine_bytes_for(dz_model_params(m), dz_forward_row_floats(f), rows);
-    if (s) bytes += 2 * dz_store_max_layer_bytes(s);
-    if (s && stream_globals) bytes += dz_forward_row_floats(f) * esz + (size_t)GCHUNK_SPANS * SPAN * esz;
+    if (s) bytes += dz_zo_store_bytes_for(dz_model_params(m), dt);
+    if (s && stream_globals) bytes += dz_forward_row_floats(f) * dz_dtype_size(dt);
     return bytes;
 }
 
@@ -315,8 +368,8 @@ static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
         }
     }
     e->block_first_span[e->n_blocks] = (int)k;
-    e->wplus = dz_alloc(max_block * sizeof(float));
-    e->wminus = dz_alloc(max_block * sizeof(float));
+    e->wplus[0] = dz_alloc(max_block * sizeof(float));
+    e->wminus[0] = dz_alloc(max_block * sizeof(float));
     e->block_floats = max_block, e->own_work = 1;
     e->row_floats = dz_forward_row_floats(e->f);
     e->minus_cache = dz_alloc(e->row_floats * sizeof(float));
@@ -331,7 +384,7 @@ static dz_status build_spans(dz_zo_engine *e, dz_error *err) {
     for (int l = 0; l < e->n_blocks - 1; l++)
         for (int r = 0; r < DZ_L_COUNT; r++) e->layer_ids[l][r] = dz_param_find(t, l, r);
     e->bytes = work_bytes(e->m, e->f, NULL, 0);
-    if (!e->wplus || !e->wminus || !e->minus_cache || !e->lp[0] || !e->lp[1] || !e->plp[0] || !e->plp[1] || !e->applied)
+    if (!e->wplus[0] || !e->wminus[0] || !e->minus_cache || !e->lp[0] || !e->lp[1] || !e->plp[0] || !e->plp[1] || !e->applied)
         return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)", max_block);
     return DZ_OK;
 }
@@ -373,13 +426,13 @@ dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *
                                  ? e->spans[e->block_first_span[e->n_blocks - 1]].id
                                  : t->count - 1;
     e->stream_globals = dz_model_tensor(e->m, first_global) == NULL; /* the model let go of it */
-    for (int k = 0; k < 2; k++)
-        if (!(e->slot[k] = dz_alloc(dz_store_max_layer_bytes(s))))
-            return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate block slots");
     const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
-    if (e->stream_globals && (!(e->gtheta = dz_alloc(e->row_floats * esz)) ||
-                              !(e->gchunk = dz_alloc((size_t)GCHUNK_SPANS * SPAN * esz))))
-        return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate the global block's buffers");
+    if (!(e->wplus[1] = dz_alloc(e->block_floats * sizeof(float))) ||
+        !(e->wminus[1] = dz_alloc(e->block_floats * sizeof(float))) ||
+        !(e->chunk = dz_alloc((size_t)GCHUNK_SPANS * SPAN * esz)))
+        return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate the second pair of working copies");
+    if (e->stream_globals && !(e->gtheta = dz_alloc(e->row_floats * esz)))
+        return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate the global block's row buffer");
     e->bytes = work_bytes(e->m, e->f, s, e->stream_globals);
     e->store = s;
     return DZ_OK;
@@ -410,7 +463,7 @@ dz_status dz_zo_plan_resident(const dz_model *m, const dz_forward *f, const stru
     }
     return dz_fail(err, DZ_ERR_INVALID,
                    "--max-resident %d MB cannot hold what training keeps in memory: %.1f MB even with every weight in "
-                   "the store (activations %.1f MB, working copies, two block slots and row buffers %.1f MB)",
+                   "the store (activations %.1f MB, two pairs of working copies, chunk and row buffers %.1f MB)",
                    cap_mb, total(r) / 1048576.0, r.activations / 1048576.0, r.buffers / 1048576.0);
 }
 
@@ -442,18 +495,18 @@ dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct d
 
 void dz_zo_engine_free(dz_zo_engine *e) {
     if (!e) return;
-    dz_free(e->slot[0]);
-    dz_free(e->slot[1]);
+    dz_free(e->wplus[1]);
+    dz_free(e->wminus[1]);
     dz_free(e->gtheta);
-    dz_free(e->gchunk);
+    dz_free(e->chunk);
     free(e->spans);
     free(e->block_first_span);
     free(e->tensor_off);
     free(e->applied);
     free(e->layer_ids);
     if (e->own_work) {
-        dz_free(e->wplus);
-        dz_free(e->wminus);
+        dz_free(e->wplus[0]);
+        dz_free(e->wminus[0]);
     }
     dz_free(e->minus_cache);
     for (int k = 0; k < 2; k++) {
@@ -521,7 +574,7 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
         update_block(e, c->n_layers);
         if (sliced) shared_barrier(e);
     }
-    if (e->store && (st = prefetch(e, 0, err)) != DZ_OK) return st; /* overlaps the embedding */
+    if (e->store && (st = prepare(e, 0, err)) != DZ_OK) return st; /* overlaps the embedding */
     for (int i = 0; st == DZ_OK && i < n_signs; i++) {
         const int k = signs[i];
         if (tree) st = dz_forward_embed_tree(e->f, k, &src, b->p_tokens, b->p_lengths, b->n_prompts, b->PT, NULL, -1,
@@ -534,11 +587,12 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
     const float *w[2][DZ_L_COUNT];
     for (int l = 0; l < c->n_layers; l++) {
         if ((st = stage_block(e, l, err)) != DZ_OK) return st;
-        fill_block(e, l); /* the update is applied to the master whichever signs run here */
+        if (!e->store) fill_block(e, l); /* the update is applied to the master whichever signs run here */
+        const int pr = e->store ? l % 2 : 0; /* a store's I/O thread filled pair l % 2 */
         for (int r = 0; r < DZ_L_COUNT; r++) {
             const int id = e->layer_ids[l][r];
-            w[0][r] = id < 0 ? NULL : e->wplus + e->tensor_off[id];
-            w[1][r] = id < 0 ? NULL : e->wminus + e->tensor_off[id];
+            w[0][r] = id < 0 ? NULL : e->wplus[pr] + e->tensor_off[id];
+            w[1][r] = id < 0 ? NULL : e->wminus[pr] + e->tensor_off[id];
         }
         for (int i = 0; i < n_signs; i++) {
             const int k = signs[i];
@@ -624,29 +678,13 @@ dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz
         return dz_fail(err, DZ_ERR_INVALID, "zo: sliced fills need working buffers shared by the node");
     e->par = *p;
     if (p->n_slices > 1) { /* the node's one working set replaces this rank's own */
-        dz_free(e->wplus);
-        dz_free(e->wminus);
-        e->wplus = p->shared_work, e->wminus = p->shared_work + e->block_floats;
+        dz_free(e->wplus[0]);
+        dz_free(e->wminus[0]);
+        e->wplus[0] = p->shared_work, e->wminus[0] = p->shared_work + e->block_floats;
         e->own_work = 0;
         e->bytes -= 2 * e->block_floats * sizeof(float);
     }
     return DZ_OK;
-}
-
-/* A span's bytes, 8 at a time through a multiply-xor chain, then keyed by the span index
- * so equal contents at different places do not cancel in the sum. */
-static uint64_t hash_span(const unsigned char *p, size_t n, uint64_t k) {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
-    uint64_t state = h + k * 0xbf58476d1ce4e5b9ULL;
-    return dz_splitmix64(&state);
 }
 
 uint64_t dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices) {
@@ -655,10 +693,14 @@ uint64_t dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices) {
     uint64_t total = 0;
     dz_error err = {0};
     for (int b = 0; b < e->n_blocks; b++) {
-        if (e->store && b < e->n_blocks - 1 && dz_store_read_block(e->store, b, e->slot[b % 2], &err) != DZ_OK)
-            dz_log(DZ_LOG_ERROR, "%s", err.msg);
         uint64_t part = 0;
         const int first = e->block_first_span[b], last = e->block_first_span[b + 1];
+        if (in_store(e, b)) {
+            const pass p = {.pair = -1, .hash = &part, .slice = slice, .n_slices = n_slices, .parallel = 1};
+            if (chunk_pass(e, b, first, last, &p, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
+            total += part;
+            continue;
+        }
 #pragma omp parallel for schedule(dynamic, 1) reduction(+ : part)
         for (int k = first; k < last; k++)
             if (k % n_slices == slice) {
