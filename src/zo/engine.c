@@ -108,6 +108,10 @@ static void update_span(const dz_zo_engine *e, const span *s, void *th) {
         dz_update_f32(th, s->n, u.g, u.q, u.lr, u.wd, e->p.seed, (uint32_t)s->id, u.step, s->i0, e->dist);
 }
 
+/* With masters shared by a node's ranks, span k is this rank's to update and perturb when
+ * k mod n_slices is its slice; alone, every span is. */
+static int my_span(const dz_zo_engine *e, int k) { return e->par.n_slices <= 1 || k % e->par.n_slices == e->par.slice; }
+
 /* Where span s starts inside its block's bytes in the store. */
 static size_t span_offset(const dz_zo_engine *e, const span *s) {
     return dz_store_tensor_offset_in_block(e->store, s->id) + s->i0 * dz_dtype_size(dz_model_dtype(e->m));
@@ -204,10 +208,9 @@ static void update_block(dz_zo_engine *e, int b) {
         e->applied[b] = 1;
         return;
     }
-    const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int k = first; k < last; k++) /* with shared masters, this rank's slice of the spans */
-        if (k % n == mine) update_span(e, &e->spans[k], theta_at(e, e->spans[k].id, e->spans[k].i0));
+    for (int k = first; k < last; k++)
+        if (my_span(e, k)) update_span(e, &e->spans[k], theta_at(e, e->spans[k].id, e->spans[k].i0));
     e->applied[b] = 1;
 }
 
@@ -237,17 +240,27 @@ static void shared_barrier(dz_zo_engine *e) {
     if (e->par.n_slices > 1 && e->par.barrier(e->par.ctx, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
 }
 
+/* The pending update of blocks [b0, b1) outside the step's fills (flush, replay, the global
+ * block before its rows are read). With shared masters, between barriers: nobody reads old
+ * weights while slices are written, nor new ones before every slice is in. */
+static void update_blocks(dz_zo_engine *e, int b0, int b1) {
+    int todo = 0;
+    for (int b = b0; b < b1; b++) todo |= e->pending && !e->applied[b];
+    if (todo) shared_barrier(e);
+    for (int b = b0; b < b1; b++) update_block(e, b);
+    if (todo) shared_barrier(e);
+}
+
 /* Without a store: fills pair 0 with layer block l, the pending update fused in. With a
  * node's ranks sharing the masters and the working buffers, each fills its slice of the
  * spans (updating only those masters), between barriers. */
 static void fill_block(dz_zo_engine *e, int l) {
     const int apply = e->pending && !e->applied[l];
     const int first = e->block_first_span[l], last = e->block_first_span[l + 1];
-    const int n = e->par.n_slices > 1 ? e->par.n_slices : 1, mine = n > 1 ? e->par.slice : 0;
     shared_barrier(e);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int k = first; k < last; k++) {
-        if (k % n != mine) continue;
+        if (!my_span(e, k)) continue;
         const span *s = &e->spans[k];
         const size_t off = e->tensor_off[s->id] + s->i0;
         perturb_span(e, s->id, s->i0, s->n, theta_at(e, s->id, s->i0), e->wplus[0] + off, e->wminus[0] + off, apply);
@@ -522,10 +535,7 @@ size_t dz_zo_engine_bytes(const dz_zo_engine *e) { return e->bytes; }
 size_t dz_zo_block_floats(const dz_zo_engine *e) { return e->block_floats; }
 
 void dz_zo_flush(dz_zo_engine *e) {
-    const int sliced = e->par.n_slices > 1 && e->pending;
-    if (sliced) shared_barrier(e);
-    for (int b = 0; b < e->n_blocks; b++) update_block(e, b);
-    if (sliced) shared_barrier(e);
+    update_blocks(e, 0, e->n_blocks);
     e->pending = 0;
     dz_error err = {0};
     if (e->store && dz_store_wait(e->store, &err) != DZ_OK) dz_log(DZ_LOG_ERROR, "%s", err.msg);
@@ -569,10 +579,7 @@ static dz_status dual_forward(dz_zo_engine *e, const dz_zo_batch *b, double *out
         e->gapply = e->pending && !e->applied[c->n_layers];
         e->applied[c->n_layers] = 1;
     } else { /* the global block is read by rows: bring it up to date first */
-        const int sliced = e->par.n_slices > 1 && e->pending && !e->applied[c->n_layers];
-        if (sliced) shared_barrier(e);
-        update_block(e, c->n_layers);
-        if (sliced) shared_barrier(e);
+        update_blocks(e, c->n_layers, c->n_layers + 1);
     }
     if (e->store && (st = prepare(e, 0, err)) != DZ_OK) return st; /* overlaps the embedding */
     for (int i = 0; st == DZ_OK && i < n_signs; i++) {
