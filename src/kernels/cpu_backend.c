@@ -1,4 +1,4 @@
-/* The CPU backend: OpenBLAS for GEMM, OpenMP loops for everything else.
+/* The CPU backend: distzo's own GEMM (gemm.c), OpenMP loops for everything else.
  * Determinism: rows are split across threads with a static schedule and each row's
  * arithmetic runs in a fixed order, so results do not depend on the thread count. */
 #include <math.h>
@@ -7,18 +7,11 @@
 
 #include "kernels/backend.h"
 #include "kernels/blas.h"
+#include "kernels/gemm.h"
 #include "kernels/cpu_simd.h"
 
 static void cpu_matmul(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
-    if (M <= 0 || N <= 0) return;
-    dz_sgemm(0, 1, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
-    if (bias) {
-#pragma omp parallel for schedule(static)
-        for (int r = 0; r < M; r++) {
-            float *row = y + (size_t)r * N;
-            for (int c = 0; c < N; c++) row[c] += bias[c];
-        }
-    }
+    dz_gemm_linear(y, x, w, bias, M, N, K);
 }
 
 static void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {

@@ -1,0 +1,328 @@
+/* distzo's Linear GEMM: y = x w^T + bias with one FMA chain per output element (gemm.h).
+ *
+ * The structure is the classic packed GEMM (Goto; BLIS's five loops): w is packed, a
+ * block of kc x nc at a time, into panels of NR columns stored k-major; x into slivers of
+ * MR rows, also k-major; a micro-kernel keeps an MR x NR tile of y in registers and runs
+ * kc rank-1 updates on it. Splitting K into kc blocks does not change the arithmetic: the
+ * tile is stored after a block and reloaded for the next, and a float in memory is the
+ * float that was in the register, so each element's chain is one chain over all of K.
+ * Threads split N (and M), never K. Edge tiles (fewer than MR rows or NR columns) run the
+ * same kernel on zero padding, so every element gets the same chain wherever it sits.
+ *
+ * The micro-kernel is one body instantiated per vector unit: 12 x 32 (AVX-512, 24 zmm
+ * accumulators), 6 x 16 (AVX2, 12 ymm), and 4 x 8 with fmaf on the baseline, whose
+ * correctly rounded fmaf gives the hardware FMA's bits. */
+#include "kernels/gemm.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+
+/* Blocking: a packed panel of w (KC x NR) stays in L1 while the slivers of x stream
+ * from L2 (MC x KC); a thread's packed block of w (KC x NC) sits in L2/L3. */
+#ifndef GEMM_KC
+#define GEMM_KC 256
+#endif
+#ifndef GEMM_MC
+#define GEMM_MC 240
+#endif
+#ifndef GEMM_NC
+#define GEMM_NC 1536
+#endif
+enum { GEMM_MR_MAX = 12, GEMM_NR_MAX = 32 };
+
+/* One micro-tile: c[0..mr) x [0..NR) (row stride ldc) = (first ? 0 : c) + a . pb over kc,
+ * then + bias[0..NR) when bias is non-NULL (the last K block). a: mr rows of x (row
+ * stride lda, read in place: broadcasts need no packing), pb: kc x NR (k-major). */
+typedef void (*gemm_tile_fn)(int mr, int kc, const float *a, int lda, const float *pb, float *c, int ldc,
+                             int first, const float *bias);
+
+typedef struct gemm_kernel {
+    int mr, nr;
+    gemm_tile_fn tile;
+    const char *name;
+} gemm_kernel;
+
+#define GEMM_INLINE static inline __attribute__((always_inline))
+
+/* The micro-kernel body, for a vector type VT of LANES floats; NR = 2 * LANES. mr is a
+ * constant in each instantiation (see GEMM_DISPATCH), so acc lives in registers. */
+#define GEMM_DEFINE_TILE(isa, ATTR, VT, LANES, MR, LOAD, STORE, ZERO, SET1, FMA, ADD)                          \
+    ATTR GEMM_INLINE void isa##_tile_rows(const int mr, int kc, const float *a, int lda, const float *pb,        \
+                                          float *c, int ldc, int first, const float *bias) {                     \
+        VT acc[MR][2];                                                                                           \
+        for (int i = 0; i < mr; i++) /* the tile's rows of y: in cache by the time it is stored */              \
+            __builtin_prefetch(c + (size_t)i * ldc, 1), __builtin_prefetch(c + (size_t)i * ldc + 2 * LANES - 1, 1); \
+        for (int i = 0; i < mr; i++) {                                                                           \
+            acc[i][0] = first ? ZERO() : LOAD(c + (size_t)i * ldc);                                               \
+            acc[i][1] = first ? ZERO() : LOAD(c + (size_t)i * ldc + LANES);                                       \
+        }                                                                                                        \
+        for (int k = 0; k < kc; k++) {                                                                           \
+            const VT b0 = LOAD(pb + (size_t)k * 2 * LANES), b1 = LOAD(pb + (size_t)k * 2 * LANES + LANES);        \
+            for (int i = 0; i < mr; i++) {                                                                       \
+                const VT ai = SET1(a[(size_t)i * lda + k]);                                                      \
+                acc[i][0] = FMA(ai, b0, acc[i][0]);                                                              \
+                acc[i][1] = FMA(ai, b1, acc[i][1]);                                                              \
+            }                                                                                                    \
+        }                                                                                                        \
+        if (bias) {                                                                                              \
+            const VT c0 = LOAD(bias), c1 = LOAD(bias + LANES);                                                   \
+            for (int i = 0; i < mr; i++) acc[i][0] = ADD(acc[i][0], c0), acc[i][1] = ADD(acc[i][1], c1);          \
+        }                                                                                                        \
+        for (int i = 0; i < mr; i++) {                                                                           \
+            STORE(c + (size_t)i * ldc, acc[i][0]);                                                               \
+            STORE(c + (size_t)i * ldc + LANES, acc[i][1]);                                                       \
+        }                                                                                                        \
+    }
+
+/* The tile function of an ISA: a switch that gives each row count its own constant. */
+#define GEMM_CASE(isa, n) \
+    case n: isa##_tile_rows(n, kc, a, lda, pb, c, ldc, first, bias); break;
+#define GEMM_DEFINE_DISPATCH(isa, ATTR, CASES)                                                              \
+    ATTR static void isa##_tile(int mr, int kc, const float *a, int lda, const float *pb, float *c, int ldc,   \
+                                int first, const float *bias) {                                             \
+        switch (mr) { CASES }                                                                               \
+    }
+
+/* AVX-512: 12 x 32. */
+#define A512_ATTR __attribute__((target("avx512f,avx2,fma")))
+#define A512_ZERO() _mm512_setzero_ps()
+GEMM_DEFINE_TILE(avx512, A512_ATTR, __m512, 16, 12, _mm512_loadu_ps, _mm512_storeu_ps, A512_ZERO, _mm512_set1_ps,
+                 _mm512_fmadd_ps, _mm512_add_ps)
+GEMM_DEFINE_DISPATCH(avx512, A512_ATTR,
+                     GEMM_CASE(avx512, 1) GEMM_CASE(avx512, 2) GEMM_CASE(avx512, 3) GEMM_CASE(avx512, 4)
+                         GEMM_CASE(avx512, 5) GEMM_CASE(avx512, 6) GEMM_CASE(avx512, 7) GEMM_CASE(avx512, 8)
+                             GEMM_CASE(avx512, 9) GEMM_CASE(avx512, 10) GEMM_CASE(avx512, 11)
+                                 GEMM_CASE(avx512, 12))
+
+/* AVX2: 6 x 16. */
+#define A256_ATTR __attribute__((target("avx2,fma")))
+#define A256_ZERO() _mm256_setzero_ps()
+GEMM_DEFINE_TILE(avx2, A256_ATTR, __m256, 8, 6, _mm256_loadu_ps, _mm256_storeu_ps, A256_ZERO, _mm256_set1_ps,
+                 _mm256_fmadd_ps, _mm256_add_ps)
+GEMM_DEFINE_DISPATCH(avx2, A256_ATTR,
+                     GEMM_CASE(avx2, 1) GEMM_CASE(avx2, 2) GEMM_CASE(avx2, 3) GEMM_CASE(avx2, 4) GEMM_CASE(avx2, 5)
+                         GEMM_CASE(avx2, 6))
+
+/* Baseline: 4 x 8 "vectors" of 4 floats, each lane one fmaf chain. */
+typedef struct f4 {
+    float v[4];
+} f4;
+GEMM_INLINE f4 f4_load(const float *p) {
+    f4 r;
+    memcpy(r.v, p, sizeof r.v);
+    return r;
+}
+GEMM_INLINE void f4_store(float *p, f4 a) { memcpy(p, a.v, sizeof a.v); }
+GEMM_INLINE f4 f4_zero(void) { return (f4){{0.0f, 0.0f, 0.0f, 0.0f}}; }
+GEMM_INLINE f4 f4_set1(float a) { return (f4){{a, a, a, a}}; }
+GEMM_INLINE f4 f4_fma(f4 a, f4 b, f4 c) {
+    for (int l = 0; l < 4; l++) c.v[l] = fmaf(a.v[l], b.v[l], c.v[l]);
+    return c;
+}
+GEMM_INLINE f4 f4_add(f4 a, f4 b) {
+    for (int l = 0; l < 4; l++) a.v[l] += b.v[l];
+    return a;
+}
+GEMM_DEFINE_TILE(baseline, , f4, 4, 4, f4_load, f4_store, f4_zero, f4_set1, f4_fma, f4_add)
+GEMM_DEFINE_DISPATCH(baseline, , GEMM_CASE(baseline, 1) GEMM_CASE(baseline, 2) GEMM_CASE(baseline, 3)
+                                     GEMM_CASE(baseline, 4))
+
+static const gemm_kernel gemm_kernels[DZ_ISA_COUNT] = {
+    [DZ_ISA_BASELINE] = {4, 8, baseline_tile, "baseline 4x8 (fmaf)"},
+    [DZ_ISA_AVX2] = {6, 16, avx2_tile, "avx2 6x16"},
+    [DZ_ISA_AVX512] = {12, 32, avx512_tile, "avx512 12x32"},
+};
+
+/* Packing buffers, one pair per thread, allocated on a thread's first call and kept
+ * (the sizes depend only on the blocking constants). Freed at exit. */
+/* Rows of x are copied (memcpy) into a block with this stride: a row stride that is a
+ * multiple of 4 KiB (K = 1024, 2048, 3072...) would put the MR rows a tile reads in one
+ * L1 set. */
+enum { GEMM_X_STRIDE = GEMM_KC + 16 };
+
+typedef struct gemm_workspace {
+    float *px; /* GEMM_MC x GEMM_X_STRIDE: rows of x for one K block */
+    float *pb; /* GEMM_KC x (GEMM_NC + GEMM_NR_MAX) */
+    float bias[GEMM_NR_MAX];
+    float tile[GEMM_MR_MAX * GEMM_NR_MAX];
+    struct gemm_workspace *next;
+} gemm_workspace;
+
+static _Thread_local gemm_workspace *tl_workspace;
+static gemm_workspace *g_workspaces;
+static pthread_mutex_t g_workspaces_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static gemm_workspace *workspace(void) {
+    if (tl_workspace) return tl_workspace;
+    gemm_workspace *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->px = aligned_alloc(64, sizeof(float) * GEMM_MC * GEMM_X_STRIDE);
+    w->pb = aligned_alloc(64, sizeof(float) * GEMM_KC * (GEMM_NC + GEMM_NR_MAX));
+    if (!w->px || !w->pb) {
+        free(w->px), free(w->pb), free(w);
+        return NULL;
+    }
+    pthread_mutex_lock(&g_workspaces_lock);
+    w->next = g_workspaces, g_workspaces = w;
+    pthread_mutex_unlock(&g_workspaces_lock);
+    return tl_workspace = w;
+}
+
+__attribute__((destructor)) static void free_workspaces(void) {
+    pthread_mutex_lock(&g_workspaces_lock);
+    for (gemm_workspace *w = g_workspaces, *next; w; w = next) {
+        next = w->next;
+        free(w->px), free(w->pb), free(w);
+    }
+    g_workspaces = NULL;
+    pthread_mutex_unlock(&g_workspaces_lock);
+}
+
+/* w[n0 .. n0+nc) x [p0 .. p0+kc) into panels of nr columns, each kc x nr k-major; columns
+ * at or past N are zeros. */
+static void pack_w(float *pb, const float *w, int N, int K, int n0, int nc, int p0, int kc, int nr) {
+    for (int j0 = 0; j0 < nc; j0 += nr) {
+        float *panel = pb + (size_t)j0 * kc;
+        for (int j = 0; j < nr; j++) {
+            const int n = n0 + j0 + j;
+            if (n >= N || j0 + j >= nc) {
+                for (int k = 0; k < kc; k++) panel[(size_t)k * nr + j] = 0.0f;
+                continue;
+            }
+            const float *row = w + (size_t)n * K + p0;
+            for (int k = 0; k < kc; k++) panel[(size_t)k * nr + j] = row[k];
+        }
+    }
+}
+
+typedef struct gemm_args {
+    float *y;
+    const float *x, *w, *bias;
+    int M, N, K;
+} gemm_args;
+
+/* One tile of y at (row, col) with mr rows and nc_tile valid columns. Partial-width tiles
+ * go through ws->tile so the kernel always writes NR columns. */
+static void run_tile(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int row, int col, int mr,
+                     int ncols, const float *a, int kc, const float *pb, int first, int last) {
+    float *c = g->y + (size_t)row * g->N + col;
+    const float *bias = NULL;
+    if (ncols == kr->nr) {
+        if (last && g->bias) bias = g->bias + col;
+        kr->tile(mr, kc, a, GEMM_X_STRIDE, pb, c, g->N, first, bias);
+        return;
+    }
+    if (last && g->bias) {
+        memset(ws->bias, 0, sizeof ws->bias);
+        memcpy(ws->bias, g->bias + col, sizeof(float) * (size_t)ncols);
+        bias = ws->bias;
+    }
+    if (!first)
+        for (int i = 0; i < mr; i++) memcpy(ws->tile + (size_t)i * kr->nr, c + (size_t)i * g->N, sizeof(float) * (size_t)ncols);
+    kr->tile(mr, kc, a, GEMM_X_STRIDE, pb, ws->tile, kr->nr, first, bias);
+    for (int i = 0; i < mr; i++) memcpy(c + (size_t)i * g->N, ws->tile + (size_t)i * kr->nr, sizeof(float) * (size_t)ncols);
+}
+
+/* y[m0..m1) x [n0..n1) on the calling thread. */
+static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1, int n0,
+                       int n1) {
+    const int mr = kr->mr, nr = kr->nr, mc_max = GEMM_MC / mr * mr;
+    for (int jc = n0; jc < n1; jc += GEMM_NC) {
+        const int nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
+        for (int pc = 0; pc < g->K; pc += GEMM_KC) {
+            const int kc = g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC;
+            const int first = pc == 0, last = pc + kc == g->K;
+            pack_w(ws->pb, g->w, g->N, g->K, jc, nc, pc, kc, nr);
+            for (int ic = m0; ic < m1; ic += mc_max) {
+                const int mc = m1 - ic < mc_max ? m1 - ic : mc_max;
+                for (int i = 0; i < mc; i++)
+                    memcpy(ws->px + (size_t)i * GEMM_X_STRIDE, g->x + (size_t)(ic + i) * g->K + pc, sizeof(float) * (size_t)kc);
+                for (int jr = 0; jr < nc; jr += nr) {
+                    const int ncols = nc - jr < nr ? nc - jr : nr;
+                    for (int ir = 0; ir < mc; ir += mr)
+                        run_tile(kr, ws, g, ic + ir, jc + jr, mc - ir < mr ? mc - ir : mr, ncols,
+                                 ws->px + (size_t)ir * GEMM_X_STRIDE, kc, ws->pb + (size_t)jr * kc, first, last);
+                }
+            }
+        }
+    }
+}
+
+/* K == 0: every chain is empty, y = 0 + bias. */
+static void gemm_empty(const gemm_args *g) {
+    for (int i = 0; i < g->M; i++)
+        for (int n = 0; n < g->N; n++) g->y[(size_t)i * g->N + n] = 0.0f + (g->bias ? g->bias[n] : 0.0f);
+}
+
+/* Plain loops with the same chain: used only if a thread cannot get its packing buffers
+ * (out of memory), so the result is still exact, just slow. */
+static void gemm_unpacked(const gemm_args *g, int m0, int m1, int n0, int n1) {
+    for (int i = m0; i < m1; i++)
+        for (int n = n0; n < n1; n++) {
+            float acc = 0.0f;
+            for (int k = 0; k < g->K; k++) acc = fmaf(g->x[(size_t)i * g->K + k], g->w[(size_t)n * g->K + k], acc);
+            g->y[(size_t)i * g->N + n] = g->bias ? acc + g->bias[n] : acc;
+        }
+}
+
+static void gemm_part(const gemm_kernel *kr, const gemm_args *g, int m0, int m1, int n0, int n1) {
+    if (m0 >= m1 || n0 >= n1) return;
+    gemm_workspace *ws = workspace();
+    if (ws)
+        gemm_range(kr, ws, g, m0, m1, n0, n1);
+    else
+        gemm_unpacked(g, m0, m1, n0, n1);
+}
+
+void dz_gemm_linear_serial(dz_isa isa, float *y, const float *x, const float *w, const float *bias, int M, int N,
+                           int K) {
+    if (M <= 0 || N <= 0) return;
+    const gemm_args g = {y, x, w, bias, M, N, K};
+    if (K <= 0) return gemm_empty(&g);
+    if (isa <= DZ_ISA_AUTO || isa >= DZ_ISA_COUNT) isa = dz_isa_active();
+    gemm_part(&gemm_kernels[isa], &g, 0, M, 0, N);
+}
+
+/* Thread t of nt gets a block of panels of N and, when there are fewer panels than
+ * threads, a share of M: any split gives the same bits, this one keeps w's packing
+ * unduplicated when N is wide. */
+static void thread_share(const gemm_args *g, int nr, int t, int nt, int *m0, int *m1, int *n0, int *n1) {
+    const int panels = (g->N + nr - 1) / nr;
+    int n_split = nt < panels ? nt : panels;
+    while (nt % n_split) n_split--;
+    const int m_split = nt / n_split, tn = t % n_split, tm = t / n_split;
+    *n0 = (int)((long)panels * tn / n_split) * nr;
+    *n1 = (int)((long)panels * (tn + 1) / n_split) * nr;
+    if (*n1 > g->N) *n1 = g->N;
+    *m0 = (int)((long)g->M * tm / m_split);
+    *m1 = (int)((long)g->M * (tm + 1) / m_split);
+}
+
+void dz_gemm_linear(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
+    if (M <= 0 || N <= 0) return;
+    const gemm_args g = {y, x, w, bias, M, N, K};
+    if (K <= 0) return gemm_empty(&g);
+    const gemm_kernel *kr = &gemm_kernels[dz_isa_active()];
+    const int threads = dz_get_num_threads();
+    if (threads <= 1 || (double)M * N * K < 32768.0) return gemm_part(kr, &g, 0, M, 0, N);
+#pragma omp parallel num_threads(threads)
+    {
+        int m0, m1, n0, n1;
+        thread_share(&g, kr->nr, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1, &n0, &n1);
+        gemm_part(kr, &g, m0, m1, n0, n1);
+    }
+}
+
+const char *dz_gemm_describe(void) {
+    static char line[160];
+    snprintf(line, sizeof line, "distzo %s micro-kernel: one FMA chain per output in k order (fixed order, same bits on every ISA)",
+             gemm_kernels[dz_isa_active()].name);
+    return line;
+}
