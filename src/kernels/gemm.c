@@ -24,18 +24,11 @@
 
 #include "kernels/backend.h"
 
-/* Blocking: a packed panel of w (KC x NR) stays in L1 while the slivers of x stream
- * from L2 (MC x KC); a thread's packed block of w (KC x NC) sits in L2/L3. */
-#ifndef GEMM_KC
-#define GEMM_KC 256
-#endif
-#ifndef GEMM_MC
-#define GEMM_MC 240
-#endif
-#ifndef GEMM_NC
-#define GEMM_NC 1536
-#endif
-enum { GEMM_MR_MAX = 12, GEMM_NR_MAX = 32 };
+/* Blocking, measured on the model shapes (bench/README.md): a K block as long as the usual
+ * widths (one pass over y for K <= 768, so y's tiles are not reloaded), its panel of w
+ * (KC x NR, 96 KB at NR = 32) read from L2 with the MC rows of x; a thread's packed block
+ * of w (KC x NC) in L2/L3. */
+enum { GEMM_KC = 768, GEMM_MC = 240, GEMM_NC = 768, GEMM_MR_MAX = 12, GEMM_NR_MAX = 32 };
 
 /* One micro-tile: c[0..mr) x [0..NR) (row stride ldc) = (first ? 0 : c) + a . pb over kc,
  * then + bias[0..NR) when bias is non-NULL (the last K block). a: mr rows of x (row
@@ -46,6 +39,8 @@ typedef void (*gemm_tile_fn)(int mr, int kc, const float *a, int lda, const floa
 typedef struct gemm_kernel {
     int mr, nr;
     gemm_tile_fn tile;
+    /* w's K block into panels of nr columns (see pack_w_scalar) */
+    void (*pack_w)(float *pb, const float *w, int N, int K, int n0, int nc, int p0, int kc, int nr);
     const char *name;
 } gemm_kernel;
 
@@ -63,7 +58,7 @@ typedef struct gemm_kernel {
             acc[i][0] = first ? ZERO() : LOAD(c + (size_t)i * ldc);                                               \
             acc[i][1] = first ? ZERO() : LOAD(c + (size_t)i * ldc + LANES);                                       \
         }                                                                                                        \
-        for (int k = 0; k < kc; k++) {                                                                           \
+        _Pragma("GCC unroll 4") for (int k = 0; k < kc; k++) {                                                   \
             const VT b0 = LOAD(pb + (size_t)k * 2 * LANES), b1 = LOAD(pb + (size_t)k * 2 * LANES + LANES);        \
             for (int i = 0; i < mr; i++) {                                                                       \
                 const VT ai = SET1(a[(size_t)i * lda + k]);                                                      \
@@ -134,17 +129,12 @@ GEMM_DEFINE_TILE(baseline, , f4, 4, 4, f4_load, f4_store, f4_zero, f4_set1, f4_f
 GEMM_DEFINE_DISPATCH(baseline, , GEMM_CASE(baseline, 1) GEMM_CASE(baseline, 2) GEMM_CASE(baseline, 3)
                                      GEMM_CASE(baseline, 4))
 
-static const gemm_kernel gemm_kernels[DZ_ISA_COUNT] = {
-    [DZ_ISA_BASELINE] = {4, 8, baseline_tile, "baseline 4x8 (fmaf)"},
-    [DZ_ISA_AVX2] = {6, 16, avx2_tile, "avx2 6x16"},
-    [DZ_ISA_AVX512] = {12, 32, avx512_tile, "avx512 12x32"},
-};
 
 /* Packing buffers, one pair per thread, allocated on a thread's first call and kept
  * (the sizes depend only on the blocking constants). Freed at exit. */
-/* Rows of x are copied (memcpy) into a block with this stride: a row stride that is a
- * multiple of 4 KiB (K = 1024, 2048, 3072...) would put the MR rows a tile reads in one
- * L1 set. */
+/* When x's row stride is a multiple of 2 KiB (K = 512, 1024, 1536, 3072...), the MR rows a
+ * tile reads fall into one or two L1 sets and evict each other; such rows are first
+ * copied (memcpy) into a block with this stride. Other strides are read in place. */
 enum { GEMM_X_STRIDE = GEMM_KC + 16 };
 
 typedef struct gemm_workspace {
@@ -186,21 +176,67 @@ __attribute__((destructor)) static void free_workspaces(void) {
 }
 
 /* w[n0 .. n0+nc) x [p0 .. p0+kc) into panels of nr columns, each kc x nr k-major; columns
- * at or past N are zeros. */
-static void pack_w(float *pb, const float *w, int N, int K, int n0, int nc, int p0, int kc, int nr) {
-    for (int j0 = 0; j0 < nc; j0 += nr) {
-        float *panel = pb + (size_t)j0 * kc;
-        for (int j = 0; j < nr; j++) {
-            const int n = n0 + j0 + j;
-            if (n >= N || j0 + j >= nc) {
-                for (int k = 0; k < kc; k++) panel[(size_t)k * nr + j] = 0.0f;
-                continue;
-            }
-            const float *row = w + (size_t)n * K + p0;
-            for (int k = 0; k < kc; k++) panel[(size_t)k * nr + j] = row[k];
+ * at or past N (or nc) are zeros. Pure data movement, so any implementation gives the same
+ * panels; this one handles every shape, element by element. */
+static void pack_w_scalar_cols(float *panel, const float *w, int N, int K, int n_first, int n_valid, int j_from,
+                               int j_to, int p0, int k_from, int kc, int nr) {
+    for (int j = j_from; j < j_to; j++) {
+        const int n = n_first + j;
+        if (j >= n_valid || n >= N) {
+            for (int k = k_from; k < kc; k++) panel[(size_t)k * nr + j] = 0.0f;
+            continue;
         }
+        const float *row = w + (size_t)n * K + p0;
+        for (int k = k_from; k < kc; k++) panel[(size_t)k * nr + j] = row[k];
     }
 }
+
+static void pack_w_scalar(float *pb, const float *w, int N, int K, int n0, int nc, int p0, int kc, int nr) {
+    for (int j0 = 0; j0 < nc; j0 += nr)
+        pack_w_scalar_cols(pb + (size_t)j0 * kc, w, N, K, n0 + j0, nc - j0, 0, nr, p0, 0, kc, nr);
+}
+
+/* dst[c][r] = src[r][c] for an 8 x 8 block (strides in floats). */
+__attribute__((target("avx2"))) static inline void transpose8x8(const float *src, size_t lds, float *dst, size_t ldd) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i + 0] = _mm256_shuffle_ps(t[i + 0], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i + 0], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+
+/* The same panels through 8 x 8 transposes; ragged edges (fewer than 8 rows of w left, or
+ * a K block not a multiple of 8) go element by element. */
+__attribute__((target("avx2"))) static void pack_w_avx2(float *pb, const float *w, int N, int K, int n0, int nc, int p0,
+                                                       int kc, int nr) {
+    const int kc8 = kc / 8 * 8;
+    for (int j0 = 0; j0 < nc; j0 += nr) {
+        float *panel = pb + (size_t)j0 * kc;
+        const int n_first = n0 + j0, n_valid = nc - j0 < nr ? nc - j0 : nr;
+        int full = N - n_first < n_valid ? N - n_first : n_valid; /* real columns in this panel */
+        full = full / 8 * 8;
+        for (int j8 = 0; j8 < full; j8 += 8)
+            for (int k8 = 0; k8 < kc8; k8 += 8)
+                transpose8x8(w + (size_t)(n_first + j8) * K + p0 + k8, (size_t)K, panel + (size_t)k8 * nr + j8,
+                             (size_t)nr);
+        pack_w_scalar_cols(panel, w, N, K, n_first, n_valid, 0, full, p0, kc8, kc, nr); /* K tail */
+        pack_w_scalar_cols(panel, w, N, K, n_first, n_valid, full, nr, p0, 0, kc, nr);  /* last columns */
+    }
+}
+
+static const gemm_kernel gemm_kernels[DZ_ISA_COUNT] = {
+    [DZ_ISA_BASELINE] = {4, 8, baseline_tile, pack_w_scalar, "baseline 4x8 (fmaf)"},
+    [DZ_ISA_AVX2] = {6, 16, avx2_tile, pack_w_avx2, "avx2 6x16"},
+    [DZ_ISA_AVX512] = {12, 32, avx512_tile, pack_w_avx2, "avx512 12x32"},
+};
 
 typedef struct gemm_args {
     float *y;
@@ -211,12 +247,12 @@ typedef struct gemm_args {
 /* One tile of y at (row, col) with mr rows and nc_tile valid columns. Partial-width tiles
  * go through ws->tile so the kernel always writes NR columns. */
 static void run_tile(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int row, int col, int mr,
-                     int ncols, const float *a, int kc, const float *pb, int first, int last) {
+                     int ncols, const float *a, int lda, int kc, const float *pb, int first, int last) {
     float *c = g->y + (size_t)row * g->N + col;
     const float *bias = NULL;
     if (ncols == kr->nr) {
         if (last && g->bias) bias = g->bias + col;
-        kr->tile(mr, kc, a, GEMM_X_STRIDE, pb, c, g->N, first, bias);
+        kr->tile(mr, kc, a, lda, pb, c, g->N, first, bias);
         return;
     }
     if (last && g->bias) {
@@ -226,7 +262,7 @@ static void run_tile(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args 
     }
     if (!first)
         for (int i = 0; i < mr; i++) memcpy(ws->tile + (size_t)i * kr->nr, c + (size_t)i * g->N, sizeof(float) * (size_t)ncols);
-    kr->tile(mr, kc, a, GEMM_X_STRIDE, pb, ws->tile, kr->nr, first, bias);
+    kr->tile(mr, kc, a, lda, pb, ws->tile, kr->nr, first, bias);
     for (int i = 0; i < mr; i++) memcpy(c + (size_t)i * g->N, ws->tile + (size_t)i * kr->nr, sizeof(float) * (size_t)ncols);
 }
 
@@ -234,21 +270,26 @@ static void run_tile(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args 
 static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1, int n0,
                        int n1) {
     const int mr = kr->mr, nr = kr->nr, mc_max = GEMM_MC / mr * mr;
+    const int copy_x = g->K % 512 == 0, lda = copy_x ? GEMM_X_STRIDE : g->K;
     for (int jc = n0; jc < n1; jc += GEMM_NC) {
         const int nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
         for (int pc = 0; pc < g->K; pc += GEMM_KC) {
             const int kc = g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC;
             const int first = pc == 0, last = pc + kc == g->K;
-            pack_w(ws->pb, g->w, g->N, g->K, jc, nc, pc, kc, nr);
+            kr->pack_w(ws->pb, g->w, g->N, g->K, jc, nc, pc, kc, nr);
             for (int ic = m0; ic < m1; ic += mc_max) {
                 const int mc = m1 - ic < mc_max ? m1 - ic : mc_max;
-                for (int i = 0; i < mc; i++)
-                    memcpy(ws->px + (size_t)i * GEMM_X_STRIDE, g->x + (size_t)(ic + i) * g->K + pc, sizeof(float) * (size_t)kc);
+                const float *xb = g->x + (size_t)ic * g->K + pc;
+                if (copy_x) {
+                    for (int i = 0; i < mc; i++)
+                        memcpy(ws->px + (size_t)i * GEMM_X_STRIDE, xb + (size_t)i * g->K, sizeof(float) * (size_t)kc);
+                    xb = ws->px;
+                }
                 for (int jr = 0; jr < nc; jr += nr) {
                     const int ncols = nc - jr < nr ? nc - jr : nr;
                     for (int ir = 0; ir < mc; ir += mr)
                         run_tile(kr, ws, g, ic + ir, jc + jr, mc - ir < mr ? mc - ir : mr, ncols,
-                                 ws->px + (size_t)ir * GEMM_X_STRIDE, kc, ws->pb + (size_t)jr * kc, first, last);
+                                 xb + (size_t)ir * lda, lda, kc, ws->pb + (size_t)jr * kc, first, last);
                 }
             }
         }

@@ -26,7 +26,7 @@ typedef struct preset {
           .pre_norm = 1, .final_norm = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0f, .bos_id = 1,        \
           .eos_id = 2, .pad_id = -1}}
 
-/* Shapes of the published models (OPT: Zhang et al. 2022; TinyLlama 1.1B). */
+/* Shapes of the published models (OPT: Zhang et al. 2022; TinyLlama 1.1B; SmolLM2-135M). */
 static const preset presets[] = {
     OPT_PRESET("opt-tiny", 64, 256, 2, 4, 64, 1),
     OPT_PRESET("opt-125m", 768, 3072, 12, 12, 768, 1),
@@ -35,10 +35,15 @@ static const preset presets[] = {
     OPT_PRESET("opt-2.7b", 2560, 10240, 32, 32, 2560, 1),
     LLAMA_PRESET("llama-tiny", 32000, 256, 688, 4, 8, 4),
     LLAMA_PRESET("llama-1.1b", 32000, 2048, 5632, 22, 32, 4),
+    /* SmolLM2-135M (HuggingFaceTB): GQA 9/3, tied head, RoPE base 1e5 */
+    {"smollm2-135m", {.arch = DZ_ARCH_LLAMA, .vocab_size = 49152, .dim = 576, .hidden_dim = 1536, .n_layers = 30,
+                      .n_heads = 9, .n_kv_heads = 3, .head_dim = 64, .max_seq_len = 8192, .embed_dim = 576,
+                      .pre_norm = 1, .final_norm = 1, .norm_eps = 1e-5f, .rope_theta = 100000.0f, .tied_head = 1,
+                      .bos_id = 1, .eos_id = 2, .pad_id = -1}},
 };
 
 const char *dz_preset_names(void) {
-    return "opt-tiny, opt-125m, opt-350m, opt-1.3b, opt-2.7b, llama-tiny, llama-1.1b";
+    return "opt-tiny, opt-125m, opt-350m, opt-1.3b, opt-2.7b, llama-tiny, llama-1.1b, smollm2-135m";
 }
 
 dz_status dz_config_preset(const char *name, dz_config *out, dz_error *err) {
