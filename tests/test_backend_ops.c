@@ -14,7 +14,6 @@
 
 #include "core/rng.h"
 #include "kernels/backend.h"
-#include "blas_ready.h"
 #include "kernels/cpu_simd.h"
 
 static float *randn(size_t n, uint64_t seed, float scale) {
@@ -210,7 +209,6 @@ static void ops_are_bitwise_equal_across_thread_counts(void **s) {
 }
 
 int main(void) {
-    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exp_is_accurate),
         cmocka_unit_test(matmul_with_bias),

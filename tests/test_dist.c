@@ -13,7 +13,6 @@
 
 #include <cmocka.h>
 
-#include "blas_ready.h"
 #include "dist/comm.h"
 #include "dist/layout.h"
 #include "distzo/distzo.h"
@@ -231,6 +230,5 @@ int main(void) {
         cmocka_unit_test(one_process_group),
         cmocka_unit_test(layouts_give_the_single_step),
     };
-    if (dz_test_blas_ready()) return 1;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

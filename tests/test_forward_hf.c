@@ -13,7 +13,6 @@
 #include <cmocka.h>
 
 #include "distzo/model.h"
-#include "blas_ready.h"
 
 typedef struct golden {
     int B, T, V;
@@ -193,7 +192,6 @@ static void shape_mismatch_is_reported(void **s) {
 }
 
 int main(void) {
-    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(opt_preln_fp32),
         cmocka_unit_test(opt_postln_project_in_out_fp32),

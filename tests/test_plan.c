@@ -11,7 +11,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "blas_ready.h"
 #include "dist/plan.h"
 #include "distzo/zo.h"
 
@@ -208,7 +207,6 @@ static void bad_requests_name_the_flag(void **state) {
 }
 
 int main(void) {
-    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sizes_from_config_equal_allocated),
         cmocka_unit_test(layouts_enumerated),

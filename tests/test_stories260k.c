@@ -14,7 +14,6 @@
 
 #include "core/util.h"
 #include "distzo/distzo.h"
-#include "blas_ready.h"
 
 static char g_assets[1024];
 
@@ -215,7 +214,6 @@ static void sst2_zero_shot_matches_reference(void **state) {
 }
 
 int main(void) {
-    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(logits_match_reference),
         cmocka_unit_test(greedy_200_tokens_match_reference),

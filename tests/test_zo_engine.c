@@ -13,7 +13,6 @@
 
 #include "distzo/zo.h"
 #include "kernels/backend.h"
-#include "blas_ready.h"
 #include "zo/rng.h"
 
 enum { B = 3, T = 12 };
@@ -256,7 +255,6 @@ static void non_finite_loss_skips_the_update(void **state) {
 }
 
 int main(void) {
-    if (dz_test_blas_ready()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(g_matches_independent_perturbed_forwards),
         cmocka_unit_test(fused_unfused_and_thread_counts_are_bitwise_equal),

@@ -9,6 +9,8 @@
 #include "core/util.h"
 #include "kernels/backend.h"
 #include "kernels/blas.h"
+#include "kernels/gemm.h"
+#include "core/isa.h"
 #include "distzo/zo.h"
 #include "zo/store.h"
 
@@ -104,7 +106,7 @@ static int bench_forward(int argc, char **argv) {
     if (rc) return rc < 0 ? 2 : 0;
     if (!model) return dz_cli_failf("bench forward needs --model M");
     if (batch < 1 || seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
-    if ((rc = dz_cli_runtime(threads))) return rc;
+    if ((rc = dz_cli_runtime(threads)) || (rc = dz_cli_blas_reference())) return rc;
     dz_model *m;
     if ((rc = dz_cli_load(model, dtype, NULL, 0, &m, NULL))) return rc;
     const dz_config *c = dz_model_config(m);
@@ -148,18 +150,21 @@ static int bench_forward(int argc, char **argv) {
         printf(", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"dtype\": \"%s\", \"runs\": %d, "
                "\"forward_seconds\": %.4f, \"tokens_per_second\": %.1f, \"gflop_per_forward\": %.2f, "
                "\"forward_gflops\": %.2f, \"sgemm_gflops_model_shapes\": %.2f, \"sgemm_gflops_2048\": %.2f, "
-               "\"ratio\": %.3f, \"blas_core\": \"%s\", \"activation_bytes\": %zu, \"peak_rss_bytes\": %zu}\n",
+               "\"ratio\": %.3f, \"blas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": ",
                batch, seq, dz_get_num_threads(), dz_dtype_name(dz_model_dtype(m)), runs, fwd, N / fwd, flops / 1e9,
-               achieved, sgemm_model, sgemm_square, achieved / sgemm_model, dz_blas_core_name(), dz_forward_bytes(f),
-               dz_cli_peak_rss());
+               achieved, sgemm_model, sgemm_square, achieved / sgemm_model, dz_blas_core_name(),
+               dz_isa_name(dz_isa_active()));
+        dz_cli_json_string(stdout, dz_gemm_describe());
+        printf(", \"activation_bytes\": %zu, \"peak_rss_bytes\": %zu}\n", dz_forward_bytes(f), dz_cli_peak_rss());
     } else {
         printf("forward  %s, %d x %d tokens, %d threads, %s weights\n", model, batch, seq, dz_get_num_threads(),
                dz_dtype_name(dz_model_dtype(m)));
         printf("time     %.4f s per forward (%d runs), %.0f tokens/s\n", fwd, runs, N / fwd);
         printf("compute  %.1f GFLOP per forward -> %.1f GFLOP/s\n", flops / 1e9, achieved);
-        printf("sgemm    %.1f GFLOP/s on the model's GEMM shapes, %.1f GFLOP/s on 2048^3 (OpenBLAS %s)\n",
+        printf("gemm     %s\n", dz_gemm_describe());
+        printf("sgemm    %.1f GFLOP/s on the model's GEMM shapes, %.1f GFLOP/s on 2048^3 (OpenBLAS %s, the reference)\n",
                sgemm_model, sgemm_square, dz_blas_core_name());
-        printf("ratio    forward / sgemm = %.1f%%\n", 100.0 * achieved / sgemm_model);
+        printf("ratio    forward / OpenBLAS sgemm = %.1f%%\n", 100.0 * achieved / sgemm_model);
         printf("memory   activations %.1f MB, peak RSS %.1f MB\n", dz_forward_bytes(f) / 1e6, dz_cli_peak_rss() / 1e6);
     }
 done:
@@ -307,6 +312,7 @@ static int bench_step(int argc, char **argv) {
         else {
             printf("step     %s, %d x %d tokens, %d threads, %s master, %s\n", model, batch, seq, dz_get_num_threads(),
                    dz_dtype_name(dt), no_fuse ? "unfused" : "fused updates");
+            printf("gemm     %s\n", dz_gemm_describe());
             printf("time     forward %.4f s, ZO step %.4f s: step / (2 x forward) = %.3f\n", fwd, step, step / (2 * fwd));
             printf("memory   peak RSS %.1f MB after the forward phase, %.1f MB after training (x%.3f);\n"
                    "         buffers %.1f MB (forward) vs %.1f MB (two streams + working copies)\n",
@@ -422,14 +428,16 @@ static int bench_classify(int argc, char **argv) {
         const int same = memcmp(g, g + steps, sizeof(float) * (size_t)steps) == 0;
         if (json)
             printf("{\"model\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"step_seconds_full_sequences\": %.5f, "
-                   "\"step_seconds_shared_prompts\": %.5f, \"speedup\": %.3f, \"same_g\": %s}\n",
-                   model, batch, steps, dz_get_num_threads(), t_flat, t_shared, t_flat / t_shared, same ? "true" : "false");
+                   "\"step_seconds_shared_prompts\": %.5f, \"speedup\": %.3f, \"same_g\": %s, \"isa\": \"%s\"}\n",
+                   model, batch, steps, dz_get_num_threads(), t_flat, t_shared, t_flat / t_shared, same ? "true" : "false",
+                   dz_isa_name(dz_isa_active()));
         else
             printf("classify %s, SST-2 batch %d, %d threads\n"
+                   "gemm     %s\n"
                    "step     %.2f ms with every candidate a full sequence, %.2f ms with shared prompts: %.2fx\n"
                    "g        %s in both layouts\n",
-                   model, batch, dz_get_num_threads(), 1e3 * t_flat, 1e3 * t_shared, t_flat / t_shared,
-                   same ? "bitwise the same" : "differs");
+                   model, batch, dz_get_num_threads(), dz_gemm_describe(), 1e3 * t_flat, 1e3 * t_shared,
+                   t_flat / t_shared, same ? "bitwise the same" : "differs");
     }
     free(g);
     dz_class_set_free(&cs);

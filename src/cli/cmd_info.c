@@ -3,7 +3,8 @@
 
 #include "cli/common.h"
 #include "core/cpu_features.h"
-#include "kernels/blas.h"
+#include "kernels/gemm.h"
+#include "core/isa.h"
 
 int dz_cmd_info(int argc, char **argv) {
     const char *dtype = "f32";
@@ -43,8 +44,8 @@ int dz_cmd_info(int argc, char **argv) {
                dz_model_bytes_mapped(m), dz_model_bytes_owned(m));
         if (tok) dz_cli_json_string(stdout, tok);
         else printf("null");
-        printf(", \"blas_core\": \"%s\", \"blas_selection\": ", dz_blas_core_name());
-        dz_cli_json_string(stdout, dz_blas_selection());
+        printf(", \"isa\": \"%s\", \"gemm\": ", dz_isa_name(dz_isa_active()));
+        dz_cli_json_string(stdout, dz_gemm_describe());
         printf(", \"cpu\": ");
         dz_cli_json_string(stdout, cpu_desc);
         printf("}\n");
@@ -63,7 +64,9 @@ int dz_cmd_info(int argc, char **argv) {
                4e-6 * n, 2e-6 * n, dz_dtype_name(dz_model_dtype(m)), 1e-6 * dz_model_bytes_mapped(m),
                1e-6 * dz_model_bytes_owned(m));
         printf("tokenizer    %s\n", tok ? tok : "(none found)");
-        printf("gemm         OpenBLAS %s: %s\n", dz_blas_core_name(), dz_blas_selection());
+        printf("gemm         %s\n", dz_gemm_describe());
+        printf("kernels      %s (best on this CPU: %s; DISTZO_ISA=baseline|avx2|avx512 forces one, same bits)\n",
+               dz_isa_name(dz_isa_active()), dz_isa_name(dz_isa_best()));
         printf("cpu          %s\n", cpu_desc);
     }
     dz_model_free(m);

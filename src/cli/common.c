@@ -10,6 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/blas.h"
+#include "core/isa.h"
 
 int dz_cli_fail(const dz_error *err) {
     fprintf(stderr, "distzo: error: %s\n", err->msg[0] ? err->msg : dz_status_name(err->code));
@@ -28,8 +29,14 @@ int dz_cli_failf(const char *fmt, ...) {
 
 int dz_cli_runtime(int threads) {
     dz_error err = {0};
-    if (dz_blas_init(&err) != DZ_OK) return dz_cli_fail(&err);
+    if (dz_isa_from_env(&err) != DZ_OK) return dz_cli_fail(&err);
     dz_set_num_threads(threads);
+    return 0;
+}
+
+int dz_cli_blas_reference(void) {
+    dz_error err = {0};
+    if (dz_blas_init(&err) != DZ_OK) return dz_cli_fail(&err);
     return 0;
 }
 

@@ -10,8 +10,12 @@
 int dz_cli_fail(const dz_error *err);
 int dz_cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Loads OpenBLAS with the right core and sets the thread count (0 = all cores). */
+/* Applies DISTZO_ISA (an error for an unknown or unrunnable level) and sets the thread
+ * count (0 = all cores). */
 int dz_cli_runtime(int threads);
+/* Loads OpenBLAS, the reference `bench` measures distzo's GEMM against; 1 (after saying why)
+ * when it cannot be loaded. */
+int dz_cli_blas_reference(void);
 
 /* The assets folder: $DISTZO_ASSETS, else ../shared/assets. Writes into buf. */
 const char *dz_cli_assets(char *buf, size_t cap);

@@ -19,7 +19,6 @@ typedef __typeof__(cblas_sgemm) sgemm_fn;
 typedef __typeof__(openblas_get_corename) corename_fn;
 typedef __typeof__(openblas_get_config) config_fn;
 typedef __typeof__(openblas_set_num_threads) set_threads_fn;
-typedef __typeof__(openblas_get_num_threads) get_threads_fn;
 typedef __typeof__(openblas_get_num_procs) get_procs_fn;
 
 typedef enum chooser {
@@ -36,11 +35,9 @@ static struct {
     corename_fn *corename;
     config_fn *config;
     set_threads_fn *set_threads;
-    get_threads_fn *get_threads;
     get_procs_fn *get_procs;
     chooser who;
     bool preloaded;        /* libopenblas was in the process before dz_blas_init */
-    bool has_small_kernels; /* an AVX-512 core: see takes_small_path() */
     char requested[64];    /* the OPENBLAS_CORETYPE in force at load ("" if none) */
     char core[64];
     char path[512];
@@ -129,7 +126,6 @@ static void resolve_symbols(void) {
     g.corename = (corename_fn *)dlsym(g.handle, "openblas_get_corename");
     g.config = (config_fn *)dlsym(g.handle, "openblas_get_config");
     g.set_threads = (set_threads_fn *)dlsym(g.handle, "openblas_set_num_threads");
-    g.get_threads = (get_threads_fn *)dlsym(g.handle, "openblas_get_num_threads");
     g.get_procs = (get_procs_fn *)dlsym(g.handle, "openblas_get_num_procs");
 }
 
@@ -216,7 +212,6 @@ static void init_once(void) {
     snprintf(g.core, sizeof g.core, "%s", core && *core ? core : "unknown");
     /* openblas_get_corename pads some names; keep only the first word. */
     g.core[strcspn(g.core, " \t\n")] = '\0';
-    g.has_small_kernels = !strcasecmp(g.core, "SkylakeX") || !strcasecmp(g.core, "Cooperlake");
     describe_selection(features);
     dz_log(DZ_LOG_DEBUG, "%s", g.selection);
     g.status = DZ_OK;
@@ -229,103 +224,11 @@ dz_status dz_blas_init(dz_error *err) {
     return g.status;
 }
 
-/* Plain loops, used only if OpenBLAS is missing and a caller ignored dz_blas_init's
- * error: slow, but never a wrong (untouched) C. */
-static void sgemm_fallback(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                           int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            float acc = 0.0f;
-            for (int k = 0; k < K; k++)
-                acc += (ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
-                       (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
-            float *c = &C[(size_t)i * ldc + j];
-            *c = alpha * acc + (beta == 0.0f ? 0.0f : beta * *c);
-        }
-}
-
-/* Row stability. On the AVX-512 cores OpenBLAS 0.3.21 sends "small" products to
- * separate small-matrix kernels (interface/gemm.c, sgemm_small_kernel_permit_skylakex.c)
- * whose bits differ from its blocked kernels', so row r of C would change with M.
- * This mirrors that permit rule in row-major terms (cblas swaps A/B and M/N); measured
- * to match exactly on SkylakeX and Cooperlake (tests/test_blas.c checks it). */
-static bool takes_small_path(bool ta, bool tb, int M, int N, int K) {
-    if ((double)M * N * K > 1e6)
-        return false;
-    if (tb)
-        return !ta && (long)M * N <= 1200 && K >= 32; /* NT; TT has no small kernel */
-    return true;                                      /* NN and TN */
-}
-
-/* Fewest rows >= M that keep the call on the blocked kernels. */
-static int rows_for_blocked_path(bool ta, bool tb, int M, int N, int K) {
-    long m = (long)(1e6 / ((double)N * K)) + 1; /* M*N*K > 1e6 */
-    if (tb && !ta && 1200L / N + 1 < m)
-        m = 1200L / N + 1;                      /* M*N > 1200 */
-    if (m < M)
-        m = M;
-    while (takes_small_path(ta, tb, (int)m, N, K))
-        m++;
-    return (int)m;
-}
-
-/* C = alpha op(A) op(B) + beta C computed as the first M rows of an Mp-row product
- * whose extra rows of A are zero, so OpenBLAS takes its blocked path. */
-static bool sgemm_padded(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
-                         int lda, const float *B, int ldb, float beta, float *C, int ldc, int Mp) {
-    float *ap = calloc((size_t)Mp * K, sizeof *ap);
-    float *cp = calloc((size_t)Mp * N, sizeof *cp);
-    if (!ap || !cp) {
-        free(ap);
-        free(cp);
-        return false;
-    }
-    for (int i = 0; i < M; i++)
-        for (int k = 0; k < K; k++)
-            ap[(size_t)i * K + k] = ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-    if (beta != 0.0f) /* beta == 0 means C is not read (NaNs there must not leak) */
-        for (int i = 0; i < M; i++)
-            memcpy(cp + (size_t)i * N, C + (size_t)i * ldc, (size_t)N * sizeof *cp);
-    g.sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, Mp, N, K, alpha, ap, K, B,
-            ldb, beta, cp, N);
-    for (int i = 0; i < M; i++)
-        memcpy(C + (size_t)i * ldc, cp + (size_t)i * N, (size_t)N * sizeof *cp);
-    free(ap);
-    free(cp);
-    return true;
-}
-
-void dz_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
-              int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (dz_blas_init(NULL) != DZ_OK) {
-        static int warned;
-        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-            dz_log(DZ_LOG_WARN, "%s; using slow reference loops", g.err.msg);
-        sgemm_fallback(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    if (g.has_small_kernels && M > 0 && N > 0 && K > 0 &&
-        takes_small_path(trans_a, trans_b, M, N, K)) {
-        /* The padded call is NoTrans-A, so its row count follows the NN/NT rule. */
-        int Mp = rows_for_blocked_path(false, trans_b, M, N, K);
-        if (sgemm_padded(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, Mp))
-            return;
-        /* Out of memory for a few KB: still correct, just not row-stable. */
-    }
-    g.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-            M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* Thread stability. The single-threaded driver (level3.c) and the threaded one
- * (level3_thread.c) cut K into blocks of GEMM_Q alike, except that a remainder r in
- * (Q, 2Q) is halved differently (rounded up to 16 vs (r+1)/2); the halves agree only
- * when r % 32 is 0 or 31. Q = 320 (Cooperlake), 448 (SkylakeX), both multiples of 32,
- * so K % 32 decides. Measured by K sweeps; tests/test_blas.c re-checks the rule. */
-bool dz_blas_rows_stable(int K) {
-    if (dz_blas_init(NULL) != DZ_OK || !g.has_small_kernels)
-        return false;
-    int q = !strcasecmp(g.core, "SkylakeX") ? 448 : 320;
-    return K <= q || K % 32 == 0 || K % 32 == 31;
+void dz_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+              int ldb, float beta, float *C, int ldc) {
+    if (dz_blas_init(NULL) != DZ_OK) return; /* callers check dz_blas_init first (blas.h) */
+    g.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+            A, lda, B, ldb, beta, C, ldc);
 }
 
 const char *dz_blas_core_name(void) {
@@ -353,11 +256,6 @@ void dz_blas_set_threads(int n) {
     g.set_threads(n);
 }
 
-int dz_blas_get_threads(void) {
-    if (dz_blas_init(NULL) != DZ_OK || !g.get_threads)
-        return 1;
-    return g.get_threads();
-}
 
 static void fill_uniform(float *x, size_t n, uint32_t seed) {
     for (size_t i = 0; i < n; i++) {

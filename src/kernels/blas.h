@@ -1,5 +1,7 @@
-/* Single-precision GEMM from OpenBLAS, loaded at run time with a core type chosen for
- * this CPU.
+/* OpenBLAS's sgemm, loaded at run time with a core type chosen for this CPU: the
+ * reference that benchmarks measure distzo's own GEMM (gemm.h) against. The model never
+ * calls it: OpenBLAS's rounding depends on M, the row's place in its tiling, the thread
+ * split and the core type, and distzo promises bitwise results whatever those are.
  *
  * Why run-time loading: Debian's OpenBLAS is a DYNAMIC_ARCH build whose own detection
  * can pick a slow core (e.g. "Prescott" on some AVX-512 Intel parts, ~6x slower), and it
@@ -31,24 +33,9 @@ const char *dz_blas_choose_core(const dz_cpu_features *f);
 /* C[M,N] = alpha * op(A)[M,K] . op(B)[K,N] + beta * C, row-major (a thin wrapper over
  * cblas_sgemm). op(X) is X, or X^T when trans_x. lda/ldb/ldc are row strides as
  * stored. A Linear layer y = x w^T is dz_sgemm(false, true, M, N, K, 1, x, K, w, K, 0,
- * y, N). On the AVX-512 cores, calls small enough for OpenBLAS's small-matrix kernels
- * (M*N*K <= 1e6, and for NT also M*N <= 1200 and K >= 32) are padded with zero rows
- * to a few more rows so they take the blocked kernels (see dz_blas_rows_stable).
- * If OpenBLAS could not be loaded it warns once and computes with slow plain
- * loops (correct, never silently skipped); check dz_blas_init() to avoid that. */
+ * y, N). Does nothing unless dz_blas_init() succeeded: check it first. */
 void dz_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *C, int ldc);
-
-/* True when dz_sgemm with inner dimension K is row-stable and thread-stable on the
- * loaded core: row r of C is bitwise the same whatever M (how a batch is split into
- * rows) and whatever the BLAS thread count. On the AVX-512 cores (SkylakeX,
- * Cooperlake) dz_sgemm pads M around OpenBLAS's small-matrix kernels, which makes rows
- * stable for every K; threads are stable when K <= GEMM_Q (320 Cooperlake, 448
- * SkylakeX) or K % 32 is 0 or 31 (all usual model widths: 64, 768, 3072, 4096...).
- * False on every other core: on Haswell and Prescott a row's bits depend on its
- * position in OpenBLAS's M tiling and thread split, so callers that need determinism
- * must use their own fixed-order kernel there. */
-bool dz_blas_rows_stable(int K);
 
 /* The core OpenBLAS actually runs, e.g. "Cooperlake", "SkylakeX", "Haswell",
  * "Prescott"; "unknown" if the library does not say; "unavailable" if not loaded. */
@@ -65,7 +52,6 @@ const char *dz_blas_config(void);
 /* BLAS threads; n <= 0 means all cores. With the OpenMP build of OpenBLAS this also
  * sets the calling thread's omp_set_num_threads. No-op if not loaded. */
 void dz_blas_set_threads(int n);
-int dz_blas_get_threads(void);
 
 /* Measured sgemm speed for C[M,N] = A[M,K] . B[N,K]^T (the Linear layout) with the
  * current thread count: allocates, warms up, then times repeated calls for at least
