@@ -1,6 +1,7 @@
 /* Every op of the CPU backend against a plain double-precision reference written here
  * (in the spirit of ggml's test-backend-ops), on odd shapes; and each op's result is
- * bitwise the same with 1 and 2 threads. */
+ * bitwise the same with 1 and 2 threads, and at every instruction-set level (core/isa.h)
+ * this CPU can run. */
 #include <math.h>
 #include <omp.h>
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/isa.h"
 #include "core/rng.h"
 #include "kernels/backend.h"
 #include "kernels/cpu_simd.h"
@@ -208,6 +210,141 @@ static void ops_are_bitwise_equal_across_thread_counts(void **s) {
     free(x), free(w);
 }
 
+/* ---- every op but matmul at every level and thread count ------------------------------- */
+
+/* Shapes that reach every vector loop's body and its tail: rows of 77 (no multiple of 8 or
+ * 16), heads of 40 with 1 to 40 keys, 9000 activations (two 4096-element spans and a rest). */
+enum { OP_ROWS = 37, OP_DIM = 77, OP_N = 9000, ROPE_HEADS = 3, ROPE_HD = 26, LSE_A = 300, LSE_B = 413 };
+enum { ATT_B = 3, ATT_NEW = 21, ATT_T = 40, ATT_H = 4, ATT_KV = 2, ATT_HD = 40 };
+
+static const int att_start[ATT_B] = {0, 13, 19}, att_len[ATT_B] = {21, 30, 40}; /* sequence 1 has padding */
+
+typedef struct op_inputs {
+    float *x, *w, *b;        /* norms: OP_ROWS x OP_DIM */
+    float *rot;              /* rope: OP_ROWS x ROPE_HEADS x ROPE_HD */
+    int pos[OP_ROWS];
+    float *act, *up;         /* relu, swiglu, add: OP_N */
+    float *lse_a, *lse_b;    /* logsumexp: two chunks of OP_ROWS rows, folded */
+    float *q, *k, *v;        /* attention; sequence 2 continues sequence 0's slot */
+    const float *pk[ATT_B], *pv[ATT_B], *ok[ATT_B], *ov[ATT_B];
+    dz_attn_args attn;
+} op_inputs;
+
+static void op_inputs_make(op_inputs *in) {
+    in->x = randn(OP_ROWS * OP_DIM, 21, 3), in->w = randn(OP_DIM, 22, 1), in->b = randn(OP_DIM, 23, 1);
+    in->rot = randn(OP_ROWS * ROPE_HEADS * ROPE_HD, 31, 1);
+    for (int r = 0; r < OP_ROWS; r++) in->pos[r] = (r * 7) % 50;
+    in->act = randn(OP_N, 24, 4), in->up = randn(OP_N, 25, 1);
+    in->lse_a = randn(OP_ROWS * LSE_A, 26, 5), in->lse_b = randn(OP_ROWS * LSE_B, 27, 5);
+    const size_t slot = (size_t)ATT_T * ATT_KV * ATT_HD;
+    in->q = randn((size_t)ATT_B * ATT_NEW * ATT_H * ATT_HD, 28, 1);
+    in->k = randn(ATT_B * slot, 29, 1), in->v = randn(ATT_B * slot, 30, 1);
+    const int prefix_slot[ATT_B] = {0, 1, 0};
+    for (int b = 0; b < ATT_B; b++) {
+        in->ok[b] = in->k + b * slot, in->ov[b] = in->v + b * slot;
+        in->pk[b] = in->k + prefix_slot[b] * slot, in->pv[b] = in->v + prefix_slot[b] * slot;
+    }
+    in->attn = (dz_attn_args){.batch = ATT_B, .n_new = ATT_NEW, .max_keys = ATT_T, .n_heads = ATT_H,
+                              .n_kv_heads = ATT_KV, .head_dim = ATT_HD, .start = att_start, .lengths = att_len,
+                              .prefix_k = in->pk, .prefix_v = in->pv, .own_k = in->ok, .own_v = in->ov,
+                              .scale = 1.0f / sqrtf(ATT_HD), .scratch_threads = 2,
+                              .scratch = malloc(sizeof(float) * dz_attn_scratch_floats(ATT_HD, ATT_T) * 2)};
+}
+
+static void op_inputs_free(op_inputs *in) {
+    free(in->x), free(in->w), free(in->b), free(in->rot), free(in->act), free(in->up), free(in->lse_a), free(in->lse_b);
+    free(in->q), free(in->k), free(in->v), free(in->attn.scratch);
+}
+
+static void run_layernorm(const dz_backend *be, const op_inputs *in, float *out) {
+    be->layernorm(out, in->x, in->w, in->b, OP_ROWS, OP_DIM, 1e-5f);
+}
+static void run_rmsnorm(const dz_backend *be, const op_inputs *in, float *out) {
+    be->rmsnorm(out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f);
+}
+static void run_rope(const dz_backend *be, const op_inputs *in, float *out) {
+    memcpy(out, in->rot, sizeof(float) * OP_ROWS * ROPE_HEADS * ROPE_HD);
+    be->rope(out, OP_ROWS, in->pos, ROPE_HEADS, ROPE_HD, 10000.0f);
+}
+static void run_attention(const dz_backend *be, const op_inputs *in, float *out) {
+    be->attention(out, in->q, &in->attn);
+}
+static void run_relu(const dz_backend *be, const op_inputs *in, float *out) {
+    memcpy(out, in->act, sizeof(float) * OP_N);
+    be->relu(out, OP_N);
+}
+static void run_swiglu(const dz_backend *be, const op_inputs *in, float *out) {
+    memcpy(out, in->act, sizeof(float) * OP_N);
+    be->swiglu(out, in->up, OP_N);
+}
+static void run_add(const dz_backend *be, const op_inputs *in, float *out) {
+    memcpy(out, in->act, sizeof(float) * OP_N);
+    be->add(out, in->up, OP_N);
+}
+/* out: the running max of each row, then the running sum. */
+static void run_logsumexp(const dz_backend *be, const op_inputs *in, float *out) {
+    for (int r = 0; r < OP_ROWS; r++) out[r] = -INFINITY, out[OP_ROWS + r] = 0.0f;
+    be->logsumexp_update(in->lse_a, OP_ROWS, LSE_A, out, out + OP_ROWS);
+    be->logsumexp_update(in->lse_b, OP_ROWS, LSE_B, out, out + OP_ROWS);
+}
+
+typedef struct backend_op {
+    const char *name;
+    size_t out_floats;
+    void (*run)(const dz_backend *be, const op_inputs *in, float *out);
+} backend_op;
+
+static const backend_op row_ops[] = {
+    {"layernorm", OP_ROWS * OP_DIM, run_layernorm},
+    {"rmsnorm", OP_ROWS * OP_DIM, run_rmsnorm},
+    {"rope", OP_ROWS * ROPE_HEADS * ROPE_HD, run_rope},
+    {"attention", ATT_B * ATT_NEW * ATT_H * ATT_HD, run_attention},
+    {"relu", OP_N, run_relu},
+    {"swiglu", OP_N, run_swiglu},
+    {"add", OP_N, run_add},
+    {"logsumexp_update", 2 * OP_ROWS, run_logsumexp},
+};
+
+/* op at `isa` with `threads` threads into out, which is first filled with garbage so that an
+ * element the op fails to write cannot match. */
+static void run_op_at(const backend_op *op, const op_inputs *in, dz_isa isa, int threads, float *out) {
+    assert_int_equal(dz_isa_force(isa, NULL), DZ_OK);
+    dz_set_num_threads(threads);
+    memset(out, 0xA5, sizeof(float) * op->out_floats);
+    op->run(dz_backend_cpu(), in, out);
+}
+
+static void assert_bitwise_equal(const float *got, const float *want, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)))
+            fail_msg("%s: element %zu is %.9g, the baseline with 1 thread gives %.9g", what, i, got[i], want[i]);
+}
+
+/* Every op but matmul, at each level this CPU can run and with 1 and 2 threads, gives the
+ * bits of the baseline level with 1 thread. (matmul: the GEMM's own tests.) */
+static void ops_are_bitwise_equal_across_levels_and_thread_counts(void **s) {
+    (void)s;
+    op_inputs in;
+    op_inputs_make(&in);
+    for (size_t o = 0; o < sizeof row_ops / sizeof row_ops[0]; o++) {
+        const backend_op *op = &row_ops[o];
+        float *want = malloc(sizeof(float) * op->out_floats), *got = malloc(sizeof(float) * op->out_floats);
+        run_op_at(op, &in, DZ_ISA_BASELINE, 1, want);
+        for (dz_isa isa = DZ_ISA_BASELINE; isa <= dz_isa_best(); isa++)
+            for (int threads = 1; threads <= 2; threads++) {
+                if (isa == DZ_ISA_BASELINE && threads == 1) continue; /* the reference itself */
+                char what[96];
+                snprintf(what, sizeof what, "%s at %s with %d threads", op->name, dz_isa_name(isa), threads);
+                run_op_at(op, &in, isa, threads, got);
+                assert_bitwise_equal(got, want, op->out_floats, what);
+            }
+        free(want), free(got);
+    }
+    print_message("levels checked: baseline to %s\n", dz_isa_name(dz_isa_best()));
+    assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
+    op_inputs_free(&in);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exp_is_accurate),
@@ -217,6 +354,7 @@ int main(void) {
         cmocka_unit_test(attention_gqa_padding_prefix),
         cmocka_unit_test(activations_and_logsumexp),
         cmocka_unit_test(ops_are_bitwise_equal_across_thread_counts),
+        cmocka_unit_test(ops_are_bitwise_equal_across_levels_and_thread_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

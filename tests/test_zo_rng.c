@@ -4,9 +4,9 @@
  *  - tests/data/zo/rng_golden.json, written by an independent numpy implementation
  *    (tools/ref_zo_rng.py): z, stochastic-rounding words, f32/bf16 update + perturb, and
  *    checksums of dz_logf / dz_sincos2pi over every input Box-Muller can give them;
- *  - statistics with CLT tolerances (5 sigma), and invariances: every SIMD variant and the
- *    per-element scalar path agree, slicing a span in odd pieces changes nothing, fused ==
- *    unfused. */
+ *  - statistics with CLT tolerances (5 sigma), and invariances: every instruction-set level
+ *    (core/isa.h) and the per-element scalar path agree, slicing a span in odd pieces changes
+ *    nothing, fused == unfused. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,18 +19,23 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/isa.h"
 #include "distzo/dtype.h"
 #include "zo/perturb.h"
 #include "zo/rng.h"
 
-static const char *isa_name[] = {"auto", "baseline", "avx2", "avx512"};
+/* Runs body once per level this CPU can execute, from the baseline up, forced. */
+#define FOR_EACH_ISA(isa)                                                   \
+    for (dz_isa isa = DZ_ISA_BASELINE; isa < DZ_ISA_COUNT; isa++)           \
+        if (dz_isa_force(isa, NULL) == DZ_OK)
 
-/* Runs body once per SIMD variant this CPU has (the first pass is AUTO's choice). */
-#define FOR_EACH_ISA(isa)                                                             \
-    for (int isa = DZ_ZO_ISA_BASELINE; isa <= DZ_ZO_ISA_AVX512; isa++)                \
-        if (dz_zo_set_isa((dz_zo_isa)isa) == 0)
+/* The same, without the baseline: the levels to compare with it. */
+#define FOR_EACH_ISA_ABOVE_BASELINE(isa)                                    \
+    for (dz_isa isa = DZ_ISA_BASELINE + 1; isa < DZ_ISA_COUNT; isa++)       \
+        if (dz_isa_force(isa, NULL) == DZ_OK)
 
-static void reset_isa(void) { assert_int_equal(dz_zo_set_isa(DZ_ZO_ISA_AUTO), 0); }
+static void force_isa(dz_isa isa) { assert_int_equal(dz_isa_force(isa, NULL), DZ_OK); }
+static void reset_isa(void) { force_isa(DZ_ISA_AUTO); }
 
 static uint32_t fbits(float f) { return dz_zo_f2u(f); }
 
@@ -144,8 +149,8 @@ static void golden_z(void **state) {
             dz_z_fill(got, seed, tensor, draw, i0, n, dist);
             for (size_t i = 0; i < n; i++)
                 if (fbits(got[i]) != want[i])
-                    fail_msg("case %d (%s) element %zu: %08x, numpy %08x", cases, isa_name[isa], i, fbits(got[i]),
-                             want[i]);
+                    fail_msg("case %d (%s) element %zu: %08x, numpy %08x", cases, dz_isa_name(isa), i,
+                             fbits(got[i]), want[i]);
         }
         reset_isa();
         free(got);
@@ -196,6 +201,7 @@ static void golden_polynomials_exhaustive(void **state) {
     free(b);
 }
 
+/* The fused update + perturb of f32 and bf16 masters against numpy, at every level. */
 static void golden_ops(void **state) {
     (void)state;
     const cJSON *c;
@@ -220,12 +226,14 @@ static void golden_ops(void **state) {
         uint32_t *th = words(f, "theta", &n), *up = words(f, "updated", &n), *wp = words(f, "w_plus", &n),
                  *wm = words(f, "w_minus", &n);
         float *theta = malloc(4 * n), *p = malloc(4 * n), *m = malloc(4 * n);
-        memcpy(theta, th, 4 * n);
-        dz_update_then_perturb_f32(theta, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
-        for (size_t i = 0; i < n; i++) {
-            assert_int_equal(fbits(theta[i]), up[i]);
-            assert_int_equal(fbits(p[i]), wp[i]);
-            assert_int_equal(fbits(m[i]), wm[i]);
+        FOR_EACH_ISA(isa) {
+            memcpy(theta, th, 4 * n);
+            dz_update_then_perturb_f32(theta, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(fbits(theta[i]), up[i]);
+                assert_int_equal(fbits(p[i]), wp[i]);
+                assert_int_equal(fbits(m[i]), wm[i]);
+            }
         }
         free(th), free(up), free(wp), free(wm);
 
@@ -233,13 +241,16 @@ static void golden_ops(void **state) {
         th = words(b, "theta", &n), up = words(b, "updated", &n), wp = words(b, "w_plus", &n),
         wm = words(b, "w_minus", &n);
         uint16_t *h = malloc(2 * n);
-        for (size_t i = 0; i < n; i++) h[i] = (uint16_t)th[i];
-        dz_update_then_perturb_bf16(h, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
-        for (size_t i = 0; i < n; i++) {
-            assert_int_equal(h[i], up[i]);
-            assert_int_equal(fbits(p[i]), wp[i]);
-            assert_int_equal(fbits(m[i]), wm[i]);
+        FOR_EACH_ISA(isa) {
+            for (size_t i = 0; i < n; i++) h[i] = (uint16_t)th[i];
+            dz_update_then_perturb_bf16(h, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(h[i], up[i]);
+                assert_int_equal(fbits(p[i]), wp[i]);
+                assert_int_equal(fbits(m[i]), wm[i]);
+            }
         }
+        reset_isa();
         free(th), free(up), free(wp), free(wm), free(h), free(theta), free(p), free(m);
         cases++;
     }
@@ -258,12 +269,12 @@ static void simd_variants_match_scalar(void **state) {
         dz_z_fill_scalar(want, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n, (dz_zdist)dist);
         FOR_EACH_ISA(isa) {
             dz_z_fill(got, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n, (dz_zdist)dist);
-            assert_same_f32(got, want, n, isa_name[isa]);
-            if (dist == 0) strcat(strcat(ran, " "), isa_name[isa]);
+            assert_same_f32(got, want, n, dz_isa_name(isa));
+            if (dist == 0) strcat(strcat(ran, " "), dz_isa_name(isa));
         }
     }
     reset_isa();
-    print_message("SIMD variants checked:%s (AUTO picks %s)\n", ran, isa_name[dz_zo_active_isa()]);
+    print_message("SIMD variants checked:%s (AUTO picks %s)\n", ran, dz_isa_name(dz_isa_active()));
     free(want);
     free(got);
 }
@@ -337,11 +348,45 @@ static void slicing_invariance_fused(void **state) {
     span_free(&sliced);
 }
 
-/* dz_update_then_perturb_* == dz_update_* then dz_perturb_pair_*, for several update shapes,
- * and the same under every SIMD variant. */
+/* dz_update_* then dz_perturb_pair_* (upd non-NULL), or dz_perturb_pair_* alone, on a fresh
+ * span of n elements at i0 (seed 99, tensor 4, eps 2e-3). */
+static span_out unfused_step(size_t n, uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist) {
+    span_out o = span_alloc(n);
+    if (upd) {
+        dz_update_f32(o.theta, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step, i0, dist);
+        dz_update_bf16(o.h, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step, i0, dist);
+    }
+    dz_perturb_pair(o.theta, o.wp, o.wm, n, 2e-3f, 99, 4, next, i0, dist);
+    dz_perturb_pair_bf16(o.h, o.bwp, o.bwm, n, 2e-3f, 99, 4, next, i0, dist);
+    return o;
+}
+
+/* The same through dz_update_then_perturb_*. */
+static span_out fused_step(size_t n, uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist) {
+    span_out o = span_alloc(n);
+    dz_update_then_perturb_f32(o.theta, o.wp, o.wm, n, upd, 2e-3f, 99, 4, next, i0, dist);
+    dz_update_then_perturb_bf16(o.h, o.bwp, o.bwm, n, upd, 2e-3f, 99, 4, next, i0, dist);
+    return o;
+}
+
+/* step(...), run at the level in force (isa, for the failure message), equals want. */
+typedef span_out (*step_fn)(size_t n, uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist);
+
+static void assert_step_matches(step_fn step, const char *step_name, dz_isa isa, const span_out *want, size_t n,
+                                uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist) {
+    char what[64];
+    snprintf(what, sizeof what, "%s at %s%s", step_name, dz_isa_name(isa), upd ? "" : ", no update");
+    span_out got = step(n, i0, upd, next, dist);
+    span_assert_equal(&got, want, n, what);
+    span_free(&got);
+}
+
+/* dz_update_then_perturb_* == dz_update_* then dz_perturb_pair_*, for every update shape
+ * (mean or not, decay or not) and without an update; and both at every level give the
+ * baseline's unfused bits (every hand-vectorized loop of perturb.c and the RNG). */
 static void fused_equals_unfused(void **state) {
     (void)state;
-    const size_t n = 5003;
+    const size_t n = 5003; /* several 1024-element chunks and a ragged end */
     const uint64_t i0 = 3;
     const struct { int q; float wd; dz_zdist dist; } shapes[] = {
         {1, 0.0f, DZ_Z_GAUSSIAN}, {3, 0.01f, DZ_Z_GAUSSIAN}, {2, 0.1f, DZ_Z_RADEMACHER}, {3, 0.0f, DZ_Z_RADEMACHER}};
@@ -349,27 +394,16 @@ static void fused_equals_unfused(void **state) {
         const dz_zo_update upd = {.g = g3, .q = shapes[s].q, .lr = 3e-3f, .wd = shapes[s].wd, .step = 1000};
         const uint32_t next = (upd.step + 1) * (uint32_t)upd.q;
         const dz_zdist dist = shapes[s].dist;
-        span_out a = span_alloc(n);
-        dz_update_f32(a.theta, n, upd.g, upd.q, upd.lr, upd.wd, 99, 4, upd.step, i0, dist);
-        dz_perturb_pair(a.theta, a.wp, a.wm, n, 2e-3f, 99, 4, next, i0, dist);
-        dz_update_bf16(a.h, n, upd.g, upd.q, upd.lr, upd.wd, 99, 4, upd.step, i0, dist);
-        dz_perturb_pair_bf16(a.h, a.bwp, a.bwm, n, 2e-3f, 99, 4, next, i0, dist);
-        FOR_EACH_ISA(isa) {
-            span_out b = span_alloc(n);
-            dz_update_then_perturb_f32(b.theta, b.wp, b.wm, n, &upd, 2e-3f, 99, 4, next, i0, dist);
-            dz_update_then_perturb_bf16(b.h, b.bwp, b.bwm, n, &upd, 2e-3f, 99, 4, next, i0, dist);
-            span_assert_equal(&b, &a, n, isa_name[isa]);
-            span_free(&b);
+        for (int with_update = 1; with_update >= 0; with_update--) {
+            const dz_zo_update *u = with_update ? &upd : NULL;
+            force_isa(DZ_ISA_BASELINE);
+            span_out want = unfused_step(n, i0, u, next, dist);
+            FOR_EACH_ISA(isa) assert_step_matches(fused_step, "fused", isa, &want, n, i0, u, next, dist);
+            FOR_EACH_ISA_ABOVE_BASELINE(isa)
+                assert_step_matches(unfused_step, "unfused", isa, &want, n, i0, u, next, dist);
+            span_free(&want);
         }
         reset_isa();
-        /* No pending update: the pair of the unchanged theta. */
-        span_out c = span_alloc(n), d = span_alloc(n);
-        dz_update_then_perturb_f32(c.theta, c.wp, c.wm, n, NULL, 2e-3f, 99, 4, next, i0, dist);
-        dz_perturb_pair(d.theta, d.wp, d.wm, n, 2e-3f, 99, 4, next, i0, dist);
-        dz_update_then_perturb_bf16(c.h, c.bwp, c.bwm, n, NULL, 2e-3f, 99, 4, next, i0, dist);
-        dz_perturb_pair_bf16(d.h, d.bwp, d.bwm, n, 2e-3f, 99, 4, next, i0, dist);
-        span_assert_equal(&c, &d, n, "no update");
-        span_free(&a), span_free(&c), span_free(&d);
     }
 }
 

@@ -65,9 +65,9 @@ static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int 
     }
 }
 
-/* In-place softmax of each row's first visible[i] entries; the rest of the row is zeroed. */
-DZ_SIMD_CLONES
-static void softmax_prefix(float *s, int cols, int visible) {
+/* In-place softmax of each row's first visible[i] entries; the rest of the row is zeroed.
+ * Inlined into attend_head's variants. */
+DZ_ISA_INLINE void softmax_prefix(float *s, int cols, int visible) {
     float mx = -INFINITY;
     for (int j = 0; j < visible; j++) mx = s[j] > mx ? s[j] : mx;
     for (int j = 0; j < visible; j++) s[j] = dz_expf(s[j] - mx);
@@ -87,8 +87,8 @@ static void softmax_prefix(float *s, int cols, int visible) {
  * query's scores accumulate over d with 16 keys per vector op; values are summed with
  * the head dimension as the vector. Query rows at padding positions get zeros. Per
  * element the summation order is fixed. */
-DZ_SIMD_CLONES
-static void attend_head(float *out, const float *q, float *scratch, int b, int h, const dz_attn_args *a) {
+DZ_ISA_VARIANTS(attend_head, (float *out, const float *q, float *scratch, int b, int h, const dz_attn_args *a),
+                (out, q, scratch, b, h, a)) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
     const int kvh = h / (a->n_heads / a->n_kv_heads), start = a->start[b], len = a->lengths[b];
     const float *qb = q + (size_t)b * a->n_new * qstride + (size_t)h * hd;
@@ -138,8 +138,7 @@ static void cpu_relu(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-DZ_SIMD_CLONES
-static void swiglu_span(float *gate, const float *up, size_t n) {
+DZ_ISA_VARIANTS(swiglu_span, (float *gate, const float *up, size_t n), (gate, up, n)) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + dz_expf(-gate[i])) * up[i];
 }
 
@@ -154,8 +153,7 @@ static void cpu_add(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-DZ_SIMD_CLONES
-static void logsumexp_row(const float *l, int n, float *m, float *s) {
+DZ_ISA_VARIANTS(logsumexp_row, (const float *l, int n, float *m, float *s), (l, n, m, s)) {
     float mx = *m;
     for (int i = 0; i < n; i++) mx = l[i] > mx ? l[i] : mx;
     float acc = *m == -INFINITY ? 0.0f : *s * dz_expf(*m - mx);

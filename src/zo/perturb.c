@@ -4,7 +4,8 @@
  * draw from the stored value. Unfused calls are the same walker with parts switched off,
  * so fused and unfused results are equal by construction (and tested). Chunks after the
  * first start on a Philox block boundary, so no block is generated twice. The elementwise
- * loops have no reductions, so every SIMD clone gives the same bits. */
+ * loops have no reductions, so every level's variant (kernels/cpu_simd.h) gives the same
+ * bits. */
 #include "zo/perturb.h"
 
 #include "kernels/cpu_simd.h"
@@ -19,19 +20,17 @@ typedef struct span_io {
     float *w_plus, *w_minus; /* NULL: no pair */
 } span_io;
 
-DZ_SIMD_CLONES
-static void widen_bf16(float *out, const uint16_t *h, size_t n) {
+DZ_ISA_VARIANTS(widen_bf16, (float *out, const uint16_t *h, size_t n), (out, h, n)) {
     for (size_t i = 0; i < n; i++) out[i] = dz_zo_u2f((uint32_t)h[i] << 16);
 }
 
-DZ_SIMD_CLONES
-static void add_scaled(float *u, float g, const float *z, size_t n) {
+DZ_ISA_VARIANTS(add_scaled, (float *u, float g, const float *z, size_t n), (u, g, z, n)) {
     for (size_t i = 0; i < n; i++) u[i] = u[i] + g * z[i];
 }
 
 /* out = th - lr * (u / q [q > 1] + wd * th [wd != 0]); out may alias th. */
-DZ_SIMD_CLONES
-static void apply_update(float *out, const float *th, const float *u, size_t n, int q, float lr, float wd) {
+DZ_ISA_VARIANTS(apply_update, (float *out, const float *th, const float *u, size_t n, int q, float lr, float wd),
+                (out, th, u, n, q, lr, wd)) {
     const float fq = (float)q;
     const int mean = q > 1, decay = wd != 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -43,16 +42,15 @@ static void apply_update(float *out, const float *th, const float *u, size_t n, 
 }
 
 /* h = stochastic_round(th, x); th = widen(h), the value the rest of the step sees. */
-DZ_SIMD_CLONES
-static void round_bf16(uint16_t *h, float *th, const uint32_t *x, size_t n) {
+DZ_ISA_VARIANTS(round_bf16, (uint16_t *h, float *th, const uint32_t *x, size_t n), (h, th, x, n)) {
     for (size_t i = 0; i < n; i++) {
         h[i] = dz_bf16_round_stochastic(th[i], x[i]);
         th[i] = dz_zo_u2f((uint32_t)h[i] << 16);
     }
 }
 
-DZ_SIMD_CLONES
-static void make_pair(float *wp, float *wm, const float *th, const float *z, float eps, size_t n) {
+DZ_ISA_VARIANTS(make_pair, (float *wp, float *wm, const float *th, const float *z, float eps, size_t n),
+                (wp, wm, th, z, eps, n)) {
     for (size_t i = 0; i < n; i++) {
         const float e = eps * z[i];
         wp[i] = th[i] + e;

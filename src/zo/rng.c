@@ -1,6 +1,6 @@
-/* Bulk Philox fills, compiled three times (AVX-512, AVX2, baseline SSE4.2) and picked at
- * run time. This is what DZ_SIMD_CLONES does, made explicit so that tests can run every
- * variant on one machine and check that they give the same bits.
+/* Bulk Philox fills, compiled for each level of core/isa.h (AVX-512, AVX2, baseline
+ * SSE4.2) with DZ_ISA_VARIANTS and run as dz_isa_active() says, so that tests can run
+ * every level on one machine and check that they give the same bits.
  *
  * Philox's rounds are written with GCC vector types, W blocks per vector (one block per
  * 32-bit lane), and the 32x32->64 multiplies with pmuludq on the even and odd lanes: the
@@ -9,12 +9,10 @@
  * one plain C body that the vectorizer handles well in each variant. */
 #include "zo/rng.h"
 
-#include "core/cpu_features.h"
+#include "kernels/cpu_simd.h"
 
 #include <immintrin.h>
-#include <stdatomic.h>
 
-#define ZO_INLINE static inline __attribute__((always_inline))
 #define ZO_BATCH 256 /* blocks per pass over the stack buffers (1024 elements); a multiple of every W */
 
 typedef struct zo_counter {
@@ -66,12 +64,10 @@ static void zo_counter_init(zo_counter *c, uint64_t seed, uint32_t purpose, uint
 #define ZO_MUL_SSE(a, b) _mm_mul_epu32((__m128i)(a), (__m128i)(b))
 #define ZO_MUL_AVX2(a, b) _mm256_mul_epu32((__m256i)(a), (__m256i)(b))
 #define ZO_MUL_AVX512(a, b) _mm512_mul_epu32((__m512i)(a), (__m512i)(b))
-#define ZO_TARGET_AVX512 __attribute__((target("avx512f")))
-#define ZO_TARGET_AVX2 __attribute__((target("avx2")))
 
-ZO_DEFINE_PHILOX(sse, , 4, ZO_MUL_SSE)
-ZO_DEFINE_PHILOX(avx2, ZO_TARGET_AVX2, 8, ZO_MUL_AVX2)
-ZO_DEFINE_PHILOX(avx512, ZO_TARGET_AVX512, 16, ZO_MUL_AVX512)
+ZO_DEFINE_PHILOX(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE)
+ZO_DEFINE_PHILOX(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2)
+ZO_DEFINE_PHILOX(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512)
 
 typedef void (*zo_philox_fn)(uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t *x3, const zo_counter *ctr,
                              uint32_t j0, size_t nb);
@@ -79,9 +75,12 @@ typedef void (*zo_philox_fn)(uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t 
 /* What a block pass writes: z (the two distributions) or the raw words. */
 typedef enum zo_mode { ZO_GAUSSIAN = DZ_Z_GAUSSIAN, ZO_RADEMACHER = DZ_Z_RADEMACHER, ZO_WORDS } zo_mode;
 
-/* Blocks j0 .. j0+nb-1 into out[0 .. 4nb) (float z, or uint32 words). */
-ZO_INLINE void blocks_body(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode,
-                           zo_philox_fn philox_batch) {
+/* Blocks j0 .. j0+nb-1 into out[0 .. 4nb) (float z, or uint32 words). The Philox of the
+ * variant's own width: isa is a constant in each variant, so the choice folds away. */
+DZ_ISA_VARIANTS(zo_blocks, (void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode),
+                (out, ctr, j0, nb, mode)) {
+    const zo_philox_fn philox_batch =
+        isa == DZ_ISA_AVX512 ? avx512_philox : isa == DZ_ISA_AVX2 ? avx2_philox : sse_philox;
     uint32_t x0[ZO_BATCH], x1[ZO_BATCH], x2[ZO_BATCH], x3[ZO_BATCH];
     for (size_t done = 0; done < nb; done += ZO_BATCH) {
         const size_t m = nb - done < ZO_BATCH ? nb - done : ZO_BATCH;
@@ -112,45 +111,10 @@ ZO_INLINE void blocks_body(void *out, const zo_counter *ctr, uint32_t j0, size_t
 
 typedef void (*zo_blocks_fn)(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode);
 
-#define ZO_VARIANT(name, attr)                                                                       \
-    attr static void blocks_##name(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode) { \
-        blocks_body(out, ctr, j0, nb, mode, name##_philox);                                         \
-    }
-
-ZO_VARIANT(avx512, ZO_TARGET_AVX512)
-ZO_VARIANT(avx2, ZO_TARGET_AVX2)
-ZO_VARIANT(sse, )
-
-static const zo_blocks_fn zo_variants[] = {
-    [DZ_ZO_ISA_BASELINE] = blocks_sse,
-    [DZ_ZO_ISA_AVX2] = blocks_avx2,
-    [DZ_ZO_ISA_AVX512] = blocks_avx512,
-};
-
-static atomic_int zo_forced_isa; /* 0 = AUTO */
-
-static dz_zo_isa best_isa(void) {
-    const dz_cpu_features *f = dz_cpu_features_get();
-    if (f->avx512f && f->os_zmm) return DZ_ZO_ISA_AVX512;
-    if (f->avx2 && f->os_ymm) return DZ_ZO_ISA_AVX2;
-    return DZ_ZO_ISA_BASELINE;
-}
-
-dz_zo_isa dz_zo_active_isa(void) {
-    const int forced = atomic_load_explicit(&zo_forced_isa, memory_order_relaxed);
-    return forced ? (dz_zo_isa)forced : best_isa();
-}
-
-int dz_zo_set_isa(dz_zo_isa isa) {
-    if (isa < DZ_ZO_ISA_AUTO || isa > DZ_ZO_ISA_AVX512 || isa > best_isa()) return -1;
-    atomic_store_explicit(&zo_forced_isa, (int)isa, memory_order_relaxed);
-    return 0;
-}
-
 /* Elements i0 .. i0+n-1 (4-byte values) as: whole blocks written in place, partial blocks
  * at either end through a 4-element buffer with the same kernel. */
 static void fill(void *out, const zo_counter *ctr, uint64_t i0, size_t n, zo_mode mode) {
-    const zo_blocks_fn blocks = zo_variants[dz_zo_active_isa()];
+    const zo_blocks_fn blocks = zo_blocks_variants[dz_isa_active()]; /* one look-up per fill */
     char *o = out;
     while (n > 0) {
         const uint32_t j = (uint32_t)(i0 >> 2);

@@ -126,7 +126,7 @@ static inline uint16_t dz_bf16_round_stochastic(float v, uint32_t x) {
 }
 
 /* z_i for i = i0 .. i0+n-1 of `tensor` at draw `draw` (counter purpose 0). Any i0 and n
- * (partial blocks included); run-time chosen AVX-512 / AVX2 / baseline code, same bits. */
+ * (partial blocks included); the code of dz_isa_active() (core/isa.h), same bits at every level. */
 void dz_z_fill(float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n, dz_zdist dist);
 
 /* Raw words: x_i = word i % 4 of block i / 4 with counter (i / 4, purpose, tensor, draw). */
@@ -136,11 +136,5 @@ void dz_philox_fill(uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tenso
 /* For tests: one element at a time through dz_philox4x32_10 and the scalar helpers above. */
 void dz_z_fill_scalar(float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n,
                       dz_zdist dist);
-
-/* Which vector code dz_z_fill / dz_philox_fill run. Tests force each level the CPU has and
- * compare; AUTO (the default) picks the widest. Returns 0, or -1 if the CPU lacks it. */
-typedef enum dz_zo_isa { DZ_ZO_ISA_AUTO = 0, DZ_ZO_ISA_BASELINE, DZ_ZO_ISA_AVX2, DZ_ZO_ISA_AVX512 } dz_zo_isa;
-int dz_zo_set_isa(dz_zo_isa isa);
-dz_zo_isa dz_zo_active_isa(void);
 
 #endif
