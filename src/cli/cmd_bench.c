@@ -34,12 +34,50 @@ static int model_shapes(const dz_config *c, int B, int T, gemm_shape *s) {
     return n;
 }
 
-/* Raises best[i] to the sgemm GFLOP/s measured now for shape i. */
-static void measure_shapes(const gemm_shape *shapes, int n, double *best) {
-    for (int i = 0; i < n; i++) {
-        const double gf = dz_blas_sgemm_gflops(shapes[i].M, shapes[i].N, shapes[i].K, 0.4);
-        if (gf > best[i]) best[i] = gf;
+typedef enum gemm_impl { GEMM_OPENBLAS, GEMM_DISTZO } gemm_impl;
+
+/* GFLOP/s of y = x w^T for one shape with the current thread count, timed for at least
+ * min_seconds after a warm-up call; negative if memory runs out. */
+static double gemm_gflops(gemm_impl impl, int M, int N, int K, double min_seconds) {
+    float *x = malloc(sizeof(float) * (size_t)M * K), *w = malloc(sizeof(float) * (size_t)N * K);
+    float *y = malloc(sizeof(float) * (size_t)M * N);
+    double gflops = -1.0;
+    if (x && w && y) {
+        uint64_t state = 99;
+        for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)dz_uniform01(&state) - 0.5f;
+        for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (float)dz_uniform01(&state) - 0.5f;
+        int calls = -1; /* the first call warms up pages, threads and caches */
+        double t0 = 0.0, dt = 0.0;
+        do {
+            if (impl == GEMM_OPENBLAS) dz_sgemm(false, true, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
+            else dz_gemm_linear(y, x, w, NULL, M, N, K);
+            if (++calls == 0) t0 = dz_now();
+            dt = dz_now() - t0;
+        } while (calls < 2 || dt < min_seconds);
+        gflops = 2.0 * M * N * (double)K * calls / dt * 1e-9;
     }
+    free(x), free(w), free(y);
+    return gflops;
+}
+
+/* Raises best[impl][i] to the GFLOP/s measured now for shape i, OpenBLAS and distzo's
+ * GEMM interleaved shape by shape so that both see the same moment of a shared machine. */
+static void measure_shapes(const gemm_shape *shapes, int n, double best[2][8]) {
+    for (int i = 0; i < n; i++)
+        for (int impl = GEMM_OPENBLAS; impl <= GEMM_DISTZO; impl++) {
+            const double gf = gemm_gflops((gemm_impl)impl, shapes[i].M, shapes[i].N, shapes[i].K, 0.3);
+            if (gf > best[impl][i]) best[impl][i] = gf;
+        }
+}
+
+/* Time-weighted GFLOP/s over a forward's GEMMs. */
+static double shapes_gflops(const gemm_shape *shapes, int n, const double *gf) {
+    double flops = 0.0, secs = 0.0;
+    for (int i = 0; i < n; i++) {
+        const double fl = 2.0 * shapes[i].M * shapes[i].N * shapes[i].K * shapes[i].count;
+        flops += fl, secs += fl / (gf[i] * 1e9);
+    }
+    return flops / secs / 1e9;
 }
 
 /* A random batch scored as LM training does: every position predicts the next token
@@ -120,7 +158,7 @@ static int bench_forward(int argc, char **argv) {
     dz_weight_source w = dz_model_weights(m);
     gemm_shape shapes[8];
     const int ns = model_shapes(c, batch, seq, shapes);
-    double gf_best[8] = {0};
+    double gf_best[2][8] = {{0}};
     /* sgemm on the model's shapes is measured before and after the forwards and the
      * better of the two kept, so a moment of interference on a shared machine does not
      * flatter the ratio */
@@ -136,13 +174,9 @@ static int bench_forward(int argc, char **argv) {
     if (rc) goto done;
     measure_shapes(shapes, ns, gf_best);
     const double fwd = elapsed / runs, flops = dz_forward_flops(c, batch, seq, N);
-    double gemm_flops = 0.0, gemm_secs = 0.0;
-    for (int i = 0; i < ns; i++) {
-        const double fl = 2.0 * shapes[i].M * shapes[i].N * shapes[i].K * shapes[i].count;
-        gemm_flops += fl;
-        gemm_secs += fl / (gf_best[i] * 1e9);
-    }
-    const double sgemm_model = gemm_flops / gemm_secs / 1e9, sgemm_square = dz_blas_sgemm_gflops(2048, 2048, 2048, 0.5);
+    const double sgemm_model = shapes_gflops(shapes, ns, gf_best[GEMM_OPENBLAS]);
+    const double ours_model = shapes_gflops(shapes, ns, gf_best[GEMM_DISTZO]);
+    const double sgemm_square = gemm_gflops(GEMM_OPENBLAS, 2048, 2048, 2048, 0.5);
     const double achieved = flops / fwd / 1e9;
     if (json) {
         printf("{\"model\": ");
@@ -150,10 +184,10 @@ static int bench_forward(int argc, char **argv) {
         printf(", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"dtype\": \"%s\", \"runs\": %d, "
                "\"forward_seconds\": %.4f, \"tokens_per_second\": %.1f, \"gflop_per_forward\": %.2f, "
                "\"forward_gflops\": %.2f, \"sgemm_gflops_model_shapes\": %.2f, \"sgemm_gflops_2048\": %.2f, "
-               "\"ratio\": %.3f, \"blas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": ",
+               "\"distzo_gemm_gflops_model_shapes\": %.2f, \"gemm_ratio\": %.3f, \"ratio\": %.3f, \"blas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": ",
                batch, seq, dz_get_num_threads(), dz_dtype_name(dz_model_dtype(m)), runs, fwd, N / fwd, flops / 1e9,
-               achieved, sgemm_model, sgemm_square, achieved / sgemm_model, dz_blas_core_name(),
-               dz_isa_name(dz_isa_active()));
+               achieved, sgemm_model, sgemm_square, ours_model, ours_model / sgemm_model, achieved / sgemm_model,
+               dz_blas_core_name(), dz_isa_name(dz_isa_active()));
         dz_cli_json_string(stdout, dz_gemm_describe());
         printf(", \"activation_bytes\": %zu, \"peak_rss_bytes\": %zu}\n", dz_forward_bytes(f), dz_cli_peak_rss());
     } else {
@@ -164,6 +198,8 @@ static int bench_forward(int argc, char **argv) {
         printf("gemm     %s\n", dz_gemm_describe());
         printf("sgemm    %.1f GFLOP/s on the model's GEMM shapes, %.1f GFLOP/s on 2048^3 (OpenBLAS %s, the reference)\n",
                sgemm_model, sgemm_square, dz_blas_core_name());
+        printf("         distzo's GEMM %.1f GFLOP/s on the same shapes = %.1f%% of OpenBLAS\n", ours_model,
+               100.0 * ours_model / sgemm_model);
         printf("ratio    forward / OpenBLAS sgemm = %.1f%%\n", 100.0 * achieved / sgemm_model);
         printf("memory   activations %.1f MB, peak RSS %.1f MB\n", dz_forward_bytes(f) / 1e6, dz_cli_peak_rss() / 1e6);
     }
