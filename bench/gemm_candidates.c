@@ -136,7 +136,9 @@ typedef struct {
     int n_threads, threads[MAX_THREADS];
     bool selected[N_PATHS];
     bool json;
-    int child_path; /* -1 in the parent */
+    int child_path;  /* -1 in the parent */
+    int child_shape; /* the one shape a child measures, -1 for all */
+    bool checks;     /* the row-stability calls (the parent asks for them in the first round) */
 } bench_options;
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -446,7 +448,7 @@ static bool measure_shape(const backend *be, int si, const bench_options *o) {
         be->gemm(b.ref[t], b.x, b.w, s->M, s->N, s->K); /* warm-up and reference */
         bool repeat_ok = true;
         const double gflops = time_gemm(be, s, &b, b.ref[t], o->seconds, &repeat_ok);
-        const unsigned rows = row_failures(be, s, &b, b.ref[t]);
+        const unsigned rows = o->checks ? row_failures(be, s, &b, b.ref[t]) : 0;
         threads_ok = threads_ok && same_floats(b.ref[t], b.ref[0], mn);
         printf("cell %d %d %.4f %u %d\n", si, t, gflops, rows, repeat_ok);
         fflush(stdout);
@@ -473,6 +475,7 @@ static int run_child(const bench_options *o) {
     printf("info %s\n", note);
     fflush(stdout);
     for (int s = 0; s < N_SHAPES; s++) {
+        if (o->child_shape >= 0 && s != o->child_shape) continue;
         if (!measure_shape(&be, s, o)) {
             printf("fail out of memory at M=%d N=%d K=%d\n", k_shapes[s].M, k_shapes[s].N, k_shapes[s].K);
             return 1;
@@ -485,6 +488,7 @@ static int run_child(const bench_options *o) {
 
 typedef struct {
     bool ran;                             /* some child reported measurements */
+    bool gave_up;                         /* skipped or failed: not run again */
     char note[NOTE_CAP];                  /* info line, or why it was skipped / failed */
     double gflops[MAX_THREADS][N_SHAPES]; /* best over rounds; 0 = none */
     unsigned row_fail[MAX_THREADS][N_SHAPES];
@@ -520,31 +524,47 @@ static void parse_bits(path_result *r, const char *line) {
     r->hash[s] = h, r->have_hash[s] = true;
 }
 
+/* info / skip / fail: the path's note; skip and fail also stop its later runs. */
+static void parse_note(path_result *r, const char *line) {
+    const int cap = NOTE_CAP - 16;
+    if (!strncmp(line, "info ", 5)) snprintf(r->note, sizeof r->note, "%.*s", cap, line + 5);
+    if (!strncmp(line, "skip ", 5)) snprintf(r->note, sizeof r->note, "skipped: %.*s", cap, line + 5);
+    if (!strncmp(line, "fail ", 5)) snprintf(r->note, sizeof r->note, "failed: %.*s", cap, line + 5);
+    if (!strncmp(line, "skip ", 5) || !strncmp(line, "fail ", 5)) r->gave_up = true;
+}
+
 static void parse_line(path_result *r, const char *line, int n_threads) {
     int s, differs;
     if (!strncmp(line, "cell ", 5)) parse_cell(r, line, n_threads);
     else if (!strncmp(line, "bits ", 5)) parse_bits(r, line);
     else if (sscanf(line, "sup %d %d", &s, &differs) == 2 && s >= 0 && s < N_SHAPES)
         r->sup_differs[s] = r->sup_differs[s] > 0 ? 1 : differs;
-    else if (!strncmp(line, "info ", 5)) snprintf(r->note, sizeof r->note, "%.*s", (int)sizeof r->note - 1, line + 5);
-    else if (!strncmp(line, "skip ", 5)) snprintf(r->note, sizeof r->note, "skipped: %.*s", NOTE_CAP - 10, line + 5);
-    else if (!strncmp(line, "fail ", 5)) snprintf(r->note, sizeof r->note, "failed: %.*s", NOTE_CAP - 9, line + 5);
+    else parse_note(r, line);
 }
 
-static void child_args(const bench_options *o, int p, char *path, char *seconds, char *threads, char *argv[8]) {
-    snprintf(path, 64, "%s:%s", k_paths[p].candidate, k_paths[p].variant);
-    snprintf(seconds, 32, "%g", o->seconds);
+typedef struct {
+    char path[64], seconds[32], threads[64], shape[16];
+    char *argv[12];
+} child_command;
+
+/* This program's arguments for measuring `shape` on path p. */
+static void child_command_init(child_command *c, const bench_options *o, int p, int shape, bool checks) {
+    snprintf(c->path, sizeof c->path, "%s:%s", k_paths[p].candidate, k_paths[p].variant);
+    snprintf(c->seconds, sizeof c->seconds, "%g", o->seconds);
+    snprintf(c->shape, sizeof c->shape, "%d", shape);
     size_t n = 0;
-    threads[0] = '\0';
-    for (int t = 0; t < o->n_threads; t++) n += (size_t)snprintf(threads + n, 64 - n, t ? ",%d" : "%d", o->threads[t]);
-    const char *args[8] = {"bench_gemm_candidates", "--child", path, "--seconds", seconds, "--threads", threads, NULL};
-    memcpy(argv, args, sizeof args);
+    c->threads[0] = '\0';
+    for (int t = 0; t < o->n_threads; t++)
+        n += (size_t)snprintf(c->threads + n, sizeof c->threads - n, t ? ",%d" : "%d", o->threads[t]);
+    char *args[12] = {"bench_gemm_candidates", "--child", c->path, "--shape", c->shape, "--seconds", c->seconds,
+                      "--threads", c->threads, checks ? NULL : "--no-checks", NULL};
+    memcpy(c->argv, args, sizeof args);
 }
 
-/* Runs this program as `--child PATH`, its stdout into r. */
-static void run_path(const bench_options *o, int p, path_result *r) {
-    char path[64], seconds[32], threads[64], *argv[8];
-    child_args(o, p, path, seconds, threads, argv);
+/* Runs this program as `--child PATH --shape S`, its stdout into r. */
+static void run_path(const bench_options *o, int p, int shape, bool checks, path_result *r) {
+    child_command c;
+    child_command_init(&c, o, p, shape, checks);
     int fds[2];
     if (pipe(fds) != 0) return (void)snprintf(r->note, sizeof r->note, "failed: pipe()");
     fflush(stdout);
@@ -552,7 +572,7 @@ static void run_path(const bench_options *o, int p, path_result *r) {
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]), close(fds[1]);
-        execv("/proc/self/exe", argv);
+        execv("/proc/self/exe", c.argv);
         _exit(127);
     }
     close(fds[1]);
@@ -566,9 +586,10 @@ static void run_path(const bench_options *o, int p, path_result *r) {
     if (in) fclose(in);
     int status = 0;
     waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        snprintf(r->note, sizeof r->note, "failed: the child for %s ended with status %d%s", path,
-                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), r->ran ? " (partial)" : "");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    r->gave_up = true;
+    snprintf(r->note, sizeof r->note, "failed: the child for %s, shape %s, ended with status %d", c.path,
+             k_shapes[shape].name, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
 /* ---- derived figures ----------------------------------------------------------------- */
@@ -758,12 +779,22 @@ static void utc_date(char *out, size_t cap) {
     strftime(out, cap, "%Y-%m-%d %H:%M UTC", &tm);
 }
 
-static void print_text(const path_result *res, const bench_options *o) {
-    char cpu[256], date[64];
-    cpu_model(cpu, sizeof cpu), utc_date(date, sizeof date);
+/* The first three fields of /proc/loadavg: how busy the machine was (it is shared). */
+static void load_average(char *out, size_t cap) {
+    snprintf(out, cap, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a, b, c;
+    if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(out, cap, "%.2f %.2f %.2f", a, b, c);
+    if (f) fclose(f);
+}
+
+static void print_text(const path_result *res, const bench_options *o, const char *load_before) {
+    char cpu[256], date[64], load_after[64];
+    cpu_model(cpu, sizeof cpu), utc_date(date, sizeof date), load_average(load_after, sizeof load_after);
     printf("GEMM candidates, y[M,N] = x[M,K] w[N,K]^T: %s, %ld CPUs, %s; best call of >= %gs per cell, best of %d "
            "round(s)\n",
            cpu, sysconf(_SC_NPROCESSORS_ONLN), date, o->seconds, o->rounds);
+    printf("load average before: %s, after: %s\n", load_before, load_after);
     const int ob = openblas_best_path();
     if (ob >= 0 && res[ob].ran)
         for (int t = 0; t < o->n_threads; t++)
@@ -839,13 +870,14 @@ static void json_path(const path_result *r, int p, const path_result *res, const
     printf("]}");
 }
 
-static void print_json(const path_result *res, const bench_options *o) {
-    char cpu[256], date[64];
-    cpu_model(cpu, sizeof cpu), utc_date(date, sizeof date);
+static void print_json(const path_result *res, const bench_options *o, const char *load_before) {
+    char cpu[256], date[64], load_after[64];
+    cpu_model(cpu, sizeof cpu), utc_date(date, sizeof date), load_average(load_after, sizeof load_after);
     printf("{\"cpu\": ");
     json_string(cpu);
-    printf(", \"cpus\": %ld, \"date\": \"%s\", \"seconds\": %g, \"rounds\": %d,\n \"paths\": [\n",
-           sysconf(_SC_NPROCESSORS_ONLN), date, o->seconds, o->rounds);
+    printf(", \"cpus\": %ld, \"date\": \"%s\", \"seconds\": %g, \"rounds\": %d, \"loadavg_before\": \"%s\", "
+           "\"loadavg_after\": \"%s\",\n \"paths\": [\n",
+           sysconf(_SC_NPROCESSORS_ONLN), date, o->seconds, o->rounds, load_before, load_after);
     int n = 0;
     for (int p = 0; p < N_PATHS; p++) {
         if (!o->selected[p]) continue;
@@ -890,17 +922,20 @@ static bool parse_paths(const char *list, bench_options *o) {
 }
 
 static bool parse_options(int argc, char **argv, bench_options *o) {
-    *o = (bench_options){.seconds = 0.3, .rounds = 1, .n_threads = 2, .threads = {1, 2}, .child_path = -1};
+    *o = (bench_options){.seconds = 0.3, .rounds = 1, .n_threads = 2, .threads = {1, 2}, .child_path = -1,
+                         .child_shape = -1, .checks = true};
     for (int p = 0; p < N_PATHS; p++) o->selected[p] = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--no-checks")) o->checks = false;
         else if (!v) return false;
         else if (!strcmp(a, "--seconds") && (o->seconds = atof(v)) >= 0) i++;
         else if (!strcmp(a, "--rounds") && (o->rounds = atoi(v)) > 0) i++;
         else if (!strcmp(a, "--threads") && parse_threads(v, o)) i++;
         else if (!strcmp(a, "--paths") && parse_paths(v, o)) i++;
         else if (!strcmp(a, "--child") && (o->child_path = find_path(v)) >= 0) i++;
+        else if (!strcmp(a, "--shape") && (o->child_shape = atoi(v)) >= 0 && o->child_shape < N_SHAPES) i++;
         else return false;
     }
     return true;
@@ -911,14 +946,18 @@ int main(int argc, char **argv) {
     if (!parse_options(argc, argv, &o)) return usage();
     if (o.child_path >= 0) return run_child(&o);
     static path_result res[N_PATHS];
+    char load_before[64];
+    load_average(load_before, sizeof load_before);
     for (int p = 0; p < N_PATHS; p++) init_result(&res[p]);
+    /* Shape by shape, every path in turn, so that the machine's load falls on all alike. */
     for (int r = 0; r < o.rounds; r++)
-        for (int p = 0; p < N_PATHS; p++) {
-            if (!o.selected[p]) continue;
-            fprintf(stderr, "round %d/%d: %s:%s\n", r + 1, o.rounds, k_paths[p].candidate, k_paths[p].variant);
-            run_path(&o, p, &res[p]);
+        for (int s = 0; s < N_SHAPES; s++) {
+            fprintf(stderr, "round %d/%d, %s %dx%dx%d\n", r + 1, o.rounds, k_shapes[s].name, k_shapes[s].M,
+                    k_shapes[s].N, k_shapes[s].K);
+            for (int p = 0; p < N_PATHS; p++)
+                if (o.selected[p] && !res[p].gave_up) run_path(&o, p, s, r == 0, &res[p]);
         }
-    if (o.json) print_json(res, &o);
-    else print_text(res, &o);
+    if (o.json) print_json(res, &o, load_before);
+    else print_text(res, &o, load_before);
     return 0;
 }
