@@ -111,15 +111,19 @@ typedef enum { CAND_OPENBLAS, CAND_BLIS, CAND_DISTZO } candidate_kind;
 typedef struct {
     candidate_kind kind;
     const char *candidate, *variant;
+    bool slow; /* scalar: one round, no 2048^3, row calls of at most SLOW_MAX_SUB_ROWS rows */
 } bench_path;
 
 static const bench_path k_paths[] = {
-    {CAND_OPENBLAS, "openblas", "best"},  {CAND_OPENBLAS, "openblas", "haswell"},
-    {CAND_BLIS, "blis", "skx"},           {CAND_BLIS, "blis", "haswell"},
-    {CAND_BLIS, "blis", "haswell-nosup"}, {CAND_DISTZO, "distzo", "avx512"},
-    {CAND_DISTZO, "distzo", "avx2"},      {CAND_DISTZO, "distzo", "baseline"},
+    {CAND_OPENBLAS, "openblas", "best", false},  {CAND_OPENBLAS, "openblas", "haswell", false},
+    {CAND_BLIS, "blis", "skx", false},           {CAND_BLIS, "blis", "haswell", false},
+    {CAND_BLIS, "blis", "haswell-nosup", false}, {CAND_DISTZO, "distzo", "avx512", false},
+    {CAND_DISTZO, "distzo", "avx2", false},      {CAND_DISTZO, "distzo", "baseline", true},
 };
-enum { N_PATHS = sizeof k_paths / sizeof k_paths[0], MAX_THREADS = 4, NOTE_CAP = 1024 };
+enum { N_PATHS = sizeof k_paths / sizeof k_paths[0], MAX_THREADS = 4, NOTE_CAP = 1024, SLOW_MAX_SUB_ROWS = 100 };
+
+/* Whether path p measures shape s in round r (0-based). */
+static bool path_runs(int p, int s, int r) { return !k_paths[p].slow || (r == 0 && s != S_PEAK); }
 
 static int find_path(const char *name) {
     for (int p = 0; p < N_PATHS; p++) {
@@ -402,12 +406,13 @@ static bool alloc_buffers(shape_buffers *b, const gemm_shape *s, int n_threads) 
     return true;
 }
 
-/* Best-call GFLOP/s over at least `seconds` (at least one call); *repeat_ok is cleared when
- * a call's output differs from ref. */
+/* Best-call GFLOP/s over at least `seconds` (at least one call), counting the reference
+ * call (ref_seconds) when it alone took that long; *repeat_ok is cleared when a call's
+ * output differs from ref. */
 static double time_gemm(const backend *be, const gemm_shape *s, const shape_buffers *b, const float *ref,
-                        double seconds, bool *repeat_ok) {
-    double best = INFINITY, total = 0;
-    for (int calls = 0; calls == 0 || total < seconds; calls++) {
+                        double ref_seconds, double seconds, bool *repeat_ok) {
+    double best = ref_seconds >= seconds ? ref_seconds : INFINITY, total = best < INFINITY ? best : 0;
+    for (int calls = best < INFINITY; calls == 0 || total < seconds; calls++) {
         const double t0 = now_seconds();
         be->gemm(b->out, b->x, b->w, s->M, s->N, s->K);
         const double dt = now_seconds() - t0;
@@ -420,11 +425,12 @@ static double time_gemm(const backend *be, const gemm_shape *s, const shape_buff
 
 /* Bit i set when some call of k_sub_rows[i] rows (first rows, an odd offset, last rows)
  * gives rows that differ from the same rows of the full call. */
-static unsigned row_failures(const backend *be, const gemm_shape *s, const shape_buffers *b, const float *ref) {
+static unsigned row_failures(const backend *be, const gemm_shape *s, const shape_buffers *b, const float *ref,
+                             int max_rows) {
     unsigned mask = 0;
     for (int i = 0; i < N_SUB_ROWS; i++) {
         const int m = k_sub_rows[i];
-        if (m >= s->M) continue;
+        if (m >= s->M || m > max_rows) continue;
         const int offsets[3] = {0, ((s->M - m) / 2) | 1, s->M - m};
         for (int o = 0; o < 3; o++) {
             const int r0 = offsets[o] > s->M - m ? s->M - m : offsets[o];
@@ -438,6 +444,7 @@ static unsigned row_failures(const backend *be, const gemm_shape *s, const shape
 /* Prints "cell SHAPE THREAD_INDEX GFLOPS ROW_MASK REPEAT", then "bits SHAPE HASH THREADS_OK"
  * and for BLIS "sup SHAPE DIFFERS". */
 static bool measure_shape(const backend *be, int si, const bench_options *o) {
+    const int max_sub_rows = k_paths[o->child_path].slow ? SLOW_MAX_SUB_ROWS : INT32_MAX;
     const gemm_shape *s = &k_shapes[si];
     shape_buffers b;
     if (!alloc_buffers(&b, s, o->n_threads)) return false;
@@ -445,10 +452,12 @@ static bool measure_shape(const backend *be, int si, const bench_options *o) {
     bool threads_ok = true;
     for (int t = 0; t < o->n_threads; t++) {
         be->set_threads(o->threads[t]);
+        const double t0 = now_seconds();
         be->gemm(b.ref[t], b.x, b.w, s->M, s->N, s->K); /* warm-up and reference */
+        const double ref_seconds = now_seconds() - t0;
         bool repeat_ok = true;
-        const double gflops = time_gemm(be, s, &b, b.ref[t], o->seconds, &repeat_ok);
-        const unsigned rows = o->checks ? row_failures(be, s, &b, b.ref[t]) : 0;
+        const double gflops = time_gemm(be, s, &b, b.ref[t], ref_seconds, o->seconds, &repeat_ok);
+        const unsigned rows = o->checks ? row_failures(be, s, &b, b.ref[t], max_sub_rows) : 0;
         threads_ok = threads_ok && same_floats(b.ref[t], b.ref[0], mn);
         printf("cell %d %d %.4f %u %d\n", si, t, gflops, rows, repeat_ok);
         fflush(stdout);
@@ -625,13 +634,18 @@ static int reference_path(const path_result *res, int p) {
     return -1;
 }
 
-/* "ref", "yes" (every shape's bits equal the reference path's), "no", or "-". */
+/* Shape s was measured on both paths and gave other bits. */
+static bool bits_differ(const path_result *a, const path_result *b, int s) {
+    return a->have_hash[s] && b->have_hash[s] && a->hash[s] != b->hash[s];
+}
+
+/* "ref", "yes" (every shape both measured has the reference path's bits), "no", or "-". */
 static const char *same_as_reference(const path_result *res, int p) {
     const int q = reference_path(res, p);
     if (q < 0 || !res[p].ran) return "-";
     if (q == p) return "ref";
     for (int s = 0; s < N_SHAPES; s++)
-        if (!res[p].have_hash[s] || !res[q].have_hash[s] || res[p].hash[s] != res[q].hash[s]) return "no";
+        if (bits_differ(&res[p], &res[q], s)) return "no";
     return "yes";
 }
 
@@ -647,6 +661,12 @@ static void describe_mask(unsigned mask, char *out, size_t cap) {
 }
 
 /* ---- text report --------------------------------------------------------------------- */
+
+/* GFLOP/s right-aligned in `width` columns: one decimal, two below 1, "-" if not measured. */
+static void print_gflops(int width, double g) {
+    if (g <= 0) printf("%*s", width, "-");
+    else printf("%*.*f", width, g < 1 ? 2 : 1, g);
+}
 
 static void print_path_label(int p, int t, const bench_options *o) {
     char label[48];
@@ -666,8 +686,9 @@ static void print_workload_table(const path_result *res, const workload *w, cons
     for (int p = 0; p < N_PATHS; p++)
         for (int t = 0; res[p].ran && t < o->n_threads; t++) {
             print_path_label(p, t, o);
-            for (int u = 0; u < w->n_uses; u++) printf(" %15.1f", res[p].gflops[t][w->uses[u].shape]);
-            printf("%9.1f\n", workload_gflops(&res[p], t, w));
+            for (int u = 0; u < w->n_uses; u++) print_gflops(16, res[p].gflops[t][w->uses[u].shape]);
+            print_gflops(9, workload_gflops(&res[p], t, w));
+            printf("\n");
         }
 }
 
@@ -680,12 +701,13 @@ static void print_summary(const path_result *res, const bench_options *o) {
     for (int p = 0; p < N_PATHS; p++)
         for (int t = 0; res[p].ran && t < o->n_threads; t++) {
             print_path_label(p, t, o);
-            printf("%7.1f", res[p].gflops[t][S_PEAK]);
+            print_gflops(7, res[p].gflops[t][S_PEAK]);
             for (int w = 0; w < N_WORKLOADS; w++) {
                 const double g = workload_gflops(&res[p], t, &k_workloads[w]);
                 const double base = ob >= 0 && res[ob].ran ? workload_gflops(&res[ob], t, &k_workloads[w]) : 0;
-                if (base > 0) printf(" %7.1f %5.2fx", g, g / base);
-                else printf(" %7.1f %6s", g, "");
+                print_gflops(8, g);
+                if (base > 0 && g > 0) printf(" %5.2fx", g / base);
+                else printf(" %6s", "");
             }
             printf("  %5s %7s %6s %5s\n", yes_no(all_rows_stable(&res[p], t)),
                    o->n_threads > 1 ? yes_no(all_true(res[p].threads_ok)) : "-", yes_no(all_true(res[p].repeat_ok)),
@@ -747,7 +769,7 @@ static void print_details(const path_result *res, const bench_options *o) {
             not_thread_stable[s] = o->n_threads > 1 && !r->threads_ok[s];
             not_repeatable[s] = !r->repeat_ok[s];
             sup[s] = r->sup_differs[s] == 1;
-            differs[s] = q != p && r->hash[s] != res[q].hash[s];
+            differs[s] = q != p && bits_differ(r, &res[q], s);
         }
         print_shape_list("the thread count changes the bits", not_thread_stable);
         print_shape_list("not repeatable", not_repeatable);
@@ -821,14 +843,26 @@ static void json_shape_key(int s) {
     printf("\"%s %dx%dx%d\"", k_shapes[s].name, k_shapes[s].M, k_shapes[s].N, k_shapes[s].K);
 }
 
+/* ": 12.34", or ": null" where not measured. */
+static void json_gflops(double g) {
+    if (g > 0) printf(": %.2f", g);
+    else printf(": null");
+}
+
 /* One thread count: speed per shape and per forward, and which row-call sizes differ. */
 static void json_run(const path_result *r, int t, const bench_options *o) {
     printf("      {\"threads\": %d, \"rows_stable\": %s,\n       \"gflops\": {", o->threads[t],
            all_rows_stable(r, t) ? "true" : "false");
-    for (int s = 0; s < N_SHAPES; s++) printf("%s", s ? ", " : ""), json_shape_key(s), printf(": %.2f", r->gflops[t][s]);
+    for (int s = 0; s < N_SHAPES; s++) {
+        printf("%s", s ? ", " : "");
+        json_shape_key(s);
+        json_gflops(r->gflops[t][s]);
+    }
     printf("},\n       \"forward_gflops\": {");
-    for (int w = 0; w < N_WORKLOADS; w++)
-        printf("%s\"%s\": %.2f", w ? ", " : "", k_workloads[w].name, workload_gflops(r, t, &k_workloads[w]));
+    for (int w = 0; w < N_WORKLOADS; w++) {
+        printf("%s\"%s\"", w ? ", " : "", k_workloads[w].name);
+        json_gflops(workload_gflops(r, t, &k_workloads[w]));
+    }
     printf("},\n       \"rows_differ_in_calls_of\": {");
     for (int s = 0, n = 0; s < N_SHAPES; s++) {
         if (!r->row_fail[t][s]) continue;
@@ -844,8 +878,12 @@ static void json_run(const path_result *r, int t, const bench_options *o) {
  * machines, since every process fills the same inputs. */
 static void json_hashes(const path_result *r) {
     printf(",\n     \"output_fnv1a64\": {");
-    for (int s = 0; s < N_SHAPES; s++)
-        printf("%s", s ? ", " : ""), json_shape_key(s), printf(": \"%016" PRIx64 "\"", r->hash[s]);
+    for (int s = 0, k = 0; s < N_SHAPES; s++) {
+        if (!r->have_hash[s]) continue;
+        printf("%s", k++ ? ", " : "");
+        json_shape_key(s);
+        printf(": \"%016" PRIx64 "\"", r->hash[s]);
+    }
     printf("}");
     int n = 0;
     for (int s = 0; s < N_SHAPES; s++) n += r->sup_differs[s] >= 0;
@@ -955,7 +993,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "round %d/%d, %s %dx%dx%d\n", r + 1, o.rounds, k_shapes[s].name, k_shapes[s].M,
                     k_shapes[s].N, k_shapes[s].K);
             for (int p = 0; p < N_PATHS; p++)
-                if (o.selected[p] && !res[p].gave_up) run_path(&o, p, s, r == 0, &res[p]);
+                if (o.selected[p] && !res[p].gave_up && path_runs(p, s, r)) run_path(&o, p, s, r == 0, &res[p]);
         }
     if (o.json) print_json(res, &o, load_before);
     else print_text(res, &o, load_before);
