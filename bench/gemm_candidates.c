@@ -706,7 +706,7 @@ static void print_summary(const path_result *res, const bench_options *o) {
                 const double g = workload_gflops(&res[p], t, &k_workloads[w]);
                 const double base = ob >= 0 && res[ob].ran ? workload_gflops(&res[ob], t, &k_workloads[w]) : 0;
                 print_gflops(8, g);
-                if (base > 0 && g > 0) printf(" %5.2fx", g / base);
+                if (base > 0 && g > 0) printf(" %5.*fx", g / base < 0.1 ? 3 : 2, g / base);
                 else printf(" %6s", "");
             }
             printf("  %5s %7s %6s %5s\n", yes_no(all_rows_stable(&res[p], t)),
