@@ -7,16 +7,18 @@
  *   blis:skx, blis:haswell                BLIS's typed API bli_sgemm_ex, dlopen()ed RTLD_LOCAL
  *   blis:haswell-nosup                    the same with BLIS's small/unpacked ("sup") path off
  *   distzo:avx512, distzo:avx2, distzo:baseline   dz_gemm_linear under dz_isa_force
- * Each path runs in a child process (this program again, --child PATH), because OpenBLAS
- * reads OPENBLAS_CORETYPE and BLIS reads BLIS_ARCH_TYPE once, when they load. Each child
- * times every shape at each thread count and checks, bitwise:
+ * Each (path, shape) runs in a child process (this program again, --child PATH --shape S),
+ * because OpenBLAS reads OPENBLAS_CORETYPE and BLIS reads BLIS_ARCH_TYPE once, when they
+ * load. A child times its shape at each thread count and checks, bitwise:
  *   rows     row r of the full call equals row r computed in calls of M = 1, 3, 16, 100,
  *            640 rows at other offsets (first rows, an odd offset, last rows)
  *   threads  the full output at every thread count equals the first thread count's
  *   repeat   every timed call (and every round) gives the reference output again
  * and prints a hash of each output; the parent compares the hashes between the paths of one
  * candidate (its kernel paths: OpenBLAS cores, BLIS sub-configurations, distzo ISA levels).
- * --rounds R runs all paths R times, interleaved, and keeps each cell's best. */
+ * --rounds R runs the grid R times, shape by shape with every path in turn (so that the
+ * shared machine's load falls on all alike), keeps each cell's best, and makes the row
+ * calls in the first round only. The scalar distzo:baseline runs once. */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <math.h>
