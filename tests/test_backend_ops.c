@@ -2,7 +2,6 @@
  * (in the spirit of ggml's test-backend-ops), on odd shapes; and each op's result is
  * bitwise the same with 1 and 2 threads. */
 #include <math.h>
-#include <omp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

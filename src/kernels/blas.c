@@ -14,6 +14,10 @@
 #include "core/util.h"
 #include "distzo/log.h"
 
+/* libgomp's idle spin for OpenBLAS's threads, in pauses, when the user set none (see
+ * bound_libgomp_spin). Measured in bench/README.md ("Thread pool under load"). */
+#define DZ_GOMP_SPINCOUNT "0"
+
 /* Pointer types taken from OpenBLAS's own header so a signature mismatch fails to build. */
 typedef __typeof__(cblas_sgemm) sgemm_fn;
 typedef __typeof__(openblas_get_corename) corename_fn;
@@ -168,6 +172,19 @@ static void describe_selection(const char *features) {
                  "; note: OpenBLAS did not take the requested core %s", g.requested);
 }
 
+/* OpenBLAS's OpenMP build runs its threads on libgomp, whose idle threads spin for
+ * 300000 pauses (milliseconds) after every GEMM unless told otherwise: beside distzo's own
+ * pool, and beside any other busy process, that spinning holds a core someone else needs
+ * (a 2-core machine with one busy process ran the default job 3.7x slower). libgomp reads
+ * its settings once, when it is loaded, which is our dlopen. Unless the user chose
+ * (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), ask it for a spin as short as the pool's
+ * (GOMP_SPINCOUNT counts pauses). Returns whether the variable must be removed again. */
+static bool bound_libgomp_spin(void) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return false;
+    setenv("GOMP_SPINCOUNT", DZ_GOMP_SPINCOUNT, 1);
+    return true;
+}
+
 static void init_once(void) {
     const char *names[8];
     int n_names = candidate_names(names, 8);
@@ -187,11 +204,14 @@ static void init_once(void) {
             snprintf(g.requested, sizeof g.requested, "%s", choice);
             setenv("OPENBLAS_CORETYPE", choice, 1);
         }
+        const bool set_spin = bound_libgomp_spin();
         g.handle = load_library(names, n_names);
-        /* OpenBLAS read it in its constructor; restore the environment so child
-         * processes see what the user set, not our choice. */
+        /* OpenBLAS (and libgomp) read them in their constructors; restore the environment
+         * so child processes see what the user set, not our choice. */
         if (g.who == CHOSEN_BY_DISTZO)
             unsetenv("OPENBLAS_CORETYPE");
+        if (set_spin)
+            unsetenv("GOMP_SPINCOUNT");
         if (!g.handle) {
             g.status = g.err.code;
             return;

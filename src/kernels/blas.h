@@ -5,7 +5,10 @@
  * can pick a slow core (e.g. "Prescott" on some AVX-512 Intel parts, ~6x slower), and it
  * reads OPENBLAS_CORETYPE only once, in its library constructor. Linking it at build
  * time would run that constructor before main(), so distzo dlopen()s it after setting
- * OPENBLAS_CORETYPE from cpuid (unless the user already set it).
+ * OPENBLAS_CORETYPE from cpuid (unless the user already set it). The same load bounds
+ * the idle spin of the OpenMP build's libgomp threads (GOMP_SPINCOUNT, unless the user set
+ * it or OMP_WAIT_POLICY), so that they do not hold cores that distzo's own thread pool or
+ * another process needs.
  *
  * Every function here calls dz_blas_init() itself; call it early (before starting
  * threads) because it may setenv(). */
@@ -63,7 +66,8 @@ const char *dz_blas_selection(void);
 const char *dz_blas_config(void);
 
 /* BLAS threads; n <= 0 means all cores. With the OpenMP build of OpenBLAS this also
- * sets the calling thread's omp_set_num_threads. No-op if not loaded. */
+ * sets the calling thread's omp_set_num_threads (inside libgomp, which distzo itself does
+ * not link). No-op if not loaded. */
 void dz_blas_set_threads(int n);
 int dz_blas_get_threads(void);
 
