@@ -3,7 +3,6 @@
  * bitwise the same with 1 and 2 threads, and at every instruction-set level (core/isa.h)
  * this CPU can run. */
 #include <math.h>
-#include <omp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,7 +1,10 @@
 /* GPT-2 byte-level BPE against HF tokenizers' ids (tools/make_tokenizer_golden.py):
  * GPT-2 ids (encoder.json + vocab.bpe), OPT ids (+ dict.txt, and an OPT-style
  * vocab.json + merges.txt written here), round trips, malformed files. */
+#include <stdatomic.h>
+
 #include "tokenizer_test_util.h"
+#include "core/parallel.h"
 
 static golden G;
 
@@ -453,6 +456,19 @@ static void malformed_files_fail_with_their_name(void **state) {
     scratch_free(&s, names);
 }
 
+typedef struct shared_encode {
+    const dz_tokenizer *tok;
+    atomic_int bad;
+} shared_encode;
+
+static void encode_one(void *ctx, int rep, int thread) {
+    shared_encode *s = ctx;
+    int i = rep % G.count, want[4096], got[4096];
+    int nw = golden_ids(&G, i, "opt", want, 4096);
+    int ng = dz_tokenizer_encode(s->tok, G.text[i], 1, got, 4096, NULL);
+    if (ng != nw || memcmp(got, want, (size_t)nw * sizeof *got) != 0) atomic_fetch_add(&s->bad, 1);
+}
+
 /* Encoding keeps no state in the tokenizer: threads sharing one give the golden ids. */
 static void shared_tokenizer_across_threads(void **state) {
     (void)state;
@@ -460,15 +476,11 @@ static void shared_tokenizer_across_threads(void **state) {
     asset_or_skip(path, sizeof path, "gpt2-bpe");
     need_golden();
     dz_tokenizer *tok = load_ok(path);
-    int bad = 0;
-#pragma omp parallel for num_threads(4) schedule(dynamic, 8) reduction(+ : bad)
-    for (int rep = 0; rep < 4 * G.count; rep++) {
-        int i = rep % G.count, want[4096], got[4096];
-        int nw = golden_ids(&G, i, "opt", want, 4096);
-        int ng = dz_tokenizer_encode(tok, G.text[i], 1, got, 4096, NULL);
-        bad += ng != nw || memcmp(got, want, (size_t)nw * sizeof *got) != 0;
-    }
-    assert_int_equal(bad, 0);
+    shared_encode s = {.tok = tok, .bad = 0};
+    assert_int_equal(dz_parallel_set_threads(4, NULL), DZ_OK);
+    dz_parallel_for_dynamic(4 * G.count, encode_one, &s);
+    assert_int_equal(dz_parallel_set_threads(0, NULL), DZ_OK);
+    assert_int_equal(atomic_load(&s.bad), 0);
     dz_tokenizer_free(tok);
 }
 

@@ -147,7 +147,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"batch", DZ_OPT_INT, &o.batch, "sequences per forward (default 16)"},
         {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
-        {"threads", DZ_OPT_INT, &o.threads, "threads (default: all cores)"},
+        {"threads", DZ_OPT_INT, &o.threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and scores (tsv)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},

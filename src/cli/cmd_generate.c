@@ -45,7 +45,7 @@ int dz_cmd_generate(int argc, char **argv) {
         {"seed", DZ_OPT_INT, &seed, "sampling seed (default 0)"},
         {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer file or folder (default: the model's own)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {"json", DZ_OPT_FLAG, &json, "print JSON instead of streaming text"},
         {0},
     };

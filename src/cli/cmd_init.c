@@ -46,7 +46,7 @@ int dz_cmd_init(int argc, char **argv) {
         {"dtype", DZ_OPT_STR, &dtype, "stored dtype: f32 (default) or bf16"},
         {"layers", DZ_OPT_INT, &layers, "override the number of layers (smaller test models)"},
         {"std", DZ_OPT_FLOAT, &std, "standard deviation of weights (default 0.02, as OPT)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {0},
     };
     char presets[512];

@@ -13,6 +13,7 @@
 #include "dist/comm.h"
 #include "distzo/log.h"
 #include "distzo/train.h"
+#include "kernels/backend.h"
 
 typedef struct progress {
     int tty;
@@ -118,7 +119,7 @@ int dz_cmd_train(int argc, char **argv) {
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
         {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped; --steps extends it)"},
-        {"threads", DZ_OPT_INT, &threads, "threads per process (default: the cores / processes on the machine)"},
+        {"threads", DZ_OPT_INT, &threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
         {"pertp", DZ_OPT_INT, &c.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
@@ -177,7 +178,8 @@ int dz_cmd_train(int argc, char **argv) {
     dz_comm *comm = NULL;
     if (dz_comm_init(NULL, NULL, node_size, 0, &comm, &err) != DZ_OK) return dz_cli_fail(&err);
     const int rank = dz_comm_rank(comm), ranks = dz_comm_size(comm);
-    if (threads == 0 && ranks > 1) { /* the machine's cores split between its ranks */
+    const char *omp_threads = getenv("OMP_NUM_THREADS"); /* else the pool's default, like OpenMP's */
+    if (threads == 0 && ranks > 1 && !(omp_threads && *omp_threads)) { /* the cores split between the ranks */
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
@@ -187,8 +189,8 @@ int dz_cmd_train(int argc, char **argv) {
         return rc;
     }
     if (rank == 0 && ranks > 1)
-        dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm), threads,
-               dz_comm_backend(comm));
+        dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm),
+               dz_get_num_threads(), dz_comm_backend(comm));
     progress pr = {rank == 0 && isatty(2), 0, rank, 0};
     const char *kill = getenv("DISTZO_TEST_KILL");
     int kill_rank = -1;
@@ -241,7 +243,7 @@ int dz_cmd_export(int argc, char **argv) {
         {"out", DZ_OPT_STR, &out, "output folder (also -o)"},
         {"store", DZ_OPT_STR, &store,
          "disk:PATH or disk-nocache:PATH: stream the layers through a store file (models larger than memory)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: all cores)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {0},
     };
     const dz_cmd_spec spec = {"export", "--run RUN_DIR [--base M] -o OUT",

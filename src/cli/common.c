@@ -37,6 +37,7 @@ int dz_cli_runtime(int threads) {
 int dz_cli_blas_reference(void) {
     dz_error err = {0};
     if (dz_blas_init(&err) != DZ_OK) return dz_cli_fail(&err);
+    dz_blas_set_threads(dz_get_num_threads()); /* the same thread count as distzo's GEMM */
     return 0;
 }
 

@@ -17,11 +17,11 @@
 #include "distzo/model.h"
 
 /* Fixed memory of one distzo train process beyond what the model shape implies: the
- * binary and its libraries, OpenMP, OpenBLAS's buffers, the GPT-2 tokenizer, an
- * SST-2-sized training pool (67k sentences, ~6 MB), the run folder's writers; under
- * mpirun also Open MPI's libraries and shared-memory transport. Measured on small runs
- * (peak RSS minus the modelled parts: 17.5-21.5 MB alone, 22-26.5 MB per rank under
- * mpirun; docs/PLANNER.md), rounded up. */
+ * binary and its libraries (OpenBLAS's libgomp among them), OpenBLAS's buffers, the
+ * GPT-2 tokenizer, an SST-2-sized training pool (67k sentences, ~6 MB), the run folder's
+ * writers; under mpirun also Open MPI's libraries and shared-memory transport. Measured
+ * on small runs (peak RSS minus the modelled parts: 17.5-21.5 MB alone, 22-26.5 MB per
+ * rank under mpirun; docs/PLANNER.md), rounded up. */
 #define DZ_PLAN_OVERHEAD_MB 23.0
 #define DZ_PLAN_OVERHEAD_MPI_MB 28.0
 

@@ -60,7 +60,9 @@ static inline size_t dz_attn_scratch_floats(int head_dim, int cache_len) {
     return (size_t)(head_dim + 1) * (size_t)(cache_len + 16);
 }
 
-/* Number of threads compute may use (OpenMP and BLAS); 0 = all cores. */
+/* Number of threads compute may use (distzo's pool, src/core/parallel.h, and BLAS);
+ * n <= 0: the pool's default ($OMP_NUM_THREADS, else every CPU this process may use).
+ * A worker that cannot start is logged and the work runs on the threads that did. */
 void dz_set_num_threads(int n);
 int dz_get_num_threads(void);
 

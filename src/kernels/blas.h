@@ -7,7 +7,8 @@
  * can pick a slow core (e.g. "Prescott" on some AVX-512 Intel parts, ~6x slower), and it
  * reads OPENBLAS_CORETYPE only once, in its library constructor. Linking it at build
  * time would run that constructor before main(), so distzo dlopen()s it after setting
- * OPENBLAS_CORETYPE from cpuid (unless the user already set it).
+ * OPENBLAS_CORETYPE from cpuid (unless the user already set it). Its libgomp keeps its
+ * default spin: the benchmarks measure OpenBLAS as a user runs it.
  *
  * Every function here calls dz_blas_init() itself; call it early (before starting
  * threads) because it may setenv(). */
@@ -50,7 +51,8 @@ const char *dz_blas_selection(void);
 const char *dz_blas_config(void);
 
 /* BLAS threads; n <= 0 means all cores. With the OpenMP build of OpenBLAS this also
- * sets the calling thread's omp_set_num_threads. No-op if not loaded. */
+ * sets the calling thread's omp_set_num_threads (inside libgomp, which distzo itself does
+ * not link). No-op if not loaded. */
 void dz_blas_set_threads(int n);
 
 /* Measured sgemm speed for C[M,N] = A[M,K] . B[N,K]^T (the Linear layout) with the

@@ -1,68 +1,98 @@
-/* The CPU backend: distzo's own GEMM (gemm.c), OpenMP loops for everything else.
+/* The CPU backend: distzo's own GEMM (gemm.c), loops on distzo's thread pool for everything else.
  * Determinism: rows are split across threads with a static schedule and each row's
  * arithmetic runs in a fixed order, so results do not depend on the thread count. */
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
+#include "core/parallel.h"
+#include "distzo/log.h"
 #include "kernels/backend.h"
-#include "kernels/blas.h"
 #include "kernels/gemm.h"
 #include "kernels/cpu_simd.h"
+
+/* Element-wise ops run in spans of this many elements, one task each. */
+enum { ELEMENT_SPAN = 4096 };
+
+static int spans_of(size_t n) { return (int)((n + ELEMENT_SPAN - 1) / ELEMENT_SPAN); }
+
+/* Arguments of the row-wise ops (each task is one row r of dim elements). */
+typedef struct row_op {
+    float *y;
+    const float *x, *w, *b;
+    int dim;
+    float eps;
+} row_op;
 
 static void cpu_matmul(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
     dz_gemm_linear(y, x, w, bias, M, N, K);
 }
 
-static void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * dim;
-        float *yr = y + (size_t)r * dim;
-        double sum = 0.0, sq = 0.0;
-        for (int i = 0; i < dim; i++) sum += xr[i];
-        double mean = sum / dim;
-        for (int i = 0; i < dim; i++) {
-            double d = xr[i] - mean;
-            sq += d * d;
-        }
-        float rstd = (float)(1.0 / sqrt(sq / dim + eps));
-        float m = (float)mean;
-        for (int i = 0; i < dim; i++) yr[i] = (xr[i] - m) * rstd * w[i] + (b ? b[i] : 0.0f);
+static void layernorm_row(void *ctx, int r, int thread) {
+    const row_op *o = ctx;
+    const int dim = o->dim;
+    const float *xr = o->x + (size_t)r * dim, *w = o->w, *b = o->b;
+    float *yr = o->y + (size_t)r * dim;
+    double sum = 0.0, sq = 0.0;
+    for (int i = 0; i < dim; i++) sum += xr[i];
+    double mean = sum / dim;
+    for (int i = 0; i < dim; i++) {
+        double d = xr[i] - mean;
+        sq += d * d;
     }
+    float rstd = (float)(1.0 / sqrt(sq / dim + o->eps));
+    float m = (float)mean;
+    for (int i = 0; i < dim; i++) yr[i] = (xr[i] - m) * rstd * w[i] + (b ? b[i] : 0.0f);
+}
+
+static void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {
+    row_op o = {.y = y, .x = x, .w = w, .b = b, .dim = dim, .eps = eps};
+    dz_parallel_for(rows, layernorm_row, &o);
+}
+
+static void rmsnorm_row(void *ctx, int r, int thread) {
+    const row_op *o = ctx;
+    const int dim = o->dim;
+    const float *xr = o->x + (size_t)r * dim, *w = o->w;
+    float *yr = o->y + (size_t)r * dim;
+    double sq = 0.0;
+    for (int i = 0; i < dim; i++) sq += (double)xr[i] * xr[i];
+    float rstd = (float)(1.0 / sqrt(sq / dim + o->eps));
+    for (int i = 0; i < dim; i++) yr[i] = w[i] * (xr[i] * rstd);
 }
 
 static void cpu_rmsnorm(float *y, const float *x, const float *w, int rows, int dim, float eps) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * dim;
-        float *yr = y + (size_t)r * dim;
-        double sq = 0.0;
-        for (int i = 0; i < dim; i++) sq += (double)xr[i] * xr[i];
-        float rstd = (float)(1.0 / sqrt(sq / dim + eps));
-        for (int i = 0; i < dim; i++) yr[i] = w[i] * (xr[i] * rstd);
+    row_op o = {.y = y, .x = x, .w = w, .dim = dim, .eps = eps};
+    dz_parallel_for(rows, rmsnorm_row, &o);
+}
+
+typedef struct rope_op {
+    float *x;
+    const int *positions;
+    int n_heads, head_dim;
+    float theta;
+} rope_op;
+
+static void rope_row(void *ctx, int r, int thread) {
+    const rope_op *o = ctx;
+    const int n_heads = o->n_heads, head_dim = o->head_dim, half = head_dim / 2, pos = o->positions[r];
+    for (int i = 0; i < half; i++) {
+        /* Same frequency formula as HF and llama2.c: theta^(-2i/d), in double. */
+        double freq = pow((double)o->theta, -2.0 * i / head_dim);
+        double ang = pos * freq;
+        float c = (float)cos(ang), s = (float)sin(ang);
+        for (int h = 0; h < n_heads; h++) {
+            float *v = o->x + (size_t)r * n_heads * head_dim + (size_t)h * head_dim;
+            const int ia = i, ib = i + half;
+            float x0 = v[ia], x1 = v[ib];
+            v[ia] = x0 * c - x1 * s;
+            v[ib] = x0 * s + x1 * c;
+        }
     }
 }
 
 static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int head_dim, float theta) {
-    const int half = head_dim / 2;
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const int pos = positions[r];
-        for (int i = 0; i < half; i++) {
-            /* Same frequency formula as HF and llama2.c: theta^(-2i/d), in double. */
-            double freq = pow((double)theta, -2.0 * i / head_dim);
-            double ang = pos * freq;
-            float c = (float)cos(ang), s = (float)sin(ang);
-            for (int h = 0; h < n_heads; h++) {
-                float *v = x + (size_t)r * n_heads * head_dim + (size_t)h * head_dim;
-                const int ia = i, ib = i + half;
-                float x0 = v[ia], x1 = v[ib];
-                v[ia] = x0 * c - x1 * s;
-                v[ib] = x0 * s + x1 * c;
-            }
-        }
-    }
+    rope_op o = {x, positions, n_heads, head_dim, theta};
+    dz_parallel_for(rows, rope_row, &o);
 }
 
 /* In-place softmax of each row's first visible[i] entries; the rest of the row is zeroed.
@@ -124,33 +154,79 @@ DZ_ISA_VARIANTS(attend_head, (float *out, const float *q, float *scratch, int b,
     }
 }
 
+typedef struct attn_op {
+    float *out;
+    const float *q;
+    const dz_attn_args *a;
+    int chunks;
+} attn_op;
+
+/* Chunk c of the (sequence, head) pairs, a contiguous range, with scratch slot c: the
+ * slot follows the task, so no thread needs to know its id. */
+static void attend_chunk(void *ctx, int c, int thread) {
+    const attn_op *o = ctx;
+    const dz_attn_args *a = o->a;
+    const int64_t pairs = (int64_t)a->batch * a->n_heads;
+    float *scratch = a->scratch + (size_t)c * dz_attn_scratch_floats(a->head_dim, a->max_keys);
+    for (int t = (int)(pairs * c / o->chunks); t < (int)(pairs * (c + 1) / o->chunks); t++)
+        attend_head(o->out, o->q, scratch, t / a->n_heads, t % a->n_heads, a);
+}
+
+/* One chunk per thread, as many as there are scratch slots. */
 static void cpu_attention(float *out, const float *q, const dz_attn_args *a) {
-    const int tasks = a->batch * a->n_heads;
-    const int nt = omp_get_max_threads() < a->scratch_threads ? omp_get_max_threads() : a->scratch_threads;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int t = 0; t < tasks; t++)
-        attend_head(out, q, a->scratch + (size_t)omp_get_thread_num() * dz_attn_scratch_floats(a->head_dim, a->max_keys),
-                    t / a->n_heads, t % a->n_heads, a);
+    const int threads = dz_parallel_threads();
+    attn_op o = {out, q, a, threads < a->scratch_threads ? threads : a->scratch_threads};
+    dz_parallel_for(o.chunks, attend_chunk, &o);
+}
+
+/* Arguments of the element-wise ops (task k: elements [k*ELEMENT_SPAN, ...) of n). */
+typedef struct elementwise_op {
+    float *y;
+    const float *x;
+    size_t n;
+} elementwise_op;
+
+static size_t span_start(int k) { return (size_t)k * ELEMENT_SPAN; }
+
+static size_t span_len(const elementwise_op *o, int k) {
+    return o->n - span_start(k) < ELEMENT_SPAN ? o->n - span_start(k) : ELEMENT_SPAN;
+}
+
+static void relu_span(void *ctx, int k, int thread) {
+    const elementwise_op *o = ctx;
+    float *x = o->y + span_start(k);
+    for (size_t i = 0, n = span_len(o, k); i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 static void cpu_relu(float *x, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    elementwise_op o = {.y = x, .n = n};
+    dz_parallel_for(spans_of(n), relu_span, &o);
 }
 
 DZ_ISA_VARIANTS(swiglu_span, (float *gate, const float *up, size_t n), (gate, up, n)) {
     for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + dz_expf(-gate[i])) * up[i];
 }
 
+static void swiglu_task(void *ctx, int k, int thread) {
+    const elementwise_op *o = ctx;
+    swiglu_span(o->y + span_start(k), o->x + span_start(k), span_len(o, k));
+}
+
 static void cpu_swiglu(float *gate, const float *up, size_t n) {
-    const size_t span = 4096;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i += span) swiglu_span(gate + i, up + i, n - i < span ? n - i : span);
+    elementwise_op o = {gate, up, n};
+    dz_parallel_for(spans_of(n), swiglu_task, &o);
+}
+
+static void add_span(void *ctx, int k, int thread) {
+    const elementwise_op *o = ctx;
+    float *y = o->y + span_start(k);
+    const float *x = o->x + span_start(k);
+    for (size_t i = 0, n = span_len(o, k); i < n; i++) y[i] += x[i];
 }
 
 static void cpu_add(float *y, const float *x, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+    elementwise_op o = {y, x, n};
+    dz_parallel_for(spans_of(n), add_span, &o);
 }
 
 DZ_ISA_VARIANTS(logsumexp_row, (const float *l, int n, float *m, float *s), (l, n, m, s)) {
@@ -168,9 +244,20 @@ DZ_ISA_VARIANTS(logsumexp_row, (const float *l, int n, float *m, float *s), (l, 
     *s = acc + part[0];
 }
 
+typedef struct logsumexp_op {
+    const float *logits;
+    int n;
+    float *m, *s;
+} logsumexp_op;
+
+static void logsumexp_task(void *ctx, int r, int thread) {
+    const logsumexp_op *o = ctx;
+    logsumexp_row(o->logits + (size_t)r * o->n, o->n, o->m + r, o->s + r);
+}
+
 static void cpu_logsumexp_update(const float *logits, int rows, int n, float *m, float *s) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) logsumexp_row(logits + (size_t)r * n, n, m + r, s + r);
+    logsumexp_op o = {logits, n, m, s};
+    dz_parallel_for(rows, logsumexp_task, &o);
 }
 
 static const dz_backend cpu_backend = {
@@ -188,12 +275,9 @@ static const dz_backend cpu_backend = {
 
 const dz_backend *dz_backend_cpu(void) { return &cpu_backend; }
 
-static int g_threads;
-
 void dz_set_num_threads(int n) {
-    g_threads = n > 0 ? n : omp_get_num_procs();
-    omp_set_num_threads(g_threads);
-    dz_blas_set_threads(g_threads);
+    dz_error err = {0};
+    if (dz_parallel_set_threads(n, &err) != DZ_OK) dz_log(DZ_LOG_WARN, "%s", err.msg);
 }
 
-int dz_get_num_threads(void) { return g_threads > 0 ? g_threads : omp_get_max_threads(); }
+int dz_get_num_threads(void) { return dz_parallel_threads(); }

@@ -16,12 +16,12 @@
 
 #include <immintrin.h>
 #include <math.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "kernels/backend.h"
 
 /* Blocking, measured on the model shapes (bench/README.md): a K block as long as the usual
@@ -346,19 +346,28 @@ static void thread_share(const gemm_args *g, int nr, int t, int nt, int *m0, int
     *m1 = (int)((long)g->M * (tm + 1) / m_split);
 }
 
+typedef struct gemm_call {
+    const gemm_kernel *kr;
+    const gemm_args *g;
+    int shares;
+} gemm_call;
+
+static void gemm_share(void *ctx, int share, int thread) {
+    const gemm_call *c = ctx;
+    int m0, m1, n0, n1;
+    thread_share(c->g, c->kr->nr, share, c->shares, &m0, &m1, &n0, &n1);
+    gemm_part(c->kr, c->g, m0, m1, n0, n1);
+}
+
 void dz_gemm_linear(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
     if (M <= 0 || N <= 0) return;
     const gemm_args g = {y, x, w, bias, M, N, K};
     if (K <= 0) return gemm_empty(&g);
     const gemm_kernel *kr = &gemm_kernels[dz_isa_active()];
-    const int threads = dz_get_num_threads();
+    const int threads = dz_parallel_threads();
     if (threads <= 1 || (double)M * N * K < 32768.0) return gemm_part(kr, &g, 0, M, 0, N);
-#pragma omp parallel num_threads(threads)
-    {
-        int m0, m1, n0, n1;
-        thread_share(&g, kr->nr, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1, &n0, &n1);
-        gemm_part(kr, &g, m0, m1, n0, n1);
-    }
+    const gemm_call call = {kr, &g, threads};
+    dz_parallel_for(threads, gemm_share, (void *)&call);
 }
 
 const char *dz_gemm_describe(void) {

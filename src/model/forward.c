@@ -7,10 +7,10 @@
  * visits each vocabulary chunk once for all streams. All buffers are sized at creation
  * (the whole-block weight scratch on first use); a call allocates nothing. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "core/util.h"
 #include "kernels/backend.h"
 #include "model/model_internal.h"
@@ -107,10 +107,11 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
     f->hlogits = take(f, (size_t)HEAD_ROW_CHUNK * HEAD_VOCAB_CHUNK, ok);
 }
 
-/* Attention scratch is per thread: as many as could run (threads <= 0: this process's). */
+/* Attention scratch is per thread: as many as could run (threads <= 0: this process's,
+ * at least one per CPU so that raising the thread count later still uses them all). */
 static int scratch_threads_for(int threads) {
     if (threads > 0) return threads;
-    return omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
+    return dz_parallel_threads() > dz_parallel_cpus() ? dz_parallel_threads() : dz_parallel_cpus();
 }
 
 size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int kv_cache, int n_streams, int threads,

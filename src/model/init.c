@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "model/model_internal.h"
@@ -55,6 +56,33 @@ dz_status dz_config_preset(const char *name, dz_config *out, dz_error *err) {
     return dz_fail(err, DZ_ERR_INVALID, "unknown preset '%s' (known: %s)", name, dz_preset_names());
 }
 
+typedef struct fill_job {
+    dz_model *m;
+    dz_dtype dtype;
+    uint64_t seed;
+    float std;
+} fill_job;
+
+/* Tensor i from its own generator, so tensors fill in parallel and the result does not
+ * depend on the thread count. Norm weights 1, biases 0, the rest N(0, std^2). */
+static void fill_tensor(void *ctx, int i, int thread) {
+    const fill_job *f = ctx;
+    const dz_model *m = f->m;
+    const dz_param *p = &m->table.params[i];
+    uint64_t state = f->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1));
+    int is_norm_weight = p->kind == DZ_PARAM_NORM && (p->role == DZ_L_ATTN_NORM_W || p->role == DZ_L_FFN_NORM_W ||
+                                                      (p->block == m->cfg.n_layers && p->role == DZ_G_FINAL_NORM_W));
+    float buf[1024];
+    const size_t n = (size_t)dz_param_numel(p);
+    for (size_t j = 0; j < n; j += 1024) {
+        size_t k = n - j < 1024 ? n - j : 1024;
+        for (size_t t = 0; t < k; t++)
+            buf[t] = p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING ? (float)(f->std * dz_normal(&state))
+                     : is_norm_weight ? 1.0f : 0.0f;
+        dz_from_f32((char *)m->data[i] + j * dz_dtype_size(f->dtype), f->dtype, buf, k);
+    }
+}
+
 dz_status dz_model_init_random(const dz_config *cfg, dz_dtype dtype, uint64_t seed, float std, dz_model **out,
                                dz_error *err) {
     *out = NULL;
@@ -79,24 +107,8 @@ dz_status dz_model_init_random(const dz_config *cfg, dz_dtype dtype, uint64_t se
         m->data[i] = (char *)m->owned + off;
         off += ((size_t)dz_param_numel(&m->table.params[i]) * dz_dtype_size(dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     }
-    /* One generator per tensor, so tensors fill in parallel and the result does not
-     * depend on the thread count. Norm weights 1, biases 0, the rest N(0, std^2). */
-#pragma omp parallel for schedule(dynamic)
-    for (int i = 0; i < m->table.count; i++) {
-        const dz_param *p = &m->table.params[i];
-        uint64_t state = seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1));
-        int is_norm_weight = p->kind == DZ_PARAM_NORM && (p->role == DZ_L_ATTN_NORM_W || p->role == DZ_L_FFN_NORM_W ||
-                                                          (p->block == cfg->n_layers && p->role == DZ_G_FINAL_NORM_W));
-        float buf[1024];
-        const size_t n = (size_t)dz_param_numel(p);
-        for (size_t j = 0; j < n; j += 1024) {
-            size_t k = n - j < 1024 ? n - j : 1024;
-            for (size_t t = 0; t < k; t++)
-                buf[t] = p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING ? (float)(std * dz_normal(&state))
-                         : is_norm_weight ? 1.0f : 0.0f;
-            dz_from_f32((char *)m->data[i] + j * dz_dtype_size(dtype), dtype, buf, k);
-        }
-    }
+    fill_job job = {m, dtype, seed, std};
+    dz_parallel_for_dynamic(m->table.count, fill_tensor, &job);
     *out = m;
     return DZ_OK;
 }

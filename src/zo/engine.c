@@ -1,9 +1,10 @@
 /* The ZO engine: dual forward over perturbed working copies, fused deferred updates. */
 #include <math.h>
-#include <omp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "distzo/zo.h"
@@ -139,8 +140,46 @@ typedef struct pass {
     int pair;             /* >= 0: write w+/w- of the spans into this pair (after the update) */
     uint64_t *hash;       /* non-NULL: add the hashes of this slice's spans */
     int slice, n_slices;  /* with hash: spans k with k % n_slices == slice */
-    int parallel;         /* spread a chunk's spans over the OpenMP threads (not on the I/O thread) */
+    int parallel;         /* spread a chunk's spans over the pool's threads (not on the I/O thread) */
 } pass;
+
+/* One chunk of a pass: task k is span s0 + k, whose bytes lie at chunk + offset - off.
+ * The hashes add up mod 2^64, exact and commutative: the threads' order does not matter. */
+typedef struct chunk_job {
+    dz_zo_engine *e;
+    const pass *p;
+    int s0;
+    size_t off, esz;
+    _Atomic uint64_t hash;
+} chunk_job;
+
+static void chunk_task(void *ctx, int k, int thread) {
+    chunk_job *c = ctx;
+    dz_zo_engine *e = c->e;
+    const pass *p = c->p;
+    const int j = c->s0 + k;
+    const span *sp = &e->spans[j];
+    char *th = e->chunk + span_offset(e, sp) - c->off;
+    if (p->pair >= 0) {
+        const size_t w = e->tensor_off[sp->id] + sp->i0;
+        perturb_span(e, sp->id, sp->i0, sp->n, th, e->wplus[p->pair] + w, e->wminus[p->pair] + w, p->apply);
+    } else if (p->apply) {
+        update_span(e, sp, th);
+    }
+    if (p->hash && j % p->n_slices == p->slice)
+        atomic_fetch_add_explicit(&c->hash, hash_span((const unsigned char *)th, sp->n * c->esz, (uint64_t)j),
+                                  memory_order_relaxed);
+}
+
+/* Spans are handed out one by one (they differ in size); on the I/O thread they run on
+ * it alone, leaving the pool to the compute thread. */
+static void run_spans(int parallel, int n, dz_task_fn fn, void *ctx) {
+    if (parallel) {
+        dz_parallel_for_dynamic(n, fn, ctx);
+        return;
+    }
+    for (int k = 0; k < n; k++) fn(ctx, k, 0);
+}
 
 /* Spans [a, b) of block blk in the store, GCHUNK_SPANS at a time: read the chunk (the
  * spans are adjacent: a block is one byte range in table order), run the pass on each
@@ -154,20 +193,9 @@ static dz_status chunk_pass(dz_zo_engine *e, int blk, int a, int b, const pass *
         const size_t len = span_offset(e, &e->spans[s1 - 1]) + e->spans[s1 - 1].n * esz - off;
         dz_status st = dz_store_read_range(e->store, blk, off, len, e->chunk, err);
         if (st != DZ_OK) return st;
-        uint64_t h = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : h) if (p->parallel)
-        for (int j = s0; j < s1; j++) {
-            const span *sp = &e->spans[j];
-            char *th = e->chunk + span_offset(e, sp) - off;
-            if (p->pair >= 0) {
-                const size_t w = e->tensor_off[sp->id] + sp->i0;
-                perturb_span(e, sp->id, sp->i0, sp->n, th, e->wplus[p->pair] + w, e->wminus[p->pair] + w, p->apply);
-            } else if (p->apply) {
-                update_span(e, sp, th);
-            }
-            if (p->hash && j % p->n_slices == p->slice) h += hash_span((const unsigned char *)th, sp->n * esz, (uint64_t)j);
-        }
-        if (p->hash) *p->hash += h;
+        chunk_job c = {.e = e, .p = p, .s0 = s0, .off = off, .esz = esz, .hash = 0};
+        run_spans(p->parallel, s1 - s0, chunk_task, &c);
+        if (p->hash) *p->hash += atomic_load(&c.hash);
         if (p->apply && (st = dz_store_write_range(e->store, blk, off, len, e->chunk, err)) != DZ_OK) return st;
     }
     return DZ_OK;
@@ -193,9 +221,32 @@ static dz_status update_global_slice_cb(void *user, int k, void *buf, dz_error *
     return chunk_pass(e, g, (int)(first + count * k / slices), (int)(first + count * (k + 1) / slices), &p, err);
 }
 
+/* Spans [first, first + n) of a block in memory, one task each (this rank's slice only). */
+typedef struct block_job {
+    dz_zo_engine *e;
+    int first;
+    int apply; /* fill: fuse the pending update */
+} block_job;
+
+static void update_task(void *ctx, int k, int thread) {
+    const block_job *b = ctx;
+    dz_zo_engine *e = b->e;
+    const span *s = &e->spans[b->first + k];
+    if (my_span(e, b->first + k)) update_span(e, s, theta_at(e, s->id, s->i0));
+}
+
+static void fill_task(void *ctx, int k, int thread) {
+    const block_job *b = ctx;
+    dz_zo_engine *e = b->e;
+    if (!my_span(e, b->first + k)) return;
+    const span *s = &e->spans[b->first + k];
+    const size_t off = e->tensor_off[s->id] + s->i0;
+    perturb_span(e, s->id, s->i0, s->n, theta_at(e, s->id, s->i0), e->wplus[0] + off, e->wminus[0] + off, b->apply);
+}
+
 /* Applies the pending update to block b alone (no perturbation), outside the step's
  * pipeline (flush, replay): a block in the store chunk by chunk, the chunk's spans over
- * the OpenMP threads. With shared masters (never with a store) this rank updates only
+ * the pool's threads. With shared masters (never with a store) this rank updates only
  * its slice of the spans. */
 static void update_block(dz_zo_engine *e, int b) {
     if (!e->pending || e->applied[b]) return;
@@ -208,9 +259,8 @@ static void update_block(dz_zo_engine *e, int b) {
         e->applied[b] = 1;
         return;
     }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int k = first; k < last; k++)
-        if (my_span(e, k)) update_span(e, &e->spans[k], theta_at(e, e->spans[k].id, e->spans[k].i0));
+    block_job job = {.e = e, .first = first};
+    dz_parallel_for_dynamic(last - first, update_task, &job);
     e->applied[b] = 1;
 }
 
@@ -258,13 +308,8 @@ static void fill_block(dz_zo_engine *e, int l) {
     const int apply = e->pending && !e->applied[l];
     const int first = e->block_first_span[l], last = e->block_first_span[l + 1];
     shared_barrier(e);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int k = first; k < last; k++) {
-        if (!my_span(e, k)) continue;
-        const span *s = &e->spans[k];
-        const size_t off = e->tensor_off[s->id] + s->i0;
-        perturb_span(e, s->id, s->i0, s->n, theta_at(e, s->id, s->i0), e->wplus[0] + off, e->wminus[0] + off, apply);
-    }
+    block_job job = {.e = e, .first = first, .apply = apply};
+    dz_parallel_for_dynamic(last - first, fill_task, &job);
     shared_barrier(e);
     if (apply) e->applied[l] = 1;
 }
@@ -278,6 +323,22 @@ static void *global_theta(dz_zo_engine *e, int id, int64_t row0, int64_t nrows, 
     if (!e->io_failed) e->io_err = err;
     e->io_failed = 1;
     return NULL;
+}
+
+/* Elements [0, n) of global rows as SPAN-element tasks (task k: elements k*SPAN...). */
+typedef struct rows_job {
+    const dz_zo_engine *e;
+    int id, apply;
+    uint64_t i0;
+    size_t n, esz;
+    char *th;
+    float *wp, *wm;
+} rows_job;
+
+static void rows_task(void *ctx, int k, int thread) {
+    const rows_job *r = ctx;
+    const size_t a = (size_t)k * SPAN, len = r->n - a < SPAN ? r->n - a : SPAN;
+    perturb_span(r->e, r->id, r->i0 + a, len, r->th + a * r->esz, r->wp + a, r->wm + a, r->apply);
 }
 
 /* Rows of a global tensor for stream 0 (theta + eps z) or 1 (theta - eps z). Both are
@@ -305,12 +366,8 @@ static const float *zo_rows(const void *self, int stream, int id, int64_t row0, 
     if (n < PARALLEL_ROWS_MIN) {
         perturb_span(e, id, i0, n, th, wp, wm, apply);
     } else {
-        const size_t pieces = (n + SPAN - 1) / SPAN;
-#pragma omp parallel for schedule(static)
-        for (size_t k = 0; k < pieces; k++) {
-            const size_t a = k * SPAN, len = n - a < SPAN ? n - a : SPAN;
-            perturb_span(e, id, i0 + a, len, th + a * esz, wp + a, wm + a, apply);
-        }
+        rows_job job = {.e = e, .id = id, .apply = apply, .i0 = i0, .n = n, .esz = esz, .th = th, .wp = wp, .wm = wm};
+        dz_parallel_for((int)((n + SPAN - 1) / SPAN), rows_task, &job);
     }
     e->cache_valid = stream == 0;
     e->cache_id = id;
@@ -694,6 +751,24 @@ dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz
     return DZ_OK;
 }
 
+/* Hashes of a block's spans in memory: task k is span first + k (this slice's only),
+ * summed mod 2^64 like chunk_job's. */
+typedef struct hash_job {
+    dz_zo_engine *e;
+    int first, slice, n_slices;
+    size_t esz;
+    _Atomic uint64_t hash;
+} hash_job;
+
+static void hash_task(void *ctx, int k, int thread) {
+    hash_job *h = ctx;
+    const int j = h->first + k;
+    const span *s = &h->e->spans[j];
+    if (j % h->n_slices == h->slice)
+        atomic_fetch_add_explicit(&h->hash, hash_span(theta_at(h->e, s->id, s->i0), s->n * h->esz, (uint64_t)j),
+                                  memory_order_relaxed);
+}
+
 uint64_t dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices) {
     dz_zo_flush(e);
     const size_t esz = dz_dtype_size(dz_model_dtype(e->m));
@@ -708,13 +783,9 @@ uint64_t dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices) {
             total += part;
             continue;
         }
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : part)
-        for (int k = first; k < last; k++)
-            if (k % n_slices == slice) {
-                const span *s = &e->spans[k];
-                part += hash_span(theta_at(e, s->id, s->i0), s->n * esz, (uint64_t)k);
-            }
-        total += part;
+        hash_job job = {.e = e, .first = first, .slice = slice, .n_slices = n_slices, .esz = esz, .hash = 0};
+        dz_parallel_for_dynamic(last - first, hash_task, &job);
+        total += atomic_load(&job.hash);
     }
     return total;
 }
