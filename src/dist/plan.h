@@ -17,13 +17,14 @@
 #include "distzo/model.h"
 
 /* Fixed memory of one distzo train process beyond what the model shape implies: the
- * binary and its libraries (OpenBLAS's libgomp among them), OpenBLAS's buffers, the
- * GPT-2 tokenizer, an SST-2-sized training pool (67k sentences, ~6 MB), the run folder's
+ * binary and its libraries, the GEMM's packing buffers (3.2 MB a thread), the GPT-2
+ * tokenizer, an SST-2-sized training pool (67k sentences, ~6 MB), the run folder's
  * writers; under mpirun also Open MPI's libraries and shared-memory transport. Measured
- * on small runs (peak RSS minus the modelled parts: 17.5-21.5 MB alone, 22-26.5 MB per
- * rank under mpirun; docs/PLANNER.md), rounded up. */
-#define DZ_PLAN_OVERHEAD_MB 23.0
-#define DZ_PLAN_OVERHEAD_MPI_MB 28.0
+ * on small runs (tests/cli/plan.sh: peak RSS minus the modelled parts, about 14 MB alone
+ * and 18-21 MB per rank under mpirun since OpenBLAS is no longer loaded by train;
+ * docs/PLANNER.md), rounded up. */
+#define DZ_PLAN_OVERHEAD_MB 16.0
+#define DZ_PLAN_OVERHEAD_MPI_MB 23.0
 
 typedef struct dz_plan_request {
     dz_config cfg;
