@@ -3,7 +3,8 @@
  * give the single-process step: ranks of a P x D layout, emulated one after another in
  * this process, each compute their signs on their share of the batch; their per-example
  * (loss, weight) vectors, summed, give L+ and L- bitwise equal to one engine on the whole
- * batch, with exactly one non-zero contributor per element. */
+ * batch, with exactly one non-zero contributor per element; at every instruction-set level
+ * the machine runs (core/isa.h), each giving the baseline level's step. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "core/isa.h"
 #include "dist/comm.h"
 #include "dist/layout.h"
 #include "distzo/distzo.h"
@@ -181,10 +183,9 @@ static dz_zo_step_result run_rank(int signs, int lo, int hi, capture *cap) {
     return r;
 }
 
-static void layouts_give_the_single_step(void **state) {
-    (void)state;
-    const dz_zo_step_result ref = run_rank(3, 0, NB, NULL);
-    assert_true(ref.finite);
+/* At the level in force: every layout's summed contributions give ref's L+ and L-. */
+static void layouts_give_the_step(const dz_zo_step_result ref) {
+    const char *level = dz_isa_name(dz_isa_active());
     const int layouts[][2] = {{1, 2}, {2, 1}, {2, 2}, {1, 3}, {2, 3}}; /* P, D */
     for (size_t k = 0; k < sizeof layouts / sizeof *layouts; k++) {
         const int P = layouts[k][0], D = layouts[k][1], N = P * D;
@@ -216,11 +217,35 @@ static void layouts_give_the_single_step(void **state) {
                 for (int i = 0; i < NB; i++) loss += x[2 * i], weight += x[2 * i + 1];
                 const double want = sign == 0 ? ref.loss_plus[j] : ref.loss_minus[j];
                 if (loss / weight != want)
-                    fail_msg("P%d x D%d, sample %d, sign %d: %.17g != %.17g", P, D, j, sign, loss / weight, want);
+                    fail_msg("%s, P%d x D%d, sample %d, sign %d: %.17g != %.17g", level, P, D, j, sign, loss / weight,
+                             want);
             }
         for (int r = 0; r < N; r++) free(caps[r].v);
         free(sum);
     }
+}
+
+static void same_result(const dz_zo_step_result *a, const dz_zo_step_result *b, const char *level) {
+    for (int j = 0; j < 2; j++)
+        if (a->loss_plus[j] != b->loss_plus[j] || a->loss_minus[j] != b->loss_minus[j] || a->g[j] != b->g[j])
+            fail_msg("%s, sample %d: L+ %.17g L- %.17g g %.9g; baseline L+ %.17g L- %.17g g %.9g", level, j,
+                     a->loss_plus[j], a->loss_minus[j], (double)a->g[j], b->loss_plus[j], b->loss_minus[j],
+                     (double)b->g[j]);
+}
+
+static void layouts_give_the_single_step(void **state) {
+    (void)state;
+    dz_zo_step_result baseline = {0};
+    for (dz_isa isa = DZ_ISA_BASELINE; isa <= dz_isa_best(); isa++) {
+        assert_int_equal(dz_isa_force(isa, NULL), DZ_OK);
+        const dz_zo_step_result ref = run_rank(3, 0, NB, NULL);
+        assert_true(ref.finite);
+        if (isa == DZ_ISA_BASELINE) baseline = ref;
+        same_result(&ref, &baseline, dz_isa_name(isa));
+        layouts_give_the_step(ref);
+        print_message("%s: every layout gives the single step\n", dz_isa_name(isa));
+    }
+    assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
 }
 
 int main(void) {

@@ -1,6 +1,8 @@
 /* The real pretrained stories260K (llama2.c format) against the independent PyTorch
  * reference in tools/ref_llama2c.py: logits, 200 greedy tokens from BOS, and zero-shot
- * SST-2 dev predictions and scores (both label-word pairs). */
+ * SST-2 dev predictions and scores (both label-word pairs); shared prompts give the full
+ * sequences' scores bitwise; logits and scores are bitwise the same at every
+ * instruction-set level the machine runs (core/isa.h) with 1 and 2 threads. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <setjmp.h>
@@ -12,8 +14,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/isa.h"
 #include "core/util.h"
 #include "distzo/distzo.h"
+#include "kernels/backend.h"
 
 static char g_assets[1024];
 
@@ -188,7 +192,7 @@ static void sst2_zero_shot_matches_reference(void **state) {
         assert_true(fabs(acc - ref_acc) < 1e-12);
         assert_true(max_err <= 1e-4);
         /* the same with each prompt computed once and the candidates continuing it (two
-         * streams): scores equal the per-candidate computation within 1e-5 */
+         * streams): bitwise the per-candidate computation's scores */
         dz_forward *f2;
         assert_int_equal(dz_forward_create_streams(fx->m, 32, cs.max_len, 0, 2, &f2, &err), DZ_OK);
         float *scores2 = malloc(sizeof(float) * (size_t)ds.count * 2);
@@ -198,7 +202,7 @@ static void sst2_zero_shot_matches_reference(void **state) {
         for (int i = 0; i < ds.count * 2; i++) max_diff = fmax(max_diff, fabs(scores2[i] - scores[i]));
         printf("  %-15s shared prompts: accuracy %.4f, max |score - per-candidate score| %.2e\n", words[set], acc2,
                max_diff);
-        assert_true(max_diff <= 1e-5);
+        assert_memory_equal(scores2, scores, sizeof(float) * (size_t)ds.count * 2);
         assert_memory_equal(preds2, preds, sizeof(int) * (size_t)ds.count);
         free(scores2);
         free(preds2);
@@ -213,11 +217,81 @@ static void sst2_zero_shot_matches_reference(void **state) {
     dz_dataset_free(&ds);
 }
 
+enum { LT = 24, N_EXAMPLES = 12 }; /* 12 examples: a full batch of 8 (16 sequences) and a partial one */
+
+/* Logits of a fixed sequence, and zero-shot scores of the first SST-2 dev examples with
+ * shared prompts (streams 2) and full sequences (streams 1), at the level and thread count
+ * in force. */
+static void forward_bits(fixture *fx, dz_class_set *cs, float *logits, float *scores_shared, float *scores_full) {
+    dz_error err = {0};
+    dz_weight_source w = dz_model_weights(fx->m);
+    int tokens[LT], rows[LT];
+    for (int t = 0; t < LT; t++) tokens[t] = 1 + (37 * t) % 511, rows[t] = t;
+    dz_forward *fw;
+    assert_int_equal(dz_forward_create(fx->m, 1, LT, 0, &fw, &err), DZ_OK);
+    assert_int_equal(dz_forward_run(fw, &w, tokens, NULL, 1, LT, 0, &err), DZ_OK);
+    assert_int_equal(dz_forward_logits(fw, &w, rows, LT, logits, &err), DZ_OK);
+    dz_forward_free(fw);
+    for (int streams = 1; streams <= 2; streams++) {
+        int preds[N_EXAMPLES];
+        double acc;
+        assert_int_equal(dz_forward_create_streams(fx->m, 16, cs->max_len, 0, streams, &fw, &err), DZ_OK);
+        assert_int_equal(dz_class_evaluate(fw, &w, cs, 16, preds, streams == 2 ? scores_shared : scores_full, &acc, &err),
+                         DZ_OK);
+        dz_forward_free(fw);
+    }
+}
+
+static void every_level_and_thread_count_gives_the_same_bits(void **state) {
+    fixture *fx = *state;
+    NEED_ASSETS(fx);
+    char p[1200];
+    dz_error err = {0};
+    dz_dataset ds;
+    snprintf(p, sizeof p, "%s/sst2/dev.tsv", g_assets);
+    assert_int_equal(dz_dataset_load_sst2(p, &ds, &err), DZ_OK);
+    assert_true(ds.count >= N_EXAMPLES);
+    for (int i = N_EXAMPLES; i < ds.count; i++) free(ds.items[i].text), free(ds.items[i].completion);
+    ds.count = N_EXAMPLES;
+    dz_prompt_spec spec;
+    dz_prompt_spec_default_sst2(&spec);
+    dz_class_set cs;
+    assert_int_equal(dz_class_set_build(&ds, &spec, fx->tok, 512, &cs, &err), DZ_OK);
+    const int V = dz_model_config(fx->m)->vocab_size;
+    float *want = malloc(sizeof(float) * LT * V), *got = malloc(sizeof(float) * LT * V);
+    float want_scores[N_EXAMPLES * 2], shared[N_EXAMPLES * 2], full[N_EXAMPLES * 2];
+    assert_int_equal(dz_isa_force(DZ_ISA_BASELINE, NULL), DZ_OK);
+    dz_set_num_threads(1);
+    forward_bits(fx, &cs, want, shared, want_scores);
+    assert_memory_equal(shared, want_scores, sizeof want_scores);
+    for (dz_isa isa = DZ_ISA_BASELINE; isa <= dz_isa_best(); isa++)
+        for (int threads = 1; threads <= 2; threads++) {
+            if (isa == DZ_ISA_BASELINE && threads == 1) continue; /* the reference itself */
+            assert_int_equal(dz_isa_force(isa, NULL), DZ_OK);
+            dz_set_num_threads(threads);
+            forward_bits(fx, &cs, got, shared, full);
+            printf("  %s, %d thread(s): logits %s, scores (shared prompts) %s, scores (full sequences) %s\n",
+                   dz_isa_name(isa), threads, memcmp(got, want, sizeof(float) * LT * V) ? "DIFFER" : "same",
+                   memcmp(shared, want_scores, sizeof shared) ? "DIFFER" : "same",
+                   memcmp(full, want_scores, sizeof full) ? "DIFFER" : "same");
+            assert_memory_equal(got, want, sizeof(float) * LT * V);
+            assert_memory_equal(shared, want_scores, sizeof shared);
+            assert_memory_equal(full, want_scores, sizeof full);
+        }
+    dz_set_num_threads(0);
+    assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
+    free(want);
+    free(got);
+    dz_class_set_free(&cs);
+    dz_dataset_free(&ds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(logits_match_reference),
         cmocka_unit_test(greedy_200_tokens_match_reference),
         cmocka_unit_test(sst2_zero_shot_matches_reference),
+        cmocka_unit_test(every_level_and_thread_count_gives_the_same_bits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

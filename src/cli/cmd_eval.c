@@ -36,7 +36,7 @@ static int write_predictions(const char *path, const dz_class_set *cs, const int
     fprintf(f, "\n");
     for (int e = 0; e < cs->n_examples; e++) {
         fprintf(f, "%d\t%d\t%d", e, cs->labels[e], preds[e]);
-        for (int k = 0; k < cs->n_labels; k++) fprintf(f, "\t%.6f", scores[(size_t)e * cs->n_labels + k]);
+        for (int k = 0; k < cs->n_labels; k++) fprintf(f, "\t%.9g", scores[(size_t)e * cs->n_labels + k]);
         fprintf(f, "\n");
     }
     return fclose(f) == 0 ? 0 : dz_cli_failf("%s: write failed", path);
@@ -148,7 +148,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
         {"threads", DZ_OPT_INT, &o.threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
-        {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and scores (tsv)"},
+        {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
         {0},

@@ -5,7 +5,8 @@
 # uninterrupted run's: final weights (sha256), metrics.jsonl (minus "seconds"), best/,
 # and a seed log with exactly one record per step. Also: export (log replay onto the base
 # model) gives the trained weights, also after a killed export; fused = --no-fuse,
-# --threads 1 = 2; bf16 masters resume exactly too.
+# --threads 1 = 2 (also with DISTZO_ISA=avx2 on an AVX-512 machine); bf16 masters resume
+# exactly too.
 # usage: crash_resume.sh DISTZO_BINARY ASSETS_DIR [SEED] [ram|disk]
 # The kill delays come from $RANDOM seeded with SEED (default below, or $CRASH_SEED);
 # every run prints it, so `crash_resume.sh BIN ASSETS SEED` replays a failure's choices.
@@ -202,6 +203,14 @@ variant() { # NAME REF OPTIONS...
 }
 variant "--no-fuse = fused" "$tmp/ref" --no-fuse
 variant "--threads 2 = --threads 1" "$tmp/ref" --threads 2
+# ... and on the AVX2 kernel path, where it runs and is not already the default (the other
+# levels: tests/cli/kernel_paths.sh)
+best_isa=$("$bin" info --json "$assets/stories260K/stories260K.bin" 2>/dev/null | sed -nE 's/.*"isa": "([a-z0-9]+)".*/\1/p')
+if [ "$best_isa" = avx512 ]; then
+  export DISTZO_ISA=avx2
+  variant "--threads 2 under DISTZO_ISA=avx2 = --threads 1 ($best_isa)" "$tmp/ref" --threads 2
+  unset DISTZO_ISA
+fi
 
 fi # ram only
 
