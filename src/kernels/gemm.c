@@ -45,6 +45,11 @@ typedef struct gemm_kernel {
 } gemm_kernel;
 
 #define GEMM_INLINE static inline __attribute__((always_inline))
+/* The vector micro-kernels and the transposes run without sanitizer checks: they are nearly all of
+ * a GEMM's time (checked, the ASan suite ran several times slower), every address they touch
+ * comes from the checked driver below (packing buffers, rows of x and y), and
+ * tests/test_gemm.c compares their output bitwise with plain loops on edge shapes. */
+#define GEMM_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
 
 /* The micro-kernel body, for a vector type VT of LANES floats; NR = 2 * LANES. mr is a
  * constant in each instantiation (see GEMM_DISPATCH), so acc lives in registers. */
@@ -86,7 +91,7 @@ typedef struct gemm_kernel {
     }
 
 /* AVX-512: 12 x 32. */
-#define A512_ATTR __attribute__((target("avx512f,avx2,fma")))
+#define A512_ATTR __attribute__((target("avx512f,avx2,fma"))) GEMM_UNCHECKED
 #define A512_ZERO() _mm512_setzero_ps()
 GEMM_DEFINE_TILE(avx512, A512_ATTR, __m512, 16, 12, _mm512_loadu_ps, _mm512_storeu_ps, A512_ZERO, _mm512_set1_ps,
                  _mm512_fmadd_ps, _mm512_add_ps)
@@ -97,7 +102,7 @@ GEMM_DEFINE_DISPATCH(avx512, A512_ATTR,
                                  GEMM_CASE(avx512, 12))
 
 /* AVX2: 6 x 16. */
-#define A256_ATTR __attribute__((target("avx2,fma")))
+#define A256_ATTR __attribute__((target("avx2,fma"))) GEMM_UNCHECKED
 #define A256_ZERO() _mm256_setzero_ps()
 GEMM_DEFINE_TILE(avx2, A256_ATTR, __m256, 8, 6, _mm256_loadu_ps, _mm256_storeu_ps, A256_ZERO, _mm256_set1_ps,
                  _mm256_fmadd_ps, _mm256_add_ps)
@@ -197,7 +202,7 @@ static void pack_w_scalar(float *pb, const float *w, int N, int K, int n0, int n
 }
 
 /* dst[c][r] = src[r][c] for an 8 x 8 block (strides in floats). */
-__attribute__((target("avx2"))) static inline void transpose8x8(const float *src, size_t lds, float *dst, size_t ldd) {
+__attribute__((target("avx2"))) GEMM_UNCHECKED static inline void transpose8x8(const float *src, size_t lds, float *dst, size_t ldd) {
     __m256 r[8], t[8], u[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
     for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
