@@ -9,16 +9,16 @@ set_tests_properties(cli_bad_input PROPERTIES LABELS "parser;cli" TIMEOUT 300
 # uninterrupted run (weights, metrics.jsonl, best/, seeds.log). Exit 77 = assets absent.
 add_test(NAME cli_crash_resume
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_resume.sh $<TARGET_FILE:distzo> ${DZ_ASSETS})
-set_tests_properties(cli_crash_resume PROPERTIES LABELS "zo;cli" TIMEOUT 600 SKIP_RETURN_CODE 77
+set_tests_properties(cli_crash_resume PROPERTIES LABELS "zo;cli" TIMEOUT 1200 SKIP_RETURN_CODE 77
                      ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
 
 # The same kills with the masters in a disk store (resumed runs equal the run in memory).
 add_test(NAME cli_crash_resume_disk
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_resume.sh $<TARGET_FILE:distzo> ${DZ_ASSETS} 4243 disk)
-set_tests_properties(cli_crash_resume_disk PROPERTIES LABELS "zo;cli" TIMEOUT 600 SKIP_RETURN_CODE 77
+set_tests_properties(cli_crash_resume_disk PROPERTIES LABELS "zo;cli" TIMEOUT 1200 SKIP_RETURN_CODE 77
                      ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
 
 # --store disk: bitwise equal to ram, across SIGKILL + resume (skipped, exit 77, without assets).
 add_test(NAME cli_store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/store.sh $<TARGET_FILE:distzo> ${DZ_ASSETS})
-set_tests_properties(cli_store PROPERTIES LABELS "zo;cli" TIMEOUT 300 SKIP_RETURN_CODE 77
+set_tests_properties(cli_store PROPERTIES LABELS "zo;cli" TIMEOUT 900 SKIP_RETURN_CODE 77
                      ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
