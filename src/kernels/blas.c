@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/cpu_features.h"
+#include "core/parallel.h"
 #include "core/util.h"
 #include "distzo/log.h"
 
@@ -324,6 +325,10 @@ void dz_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
         sgemm_fallback(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
+    /* OpenBLAS's threads (libgomp's or its own) need the cores the pool's idle workers
+     * would spin on. */
+    if (dz_blas_get_threads() > 1)
+        dz_parallel_stop_spinning();
     if (g.has_small_kernels && M > 0 && N > 0 && K > 0 &&
         takes_small_path(trans_a, trans_b, M, N, K)) {
         /* The padded call is NoTrans-A, so its row count follows the NN/NT rule. */
