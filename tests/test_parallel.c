@@ -2,9 +2,12 @@
  * documented ranges, `thread` is never shared by two running tasks, nested loops and
  * concurrent callers run serially without deadlock, the thread count can change and the
  * pool restarts after a shutdown. Many tiny loops in a row check that no wake-up is lost
- * (CTest's timeout catches a hang); CTest runs this once sleeping at once and once
- * spinning (DISTZO_SPIN_US). */
+ * (CTest's timeout catches a hang), and a forked child neither hangs nor loses work.
+ * CTest runs this once sleeping at once and once spinning (DISTZO_SPIN_US). */
 #include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -170,6 +173,27 @@ static void shutdown_then_reuse(void **state) {
     assert_int_equal(dz_parallel_set_threads(0, NULL), DZ_OK);
 }
 
+/* A child of fork() has no workers: its loops still run every task, and its exit (which
+ * joins the pool) returns instead of waiting for the parent's threads. */
+static void fork_child_loops_and_exits(void **state) {
+    (void)state;
+    assert_int_equal(dz_parallel_set_threads(3, NULL), DZ_OK);
+    check_each_once(run_recorded(100, 0), 100);
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        const record *r = run_recorded(1000, 0);
+        int ok = 1;
+        for (int k = 0; k < 1000; k++) ok &= atomic_load(&r->runs[k]) == 1;
+        exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    check_each_once(run_recorded(100, 1), 100);
+    assert_int_equal(dz_parallel_set_threads(0, NULL), DZ_OK);
+}
+
 static void thread_ids_and_cpus(void **state) {
     (void)state;
     assert_int_equal(dz_parallel_thread_id(), 0);
@@ -186,6 +210,7 @@ int main(void) {
         cmocka_unit_test(many_small_loops_lose_no_wakeup),
         cmocka_unit_test(concurrent_callers_both_finish),
         cmocka_unit_test(shutdown_then_reuse),
+        cmocka_unit_test(fork_child_loops_and_exits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

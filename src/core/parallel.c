@@ -31,11 +31,11 @@
 
 #include "distzo/log.h"
 
-/* The idle spin before sleeping: long enough to bridge the gap between two loops of a
- * forward pass (a GEMM of a small model, a row op), short enough that a thread with nothing
- * to do gives its core back to another process within microseconds. Measured in
- * bench/README.md ("Thread pool under load"). */
-enum { DEFAULT_SPIN_US = 50, MAX_SPIN_US = 1000000, PAUSES_PER_CLOCK_CHECK = 64 };
+/* The idle spin before sleeping: long enough to catch the next of two back-to-back loops
+ * (a row op after a row op), short enough that a thread with nothing to do gives its core
+ * back to another process (or to OpenBLAS's threads) within microseconds; a longer gap
+ * costs one futex wake-up. Measured in bench/README.md ("Thread pool under load"). */
+enum { DEFAULT_SPIN_US = 20, MAX_SPIN_US = 1000000, PAUSES_PER_CLOCK_CHECK = 64 };
 
 _Static_assert(sizeof(atomic_uint) == sizeof(unsigned), "a futex word is a plain 32-bit int");
 
@@ -63,10 +63,12 @@ static struct {
     atomic_int busy;    /* a loop, set_threads or shutdown owns the pool */
     atomic_int threads; /* the team size loops use; 0 until resolved */
     int started;        /* workers 1..started are running */
+    int start_failed;   /* a worker could not start: loops stop trying until set_threads */
     unsigned generation; /* of the last job published */
     atomic_int stop;    /* shutdown: a woken worker returns */
     long spin_ns;
     int warned;
+    _Alignas(64) atomic_uint naps; /* bumped by dz_parallel_stop_spinning */
     job job;
     worker workers[DZ_PARALLEL_MAX_THREADS]; /* [0] unused: thread 0 is the caller */
 } pool;
@@ -96,18 +98,22 @@ static void futex_wait(atomic_uint *word, unsigned value) {
 static void futex_wake(atomic_uint *word) { syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
 /* Spins up to pool.spin_ns while *word == value (reading the clock every few pauses, so
- * the bound is in time whatever a pause costs on this CPU); 1 if the word changed. */
+ * the bound is in time whatever a pause costs on this CPU), or until told to stop; 1 if
+ * the word changed. */
 static int spin_while_equal(atomic_uint *word, unsigned value) {
     if (pool.spin_ns <= 0) return 0;
     const long t0 = now_ns();
+    const unsigned naps = atomic_load_explicit(&pool.naps, memory_order_relaxed);
     do {
         for (int i = 0; i < PAUSES_PER_CLOCK_CHECK; i++) {
             if (atomic_load_explicit(word, memory_order_acquire) != value) return 1;
             cpu_relax();
         }
-    } while (now_ns() - t0 < pool.spin_ns);
+    } while (now_ns() - t0 < pool.spin_ns && atomic_load_explicit(&pool.naps, memory_order_relaxed) == naps);
     return 0;
 }
+
+void dz_parallel_stop_spinning(void) { atomic_fetch_add_explicit(&pool.naps, 1, memory_order_relaxed); }
 
 /* Returns once *word != value: a short spin, then sleep until woken. */
 static void wait_while_equal(atomic_uint *word, unsigned value, atomic_int *sleeping) {
@@ -122,7 +128,8 @@ static void wake(atomic_uint *word, atomic_int *sleeping) {
     if (atomic_load(sleeping)) futex_wake(word);
 }
 
-static int parse_positive(const char *s, long max, long *out) {
+/* A non-negative decimal number (capped at max) into *out; 0 if s is none. */
+static int parse_count(const char *s, long max, long *out) {
     if (!s || !*s) return 0;
     char *end;
     errno = 0;
@@ -132,13 +139,24 @@ static int parse_positive(const char *s, long max, long *out) {
     return 1;
 }
 
+/* A child of fork() has only the thread that forked: it forgets the parent's workers
+ * (joining them would wait forever) and any loop in flight; its next loop starts anew. */
+static void forget_workers_after_fork(void) {
+    pool.started = 0;
+    pool.start_failed = 0;
+    atomic_store(&pool.job.active, 0);
+    atomic_store(&pool.job.state, 0);
+    atomic_store(&pool.busy, 0);
+}
+
 static void read_settings_and_register_exit(void) {
     long us = DEFAULT_SPIN_US;
     const char *policy = getenv("OMP_WAIT_POLICY");
     if (policy && !strcasecmp(policy, "passive")) us = 0;
-    parse_positive(getenv("DISTZO_SPIN_US"), MAX_SPIN_US, &us);
+    parse_count(getenv("DISTZO_SPIN_US"), MAX_SPIN_US, &us);
     pool.spin_ns = us * 1000;
     atexit(dz_parallel_shutdown);
+    pthread_atfork(NULL, NULL, forget_workers_after_fork);
 }
 
 int dz_parallel_cpus(void) {
@@ -153,7 +171,7 @@ static int clamp_threads(long n) { return n < 1 ? 1 : n > DZ_PARALLEL_MAX_THREAD
 /* OMP_NUM_THREADS ("4", or the first of a list "4,2"), else the CPUs we may use. */
 static int default_threads(void) {
     long n;
-    if (parse_positive(getenv("OMP_NUM_THREADS"), DZ_PARALLEL_MAX_THREADS, &n) && n > 0) return (int)n;
+    if (parse_count(getenv("OMP_NUM_THREADS"), DZ_PARALLEL_MAX_THREADS, &n) && n > 0) return (int)n;
     return clamp_threads(dz_parallel_cpus());
 }
 
@@ -240,6 +258,7 @@ static dz_status start_workers(int last, dz_error *err) {
         pool.started++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pool.start_failed = rc != 0;
     if (rc)
         return dz_fail(err, DZ_ERR_NOMEM, "thread pool: cannot start thread %d of %d (%s); running with %d",
                        pool.started + 1, last + 1, strerror(rc), pool.started + 1);
@@ -249,7 +268,7 @@ static dz_status start_workers(int last, dz_error *err) {
 /* The team of a loop of n tasks (the pool is owned): started lazily, warned once. */
 static int team_for(int n_tasks) {
     const int want = dz_parallel_threads();
-    if (pool.started + 1 < want) {
+    if (pool.started + 1 < want && !pool.start_failed) {
         dz_error err = {0};
         if (start_workers(want - 1, &err) != DZ_OK && !pool.warned) {
             pool.warned = 1;

@@ -23,7 +23,7 @@
  * Environment, read when the pool starts:
  *  - OMP_NUM_THREADS: the default thread count when set to a positive number (as it was
  *    under OpenMP); else every CPU this process may run on (its affinity mask).
- *  - DISTZO_SPIN_US: how long an idle thread spins before sleeping (default 50 us);
+ *  - DISTZO_SPIN_US: how long an idle thread spins before sleeping (default 20 us);
  *    OMP_WAIT_POLICY=PASSIVE means 0 (sleep at once), like libgomp's. */
 #ifndef DZ_CORE_PARALLEL_H
 #define DZ_CORE_PARALLEL_H
@@ -65,6 +65,11 @@ int dz_parallel_thread_id(void);
 
 /* CPUs this process may run on (its affinity mask), at least 1. */
 int dz_parallel_cpus(void);
+
+/* Idle workers stop spinning and sleep now (they wake for the next loop as usual). For
+ * the caller to say that what comes next runs on other threads, which need the cores:
+ * OpenBLAS's GEMM threads, say. */
+void dz_parallel_stop_spinning(void);
 
 /* Joins the workers (registered with atexit when the pool starts; harmless to call more
  * than once). A later loop starts the pool again. Skipped from inside a task. */

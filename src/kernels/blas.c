@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/cpu_features.h"
+#include "core/parallel.h"
 #include "core/util.h"
 #include "distzo/log.h"
 
@@ -227,6 +228,9 @@ dz_status dz_blas_init(dz_error *err) {
 void dz_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
               int ldb, float beta, float *C, int ldc) {
     if (dz_blas_init(NULL) != DZ_OK) return; /* callers check dz_blas_init first (blas.h) */
+    /* OpenBLAS's threads need the cores the pool's idle workers would spin on: a fair
+     * reference. */
+    dz_parallel_stop_spinning();
     g.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha,
             A, lda, B, ldb, beta, C, ldc);
 }
