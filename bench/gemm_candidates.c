@@ -3,7 +3,7 @@
  *   bench_gemm_candidates [--seconds S] [--rounds R] [--threads T,...] [--paths P,...] [--json]
  *
  * y[M,N] = x[M,K] . w[N,K]^T on the Linear shapes of OPT-125m and SmolLM2-135M, for
- *   openblas:best, openblas:haswell       cblas_sgemm through distzo's loader (src/kernels/blas.h)
+ *   openblas:best, openblas:haswell       cblas_sgemm through distzo's loader (src/backend/blas.h)
  *   blis:skx, blis:haswell                BLIS's typed API bli_sgemm_ex, dlopen()ed RTLD_LOCAL
  *   blis:haswell-nosup                    the same with BLIS's small/unpacked ("sup") path off
  *   distzo:avx512, distzo:avx2, distzo:baseline   dz_gemm_linear under dz_isa_force
@@ -35,10 +35,10 @@
 #include <unistd.h>
 
 #include "core/isa.h"
-#include "kernels/backend.h"
-#include "kernels/blas.h"
+#include "backend/backend.h"
+#include "backend/blas.h"
 #ifdef DZ_BENCH_HAVE_GEMM_LINEAR
-#include "kernels/gemm.h"
+#include "backend/gemm.h"
 #endif
 
 /* ---- shapes and workloads ------------------------------------------------------------ */
@@ -365,11 +365,11 @@ static bool distzo_open(const char *variant, backend *be, char *note, size_t cap
     return true;
 }
 #else
-/* Hook: builds without src/kernels/gemm.c (the bench's CMake defines
+/* Hook: builds without src/backend/gemm.c (the bench's CMake defines
  * DZ_BENCH_HAVE_GEMM_LINEAR when it exists) report the candidate as skipped. */
 static bool distzo_open(const char *variant, backend *be, char *note, size_t cap) {
     (void)variant, (void)be;
-    return fail_note(note, cap, "dz_gemm_linear not built (src/kernels/gemm.c missing): rebuild once it is on main");
+    return fail_note(note, cap, "dz_gemm_linear not built (src/backend/gemm.c missing): rebuild once it is on main");
 }
 #endif
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/blas.h"
+#include "backend/blas.h"
 
 #define MAX_SHAPES 32
 #define MAX_THREADS 8

@@ -4,12 +4,12 @@
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config  # toolchain
-  libopenblas-openmp-dev            # GEMM (loaded at run time, see src/kernels/blas.c)
+  libopenblas-openmp-dev            # GEMM (loaded at run time, see src/backend/blas.c)
   libcjson-dev                      # JSON: config.json, safetensors headers, tokenizers, jsonl
   libcmocka-dev                     # the C test framework under CTest
   clang libclang-rt-14-dev          # libFuzzer target (CI runs it for a bounded time)
   gnuplot-nox                       # `distzo plot` (loss.png, accuracy.png)
-  libopenmpi-dev openmpi-bin        # DistZO2: mpirun -np N distzo train ... (src/dist)
+  libopenmpi-dev openmpi-bin        # DistZO2: mpirun -np N distzo train ... (src/parallel)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -14,8 +14,8 @@
 
 #include "core/isa.h"
 #include "core/rng.h"
-#include "kernels/backend.h"
-#include "kernels/cpu_simd.h"
+#include "backend/backend.h"
+#include "backend/cpu_simd.h"
 
 static float *randn(size_t n, uint64_t seed, float scale) {
     float *x = malloc(sizeof(float) * n);

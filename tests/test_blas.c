@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "core/cpu_features.h"
-#include "kernels/blas.h"
+#include "backend/blas.h"
 
 extern char **environ;
 

@@ -1,5 +1,5 @@
-/* The parallel layer without MPI: layouts and shares (src/dist/layout.c), the
- * one-process group (src/dist/comm.h), and the engine's contract that makes every layout
+/* The parallel layer without MPI: layouts and shares (src/parallel/layout.c), the
+ * one-process group (src/parallel/comm.h), and the engine's contract that makes every layout
  * give the single-process step: ranks of a P x D layout, emulated one after another in
  * this process, each compute their signs on their share of the batch; their per-example
  * (loss, weight) vectors, summed, give L+ and L- bitwise equal to one engine on the whole
@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "core/isa.h"
-#include "dist/comm.h"
-#include "dist/layout.h"
+#include "parallel/comm.h"
+#include "parallel/layout.h"
 #include "distzo/distzo.h"
 #include "distzo/zo.h"
 

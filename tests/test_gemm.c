@@ -1,4 +1,4 @@
-/* distzo's Linear GEMM (src/kernels/gemm.c) against the order it promises, written here as
+/* distzo's Linear GEMM (src/backend/gemm.c) against the order it promises, written here as
  * plain loops: y[i][n] = fmaf chain over k = 0..K-1 from +0, then + bias[n]. Every kernel
  * path this machine can execute must give exactly those bits, on shapes that exercise
  * edge tiles, several K blocks and the copied-rows path; and a row's bits must not depend
@@ -15,8 +15,8 @@
 
 #include "core/isa.h"
 #include "core/rng.h"
-#include "kernels/backend.h"
-#include "kernels/gemm.h"
+#include "backend/backend.h"
+#include "backend/gemm.h"
 
 static float *randn(size_t n, uint64_t seed) {
     float *x = malloc(sizeof(float) * (n ? n : 1));

@@ -1,4 +1,4 @@
-/* The thread pool (src/core/parallel.h): every task runs once, static shares are the
+/* The thread pool (src/core/threads.h): every task runs once, static shares are the
  * documented ranges, `thread` is never shared by two running tasks, nested loops and
  * concurrent callers run serially without deadlock, the thread count can change and the
  * pool restarts after a shutdown. Many tiny loops in a row check that no wake-up is lost
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/parallel.h"
+#include "core/threads.h"
 
 enum { MAX_TASKS = 5000 };
 

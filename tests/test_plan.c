@@ -1,4 +1,4 @@
-/* The planner (src/dist/plan.c): its sizes are the runtime's own (forward, engine and
+/* The planner (src/parallel/plan.c): its sizes are the runtime's own (forward, engine and
  * arena bytes from the config alone equal what a real model allocates), the layouts it
  * enumerates, and its byte counts, memory sums, feasibility and recommendation against
  * hand-computed values for opt-tiny. */
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "dist/plan.h"
+#include "parallel/plan.h"
 #include "distzo/zo.h"
 
 static dz_config preset(const char *name) {

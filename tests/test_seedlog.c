@@ -23,8 +23,8 @@
 
 #include "core/util.h"
 #include "distzo/log.h"
-#include "zo/metrics.h"
-#include "zo/seedlog.h"
+#include "run/metrics.h"
+#include "run/seedlog.h"
 
 enum { HDR = DZ_SEEDLOG_HEADER_BYTES };
 

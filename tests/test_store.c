@@ -1,4 +1,4 @@
-/* The parameter store (src/zo/store.c) on the tiny HF models, f32 and bf16: the file is a
+/* The parameter store (src/store/store.c) on the tiny HF models, f32 and bf16: the file is a
  * safetensors file holding the model's bytes (checked through the independent parser),
  * block layout against offsets summed here from the parameter table, sync and queued
  * block transfers, row reads, queued updates and calls (against transformations computed
@@ -19,7 +19,7 @@
 #include "temp_dir.h"
 
 #include "format/safetensors.h"
-#include "zo/store.h"
+#include "store/store.h"
 
 static int setup(void **state) {
     (void)state;

@@ -17,7 +17,7 @@
 #include "core/isa.h"
 #include "core/util.h"
 #include "distzo/distzo.h"
-#include "kernels/backend.h"
+#include "backend/backend.h"
 
 static char g_assets[1024];
 

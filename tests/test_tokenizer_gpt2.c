@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 
 #include "tokenizer_test_util.h"
-#include "core/parallel.h"
+#include "core/threads.h"
 
 static golden G;
 

@@ -14,7 +14,7 @@
 
 #include "core/isa.h"
 #include "distzo/zo.h"
-#include "kernels/backend.h"
+#include "backend/backend.h"
 #include "zo/rng.h"
 
 enum { B = 3, T = 12 };

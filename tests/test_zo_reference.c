@@ -31,8 +31,8 @@
 #include "core/util.h"
 #include "distzo/distzo.h"
 #include "distzo/train.h"
-#include "zo/metrics.h"
-#include "zo/seedlog.h"
+#include "run/metrics.h"
+#include "run/seedlog.h"
 
 #define LOSS_RTOL 1e-5
 #define G_RTOL 1e-3

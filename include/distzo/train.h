@@ -30,7 +30,7 @@ typedef struct dz_train_config {
     const char *store;        /* NULL or "ram": masters in memory; "disk:PATH": layer masters in a file */
     int max_resident_mb;      /* with a disk store: refuse to start above this many MB resident (0: no cap) */
     int stream_globals;       /* with a disk store: the global block stays in it too (also chosen when the cap needs it) */
-    /* The parallel layout (src/dist): never saved in run.json, so a run resumes under any
+    /* The parallel layout (src/parallel): never saved in run.json, so a run resumes under any
      * layout. comm NULL: one process. */
     struct dz_comm *comm;
     int pertp, dp;            /* perturbation x data parallelism; 0: derived (all ranks data-parallel) */

@@ -71,7 +71,7 @@ void dz_zo_engine_free(dz_zo_engine *e);
  * finite losses, the update with learning rate lr is pending (fused) or applied. */
 dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
                      dz_error *err);
-/* Keeps the layer blocks' master weights in a parameter store on disk (src/zo/store.h)
+/* Keeps the layer blocks' master weights in a parameter store on disk (src/store/store.h)
  * instead of the model's memory: each step reads a block into one of two resident slots
  * while the previous block computes, and writes it back once updated. */
 struct dz_store;
@@ -114,7 +114,7 @@ size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t
  * its transfers go through. */
 size_t dz_zo_store_bytes_for(const dz_param_table *t, dz_dtype dtype);
 
-/* How a step's work is shared among processes (src/dist sets it up; one process needs
+/* How a step's work is shared among processes (src/parallel sets it up; one process needs
  * none of it). Every rank applies every update, so replicas never exchange weights. */
 typedef struct dz_zo_parallel {
     int signs;      /* forwards this rank runs: 1 = +eps, 2 = -eps, 3 = both (perturbation parallelism) */

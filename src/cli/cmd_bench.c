@@ -7,12 +7,12 @@
 #include "cli/common.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "kernels/backend.h"
-#include "kernels/blas.h"
-#include "kernels/gemm.h"
+#include "backend/backend.h"
+#include "backend/blas.h"
+#include "backend/gemm.h"
 #include "core/isa.h"
 #include "distzo/zo.h"
-#include "zo/store.h"
+#include "store/store.h"
 
 typedef struct gemm_shape {
     int M, N, K;

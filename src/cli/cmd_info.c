@@ -3,7 +3,7 @@
 
 #include "cli/common.h"
 #include "core/cpu_features.h"
-#include "kernels/gemm.h"
+#include "backend/gemm.h"
 #include "core/isa.h"
 
 int dz_cmd_info(int argc, char **argv) {

@@ -1,11 +1,11 @@
 /* distzo plan: which DistZO2 layout to run on a cluster, from the model's shape alone
- * (src/dist/plan.h; docs/PLANNER.md). */
+ * (src/parallel/plan.h; docs/PLANNER.md). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/common.h"
 #include "core/util.h"
-#include "dist/plan.h"
+#include "parallel/plan.h"
 #include "distzo/train.h"
 #include "distzo/zo.h"
 

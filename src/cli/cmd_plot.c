@@ -11,7 +11,7 @@
 
 #include "cli/common.h"
 #include "core/util.h"
-#include "zo/metrics.h"
+#include "run/metrics.h"
 
 /* Whether an executable named name is on PATH. */
 static int on_path(const char *name) {

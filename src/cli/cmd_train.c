@@ -10,10 +10,10 @@
 
 #include "cli/common.h"
 #include "core/util.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "distzo/log.h"
 #include "distzo/train.h"
-#include "kernels/backend.h"
+#include "backend/backend.h"
 
 typedef struct progress {
     int tty;

@@ -8,8 +8,8 @@
 
 #include "core/util.h"
 
-#include "kernels/backend.h"
-#include "kernels/blas.h"
+#include "backend/backend.h"
+#include "backend/blas.h"
 #include "core/isa.h"
 
 int dz_cli_fail(const dz_error *err) {

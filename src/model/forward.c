@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/parallel.h"
+#include "core/threads.h"
 #include "core/util.h"
-#include "kernels/backend.h"
+#include "backend/backend.h"
 #include "model/model_internal.h"
 
 enum { HEAD_VOCAB_CHUNK = 4096, HEAD_ROW_CHUNK = 512 };

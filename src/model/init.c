@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/parallel.h"
+#include "core/threads.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "model/model_internal.h"

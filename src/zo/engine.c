@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/parallel.h"
+#include "core/threads.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "distzo/zo.h"
 #include "distzo/log.h"
 #include "zo/perturb.h"
-#include "zo/store.h"
+#include "store/store.h"
 
 /* Elements per unit of parallel work: big enough to amortize scheduling, small enough
  * to balance a block's tensors over the threads. */

@@ -8,7 +8,7 @@
  * bits. */
 #include "zo/perturb.h"
 
-#include "kernels/cpu_simd.h"
+#include "backend/cpu_simd.h"
 
 #define ZO_CHUNK 1024
 

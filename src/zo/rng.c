@@ -9,7 +9,7 @@
  * one plain C body that the vectorizer handles well in each variant. */
 #include "zo/rng.h"
 
-#include "kernels/cpu_simd.h"
+#include "backend/cpu_simd.h"
 
 #include <immintrin.h>
 

@@ -5,8 +5,8 @@
  * level the machine has and compare. Every variant computes the same bits: no variant
  * enables FMA (and -ffp-contract=off), and reductions use a fixed number of lanes combined
  * in a fixed order, so a wider vector unit only runs the same arithmetic faster. */
-#ifndef DZ_KERNELS_CPU_SIMD_H
-#define DZ_KERNELS_CPU_SIMD_H
+#ifndef DZ_BACKEND_CPU_SIMD_H
+#define DZ_BACKEND_CPU_SIMD_H
 
 #include <math.h>
 #include <stdint.h>

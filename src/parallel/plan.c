@@ -1,11 +1,11 @@
 /* The layout planner: see plan.h and docs/PLANNER.md. */
-#include "dist/plan.h"
+#include "parallel/plan.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "dist/layout.h"
+#include "parallel/layout.h"
 
 void dz_plan_request_default(dz_plan_request *r) {
     memset(r, 0, sizeof *r);

@@ -12,8 +12,8 @@
  *
  * Every function here calls dz_blas_init() itself; call it early (before starting
  * threads) because it may setenv(). */
-#ifndef DZ_KERNELS_BLAS_H
-#define DZ_KERNELS_BLAS_H
+#ifndef DZ_BACKEND_BLAS_H
+#define DZ_BACKEND_BLAS_H
 
 #include <stdbool.h>
 

@@ -13,7 +13,7 @@
  * consistent atomics for "store mine, then load theirs", so at least one of them sees the
  * other: a wake-up is never lost and an unneeded one costs no system call. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include "core/parallel.h"
+#include "core/threads.h"
 
 #include <errno.h>
 #include <linux/futex.h>

@@ -6,8 +6,8 @@
  * on its own row of x and column of w: not on M, the row's place in the call, the thread
  * count or the split of the work, nor on the vector unit (AVX-512, AVX2 and the portable
  * path run the same chain, 16, 8 or 1 lanes at a time). */
-#ifndef DZ_KERNELS_GEMM_H
-#define DZ_KERNELS_GEMM_H
+#ifndef DZ_BACKEND_GEMM_H
+#define DZ_BACKEND_GEMM_H
 
 #include <stddef.h>
 

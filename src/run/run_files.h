@@ -1,6 +1,6 @@
 /* The run folder: run.json (the settings), checkpoint-N/ folders with LATEST, best/. */
-#ifndef DZ_ZO_RUN_FILES_H
-#define DZ_ZO_RUN_FILES_H
+#ifndef DZ_RUN_RUN_FILES_H
+#define DZ_RUN_RUN_FILES_H
 
 #include "distzo/model.h"
 #include "distzo/tokenizer.h"

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* dladdr, RTLD_DEFAULT */
-#include "kernels/blas.h"
+#include "backend/blas.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/cpu_features.h"
-#include "core/parallel.h"
+#include "core/threads.h"
 #include "core/util.h"
 #include "distzo/log.h"
 

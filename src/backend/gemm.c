@@ -12,7 +12,7 @@
  * The micro-kernel is one body instantiated per vector unit: 12 x 32 (AVX-512, 24 zmm
  * accumulators), 6 x 16 (AVX2, 12 ymm), and 4 x 8 with fmaf on the baseline, whose
  * correctly rounded fmaf gives the hardware FMA's bits. */
-#include "kernels/gemm.h"
+#include "backend/gemm.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/parallel.h"
-#include "kernels/backend.h"
+#include "core/threads.h"
+#include "backend/backend.h"
 
 /* Blocking, measured on the model shapes (bench/README.md): a K block as long as the usual
  * widths (one pass over y for K <= 768, so y's tiles are not reloaded), its panel of w

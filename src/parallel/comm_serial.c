@@ -1,7 +1,7 @@
 /* dz_comm for builds without MPI: one process, every collective is the identity. */
 #include <stdlib.h>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 enum { MAX_BLOCKS = 8 };
 

@@ -1,5 +1,5 @@
 /* Parallel layouts: see layout.h. */
-#include "dist/layout.h"
+#include "parallel/layout.h"
 
 dz_status dz_layout_make(int n, int rank, int pertp, int dp, dz_layout *out, dz_error *err) {
     if (pertp < 0 || pertp > 2)

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 enum { MAX_WINDOWS = 8 };
 

@@ -1,6 +1,6 @@
 /* The parameter store on disk: a safetensors file moved block by block (see store.h). */
 #define _GNU_SOURCE
-#include "zo/store.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* The seed log (format and crash rules in seedlog.h). */
-#include "zo/seedlog.h"
+#include "run/seedlog.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,8 +3,8 @@
  * then being device pointers). Ops are deterministic: for a given backend, each output
  * element's arithmetic order depends only on the shapes of its own row, never on the
  * thread count or on how many rows are in the batch. */
-#ifndef DZ_KERNELS_BACKEND_H
-#define DZ_KERNELS_BACKEND_H
+#ifndef DZ_BACKEND_BACKEND_H
+#define DZ_BACKEND_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -60,7 +60,7 @@ static inline size_t dz_attn_scratch_floats(int head_dim, int cache_len) {
     return (size_t)(head_dim + 1) * (size_t)(cache_len + 16);
 }
 
-/* Number of threads compute may use (distzo's pool, src/core/parallel.h, and BLAS);
+/* Number of threads compute may use (distzo's pool, src/core/threads.h, and BLAS);
  * n <= 0: the pool's default ($OMP_NUM_THREADS, else every CPU this process may use).
  * A worker that cannot start is logged and the work runs on the threads that did. */
 void dz_set_num_threads(int n);

@@ -8,8 +8,8 @@
  * started, %.3f) is the only field that differs between a resumed run and an
  * uninterrupted one. Each line is flushed to the kernel when written (a killed process
  * loses nothing) and fsync'd every sync_every lines. */
-#ifndef DZ_ZO_METRICS_H
-#define DZ_ZO_METRICS_H
+#ifndef DZ_RUN_METRICS_H
+#define DZ_RUN_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/util.h"
-#include "zo/run_files.h"
+#include "run/run_files.h"
 
 /* ---- run.json ---------------------------------------------------------------------- */
 

@@ -17,8 +17,8 @@
  * no appended record); fdatasync runs every sync_every records. A crash can leave a torn
  * or unwritten tail: open drops the bad records at the end (with a warning) and keeps the
  * rest. A bad record followed by good ones is never a crash artefact: that is an error. */
-#ifndef DZ_ZO_SEEDLOG_H
-#define DZ_ZO_SEEDLOG_H
+#ifndef DZ_RUN_SEEDLOG_H
+#define DZ_RUN_SEEDLOG_H
 
 #include <stddef.h>
 #include <stdint.h>

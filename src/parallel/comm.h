@@ -10,8 +10,8 @@
  * each element has exactly one non-zero contributor (x + 0 + ... + 0 == x in any order),
  * so its result does not depend on the number of ranks or the reduction tree. Integer
  * sums are exact anyway. */
-#ifndef DZ_DIST_COMM_H
-#define DZ_DIST_COMM_H
+#ifndef DZ_PARALLEL_COMM_H
+#define DZ_PARALLEL_COMM_H
 
 #include <stddef.h>
 #include <stdint.h>

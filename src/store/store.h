@@ -24,8 +24,8 @@
  * and then dropped, so the cache holds about one block per request in flight. The cost
  * is that writes wait for the disk; with the I/O thread that wait overlaps compute.
  * Durability is dz_store_sync (fdatasync); sync_file_range writes data, not metadata. */
-#ifndef DZ_ZO_STORE_H
-#define DZ_ZO_STORE_H
+#ifndef DZ_STORE_STORE_H
+#define DZ_STORE_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -15,15 +15,15 @@
 
 #include "core/rng.h"
 #include "core/util.h"
-#include "dist/comm.h"
-#include "dist/layout.h"
+#include "parallel/comm.h"
+#include "parallel/layout.h"
 #include "distzo/distzo.h"
 #include "distzo/log.h"
 #include "distzo/train.h"
-#include "zo/metrics.h"
-#include "zo/run_files.h"
-#include "zo/seedlog.h"
-#include "zo/store.h"
+#include "run/metrics.h"
+#include "run/run_files.h"
+#include "run/seedlog.h"
+#include "store/store.h"
 
 void dz_train_config_default(dz_train_config *c) {
     memset(c, 0, sizeof *c);

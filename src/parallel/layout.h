@@ -6,8 +6,8 @@
  * Adjacent ranks form a pair, so a pair usually sits on one node. Nothing else depends on
  * the layout: the global batch, the seeds and the order in which per-example losses are
  * combined are the same for every N, P and D. */
-#ifndef DZ_DIST_LAYOUT_H
-#define DZ_DIST_LAYOUT_H
+#ifndef DZ_PARALLEL_LAYOUT_H
+#define DZ_PARALLEL_LAYOUT_H
 
 #include "distzo/error.h"
 

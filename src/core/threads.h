@@ -25,8 +25,8 @@
  *    under OpenMP); else every CPU this process may run on (its affinity mask).
  *  - DISTZO_SPIN_US: how long an idle thread spins before sleeping (default 20 us);
  *    OMP_WAIT_POLICY=PASSIVE means 0 (sleep at once), like libgomp's. */
-#ifndef DZ_CORE_PARALLEL_H
-#define DZ_CORE_PARALLEL_H
+#ifndef DZ_CORE_THREADS_H
+#define DZ_CORE_THREADS_H
 
 #include "distzo/error.h"
 

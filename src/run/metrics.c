@@ -1,5 +1,5 @@
 /* metrics.jsonl writer and reader (format in metrics.h). */
-#include "zo/metrics.h"
+#include "run/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,11 +4,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/parallel.h"
+#include "core/threads.h"
 #include "distzo/log.h"
-#include "kernels/backend.h"
-#include "kernels/gemm.h"
-#include "kernels/cpu_simd.h"
+#include "backend/backend.h"
+#include "backend/gemm.h"
+#include "backend/cpu_simd.h"
 
 /* Element-wise ops run in spans of this many elements, one task each. */
 enum { ELEMENT_SPAN = 4096 };
