@@ -246,6 +246,15 @@ double dz_class_loss(const float *scores, const int *labels, int n, int K) {
     return total / n;
 }
 
+int dz_class_predict(const float *scores, int K) {
+    int best = 0;
+    for (int k = 0; k < K; k++) {
+        if (!isfinite(scores[k])) return -1; /* NaN compares false: it would pass for label 0 */
+        if (scores[k] > scores[best]) best = k;
+    }
+    return best;
+}
+
 dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
                             int *preds, float *scores, double *accuracy, dz_error *err) {
     const int total = cs->n_examples * cs->n_labels;
@@ -273,10 +282,7 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
     free(ids);
     int correct = 0, labelled = 0;
     for (int e = 0; e < cs->n_examples && st == DZ_OK; e++) {
-        const float *s = all + (size_t)e * cs->n_labels;
-        int best = 0;
-        for (int k = 1; k < cs->n_labels; k++)
-            if (s[k] > s[best]) best = k;
+        const int best = dz_class_predict(all + (size_t)e * cs->n_labels, cs->n_labels);
         if (preds) preds[e] = best;
         if (cs->labels[e] >= 0) {
             labelled++;
