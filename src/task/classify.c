@@ -261,6 +261,7 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
     /* Whole examples per batch so a batch never splits a candidate group. */
     int per = batch / cs->n_labels;
     if (per < 1) per = 1;
+    if (per > cs->n_examples) per = cs->n_examples > 0 ? cs->n_examples : 1;
     dz_class_batch bb;
     dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, cs->max_len, dz_forward_n_streams(f) >= 2, err);
     if (st != DZ_OK) return st;
