@@ -107,6 +107,7 @@ int dz_cmd_train(int argc, char **argv) {
         {"dev-examples", DZ_OPT_INT, &c.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c.eval_every, "steps between evaluations (default 500; 0 = at the end)"},
         {"checkpoint-every", DZ_OPT_INT, &c.checkpoint_every, "steps between checkpoints (default 1000)"},
+        {"keep-checkpoints", DZ_OPT_INT, &c.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
         {"log-sync-every", DZ_OPT_INT, &c.log_sync_every, "fsync the seed log every N steps (default 64)"},
         {"max-bad-steps", DZ_OPT_INT, &c.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16 (stochastic rounding)"},

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/util.h"
 #include "distzo/log.h"
 
@@ -170,8 +171,7 @@ static dz_status read_all(dz_seedlog *log, uint8_t **out, size_t *len, dz_error 
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory reading %zu bytes", log->path, size);
     while (got < size) {
-        ssize_t r = pread(log->fd, buf + got, size - got, (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
+        ssize_t r = dz_io_pread(log->fd, buf + got, size - got, (off_t)got);
         if (r <= 0) {
             free(buf);
             return dz_fail(err, DZ_ERR_IO, "%s: read failed at byte %zu: %s", log->path, got,
@@ -191,7 +191,7 @@ static int record_ok(const uint8_t *r, size_t rec_bytes) {
 /* Cuts the file to the header and its first keep records, durably. */
 static dz_status cut_to(dz_seedlog *log, size_t keep, dz_error *err) {
     off_t size = DZ_SEEDLOG_HEADER_BYTES + (off_t)(keep * log->rec_bytes);
-    if (ftruncate(log->fd, size) != 0 || fdatasync(log->fd) != 0)
+    if (ftruncate(log->fd, size) != 0 || dz_io_fdatasync(log->fd) != 0)
         return dz_fail(err, DZ_ERR_IO, "%s: cannot truncate to %lld bytes: %s", log->path, (long long)size,
                        strerror(errno));
     log->size = size;
@@ -314,7 +314,8 @@ dz_status dz_seedlog_create(const char *path, const dz_seedlog_header *h, int sy
 
 dz_status dz_seedlog_sync(dz_seedlog *log, dz_error *err) {
     if (log->unsynced == 0) return DZ_OK;
-    if (fdatasync(log->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fdatasync failed: %s", log->path, strerror(errno));
+    if (dz_io_fdatasync(log->fd) != 0)
+        return dz_fail(err, DZ_ERR_IO, "%s: fdatasync failed: %s", log->path, strerror(errno));
     log->unsynced = 0;
     return DZ_OK;
 }
@@ -335,8 +336,7 @@ dz_status dz_seedlog_append(dz_seedlog *log, uint32_t step, float lr, const floa
     put_u32(r + 8 + 4 * q, dz_crc32(0, r, 8 + 4 * (size_t)q));
     /* One write() for the record, so a killed process leaves it whole or absent. */
     for (size_t done = 0; done < log->rec_bytes;) {
-        ssize_t w = write(log->fd, r + done, log->rec_bytes - done);
-        if (w < 0 && errno == EINTR) continue;
+        ssize_t w = dz_io_write(log->fd, r + done, log->rec_bytes - done);
         if (w <= 0) {
             int e = w < 0 ? errno : ENOSPC;
             int cut = ftruncate(log->fd, log->size); /* best effort: the next open drops a partial record anyway */
