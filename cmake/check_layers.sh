@@ -52,7 +52,7 @@ for h in include/distzo/*.h; do
 done
 
 # May layer $1 use layer $2?
-uses() { [[ $1 == "$2" || " ${closure[$1]} " == *" $2 "* ]]; }
+uses() { [[ $1 == "$2" || " ${closure[$1]-} " == *" $2 "* ]]; }
 
 declare -A allowed=() seen_known=() edges=()
 if [[ -f $known ]]; then
@@ -97,7 +97,8 @@ while IFS= read -r file; do
         edges[$file]+=" $target"
         [[ -z $from || -z $to ]] && continue # reported above: no layer or api line
         if ! uses "$from" "$to"; then
-            fail "$file: #include \"$inc\": $from may not use $to (cmake/layers.txt: $from uses${deps[$from]:+ ${deps[$from]}}${deps[$from]:- nothing})"
+            direct=${deps[$from]-}
+            fail "$file: #include \"$inc\": $from may not use $to ($layers: $from uses ${direct:-nothing}${direct:+ and what they use})"
         fi
         if [[ $from == cli && $inc != distzo/* && $inc != cli/* ]]; then
             if [[ -n ${allowed["$file $inc"]+x} ]]; then

@@ -56,6 +56,7 @@ expect_fail "stale known violation" "'src/cli/main.c low/a.h' no longer occurs"
 
 make_tree
 mkdir -p "$tmp/t/src/extra"
+printf '#include "low/a.h"\n' >"$tmp/t/src/extra/x.c"
 expect_fail "folder without a layer line" "src/extra has no 'layer extra ...' line"
 
 make_tree
