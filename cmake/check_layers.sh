@@ -6,7 +6,7 @@
 #    (a lower layer including a higher one, or a sideways include), or a public header
 #    includes anything but public headers of its own or lower folders;
 #  - an include is not of the form "folder/file.h" (or "distzo/file.h"), or names no file;
-#  - a public header has no `api` line;
+#  - a public header has no `api` line, or docs/ARCHITECTURE.md's copy of the graph differs;
 #  - files include each other in a cycle;
 #  - src/cli includes anything but "distzo/*" and "cli/*".
 # The first and the last accept the (file, header) pairs listed in cmake/known_violations.txt:
@@ -42,6 +42,14 @@ while read -r kind a rest; do
     *) fail "$layers: cannot read the line '$kind $a $rest'" ;;
     esac
 done < <(sed 's/#.*//' "$layers")
+
+# The graph drawn in docs/ARCHITECTURE.md is this one: its `layer` lines are the same.
+doc=docs/ARCHITECTURE.md
+if [[ -f $doc ]]; then
+    want=$(sed 's/#.*//' "$layers" | awk '$1 == "layer" { $1 = $1; print }')
+    have=$(awk '/^[ \t]*layer([ \t]+[a-z_]+)+[ \t]*$/ { $1 = $1; print }' "$doc")
+    [[ $want == "$have" ]] || fail "$doc: its 'layer' lines differ from $layers (copy them over)"
+fi
 
 for dir in src/*/; do
     f=${dir#src/}

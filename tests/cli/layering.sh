@@ -80,6 +80,13 @@ make_tree
 printf '#include "low/none.h"\n' >>"$tmp/t/src/low/low.c"
 expect_fail "missing file" 'no such file (src/low/none.h)'
 
+make_tree
+mkdir -p "$tmp/t/docs"
+printf 'text\n\n    layer low\n    layer mid   low\n    layer cli mid\n' >"$tmp/t/docs/ARCHITECTURE.md"
+bash "$check" "$tmp/t" >/dev/null 2>&1 || die "documented graph: $(bash "$check" "$tmp/t" 2>&1)"
+printf '    layer extra low\n' >>"$tmp/t/docs/ARCHITECTURE.md"
+expect_fail "documented graph differs" "docs/ARCHITECTURE.md: its 'layer' lines differ"
+
 if ((failures)); then
     echo "$failures failure(s)" >&2
     exit 1
