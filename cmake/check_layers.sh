@@ -12,7 +12,7 @@
 # The first and the last accept the (file, header) pairs listed in cmake/known_violations.txt:
 # violations still to remove. A listed pair that no longer occurs fails too, so the list
 # only shrinks.
-# Usage: cmake/check_layers.sh [REPO_ROOT]. Run at configure time by the top CMakeLists.txt
+# Usage: cmake/check_layers.sh [REPO_ROOT]. Run in every build (target check_layers, in ALL)
 # and as the CTest test `layering`.
 set -u
 cd "${1:-.}" || exit 2
