@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cmake/check_layers.sh on small made-up trees: a tree that obeys its graph passes, and each
 # kind of violation is reported (the check on the real tree is the test `layering`).
-# Usage: layering.sh REPO_ROOT
+# Usage: cmake/check_layers_test.sh REPO_ROOT
 set -u
 check=$1/cmake/check_layers.sh
 tmp=$(mktemp -d)
