@@ -160,16 +160,20 @@ static dz_status read_tensor_info(cursor *c, dz_gguf_tensor *t, uint64_t *offset
             return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s': dimension %d is %" PRIu64, c->path, t->name, d, ne);
         t->ne[d] = (int64_t)ne;
     }
-    /* The row count and the element count, each checked (a zero dimension must not hide an
-     * overflow in the others). */
+    /* The element count as ggml forms it (ne[0] * ne[1] * ..., each step checked, so a later
+     * zero does not hide an overflow) and the row count on its own (ne[0] may be 0). */
+    uint64_t prefix = 1;
+    for (int d = 0; d < DZ_GGUF_MAX_DIMS; d++) {
+        if (t->ne[d] && prefix > (uint64_t)INT64_MAX / (uint64_t)t->ne[d])
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s': dimensions overflow 64 bits", c->path, t->name);
+        prefix *= (uint64_t)t->ne[d];
+    }
     uint64_t rows = 1;
     for (int d = 1; d < DZ_GGUF_MAX_DIMS; d++) {
         if (t->ne[d] && rows > (uint64_t)INT64_MAX / (uint64_t)t->ne[d])
             return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s': dimensions overflow 64 bits", c->path, t->name);
         rows *= (uint64_t)t->ne[d];
     }
-    if (t->ne[0] && rows > (uint64_t)INT64_MAX / (uint64_t)t->ne[0])
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s': dimensions overflow 64 bits", c->path, t->name);
     t->nrows = (int64_t)rows;
     uint32_t type;
     if (read_u32(c, &type) || read_u64(c, offset)) return truncated(c, err, "the type and offset", t->name);
