@@ -550,6 +550,96 @@ static void dequantizes_hand_computed_blocks(void **s) {
     assert_true(y[0] == 1.0f && y[1] == 3.0f);
 }
 
+/* A file written by gguf-py (llama.cpp's writer) with one tensor per type, against
+ * gguf-py's own numpy dequantization (tools/make_gguf_quants.py): bit for bit. */
+static void dequantizes_as_gguf_py(void **s) {
+    (void)s;
+    dz_gguf g;
+    dz_error err = {0};
+    if (dz_gguf_open(DZ_TEST_DATA "/gguf/quants.gguf", &g, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(g.n_tensors, 13);
+    FILE *f = fopen(DZ_TEST_DATA "/gguf/quants_f32.bin", "rb");
+    assert_non_null(f);
+    float want[256], got[256];
+    for (int i = 0; i < g.n_tensors; i++) {
+        const dz_gguf_tensor *t = &g.tensors[i];
+        const dz_ggml_type_info ti = dz_ggml_type_describe(t->type);
+        assert_string_equal(t->name, ti.name);
+        assert_int_equal(t->ne[0], 256);
+        for (int64_t r = 0; r < t->nrows; r++) {
+            assert_int_equal(fread(want, sizeof want, 1, f), 1);
+            dz_ggml_dequantize(t->type, (const char *)t->data + (size_t)r * t->row_bytes, got, 256);
+            for (int e = 0; e < 256; e++)
+                if (memcmp(&want[e], &got[e], 4) != 0)
+                    fail_msg("%s row %lld element %d: %.9g, gguf-py %.9g", t->name, (long long)r, e, got[e], want[e]);
+        }
+    }
+    fclose(f);
+    dz_gguf_close(&g);
+}
+
+/* Tiny random models written as llama.cpp writes them (tools/make_gguf_tiny.py), against
+ * transformers' own loading of the same GGUF (its dequantization, its reverse rotary
+ * permutation): llama with an untied head and Q8_0/Q5_1/Q4_0/Q4_1/Q5_0/F16/BF16 tensors,
+ * qwen2 with q/k/v biases and a tied head. Both sides compute in fp32 from identical
+ * weights; logits are ~4.5 at most, so 1e-4 is fp32 rounding with room to spare. */
+static void tiny_model_matches_transformers(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gguf/%s.logits", DZ_TEST_DATA, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    int32_t tv[2], tokens[64];
+    assert_int_equal(fread(tv, 4, 2, f), 2);
+    assert_true(tv[0] <= 64);
+    assert_int_equal(fread(tokens, 4, (size_t)tv[0], f), (size_t)tv[0]);
+    float *want = malloc(sizeof(float) * (size_t)tv[0] * tv[1]), *got = malloc(sizeof(float) * (size_t)tv[0] * tv[1]);
+    assert_int_equal(fread(want, sizeof(float) * tv[1], (size_t)tv[0], f), (size_t)tv[0]);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/gguf/%s.gguf", DZ_TEST_DATA, name);
+    dz_model *m;
+    dz_error err = {0};
+    if (dz_model_load(path, DZ_F32, &m, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(dz_model_config(m)->vocab_size, tv[1]);
+    dz_forward *fw;
+    dz_weight_source w = dz_model_weights(m);
+    int rows[64];
+    for (int i = 0; i < tv[0]; i++) rows[i] = i;
+    assert_int_equal(dz_forward_create(m, 1, tv[0], 0, &fw, &err), DZ_OK);
+    assert_int_equal(dz_forward_run(fw, &w, tokens, NULL, 1, tv[0], 0, &err), DZ_OK);
+    assert_int_equal(dz_forward_logits(fw, &w, rows, tv[0], got, &err), DZ_OK);
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)tv[0] * tv[1]; i++) worst = fmax(worst, fabs((double)got[i] - want[i]));
+    printf("  %-10s max |logit - transformers| %.2e\n", name, worst);
+    assert_true(worst <= 1e-4);
+    dz_forward_free(fw);
+    dz_model_free(m);
+    free(want);
+    free(got);
+}
+
+static void tiny_llama_untied_mixed_quants(void **s) {
+    (void)s;
+    tiny_model_matches_transformers("tiny_llama");
+    dz_config c;
+    dz_error err = {0};
+    assert_int_equal(dz_config_load(DZ_TEST_DATA "/gguf/tiny_llama.gguf", &c, &err), DZ_OK);
+    assert_false(c.tied_head);
+    assert_false(c.qkv_bias);
+    assert_true(c.rope_theta == 5e5f);
+    assert_int_equal(c.bos_id, 1);
+    assert_int_equal(c.eos_id, 2);
+}
+
+static void tiny_qwen2_biases_tied(void **s) {
+    (void)s;
+    tiny_model_matches_transformers("tiny_qwen2");
+    dz_config c;
+    dz_error err = {0};
+    assert_int_equal(dz_config_load(DZ_TEST_DATA "/gguf/tiny_qwen2.gguf", &c, &err), DZ_OK);
+    assert_true(c.tied_head);
+    assert_true(c.qkv_bias);
+}
+
 /* ---- the real model ----------------------------------------------------------------- */
 
 static const char *smollm_path(char *out, size_t cap) {
@@ -774,6 +864,9 @@ int main(void) {
         cmocka_unit_test(refuses_bad_tensors),
         cmocka_unit_test(dequantizes_every_type_as_the_reference),
         cmocka_unit_test(dequantizes_hand_computed_blocks),
+        cmocka_unit_test(dequantizes_as_gguf_py),
+        cmocka_unit_test(tiny_llama_untied_mixed_quants),
+        cmocka_unit_test(tiny_qwen2_biases_tied),
         cmocka_unit_test(real_file_metadata_and_types),
         cmocka_unit_test(real_model_logits_and_greedy_match_the_reference),
         cmocka_unit_test(real_model_in_bf16_is_the_f32_load_rounded),
