@@ -5,6 +5,7 @@
  * tools/make_gguf_golden.py (gguf-py dequantization + a float64 numpy forward that
  * rotates the file's interleaved Q/K rows as llama.cpp does, so distzo's un-permutation
  * is checked too). The real-model tests need $DISTZO_ASSETS. */
+#define _GNU_SOURCE
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include "distzo/model.h"
 #include "format/ggml_quant.h"
 #include "format/gguf.h"
+#include "temp_dir.h"
 
 /* ---- an in-memory GGUF writer for crafted files ------------------------------------- */
 
@@ -640,6 +642,56 @@ static void tiny_qwen2_biases_tied(void **s) {
     assert_true(c.qkv_bias);
 }
 
+/* tiny_llama.gguf with the first occurrence of `from` replaced by `to` (same length),
+ * loaded: expects code and a message holding want. */
+static void expect_load_refused(const void *from, const void *to, size_t n, dz_status code, const char *want) {
+    FILE *f = fopen(DZ_TEST_DATA "/gguf/tiny_llama.gguf", "rb");
+    assert_non_null(f);
+    buf b = {0};
+    unsigned char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) put(&b, chunk, got);
+    fclose(f);
+    memcpy(b.p + find_bytes(&b, from, n), to, n);
+    char path[512];
+    assert_int_equal(dz_temp_dir_make("dz_gguf_"), 0);
+    snprintf(path, sizeof path, "%s/mutated.gguf", g_dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, b.n, f), b.n);
+    fclose(f);
+    free(b.p);
+    dz_model *m = NULL;
+    dz_error err = {0};
+    const dz_status st = dz_model_load(path, DZ_F32, &m, &err);
+    dz_temp_dir_remove();
+    if (st != code || !strstr(err.msg, want)) fail_msg("expected %d with \"%s\", got %d: %s", code, want, st, err.msg);
+    assert_null(m);
+}
+
+static void loader_errors_name_the_key_or_tensor(void **s) {
+    (void)s;
+    expect_load_refused("\x05\0\0\0\0\0\0\0llama", "\x05\0\0\0\0\0\0\0falco", 13, DZ_ERR_UNSUPPORTED,
+                        "key 'general.architecture' is \"falco\"; supported: llama, mistral, qwen2");
+    expect_load_refused("llama.block_count", "llama.block_xount", 17, DZ_ERR_NOT_FOUND,
+                        "metadata key 'llama.block_count' is missing");
+    expect_load_refused("llama.attention.head_count_kv", "llama.attention.head_count_xx", 29, DZ_ERR_FORMAT,
+                        "tensor 'blk.0.attn_k.weight' has ne [64, 32]"); /* KV heads default to 4: K is half that */
+    expect_load_refused("output_norm.weight", "output_xorm.weight", 18, DZ_ERR_FORMAT,
+                        "tensor 'output_norm.weight' is missing");
+    /* A tensor the model does not use (here the head, renamed: the model turns tied) is refused. */
+    expect_load_refused("\x0d\0\0\0\0\0\0\0output.weight", "\x0d\0\0\0\0\0\0\0outpux.weight", 21, DZ_ERR_UNSUPPORTED,
+                        "tensor 'outpux.weight' is not part of a llama model");
+    /* attn_norm is F32 (type 0); as I32 (26, same size) it parses but cannot be dequantized. */
+    const unsigned char f32_norm[] = {'b', 'l', 'k', '.', '0', '.', 'a', 't', 't', 'n', '_', 'n', 'o', 'r', 'm', '.',
+                                      'w', 'e', 'i', 'g', 'h', 't', 1, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    unsigned char i32_norm[sizeof f32_norm];
+    memcpy(i32_norm, f32_norm, sizeof f32_norm);
+    i32_norm[sizeof i32_norm - 4] = 26;
+    expect_load_refused(f32_norm, i32_norm, sizeof f32_norm, DZ_ERR_UNSUPPORTED,
+                        "tensor 'blk.0.attn_norm.weight' has type I32, which distzo does not dequantize");
+}
+
 /* ---- the real model ----------------------------------------------------------------- */
 
 static const char *smollm_path(char *out, size_t cap) {
@@ -867,6 +919,7 @@ int main(void) {
         cmocka_unit_test(dequantizes_as_gguf_py),
         cmocka_unit_test(tiny_llama_untied_mixed_quants),
         cmocka_unit_test(tiny_qwen2_biases_tied),
+        cmocka_unit_test(loader_errors_name_the_key_or_tensor),
         cmocka_unit_test(real_file_metadata_and_types),
         cmocka_unit_test(real_model_logits_and_greedy_match_the_reference),
         cmocka_unit_test(real_model_in_bf16_is_the_f32_load_rounded),

@@ -76,8 +76,8 @@ static dz_status read_name(cursor *c, char **out, dz_error *err, const char *wha
     dz_status st = read_string(c, &s, err, what, NULL);
     if (st != DZ_OK) return st;
     if (s.len == 0 || memchr(s.s, 0, (size_t)s.len))
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: %s at byte %zu is %s", c->path, what, at(c) - (size_t)s.len,
-                       s.len ? "holds a NUL byte" : "empty");
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %s at byte %zu %s", c->path, what, at(c) - (size_t)s.len,
+                       s.len ? "holds a NUL byte" : "is empty");
     *out = malloc((size_t)s.len + 1);
     if (!*out) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", c->path);
     memcpy(*out, s.s, (size_t)s.len);
