@@ -672,7 +672,7 @@ static void expect_load_refused(const void *from, const void *to, size_t n, dz_s
 static void loader_errors_name_the_key_or_tensor(void **s) {
     (void)s;
     expect_load_refused("\x05\0\0\0\0\0\0\0llama", "\x05\0\0\0\0\0\0\0falco", 13, DZ_ERR_UNSUPPORTED,
-                        "key 'general.architecture' is \"falco\"; supported: llama, mistral, qwen2");
+                        "key 'general.architecture' is \"falco\"; supported: llama (also Mistral), qwen2");
     expect_load_refused("llama.block_count", "llama.block_xount", 17, DZ_ERR_NOT_FOUND,
                         "metadata key 'llama.block_count' is missing");
     expect_load_refused("llama.attention.head_count_kv", "llama.attention.head_count_xx", 29, DZ_ERR_FORMAT,

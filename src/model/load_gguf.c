@@ -23,9 +23,9 @@ typedef struct gguf_arch {
     int qkv_bias;
 } gguf_arch;
 
+/* llama.cpp's converter writes Mistral (MistralForCausalLM) as "llama", so it loads as one. */
 static const gguf_arch k_archs[] = {
     {"llama", 1, 0},
-    {"mistral", 1, 0}, /* llama.cpp writes Mistral models as "llama"; some tools say "mistral" */
     {"qwen2", 0, 1},
 };
 
@@ -38,7 +38,7 @@ static dz_status arch_of(const dz_gguf *g, const gguf_arch **out, dz_error *err)
             *out = &k_archs[i];
             return DZ_OK;
         }
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: key 'general.architecture' is \"%.*s\"; supported: llama, mistral, qwen2",
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: key 'general.architecture' is \"%.*s\"; supported: llama (also Mistral), qwen2",
                    g->path, (int)(s.len < 64 ? s.len : 64), s.s);
 }
 
