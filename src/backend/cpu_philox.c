@@ -1,6 +1,7 @@
-/* The CPU backend's Philox fills (the contract: backend/zo_ops.h), compiled for each level of core/isa.h (AVX-512, AVX2, baseline
- * SSE4.2) with DZ_ISA_VARIANTS and run as dz_isa_active() says, so that tests can run
- * every level on one machine and check that they give the same bits.
+/* The CPU backend's Philox fills (the contract: backend/zo_ops.h), compiled for each level
+ * of core/isa.h (AVX-512, AVX2, baseline SSE4.2) with DZ_ISA_VARIANTS and run as
+ * dz_isa_active() says, so that tests can run every level on one machine and check that
+ * they give the same bits.
  *
  * Philox's rounds are written with GCC vector types, W blocks per vector (one block per
  * 32-bit lane), and the 32x32->64 multiplies with pmuludq on the even and odd lanes: the

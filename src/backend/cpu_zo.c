@@ -1,11 +1,11 @@
 /* The CPU backend's ZO span ops (backend.h; the contract: backend/zo_ops.h). All are one
- * span walker over 1024-element chunks: per chunk, widen theta (bf16), apply the pending update (z of each sample's draw, accumulated in the spec's
- * order), store theta (stochastic rounding for bf16), then write the pair for the next
- * draw from the stored value. Unfused calls are the same walker with parts switched off,
- * so fused and unfused results are equal by construction (and tested). Chunks after the
- * first start on a Philox block boundary, so no block is generated twice. The elementwise
- * loops have no reductions, so every level's variant (backend/cpu_simd.h) gives the same
- * bits. */
+ * span walker over 1024-element chunks: per chunk, widen theta (bf16), apply the pending
+ * update (z of each sample's draw, accumulated in the spec's order), store theta (stochastic
+ * rounding for bf16), then write the pair for the next draw from the stored value. Unfused
+ * calls are the same walker with parts switched off, so fused and unfused results are equal
+ * by construction (and tested). Chunks after the first start on a Philox block boundary, so
+ * no block is generated twice. The elementwise loops have no reductions, so every level's
+ * variant (backend/cpu_simd.h) gives the same bits. */
 #include "backend/cpu_zo.h"
 
 #include "backend/cpu_simd.h"
