@@ -249,13 +249,15 @@ static void ref_update_bf16(uint16_t *theta, size_t n, const float *g, int q, fl
 static void ref_update_then_perturb_f32(float *theta, float *w_plus, float *w_minus, size_t n,
                                         const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                                         uint32_t next_draw, uint64_t i0, dz_zdist dist) {
-    ref_span((master){.in_f32 = theta, .out_f32 = theta}, w_plus, w_minus, n, upd, eps, seed, tensor, next_draw, i0, dist);
+    const master th = {.in_f32 = theta, .out_f32 = theta};
+    ref_span(th, w_plus, w_minus, n, upd, eps, seed, tensor, next_draw, i0, dist);
 }
 
 static void ref_update_then_perturb_bf16(uint16_t *theta, float *w_plus, float *w_minus, size_t n,
                                          const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                                          uint32_t next_draw, uint64_t i0, dz_zdist dist) {
-    ref_span((master){.in_bf16 = theta, .out_bf16 = theta}, w_plus, w_minus, n, upd, eps, seed, tensor, next_draw, i0, dist);
+    const master th = {.in_bf16 = theta, .out_bf16 = theta};
+    ref_span(th, w_plus, w_minus, n, upd, eps, seed, tensor, next_draw, i0, dist);
 }
 
 static const dz_backend ref_backend = {
