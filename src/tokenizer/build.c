@@ -1,0 +1,197 @@
+/* dz_tokenizer_from_vocab: byte-level BPE from token strings, merges and token types. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/build.h"
+#include "tokenizer/internal.h"
+
+dz_vocab_spec dz_vocab_spec_init(const char *source) {
+    return (dz_vocab_spec){.source = source,
+                           .model = "gpt2",
+                           .bos = -1,
+                           .eos = -1,
+                           .pad = -1,
+                           .unk = -1,
+                           .bpe_unk = -1,
+                           .tokens_field = "tokenizer.ggml.tokens",
+                           .merges_field = "tokenizer.ggml.merges"};
+}
+
+static dz_status oom(const dz_vocab_spec *spec, dz_error *err) {
+    return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", spec->source);
+}
+
+static int is_added(const dz_vocab_spec *spec, int id) {
+    return spec->types && (spec->types[id] == DZ_TOKEN_CONTROL || spec->types[id] == DZ_TOKEN_USER_DEFINED);
+}
+
+/* Token strings: bytes (byte mapping undone) into tok->bpe and tok->pieces; added tokens
+ * and strings outside the mapping decode as written. */
+static dz_status read_tokens(dz_tokenizer *tok, const dz_vocab_spec *spec, const int *inv, dz_error *err) {
+    int n = spec->n_tokens;
+    if (dz_pieces_init(&tok->bpe, n) || dz_pieces_init(&tok->pieces, n)) return oom(spec, err);
+    size_t cap = 0;
+    char *bytes = NULL;
+    dz_status st = DZ_OK;
+    for (int id = 0; id < n && st == DZ_OK; id++) {
+        const char *t = spec->tokens[id];
+        if (!t) continue;
+        size_t len = strlen(t);
+        if (len + 1 > cap) {
+            char *nb = realloc(bytes, cap = 2 * len + 64);
+            if (!nb) {
+                st = oom(spec, err);
+                break;
+            }
+            bytes = nb;
+        }
+        int blen = dz_bytelevel_to_bytes(inv, t, bytes);
+        if (blen >= 0 && dz_pieces_set(&tok->bpe, id, bytes, blen)) st = oom(spec, err);
+        else if (dz_pieces_set(&tok->pieces, id, blen >= 0 && !is_added(spec, id) ? bytes : t,
+                               blen >= 0 && !is_added(spec, id) ? blen : (int)len))
+            st = oom(spec, err);
+    }
+    free(bytes);
+    if (st == DZ_OK && dz_strmap_build(&tok->bpe_index, &tok->bpe)) st = oom(spec, err);
+    for (int b = 0; st == DZ_OK && b < 256; b++) {
+        char c = (char)b;
+        tok->byte_id[b] = dz_strmap_find(&tok->bpe_index, &tok->bpe, &c, 1); /* -1: dropped, as HF does */
+    }
+    return st;
+}
+
+static int symbol_id(const dz_tokenizer *tok, const int *inv, const char *sym, char *scratch) {
+    int blen = dz_bytelevel_to_bytes(inv, sym, scratch);
+    return blen < 0 ? -1 : dz_strmap_find(&tok->bpe_index, &tok->bpe, scratch, blen);
+}
+
+static dz_status read_merges(dz_tokenizer *tok, const dz_vocab_spec *spec, const int *inv, dz_error *err) {
+    size_t cap = 0;
+    char *left = NULL, *scratch = NULL;
+    dz_status st = DZ_OK;
+    for (int i = 0; i < spec->n_merges && st == DZ_OK; i++) {
+        const char *m = spec->merges[i], *b = spec->merges_right ? spec->merges_right[i] : NULL;
+        if (!m || (spec->merges_right && !b)) {
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: %s[%d]: missing", spec->source, spec->merges_field, i);
+            break;
+        }
+        size_t need = strlen(m) + (b ? strlen(b) : 0) + 1;
+        if (need > cap) {
+            cap = 2 * need + 64;
+            char *nl = realloc(left, cap), *ns = nl ? realloc(scratch, 2 * cap) : NULL;
+            if (nl) left = nl;
+            if (ns) scratch = ns;
+            if (!nl || !ns) {
+                st = oom(spec, err);
+                break;
+            }
+        }
+        strcpy(left, m);
+        if (!b) { /* "a b": split at the first space after the first character (llama.cpp, HF) */
+            char *sp = *left ? strchr(left + 1, ' ') : NULL;
+            if (!sp || sp[1] == '\0' || strchr(sp + 1, ' ')) {
+                st = dz_fail(err, DZ_ERR_FORMAT, "%s: %s[%d]: expected two symbols separated by one space, got \"%.80s\"",
+                             spec->source, spec->merges_field, i, m);
+                break;
+            }
+            *sp = '\0';
+            b = sp + 1;
+        }
+        int ia = symbol_id(tok, inv, left, scratch), ib = symbol_id(tok, inv, b, scratch);
+        if (ia < 0 || ib < 0) {
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: %s[%d]: symbol \"%.80s\" is not in %s", spec->source,
+                         spec->merges_field, i, ia < 0 ? left : b, spec->tokens_field);
+            break;
+        }
+        int la, lb;
+        const char *pa = dz_pieces_get(&tok->bpe, ia, &la), *pb = dz_pieces_get(&tok->bpe, ib, &lb);
+        memcpy(scratch, pa, (size_t)la);
+        memcpy(scratch + la, pb, (size_t)lb);
+        int merged = dz_strmap_find(&tok->bpe_index, &tok->bpe, scratch, la + lb);
+        if (merged < 0)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: %s[%d]: merged token \"%.80s%.80s\" is not in %s", spec->source,
+                         spec->merges_field, i, left, b, spec->tokens_field);
+        else if (dz_pairmap_put(&tok->merges, ia, ib, i, merged)) st = oom(spec, err);
+    }
+    free(left);
+    free(scratch);
+    return st;
+}
+
+static dz_status read_added(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *err) {
+    int count = 0;
+    for (int id = 0; id < spec->n_tokens; id++) count += is_added(spec, id) && spec->tokens[id] && spec->tokens[id][0];
+    if (!count) return DZ_OK;
+    tok->added.id = malloc((size_t)count * sizeof *tok->added.id);
+    tok->added.special = malloc((size_t)count);
+    if (!tok->added.id || !tok->added.special) return oom(spec, err);
+    for (int id = 0; id < spec->n_tokens; id++)
+        if (is_added(spec, id) && spec->tokens[id] && spec->tokens[id][0]) {
+            tok->added.id[tok->added.n] = id;
+            tok->added.special[tok->added.n++] = spec->types[id] == DZ_TOKEN_CONTROL;
+        }
+    return DZ_OK;
+}
+
+static dz_status check_id(const dz_vocab_spec *spec, int id, const char *what, dz_error *err) {
+    if (id < -1 || id >= spec->n_tokens || (id >= 0 && !spec->tokens[id]))
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %s id %d is not a token of %s (%d tokens)", spec->source, what, id,
+                       spec->tokens_field, spec->n_tokens);
+    return DZ_OK;
+}
+
+static dz_status build(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *err) {
+    if (strcmp(spec->model, "gpt2") != 0)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tokenizer model \"%s\" is not supported (only byte-level BPE, \"gpt2\")",
+                       spec->source, spec->model);
+    if (spec->n_tokens <= 0 || spec->n_tokens >= (1 << 24) || !spec->tokens)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %s: %d tokens", spec->source, spec->tokens_field, spec->n_tokens);
+    tok->pretok = spec->pretok;
+    tok->ignore_merges = spec->ignore_merges;
+    if (spec->pre) {
+        if (dz_pretok_from_gguf_name(spec->pre, &tok->pretok) != 0)
+            return dz_fail(err, DZ_ERR_UNSUPPORTED,
+                           "%s: tokenizer.ggml.pre \"%s\" is not supported (gpt2, smollm, llama-bpe, qwen2)",
+                           spec->source, spec->pre);
+        tok->ignore_merges = tok->pretok.pattern == DZ_PATTERN_LLAMA3;
+    }
+    const int ids[] = {spec->bos, spec->eos, spec->pad, spec->unk, spec->bpe_unk};
+    const char *names[] = {"bos", "eos", "pad", "unk", "model.unk_token"};
+    for (int k = 0; k < 5; k++) {
+        dz_status st = check_id(spec, ids[k], names[k], err);
+        if (st != DZ_OK) return st;
+    }
+    if (spec->add_bos && spec->bos < 0)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: add_bos is set but no bos token is declared", spec->source);
+    int inv[DZ_BYTE_MAP_SIZE];
+    dz_bytelevel_inverse(inv);
+    tok->kind = DZ_TOK_BYTE_BPE;
+    tok->n_bpe = spec->n_tokens;
+    dz_status st = read_tokens(tok, spec, inv, err);
+    if (st == DZ_OK) st = read_merges(tok, spec, inv, err);
+    if (st == DZ_OK) st = read_added(tok, spec, err);
+    if (st != DZ_OK) return st;
+    tok->special[DZ_SPECIAL_BOS] = spec->bos;
+    tok->special[DZ_SPECIAL_EOS] = spec->eos;
+    tok->special[DZ_SPECIAL_PAD] = spec->pad;
+    tok->special[DZ_SPECIAL_UNK] = spec->unk;
+    tok->bos = spec->add_bos ? spec->bos : -1;
+    tok->eos = spec->eos;
+    tok->unk_id = spec->bpe_unk;
+    tok->fuse_unk = spec->fuse_unk;
+    tok->vocab_size = spec->n_tokens;
+    return DZ_OK;
+}
+
+dz_status dz_tokenizer_from_vocab(const dz_vocab_spec *spec, dz_tokenizer **out, dz_error *err) {
+    *out = NULL;
+    dz_tokenizer *tok = dz_tokenizer_alloc();
+    if (!tok) return oom(spec, err);
+    dz_status st = build(tok, spec, err);
+    if (st != DZ_OK) {
+        dz_tokenizer_free(tok);
+        return st;
+    }
+    *out = tok;
+    return DZ_OK;
+}
