@@ -1,0 +1,207 @@
+/* Hugging Face tokenizer.json / tokenizer_config.json: ids equal to HF tokenizers' on SST-2
+ * dev and ~490 varied strings (golden files from tools/make_hf_tokenizer_golden.py), for
+ * SmolLM2-135M's real tokenizer and one small tokenizer per pre-tokenizer pattern; special
+ * tokens only when asked for; declared specials; loud refusals of what is not supported. */
+#include "tokenizer_test_util.h"
+
+#include "tokenizer/build.h"
+#include "tokenizer/unicode.h"
+
+static void check_golden(const char *path, const char *golden_name, int want_vocab) {
+    dz_tokenizer *tok = NULL;
+    dz_error err = {0};
+    if (dz_tokenizer_load(path, 0, &tok, &err) != DZ_OK) print_error("%s: %s\n", path, err.msg);
+    assert_non_null(tok);
+    assert_int_equal(dz_tokenizer_get_kind(tok), DZ_TOK_BYTE_BPE);
+    if (want_vocab) assert_int_equal(dz_tokenizer_vocab_size(tok), want_vocab);
+    golden G;
+    golden_load(&G, golden_name);
+    int checked, bad = golden_check(&G, tok, "ids", DZ_ENCODE_BOS, &checked);
+    print_message("%s plain text: %d/%d cases identical (%d from SST-2 dev)\n", golden_name, checked - bad, checked,
+                  G.n_dev);
+    assert_int_equal(bad, 0);
+    assert_true(checked == G.count && G.n_dev == 872);
+    bad = golden_check(&G, tok, "ids_special", DZ_ENCODE_BOS | DZ_ENCODE_SPECIAL, &checked);
+    print_message("%s special tokens parsed: %d/%d cases identical\n", golden_name, checked - bad, checked);
+    assert_int_equal(bad, 0);
+    assert_true(checked >= 10);
+    golden_free(&G);
+    dz_tokenizer_free(tok);
+}
+
+static void smollm2_matches_hf(void **state) {
+    (void)state;
+    char dir[4096];
+    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    check_golden(dir, "hf_smollm2_golden.jsonl", 49152);
+}
+
+static void small_tokenizer(const char *name, int with_config) {
+    char dir[4096], golden_name[64];
+    snprintf(dir, sizeof dir, "%s/tokenizer/hf_small/%s%s", DZ_TEST_DATA, name, with_config ? "" : "/tokenizer.json");
+    snprintf(golden_name, sizeof golden_name, "hf_%s_golden.jsonl", name);
+    check_golden(dir, golden_name, 0);
+}
+
+static void gpt2_pattern_matches_hf(void **state) { (void)state, small_tokenizer("gpt2", 0); }
+static void llama3_pattern_matches_hf(void **state) { (void)state, small_tokenizer("llama3", 1); }
+static void qwen2_pattern_matches_hf(void **state) { (void)state, small_tokenizer("qwen2", 0); }
+static void digits_split_matches_hf(void **state) { (void)state, small_tokenizer("digits", 0); }
+
+static int encode(const dz_tokenizer *tok, const char *text, unsigned flags, int *ids) {
+    return dz_tokenizer_encode_flags(tok, text, flags, ids, 64, NULL);
+}
+
+static void smollm2_specials(void **state) {
+    (void)state;
+    char dir[4096];
+    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    dz_tokenizer *tok = NULL;
+    assert_int_equal(dz_tokenizer_load(dir, 0, &tok, NULL), DZ_OK);
+    /* tokenizer_config.json declares bos <|im_start|>, eos/pad <|im_end|>, unk <|endoftext|>;
+     * the template adds no bos, so encode never prepends one */
+    assert_int_equal(dz_tokenizer_special(tok, DZ_SPECIAL_BOS), 1);
+    assert_int_equal(dz_tokenizer_special(tok, DZ_SPECIAL_EOS), 2);
+    assert_int_equal(dz_tokenizer_special(tok, DZ_SPECIAL_PAD), 2);
+    assert_int_equal(dz_tokenizer_special(tok, DZ_SPECIAL_UNK), 0);
+    assert_int_equal(dz_tokenizer_bos(tok), -1);
+    assert_int_equal(dz_tokenizer_eos(tok), 2);
+    char buf[64];
+    assert_string_equal(dz_tokenizer_decode(tok, -1, 1, buf, sizeof buf), "<|im_start|>");
+    int ids[64];
+    assert_int_equal(encode(tok, "<|im_end|>", DZ_ENCODE_BOS | DZ_ENCODE_SPECIAL, ids), 1);
+    assert_int_equal(ids[0], 2);
+    assert_true(encode(tok, "<|im_end|>", DZ_ENCODE_BOS, ids) > 1); /* plain text by default */
+    /* bytes without a token (0x04, 0xF5..0xFF) are dropped, as HF does: the bytes around
+     * them merge as if they were adjacent (one pre-token: a run of punctuation) */
+    int n = encode(tok, "!\x04!", 0, ids);
+    int m = encode(tok, "!!", 0, ids + 32);
+    assert_int_equal(m, 1);
+    assert_int_equal(n, m);
+    assert_memory_equal(ids, ids + 32, (size_t)n * sizeof *ids);
+    dz_tokenizer_free(tok);
+}
+
+static void llama3_bos_from_template(void **state) {
+    (void)state;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tokenizer/hf_small/llama3", DZ_TEST_DATA);
+    dz_tokenizer *tok = NULL;
+    assert_int_equal(dz_tokenizer_load(dir, 0, &tok, NULL), DZ_OK);
+    int bos = dz_tokenizer_bos(tok), ids[64];
+    assert_true(bos >= 0);
+    assert_int_equal(dz_tokenizer_special(tok, DZ_SPECIAL_BOS), bos);
+    char buf[64];
+    assert_string_equal(dz_tokenizer_decode(tok, -1, bos, buf, sizeof buf), "<|begin_of_text|>");
+    assert_string_equal(dz_tokenizer_decode(tok, -1, dz_tokenizer_eos(tok), buf, sizeof buf), "<|eot_id|>");
+    assert_int_equal(encode(tok, "", DZ_ENCODE_BOS, ids), 1);
+    assert_int_equal(ids[0], bos);
+    assert_int_equal(encode(tok, "", 0, ids), 0);
+    dz_tokenizer_free(tok);
+}
+
+/* A copy of the small GPT-2-pattern tokenizer.json with one substring replaced. */
+static const char *patched(scratch *s, const char *from, const char *to) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer/hf_small/qwen2/tokenizer.json", DZ_TEST_DATA);
+    char *text;
+    size_t len;
+    dz_error err;
+    assert_int_equal(dz_read_file(path, &text, &len, &err), DZ_OK);
+    char *at = strstr(text, from);
+    assert_non_null(at);
+    size_t flen = strlen(from), tlen = strlen(to);
+    char *out = malloc(len - flen + tlen + 1);
+    memcpy(out, text, (size_t)(at - text));
+    memcpy(out + (at - text), to, tlen);
+    strcpy(out + (at - text) + tlen, at + flen);
+    const char *p = scratch_write_str(s, "tokenizer.json", out);
+    free(out);
+    free(text);
+    return p;
+}
+
+static void unsupported_files_are_refused(void **state) {
+    (void)state;
+    scratch s;
+    scratch_make(&s);
+    expect_load_error(patched(&s, "\\\\p{N}| ?", "\\\\p{N}{1,2}| ?"), 0, DZ_ERR_UNSUPPORTED, "tokenizer.json",
+                      "pretokenizers[0].pattern.Regex");
+    expect_load_error(patched(&s, "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFKC\"}"), 0,
+                      DZ_ERR_UNSUPPORTED, "tokenizer.json", "normalizer: NFKC");
+    expect_load_error(patched(&s, "\"type\": \"BPE\"", "\"type\": \"WordPiece\""), 0, DZ_ERR_UNSUPPORTED,
+                      "model.type", "WordPiece");
+    expect_load_error(patched(&s, "\"byte_fallback\": false", "\"byte_fallback\": true"), 0, DZ_ERR_UNSUPPORTED,
+                      "model.byte_fallback", NULL);
+    expect_load_error(patched(&s, "\"merges\": [", "\"merges\": [[\"\\u0120\", \"zzzq\"], "), 0, DZ_ERR_FORMAT,
+                      "model.merges[0]", "zzzq");
+    expect_load_error(patched(&s, "\"vocab\": {", "\"vocab\": {\"dup\": 5, "), 0, DZ_ERR_FORMAT, "model.vocab",
+                      "used twice");
+    scratch_remove(&s, "tokenizer.json");
+    /* a SentencePiece model is refused by name, not misread as a llama2.c tokenizer.bin */
+    const char *spm = scratch_write(&s, "tokenizer.model", "\x0a\x0b\x0a\x05<unk>\x15\x00\x00\x00\x00\x18\x02", 13);
+    expect_load_error(spm, 0, DZ_ERR_UNSUPPORTED, "tokenizer.model", "SentencePiece");
+    expect_load_error(s.dir, 0, DZ_ERR_UNSUPPORTED, "tokenizer.model", "SentencePiece");
+    const char *names[] = {"tokenizer.json", "tokenizer.model", NULL};
+    scratch_free(&s, names);
+}
+
+/* The constructor the GGUF loader calls: tokens as GGUF stores them, pre-tokenizer by name. */
+static void from_vocab_arrays(void **state) {
+    (void)state;
+    const char *tokens[300];
+    char store[256][4];
+    int n = 0;
+    for (int b = 0; b < 256; b++) { /* byte-level symbols of the 188 printable bytes only */
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        if (!printable) continue;
+        int len = dz_utf8_encode((uint32_t)b, store[n]);
+        store[n][len] = '\0';
+        tokens[n] = store[n];
+        n++;
+    }
+    tokens[n++] = "12";
+    tokens[n++] = "<|end|>";
+    int32_t types[300];
+    for (int i = 0; i < n; i++) types[i] = DZ_TOKEN_NORMAL;
+    types[n - 1] = DZ_TOKEN_CONTROL;
+    const char *merges[] = {"1 2"};
+    dz_vocab_spec spec = dz_vocab_spec_init("test.gguf");
+    spec.pre = "smollm";
+    spec.tokens = tokens;
+    spec.n_tokens = n;
+    spec.types = types;
+    spec.merges = merges;
+    spec.n_merges = 1;
+    spec.eos = n - 1;
+    dz_tokenizer *tok = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_tokenizer_from_vocab(&spec, &tok, &err), DZ_OK);
+    int ids[64];
+    /* smollm splits digits one by one: "12" never merges; spaces have no token: dropped */
+    assert_int_equal(encode(tok, "12", 0, ids), 2);
+    assert_int_equal(encode(tok, "1 2<|end|>", DZ_ENCODE_SPECIAL, ids), 3);
+    assert_int_equal(ids[2], n - 1);
+    assert_int_equal(dz_tokenizer_eos(tok), n - 1);
+    dz_tokenizer_free(tok);
+    spec.pre = "gpt2";
+    assert_int_equal(dz_tokenizer_from_vocab(&spec, &tok, &err), DZ_OK);
+    assert_int_equal(encode(tok, "12", 0, ids), 1);
+    assert_int_equal(ids[0], n - 2);
+    dz_tokenizer_free(tok);
+    spec.pre = "deepseek-coder";
+    assert_int_equal(dz_tokenizer_from_vocab(&spec, &tok, &err), DZ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "tokenizer.ggml.pre"));
+    assert_null(tok);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(smollm2_matches_hf),        cmocka_unit_test(gpt2_pattern_matches_hf),
+        cmocka_unit_test(llama3_pattern_matches_hf), cmocka_unit_test(qwen2_pattern_matches_hf),
+        cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(smollm2_specials),
+        cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(unsupported_files_are_refused),
+        cmocka_unit_test(from_vocab_arrays),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
