@@ -7,18 +7,38 @@
 #include "tokenizer/build.h"
 #include "tokenizer/unicode.h"
 
-static void check_golden(const char *path, const char *golden_name, int want_vocab) {
+/* Loads path, or with round_trip the folder dz_tokenizer_save_hf writes from it. */
+static dz_tokenizer *load(const char *path, int round_trip) {
     dz_tokenizer *tok = NULL;
     dz_error err = {0};
     if (dz_tokenizer_load(path, 0, &tok, &err) != DZ_OK) print_error("%s: %s\n", path, err.msg);
     assert_non_null(tok);
+    if (!round_trip) return tok;
+    char dir[] = "/tmp/dz_tok_save_XXXXXX", file[64];
+    assert_non_null(mkdtemp(dir));
+    if (dz_tokenizer_save_hf(tok, dir, &err) != DZ_OK) print_error("save: %s\n", err.msg);
+    dz_tokenizer_free(tok);
+    tok = NULL;
+    if (dz_tokenizer_load(dir, 0, &tok, &err) != DZ_OK) print_error("%s: %s\n", dir, err.msg);
+    assert_non_null(tok);
+    const char *names[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(file, sizeof file, "%s/%s", dir, names[k]);
+        assert_int_equal(unlink(file), 0);
+    }
+    rmdir(dir);
+    return tok;
+}
+
+static void check_golden(const char *path, const char *golden_name, int want_vocab, int round_trip) {
+    dz_tokenizer *tok = load(path, round_trip);
     assert_int_equal(dz_tokenizer_get_kind(tok), DZ_TOK_BYTE_BPE);
     if (want_vocab) assert_int_equal(dz_tokenizer_vocab_size(tok), want_vocab);
     golden G;
     golden_load(&G, golden_name);
     int checked, bad = golden_check(&G, tok, "ids", DZ_ENCODE_BOS, &checked);
-    print_message("%s plain text: %d/%d cases identical (%d from SST-2 dev)\n", golden_name, checked - bad, checked,
-                  G.n_dev);
+    print_message("%s%s plain text: %d/%d cases identical (%d from SST-2 dev)\n", golden_name,
+                  round_trip ? " (saved and reloaded)" : "", checked - bad, checked, G.n_dev);
     assert_int_equal(bad, 0);
     assert_true(checked == G.count && G.n_dev == 872);
     bad = golden_check(&G, tok, "ids_special", DZ_ENCODE_BOS | DZ_ENCODE_SPECIAL, &checked);
@@ -33,14 +53,37 @@ static void smollm2_matches_hf(void **state) {
     (void)state;
     char dir[4096];
     asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
-    check_golden(dir, "hf_smollm2_golden.jsonl", 49152);
+    check_golden(dir, "hf_smollm2_golden.jsonl", 49152, 0);
+}
+
+/* dz_tokenizer_save_hf writes tokenizer.json + tokenizer_config.json that load back the same. */
+static void smollm2_save_round_trip(void **state) {
+    (void)state;
+    char dir[4096];
+    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    check_golden(dir, "hf_smollm2_golden.jsonl", 49152, 1);
+    dz_tokenizer *tok = load(dir, 1);
+    for (int k = 0; k < DZ_SPECIAL_COUNT; k++) assert_true(dz_tokenizer_special(tok, (dz_special)k) >= 0);
+    assert_int_equal(dz_tokenizer_bos(tok), -1);
+    dz_tokenizer_free(tok);
+}
+
+static void small_save_round_trip(void **state) {
+    (void)state;
+    const char *names[] = {"gpt2", "llama3", "qwen2", "digits"};
+    for (int k = 0; k < 4; k++) {
+        char dir[4096], golden_name[64];
+        snprintf(dir, sizeof dir, "%s/tokenizer/hf_small/%s", DZ_TEST_DATA, names[k]);
+        snprintf(golden_name, sizeof golden_name, "hf_%s_golden.jsonl", names[k]);
+        check_golden(dir, golden_name, 0, 1);
+    }
 }
 
 static void small_tokenizer(const char *name, int with_config) {
     char dir[4096], golden_name[64];
     snprintf(dir, sizeof dir, "%s/tokenizer/hf_small/%s%s", DZ_TEST_DATA, name, with_config ? "" : "/tokenizer.json");
     snprintf(golden_name, sizeof golden_name, "hf_%s_golden.jsonl", name);
-    check_golden(dir, golden_name, 0);
+    check_golden(dir, golden_name, 0, 0);
 }
 
 static void gpt2_pattern_matches_hf(void **state) { (void)state, small_tokenizer("gpt2", 0); }
@@ -201,7 +244,8 @@ int main(void) {
         cmocka_unit_test(llama3_pattern_matches_hf), cmocka_unit_test(qwen2_pattern_matches_hf),
         cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(smollm2_specials),
         cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(unsupported_files_are_refused),
-        cmocka_unit_test(from_vocab_arrays),
+        cmocka_unit_test(from_vocab_arrays),         cmocka_unit_test(smollm2_save_round_trip),
+        cmocka_unit_test(small_save_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

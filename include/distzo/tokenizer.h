@@ -81,6 +81,9 @@ const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, ch
  *    + merges.txt ("#version: 0.2", best merge first) + special_tokens_map.json +
  *    tokenizer_config.json (GPT2Tokenizer; OPT: bos = eos = "</s>", pad "<pad>", unk
  *    "<unk>", add_bos_token), which transformers' AutoTokenizer loads with the same ids;
+ *  - tokenizer.json / GGUF byte-level BPE: tokenizer.json (model, added tokens, the
+ *    pre-tokenizer, bos template) + tokenizer_config.json (bos/eos/pad/unk names), which
+ *    Hugging Face tokenizers and transformers load with the same ids;
  *  - llama2.c: tokenizer.bin (the same bytes as the file loaded). Hugging Face has no
  *    loader for this format. */
 dz_status dz_tokenizer_save_hf(const dz_tokenizer *tok, const char *dir, dz_error *err);

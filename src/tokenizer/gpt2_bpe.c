@@ -26,6 +26,16 @@ void dz_bytelevel_inverse(int inv[DZ_BYTE_MAP_SIZE]) {
     }
 }
 
+int dz_bytelevel_from_bytes(const char *bytes, int len, char *out) {
+    int inv[DZ_BYTE_MAP_SIZE], cp[256], m = 0;
+    dz_bytelevel_inverse(inv);
+    for (int c = 0; c < DZ_BYTE_MAP_SIZE; c++)
+        if (inv[c] >= 0) cp[inv[c]] = c;
+    for (int i = 0; i < len; i++) m += dz_utf8_encode((uint32_t)cp[(uint8_t)bytes[i]], out + m);
+    out[m] = '\0';
+    return m;
+}
+
 int dz_bytelevel_to_bytes(const int inv[DZ_BYTE_MAP_SIZE], const char *s, char *out) {
     size_t n = strlen(s);
     int m = 0;

@@ -130,6 +130,11 @@ dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tok
 enum { DZ_BYTE_MAP_SIZE = 324 }; /* 256 + 68 remapped bytes */
 void dz_bytelevel_inverse(int inv[DZ_BYTE_MAP_SIZE]);
 int dz_bytelevel_to_bytes(const int inv[DZ_BYTE_MAP_SIZE], const char *s, char *out);
+/* The other way: bytes[0..len) as their token string into out (room for 2 * len + 1). */
+int dz_bytelevel_from_bytes(const char *bytes, int len, char *out);
+
+/* Writes dir/tokenizer.json + dir/tokenizer_config.json for a DZ_TOK_BYTE_BPE tokenizer. */
+dz_status dz_save_tokenizer_json(const dz_tokenizer *tok, const char *dir, dz_error *err);
 
 /* 1 + the largest id encode can produce from bytes and merges (start/end tokens included). */
 int dz_gpt2_encodable_vocab_size(const dz_tokenizer *tok);
