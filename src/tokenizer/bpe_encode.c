@@ -43,16 +43,20 @@ static int encode_pretoken(encoder *e, const uint8_t *s, int len) {
         e->sym = ns;
         e->sym_cap = len;
     }
-    int m = 0, prev_unk = 0;
-    for (int k = 0; k < len; k++) {
-        int id = tok->byte_id[s[k]];
-        if (id < 0 && tok->unk_id >= 0) { /* HF: unk_token, fused with a preceding one if fuse_unk */
-            if (!(tok->fuse_unk && prev_unk)) e->sym[m++] = tok->unk_id;
-            prev_unk = 1;
-            continue;
+    int m = 0;
+    if (tok->unk_id < 0) { /* bytes without a token are dropped */
+        for (int k = 0; k < len; k++) {
+            int id = tok->byte_id[s[k]];
+            e->sym[m] = id;
+            m += id >= 0;
         }
-        prev_unk = 0;
-        if (id >= 0) e->sym[m++] = id;
+    } else { /* HF: unk_token, fused with a preceding one if fuse_unk */
+        for (int k = 0, prev_unk = 0; k < len; k++) {
+            int id = tok->byte_id[s[k]];
+            if (id < 0 && !(tok->fuse_unk && prev_unk)) e->sym[m++] = tok->unk_id;
+            else if (id >= 0) e->sym[m++] = id;
+            prev_unk = id < 0;
+        }
     }
     m = dz_bpe_merge(e->sym, m, bpe_pair, tok, &e->ws);
     if (m < 0) return -1;
@@ -93,6 +97,7 @@ static int encode_segment(encoder *e, const uint8_t *s, size_t n) {
 static int next_added(const dz_tokenizer *tok, const uint8_t *s, size_t n, size_t from, int special, size_t *at) {
     const dz_added_tokens *a = &tok->added;
     for (size_t i = from; i < n; i++) {
+        if (!a->first_byte[s[i]]) continue;
         int best = -1, best_len = 0;
         for (int k = 0; k < a->n; k++) {
             if (a->special[k] && !special) continue;

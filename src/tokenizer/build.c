@@ -1,4 +1,5 @@
 /* dz_tokenizer_from_vocab: byte-level BPE from token strings, merges and token types. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ dz_vocab_spec dz_vocab_spec_init(const char *source) {
                            .pad = -1,
                            .unk = -1,
                            .bpe_unk = -1,
+                           .add_dummy_prefix = 1,
                            .tokens_field = "tokenizer.ggml.tokens",
                            .merges_field = "tokenizer.ggml.merges"};
 }
@@ -128,6 +130,7 @@ static dz_status read_added(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_err
     for (int id = 0; id < spec->n_tokens; id++)
         if (is_added(spec, id) && spec->tokens[id] && spec->tokens[id][0]) {
             tok->added.id[tok->added.n] = id;
+            tok->added.first_byte[(uint8_t)spec->tokens[id][0]] = 1;
             tok->added.special[tok->added.n++] = spec->types[id] == DZ_TOKEN_CONTROL;
         }
     return DZ_OK;
@@ -140,15 +143,74 @@ static dz_status check_id(const dz_vocab_spec *spec, int id, const char *what, d
     return DZ_OK;
 }
 
+/* SentencePiece BPE: pieces with U+2581 turned into " " (as llama2.c's tokenizer.bin holds
+ * them), mergeable = normal and user-defined pieces, byte fallback through <0xXX>. */
+static dz_status build_sentencepiece(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *err) {
+    int n = spec->n_tokens;
+    if (!spec->scores)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: SentencePiece needs token scores (tokenizer.ggml.scores)", spec->source);
+    if (dz_pieces_init(&tok->pieces, n) || dz_pieces_init(&tok->mergeable, n) ||
+        !(tok->scores = malloc((size_t)n * sizeof *tok->scores)))
+        return oom(spec, err);
+    tok->byte_base = -1;
+    size_t cap = 0;
+    char *buf = NULL;
+    dz_status st = DZ_OK;
+    for (int id = 0; id < n && st == DZ_OK; id++) {
+        const char *t = spec->tokens[id] ? spec->tokens[id] : "";
+        size_t len = strlen(t);
+        int m = 0, type = spec->types ? spec->types[id] : DZ_TOKEN_NORMAL;
+        if (len + 1 > cap) {
+            char *nb = realloc(buf, cap = 2 * len + 64);
+            if (!nb) {
+                st = oom(spec, err);
+                break;
+            }
+            buf = nb;
+        }
+        for (size_t i = 0; i < len; i++) {
+            if ((uint8_t)t[i] == 0xE2 && i + 2 < len && (uint8_t)t[i + 1] == 0x96 && (uint8_t)t[i + 2] == 0x81) {
+                buf[m++] = ' ';
+                i += 2;
+            } else buf[m++] = t[i];
+        }
+        tok->scores[id] = spec->scores[id];
+        if (m > tok->max_piece_len) tok->max_piece_len = m;
+        if (dz_pieces_set(&tok->pieces, id, buf, m) ||
+            ((type == DZ_TOKEN_NORMAL || type == DZ_TOKEN_USER_DEFINED) && dz_pieces_set(&tok->mergeable, id, buf, m)))
+            st = oom(spec, err);
+        if (!strcmp(t, "<0x00>") && tok->byte_base < 0) tok->byte_base = id;
+    }
+    free(buf);
+    if (st != DZ_OK) return st;
+    for (int b = 0; b < 256; b++) {
+        char want[8];
+        snprintf(want, sizeof want, "<0x%02X>", b);
+        int id = tok->byte_base + b;
+        if (tok->byte_base < 0 || id >= n || !spec->tokens[id] || strcmp(spec->tokens[id], want) != 0)
+            return dz_fail(err, DZ_ERR_UNSUPPORTED,
+                           "%s: %s: no byte piece %s in order after <0x00> (SentencePiece without byte fallback is "
+                           "not supported)",
+                           spec->source, spec->tokens_field, want);
+    }
+    if (dz_strmap_build(&tok->lookup, &tok->mergeable)) return oom(spec, err);
+    tok->space_id = dz_strmap_find(&tok->lookup, &tok->mergeable, " ", 1);
+    tok->dummy_prefix = spec->add_dummy_prefix;
+    tok->kind = DZ_TOK_SENTENCEPIECE;
+    return DZ_OK;
+}
+
 static dz_status build(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *err) {
-    if (strcmp(spec->model, "gpt2") != 0)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tokenizer model \"%s\" is not supported (only byte-level BPE, \"gpt2\")",
+    int spm = !strcmp(spec->model, "llama");
+    if (!spm && strcmp(spec->model, "gpt2") != 0)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED,
+                       "%s: tokenizer model \"%s\" is not supported (byte-level BPE \"gpt2\", SentencePiece \"llama\")",
                        spec->source, spec->model);
     if (spec->n_tokens <= 0 || spec->n_tokens >= (1 << 24) || !spec->tokens)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: %s: %d tokens", spec->source, spec->tokens_field, spec->n_tokens);
     tok->pretok = spec->pretok;
     tok->ignore_merges = spec->ignore_merges;
-    if (spec->pre) {
+    if (spec->pre && !spm) {
         if (dz_pretok_from_gguf_name(spec->pre, &tok->pretok) != 0)
             return dz_fail(err, DZ_ERR_UNSUPPORTED,
                            "%s: tokenizer.ggml.pre \"%s\" is not supported (gpt2, smollm, llama-bpe, qwen2)",
@@ -165,11 +227,16 @@ static dz_status build(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *e
         return dz_fail(err, DZ_ERR_FORMAT, "%s: add_bos is set but no bos token is declared", spec->source);
     int inv[DZ_BYTE_MAP_SIZE];
     dz_bytelevel_inverse(inv);
-    tok->kind = DZ_TOK_BYTE_BPE;
-    tok->n_bpe = spec->n_tokens;
-    dz_status st = read_tokens(tok, spec, inv, err);
-    if (st == DZ_OK) st = read_merges(tok, spec, inv, err);
-    if (st == DZ_OK) st = read_added(tok, spec, err);
+    dz_status st;
+    if (spm) {
+        st = build_sentencepiece(tok, spec, err);
+    } else {
+        tok->kind = DZ_TOK_BYTE_BPE;
+        tok->n_bpe = spec->n_tokens;
+        st = read_tokens(tok, spec, inv, err);
+        if (st == DZ_OK) st = read_merges(tok, spec, inv, err);
+        if (st == DZ_OK) st = read_added(tok, spec, err);
+    }
     if (st != DZ_OK) return st;
     tok->special[DZ_SPECIAL_BOS] = spec->bos;
     tok->special[DZ_SPECIAL_EOS] = spec->eos;

@@ -21,7 +21,9 @@ typedef enum dz_token_type {
 
 typedef struct dz_vocab_spec {
     const char *source;       /* the file, named in errors */
-    const char *model;        /* GGUF tokenizer.ggml.model: "gpt2" (byte-level BPE); others refused */
+    const char *model;        /* GGUF tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama"
+                                 (SentencePiece BPE: tokens with U+2581 for spaces, scores,
+                                 types, <0x00>..<0xFF> byte pieces); others refused */
     const char *pre;          /* GGUF tokenizer.ggml.pre (gpt2, smollm, llama-bpe, qwen2), or NULL: use pretok */
     dz_pretok pretok;         /* when pre is NULL */
     int ignore_merges;        /* when pre is NULL (llama-bpe sets it, as llama.cpp does) */
@@ -37,6 +39,7 @@ typedef struct dz_vocab_spec {
     int add_bos;              /* encode's DZ_ENCODE_BOS prepends bos */
     int bpe_unk;              /* HF BPE model.unk_token id for bytes without a token (-1: dropped) */
     int fuse_unk;
+    int add_dummy_prefix;     /* SentencePiece: " " before non-empty text (default 1) */
     const char *tokens_field, *merges_field; /* names in errors, e.g. "tokenizer.ggml.tokens" */
 } dz_vocab_spec;
 

@@ -90,6 +90,7 @@ typedef struct dz_added_tokens {
     int n;
     int *id;          /* their text is the id's piece */
     uint8_t *special; /* 1: special (control) token */
+    uint8_t first_byte[256]; /* 1: some added token starts with this byte */
 } dz_added_tokens;
 
 struct dz_tokenizer {
@@ -111,15 +112,21 @@ struct dz_tokenizer {
     dz_strmap bpe_index;
     dz_added_tokens added;
 
-    /* llama2.c */
+    /* llama2.c and SentencePiece (pieces with U+2581 as " ") */
     float *scores;
-    dz_strmap lookup; /* piece bytes -> id */
+    dz_strmap lookup; /* piece bytes -> id, over mergeable (if set) or pieces */
+    dz_pieces mergeable; /* SentencePiece: the normal and user-defined pieces only */
+    int byte_base;    /* id of <0x00>; <0xXX> = byte_base + XX */
+    int dummy_prefix; /* a " " before non-empty text */
     int max_piece_len;
     int space_id;     /* id of " " (the dummy prefix), or -1 */
 };
 
 /* A zeroed tokenizer with every optional id -1 (NULL when out of memory). */
 dz_tokenizer *dz_tokenizer_alloc(void);
+
+/* A SentencePiece tokenizer.model (ModelProto, BPE with byte fallback). */
+dz_status dz_sentencepiece_load(const char *path, dz_tokenizer **out, dz_error *err);
 
 /* tokenizer.json (+ tokenizer_config.json in its folder when config_path is not NULL). */
 dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tokenizer **out, dz_error *err);

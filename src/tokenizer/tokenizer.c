@@ -1,5 +1,6 @@
 /* Public tokenizer API: picks the format from the path, dispatches to the encoders. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@ typedef struct gpt2_files {
     char vocab[4096], merges[4096], dict[4096];
     int has_dict;
     char hf_json[4096], hf_config[4096]; /* tokenizer.json (hf_json[0] = 0: none) + tokenizer_config.json */
+    char spm[4096];                      /* a SentencePiece tokenizer.model (spm[0] = 0: none) */
     int has_config;
 } gpt2_files;
 
@@ -32,12 +34,6 @@ static dz_status hf_json_files(const char *dir, gpt2_files *f, dz_error *err) {
     return DZ_OK;
 }
 
-static dz_status sentencepiece_refused(const char *path, dz_error *err) {
-    return dz_fail(err, DZ_ERR_UNSUPPORTED,
-                   "%s: a SentencePiece tokenizer.model is not supported yet (pass a tokenizer.json, or a llama2.c "
-                   "tokenizer.bin)",
-                   path);
-}
 
 /* A folder: tokenizer.json, else vocab.json + merges.txt, else encoder.json + vocab.bpe (+ dict.txt). */
 static dz_status folder_files(const char *dir, gpt2_files *f, dz_error *err) {
@@ -51,8 +47,8 @@ static dz_status folder_files(const char *dir, gpt2_files *f, dz_error *err) {
     if (st == DZ_OK) st = join(f->dict, dir, "dict.txt", err);
     if (st != DZ_OK) return st;
     if (!dz_file_exists(f->vocab) && !dz_file_exists(f->merges)) {
-        if ((st = join(probe, dir, "tokenizer.model", err)) == DZ_OK && dz_file_exists(probe))
-            return sentencepiece_refused(probe, err);
+        if ((st = join(f->spm, dir, "tokenizer.model", err)) == DZ_OK && dz_file_exists(f->spm)) return DZ_OK;
+        f->spm[0] = '\0';
         return dz_fail(err, DZ_ERR_IO,
                        "%s: no tokenizer files (tokenizer.json, vocab.json + merges.txt, or encoder.json + vocab.bpe)",
                        dir);
@@ -100,7 +96,12 @@ dz_status dz_tokenizer_load(const char *path, int vocab_size, dz_tokenizer **out
     if (dz_is_dir(path)) st = folder_files(path, f, err);
     else if (!gpt2_file_files(path, f, err, &st)) gpt2 = 0;
     size_t plen = strlen(path);
-    if (st == DZ_OK && !gpt2 && plen >= 6 && !strcmp(path + plen - 6, ".model")) st = sentencepiece_refused(path, err);
+    if (st == DZ_OK && !gpt2 && plen >= 6 && !strcmp(path + plen - 6, ".model")) snprintf(f->spm, sizeof f->spm, "%s", path);
+    if (st == DZ_OK && f->spm[0]) {
+        st = dz_sentencepiece_load(f->spm, out, err);
+        free(f);
+        return st;
+    }
     if (st == DZ_OK && f->hf_json[0]) {
         st = dz_hf_json_load(f->hf_json, f->has_config ? f->hf_config : NULL, out, err);
         free(f);
@@ -138,6 +139,7 @@ void dz_tokenizer_free(dz_tokenizer *tok) {
     free(tok->scores);
     dz_strmap_free(&tok->lookup);
     dz_pieces_free(&tok->bpe);
+    dz_pieces_free(&tok->mergeable);
     dz_strmap_free(&tok->bpe_index);
     free(tok->added.id);
     free(tok->added.special);
@@ -167,14 +169,15 @@ int dz_tokenizer_encode_flags(const dz_tokenizer *tok, const char *text, unsigne
         return -1;
     }
     dz_id_sink out = {ids, cap, 0};
-    dz_status st = tok->kind == DZ_TOK_LLAMA2C ? dz_llama2c_encode(tok, text, flags & DZ_ENCODE_BOS, &out, err)
-                                               : dz_gpt2_encode(tok, text, flags, &out, err);
+    int llama = tok->kind == DZ_TOK_LLAMA2C || tok->kind == DZ_TOK_SENTENCEPIECE;
+    dz_status st = llama ? dz_llama2c_encode(tok, text, flags & DZ_ENCODE_BOS, &out, err)
+                         : dz_gpt2_encode(tok, text, flags, &out, err);
     return st == DZ_OK ? out.n : -1;
 }
 
 const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, char *buf, int cap) {
     if (!tok || !buf || cap <= 0) return "";
-    if (tok->kind == DZ_TOK_LLAMA2C) return dz_llama2c_decode(tok, prev_id, id, buf, cap);
+    if (tok->kind == DZ_TOK_LLAMA2C || tok->kind == DZ_TOK_SENTENCEPIECE) return dz_llama2c_decode(tok, prev_id, id, buf, cap);
     int len;
     const char *piece = dz_pieces_get(&tok->pieces, id, &len);
     if (!piece) return "";
