@@ -21,12 +21,12 @@ static dz_tokenizer *load(const char *path, int round_trip) {
     tok = NULL;
     if (dz_tokenizer_load(dir, 0, &tok, &err) != DZ_OK) print_error("%s: %s\n", dir, err.msg);
     assert_non_null(tok);
-    const char *names[] = {"tokenizer.json", "tokenizer_config.json"};
-    for (int k = 0; k < 2; k++) {
+    const char *names[] = {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"};
+    for (int k = 0; k < 3; k++) {
         snprintf(file, sizeof file, "%s/%s", dir, names[k]);
-        assert_int_equal(unlink(file), 0);
+        unlink(file);
     }
-    rmdir(dir);
+    assert_int_equal(rmdir(dir), 0); /* nothing else was written */
     return tok;
 }
 
@@ -181,10 +181,12 @@ static void unsupported_files_are_refused(void **state) {
     expect_load_error(patched(&s, "\"vocab\": {", "\"vocab\": {\"dup\": 5, "), 0, DZ_ERR_FORMAT, "model.vocab",
                       "used twice");
     scratch_remove(&s, "tokenizer.json");
-    /* a SentencePiece model is refused by name, not misread as a llama2.c tokenizer.bin */
-    const char *spm = scratch_write(&s, "tokenizer.model", "\x0a\x0b\x0a\x05<unk>\x15\x00\x00\x00\x00\x18\x02", 13);
-    expect_load_error(spm, 0, DZ_ERR_UNSUPPORTED, "tokenizer.model", "SentencePiece");
-    expect_load_error(s.dir, 0, DZ_ERR_UNSUPPORTED, "tokenizer.model", "SentencePiece");
+    /* a tokenizer.model is read as SentencePiece's protobuf, never misread as a llama2.c file */
+    const char *spm = scratch_write(&s, "tokenizer.model", "\x0a\x0e\x0a\x05<unk>\x15\x00\x00\x00\x00\x18\x02", 16);
+    expect_load_error(spm, 0, DZ_ERR_UNSUPPORTED, "tokenizer.model", "trainer_spec.model_type");
+    expect_load_error(s.dir, 0, DZ_ERR_UNSUPPORTED, "tokenizer.model", "unigram");
+    spm = scratch_write(&s, "tokenizer.model", "\x0a\x0e\x0a\x05<unk>\x15\x00\x00", 11);
+    expect_load_error(spm, 0, DZ_ERR_FORMAT, "tokenizer.model", "protobuf");
     const char *names[] = {"tokenizer.json", "tokenizer.model", NULL};
     scratch_free(&s, names);
 }
@@ -238,6 +240,34 @@ static void from_vocab_arrays(void **state) {
     assert_null(tok);
 }
 
+/* SentencePiece BPE (Llama-2's setup) from tokenizer.model: ids equal to sentencepiece's,
+ * also after dz_tokenizer_save_hf wrote it back. */
+static void sentencepiece_check(int round_trip) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer/spm_small/tokenizer.model", DZ_TEST_DATA);
+    dz_tokenizer *tok = load(path, round_trip);
+    assert_int_equal(dz_tokenizer_get_kind(tok), DZ_TOK_SENTENCEPIECE);
+    assert_int_equal(dz_tokenizer_vocab_size(tok), 800);
+    assert_int_equal(dz_tokenizer_bos(tok), 1);
+    assert_int_equal(dz_tokenizer_eos(tok), 2);
+    assert_int_equal(dz_tokenizer_special(tok, DZ_SPECIAL_UNK), 0);
+    golden G;
+    golden_load(&G, "spm_small_golden.jsonl");
+    int checked, bad = golden_check(&G, tok, "ids", DZ_ENCODE_BOS, &checked);
+    print_message("sentencepiece%s with <s>: %d/%d cases identical (%d from SST-2 dev)\n",
+                  round_trip ? " (saved and reloaded)" : "", checked - bad, checked, G.n_dev);
+    assert_int_equal(bad, 0);
+    bad = golden_check(&G, tok, "ids_nobos", 0, &checked);
+    print_message("sentencepiece without <s>: %d/%d cases identical\n", checked - bad, checked);
+    assert_int_equal(bad, 0);
+    assert_true(checked == G.count && G.n_dev == 872);
+    golden_free(&G);
+    dz_tokenizer_free(tok);
+}
+
+static void sentencepiece_matches_spm(void **state) { (void)state, sentencepiece_check(0); }
+static void sentencepiece_save_round_trip(void **state) { (void)state, sentencepiece_check(1); }
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smollm2_matches_hf),        cmocka_unit_test(gpt2_pattern_matches_hf),
@@ -245,7 +275,8 @@ int main(void) {
         cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(smollm2_specials),
         cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(unsupported_files_are_refused),
         cmocka_unit_test(from_vocab_arrays),         cmocka_unit_test(smollm2_save_round_trip),
-        cmocka_unit_test(small_save_round_trip),
+        cmocka_unit_test(small_save_round_trip),     cmocka_unit_test(sentencepiece_matches_spm),
+        cmocka_unit_test(sentencepiece_save_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,8 @@ Face `tokenizers` itself (the Rust library transformers 5 uses):
              non-special added token, tokenizer_config.json;
       qwen2  Split(Qwen2's regex) + ByteLevel;
       digits Digits(individual_digits) + ByteLevel (SmolLM's original pre-tokenizer).
+  - a small SentencePiece BPE tokenizer.model (tests/data/tokenizer/spm_small/), set up as
+    Llama-2's, with ids from the sentencepiece library ("ids" with <s>, "ids_nobos").
 Each golden row: {"text"} or {"sst2_dev_line"} (as tools/make_tokenizer_golden.py), "ids"
 (plain text: special tokens not parsed, encode_special_tokens=True, with the post-processor's
 tokens, i.e. distzo's DZ_ENCODE_BOS), and "ids_special" (special tokens parsed, HF's default;
@@ -125,6 +127,34 @@ def train_small(name, corpus, assets):
     return Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
 
 
+def make_sentencepiece(assets, rows, text_of):
+    """A small SentencePiece BPE model as Llama-2's is set up (byte fallback, identity
+    normalizer, whitespace kept, dummy prefix), and its ids from the sentencepiece library."""
+    import io
+    import sentencepiece as spm
+
+    folder = os.path.join(OUT, "spm_small")
+    os.makedirs(folder, exist_ok=True)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sst2_train(assets, 4000) + generated_strings()[:200]), model_writer=model,
+        model_type="bpe", vocab_size=800, byte_fallback=True, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, add_dummy_prefix=True, character_coverage=0.9995,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, allow_whitespace_only_pieces=True, split_digits=True,
+        minloglevel=2)
+    with open(os.path.join(folder, "tokenizer.model"), "wb") as f:
+        f.write(model.getvalue())
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    out = []
+    for r in rows:
+        t = text_of(r)
+        row = dict(r)
+        row["ids"] = sp.encode(t, add_bos=True)
+        row["ids_nobos"] = sp.encode(t)
+        out.append(row)
+    write_jsonl(os.path.join(OUT, "spm_small_golden.jsonl"), out)
+
+
 def main():
     from tokenizers import Tokenizer
 
@@ -138,6 +168,7 @@ def main():
     for name in ["gpt2", "llama3", "qwen2", "digits"]:
         tok = train_small(name, corpus if name != "gpt2" else sst2_train(assets, 4000), assets)
         write_jsonl(os.path.join(OUT, "hf_%s_golden.jsonl" % name), golden(tok, rows, text_of))
+    make_sentencepiece(assets, rows, text_of)
 
 
 if __name__ == "__main__":

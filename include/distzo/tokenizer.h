@@ -88,6 +88,8 @@ const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, ch
  *  - tokenizer.json / GGUF byte-level BPE: tokenizer.json (model, added tokens, the
  *    pre-tokenizer, bos template) + tokenizer_config.json (bos/eos/pad/unk names), which
  *    Hugging Face tokenizers and transformers load with the same ids;
+ *  - SentencePiece: tokenizer.model (pieces, scores, types, special ids, BPE with byte
+ *    fallback, identity normalizer), which sentencepiece and transformers load;
  *  - llama2.c: tokenizer.bin (the same bytes as the file loaded). Hugging Face has no
  *    loader for this format. */
 dz_status dz_tokenizer_save_hf(const dz_tokenizer *tok, const char *dir, dz_error *err);

@@ -127,6 +127,8 @@ dz_tokenizer *dz_tokenizer_alloc(void);
 
 /* A SentencePiece tokenizer.model (ModelProto, BPE with byte fallback). */
 dz_status dz_sentencepiece_load(const char *path, dz_tokenizer **out, dz_error *err);
+/* Writes dir/tokenizer.model for a DZ_TOK_SENTENCEPIECE tokenizer. */
+dz_status dz_save_sentencepiece(const dz_tokenizer *tok, const char *dir, dz_error *err);
 
 /* tokenizer.json (+ tokenizer_config.json in its folder when config_path is not NULL). */
 dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tokenizer **out, dz_error *err);

@@ -180,8 +180,9 @@ dz_status dz_sentencepiece_load(const char *path, dz_tokenizer **out, dz_error *
     size_t len;
     dz_status st = dz_read_file(path, &buf, &len, err);
     if (st != DZ_OK) return st;
-    /* proto defaults: unk 0, bos 1, eos 2, pad -1, dummy prefix and whitespace removal on */
-    spm_model m = {.unk = 0, .bos = 1, .eos = 2, .pad = -1, .add_dummy_prefix = 1, .remove_extra_whitespaces = 1};
+    /* proto defaults: unigram, unk 0, bos 1, eos 2, pad -1, dummy prefix and whitespace removal on */
+    spm_model m = {.model_type = 1,
+                   .unk = 0, .bos = 1, .eos = 2, .pad = -1, .add_dummy_prefix = 1, .remove_extra_whitespaces = 1};
     st = parse(&m, path, (const uint8_t *)buf, len, err);
     free(buf);
     if (st == DZ_OK) {
@@ -204,5 +205,95 @@ dz_status dz_sentencepiece_load(const char *path, dz_tokenizer **out, dz_error *
     free(m.text);
     free(m.score);
     free(m.type);
+    return st;
+}
+
+/* ---- writing: the same fields back, so a checkpoint's tokenizer.model loads in distzo
+ * and in sentencepiece / transformers with the same ids ---- */
+
+typedef struct pbw {
+    uint8_t *p;
+    size_t len, cap;
+    int oom;
+} pbw;
+
+static void w_bytes(pbw *w, const void *s, size_t n) {
+    if (w->oom) return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 65536;
+        while (cap < w->len + n) cap *= 2;
+        uint8_t *np = realloc(w->p, cap);
+        if (!np) {
+            w->oom = 1;
+            return;
+        }
+        w->p = np;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+static void w_varint(pbw *w, uint64_t v) {
+    uint8_t b[10];
+    int n = 0;
+    do {
+        b[n] = (uint8_t)(v & 0x7F);
+        v >>= 7;
+        if (v) b[n] |= 0x80;
+        n++;
+    } while (v);
+    w_bytes(w, b, (size_t)n);
+}
+
+static void w_key(pbw *w, uint32_t field, int wire) { w_varint(w, (uint64_t)field << 3 | (uint64_t)wire); }
+static void w_int(pbw *w, uint32_t field, int64_t v) { w_key(w, field, 0), w_varint(w, (uint64_t)v); }
+static void w_sub(pbw *w, uint32_t field, const pbw *sub) {
+    w_key(w, field, 2);
+    w_varint(w, sub->len);
+    w_bytes(w, sub->p, sub->len);
+    w->oom |= sub->oom;
+}
+
+static int piece_type(const dz_tokenizer *tok, int id) {
+    if (id >= tok->byte_base && id < tok->byte_base + 256) return DZ_TOKEN_BYTE;
+    if (dz_pieces_get(&tok->mergeable, id, NULL)) return DZ_TOKEN_NORMAL;
+    return id == tok->special[DZ_SPECIAL_UNK] ? DZ_TOKEN_UNKNOWN : DZ_TOKEN_CONTROL;
+}
+
+dz_status dz_save_sentencepiece(const dz_tokenizer *tok, const char *dir, dz_error *err) {
+    pbw model = {0}, piece = {0}, text = {0};
+    for (int id = 0; id < tok->vocab_size; id++) {
+        int len;
+        const char *s = dz_pieces_get(&tok->pieces, id, &len);
+        text.len = piece.len = 0;
+        for (int i = 0; s && i < len; i++) w_bytes(&text, s[i] == ' ' ? "\xE2\x96\x81" : &s[i], s[i] == ' ' ? 3 : 1);
+        w_sub(&piece, 1, &text);
+        uint32_t bits;
+        memcpy(&bits, &tok->scores[id], 4);
+        w_key(&piece, 2, 5);
+        w_bytes(&piece, &bits, 4);
+        w_int(&piece, 3, piece_type(tok, id));
+        w_sub(&model, 1, &piece);
+    }
+    pbw trainer = {0}, norm = {0};
+    w_int(&trainer, 3, 2); /* BPE */
+    w_int(&trainer, 35, 1); /* byte_fallback */
+    static const uint32_t id_fields[DZ_SPECIAL_COUNT] = {41, 42, 43, 40};
+    for (int k = 0; k < DZ_SPECIAL_COUNT; k++) w_int(&trainer, id_fields[k], tok->special[k]);
+    w_sub(&model, 2, &trainer);
+    w_key(&norm, 1, 2);
+    w_varint(&norm, 8);
+    w_bytes(&norm, "identity", 8);
+    w_int(&norm, 3, tok->dummy_prefix);
+    w_int(&norm, 4, 0); /* remove_extra_whitespaces: off, as read */
+    w_int(&norm, 5, 1);
+    w_sub(&model, 3, &norm);
+    char path[4096];
+    dz_status st = model.oom ? dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", dir)
+                   : dz_path_join(path, sizeof path, dir, "tokenizer.model") != 0
+                       ? dz_fail(err, DZ_ERR_INVALID, "%s: path too long", dir)
+                       : dz_write_file_atomic(path, model.p, model.len, err);
+    free(model.p), free(piece.p), free(text.p), free(trainer.p), free(norm.p);
     return st;
 }
