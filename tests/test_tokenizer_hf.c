@@ -32,7 +32,7 @@ static dz_tokenizer *load(const char *path, int round_trip) {
 
 static void check_golden(const char *path, const char *golden_name, int want_vocab, int round_trip) {
     dz_tokenizer *tok = load(path, round_trip);
-    assert_int_equal(dz_tokenizer_get_kind(tok), DZ_TOK_BYTE_BPE);
+    assert_int_equal(dz_tokenizer_get_kind(tok), DZ_TOK_HF_BPE);
     if (want_vocab) assert_int_equal(dz_tokenizer_vocab_size(tok), want_vocab);
     golden G;
     golden_load(&G, golden_name);
@@ -70,8 +70,8 @@ static void smollm2_save_round_trip(void **state) {
 
 static void small_save_round_trip(void **state) {
     (void)state;
-    const char *names[] = {"gpt2", "llama3", "qwen2", "digits"};
-    for (int k = 0; k < 4; k++) {
+    const char *names[] = {"gpt2", "llama3", "qwen2", "digits", "llama2", "metaspace"};
+    for (int k = 0; k < 6; k++) {
         char dir[4096], golden_name[64];
         snprintf(dir, sizeof dir, "%s/tokenizer/hf_small/%s", DZ_TEST_DATA, names[k]);
         snprintf(golden_name, sizeof golden_name, "hf_%s_golden.jsonl", names[k]);
@@ -90,6 +90,8 @@ static void gpt2_pattern_matches_hf(void **state) { (void)state, small_tokenizer
 static void llama3_pattern_matches_hf(void **state) { (void)state, small_tokenizer("llama3", 1); }
 static void qwen2_pattern_matches_hf(void **state) { (void)state, small_tokenizer("qwen2", 0); }
 static void digits_split_matches_hf(void **state) { (void)state, small_tokenizer("digits", 0); }
+static void sentencepiece_style_llama2_matches_hf(void **state) { (void)state, small_tokenizer("llama2", 0); }
+static void sentencepiece_style_metaspace_matches_hf(void **state) { (void)state, small_tokenizer("metaspace", 0); }
 
 static int encode(const dz_tokenizer *tok, const char *text, unsigned flags, int *ids) {
     return dz_tokenizer_encode_flags(tok, text, flags, ids, 64, NULL);
@@ -272,7 +274,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smollm2_matches_hf),        cmocka_unit_test(gpt2_pattern_matches_hf),
         cmocka_unit_test(llama3_pattern_matches_hf), cmocka_unit_test(qwen2_pattern_matches_hf),
-        cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(smollm2_specials),
+        cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(sentencepiece_style_llama2_matches_hf),
+        cmocka_unit_test(sentencepiece_style_metaspace_matches_hf),   cmocka_unit_test(smollm2_specials),
         cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(unsupported_files_are_refused),
         cmocka_unit_test(from_vocab_arrays),         cmocka_unit_test(smollm2_save_round_trip),
         cmocka_unit_test(small_save_round_trip),     cmocka_unit_test(sentencepiece_matches_spm),

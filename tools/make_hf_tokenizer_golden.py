@@ -9,7 +9,9 @@ Face `tokenizers` itself (the Rust library transformers 5 uses):
              unreachable by merges, <|begin_of_text|> added by the post-processor (bos), a
              non-special added token, tokenizer_config.json;
       qwen2  Split(Qwen2's regex) + ByteLevel;
-      digits Digits(individual_digits) + ByteLevel (SmolLM's original pre-tokenizer).
+      digits Digits(individual_digits) + ByteLevel (SmolLM's original pre-tokenizer);
+    and SentencePiece-style BPE (train_sentencepiece_style): llama2 (Prepend + Replace
+    normalizer), metaspace (Metaspace pre-tokenizer), both with byte fallback;
   - a small SentencePiece BPE tokenizer.model (tests/data/tokenizer/spm_small/), set up as
     Llama-2's, with ids from the sentencepiece library ("ids" with <s>, "ids_nobos").
 Each golden row: {"text"} or {"sst2_dev_line"} (as tools/make_tokenizer_golden.py), "ids"
@@ -127,6 +129,37 @@ def train_small(name, corpus, assets):
     return Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
 
 
+def train_sentencepiece_style(name, corpus):
+    """SentencePiece-style BPE as tokenizer.json writes it: "llama2" with the normalizer
+    Prepend("▁") + Replace(" ", "▁") (Llama-2, TinyLlama), "metaspace" with the Metaspace
+    pre-tokenizer, prepend_scheme first (Mistral, newer files); byte fallback with
+    <0x00>..<0xFF> in the vocabulary, a limited alphabet (so it is used), <s> added by the
+    post-processor, fuse_unk."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    if name == "llama2":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    trainer = trainers.BpeTrainer(vocab_size=700, limit_alphabet=70, special_tokens=["<unk>", "<s>", "</s>"],
+                                  show_progress=False)
+    tok.train_from_iterator(corpus, trainer)
+    d = json.loads(tok.to_str())
+    vocab = d["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault("<0x%02X>" % b, len(vocab))
+    tok = Tokenizer.from_str(json.dumps(d))
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    folder = os.path.join(OUT, "hf_small", name)
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    return Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+
+
 def make_sentencepiece(assets, rows, text_of):
     """A small SentencePiece BPE model as Llama-2's is set up (byte fallback, identity
     normalizer, whitespace kept, dummy prefix), and its ids from the sentencepiece library."""
@@ -167,6 +200,9 @@ def main():
     random.Random(7).shuffle(corpus)
     for name in ["gpt2", "llama3", "qwen2", "digits"]:
         tok = train_small(name, corpus if name != "gpt2" else sst2_train(assets, 4000), assets)
+        write_jsonl(os.path.join(OUT, "hf_%s_golden.jsonl" % name), golden(tok, rows, text_of))
+    for name in ["llama2", "metaspace"]:
+        tok = train_sentencepiece_style(name, corpus)
         write_jsonl(os.path.join(OUT, "hf_%s_golden.jsonl" % name), golden(tok, rows, text_of))
     make_sentencepiece(assets, rows, text_of)
 

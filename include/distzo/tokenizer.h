@@ -6,11 +6,12 @@
 
 typedef struct dz_tokenizer dz_tokenizer;
 
-/* DZ_TOK_BYTE_BPE: byte-level BPE from a Hugging Face tokenizer.json or a GGUF file's
- * metadata (GPT-2, Llama-3, Qwen2 or SmolLM pre-tokenization, added/special tokens). */
+/* DZ_TOK_HF_BPE: BPE from a Hugging Face tokenizer.json or a GGUF file's metadata:
+ * byte-level (GPT-2, Llama-3, Qwen2 or SmolLM pre-tokenization) or SentencePiece-style
+ * (Metaspace, byte fallback), with added/special tokens. */
 /* DZ_TOK_SENTENCEPIECE: SentencePiece BPE (tokenizer.model, GGUF "llama"): llama2.c's
  * encoder (dummy prefix, highest-score merges, <0xXX> byte fallback) over its pieces. */
-typedef enum dz_tokenizer_kind { DZ_TOK_GPT2_BPE, DZ_TOK_LLAMA2C, DZ_TOK_BYTE_BPE, DZ_TOK_SENTENCEPIECE } dz_tokenizer_kind;
+typedef enum dz_tokenizer_kind { DZ_TOK_GPT2_BPE, DZ_TOK_LLAMA2C, DZ_TOK_HF_BPE, DZ_TOK_SENTENCEPIECE } dz_tokenizer_kind;
 
 /* The special tokens a tokenizer declares (tokenizer_config.json, GGUF metadata). */
 typedef enum dz_special { DZ_SPECIAL_BOS, DZ_SPECIAL_EOS, DZ_SPECIAL_PAD, DZ_SPECIAL_UNK, DZ_SPECIAL_COUNT } dz_special;
@@ -32,8 +33,10 @@ enum {
  *  - a folder with tokenizer.json (Hugging Face tokenizers; what transformers 5 saves, with
  *    tokenizer_config.json beside it for bos/eos/pad/unk and add_bos_token), or that file:
  *    byte-level BPE (pre_tokenizer ByteLevel, or Sequence of Split(regex of GPT-2, Llama-3
- *    or Qwen2) or Digits(individual_digits) + ByteLevel). Taken before vocab.json + merges.txt
- *    when a folder has both. Bytes without a token are dropped, as Hugging Face does;
+ *    or Qwen2) or Digits(individual_digits) + ByteLevel), or SentencePiece-style BPE
+ *    (normalizer Prepend + Replace, or pre_tokenizer Metaspace; byte_fallback). Taken before
+ *    vocab.json + merges.txt when a folder has both. Bytes (byte-level) or characters
+ *    without a token are dropped, as Hugging Face does;
  *  - a SentencePiece tokenizer.model (a file so named or ending in .model, or in a folder
  *    without the files above): BPE with byte fallback and the identity normalizer
  *    (Llama-2, TinyLlama, Mistral); encode's DZ_ENCODE_BOS adds its bos (<s>);

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/build.h"
 #include "tokenizer/internal.h"
+#include "tokenizer/unicode.h"
 
 typedef struct encoder {
     const dz_tokenizer *tok;
@@ -27,6 +29,24 @@ static int bpe_pair(const void *ctx, int left, int right, double *key, int *merg
 
 static int output_id(const dz_tokenizer *tok, int id) { return tok->id_map ? tok->id_map[id] : id; }
 
+/* Character BPE's symbols of s[0..len) into sym (room for len): per character its token,
+ * else (byte_fallback) its <0xXX> tokens, else unk_token (fused if fuse_unk), else
+ * nothing, as HF's BPE does. Returns the count. */
+static int char_symbols(const dz_tokenizer *tok, const uint8_t *s, int len, int *sym) {
+    int m = 0, prev_unk = 0;
+    for (int i = 0, clen; i < len; i += clen) {
+        dz_utf8_decode(s + i, (size_t)(len - i), &clen);
+        int id = dz_strmap_find(&tok->bpe_index, &tok->bpe, (const char *)s + i, clen), bytes_ok = 1;
+        for (int k = 0; id < 0 && k < clen; k++) bytes_ok &= tok->byte_id[s[i + k]] >= 0;
+        if (id >= 0) sym[m++] = id;
+        else if (bytes_ok)
+            for (int k = 0; k < clen; k++) sym[m++] = tok->byte_id[s[i + k]];
+        else if (tok->unk_id >= 0 && !(tok->fuse_unk && prev_unk)) sym[m++] = tok->unk_id;
+        prev_unk = id < 0 && !bytes_ok;
+    }
+    return m;
+}
+
 /* One pre-token s[0..len): 0, or -1 out of memory. */
 static int encode_pretoken(encoder *e, const uint8_t *s, int len) {
     const dz_tokenizer *tok = e->tok;
@@ -44,7 +64,9 @@ static int encode_pretoken(encoder *e, const uint8_t *s, int len) {
         e->sym_cap = len;
     }
     int m = 0;
-    if (tok->unk_id < 0) { /* bytes without a token are dropped */
+    if (tok->char_bpe) {
+        m = char_symbols(tok, s, len, e->sym);
+    } else if (tok->unk_id < 0) { /* bytes without a token are dropped */
         for (int k = 0; k < len; k++) {
             int id = tok->byte_id[s[k]];
             e->sym[m] = id;
@@ -64,17 +86,53 @@ static int encode_pretoken(encoder *e, const uint8_t *s, int len) {
     return 0;
 }
 
+static int reserve_prefixed(encoder *e, size_t n) {
+    if (n <= e->prefixed_cap) return 0;
+    uint8_t *p = realloc(e->prefixed, n);
+    if (!p) return -1;
+    e->prefixed = p;
+    e->prefixed_cap = n;
+    return 0;
+}
+
+static int is_metaspace(const uint8_t *s, size_t n, size_t i) {
+    return i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81;
+}
+
+/* Character BPE's segment: " " as U+2581, one prepended by the rule, pre-tokens split
+ * before each U+2581 with Metaspace split, else the whole segment. */
+static int encode_char_segment(encoder *e, const uint8_t *s, size_t n, int first) {
+    const dz_tokenizer *tok = e->tok;
+    if (n == 0) return 0;
+    int starts = s[0] == ' ' || is_metaspace(s, n, 0);
+    int prepend = tok->prepend == DZ_PREPEND_NORMALIZER || (tok->prepend == DZ_PREPEND_ALWAYS && !starts) ||
+                  (tok->prepend == DZ_PREPEND_FIRST && first && !starts);
+    if (reserve_prefixed(e, 3 * n + 3) != 0) return -1;
+    uint8_t *t = e->prefixed;
+    size_t m = 0;
+    if (prepend) t[m++] = 0xE2, t[m++] = 0x96, t[m++] = 0x81;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') t[m++] = 0xE2, t[m++] = 0x96, t[m++] = 0x81;
+        else t[m++] = s[i];
+    }
+    for (size_t i = 0; i < m;) {
+        size_t end = m;
+        if (tok->metaspace_split)
+            for (end = i + 1; end < m && !is_metaspace(t, m, end); end++) {
+            }
+        if (encode_pretoken(e, t + i, (int)(end - i)) != 0) return -1;
+        i = end;
+    }
+    return 0;
+}
+
 /* Text between added tokens: 0, or -1 out of memory. */
-static int encode_segment(encoder *e, const uint8_t *s, size_t n) {
+static int encode_segment(encoder *e, const uint8_t *s, size_t n, int first) {
     const dz_pretok *pt = &e->tok->pretok;
+    if (e->tok->char_bpe) return encode_char_segment(e, s, n, first);
     if (n == 0) return 0;
     if (pt->add_prefix_space && s[0] != ' ') {
-        if (n + 1 > e->prefixed_cap) {
-            uint8_t *p = realloc(e->prefixed, n + 1);
-            if (!p) return -1;
-            e->prefixed = p;
-            e->prefixed_cap = n + 1;
-        }
+        if (reserve_prefixed(e, n + 1) != 0) return -1;
         e->prefixed[0] = ' ';
         memcpy(e->prefixed + 1, s, n);
         s = e->prefixed;
@@ -123,7 +181,7 @@ dz_status dz_gpt2_encode(const dz_tokenizer *tok, const char *text, unsigned fla
     for (size_t i = 0; i < n && !fail;) {
         size_t at = n;
         int k = tok->added.n ? next_added(tok, s, n, i, special, &at) : -1;
-        fail = encode_segment(&e, s + i, at - i);
+        fail = encode_segment(&e, s + i, at - i, i == 0);
         if (k < 0) break;
         int len;
         dz_pieces_get(&tok->pieces, tok->added.id[k], &len);

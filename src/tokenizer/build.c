@@ -27,6 +27,29 @@ static int is_added(const dz_vocab_spec *spec, int id) {
     return spec->types && (spec->types[id] == DZ_TOKEN_CONTROL || spec->types[id] == DZ_TOKEN_USER_DEFINED);
 }
 
+/* What the BPE matches a token string against: byte-level: the bytes it stands for (-1 if
+ * outside the mapping); character BPE: the string itself. out: room for strlen(t) + 1. */
+static int token_bytes(const dz_tokenizer *tok, const int *inv, const char *t, char *out) {
+    if (!tok->char_bpe) return dz_bytelevel_to_bytes(inv, t, out);
+    size_t len = strlen(t);
+    memcpy(out, t, len);
+    return (int)len;
+}
+
+/* Character BPE's text of a token: U+2581 as " ", "<0xXX>" as its byte (HF's decoders
+ * Replace + ByteFallback). out: room for strlen(t). */
+static int decoded_piece(const char *t, char *out) {
+    unsigned b;
+    char end;
+    if (strlen(t) == 6 && sscanf(t, "<0x%2X%c", &b, &end) == 2 && end == '>') return out[0] = (char)b, 1;
+    int m = 0;
+    for (size_t i = 0; t[i]; i++) {
+        if ((uint8_t)t[i] == 0xE2 && (uint8_t)t[i + 1] == 0x96 && (uint8_t)t[i + 2] == 0x81) out[m++] = ' ', i += 2;
+        else out[m++] = t[i];
+    }
+    return m;
+}
+
 /* Token strings: bytes (byte mapping undone) into tok->bpe and tok->pieces; added tokens
  * and strings outside the mapping decode as written. */
 static dz_status read_tokens(dz_tokenizer *tok, const dz_vocab_spec *spec, const int *inv, dz_error *err) {
@@ -47,23 +70,27 @@ static dz_status read_tokens(dz_tokenizer *tok, const dz_vocab_spec *spec, const
             }
             bytes = nb;
         }
-        int blen = dz_bytelevel_to_bytes(inv, t, bytes);
+        int blen = token_bytes(tok, inv, t, bytes);
         if (blen >= 0 && dz_pieces_set(&tok->bpe, id, bytes, blen)) st = oom(spec, err);
-        else if (dz_pieces_set(&tok->pieces, id, blen >= 0 && !is_added(spec, id) ? bytes : t,
-                               blen >= 0 && !is_added(spec, id) ? blen : (int)len))
+        else if (tok->char_bpe && !is_added(spec, id)) blen = decoded_piece(t, bytes);
+        if (st == DZ_OK && dz_pieces_set(&tok->pieces, id, blen >= 0 && !is_added(spec, id) ? bytes : t,
+                                         blen >= 0 && !is_added(spec, id) ? blen : (int)len))
             st = oom(spec, err);
     }
     free(bytes);
     if (st == DZ_OK && dz_strmap_build(&tok->bpe_index, &tok->bpe)) st = oom(spec, err);
     for (int b = 0; st == DZ_OK && b < 256; b++) {
-        char c = (char)b;
-        tok->byte_id[b] = dz_strmap_find(&tok->bpe_index, &tok->bpe, &c, 1); /* -1: dropped, as HF does */
+        char c[8];
+        if (tok->char_bpe) snprintf(c, sizeof c, "<0x%02X>", b); /* byte fallback pieces */
+        else c[0] = (char)b;
+        int id = dz_strmap_find(&tok->bpe_index, &tok->bpe, c, tok->char_bpe ? 6 : 1);
+        tok->byte_id[b] = tok->char_bpe && !spec->byte_fallback ? -1 : id; /* -1: dropped, as HF does */
     }
     return st;
 }
 
 static int symbol_id(const dz_tokenizer *tok, const int *inv, const char *sym, char *scratch) {
-    int blen = dz_bytelevel_to_bytes(inv, sym, scratch);
+    int blen = token_bytes(tok, inv, sym, scratch);
     return blen < 0 ? -1 : dz_strmap_find(&tok->bpe_index, &tok->bpe, scratch, blen);
 }
 
@@ -231,8 +258,11 @@ static dz_status build(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *e
     if (spm) {
         st = build_sentencepiece(tok, spec, err);
     } else {
-        tok->kind = DZ_TOK_BYTE_BPE;
+        tok->kind = DZ_TOK_HF_BPE;
         tok->n_bpe = spec->n_tokens;
+        tok->char_bpe = spec->char_bpe;
+        tok->prepend = spec->prepend;
+        tok->metaspace_split = spec->metaspace_split;
         st = read_tokens(tok, spec, inv, err);
         if (st == DZ_OK) st = read_merges(tok, spec, inv, err);
         if (st == DZ_OK) st = read_added(tok, spec, err);

@@ -19,6 +19,13 @@ typedef enum dz_token_type {
     DZ_TOKEN_BYTE = 6
 } dz_token_type;
 
+typedef enum dz_prepend {
+    DZ_PREPEND_NEVER,
+    DZ_PREPEND_FIRST,  /* Metaspace prepend_scheme "first": the text's first segment, unless it starts with one */
+    DZ_PREPEND_ALWAYS, /* Metaspace "always": every segment between added tokens, unless it starts with one */
+    DZ_PREPEND_NORMALIZER /* normalizer Prepend: every non-empty segment */
+} dz_prepend;
+
 typedef struct dz_vocab_spec {
     const char *source;       /* the file, named in errors */
     const char *model;        /* GGUF tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama"
@@ -39,6 +46,12 @@ typedef struct dz_vocab_spec {
     int add_bos;              /* encode's DZ_ENCODE_BOS prepends bos */
     int bpe_unk;              /* HF BPE model.unk_token id for bytes without a token (-1: dropped) */
     int fuse_unk;
+    /* SentencePiece-style BPE in tokenizer.json (Llama-2, TinyLlama, Mistral): symbols are
+     * characters of the text with " " as U+2581, looked up as written; byte_fallback: a
+     * character without a token becomes its <0xXX> tokens. */
+    int char_bpe, byte_fallback;
+    dz_prepend prepend;      /* where a U+2581 goes before the text */
+    int metaspace_split;     /* Metaspace split: a pre-token starts at every U+2581 */
     int add_dummy_prefix;     /* SentencePiece: " " before non-empty text (default 1) */
     const char *tokens_field, *merges_field; /* names in errors, e.g. "tokenizer.ggml.tokens" */
 } dz_vocab_spec;

@@ -154,7 +154,7 @@ static dz_status check_model(hf_load *L, const cJSON *model, dz_vocab_spec *spec
         return unsupported(L, "model.continuing_subword_prefix", "a subword prefix");
     if (!is_null_or_empty(cJSON_GetObjectItemCaseSensitive(model, "end_of_word_suffix")))
         return unsupported(L, "model.end_of_word_suffix", "a word suffix");
-    if (flag(model, "byte_fallback")) return unsupported(L, "model.byte_fallback", "byte fallback (SentencePiece-style BPE)");
+    spec->byte_fallback = flag(model, "byte_fallback");
     spec->ignore_merges = flag(model, "ignore_merges");
     spec->fuse_unk = flag(model, "fuse_unk");
     return DZ_OK;
@@ -207,6 +207,45 @@ static dz_status read_pretokenizer(hf_load *L, const cJSON *pre, dz_pretok *out)
     }
     if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated") != 0 || flag(first, "invert"))
         return unsupported(L, "pre_tokenizer.pretokenizers[0].behavior", "anything but Isolated, not inverted");
+    return DZ_OK;
+}
+
+static int is_string(const cJSON *obj, const char *key, const char *want) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(v) && !strcmp(v->valuestring, want);
+}
+
+#define METASPACE "\xE2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* SentencePiece-style BPE: normalizer Sequence[Prepend("▁"), Replace(" ", "▁")] with no
+ * pre-tokenizer (Llama-2, TinyLlama), or no normalizer and pre_tokenizer Metaspace
+ * (Mistral, newer Llama-2 files). Sets spec->char_bpe; 0 when the file is neither. */
+static dz_status read_sentencepiece_style(hf_load *L, const cJSON *norm, const cJSON *pre, dz_vocab_spec *spec) {
+    if (norm && !cJSON_IsNull(norm)) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(norm, "normalizers");
+        const cJSON *a = cJSON_GetArrayItem(list, 0), *b = cJSON_GetArrayItem(list, 1);
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(b, "pattern");
+        if (strcmp(type_of(norm), "Sequence") != 0 || cJSON_GetArraySize(list) != 2 || strcmp(type_of(a), "Prepend") ||
+            !is_string(a, "prepend", METASPACE) || strcmp(type_of(b), "Replace") || !is_string(pat, "String", " ") ||
+            !is_string(b, "content", METASPACE))
+            return unsupported(L, "normalizer", type_of(norm)[0] ? type_of(norm) : "this normalizer");
+        if (pre && !cJSON_IsNull(pre)) return unsupported(L, "pre_tokenizer", "a pre-tokenizer after Prepend + Replace");
+        spec->char_bpe = 1;
+        spec->prepend = DZ_PREPEND_NORMALIZER;
+        return DZ_OK;
+    }
+    if (!cJSON_IsObject(pre) || strcmp(type_of(pre), "Metaspace") != 0) return DZ_OK;
+    if (!is_string(pre, "replacement", METASPACE)) return unsupported(L, "pre_tokenizer.replacement", "anything but U+2581");
+    const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(pre, "prepend_scheme");
+    if (cJSON_IsString(scheme)) {
+        if (!strcmp(scheme->valuestring, "first")) spec->prepend = DZ_PREPEND_FIRST;
+        else if (!strcmp(scheme->valuestring, "always")) spec->prepend = DZ_PREPEND_ALWAYS;
+        else if (!strcmp(scheme->valuestring, "never")) spec->prepend = DZ_PREPEND_NEVER;
+        else return unsupported(L, "pre_tokenizer.prepend_scheme", scheme->valuestring);
+    } else spec->prepend = flag(pre, "add_prefix_space") ? DZ_PREPEND_ALWAYS : DZ_PREPEND_NEVER; /* older files */
+    const cJSON *split = cJSON_GetObjectItemCaseSensitive(pre, "split");
+    spec->metaspace_split = split ? cJSON_IsTrue(split) : 1;
+    spec->char_bpe = 1;
     return DZ_OK;
 }
 
@@ -292,15 +331,15 @@ dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tok
     spec.merges_field = "model.merges";
     dz_status st = parse_json(json_path, &root, err);
     const cJSON *model = st == DZ_OK ? cJSON_GetObjectItemCaseSensitive(root, "model") : NULL;
-    if (st == DZ_OK) {
-        const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-        if (norm && !cJSON_IsNull(norm)) st = unsupported(&L, "normalizer", type_of(norm));
-    }
+    const cJSON *pre = st == DZ_OK ? cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer") : NULL;
+    if (st == DZ_OK) st = read_sentencepiece_style(&L, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), pre, &spec);
     if (st == DZ_OK) st = check_model(&L, model, &spec);
+    if (st == DZ_OK && spec.byte_fallback && !spec.char_bpe)
+        st = unsupported(&L, "model.byte_fallback", "byte fallback with a byte-level pre-tokenizer");
     if (st == DZ_OK)
         st = read_vocab(&L, cJSON_GetObjectItemCaseSensitive(model, "vocab"), cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
     if (st == DZ_OK) st = read_merges(&L, cJSON_GetObjectItemCaseSensitive(model, "merges"));
-    if (st == DZ_OK) st = read_pretokenizer(&L, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &spec.pretok);
+    if (st == DZ_OK && !spec.char_bpe) st = read_pretokenizer(&L, pre, &spec.pretok);
     if (st == DZ_OK) st = read_post_processor(&L, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), &spec);
     if (st == DZ_OK) {
         const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");

@@ -111,6 +111,9 @@ struct dz_tokenizer {
     dz_pieces bpe;        /* the BPE vocabulary as bytes (byte-level HF / GGUF tokenizers only) */
     dz_strmap bpe_index;
     dz_added_tokens added;
+    int char_bpe;          /* symbols are characters looked up in bpe (SentencePiece-style tokenizer.json) */
+    int prepend;           /* dz_prepend (build.h) */
+    int metaspace_split;
 
     /* llama2.c and SentencePiece (pieces with U+2581 as " ") */
     float *scores;
@@ -142,7 +145,7 @@ int dz_bytelevel_to_bytes(const int inv[DZ_BYTE_MAP_SIZE], const char *s, char *
 /* The other way: bytes[0..len) as their token string into out (room for 2 * len + 1). */
 int dz_bytelevel_from_bytes(const char *bytes, int len, char *out);
 
-/* Writes dir/tokenizer.json + dir/tokenizer_config.json for a DZ_TOK_BYTE_BPE tokenizer. */
+/* Writes dir/tokenizer.json + dir/tokenizer_config.json for a DZ_TOK_HF_BPE tokenizer. */
 dz_status dz_save_tokenizer_json(const dz_tokenizer *tok, const char *dir, dz_error *err);
 
 /* 1 + the largest id encode can produce from bytes and merges (start/end tokens included). */

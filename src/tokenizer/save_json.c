@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/util.h"
+#include "tokenizer/build.h"
 #include "tokenizer/internal.h"
 
 typedef struct writer {
@@ -28,7 +29,8 @@ static const char *token_string(writer *w, int id) {
     int len;
     const char *bytes = dz_pieces_get(&w->tok->bpe, id, &len);
     if (bytes && !is_added(w->tok, id, NULL)) {
-        dz_bytelevel_from_bytes(bytes, len, w->scratch);
+        if (w->tok->char_bpe) memcpy(w->scratch, bytes, (size_t)len), w->scratch[len] = '\0'; /* as written */
+        else dz_bytelevel_from_bytes(bytes, len, w->scratch);
         return w->scratch;
     }
     const char *text = dz_pieces_get(&w->tok->pieces, id, &len);
@@ -56,8 +58,60 @@ static cJSON *byte_level(writer *w, int use_regex, int prefix) {
     return o;
 }
 
+#define METASPACE "\xE2\x96\x81"
+
+/* SentencePiece-style: the normalizer Prepend + Replace (NULL otherwise). */
+static cJSON *normalizer(writer *w) {
+    if (!w->tok->char_bpe || w->tok->prepend != DZ_PREPEND_NORMALIZER) return cJSON_CreateNull();
+    cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray(), *prep = cJSON_CreateObject();
+    cJSON *rep = cJSON_CreateObject(), *pat = cJSON_CreateObject();
+    add(w, seq, "type", str("Sequence"));
+    add(w, seq, "normalizers", list);
+    add(w, list, NULL, prep);
+    add(w, prep, "type", str("Prepend"));
+    add(w, prep, "prepend", str(METASPACE));
+    add(w, list, NULL, rep);
+    add(w, rep, "type", str("Replace"));
+    add(w, rep, "pattern", pat);
+    add(w, pat, "String", str(" "));
+    add(w, rep, "content", str(METASPACE));
+    return seq;
+}
+
+static cJSON *metaspace(writer *w) {
+    static const char *const scheme[] = {[DZ_PREPEND_NEVER] = "never", [DZ_PREPEND_FIRST] = "first", [DZ_PREPEND_ALWAYS] = "always"};
+    if (w->tok->prepend == DZ_PREPEND_NORMALIZER) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    add(w, o, "type", str("Metaspace"));
+    add(w, o, "replacement", str(METASPACE));
+    add(w, o, "prepend_scheme", str(scheme[w->tok->prepend]));
+    add(w, o, "split", cJSON_CreateBool(w->tok->metaspace_split));
+    return o;
+}
+
+/* Replace("▁", " "), ByteFallback, Fuse, Strip(" ", 1, 0): as Llama-2's tokenizer.json. */
+static cJSON *sentencepiece_decoder(writer *w) {
+    cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray();
+    add(w, seq, "type", str("Sequence"));
+    add(w, seq, "decoders", list);
+    cJSON *rep = add(w, list, NULL, cJSON_CreateObject()), *pat = cJSON_CreateObject();
+    add(w, rep, "type", str("Replace"));
+    add(w, rep, "pattern", pat);
+    add(w, pat, "String", str(METASPACE));
+    add(w, rep, "content", str(" "));
+    add(w, add(w, list, NULL, cJSON_CreateObject()), "type", str("ByteFallback"));
+    add(w, add(w, list, NULL, cJSON_CreateObject()), "type", str("Fuse"));
+    cJSON *strip = add(w, list, NULL, cJSON_CreateObject());
+    add(w, strip, "type", str("Strip"));
+    add(w, strip, "content", str(" "));
+    add(w, strip, "start", cJSON_CreateNumber(1));
+    add(w, strip, "stop", cJSON_CreateNumber(0));
+    return seq;
+}
+
 static cJSON *pre_tokenizer(writer *w) {
     const dz_pretok *p = &w->tok->pretok;
+    if (w->tok->char_bpe) return metaspace(w);
     if (p->pattern == DZ_PATTERN_GPT2 && !p->split_digits) return byte_level(w, 1, p->add_prefix_space);
     cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray(), *first = cJSON_CreateObject();
     add(w, seq, "type", str("Sequence"));
@@ -125,7 +179,7 @@ static cJSON *model(writer *w) {
     add(w, m, "continuing_subword_prefix", cJSON_CreateNull());
     add(w, m, "end_of_word_suffix", cJSON_CreateNull());
     add(w, m, "fuse_unk", cJSON_CreateBool(tok->fuse_unk));
-    add(w, m, "byte_fallback", cJSON_CreateFalse());
+    add(w, m, "byte_fallback", cJSON_CreateBool(tok->char_bpe && tok->byte_id[0] >= 0));
     add(w, m, "ignore_merges", cJSON_CreateBool(tok->ignore_merges));
     add(w, m, "vocab", vocab);
     add(w, m, "merges", merges);
@@ -169,10 +223,10 @@ static cJSON *tokenizer_json(writer *w) {
         add(w, a, "normalized", cJSON_CreateFalse());
         add(w, a, "special", cJSON_CreateBool(tok->added.special[k]));
     }
-    add(w, root, "normalizer", cJSON_CreateNull());
+    add(w, root, "normalizer", normalizer(w));
     add(w, root, "pre_tokenizer", pre_tokenizer(w));
     add(w, root, "post_processor", post_processor(w));
-    add(w, root, "decoder", byte_level(w, 1, 1));
+    add(w, root, "decoder", tok->char_bpe ? sentencepiece_decoder(w) : byte_level(w, 1, 1));
     add(w, root, "model", model(w));
     return root;
 }
