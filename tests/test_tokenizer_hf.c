@@ -270,6 +270,26 @@ static void sentencepiece_check(int round_trip) {
 static void sentencepiece_matches_spm(void **state) { (void)state, sentencepiece_check(0); }
 static void sentencepiece_save_round_trip(void **state) { (void)state, sentencepiece_check(1); }
 
+/* Encode speed on SmolLM2's tokenizer (17 added tokens to look for), for the record. */
+static void smollm2_encode_speed(void **state) {
+    (void)state;
+    char train[4096], dir[4096];
+    asset_or_skip(train, sizeof train, "sst2/train.tsv");
+    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    sst2_lines s;
+    assert_int_equal(sst2_read(train, &s), 0);
+    dz_tokenizer *tok = load(dir, 0);
+    int ids[4096];
+    long total = 0;
+    double t0 = dz_now();
+    for (int k = 2; k <= s.count; k++) total += dz_tokenizer_encode(tok, s.line[k], 1, ids, 4096, NULL);
+    double dt = dz_now() - t0;
+    print_message("SmolLM2 encode: %d SST-2 train sentences, %ld tokens in %.3f s = %.2f M tokens/s\n", s.count - 1,
+                  total, dt, total / dt / 1e6);
+    dz_tokenizer_free(tok);
+    sst2_free(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(smollm2_matches_hf),        cmocka_unit_test(gpt2_pattern_matches_hf),
@@ -279,7 +299,7 @@ int main(void) {
         cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(unsupported_files_are_refused),
         cmocka_unit_test(from_vocab_arrays),         cmocka_unit_test(smollm2_save_round_trip),
         cmocka_unit_test(small_save_round_trip),     cmocka_unit_test(sentencepiece_matches_spm),
-        cmocka_unit_test(sentencepiece_save_round_trip),
+        cmocka_unit_test(sentencepiece_save_round_trip), cmocka_unit_test(smollm2_encode_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
