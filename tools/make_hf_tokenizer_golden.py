@@ -8,7 +8,7 @@ Face `tokenizers` itself (the Rust library transformers 5 uses):
       llama3 Split(Llama-3's regex) + ByteLevel, merges as [a, b] pairs, ignore_merges, tokens
              unreachable by merges, <|begin_of_text|> added by the post-processor (bos), a
              non-special added token, tokenizer_config.json;
-      qwen2  Split(Qwen2's regex) + ByteLevel;
+      qwen2  Split(Qwen2's regex) + ByteLevel, normalizer NFC (as Qwen2's files);
       digits Digits(individual_digits) + ByteLevel (SmolLM's original pre-tokenizer);
     and SentencePiece-style BPE (train_sentencepiece_style): llama2 (Prepend + Replace
     normalizer), metaspace (Metaspace pre-tokenizer), both with byte fallback;
@@ -47,7 +47,9 @@ EXTRA = [
     "(hello) [world]", "\thello", "\nhello", " \u00a0hello", "...hello", "\u201chello\u201d", "--x--",
     "a  b   c    d", "end   ", "   start", "\u3000\u4e2d\u6587", "\u4e2d\u6587\u65e5\u672c\u8a9e\ud55c\uad6d\uc5b4",
     "!\x04!", "\x04\x06\x13\x14\x16", "x\x1dy", "a\x04b", "\u00c0\u00c1", "\U00050000\U00090000 \U000f0000",
-    "\U0001F600\U0001F600\U0001F600", "caf\u00e9 na\u00efve", "e\u0301e\u0301", "\u0915\u094d\u0937\u093e",
+    "\U0001F600\U0001F600\U0001F600", "e\u0301\u0323", "e\u0323\u0301", "\u1e0b\u0323", "\u212b\u2126\u00c5",
+    "\u1100\u1161\u11a8 \u1100\u1161", "\uac00\u11a8", "\u0958\u0959", "\u0344\u0301", "a\u0328\u0301\u0328",
+    "\u0f73\u0f75\u0f81", "\u1026\u102e", "\U0001d15e\U0001d160", "\u3099\u304b\u3099", "\u0301a", "caf\u00e9 na\u00efve", "e\u0301e\u0301", "\u0915\u094d\u0937\u093e",
 ]
 
 
@@ -82,7 +84,7 @@ def sst2_train(assets, count):
 
 
 def train_small(name, corpus, assets):
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     pats = {
         "llama3": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
@@ -98,6 +100,8 @@ def train_small(name, corpus, assets):
             pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     else:
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if name == "qwen2":  # as Qwen2's own tokenizer.json
+        tok.normalizer = normalizers.NFC()
     tok.decoder = decoders.ByteLevel()
     alphabet = [] if name == "gpt2" else pre_tokenizers.ByteLevel.alphabet()
     trainer = trainers.BpeTrainer(vocab_size=1200, initial_alphabet=alphabet, special_tokens=["<|endoftext|>"],

@@ -7,6 +7,7 @@
 
 #include "tokenizer/build.h"
 #include "tokenizer/internal.h"
+#include "tokenizer/nfc.h"
 #include "tokenizer/unicode.h"
 
 typedef struct encoder {
@@ -126,10 +127,9 @@ static int encode_char_segment(encoder *e, const uint8_t *s, size_t n, int first
     return 0;
 }
 
-/* Text between added tokens: 0, or -1 out of memory. */
-static int encode_segment(encoder *e, const uint8_t *s, size_t n, int first) {
+/* Byte-level text between added tokens: 0, or -1 out of memory. */
+static int encode_byte_segment(encoder *e, const uint8_t *s, size_t n) {
     const dz_pretok *pt = &e->tok->pretok;
-    if (e->tok->char_bpe) return encode_char_segment(e, s, n, first);
     if (n == 0) return 0;
     if (pt->add_prefix_space && s[0] != ' ') {
         if (reserve_prefixed(e, n + 1) != 0) return -1;
@@ -148,6 +148,18 @@ static int encode_segment(encoder *e, const uint8_t *s, size_t n, int first) {
         piece = piece_end;
     }
     return 0;
+}
+
+/* Text between added tokens, NFC-normalized first when the tokenizer says so. */
+static int encode_segment(encoder *e, const uint8_t *s, size_t n, int first) {
+    uint8_t *normalized = NULL;
+    if (e->tok->nfc && dz_nfc_may_change(s, n)) {
+        if (dz_nfc(s, n, &normalized, &n) != 0) return -1;
+        s = normalized;
+    }
+    int rc = e->tok->char_bpe ? encode_char_segment(e, s, n, first) : encode_byte_segment(e, s, n);
+    free(normalized);
+    return rc;
 }
 
 /* The leftmost added token in s[from..n) that may be matched (longest at that position):

@@ -263,6 +263,7 @@ static dz_status build(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *e
         tok->char_bpe = spec->char_bpe;
         tok->prepend = spec->prepend;
         tok->metaspace_split = spec->metaspace_split;
+        tok->nfc = spec->nfc;
         st = read_tokens(tok, spec, inv, err);
         if (st == DZ_OK) st = read_merges(tok, spec, inv, err);
         if (st == DZ_OK) st = read_added(tok, spec, err);

@@ -52,6 +52,7 @@ typedef struct dz_vocab_spec {
     int char_bpe, byte_fallback;
     dz_prepend prepend;      /* where a U+2581 goes before the text */
     int metaspace_split;     /* Metaspace split: a pre-token starts at every U+2581 */
+    int nfc;                 /* Unicode NFC before pre-tokenization (tokenizer.json normalizer NFC) */
     int add_dummy_prefix;     /* SentencePiece: " " before non-empty text (default 1) */
     const char *tokens_field, *merges_field; /* names in errors, e.g. "tokenizer.ggml.tokens" */
 } dz_vocab_spec;

@@ -221,6 +221,10 @@ static int is_string(const cJSON *obj, const char *key, const char *want) {
  * pre-tokenizer (Llama-2, TinyLlama), or no normalizer and pre_tokenizer Metaspace
  * (Mistral, newer Llama-2 files). Sets spec->char_bpe; 0 when the file is neither. */
 static dz_status read_sentencepiece_style(hf_load *L, const cJSON *norm, const cJSON *pre, dz_vocab_spec *spec) {
+    if (cJSON_IsObject(norm) && !strcmp(type_of(norm), "NFC")) { /* Qwen2: NFC before a byte-level pipeline */
+        spec->nfc = 1;
+        return DZ_OK;
+    }
     if (norm && !cJSON_IsNull(norm)) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(norm, "normalizers");
         const cJSON *a = cJSON_GetArrayItem(list, 0), *b = cJSON_GetArrayItem(list, 1);

@@ -114,6 +114,7 @@ struct dz_tokenizer {
     int char_bpe;          /* symbols are characters looked up in bpe (SentencePiece-style tokenizer.json) */
     int prepend;           /* dz_prepend (build.h) */
     int metaspace_split;
+    int nfc;               /* tokenizer.json normalizer NFC (Qwen2) */
 
     /* llama2.c and SentencePiece (pieces with U+2581 as " ") */
     float *scores;

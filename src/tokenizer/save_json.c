@@ -62,6 +62,11 @@ static cJSON *byte_level(writer *w, int use_regex, int prefix) {
 
 /* SentencePiece-style: the normalizer Prepend + Replace (NULL otherwise). */
 static cJSON *normalizer(writer *w) {
+    if (w->tok->nfc) {
+        cJSON *o = cJSON_CreateObject();
+        add(w, o, "type", str("NFC"));
+        return o;
+    }
     if (!w->tok->char_bpe || w->tok->prepend != DZ_PREPEND_NORMALIZER) return cJSON_CreateNull();
     cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray(), *prep = cJSON_CreateObject();
     cJSON *rep = cJSON_CreateObject(), *pat = cJSON_CreateObject();
