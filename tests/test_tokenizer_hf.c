@@ -56,6 +56,24 @@ static void smollm2_matches_hf(void **state) {
     check_golden(dir, "hf_smollm2_golden.jsonl", 49152, 0);
 }
 
+/* The tokenizer in the GGUF file's metadata (pre-tokenizer "smollm": SmolLM2's original
+ * Digits + ByteLevel) against HF with that pre-tokenizer. (The asset's tokenizer.json lost
+ * the digit split: the ids differ on whitespace before digits, "  123".) */
+static void smollm2_gguf_matches_hf(void **state) {
+    (void)state;
+    char path[4096];
+    asset_or_skip(path, sizeof path, "smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf");
+    check_golden(path, "hf_smollm2_gguf_golden.jsonl", 49152, 0);
+    dz_tokenizer *tok = load(path, 0);
+    assert_int_equal(dz_tokenizer_bos(tok), -1); /* tokenizer.ggml.add_bos_token false */
+    print_message("GGUF specials: bos %d eos %d pad %d unk %d\n", dz_tokenizer_special(tok, DZ_SPECIAL_BOS),
+                  dz_tokenizer_special(tok, DZ_SPECIAL_EOS), dz_tokenizer_special(tok, DZ_SPECIAL_PAD),
+                  dz_tokenizer_special(tok, DZ_SPECIAL_UNK));
+    assert_int_equal(dz_tokenizer_special(tok, DZ_SPECIAL_BOS), 1);
+    assert_int_equal(dz_tokenizer_eos(tok), 2);
+    dz_tokenizer_free(tok);
+}
+
 /* dz_tokenizer_save_hf writes tokenizer.json + tokenizer_config.json that load back the same. */
 static void smollm2_save_round_trip(void **state) {
     (void)state;
@@ -292,7 +310,7 @@ static void smollm2_encode_speed(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(smollm2_matches_hf),        cmocka_unit_test(gpt2_pattern_matches_hf),
+        cmocka_unit_test(smollm2_matches_hf),        cmocka_unit_test(smollm2_gguf_matches_hf),        cmocka_unit_test(gpt2_pattern_matches_hf),
         cmocka_unit_test(llama3_pattern_matches_hf), cmocka_unit_test(qwen2_pattern_matches_hf),
         cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(sentencepiece_style_llama2_matches_hf),
         cmocka_unit_test(sentencepiece_style_metaspace_matches_hf),   cmocka_unit_test(smollm2_specials),

@@ -1,6 +1,7 @@
 """Golden ids for distzo's tokenizer.json reader (tests/test_tokenizer_hf.c), from Hugging
 Face `tokenizers` itself (the Rust library transformers 5 uses):
-  - SmolLM2-135M's tokenizer as transformers 5 saves it (ASSETS/smollm2-135m/hf-tokenizer);
+  - SmolLM2-135M's tokenizer as transformers 5 saves it (ASSETS/smollm2-135m/hf-tokenizer), and
+    with SmolLM2's original pre-tokenizer (Digits + ByteLevel), which the GGUF's "smollm" names;
   - small byte-level BPE tokenizers, one per pre-tokenizer pattern, trained here with the
     tokenizers API on SST-2 text and saved as test data (tests/data/tokenizer/hf_small/NAME/):
       gpt2   ByteLevel (GPT-2's regex), merges as "a b" strings, trained without the full byte
@@ -200,6 +201,12 @@ def main():
     smol = Tokenizer.from_file(os.path.join(assets, "smollm2-135m", "hf-tokenizer", "tokenizer.json"))
     assert smol.encode("Hello world").ids == [19556, 905], smol.encode("Hello world").ids
     write_jsonl(os.path.join(OUT, "hf_smollm2_golden.jsonl"), golden(smol, rows, text_of))
+    # The GGUF's pre-tokenizer "smollm" is SmolLM2's original one, Digits(individual_digits)
+    # then ByteLevel, which the asset's transformers-5 tokenizer.json lost: "  123" differs.
+    from tokenizers import pre_tokenizers
+    smol.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    write_jsonl(os.path.join(OUT, "hf_smollm2_gguf_golden.jsonl"), golden(smol, rows, text_of))
     corpus = sst2_train(assets, 4000) + generated_strings()[:200]
     random.Random(7).shuffle(corpus)
     for name in ["gpt2", "llama3", "qwen2", "digits"]:

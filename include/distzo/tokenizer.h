@@ -40,6 +40,8 @@ enum {
  *  - a SentencePiece tokenizer.model (a file so named or ending in .model, or in a folder
  *    without the files above): BPE with byte fallback and the identity normalizer
  *    (Llama-2, TinyLlama, Mistral); encode's DZ_ENCODE_BOS adds its bos (<s>);
+ *  - a .gguf file: the tokenizer in its metadata (tokenizer.ggml.*: byte-level BPE "gpt2"
+ *    with pre-tokenizer gpt2, smollm, llama-bpe or qwen2; SentencePiece "llama");
  *  - any other file: a llama2.c tokenizer.bin (vocab_size entries; pass 0 to read up to EOF).
  *    vocab_size is ignored for GPT-2 BPE files.
  * Errors name the file and the line or field. */

@@ -62,4 +62,10 @@ dz_vocab_spec dz_vocab_spec_init(const char *source);
 
 dz_status dz_tokenizer_from_vocab(const dz_vocab_spec *spec, dz_tokenizer **out, dz_error *err);
 
+/* The tokenizer of an open GGUF file (tokenizer.ggml.model, pre, tokens, merges, token_type,
+ * scores, bos/eos/padding/unknown ids, add_bos_token), through dz_tokenizer_from_vocab.
+ * dz_tokenizer_load(path.gguf) does the same for a path. */
+struct dz_gguf;
+dz_status dz_tokenizer_from_gguf(const struct dz_gguf *g, dz_tokenizer **out, dz_error *err);
+
 #endif

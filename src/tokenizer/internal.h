@@ -129,6 +129,10 @@ struct dz_tokenizer {
 /* A zeroed tokenizer with every optional id -1 (NULL when out of memory). */
 dz_tokenizer *dz_tokenizer_alloc(void);
 
+/* The tokenizer in a GGUF file's tokenizer.ggml.* metadata (src/tokenizer/gguf_vocab.c;
+ * dz_tokenizer_from_gguf, for a file already open, is declared in build.h). */
+dz_status dz_gguf_tokenizer_load(const char *path, dz_tokenizer **out, dz_error *err);
+
 /* A SentencePiece tokenizer.model (ModelProto, BPE with byte fallback). */
 dz_status dz_sentencepiece_load(const char *path, dz_tokenizer **out, dz_error *err);
 /* Writes dir/tokenizer.model for a DZ_TOK_SENTENCEPIECE tokenizer. */

@@ -97,6 +97,10 @@ dz_status dz_tokenizer_load(const char *path, int vocab_size, dz_tokenizer **out
     else if (!gpt2_file_files(path, f, err, &st)) gpt2 = 0;
     size_t plen = strlen(path);
     if (st == DZ_OK && !gpt2 && plen >= 6 && !strcmp(path + plen - 6, ".model")) snprintf(f->spm, sizeof f->spm, "%s", path);
+    if (st == DZ_OK && !gpt2 && plen >= 5 && !strcmp(path + plen - 5, ".gguf")) {
+        free(f);
+        return dz_gguf_tokenizer_load(path, out, err);
+    }
     if (st == DZ_OK && f->spm[0]) {
         st = dz_sentencepiece_load(f->spm, out, err);
         free(f);
