@@ -285,6 +285,49 @@ static void sentencepiece_check(int round_trip) {
     dz_tokenizer_free(tok);
 }
 
+/* Every truncation of a real tokenizer.model, and single-byte corruptions of it, load or
+ * fail with an error naming the file: never a crash or a read past the end (ASan). */
+static void sentencepiece_damaged_files_fail_cleanly(void **state) {
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer/spm_small/tokenizer.model", DZ_TEST_DATA);
+    char *buf;
+    size_t len;
+    dz_error err;
+    assert_int_equal(dz_read_file(path, &buf, &len, &err), DZ_OK);
+    scratch s;
+    scratch_make(&s);
+    int failed = 0, loaded = 0;
+    for (size_t cut = 0; cut < len; cut += 1 + cut / 64) {
+        const char *p = scratch_write(&s, "tokenizer.model", buf, cut);
+        dz_tokenizer *tok = NULL;
+        dz_error e = {0};
+        if (dz_tokenizer_load(p, 0, &tok, &e) == DZ_OK) loaded++, dz_tokenizer_free(tok);
+        else failed++, assert_non_null(strstr(e.msg, "tokenizer.model"));
+    }
+    uint32_t rng = 12345;
+    for (int k = 0; k < 300; k++) {
+        rng = rng * 1664525u + 1013904223u;
+        size_t at = (rng >> 8) % len;
+        char saved = buf[at];
+        buf[at] = (char)(rng >> 24);
+        const char *p = scratch_write(&s, "tokenizer.model", buf, len);
+        buf[at] = saved;
+        dz_tokenizer *tok = NULL;
+        dz_error e = {0};
+        if (dz_tokenizer_load(p, 0, &tok, &e) == DZ_OK) {
+            int ids[64];
+            dz_tokenizer_encode(tok, "it 's a charming journey", 1, ids, 64, NULL);
+            loaded++, dz_tokenizer_free(tok);
+        } else failed++, assert_non_null(strstr(e.msg, "tokenizer.model"));
+    }
+    print_message("damaged tokenizer.model files: %d refused, %d loaded\n", failed, loaded);
+    assert_true(failed > 0);
+    const char *names[] = {"tokenizer.model", NULL};
+    scratch_free(&s, names);
+    free(buf);
+}
+
 static void sentencepiece_matches_spm(void **state) { (void)state, sentencepiece_check(0); }
 static void sentencepiece_save_round_trip(void **state) { (void)state, sentencepiece_check(1); }
 
@@ -317,7 +360,7 @@ int main(void) {
         cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(unsupported_files_are_refused),
         cmocka_unit_test(from_vocab_arrays),         cmocka_unit_test(smollm2_save_round_trip),
         cmocka_unit_test(small_save_round_trip),     cmocka_unit_test(sentencepiece_matches_spm),
-        cmocka_unit_test(sentencepiece_save_round_trip), cmocka_unit_test(smollm2_encode_speed),
+        cmocka_unit_test(sentencepiece_save_round_trip), cmocka_unit_test(sentencepiece_damaged_files_fail_cleanly), cmocka_unit_test(smollm2_encode_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
