@@ -8,7 +8,7 @@ Face `tokenizers` itself (the Rust library transformers 5 uses):
              alphabet (so bytes without a token are dropped, as in SmolLM2's vocabulary);
       llama3 Split(Llama-3's regex) + ByteLevel, merges as [a, b] pairs, ignore_merges, tokens
              unreachable by merges, <|begin_of_text|> added by the post-processor (bos), a
-             non-special added token, tokenizer_config.json;
+             non-special added token, added tokens with lstrip/rstrip, tokenizer_config.json;
       qwen2  Split(Qwen2's regex) + ByteLevel, normalizer NFC (as Qwen2's files);
       digits Digits(individual_digits) + ByteLevel (SmolLM's original pre-tokenizer);
     and SentencePiece-style BPE (train_sentencepiece_style): llama2 (Prepend + Replace
@@ -39,6 +39,8 @@ SPECIAL_TEXT = [
     "<|endoftext|>", "a<|endoftext|>b", "<|endoftext|><|endoftext|>", " <|im_end|> ", "<|im_start", "<|im_start|",
     "<|begin_of_text|>Hi", "x<|eot_id|>", "<tool>call</tool>", "<tool><tool>", " <tool> ", "<repo_name>x<file_sep>",
     "<|begin_of_text|><|begin_of_text|>", "<|im_start|><|im_end|>",
+    "a <mask> b", "a  \t<mask>\n\n b", "<mask>", " <mask>", "<mask> ", "x\u3000<mask>\u00a0y", "<mask><mask>  <mask>",
+    "a <sep> b", "a  <sep>  b", "<sep> x", "  <sep>", "\u00e9 <sep>",
 ]
 
 EXTRA = [
@@ -85,7 +87,7 @@ def sst2_train(assets, count):
 
 
 def train_small(name, corpus, assets):
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     pats = {
         "llama3": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
@@ -119,8 +121,8 @@ def train_small(name, corpus, assets):
                 vocab[w] = len(vocab)
     tok = Tokenizer.from_str(json.dumps(d))
     if name == "llama3":
-        tok.add_special_tokens(["<|begin_of_text|>", "<|eot_id|>"])
-        tok.add_tokens(["<tool>"])
+        tok.add_special_tokens(["<|begin_of_text|>", "<|eot_id|>", AddedToken("<mask>", lstrip=True, rstrip=True)])
+        tok.add_tokens(["<tool>", AddedToken("<sep>", lstrip=True)])
         bos = tok.token_to_id("<|begin_of_text|>")
         tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
                                                            special_tokens=[("<|begin_of_text|>", bos)])

@@ -162,9 +162,16 @@ static int encode_segment(encoder *e, const uint8_t *s, size_t n, int first) {
     return rc;
 }
 
+static int is_space_at(const uint8_t *s, size_t n, size_t i, int *len) {
+    int32_t cp = dz_utf8_decode(s + i, n - i, len);
+    return cp >= 0 && dz_uni_class_of((uint32_t)cp) == DZ_UNI_SPACE;
+}
+
 /* The leftmost added token in s[from..n) that may be matched (longest at that position):
- * its index in tok->added and *at, or -1. */
-static int next_added(const dz_tokenizer *tok, const uint8_t *s, size_t n, size_t from, int special, size_t *at) {
+ * its index in tok->added, with [*at, *end) the text it takes (its lstrip/rstrip whitespace
+ * included, as HF's AddedVocabulary does), or -1. */
+static int next_added(const dz_tokenizer *tok, const uint8_t *s, size_t n, size_t from, int special, size_t *at,
+                      size_t *end) {
     const dz_added_tokens *a = &tok->added;
     for (size_t i = from; i < n; i++) {
         if (!a->first_byte[s[i]]) continue;
@@ -176,10 +183,21 @@ static int next_added(const dz_tokenizer *tok, const uint8_t *s, size_t n, size_
             if (t && len > best_len && (size_t)len <= n - i && (uint8_t)t[0] == s[i] && !memcmp(t, s + i, (size_t)len))
                 best = k, best_len = len;
         }
-        if (best >= 0) {
-            *at = i;
-            return best;
-        }
+        if (best < 0) continue;
+        size_t start = i, stop = i + (size_t)best_len;
+        int len;
+        if (a->strip[best] & DZ_STRIP_LEFT)
+            for (size_t j = start; j > from;) {
+                size_t back = j - 1;
+                while (back > from && (s[back] & 0xC0) == 0x80) back--;
+                if (!is_space_at(s, n, back, &len) || back + (size_t)len != j) break;
+                start = j = back;
+            }
+        if (a->strip[best] & DZ_STRIP_RIGHT)
+            while (stop < n && is_space_at(s, n, stop, &len)) stop += (size_t)len;
+        *at = start;
+        *end = stop;
+        return best;
     }
     return -1;
 }
@@ -191,14 +209,12 @@ dz_status dz_gpt2_encode(const dz_tokenizer *tok, const char *text, unsigned fla
     encoder e = {.tok = tok, .out = out};
     int special = (flags & DZ_ENCODE_SPECIAL) != 0, fail = 0;
     for (size_t i = 0; i < n && !fail;) {
-        size_t at = n;
-        int k = tok->added.n ? next_added(tok, s, n, i, special, &at) : -1;
+        size_t at = n, end = n;
+        int k = tok->added.n ? next_added(tok, s, n, i, special, &at, &end) : -1;
         fail = encode_segment(&e, s + i, at - i, i == 0);
         if (k < 0) break;
-        int len;
-        dz_pieces_get(&tok->pieces, tok->added.id[k], &len);
         dz_sink_push(out, tok->added.id[k]);
-        i = at + (size_t)len;
+        i = end;
     }
     free(e.sym);
     free(e.prefixed);

@@ -153,11 +153,13 @@ static dz_status read_added(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_err
     if (!count) return DZ_OK;
     tok->added.id = malloc((size_t)count * sizeof *tok->added.id);
     tok->added.special = malloc((size_t)count);
-    if (!tok->added.id || !tok->added.special) return oom(spec, err);
+    tok->added.strip = malloc((size_t)count);
+    if (!tok->added.id || !tok->added.special || !tok->added.strip) return oom(spec, err);
     for (int id = 0; id < spec->n_tokens; id++)
         if (is_added(spec, id) && spec->tokens[id] && spec->tokens[id][0]) {
             tok->added.id[tok->added.n] = id;
             tok->added.first_byte[(uint8_t)spec->tokens[id][0]] = 1;
+            tok->added.strip[tok->added.n] = spec->strip ? spec->strip[id] & (DZ_STRIP_LEFT | DZ_STRIP_RIGHT) : 0;
             tok->added.special[tok->added.n++] = spec->types[id] == DZ_TOKEN_CONTROL;
         }
     return DZ_OK;

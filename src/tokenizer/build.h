@@ -39,6 +39,7 @@ typedef struct dz_vocab_spec {
     int n_tokens;
     const int32_t *types;     /* [n_tokens] dz_token_type, or NULL (all normal) */
     const float *scores;      /* [n_tokens] or NULL (unused by byte-level BPE) */
+    const uint8_t *strip;     /* [n_tokens] or NULL: added tokens' lstrip (1) / rstrip (2) bits */
     const char *const *merges; /* [n_merges], best first: "a b", or the left symbols when merges_right */
     const char *const *merges_right; /* NULL, or [n_merges] right symbols (tokenizer.json's pair form) */
     int n_merges;

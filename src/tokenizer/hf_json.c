@@ -16,6 +16,7 @@ typedef struct hf_load {
     dz_error *err;
     const char **tokens;
     int32_t *types;
+    uint8_t *strip;
     const char **left, **right;
     int n_tokens, n_merges;
 } hf_load;
@@ -86,7 +87,8 @@ static dz_status read_vocab(hf_load *L, const cJSON *vocab, const cJSON *added) 
     L->n_tokens = max_id + 1;
     L->tokens = calloc((size_t)L->n_tokens, sizeof *L->tokens);
     L->types = malloc((size_t)L->n_tokens * sizeof *L->types);
-    if (!L->tokens || !L->types) return dz_fail(L->err, DZ_ERR_NOMEM, "%s: out of memory", L->path);
+    L->strip = calloc((size_t)L->n_tokens, 1);
+    if (!L->tokens || !L->types || !L->strip) return dz_fail(L->err, DZ_ERR_NOMEM, "%s: out of memory", L->path);
     for (int i = 0; i < L->n_tokens; i++) L->types[i] = DZ_TOKEN_NORMAL;
     for (const cJSON *e = vocab->child; e; e = e->next) {
         int id = as_id(e);
@@ -99,11 +101,12 @@ static dz_status read_vocab(hf_load *L, const cJSON *vocab, const cJSON *added) 
     for (const cJSON *a = added ? added->child : NULL; a; a = a->next) {
         int id = as_id(cJSON_GetObjectItemCaseSensitive(a, "id"));
         const char *content = cJSON_GetObjectItemCaseSensitive(a, "content")->valuestring;
-        if (flag(a, "lstrip") || flag(a, "rstrip") || flag(a, "single_word")) {
-            dz_fail(L->err, DZ_ERR_UNSUPPORTED, "%s: added_tokens: \"%.80s\": lstrip/rstrip/single_word is not supported",
-                    L->path, content);
+        if (flag(a, "single_word")) {
+            dz_fail(L->err, DZ_ERR_UNSUPPORTED, "%s: added_tokens: \"%.80s\": single_word is not supported", L->path,
+                    content);
             return DZ_ERR_UNSUPPORTED;
         }
+        L->strip[id] = (uint8_t)((flag(a, "lstrip") ? DZ_STRIP_LEFT : 0) | (flag(a, "rstrip") ? DZ_STRIP_RIGHT : 0));
         L->tokens[id] = content; /* the added token's text wins over a model.vocab entry of that id */
         L->types[id] = flag(a, "special") ? DZ_TOKEN_CONTROL : DZ_TOKEN_USER_DEFINED;
     }
@@ -359,6 +362,7 @@ dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tok
         spec.tokens = L.tokens;
         spec.n_tokens = L.n_tokens;
         spec.types = L.types;
+        spec.strip = L.strip;
         spec.merges = L.left;
         spec.merges_right = L.right;
         spec.n_merges = L.n_merges;
@@ -366,6 +370,7 @@ dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tok
     }
     free(L.tokens);
     free(L.types);
+    free(L.strip);
     free(L.left);
     free(L.right);
     cJSON_Delete(root);

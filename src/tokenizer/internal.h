@@ -86,10 +86,13 @@ static inline void dz_sink_push(dz_id_sink *s, int id) {
 /* Added tokens (tokenizer.json's added_tokens, GGUF's control and user-defined tokens):
  * found in the text before pre-tokenization, leftmost first, longest at a position. Special
  * ones only when the caller asks for special-token parsing; the others always, as HF does. */
+enum { DZ_STRIP_LEFT = 1, DZ_STRIP_RIGHT = 2 };
+
 typedef struct dz_added_tokens {
     int n;
     int *id;          /* their text is the id's piece */
     uint8_t *special; /* 1: special (control) token */
+    uint8_t *strip;   /* DZ_STRIP_* bits: whitespace around the token it takes (HF lstrip/rstrip) */
     uint8_t first_byte[256]; /* 1: some added token starts with this byte */
 } dz_added_tokens;
 

@@ -223,8 +223,8 @@ static cJSON *tokenizer_json(writer *w) {
         add(w, a, "id", cJSON_CreateNumber(tok->added.id[k]));
         add(w, a, "content", str(token_string(w, tok->added.id[k])));
         add(w, a, "single_word", cJSON_CreateFalse());
-        add(w, a, "lstrip", cJSON_CreateFalse());
-        add(w, a, "rstrip", cJSON_CreateFalse());
+        add(w, a, "lstrip", cJSON_CreateBool(tok->added.strip[k] & DZ_STRIP_LEFT));
+        add(w, a, "rstrip", cJSON_CreateBool(tok->added.strip[k] & DZ_STRIP_RIGHT));
         add(w, a, "normalized", cJSON_CreateFalse());
         add(w, a, "special", cJSON_CreateBool(tok->added.special[k]));
     }

@@ -147,6 +147,7 @@ void dz_tokenizer_free(dz_tokenizer *tok) {
     dz_strmap_free(&tok->bpe_index);
     free(tok->added.id);
     free(tok->added.special);
+    free(tok->added.strip);
     free(tok);
 }
 
