@@ -145,6 +145,21 @@ static void smollm2_specials(void **state) {
     dz_tokenizer_free(tok);
 }
 
+/* Llama-2-style decode: "▁" is a space, <0xXX> its byte, the prefix space dropped after <s>. */
+static void sentencepiece_style_decode(void **state) {
+    (void)state;
+    char dir[4096], buf[64], text[256] = "";
+    snprintf(dir, sizeof dir, "%s/tokenizer/hf_small/llama2", DZ_TEST_DATA);
+    dz_tokenizer *tok = load(dir, 0);
+    int ids[64];
+    const char *in = "the film \xe2\x82\xac 1 \xf0\x9f\x98\x80";
+    int n = encode(tok, in, DZ_ENCODE_BOS, ids);
+    assert_true(n > 3 && ids[0] == dz_tokenizer_bos(tok));
+    for (int i = 1; i < n; i++) strcat(text, dz_tokenizer_decode(tok, ids[i - 1], ids[i], buf, sizeof buf));
+    assert_string_equal(text, in);
+    dz_tokenizer_free(tok);
+}
+
 static void llama3_bos_from_template(void **state) {
     (void)state;
     char dir[4096];
@@ -357,7 +372,7 @@ int main(void) {
         cmocka_unit_test(llama3_pattern_matches_hf), cmocka_unit_test(qwen2_pattern_matches_hf),
         cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(sentencepiece_style_llama2_matches_hf),
         cmocka_unit_test(sentencepiece_style_metaspace_matches_hf),   cmocka_unit_test(smollm2_specials),
-        cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(unsupported_files_are_refused),
+        cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(sentencepiece_style_decode),  cmocka_unit_test(unsupported_files_are_refused),
         cmocka_unit_test(from_vocab_arrays),         cmocka_unit_test(smollm2_save_round_trip),
         cmocka_unit_test(small_save_round_trip),     cmocka_unit_test(sentencepiece_matches_spm),
         cmocka_unit_test(sentencepiece_save_round_trip), cmocka_unit_test(sentencepiece_damaged_files_fail_cleanly), cmocka_unit_test(smollm2_encode_speed),

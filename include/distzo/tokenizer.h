@@ -78,8 +78,8 @@ int dz_tokenizer_encode_flags(const dz_tokenizer *tok, const char *text, unsigne
 
 /* The text of one token id, as bytes (NUL-terminated; may hold a partial UTF-8 char),
  * truncated to cap - 1 bytes. Special tokens give their vocabulary text ("</s>"), as HF's decode
- * does without skip_special_tokens. prev_id lets llama2.c strip the dummy-prefix space
- * after BOS; llama2.c's <0xXX> tokens give the raw byte. Returns "" for unknown ids. */
+ * does without skip_special_tokens. prev_id lets llama2.c and SentencePiece-style tokenizers
+ * strip the dummy-prefix space after BOS; <0xXX> byte-fallback tokens give the raw byte. Returns "" for unknown ids. */
 const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, char *buf, int cap);
 
 /* Writes the tokenizer into folder dir (created if missing; files replaced atomically),

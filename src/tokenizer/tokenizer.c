@@ -186,6 +186,9 @@ const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, ch
     int len;
     const char *piece = dz_pieces_get(&tok->pieces, id, &len);
     if (!piece) return "";
+    /* SentencePiece-style: the prepended space goes after BOS (HF's Strip decoder) */
+    if (tok->char_bpe && prev_id >= 0 && prev_id == tok->special[DZ_SPECIAL_BOS] && len > 0 && piece[0] == ' ')
+        piece++, len--;
     if (len > cap - 1) len = cap - 1;
     memcpy(buf, piece, (size_t)len);
     buf[len] = '\0';
