@@ -242,7 +242,7 @@ static dz_status build(dz_tokenizer *tok, const dz_vocab_spec *spec, dz_error *e
     if (spec->pre && !spm) {
         if (dz_pretok_from_gguf_name(spec->pre, &tok->pretok) != 0)
             return dz_fail(err, DZ_ERR_UNSUPPORTED,
-                           "%s: tokenizer.ggml.pre \"%s\" is not supported (gpt2, smollm, llama-bpe, qwen2)",
+                           "%s: tokenizer.ggml.pre \"%s\" is not supported (gpt2, smollm, llama-bpe, qwen2; a file without the key gets llama.cpp's \"default\")",
                            spec->source, spec->pre);
         tok->ignore_merges = tok->pretok.pattern == DZ_PATTERN_LLAMA3;
     }
