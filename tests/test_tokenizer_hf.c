@@ -88,8 +88,8 @@ static void smollm2_save_round_trip(void **state) {
 
 static void small_save_round_trip(void **state) {
     (void)state;
-    const char *names[] = {"gpt2", "llama3", "qwen2", "digits", "llama2", "metaspace"};
-    for (int k = 0; k < 6; k++) {
+    const char *names[] = {"gpt2", "llama3", "qwen2", "digits", "llama2", "metaspace", "gemma"};
+    for (int k = 0; k < 7; k++) {
         char dir[4096], golden_name[64];
         snprintf(dir, sizeof dir, "%s/tokenizer/hf_small/%s", DZ_TEST_DATA, names[k]);
         snprintf(golden_name, sizeof golden_name, "hf_%s_golden.jsonl", names[k]);
@@ -110,6 +110,7 @@ static void qwen2_pattern_matches_hf(void **state) { (void)state, small_tokenize
 static void digits_split_matches_hf(void **state) { (void)state, small_tokenizer("digits", 0); }
 static void sentencepiece_style_llama2_matches_hf(void **state) { (void)state, small_tokenizer("llama2", 0); }
 static void sentencepiece_style_metaspace_matches_hf(void **state) { (void)state, small_tokenizer("metaspace", 0); }
+static void sentencepiece_style_gemma_matches_hf(void **state) { (void)state, small_tokenizer("gemma", 0); }
 
 static int encode(const dz_tokenizer *tok, const char *text, unsigned flags, int *ids) {
     return dz_tokenizer_encode_flags(tok, text, flags, ids, 64, NULL);
@@ -371,7 +372,7 @@ int main(void) {
         cmocka_unit_test(smollm2_matches_hf),        cmocka_unit_test(smollm2_gguf_matches_hf),        cmocka_unit_test(gpt2_pattern_matches_hf),
         cmocka_unit_test(llama3_pattern_matches_hf), cmocka_unit_test(qwen2_pattern_matches_hf),
         cmocka_unit_test(digits_split_matches_hf),   cmocka_unit_test(sentencepiece_style_llama2_matches_hf),
-        cmocka_unit_test(sentencepiece_style_metaspace_matches_hf),   cmocka_unit_test(smollm2_specials),
+        cmocka_unit_test(sentencepiece_style_metaspace_matches_hf), cmocka_unit_test(sentencepiece_style_gemma_matches_hf),   cmocka_unit_test(smollm2_specials),
         cmocka_unit_test(llama3_bos_from_template),  cmocka_unit_test(sentencepiece_style_decode),  cmocka_unit_test(unsupported_files_are_refused),
         cmocka_unit_test(from_vocab_arrays),         cmocka_unit_test(smollm2_save_round_trip),
         cmocka_unit_test(small_save_round_trip),     cmocka_unit_test(sentencepiece_matches_spm),

@@ -12,7 +12,7 @@ Face `tokenizers` itself (the Rust library transformers 5 uses):
       qwen2  Split(Qwen2's regex) + ByteLevel, normalizer NFC (as Qwen2's files);
       digits Digits(individual_digits) + ByteLevel (SmolLM's original pre-tokenizer);
     and SentencePiece-style BPE (train_sentencepiece_style): llama2 (Prepend + Replace
-    normalizer), metaspace (Metaspace pre-tokenizer), both with byte fallback;
+    normalizer), gemma (Replace only), metaspace (Metaspace pre-tokenizer), with byte fallback;
   - a small SentencePiece BPE tokenizer.model (tests/data/tokenizer/spm_small/), set up as
     Llama-2's, with ids from the sentencepiece library ("ids" with <s>, "ids_nobos").
 Each golden row: {"text"} or {"sst2_dev_line"} (as tools/make_tokenizer_golden.py), "ids"
@@ -21,6 +21,9 @@ tokens, i.e. distzo's DZ_ENCODE_BOS), and "ids_special" (special tokens parsed, 
 DZ_ENCODE_BOS | DZ_ENCODE_SPECIAL) where it differs and on the special-token strings.
 
 Run:   tools/.venv/bin/python tools/make_hf_tokenizer_golden.py [ASSETS]   (tokenizers==0.23.3)
+The trainer's limit_alphabet breaks frequency ties in hash order, so the SentencePiece-style
+tokenizers (llama2, metaspace, gemma) come out with their rare characters in another order
+on each run: a tokenizer and its golden always change together, and either is valid.
 """
 import json
 import os
@@ -138,7 +141,7 @@ def train_small(name, corpus, assets):
 
 def train_sentencepiece_style(name, corpus):
     """SentencePiece-style BPE as tokenizer.json writes it: "llama2" with the normalizer
-    Prepend("▁") + Replace(" ", "▁") (Llama-2, TinyLlama), "metaspace" with the Metaspace
+    Prepend("▁") + Replace(" ", "▁") (Llama-2, TinyLlama), "gemma" with Replace alone, "metaspace" with the Metaspace
     pre-tokenizer, prepend_scheme first (Mistral, newer files); byte fallback with
     <0x00>..<0xFF> in the vocabulary, a limited alphabet (so it is used), <s> added by the
     post-processor, fuse_unk."""
@@ -147,6 +150,8 @@ def train_sentencepiece_style(name, corpus):
     tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
     if name == "llama2":
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    elif name == "gemma":
+        tok.normalizer = normalizers.Replace(" ", "\u2581")
     else:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
@@ -214,7 +219,7 @@ def main():
     for name in ["gpt2", "llama3", "qwen2", "digits"]:
         tok = train_small(name, corpus if name != "gpt2" else sst2_train(assets, 4000), assets)
         write_jsonl(os.path.join(OUT, "hf_%s_golden.jsonl" % name), golden(tok, rows, text_of))
-    for name in ["llama2", "metaspace"]:
+    for name in ["llama2", "metaspace", "gemma"]:
         tok = train_sentencepiece_style(name, corpus)
         write_jsonl(os.path.join(OUT, "hf_%s_golden.jsonl" % name), golden(tok, rows, text_of))
     make_sentencepiece(assets, rows, text_of)

@@ -221,11 +221,20 @@ static int is_string(const cJSON *obj, const char *key, const char *want) {
 #define METASPACE "\xE2\x96\x81" /* U+2581, SentencePiece's space */
 
 /* SentencePiece-style BPE: normalizer Sequence[Prepend("▁"), Replace(" ", "▁")] with no
- * pre-tokenizer (Llama-2, TinyLlama), or no normalizer and pre_tokenizer Metaspace
+ * pre-tokenizer (Llama-2, TinyLlama), Replace(" ", "▁") alone (Gemma), or no normalizer and pre_tokenizer Metaspace
  * (Mistral, newer Llama-2 files). Sets spec->char_bpe; 0 when the file is neither. */
 static dz_status read_sentencepiece_style(hf_load *L, const cJSON *norm, const cJSON *pre, dz_vocab_spec *spec) {
     if (cJSON_IsObject(norm) && !strcmp(type_of(norm), "NFC")) { /* Qwen2: NFC before a byte-level pipeline */
         spec->nfc = 1;
+        return DZ_OK;
+    }
+    if (cJSON_IsObject(norm) && !strcmp(type_of(norm), "Replace")) { /* Gemma: spaces replaced, nothing prepended */
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(norm, "pattern");
+        if (!is_string(pat, "String", " ") || !is_string(norm, "content", METASPACE))
+            return unsupported(L, "normalizer", "a Replace other than \" \" -> U+2581");
+        if (pre && !cJSON_IsNull(pre)) return unsupported(L, "pre_tokenizer", "a pre-tokenizer after Replace");
+        spec->char_bpe = 1;
+        spec->prepend = DZ_PREPEND_NEVER;
         return DZ_OK;
     }
     if (norm && !cJSON_IsNull(norm)) {

@@ -67,9 +67,17 @@ static cJSON *normalizer(writer *w) {
         add(w, o, "type", str("NFC"));
         return o;
     }
-    if (!w->tok->char_bpe || w->tok->prepend != DZ_PREPEND_NORMALIZER) return cJSON_CreateNull();
-    cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray(), *prep = cJSON_CreateObject();
+    if (!w->tok->char_bpe || (w->tok->prepend != DZ_PREPEND_NORMALIZER && w->tok->prepend != DZ_PREPEND_NEVER))
+        return cJSON_CreateNull();
     cJSON *rep = cJSON_CreateObject(), *pat = cJSON_CreateObject();
+    if (w->tok->prepend == DZ_PREPEND_NEVER) { /* Gemma: Replace alone */
+        add(w, rep, "type", str("Replace"));
+        add(w, rep, "pattern", pat);
+        add(w, pat, "String", str(" "));
+        add(w, rep, "content", str(METASPACE));
+        return rep;
+    }
+    cJSON *seq = cJSON_CreateObject(), *list = cJSON_CreateArray(), *prep = cJSON_CreateObject();
     add(w, seq, "type", str("Sequence"));
     add(w, seq, "normalizers", list);
     add(w, list, NULL, prep);
@@ -85,7 +93,7 @@ static cJSON *normalizer(writer *w) {
 
 static cJSON *metaspace(writer *w) {
     static const char *const scheme[] = {[DZ_PREPEND_NEVER] = "never", [DZ_PREPEND_FIRST] = "first", [DZ_PREPEND_ALWAYS] = "always"};
-    if (w->tok->prepend == DZ_PREPEND_NORMALIZER) return cJSON_CreateNull();
+    if (w->tok->prepend == DZ_PREPEND_NORMALIZER || w->tok->prepend == DZ_PREPEND_NEVER) return cJSON_CreateNull();
     cJSON *o = cJSON_CreateObject();
     add(w, o, "type", str("Metaspace"));
     add(w, o, "replacement", str(METASPACE));
