@@ -81,7 +81,7 @@ typedef struct node_share {
 
 struct dz_pipeline {
     dz_model *m;
-    dz_pipeline_noise z;
+    dz_pipeline_perturbation z;
     uint32_t draw; /* the draw the working copies and the perturbed source carry */
     working_set ws;
     pending_update upd;

@@ -4,7 +4,7 @@
 #include "core/util.h"
 #include "pipeline/internal.h"
 
-dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_noise *z, dz_pipeline **out,
+dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z, dz_pipeline **out,
                              dz_error *err) {
     *out = NULL;
     dz_pipeline *p = calloc(1, sizeof *p);

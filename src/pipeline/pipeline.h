@@ -27,7 +27,7 @@
 #include "distzo/error.h"
 #include "distzo/model.h"
 #include "store/store.h"
-#include "zo/perturb.h"
+#include "zo/perturb.h" /* the span kernels: backend ops once they are (CMakeLists.txt) */
 
 /* The most samples a pending update combines (g[0..q-1]). */
 enum { DZ_PIPELINE_MAX_Q = 64 };
@@ -35,15 +35,15 @@ enum { DZ_PIPELINE_MAX_Q = 64 };
 typedef struct dz_pipeline dz_pipeline;
 
 /* The perturbation the working copies carry: z of (seed, tensor, draw, element). */
-typedef struct dz_pipeline_noise {
+typedef struct dz_pipeline_perturbation {
     uint64_t seed;
     float eps;
     dz_zdist dist;
-} dz_pipeline_noise;
+} dz_pipeline_perturbation;
 
 /* m's masters (owned, f32 or bf16: the caller checks) in memory; f gives the row buffer's
  * size (dz_forward_row_floats). */
-dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_noise *z, dz_pipeline **out,
+dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z, dz_pipeline **out,
                              dz_error *err);
 void dz_pipeline_free(dz_pipeline *p);
 

@@ -13,8 +13,8 @@ dz_status dz_pipeline_use_store(dz_pipeline *p, dz_store *s, dz_error *err) {
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
     const dz_param_table *t = dz_model_params(p->m);
     const int g = ws->n_blocks - 1;
-    const int first_global = ws->block_first_span[g] < ws->block_first_span[g + 1] ? ws->spans[ws->block_first_span[g]].id
-                                                                                    : t->count - 1;
+    const int first_global =
+        ws->block_first_span[g] < ws->block_first_span[g + 1] ? ws->spans[ws->block_first_span[g]].id : t->count - 1;
     p->io.stream_globals = dz_model_tensor(p->m, first_global) == NULL; /* the model let go of it */
     const size_t esz = dz_dtype_size(dz_model_dtype(p->m));
     if (!(ws->wplus[1] = dz_alloc(ws->block_floats * sizeof(float))) ||

@@ -75,7 +75,9 @@ void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0) {
 
 /* With masters shared by a node's ranks, span k is this rank's when k mod n_slices is its
  * slice. */
-int dz_ws_my_span(const dz_pipeline *p, int k) { return p->node.n_slices <= 1 || k % p->node.n_slices == p->node.slice; }
+int dz_ws_my_span(const dz_pipeline *p, int k) {
+    return p->node.n_slices <= 1 || k % p->node.n_slices == p->node.slice;
+}
 
 dz_status dz_ws_node_barrier(dz_pipeline *p, dz_error *err) {
     return p->node.n_slices > 1 ? p->node.barrier(p->node.ctx, err) : DZ_OK;
@@ -89,7 +91,8 @@ dz_status dz_pipeline_share_node(dz_pipeline *p, const dz_pipeline_node *node, d
     if (p->io.store)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
     if (!node->work) return dz_fail(err, DZ_ERR_INVALID, "zo: sliced fills need working buffers shared by the node");
-    p->node = (node_share){.slice = node->slice, .n_slices = node->n_slices, .barrier = node->barrier, .ctx = node->ctx};
+    p->node = (node_share){
+        .slice = node->slice, .n_slices = node->n_slices, .barrier = node->barrier, .ctx = node->ctx};
     working_set *ws = &p->ws;
     if (ws->own_work) { /* the node's one pair replaces this rank's own */
         dz_free(ws->wplus[0]);

@@ -26,7 +26,8 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     e->f = f;
     e->p = *p;
     e->par.signs = 3;
-    const dz_pipeline_noise z = {.seed = p->seed, .eps = p->eps, .dist = p->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN};
+    const dz_pipeline_perturbation z = {
+        .seed = p->seed, .eps = p->eps, .dist = p->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN};
     dz_status st = dz_pipeline_create(m, f, &z, &e->pipe, err);
     const size_t rows = logprob_rows(f);
     for (int sign = 0; st == DZ_OK && sign < 2; sign++) {
