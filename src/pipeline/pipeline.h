@@ -81,7 +81,8 @@ dz_status dz_pipeline_flush(dz_pipeline *p, dz_error *err);
 
 dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err);
 /* Layer l's working copies (in order l = 0, 1, ...): w[0][role] = w+, w[1][role] = w-
- * (NULL for a role the layer lacks), valid until the call for layer l + 2. */
+ * (NULL for a role the layer lacks), valid until the next call (which starts refilling
+ * them: the caller is then done with layer l). */
 dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err);
 dz_status dz_pipeline_end_layers(dz_pipeline *p, dz_error *err);
 /* Rows of the global block as the perturbation sees them: even streams theta + eps z,
