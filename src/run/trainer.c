@@ -99,6 +99,7 @@ static dz_status build_set(const trainer *tr, const dz_dataset *ds, dz_class_set
 static dz_status load_split(trainer *tr, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
     dz_status st = load_examples(tr, c->train_data, &tr->pool, err);
+    if (st == DZ_OK && !tr->lm) st = dz_dataset_require_labels(&tr->pool, err); /* train and dev rows */
     if (st == DZ_OK && c->test_data) st = load_examples(tr, c->test_data, &tr->test, err);
     if (st != DZ_OK) return st;
     dz_dataset drawn;
