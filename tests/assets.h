@@ -35,7 +35,7 @@ static inline void test_asset_path(char *out, size_t cap, const char *rel) {
     snprintf(out, cap, "%s/%s", test_assets_dir(), rel);
     if (access(out, R_OK) == 0) return;
     if (test_assets_required())
-        fail_msg("asset %s not found: set DISTZO_ASSETS to the shared assets folder (its README.md lists the files), "
+        fail_msg("asset %s not found: set DISTZO_ASSETS to the shared assets folder (README.md lists its files), "
                  "or configure with -DDZ_REQUIRE_ASSETS=OFF to skip the tests that need it", out);
     print_message("SKIP: asset %s not found (DZ_REQUIRE_ASSETS=0)\n", out);
     g_assets_skipped = 1;

@@ -29,7 +29,7 @@ have_assets() {
       assets_skipped=1
       return 1
     fi
-    echo "FAIL: asset $dir/$f not found: set DISTZO_ASSETS to the shared assets folder (its README.md lists" \
+    echo "FAIL: asset $dir/$f not found: set DISTZO_ASSETS to the shared assets folder (README.md lists its" \
          "the files), or configure with -DDZ_REQUIRE_ASSETS=OFF to skip the tests that need it"
     exit 1
   done
