@@ -25,6 +25,7 @@ typedef struct dz_train_config {
     dz_lr_schedule schedule;
     uint64_t seed;
     int eval_every, checkpoint_every, log_sync_every, max_bad_steps, eval_batch;
+    int keep_checkpoints;     /* numbered checkpoints kept (Hugging Face's save_total_limit; default 1) */
     int lm_seq;               /* LM: tokens per training window (0: the model's maximum) */
     int share_prompts;        /* classification: each example's prompt computed once for all its candidates */
     const char *store;        /* NULL or "ram": masters in memory; "disk:PATH": layer masters in a file */

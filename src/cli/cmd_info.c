@@ -15,7 +15,7 @@ int dz_cmd_info(int argc, char **argv) {
         {0},
     };
     const dz_cmd_spec spec = {"info", "MODEL [options]",
-                              "Describes MODEL (a Hugging Face folder or a llama2.c .bin).", 1, 1, opts};
+                              "Describes MODEL (a Hugging Face folder, a .gguf file or a llama2.c .bin).", 1, 1, opts};
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

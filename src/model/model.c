@@ -84,23 +84,27 @@ dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err) {
         return st == DZ_OK ? dz_config_validate(cfg, cfg_path, err) : st;
     }
     if (ends_with(path, ".bin")) return dz_config_from_llama2c(path, cfg, err);
+    if (ends_with(path, ".gguf")) return dz_config_from_gguf(path, cfg, err);
     if (!dz_file_exists(path)) return dz_fail(err, DZ_ERR_IO, "%s: no such file or folder", path);
     return dz_fail(err, DZ_ERR_UNSUPPORTED,
-                   "%s: not a model: expected a Hugging Face folder (config.json + safetensors) or a llama2.c .bin "
-                   "checkpoint", path);
+                   "%s: not a model: expected a Hugging Face folder (config.json + safetensors), a .gguf file "
+                   "or a llama2.c .bin checkpoint", path);
 }
 
 int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, size_t cap) {
     char cand[PATH_MAX];
     out[0] = '\0';
     if (dz_is_dir(path)) { /* an HF folder holds its tokenizer's files */
-        static const char *markers[] = {"vocab.json", "encoder.json"};
-        for (int i = 0; i < 2; i++)
+        static const char *markers[] = {"tokenizer.json", "vocab.json", "encoder.json"};
+        for (int i = 0; i < 3; i++)
             if (dz_path_join(cand, sizeof cand, path, markers[i]) == 0 && dz_file_exists(cand)) {
                 snprintf(out, cap, "%s", path);
                 return 1;
             }
-        return 0;
+        /* a checkpoint of a llama2.c model keeps the llama2.c tokenizer beside its weights */
+        if (dz_path_join(cand, sizeof cand, path, "tokenizer.bin") != 0 || !dz_file_exists(cand)) return 0;
+        snprintf(out, cap, "%s", cand);
+        return 1;
     }
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
@@ -129,11 +133,25 @@ static int64_t first_non_finite(const void *x, dz_dtype t, size_t n) {
     return -1;
 }
 
-/* A checkpoint with an Inf or NaN weight would train on garbage: refuse it at load. */
+/* A checkpoint with an Inf or NaN weight would train on garbage: refuse it at load. A
+ * tensor still mapped from the file is read in slices whose pages are dropped again, so
+ * the check does not make the file resident (a store is written from the mapping
+ * tensor by tensor to keep the peak low). */
 static dz_status check_finite(const dz_model *m, dz_error *err) {
+    enum { SLICE = 1 << 22 };
+    const size_t esz = dz_dtype_size(m->dtype);
     for (int id = 0; id < m->table.count; id++) {
         const dz_param *p = &m->table.params[id];
-        const int64_t at = first_non_finite(m->data[id], m->dtype, (size_t)dz_param_numel(p));
+        const size_t n = (size_t)dz_param_numel(p);
+        const int mapped = dz_model_tensor_mapped(m, id);
+        int64_t at = -1;
+        for (size_t i = 0; i < n && at < 0; i += SLICE) {
+            const size_t k = n - i < SLICE ? n - i : SLICE;
+            const char *x = (const char *)m->data[id] + i * esz;
+            const int64_t j = first_non_finite(x, m->dtype, k);
+            if (j >= 0) at = (int64_t)i + j;
+            if (mapped) release_pages(x, k * esz);
+        }
         if (at >= 0)
             return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' has a non-finite value at element %lld (row %lld)",
                            m->path, p->hf_name, (long long)at, (long long)(at / p->cols));
@@ -152,12 +170,14 @@ dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_err
         st = dz_model_load_hf(m, path, err);
     } else if (ends_with(path, ".bin")) {
         st = dz_model_load_llama2c(m, path, err);
+    } else if (ends_with(path, ".gguf")) {
+        st = dz_model_load_gguf(m, path, err);
     } else if (!dz_file_exists(path)) {
         st = dz_fail(err, DZ_ERR_IO, "%s: no such file or folder", path);
     } else {
         st = dz_fail(err, DZ_ERR_UNSUPPORTED,
-                     "%s: not a model: expected a Hugging Face folder (config.json + safetensors) "
-                     "or a llama2.c .bin checkpoint", path);
+                     "%s: not a model: expected a Hugging Face folder (config.json + safetensors), "
+                     "a .gguf file or a llama2.c .bin checkpoint", path);
     }
     if (st == DZ_OK) st = check_finite(m, err);
     if (st != DZ_OK) {

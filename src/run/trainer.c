@@ -44,6 +44,7 @@ void dz_train_config_default(dz_train_config *c) {
     c->checkpoint_every = 1000;
     c->log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT;
     c->max_bad_steps = 5;
+    c->keep_checkpoints = 1;
     c->eval_batch = 64;
     c->share_prompts = 1;
 }
@@ -221,10 +222,11 @@ static dz_status checkpoint(trainer *tr, const char *name, int steps_done, doubl
     if (st != DZ_OK) return st;
     char js[256];
     state_json(js, sizeof js, steps_done, best_dev, best_step, best_test);
-    if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, err);
+    if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, tr->cfg.keep_checkpoints, err);
     st = dz_store_save_resident(tr->store, tr->m, err);
     if (st == DZ_OK)
-        st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store), err);
+        st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store),
+                                 tr->cfg.keep_checkpoints, err);
     return st;
 }
 
@@ -701,7 +703,7 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     if (st == DZ_OK) st = dz_zo_engine_create(m, f, &zp, &e, err);
     if (st == DZ_OK && store) st = dz_zo_engine_use_store(e, store, err);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
-    if (st == DZ_OK) st = dz_seedlog_open(path, NULL, 0, &log, err);
+    if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
         const dz_seedlog_record r = dz_seedlog_get(log, i);
         if (isfinite(r.g[0])) dz_zo_apply(e, r.step, r.lr, r.g);
