@@ -67,8 +67,6 @@ static dz_plan_request request(int nodes, int rpn, double mem_mb) {
     r.seq = 24;
     r.threads = 2;
     r.overhead = 10.0 * 1048576, r.overhead_mpi = 20.0 * 1048576;
-    r.engine_bytes = dz_zo_engine_bytes_for;
-    r.store_bytes = dz_zo_store_bytes_for;
     return r;
 }
 

@@ -125,8 +125,6 @@ int dz_cmd_plan(int argc, char **argv) {
                             dz_preset_names());
     }
     if (r.seq == 0) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
-    r.engine_bytes = dz_zo_engine_bytes_for;
-    r.store_bytes = dz_zo_store_bytes_for;
     dz_plan p;
     if (dz_plan_make(&r, &p, &err) != DZ_OK) return dz_cli_fail(&err);
     if (json) print_json(model, &r, &p);

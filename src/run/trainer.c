@@ -180,14 +180,14 @@ static dz_status evaluate(trainer *tr, const dz_class_set *cs, double *score, dz
     *score = NAN;
     const int n = cs->n_examples;
     if (n == 0) return DZ_OK;
-    dz_zo_flush(tr->e); /* evaluation never sees stale weights */
+    dz_status st = dz_zo_flush(tr->e, err); /* evaluation never sees stale weights */
+    if (st != DZ_OK) return st;
     const dz_weight_source w = dz_zo_master_source(tr->e);
     int lo, hi;
     dz_layout_share(n, tr->lay.n, tr->lay.rank, &lo, &hi);
     double *pairs = tr->eval_pairs;
     memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
     const dz_class_set v = class_view(cs, lo, hi);
-    dz_status st = DZ_OK;
     if (hi > lo && tr->lm) {
         double nll;
         st = dz_lm_evaluate(tr->f, &w, &v, tr->cfg.eval_batch, pairs + 2 * (size_t)lo, &nll, err);
@@ -198,6 +198,7 @@ static dz_status evaluate(trainer *tr, const dz_class_set *cs, double *score, dz
             pairs[2 * (size_t)(lo + i) + 1] = v.labels[i] >= 0;
         }
     }
+    if (st == DZ_OK) st = dz_zo_source_status(tr->e, err); /* a store read that failed inside the forward */
     if (st == DZ_OK) st = dz_comm_sum_f64(tr->comm, pairs, 2 * (size_t)n, err);
     if (st != DZ_OK) return st;
     double a = 0.0, b = 0.0;
@@ -216,9 +217,9 @@ static void state_json(char *buf, size_t cap, int steps_done, double best_dev, i
 
 static dz_status checkpoint(trainer *tr, const char *name, int steps_done, double best_dev, int best_step,
                             double best_test, dz_error *err) {
-    dz_zo_flush(tr->e); /* every rank: with shared masters the flush is collective */
-    if (!tr->rank0) return DZ_OK;
-    dz_status st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
+    dz_status st = dz_zo_flush(tr->e, err); /* every rank: with shared masters the flush is collective */
+    if (st != DZ_OK || !tr->rank0) return st;
+    st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
     if (st != DZ_OK) return st;
     char js[256];
     state_json(js, sizeof js, steps_done, best_dev, best_step, best_test);
@@ -401,7 +402,8 @@ static dz_status resume_state(trainer *tr, const dz_seedlog_header *h, const cha
     if (st == DZ_OK) st = dz_comm_bcast(tr->comm, recs, sizeof *recs * count, 0, err);
     tr->best_dev = best[0], tr->best_test = best[1], tr->best_step = (int)best[2];
     for (size_t i = 0; st == DZ_OK && i < count; i++)
-        if (isfinite(recs[i].g[0])) dz_zo_apply(tr->e, recs[i].step, recs[i].lr, recs[i].g); /* NaN: a skipped step */
+        if (isfinite(recs[i].g[0])) /* NaN: a skipped step */
+            st = dz_zo_apply(tr->e, recs[i].step, recs[i].lr, recs[i].g, err);
     free(recs);
     if (st == DZ_OK && tr->rank0)
         dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log", tr->run_dir,
@@ -514,14 +516,16 @@ static void teardown(trainer *tr) {
  * that hold their own copy), catches divergence or corruption. */
 static dz_status verify_replicas(trainer *tr, int done, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
-    dz_zo_flush(tr->e);
+    dz_status st = dz_zo_flush(tr->e, err);
+    if (st != DZ_OK) return st;
     const int node_rank = dz_comm_node_rank(tr->comm), node = dz_comm_node(tr->comm);
     if (c->test_corrupt_step == done && node == c->test_corrupt_node && (node_rank == 0 || !tr->node_shared) &&
         !tr->store)
         ((unsigned char *)dz_model_tensor(tr->m, 0))[0] ^= 1; /* tests: one flipped bit on one node */
     const int slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1;
-    uint64_t sum = dz_zo_checksum_slice(tr->e, tr->node_shared ? node_rank : 0, slices), lo, hi;
-    dz_status st = tr->node_shared ? dz_comm_node_sum_u64(tr->comm, &sum, 1, err) : DZ_OK;
+    uint64_t sum = 0, lo, hi;
+    st = dz_zo_checksum_slice(tr->e, tr->node_shared ? node_rank : 0, slices, &sum, err);
+    if (st == DZ_OK && tr->node_shared) st = dz_comm_node_sum_u64(tr->comm, &sum, 1, err);
     if (st == DZ_OK) st = dz_comm_minmax_u64(tr->comm, sum, &lo, &hi, err);
     if (st != DZ_OK) return st;
     if (lo != hi)
@@ -618,7 +622,7 @@ static dz_status run(trainer *tr, int start, int resume, dz_train_progress_cb cb
         if (cb) cb(&p, user);
         res->steps_done = done;
     }
-    dz_zo_flush(tr->e);
+    if (st == DZ_OK) st = dz_zo_flush(tr->e, err);
     if (st == DZ_OK && start >= c->steps && tr->ckpt_steps < c->steps && c->checkpoint_every > 0)
         st = checkpoint(tr, "checkpoint", c->steps, best_dev, best_step, best_test, err); /* killed before the last one */
     if (st == DZ_OK && res->steps_done > 0 && c->eval_every <= 0) { /* no periodic evaluation: one at the end */
@@ -706,7 +710,7 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
         const dz_seedlog_record r = dz_seedlog_get(log, i);
-        if (isfinite(r.g[0])) dz_zo_apply(e, r.step, r.lr, r.g);
+        if (isfinite(r.g[0])) st = dz_zo_apply(e, r.step, r.lr, r.g, err);
     }
     if (st == DZ_OK && !store) st = dz_model_save_hf(m, out_dir, err);
     if (st == DZ_OK && store) { /* the store holds the layers; the global block joins it, then it is copied */
