@@ -254,9 +254,15 @@ typedef struct engine_run {
     dz_zo_engine *e;
 } engine_run;
 
-/* Where dz_zo_flush and dz_zo_apply may start returning a status: the one place to check it. */
-static void flush(dz_zo_engine *e) { dz_zo_flush(e); }
-static void apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) { dz_zo_apply(e, step, lr, g); }
+static void flush(dz_zo_engine *e) {
+    dz_error err = {0};
+    if (dz_zo_flush(e, &err) != DZ_OK) fail_msg("flush: %s", err.msg);
+}
+
+static void apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
+    dz_error err = {0};
+    if (dz_zo_apply(e, step, lr, g, &err) != DZ_OK) fail_msg("replay of step %u: %s", step, err.msg);
+}
 
 /* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline. */
 static void engine_open(const char *dir, dz_dtype dt, const pipeline *p, const batch *b, engine_run *r) {
@@ -337,6 +343,9 @@ static void run_pipeline(const char *dir, dz_dtype dt, const pipeline *p, const 
     engine_masters(&r, out->masters);
     const dz_weight_source src = dz_zo_master_source(r.e); /* evaluation reads the store where it holds the masters */
     eval_logprobs(r.f, &src, b, out->eval_lp);
+    dz_error err = {0};
+    if (dz_zo_source_status(r.e, &err) != DZ_OK) fail_msg("%s: evaluation through the masters' source: %s", p->name,
+                                                          err.msg);
     engine_close(&r);
 }
 
