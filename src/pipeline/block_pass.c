@@ -20,20 +20,20 @@ void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, v
                           int apply) {
     const dz_zo_update u = update_for(p, id);
     if (dz_masters_bf16(p))
-        dz_update_then_perturb_bf16(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw, i0,
-                                    p->z.dist);
+        p->be->update_then_perturb_bf16(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw,
+                                        i0, p->z.dist);
     else
-        dz_update_then_perturb_f32(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw, i0,
-                                   p->z.dist);
+        p->be->update_then_perturb_f32(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw, i0,
+                                       p->z.dist);
 }
 
 /* The pending update of span s, whose first element lies at th. */
 static void update_span(const dz_pipeline *p, const span *s, void *th) {
     const dz_zo_update u = update_for(p, s->id);
     if (dz_masters_bf16(p))
-        dz_update_bf16(th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0, p->z.dist);
+        p->be->update_bf16(th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0, p->z.dist);
     else
-        dz_update_f32(th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0, p->z.dist);
+        p->be->update_f32(th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0, p->z.dist);
 }
 
 /* ---- In the store, chunk by chunk ------------------------------------------------- */

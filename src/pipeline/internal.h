@@ -81,6 +81,7 @@ typedef struct node_share {
 
 struct dz_pipeline {
     dz_model *m;
+    const dz_backend *be; /* the forward's: its ZO ops perturb and update the spans */
     dz_pipeline_perturbation z;
     uint32_t draw; /* the draw the working copies and the perturbed source carry */
     working_set ws;

@@ -10,6 +10,7 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     dz_pipeline *p = calloc(1, sizeof *p);
     if (!p) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
     p->m = m;
+    p->be = dz_forward_backend(f);
     p->z = *z;
     const int n_blocks = dz_model_config(m)->n_layers + 1;
     dz_status st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, err);

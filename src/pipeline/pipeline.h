@@ -27,7 +27,8 @@
 #include "distzo/error.h"
 #include "distzo/model.h"
 #include "store/store.h"
-#include "zo/perturb.h" /* the span kernels: backend ops once they are (CMakeLists.txt) */
+#include "backend/backend.h" /* the span kernels are the forward's backend's ZO ops */
+#include "backend/zo_ops.h"
 
 /* The most samples a pending update combines (g[0..q-1]). */
 enum { DZ_PIPELINE_MAX_Q = 64 };
