@@ -2,7 +2,7 @@
  * counter-based, so z for any (seed, tensor, draw, element) is a pure function that any
  * thread, rank or slice computes on its own with the same bits.
  *
- * Contract (/work/notes/zo_spec.md): Philox4x32-10 (Random123 constants), key = run seed
+ * Contract (docs/ZO_RNG.md): Philox4x32-10 (Random123 constants), key = run seed
  * (k0 low, k1 high 32 bits), counter = (j, purpose, tensor, draw) where j = i / 4 is the
  * block of element i and word i % 4 of the block's output belongs to element i. Gaussians
  * come from Box-Muller on word pairs (x0, x1), (x2, x3) with our own float polynomials for

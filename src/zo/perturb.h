@@ -1,6 +1,6 @@
 /* Fused per-tensor-span kernels of the ZO step as the rest of zo/ calls them: perturbed
  * working copies w+- = theta +- eps z, and the SPSA update of the master weights
- * (zo_spec.md; the contract: backend/zo_ops.h). Each is the CPU backend's op of the same
+ * (docs/ZO_RNG.md; in code: backend/zo_ops.h). Each is the CPU backend's op of the same
  * name (backend.h) on host memory; a caller holding a forward should call its backend's
  * ops instead (dz_forward_backend()).
  *
@@ -27,7 +27,7 @@ void dz_perturb_pair(const float *theta, float *w_plus, float *w_minus, size_t n
 void dz_perturb_pair_bf16(const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
                           uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
 
-/* theta -= lr * (mean_j g[j] z_j + wd theta), z_j of draw step*q + j (zo_spec.md order). */
+/* theta -= lr * (mean_j g[j] z_j + wd theta), z_j of draw step*q + j (docs/ZO_RNG.md, section 5). */
 void dz_update_f32(float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed, uint32_t tensor,
                    uint32_t step, uint64_t i0, dz_zdist dist);
 void dz_update_bf16(uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
