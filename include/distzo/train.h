@@ -7,6 +7,7 @@
 
 #include "distzo/dtype.h"
 #include "distzo/error.h"
+#include "distzo/task.h"
 #include "distzo/zo.h"
 
 /* What a run learns from: the task, its files and how examples are drawn. */
@@ -90,6 +91,11 @@ typedef struct dz_train_result {
     int lm;                   /* the scores are minus mean NLLs */
     double step_bytes;        /* payload this rank sent per training step (0 in one process) */
 } dz_train_result;
+
+/* The engine's view of a batch dz_class_batch_fill made (classification or LM): a tree
+ * batch when its candidates continue shared prompts. It is one example for the loss
+ * (n_examples 0); a data-parallel caller sets n_examples, example0 and n_global. */
+dz_zo_batch dz_class_batch_zo(const dz_class_batch *bb, dz_zo_loss_fn loss, void *user);
 
 /* Runs (or, with resume, continues) the run in cfg->out_dir. On resume the run's own
  * run.json decides every setting except steps (which may be raised). */

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
 
 typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
 
 typedef struct printer {
     const dz_tokenizer *tok;

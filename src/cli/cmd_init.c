@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
 
 static int copy_file(const char *src, const char *dst) {
     char *buf;

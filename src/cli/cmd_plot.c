@@ -10,8 +10,6 @@
 #include <unistd.h>
 
 #include "cli/common.h"
-#include "core/util.h"
-#include "run/metrics.h"
 
 /* Whether an executable named name is on PATH. */
 static int on_path(const char *name) {

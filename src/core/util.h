@@ -1,4 +1,4 @@
-/* Small shared helpers for the library's internals. */
+/* Small shared helpers for the library's internals (the public ones: distzo/util.h). */
 #ifndef DZ_CORE_UTIL_H
 #define DZ_CORE_UTIL_H
 
@@ -6,30 +6,12 @@
 #include <stdint.h>
 
 #include "distzo/error.h"
+#include "distzo/util.h" /* time, whole files, paths */
 
 #define DZ_ALIGN 64
 
 /* 64-byte aligned, zero-filled allocation; NULL on failure. Free with dz_free. */
 void *dz_alloc(size_t bytes);
 void dz_free(void *p);
-
-/* Monotonic seconds. */
-double dz_now(void);
-
-/* Reads a whole file into a NUL-terminated malloc'd buffer. */
-dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err);
-
-/* Writes data to path atomically: path.tmp, fsync, rename, fsync of the directory. */
-dz_status dz_write_file_atomic(const char *path, const void *data, size_t len, dz_error *err);
-
-/* Copies src to dst (created or truncated), fsync'd. */
-dz_status dz_copy_file(const char *src, const char *dst, dz_error *err);
-
-/* Joins a directory and a file name into out (size cap). Returns 0, or -1 if too long. */
-int dz_path_join(char *out, size_t cap, const char *dir, const char *name);
-int dz_file_exists(const char *path);
-/* mkdir -p: creates path and any missing parents. 0 on success (or if it exists). */
-int dz_mkdirs(const char *path);
-int dz_is_dir(const char *path);
 
 #endif
