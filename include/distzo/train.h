@@ -7,6 +7,7 @@
 
 #include "distzo/dtype.h"
 #include "distzo/error.h"
+#include "distzo/parallel.h"
 #include "distzo/task.h"
 #include "distzo/zo.h"
 
@@ -52,7 +53,7 @@ typedef struct dz_train_schedule {
 /* The parallel layout (src/parallel): never saved in run.json, so a run resumes under any
  * layout. */
 typedef struct dz_train_layout {
-    struct dz_comm *comm;     /* distzo/parallel.h; NULL: one process */
+    dz_comm *comm;            /* NULL: one process */
     int pertp, dp;            /* perturbation x data parallelism; 0: derived (all ranks data-parallel) */
     int verify_every;         /* compare replica checksums across nodes every this many steps (0: never) */
 } dz_train_layout;

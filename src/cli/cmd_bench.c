@@ -100,10 +100,15 @@ static int bench_forward(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"bench forward", "--model M [--batch B --seq T --threads N]",
-                              "Times whole forward passes (head on every position, as LM training does) and,\n"
-                              "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "bench forward",
+        .usage = "--model M [--batch B --seq T --threads N]",
+        .summary = "Times whole forward passes (head on every position, as LM training does) and,\n"
+                   "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -206,10 +211,15 @@ static int bench_step(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"bench step", "--model M [--batch B --seq T --threads N]",
-                              "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
-                              "perturbed forwards, perturbation and update), with the peak RSS after each phase.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "bench step",
+        .usage = "--model M [--batch B --seq T --threads N]",
+        .summary = "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
+                   "perturbed forwards, perturbation and update), with the peak RSS after each phase.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -244,7 +254,7 @@ static int bench_step(int argc, char **argv) {
     dz_forward_free(f);
     f = NULL;
     /* phase 2: ZO steps */
-    lm_batch lb = {lw.N};
+    lm_batch lb = {.n = lw.N};
     const dz_engine_spec es = {.max_batch = batch, .max_len = seq, .streams = 2,
                                .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse},
                                .max_resident_mb = max_resident, .stream_globals = stream_globals};
@@ -345,7 +355,7 @@ static int time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int 
     if (!rc && dz_forward_create_streams(m, batch * K, cs->max_len, 0, share ? 4 : 2, &f, &err) != DZ_OK) rc = 1;
     if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = 1;
     if (!rc && dz_class_batch_init(&bb, batch * K, cs->max_len, share, &err) != DZ_OK) rc = 1;
-    class_loss cl = {&bb, labels, batch, K, scores};
+    class_loss cl = {.bb = &bb, .labels = labels, .n = batch, .K = K, .scores = scores};
     *secs = 0.0;
     for (int s = 0; !rc && s <= steps; s++) {
         for (int b = 0; b < batch; b++) {
@@ -382,10 +392,15 @@ static int bench_classify(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"bench classify", "[--model M] [--data FILE] [--batch B --steps N]",
-                              "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
-                              "sequence (MeZO) and with candidates continuing their example's shared prompt.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "bench classify",
+        .usage = "[--model M] [--data FILE] [--batch B --steps N]",
+        .summary = "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
+                   "sequence (MeZO) and with candidates continuing their example's shared prompt.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

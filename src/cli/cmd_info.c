@@ -11,8 +11,14 @@ int dz_cmd_info(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"info", "MODEL [options]",
-                              "Describes MODEL (a Hugging Face folder or a llama2.c .bin).", 1, 1, opts};
+    const dz_cmd_spec spec = {
+        .name = "info",
+        .usage = "MODEL [options]",
+        .summary = "Describes MODEL (a Hugging Face folder or a llama2.c .bin).",
+        .min_positional = 1,
+        .max_positional = 1,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

@@ -96,10 +96,15 @@ int dz_cmd_plan(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"plan", "--model M_OR_PRESET --nodes K --ranks-per-node R --mem-per-node GB [options]",
-                              "For each DistZO2 layout (P x D = K x R ranks): memory per rank and per node, bytes\n"
-                              "exchanged and work per rank per step, whether it fits; recommends the fastest that fits.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "plan",
+        .usage = "--model M_OR_PRESET --nodes K --ranks-per-node R --mem-per-node GB [options]",
+        .summary = "For each DistZO2 layout (P x D = K x R ranks): memory per rank and per node, bytes\n"
+                   "exchanged and work per rank per step, whether it fits; recommends the fastest that fits.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

@@ -121,10 +121,15 @@ int dz_cmd_train(int argc, char **argv) {
         {"node-size", DZ_OPT_INT, &node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
         {0},
     };
-    const dz_cmd_spec spec = {"train", "[--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
-                              "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
-                              "RUN_DIR gets run.json, seeds.log, metrics.jsonl, checkpoint-N/ and best/ (HF layout).",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "train",
+        .usage = "[--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
+        .summary = "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
+                   "RUN_DIR gets run.json, seeds.log, metrics.jsonl, checkpoint-N/ and best/ (HF layout).",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -187,7 +192,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (rank == 0 && ranks > 1)
         dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm),
                dz_runtime_threads(), dz_comm_backend(comm));
-    progress pr = {rank == 0 && isatty(2), 0, rank, 0};
+    progress pr = {.tty = rank == 0 && isatty(2), .rank = rank};
     const char *kill = getenv("DISTZO_TEST_KILL");
     int kill_rank = -1;
     if (kill && sscanf(kill, "%d:%d", &kill_rank, &pr.kill_step) == 2 && kill_rank != rank) pr.kill_step = 0;
@@ -240,9 +245,15 @@ int dz_cmd_export(int argc, char **argv) {
         {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {0},
     };
-    const dz_cmd_spec spec = {"export", "--run RUN_DIR [--base M] -o OUT",
-                              "Replays a run's seed log onto its base model and writes the trained weights\n"
-                              "(bitwise those of training) in Hugging Face layout.", 0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "export",
+        .usage = "--run RUN_DIR [--base M] -o OUT",
+        .summary = "Replays a run's seed log onto its base model and writes the trained weights\n"
+                   "(bitwise those of training) in Hugging Face layout.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-o")) argv[i] = "--out";
     const char *pos[1];

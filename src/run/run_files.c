@@ -102,7 +102,12 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
         free(text);
         return dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
     }
-    reader r = {o, path, malloc(len + 1), 0, err, DZ_OK};
+    reader r = {.o = o, .path = path, .strings = malloc(len + 1), .err = err, .st = DZ_OK};
+    if (!r.strings) {
+        cJSON_Delete(o);
+        free(text);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
     dz_train_config_default(c);
     c->model = get_str(&r, "model");
     c->tokenizer = get_str(&r, "tokenizer");

@@ -1,0 +1,21 @@
+# Run at every build (cmake -DROOT=<repository> -P): the CLI uses only the public API
+# (include/distzo) and its own src/cli headers, and a public header includes only public
+# headers, so the public API is enough to write a program against the library.
+file(GLOB cli_files ${ROOT}/src/cli/*.c ${ROOT}/src/cli/*.h)
+file(GLOB public_files ${ROOT}/include/distzo/*.h)
+set(bad "")
+foreach(f ${cli_files} ${public_files})
+  file(STRINGS ${f} incs REGEX "^#include \"")
+  foreach(inc ${incs})
+    if(f MATCHES "/src/cli/" AND inc MATCHES "^#include \"(distzo|cli)/")
+      continue()
+    endif()
+    if(f MATCHES "/include/distzo/" AND inc MATCHES "^#include \"distzo/")
+      continue()
+    endif()
+    string(APPEND bad "\n  ${f}: ${inc}")
+  endforeach()
+endforeach()
+if(bad)
+  message(FATAL_ERROR "internal headers outside the library (use or extend include/distzo):${bad}")
+endif()
