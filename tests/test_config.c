@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "temp_dir.h"
 
+#include "distzo/dtype.h"
 #include "distzo/model.h"
 
 static int setup(void **state) {
@@ -309,6 +312,66 @@ static void malformed(void **state) {
     parse_bad("kv.json", SMALL_LLAMA(", \"num_key_value_heads\": 3"), DZ_ERR_INVALID, "n_kv_heads");
     parse_bad("ids.json", SMALL_LLAMA(", \"eos_token_id\": 512"), DZ_ERR_INVALID, "eos_id");
     parse_bad("zero.json", SMALL_LLAMA(", \"num_key_value_heads\": 0"), DZ_ERR_INVALID, "n_kv_heads");
+    /* Sizes that would overflow the parameter table's arithmetic (positions + OPT's offset). */
+    parse_bad("huge_pos.json",
+              "{\"model_type\": \"opt\", \"ffn_dim\": 64, \"hidden_size\": 16,"
+              " \"max_position_embeddings\": 2147483647, \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
+              " \"vocab_size\": 100}",
+              DZ_ERR_INVALID, "max_seq_len = 2147483647 exceeds the limit");
+    parse_bad("huge_vocab.json", "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,"
+              " \"max_position_embeddings\": 256, \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
+              " \"vocab_size\": 1000000000}", DZ_ERR_INVALID, "vocab_size");
+}
+
+/* Files that are not regular are refused at once (a FIFO would block, /dev/zero never end). */
+static void special_files(void **state) {
+    (void)state;
+    dz_config cfg;
+    dz_error err = {0};
+    assert_int_equal(dz_config_from_hf_json("/dev/zero", &cfg, &err), DZ_ERR_IO);
+    assert_non_null(strstr(err.msg, "/dev/zero: not a regular file (a device)"));
+    char fifo[512], dir[512];
+    snprintf(fifo, sizeof fifo, "%s/fifo.json", g_dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(dz_config_from_hf_json(fifo, &cfg, &err), DZ_ERR_IO);
+    assert_non_null(strstr(err.msg, "not a regular file (a FIFO)"));
+    snprintf(fifo, sizeof fifo, "%s/fifo.bin", g_dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    dz_model *m = NULL;
+    assert_int_equal(dz_model_load(fifo, DZ_F32, &m, &err), DZ_ERR_IO);
+    assert_non_null(strstr(err.msg, "fifo.bin: not a regular file (a FIFO)"));
+    snprintf(dir, sizeof dir, "%s/config_dir.json", g_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(dz_config_from_hf_json(dir, &cfg, &err), DZ_ERR_IO);
+    assert_non_null(strstr(err.msg, "not a regular file (a directory)"));
+}
+
+/* A checkpoint with an Inf or NaN weight is refused at load, naming the tensor. */
+static void non_finite_weights(void **state) {
+    (void)state;
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++)
+        for (int dt = 0; dt < 2; dt++) {
+            dz_config cfg = parse_ok("nf.json", SMALL_LLAMA(""));
+            dz_model *m = NULL;
+            dz_error err = {0};
+            const dz_dtype dtype = dt ? DZ_BF16 : DZ_F32;
+            if (dz_model_init_random(&cfg, dtype, 7, 0.02f, &m, &err) != DZ_OK) fail_msg("%s", err.msg);
+            const dz_param_table *t = dz_model_params(m);
+            const int id = t->count / 2;
+            const int64_t at = dz_param_numel(&t->params[id]) - 1;
+            if (dtype == DZ_F32) ((float *)dz_model_tensor(m, id))[at] = bad[k];
+            else ((uint16_t *)dz_model_tensor(m, id))[at] = dz_f32_to_bf16(bad[k]);
+            char dir[512], name[96];
+            snprintf(dir, sizeof dir, "%s/nonfinite_%d_%d", g_dir, k, dt);
+            snprintf(name, sizeof name, "%s", t->params[id].hf_name);
+            if (dz_model_save_hf(m, dir, &err) != DZ_OK) fail_msg("%s", err.msg);
+            dz_model_free(m);
+            m = NULL;
+            assert_int_equal(dz_model_load(dir, DZ_F32, &m, &err), DZ_ERR_FORMAT);
+            assert_null(m);
+            if (!strstr(err.msg, name) || !strstr(err.msg, "non-finite")) fail_msg("message: %s", err.msg);
+        }
 }
 
 static void validate_rules(void **state) {
@@ -342,6 +405,7 @@ int main(void) {
         cmocka_unit_test(opt_125m),   cmocka_unit_test(opt_350m_post_ln), cmocka_unit_test(llama_gqa_tied),
         cmocka_unit_test(qwen2),      cmocka_unit_test(mistral),          cmocka_unit_test(round_trip),
         cmocka_unit_test(malformed),  cmocka_unit_test(validate_rules),
+        cmocka_unit_test(special_files), cmocka_unit_test(non_finite_weights),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -543,6 +543,54 @@ static int teardown(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* A sample carries each example's source line and its completion (LM prompt/completion
+ * pairs would otherwise train on the prompt alone). */
+static void sample_keeps_lines_and_completions(void **state) {
+    (void)state;
+    char path[512];
+    write_str("pc.jsonl",
+              "{\"prompt\": \"Q1\", \"completion\": \" A1\"}\n\n{\"prompt\": \"Q2\", \"completion\": \" A2\"}\n"
+              "{\"text\": \"plain\"}\n",
+              path, sizeof path);
+    dz_dataset ds, s;
+    dz_error err = {0};
+    if (dz_dataset_load_lm_jsonl(path, &ds, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ds.count, 3);
+    assert_int_equal(ds.items[1].line, 3); /* the blank line 2 counts */
+    assert_int_equal(dz_dataset_sample(&ds, 3, 5, &s, &err), DZ_OK);
+    for (int i = 0; i < s.count; i++) {
+        const char *want = !strcmp(s.items[i].text, "Q1") ? " A1" : !strcmp(s.items[i].text, "Q2") ? " A2" : NULL;
+        const int line = !strcmp(s.items[i].text, "Q1") ? 1 : !strcmp(s.items[i].text, "Q2") ? 3 : 4;
+        assert_int_equal(s.items[i].line, line);
+        if (want) assert_string_equal(s.items[i].completion, want);
+        else assert_null(s.items[i].completion);
+    }
+    dz_dataset_free(&s);
+    dz_dataset_free(&ds);
+}
+
+/* Training needs a label on every row: an unlabelled row is named by file and line. */
+static void unlabelled_rows_refused(void **state) {
+    (void)state;
+    char path[512];
+    write_str("test_split.tsv", "index\tsentence\n0\tgood film \n1\tbad film \n", path, sizeof path);
+    dz_dataset ds;
+    dz_error err = {0};
+    if (dz_dataset_load_sst2(path, &ds, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(dz_dataset_require_labels(&ds, &err), DZ_ERR_FORMAT);
+    assert_msg_names(&err, path, 2, "no label");
+    dz_dataset_free(&ds);
+    write_str("labelled.tsv", "sentence\tlabel\ngood film \t1\n", path, sizeof path);
+    if (dz_dataset_load_sst2(path, &ds, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(dz_dataset_require_labels(&ds, &err), DZ_OK);
+    dz_dataset_free(&ds);
+    write_str("nolabel.jsonl", "{\"text\": \"a\", \"label\": 1}\n{\"text\": \"b\"}\n", path, sizeof path);
+    if (dz_dataset_load_jsonl(path, "text", NULL, &ds, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(dz_dataset_require_labels(&ds, &err), DZ_ERR_FORMAT);
+    assert_msg_names(&err, path, 1, "no label");
+    dz_dataset_free(&ds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sst2_dev_real),
@@ -558,6 +606,8 @@ int main(void) {
         cmocka_unit_test(prompt_labels),
         cmocka_unit_test(sample_known_answer),
         cmocka_unit_test(sample_properties),
+        cmocka_unit_test(sample_keeps_lines_and_completions),
+        cmocka_unit_test(unlabelled_rows_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -225,7 +225,7 @@ static void make_dir(char *out, size_t cap, const char *name) {
 }
 
 static void write_in(const char *dir, const char *name, const dz_st_write_tensor *w, int n) {
-    char p[600];
+    char p[1400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     dz_error err = {0};
     if (dz_safetensors_write(p, w, n, &err) != DZ_OK) fail_msg("%s", err.msg);
@@ -276,6 +276,30 @@ static void sharded_folder(void **state) {
     assert_memory_equal(t->data, b, sizeof b);
     assert_null(dz_hf_checkpoint_find(&ck, "zz", &file));
     dz_hf_checkpoint_close(&ck);
+    /* The index decides: a tensor it does not list is absent even though a shard has it. */
+    text_in(dir, "model.safetensors.index.json",
+            "{\"weight_map\": {\"a\": \"" SHARD1 "\", \"c\": \"" SHARD2 "\"}}");
+    if (dz_hf_checkpoint_open(dir, &ck, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_null(dz_hf_checkpoint_find(&ck, "b", &file));
+    assert_non_null(dz_hf_checkpoint_find(&ck, "a", &file));
+    dz_hf_checkpoint_close(&ck);
+
+    /* The Hugging Face hub cache: snapshots/REV/model.safetensors -> ../../blobs/HASH. */
+    char hub[512], snap[600], blobs[600], target[64], lnk[700];
+    make_dir(hub, sizeof hub, "hub");
+    snprintf(blobs, sizeof blobs, "%s/blobs", hub);
+    snprintf(snap, sizeof snap, "%s/snapshots", hub);
+    assert_int_equal(mkdir(blobs, 0755), 0);
+    assert_int_equal(mkdir(snap, 0755), 0);
+    snprintf(snap, sizeof snap, "%s/snapshots/0123abc", hub);
+    assert_int_equal(mkdir(snap, 0755), 0);
+    write_in(blobs, "e3b0c442", s2, 1);
+    snprintf(target, sizeof target, "../../blobs/e3b0c442");
+    snprintf(lnk, sizeof lnk, "%s/model.safetensors", snap);
+    assert_int_equal(symlink(target, lnk), 0);
+    if (dz_hf_checkpoint_open(snap, &ck, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_non_null(dz_hf_checkpoint_find(&ck, "c", NULL));
+    dz_hf_checkpoint_close(&ck);
 
     /* Single-file folder. */
     char one[512];
@@ -304,6 +328,30 @@ static void sharded_folder_errors(void **state) {
     /* A shard outside the folder. */
     text_in(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"../x.safetensors\"}}");
     expect_ck(dir, DZ_ERR_FORMAT, "index.json", "'a'");
+    /* A shard that is a symlink to a file outside the folder. */
+    char outside[600], link[600];
+    snprintf(outside, sizeof outside, "%s/../outside.safetensors", dir);
+    write_in(dir, "../outside.safetensors", s1, 1);
+    snprintf(link, sizeof link, "%s/" SHARD2, dir);
+    assert_int_equal(symlink(outside, link), 0);
+    text_in(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"" SHARD2 "\"}}");
+    expect_ck(dir, DZ_ERR_FORMAT, SHARD2, "outside the folder");
+    unlink(link);
+    /* A shard that is a FIFO: refused without blocking. */
+    assert_int_equal(mkfifo(link, 0600), 0);
+    expect_ck(dir, DZ_ERR_IO, SHARD2, "not a regular file (a FIFO)");
+    unlink(link);
+    /* A tensor listed twice (JSON duplicate keys), or in two shards. */
+    text_in(dir, "model.safetensors.index.json",
+            "{\"weight_map\": {\"a\": \"" SHARD1 "\", \"a\": \"" SHARD1 "\"}}");
+    expect_ck(dir, DZ_ERR_FORMAT, "index.json", "'a' twice");
+    float c[2] = {7, 8};
+    dz_st_write_tensor s2[2] = {{"a", DZ_F32, 1, {3}, a}, {"c", DZ_F32, 1, {2}, c}};
+    write_in(dir, SHARD2, s2, 2);
+    text_in(dir, "model.safetensors.index.json",
+            "{\"weight_map\": {\"a\": \"" SHARD1 "\", \"c\": \"" SHARD2 "\"}}");
+    expect_ck(dir, DZ_ERR_FORMAT, "'a'", "two shards");
+    unlink(link);
     /* No weight_map / malformed JSON. */
     text_in(dir, "model.safetensors.index.json", "{\"metadata\": {}}");
     expect_ck(dir, DZ_ERR_FORMAT, "index.json", "weight_map");

@@ -17,6 +17,7 @@ typedef struct dz_example {
     char *text;
     int label;      /* class index; -1 for unlabelled text (LM, GLUE test split) */
     char *completion; /* LM prompt/completion pairs: text is the prompt; else NULL */
+    int line;       /* line of the source file it came from (messages) */
 } dz_example;
 
 typedef struct dz_dataset {
@@ -41,6 +42,9 @@ dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const ch
  * loss then covers the completion only). Errors name path:line and the key. */
 dz_status dz_dataset_load_lm_jsonl(const char *path, dz_dataset *out, dz_error *err);
 dz_status dz_dataset_load_text(const char *path, dz_dataset *out, dz_error *err);
+/* DZ_ERR_FORMAT naming path:line of the first example without a label (label -1): a set
+ * that trains or selects a model needs one on every row. */
+dz_status dz_dataset_require_labels(const dz_dataset *ds, dz_error *err);
 /* Frees the strings and zeroes *ds; safe on a zeroed or already freed dataset. */
 void dz_dataset_free(dz_dataset *ds);
 

@@ -40,6 +40,9 @@ typedef struct dz_config {
 } dz_config;
 
 enum { DZ_MAX_LAYERS = 256 };
+/* Bounds on every size a config may give (vocabulary, widths, heads, positions), so
+ * tensor element counts and byte sizes cannot overflow. */
+enum { DZ_MAX_DIM = 1 << 24, DZ_MAX_POS_OFFSET = 1024 };
 
 /* Tensor roles inside a layer block. */
 typedef enum dz_layer_role {

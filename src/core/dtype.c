@@ -60,15 +60,23 @@ uint16_t dz_f32_to_f16(float f) {
     return sign | (uint16_t)((r >> 13) - (112u << 10));
 }
 
+/* 16-bit values go through memcpy: a tensor in a file from another writer may start at
+ * an odd offset, and a misaligned uint16_t load is undefined behaviour. */
+static uint16_t load16(const void *p, size_t i) {
+    uint16_t v;
+    memcpy(&v, (const char *)p + 2 * i, 2);
+    return v;
+}
+
+static void store16(void *p, size_t i, uint16_t v) { memcpy((char *)p + 2 * i, &v, 2); }
+
 void dz_to_f32(float *dst, const void *src, dz_dtype t, size_t n) {
     if (t == DZ_F32) {
         memcpy(dst, src, n * 4);
     } else if (t == DZ_BF16) {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = dz_bf16_to_f32(s[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = dz_bf16_to_f32(load16(src, i));
     } else {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = dz_f16_to_f32(s[i]);
+        for (size_t i = 0; i < n; i++) dst[i] = dz_f16_to_f32(load16(src, i));
     }
 }
 
@@ -76,10 +84,8 @@ void dz_from_f32(void *dst, dz_dtype t, const float *src, size_t n) {
     if (t == DZ_F32) {
         memcpy(dst, src, n * 4);
     } else if (t == DZ_BF16) {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = dz_f32_to_bf16(src[i]);
+        for (size_t i = 0; i < n; i++) store16(dst, i, dz_f32_to_bf16(src[i]));
     } else {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = dz_f32_to_f16(src[i]);
+        for (size_t i = 0; i < n; i++) store16(dst, i, dz_f32_to_f16(src[i]));
     }
 }

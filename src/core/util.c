@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,31 @@ double dz_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+int dz_open_regular(const char *path, dz_error *err) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        dz_fail(err, DZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        dz_fail(err, DZ_ERR_IO, "%s: not a regular file (%s)", path,
+                S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+                S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a socket or other special file");
+    } else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) {
+        return fd;
+    } else {
+        dz_fail(err, DZ_ERR_IO, "%s: fcntl failed: %s", path, strerror(errno));
+    }
+    close(fd);
+    return -1;
+}
+
 dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dz_fail(err, DZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = dz_open_regular(path, err);
+    if (fd < 0) return err ? err->code : DZ_ERR_IO;
     char *buf = NULL;
     size_t cap = 0, n = 0;
     for (;;) {
@@ -38,21 +61,23 @@ dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err)
             char *nb = realloc(buf, cap);
             if (!nb) {
                 free(buf);
-                fclose(f);
+                close(fd);
                 return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory reading file", path);
             }
             buf = nb;
         }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            const int e = errno;
+            free(buf);
+            close(fd);
+            return dz_fail(err, DZ_ERR_IO, "%s: read error: %s", path, strerror(e));
+        }
         if (got == 0) break;
+        n += (size_t)got;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return dz_fail(err, DZ_ERR_IO, "%s: read error", path);
-    }
+    close(fd);
     buf[n] = '\0';
     *out = buf;
     if (len) *len = n;
@@ -105,6 +130,39 @@ int dz_path_join(char *out, size_t cap, const char *dir, const char *name) {
 
 int dz_file_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* real is inside root (both resolved): equal, or root followed by '/'. */
+static int under(const char *root, const char *real) {
+    const size_t n = strlen(root);
+    return !strncmp(root, real, n) && (real[n] == '\0' || real[n] == '/' || (n == 1 && root[0] == '/'));
+}
+
+dz_status dz_path_check_inside(const char *dir, const char *name, const char *what, dz_error *err) {
+    int lexical_ok = name[0] && name[0] != '/';
+    for (const char *p = name; lexical_ok && p && *p;) { /* no ".." component */
+        const char *slash = strchr(p, '/');
+        const size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.') lexical_ok = 0;
+        p = slash ? slash + 1 : NULL;
+    }
+    if (!lexical_ok) return dz_fail(err, DZ_ERR_FORMAT, "%s: %s '%s' names a file outside the folder", dir, what, name);
+    char path[PATH_MAX];
+    if (dz_path_join(path, sizeof path, dir, name) != 0) return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", dir);
+    char root[PATH_MAX], real[PATH_MAX];
+    if (!realpath(path, real)) return DZ_OK; /* missing: the open that follows says so */
+    if (!realpath(dir, root)) return dz_fail(err, DZ_ERR_IO, "%s: cannot resolve: %s", dir, strerror(errno));
+    if (under(root, real)) return DZ_OK;
+    char *slash = strrchr(root, '/'); /* the hub cache: ROOT/snapshots/REV -> ROOT/blobs */
+    if (slash && slash > root) {
+        *slash = '\0';
+        char *parent = strrchr(root, '/');
+        if (parent && !strcmp(parent + 1, "snapshots")) {
+            snprintf(parent + 1, sizeof root - (size_t)(parent + 1 - root), "blobs");
+            if (under(root, real)) return DZ_OK;
+        }
+    }
+    return dz_fail(err, DZ_ERR_FORMAT, "%s: %s '%s' resolves to %s, outside the folder", dir, what, name, real);
+}
+
 int dz_mkdirs(const char *path) {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
@@ -124,9 +182,11 @@ int dz_is_dir(const char *path) {
 
 /* Copies src to dst (new file), fsync'd. */
 dz_status dz_copy_file(const char *src, const char *dst, dz_error *err) {
-    int in = open(src, O_RDONLY), out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = dz_open_regular(src, err);
+    if (in < 0) return err ? err->code : DZ_ERR_IO;
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     dz_status st = DZ_OK;
-    if (in < 0 || out < 0) st = dz_fail(err, DZ_ERR_IO, "%s: cannot copy to %s: %s", src, dst, strerror(errno));
+    if (out < 0) st = dz_fail(err, DZ_ERR_IO, "%s: cannot copy to %s: %s", src, dst, strerror(errno));
     static char buf[1 << 20];
     for (ssize_t n; st == DZ_OK && (n = read(in, buf, sizeof buf)) != 0;) {
         if (n < 0) {

@@ -14,4 +14,17 @@
 void *dz_alloc(size_t bytes);
 void dz_free(void *p);
 
+/* Opens path read-only and refuses anything but a regular file (a FIFO, a device such as
+ * /dev/zero, a directory): opening does not block on a FIFO (O_NONBLOCK, cleared once the
+ * file is known to be regular). Returns the descriptor, or -1 with err naming the path. */
+int dz_open_regular(const char *path, dz_error *err);
+
+/* A file named by a folder's own contents (a shard index, a tokenizer file, a run folder's
+ * LATEST) must stay in that folder: name is relative without "..", and where dir/name
+ * resolves, symlinks included, is inside dir. One exception, the Hugging Face hub cache:
+ * for dir = .../snapshots/REV the files are symlinks into .../blobs, which is allowed.
+ * A path that does not exist (yet) passes; opening it reports that. DZ_ERR_FORMAT naming
+ * what (e.g. "weight_map['x']") and both paths otherwise. */
+dz_status dz_path_check_inside(const char *dir, const char *name, const char *what, dz_error *err);
+
 #endif

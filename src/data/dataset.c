@@ -84,7 +84,7 @@ dz_status dz_dataset_init(dz_dataset *out, const char *path, dz_error *err) {
     return DZ_OK;
 }
 
-dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, int label,
+dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, int label, int line,
                           dz_error *err) {
     if (ds->count == *cap) {
         if (*cap > INT_MAX / 2) return dz_fail(err, DZ_ERR_FORMAT, "%s: too many examples", ds->path);
@@ -100,6 +100,7 @@ dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, 
     copy[n] = '\0';
     ds->items[ds->count].text = copy;
     ds->items[ds->count].label = label;
+    ds->items[ds->count].line = line;
     ds->items[ds->count].completion = NULL;
     ds->count++;
     return DZ_OK;
@@ -109,6 +110,16 @@ int dz_is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ' && (s[i] < '\t' || s[i] > '\r')) return 0;
     return 1;
+}
+
+dz_status dz_dataset_require_labels(const dz_dataset *ds, dz_error *err) {
+    for (int i = 0; i < ds->count; i++)
+        if (ds->items[i].label < 0)
+            return dz_fail(err, DZ_ERR_FORMAT,
+                           "%s:%d: this row has no label, and training and model selection need one on every row "
+                           "(an unlabelled split such as GLUE's test set can only be scored)",
+                           ds->path ? ds->path : "dataset", ds->items[i].line);
+    return DZ_OK;
 }
 
 void dz_dataset_free(dz_dataset *ds) {
@@ -151,7 +162,7 @@ dz_status dz_dataset_load_text(const char *path, dz_dataset *out, dz_error *err)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: file has no text", path);
     int cap = 0;
     if (st == DZ_OK) st = dz_dataset_init(out, path, err);
-    if (st == DZ_OK) st = dz_dataset_push(out, &cap, text, n, -1, err);
+    if (st == DZ_OK) st = dz_dataset_push(out, &cap, text, n, -1, 1, err);
     free(buf);
     if (st != DZ_OK) dz_dataset_free(out);
     return st;

@@ -28,8 +28,9 @@ void dz_lines_close(dz_line_reader *r);
 
 /* Zeroes *out and records path (copied). */
 dz_status dz_dataset_init(dz_dataset *out, const char *path, dz_error *err);
-/* Appends a copy of text[0..n) with label; *cap is the caller's running capacity. */
-dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, int label,
+/* Appends a copy of text[0..n) with label, from line `line` of the source (0: none);
+ * *cap is the caller's running capacity. */
+dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, int label, int line,
                           dz_error *err);
 
 /* 1 if s[0..n) is empty or only ASCII whitespace. */

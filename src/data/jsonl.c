@@ -47,7 +47,7 @@ static dz_status parse_line(const dz_line_reader *r, const char *line, const cha
                      "%s:%d: key \"%s\" must be a non-negative integer (or a string holding one)",
                      path, ln, label_key);
     if (st == DZ_OK)
-        st = dz_dataset_push(out, cap, text->valuestring, strlen(text->valuestring), label, err);
+        st = dz_dataset_push(out, cap, text->valuestring, strlen(text->valuestring), label, ln, err);
     cJSON_Delete(obj);
     return st;
 }
@@ -133,7 +133,7 @@ static dz_status parse_lm_line(const dz_line_reader *r, const char *line, const 
         if (st == DZ_OK) completion = str_key(obj, "completion", r, 0, &st, err);
     }
     const char *first = text ? text : prompt;
-    if (st == DZ_OK) st = dz_dataset_push(out, cap, first, strlen(first), -1, err);
+    if (st == DZ_OK) st = dz_dataset_push(out, cap, first, strlen(first), -1, r->lineno, err);
     if (st == DZ_OK && completion) {
         out->items[out->count - 1].completion = strdup(completion);
         if (!out->items[out->count - 1].completion) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", r->path);

@@ -76,7 +76,7 @@ dz_status dz_dataset_load_sst2(const char *path, dz_dataset *out, dz_error *err)
         size_t sentence_len = 0;
         int label = -1;
         st = parse_row(&r, layout, line, n, &sentence, &sentence_len, &label, err);
-        if (st == DZ_OK) st = dz_dataset_push(out, &cap, sentence, sentence_len, label, err);
+        if (st == DZ_OK) st = dz_dataset_push(out, &cap, sentence, sentence_len, label, r.lineno, err);
     }
     if (st == DZ_OK && out->count == 0)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: no examples after the header", path);

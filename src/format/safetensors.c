@@ -300,17 +300,13 @@ dz_status dz_safetensors_parse(const char *path, const void *buf, size_t size, d
 
 dz_status dz_safetensors_open(const char *path, dz_safetensors *out, dz_error *err) {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = dz_open_regular(path, err);
+    if (fd < 0) return err ? err->code : DZ_ERR_IO;
     struct stat stt;
     if (fstat(fd, &stt) != 0) {
         int e = errno;
         close(fd);
         return dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(stt.st_mode)) {
-        close(fd);
-        return dz_fail(err, DZ_ERR_IO, "%s: not a regular file", path);
     }
     size_t size = (size_t)stt.st_size;
     if (size < 8) {
@@ -578,23 +574,13 @@ out:
 
 /* ---- Hugging Face checkpoint folders ---- */
 
-/* Shard names come from a file we did not write: keep them inside the folder. */
-static int shard_name_ok(const char *f) {
-    if (!f[0] || f[0] == '/') return 0;
-    for (const char *p = f; *p;) {
-        const char *slash = strchr(p, '/');
-        size_t len = slash ? (size_t)(slash - p) : strlen(p);
-        if (len == 2 && p[0] == '.' && p[1] == '.') return 0;
-        p += len + (slash ? 1 : 0);
-    }
-    return 1;
-}
-
-static dz_status open_shard(dz_hf_checkpoint *ck, const char *file, dz_error *err) {
+static dz_status open_shard(dz_hf_checkpoint *ck, const char *file, const char *what, dz_error *err) {
+    dz_status s = dz_path_check_inside(ck->dir, file, what, err);
+    if (s != DZ_OK) return s;
     char path[4096];
     if (dz_path_join(path, sizeof path, ck->dir, file) != 0)
         return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", ck->dir);
-    dz_status s = dz_safetensors_open(path, &ck->files[ck->n_files], err);
+    s = dz_safetensors_open(path, &ck->files[ck->n_files], err);
     if (s == DZ_OK) ck->n_files++;
     return s;
 }
@@ -609,6 +595,21 @@ static int shard_index(const dz_hf_checkpoint *ck, const char *file) {
     return -1;
 }
 
+static int entry_cmp(const void *a, const void *b) {
+    return strcmp(((const dz_hf_index_entry *)a)->name, ((const dz_hf_index_entry *)b)->name);
+}
+
+/* A tensor in two shards is ambiguous whatever the index says: refuse it. */
+static dz_status refuse_duplicates(const dz_hf_checkpoint *ck, const char *ipath, dz_error *err) {
+    for (int i = 0; i < ck->n_files; i++)
+        for (int k = 0; k < ck->files[i].count; k++)
+            for (int j = i + 1; j < ck->n_files; j++)
+                if (dz_safetensors_find(&ck->files[j], ck->files[i].tensors[k].name))
+                    return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is in two shards, %s and %s", ipath,
+                                   ck->files[i].tensors[k].name, ck->files[i].path, ck->files[j].path);
+    return DZ_OK;
+}
+
 static dz_status open_from_index(dz_hf_checkpoint *ck, const char *ipath, dz_error *err) {
     char *text = NULL;
     dz_status s = dz_read_file(ipath, &text, NULL, err);
@@ -621,23 +622,34 @@ static dz_status open_from_index(dz_hf_checkpoint *ck, const char *ipath, dz_err
         s = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'weight_map' is %s", ipath,
                     !wm ? "missing" : !cJSON_IsObject(wm) ? "not an object" : "empty");
     int cap = s == DZ_OK ? cJSON_GetArraySize(wm) : 0;
-    if (s == DZ_OK && !(ck->files = calloc((size_t)cap, sizeof *ck->files)))
+    if (s == DZ_OK && (!(ck->files = calloc((size_t)cap, sizeof *ck->files)) ||
+                       !(ck->index = calloc((size_t)cap, sizeof *ck->index))))
         s = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", ipath);
     /* First pass: open each distinct shard once, in order of first mention. */
+    char what[320];
     for (const cJSON *e = s == DZ_OK ? wm->child : NULL; e && s == DZ_OK; e = e->next) {
-        if (!cJSON_IsString(e) || !shard_name_ok(e->valuestring))
-            s = dz_fail(err, DZ_ERR_FORMAT, "%s: weight_map['%s'] is not a file name in the folder",
-                        ipath, e->string);
+        snprintf(what, sizeof what, "model.safetensors.index.json weight_map['%.256s']", e->string);
+        if (!cJSON_IsString(e))
+            s = dz_fail(err, DZ_ERR_FORMAT, "%s: %s is not a file name", ck->dir, what);
         else if (shard_index(ck, e->valuestring) < 0)
-            s = open_shard(ck, e->valuestring, err);
+            s = open_shard(ck, e->valuestring, what, err);
     }
-    /* Second pass: every listed tensor is where the index says. */
+    /* Second pass: every listed tensor is where the index says, and is listed once. */
     for (const cJSON *e = s == DZ_OK ? wm->child : NULL; e && s == DZ_OK; e = e->next) {
-        int i = shard_index(ck, e->valuestring);
+        const int i = shard_index(ck, e->valuestring);
         if (!dz_safetensors_find(&ck->files[i], e->string))
             s = dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is listed in '%s' but that file lacks it",
                         ipath, e->string, e->valuestring);
+        else if (!(ck->index[ck->n_index].name = strdup(e->string)))
+            s = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", ipath);
+        else
+            ck->index[ck->n_index++].file = i;
     }
+    if (s == DZ_OK) qsort(ck->index, (size_t)ck->n_index, sizeof *ck->index, entry_cmp);
+    for (int k = 1; s == DZ_OK && k < ck->n_index; k++)
+        if (!strcmp(ck->index[k - 1].name, ck->index[k].name))
+            s = dz_fail(err, DZ_ERR_FORMAT, "%s: weight_map lists tensor '%s' twice", ipath, ck->index[k].name);
+    if (s == DZ_OK) s = refuse_duplicates(ck, ipath, err);
     cJSON_Delete(root);
     return s;
 }
@@ -653,10 +665,11 @@ dz_status dz_hf_checkpoint_open(const char *dir, dz_hf_checkpoint *out, dz_error
     dz_status s;
     if (dz_file_exists(single)) {
         out->files = calloc(1, sizeof *out->files);
-        s = out->files ? open_shard(out, "model.safetensors", err)
+        s = out->files ? open_shard(out, "model.safetensors", "the checkpoint", err)
                        : dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", dir);
     } else if (dz_file_exists(index)) {
-        s = open_from_index(out, index, err);
+        s = dz_path_check_inside(dir, "model.safetensors.index.json", "the shard index", err);
+        if (s == DZ_OK) s = open_from_index(out, index, err);
     } else {
         s = dz_fail(err, DZ_ERR_NOT_FOUND,
                     "%s: neither model.safetensors nor model.safetensors.index.json is there", dir);
@@ -668,18 +681,26 @@ dz_status dz_hf_checkpoint_open(const char *dir, dz_hf_checkpoint *out, dz_error
 void dz_hf_checkpoint_close(dz_hf_checkpoint *ck) {
     if (!ck) return;
     for (int i = 0; i < ck->n_files; i++) dz_safetensors_close(&ck->files[i]);
+    for (int k = 0; k < ck->n_index; k++) free(ck->index[k].name);
+    free(ck->index);
     free(ck->files);
     free(ck->dir);
     memset(ck, 0, sizeof *ck);
 }
 
 const dz_st_tensor *dz_hf_checkpoint_find(const dz_hf_checkpoint *ck, const char *name, const char **file) {
-    for (int i = 0; i < ck->n_files; i++) {
-        const dz_st_tensor *t = dz_safetensors_find(&ck->files[i], name);
-        if (t) {
-            if (file) *file = ck->files[i].path;
-            return t;
+    int lo = 0, hi = ck->index ? ck->n_index : ck->n_files > 0 ? 1 : 0; /* sharded: the index decides */
+    const dz_safetensors *from = ck->index ? NULL : &ck->files[0];
+    while (ck->index && lo < hi) {
+        const int mid = lo + (hi - lo) / 2, c = strcmp(name, ck->index[mid].name);
+        if (c == 0) {
+            from = &ck->files[ck->index[mid].file];
+            break;
         }
+        if (c < 0) hi = mid;
+        else lo = mid + 1;
     }
-    return NULL;
+    const dz_st_tensor *t = from && hi > lo ? dz_safetensors_find(from, name) : NULL;
+    if (t && file) *file = from->path;
+    return t;
 }

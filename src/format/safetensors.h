@@ -74,15 +74,24 @@ dz_status dz_safetensors_write_converted(const char *path, const dz_st_write_ten
                                          const unsigned char *release, const dz_dtype *from, dz_error *err);
 
 /* A Hugging Face checkpoint folder: one or more safetensors files. */
+typedef struct dz_hf_index_entry {
+    char *name;
+    int file;              /* index into files */
+} dz_hf_index_entry;
+
 typedef struct dz_hf_checkpoint {
     char *dir;
     int n_files;
     dz_safetensors *files;
+    int n_index;           /* sharded: the weight map, sorted by name; 0 for one file */
+    dz_hf_index_entry *index;
 } dz_hf_checkpoint;
 
 /* Opens dir/model.safetensors, or every shard named in dir/model.safetensors.index.json
- * {"weight_map": {tensor: file}}, each distinct shard once (checking that each tensor
- * the index lists is in the shard it names). DZ_ERR_NOT_FOUND when neither file exists. */
+ * {"weight_map": {tensor: file}}, each distinct shard once. The index is honoured
+ * exactly: a tensor is read from the shard it names (which must hold it), a tensor the
+ * index does not list is absent, and a tensor in two shards is refused. Every file must
+ * resolve inside dir (dz_path_check_inside). DZ_ERR_NOT_FOUND when neither file exists. */
 dz_status dz_hf_checkpoint_open(const char *dir, dz_hf_checkpoint *out, dz_error *err);
 void dz_hf_checkpoint_close(dz_hf_checkpoint *ck);
 /* The tensor, and in *file the path of the shard holding it (for messages); NULL if absent. */

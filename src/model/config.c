@@ -308,6 +308,14 @@ dz_status dz_config_validate(const dz_config *cfg, const char *file, dz_error *e
     if (cfg->n_heads % cfg->n_kv_heads != 0)
         return dz_fail(err, DZ_ERR_INVALID, "%s: n_heads %d is not a multiple of n_kv_heads %d", file,
                        cfg->n_heads, cfg->n_kv_heads);
+    /* Every tensor's element count and byte size are then far inside int64 and size_t. */
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        if (sizes[i].v > DZ_MAX_DIM)
+            return dz_fail(err, DZ_ERR_INVALID, "%s: %s = %d exceeds the limit %d", file, sizes[i].name,
+                           sizes[i].v, DZ_MAX_DIM);
+    if (cfg->pos_offset > DZ_MAX_POS_OFFSET)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: pos_offset %d exceeds the limit %d", file, cfg->pos_offset,
+                       DZ_MAX_POS_OFFSET);
     if (cfg->n_layers > DZ_MAX_LAYERS)
         return dz_fail(err, DZ_ERR_INVALID, "%s: n_layers %d exceeds the limit %d", file,
                        cfg->n_layers, DZ_MAX_LAYERS);

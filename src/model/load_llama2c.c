@@ -53,13 +53,15 @@ static dz_status header_to_config(const llama2c_header *h, const char *path, dz_
 }
 
 dz_status dz_config_from_llama2c(const char *path, dz_config *cfg, dz_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dz_fail(err, DZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    const int fd = dz_open_regular(path, err);
+    if (fd < 0) return err ? err->code : DZ_ERR_IO;
     llama2c_header h;
-    const size_t got = fread(&h, 1, sizeof h, f);
-    fclose(f);
-    if (got != sizeof h)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: file of %zu bytes is shorter than the 28-byte header", path, got);
+    ssize_t got;
+    while ((got = pread(fd, &h, sizeof h, 0)) < 0 && errno == EINTR) {}
+    close(fd);
+    if (got != (ssize_t)sizeof h)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: file of %zd bytes is shorter than the 28-byte header", path,
+                       got < 0 ? (ssize_t)0 : got);
     return header_to_config(&h, path, cfg, err);
 }
 
@@ -89,8 +91,8 @@ static void place_rope_permuted(dz_model *m, int id, const float *src, int n_hea
 
 dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err) {
     m->format = "llama2c";
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = dz_open_regular(path, err);
+    if (fd < 0) return err ? err->code : DZ_ERR_IO;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         close(fd);

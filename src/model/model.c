@@ -112,6 +112,35 @@ int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, s
     return 1;
 }
 
+/* Index of the first element of x (n values of dtype t) that is Inf or NaN, or -1. */
+static int64_t first_non_finite(const void *x, dz_dtype t, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (t == DZ_F32) {
+            uint32_t u;
+            memcpy(&u, (const char *)x + 4 * i, 4);
+            if ((u & 0x7f800000u) == 0x7f800000u) return (int64_t)i;
+        } else {
+            uint16_t h;
+            memcpy(&h, (const char *)x + 2 * i, 2);
+            const uint16_t exp_mask = t == DZ_BF16 ? 0x7f80u : 0x7c00u;
+            if ((h & exp_mask) == exp_mask) return (int64_t)i;
+        }
+    }
+    return -1;
+}
+
+/* A checkpoint with an Inf or NaN weight would train on garbage: refuse it at load. */
+static dz_status check_finite(const dz_model *m, dz_error *err) {
+    for (int id = 0; id < m->table.count; id++) {
+        const dz_param *p = &m->table.params[id];
+        const int64_t at = first_non_finite(m->data[id], m->dtype, (size_t)dz_param_numel(p));
+        if (at >= 0)
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' has a non-finite value at element %lld (row %lld)",
+                           m->path, p->hf_name, (long long)at, (long long)(at / p->cols));
+    }
+    return DZ_OK;
+}
+
 dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_error *err) {
     *out = NULL;
     dz_model *m = calloc(1, sizeof *m);
@@ -130,6 +159,7 @@ dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_err
                      "%s: not a model: expected a Hugging Face folder (config.json + safetensors) "
                      "or a llama2.c .bin checkpoint", path);
     }
+    if (st == DZ_OK) st = check_finite(m, err);
     if (st != DZ_OK) {
         dz_model_free(m);
         return st;

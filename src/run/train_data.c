@@ -29,6 +29,7 @@ static dz_status build_set(const dz_trainer *tr, const dz_dataset *ds, dz_class_
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     const dz_train_data *d = &tr->cfg.data;
     dz_status st = load_examples(tr, d->train, &tr->pool, err);
+    if (st == DZ_OK && !tr->lm) st = dz_dataset_require_labels(&tr->pool, err); /* train and dev rows */
     if (st == DZ_OK && d->test) st = load_examples(tr, d->test, &tr->test, err);
     if (st != DZ_OK) return st;
     dz_dataset drawn;

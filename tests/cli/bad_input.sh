@@ -55,7 +55,17 @@ if [ -f "$assets/stories260K/stories260K.bin" ]; then
   expect "bad task file" "task.json.*template" -- "$bin" eval --task-file "$tmp/task.json" --limit 2
   printf '{"template": "no placeholder", "label_words": ["a", "b"]}' > "$tmp/task2.json"
   expect "task file template without {text}" "text" -- "$bin" train --task-file "$tmp/task2.json" --steps 1 --out "$tmp/run"
+  printf 'index\tsentence\n0\tfine movie\n1\tbad movie\n' > "$tmp/unlabelled.tsv"
+  expect "training rows without a label" "unlabelled.tsv:2.*no label" -- "$bin" train --model "$assets/stories260K/stories260K.bin" \
+    --data "$tmp/unlabelled.tsv" --steps 1 --out "$tmp/run_unlabelled"
+  mkfifo "$tmp/fifo.tsv"
+  expect "a FIFO as training data" "fifo.tsv: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/fifo.tsv"
+  expect "a device as training data" "/dev/zero: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data /dev/zero
 fi
+m=$(model shardsym); mv "$m/model.safetensors" "$tmp/outside.safetensors"; ln -s "$tmp/outside.safetensors" "$m/model.safetensors"
+expect "checkpoint symlinked outside its folder" "model.safetensors.*outside the folder" -- "$bin" info "$m"
+m=$(model fifomodel); rm "$m/model.safetensors"; mkfifo "$m/model.safetensors"
+expect "checkpoint that is a FIFO" "model.safetensors: not a regular file" -- "$bin" info "$m"
 expect "not a number" "--batch.*abc" -- "$bin" eval --batch abc
 expect "unknown option" "--bogus" -- "$bin" info --bogus x
 expect "unknown command" "unknown command" -- "$bin" frobnicate
