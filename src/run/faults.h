@@ -1,6 +1,7 @@
-/* Test-only fault injection: faults a test asks the trainer to cause, so that the paths
- * that must catch them (the replica check) can be shown to. Never part of a run's
- * settings: tests set them here, or scripts through DISTZO_TEST_CORRUPT=NODE:STEP. */
+/* Test-only fault injection: faults a test script asks the trainer to cause, so that the
+ * paths that must catch them (the replica check) can be shown to. Never part of a run's
+ * settings or of the public API: scripts set DISTZO_TEST_CORRUPT=NODE:STEP
+ * (tests/cli/mpi.sh). */
 #ifndef DZ_RUN_FAULTS_H
 #define DZ_RUN_FAULTS_H
 
@@ -9,10 +10,7 @@ typedef struct dz_faults {
     int corrupt_node;  /* ... flip one bit of this node's masters */
 } dz_faults;
 
-/* The faults in force: those dz_faults_set gave, else DISTZO_TEST_CORRUPT's (none when
- * unset or malformed). */
+/* The faults the environment asks for (none when unset or malformed). */
 dz_faults dz_faults_get(void);
-/* For tests; NULL: back to the environment's. */
-void dz_faults_set(const dz_faults *f);
 
 #endif
