@@ -240,7 +240,8 @@ static void engine_init(const dz_train_config *c, engine_fixture *x) {
     if (st == DZ_OK) st = dz_tokenizer_load(dz_model_tokenizer_path(x->m), 512, &x->tok, &err);
     if (st == DZ_OK) st = dz_prompt_spec_set_labels(&spec, c->data.label_words, &err);
     if (st == DZ_OK) st = dz_dataset_load_sst2(c->data.train, &pool, &err);
-    if (st == DZ_OK) st = dz_dataset_sample(&pool, c->data.train_examples + c->data.dev_examples, c->data.seed, &drawn, &err);
+    const int want = c->data.train_examples + c->data.dev_examples;
+    if (st == DZ_OK) st = dz_dataset_sample(&pool, want, c->data.seed, &drawn, &err);
     if (st != DZ_OK) fail_msg("%s", err.msg);
     dz_dataset train = drawn;
     train.count = c->data.train_examples;

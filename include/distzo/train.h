@@ -40,7 +40,8 @@ typedef struct dz_train_store {
     dz_dtype master_dtype;    /* F32 or BF16 */
     const char *spec;         /* NULL or "ram": in memory; "disk:PATH": layer masters in a file */
     int max_resident_mb;      /* with a disk store: refuse to start above this many MB resident (0: no cap) */
-    int stream_globals;       /* with a disk store: the global block stays in it too (also chosen when the cap needs it) */
+    int stream_globals;       /* with a disk store: the global block stays in it too (also chosen when the cap
+                               * needs it) */
 } dz_train_store;
 
 /* What happens between steps, every so many steps (0: never; evaluation 0: at the end). */

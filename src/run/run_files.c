@@ -44,7 +44,8 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
         {"seed", (double)c->optim.seed}, {"eval_every", c->schedule.eval_every},
         {"checkpoint_every", c->schedule.checkpoint_every}, {"log_sync_every", c->schedule.log_sync_every},
         {"max_bad_steps", c->optim.max_bad_steps}, {"eval_batch", c->schedule.eval_batch},
-        {"share_prompts", c->data.share_prompts}, {"lm_seq", c->data.lm_seq}, {"max_resident_mb", c->store.max_resident_mb},
+        {"share_prompts", c->data.share_prompts}, {"lm_seq", c->data.lm_seq},
+        {"max_resident_mb", c->store.max_resident_mb},
         {"stream_globals", c->store.stream_globals},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);

@@ -38,8 +38,9 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
     unsigned flags;
     dz_status st = dz_store_parse_spec(spec->store, &path, &flags, err);
     if (st == DZ_OK && path && s->comm && dz_comm_size(s->comm) > 1)
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--store %s: a disk store runs in one process; with mpirun use --store ram "
-                     "(the ranks of a node share one copy of the weights)", spec->store);
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED,
+                     "--store %s: a disk store runs in one process; with mpirun use --store ram (the ranks of a node "
+                     "share one copy of the weights)", spec->store);
     /* a disk store is written tensor by tensor from the model as loaded (mapped where it can be) */
     if (st == DZ_OK) st = path ? dz_store_load_model(spec->path, spec->master_dtype, &s->m, err)
                                : dz_model_load(spec->path, spec->master_dtype, &s->m, err);

@@ -266,7 +266,8 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     st = run_settings(&tr, cfg_in, resume, &strings, err);
     int ok = st == DZ_OK; /* every rank stops if rank 0 could not set up the run folder */
     if (dz_comm_bcast(tr.comm, &ok, sizeof ok, 0, err) == DZ_OK && !ok && st == DZ_OK)
-        st = dz_fail(err, DZ_ERR_INVALID, "%s: rank 0 could not set up the run folder (its error is above)", tr.run_dir);
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: rank 0 could not set up the run folder (its error is above)",
+                     tr.run_dir);
     int start = 0;
     if (st == DZ_OK) st = setup(&tr, resume, &start, err);
     if (st == DZ_OK && cb) {
