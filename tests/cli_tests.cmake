@@ -22,3 +22,16 @@ set_tests_properties(cli_crash_resume_disk PROPERTIES LABELS "zo;cli" TIMEOUT 12
 add_test(NAME cli_store COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/store.sh $<TARGET_FILE:distzo> ${DZ_ASSETS})
 set_tests_properties(cli_store PROPERTIES LABELS "zo;cli" TIMEOUT 900 SKIP_RETURN_CODE 77
                      ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+
+# The run folder is the user's: pruning only what the run wrote (--keep-checkpoints),
+# readers (export, eval) changing nothing, the seed log's torn tail cut only by the writer.
+add_test(NAME cli_run_folder COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_folder.sh $<TARGET_FILE:distzo> ${DZ_ASSETS})
+set_tests_properties(cli_run_folder PROPERTIES LABELS "run;cli" TIMEOUT 300 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+
+# Failing reads, writes, fsyncs and allocations (DISTZO_TEST_FAULT, src/core/io.h): a clear
+# error, never a crash, and --resume then equals the uninterrupted run; in memory and with
+# the masters in a disk store.
+add_test(NAME cli_faults COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/faults.sh $<TARGET_FILE:distzo> ${DZ_ASSETS} ram)
+set_tests_properties(cli_faults PROPERTIES LABELS "run;cli" TIMEOUT 600 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")

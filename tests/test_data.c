@@ -569,6 +569,18 @@ static void sample_keeps_lines_and_completions(void **state) {
     dz_dataset_free(&ds);
 }
 
+/* Two classes with the same word cannot be told apart: refused (" good" == "good"). */
+static void duplicate_label_words(void **state) {
+    (void)state;
+    dz_prompt_spec spec;
+    dz_prompt_spec_default_sst2(&spec);
+    dz_error err = {0};
+    assert_int_equal(dz_prompt_spec_set_labels(&spec, "good,bad, good", &err), DZ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "words 1 and 3 are both 'good'"));
+    assert_string_equal(spec.label_words[0], " terrible"); /* unchanged */
+    assert_int_equal(dz_prompt_spec_set_labels(&spec, "good,Good", &err), DZ_OK);
+}
+
 /* Training needs a label on every row: an unlabelled row is named by file and line. */
 static void unlabelled_rows_refused(void **state) {
     (void)state;
@@ -608,6 +620,7 @@ int main(void) {
         cmocka_unit_test(sample_properties),
         cmocka_unit_test(sample_keeps_lines_and_completions),
         cmocka_unit_test(unlabelled_rows_refused),
+        cmocka_unit_test(duplicate_label_words),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -378,15 +378,13 @@ static void crc_damage_tail_vs_middle(void **state) {
     const char *path = path_of("crc.log");
     dz_seedlog_header h = make_header(2, 1);
 
-    /* last record damaged (any byte, CRC field included): dropped */
+    /* last record whole but damaged (any byte, CRC field included): a crash never leaves
+     * that, so it is refused with its offset and nothing is cut */
     for (int at = 0; at < 20; at += 3) {
         b[HDR + 4 * 20 + at] ^= 0x40;
         spit(path, b, len);
-        int warned = g_warnings;
-        dz_seedlog *log = open_ok(path, &h);
-        expect_records(log, 4);
-        assert_int_equal(g_warnings, warned + 1);
-        dz_seedlog_close(log, NULL);
+        expect_open_error(path, &h, DZ_ERR_FORMAT, "record 5 (byte 184)", "damaged");
+        assert_int_equal(file_size(path), len);
         b[HDR + 4 * 20 + at] ^= 0x40;
     }
     /* an unwritten (zero-filled) tail of several records after a machine crash: all dropped */
@@ -407,6 +405,34 @@ static void crc_damage_tail_vs_middle(void **state) {
     spit(path, b, len - 3);
     expect_open_error(path, &h, DZ_ERR_FORMAT, "record 2", "CRC");
     free(b);
+}
+
+/* A reader (export, replay) never modifies the log: a torn tail is ignored, not cut, and
+ * appending is refused. */
+static void readers_leave_the_file_alone(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *full = ref_log(5, &len);
+    const char *path = path_of("reader.log");
+    dz_seedlog_header h = make_header(2, 1);
+    spit(path, full, HDR + 4 * 20 + 7);
+    dz_seedlog *log = NULL;
+    dz_error err = {0};
+    if (dz_seedlog_open_read(path, &h, &log, &err) != DZ_OK) fail_msg("%s", err.msg);
+    expect_records(log, 4);
+    assert_int_equal(file_size(path), HDR + 4 * 20 + 7);
+    const float g[2] = {1, 2};
+    assert_int_equal(dz_seedlog_append(log, 5, 0.1f, g, &err), DZ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "reading only"));
+    assert_int_equal(dz_seedlog_truncate_after(log, 2, &err), DZ_ERR_INVALID);
+    dz_seedlog_close(log, NULL);
+    assert_int_equal(file_size(path), HDR + 4 * 20 + 7);
+    /* a writer holding the lock does not stop a reader */
+    dz_seedlog *w = open_ok(path, &h);
+    if (dz_seedlog_open_read(path, &h, &log, &err) != DZ_OK) fail_msg("%s", err.msg);
+    dz_seedlog_close(log, NULL);
+    dz_seedlog_close(w, NULL);
+    free(full);
 }
 
 static void non_consecutive_steps(void **state) {
@@ -716,6 +742,7 @@ int main(void) {
         cmocka_unit_test(append_across_reopen),
         cmocka_unit_test(torn_tail_every_length),
         cmocka_unit_test(crc_damage_tail_vs_middle),
+        cmocka_unit_test(readers_leave_the_file_alone),
         cmocka_unit_test(non_consecutive_steps),
         cmocka_unit_test(bad_headers),
         cmocka_unit_test(resume_ranges),

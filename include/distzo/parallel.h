@@ -28,6 +28,13 @@ int dz_comm_n_nodes(const dz_comm *c);
 int dz_comm_machine_ranks(const dz_comm *c); /* ranks on this machine (real shared memory) */
 const char *dz_comm_backend(const dz_comm *c); /* "mpi (Open MPI 4.1.4)" or "single process" */
 
+/* A rank that stops answering (stopped, deadlocked, its machine lost) must not hang the
+ * job: every collective waits at most `seconds` (0: forever; default 300), then
+ * asks every rank for a sign of life and fails naming those that gave none, so the caller
+ * can end the job (dz_comm_abort). Ranks waiting in a collective answer such questions. */
+enum { DZ_COMM_DEFAULT_TIMEOUT_S = 300 };
+void dz_comm_set_timeout(dz_comm *c, double seconds);
+
 /* Element-wise sum over all ranks, in place. */
 dz_status dz_comm_sum_u64(dz_comm *c, uint64_t *buf, size_t n, dz_error *err);
 

@@ -72,9 +72,12 @@ double dz_class_loss(const float *scores, const int *labels, int n, int K);
 /* The cross-entropy of each example: out[n]; dz_class_loss is their sum in order / n. */
 void dz_class_example_losses(const float *scores, const int *labels, int n, int K, double *out);
 
+/* The prediction for one example's scores[K]: the argmax (ties to the lower label), or -1
+ * (no prediction, never correct) when a score is not finite. */
+int dz_class_predict(const float *scores, int K);
 /* Scores every candidate, batch sequences at a time (whole examples per batch), and the
- * classification accuracy over the labelled examples: predictions (argmax of scores, ties to the
- * lower label) written to preds if non-NULL, scores to scores [n_examples*n_labels] if non-NULL. */
+ * classification accuracy over the labelled examples: predictions (dz_class_predict)
+ * written to preds if non-NULL, scores to scores [n_examples*n_labels] if non-NULL. */
 dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
                             int *preds, float *scores, double *accuracy, dz_error *err);
 

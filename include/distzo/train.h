@@ -48,6 +48,7 @@ typedef struct dz_train_store {
 typedef struct dz_train_schedule {
     int eval_every, eval_batch; /* eval_batch: sequences per evaluation forward */
     int checkpoint_every;
+    int keep_checkpoints;     /* numbered checkpoints kept (Hugging Face's save_total_limit; default 1) */
     int log_sync_every;       /* fsync the seed log and metrics every this many steps */
 } dz_train_schedule;
 

@@ -52,6 +52,7 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     if (dz_class_set_build(ds, &spec, tok, dz_model_config(m)->max_seq_len, &cs, &err) != DZ_OK)
         return dz_cli_fail(&err);
     int per = o->batch / cs.n_labels > 0 ? o->batch / cs.n_labels : 1;
+    if (per > cs.n_examples) per = cs.n_examples; /* a batch never needs more rows than the data */
     dz_forward *f = NULL;
     int *preds = malloc(sizeof(int) * (size_t)(cs.n_examples + 1));
     float *scores = malloc(sizeof(float) * (size_t)(cs.n_examples * cs.n_labels + 1));
@@ -68,7 +69,8 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     if (!rc && o->predictions) rc = write_predictions(o->predictions, &cs, preds, scores);
     if (!rc) {
         int counts[DZ_MAX_LABELS] = {0};
-        for (int e = 0; e < cs.n_examples; e++) counts[preds[e]]++;
+        for (int e = 0; e < cs.n_examples; e++)
+            if (preds[e] >= 0) counts[preds[e]]++; /* -1: a non-finite score, no prediction */
         if (o->json) {
             printf("{\"task\": \"%s\", \"data\": ", o->task);
             dz_cli_json_string(stdout, o->data);

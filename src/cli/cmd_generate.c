@@ -70,7 +70,9 @@ int dz_cmd_generate(int argc, char **argv) {
     const dz_config *c = dz_model_config(m);
     dz_error err = {0};
     int cap = c->max_seq_len;
-    int *ids = malloc(sizeof(int) * (size_t)(cap + n));
+    if (n > cap) n = cap; /* generation stops at the model's last position anyway */
+    int *ids = malloc(sizeof(int) * ((size_t)cap + (size_t)n));
+    if (!ids) dz_fail(&err, DZ_ERR_NOMEM, "out of memory for %d token ids", cap + n);
     int n_prompt = ids ? dz_tokenizer_encode(tok, prompt, 1, ids, cap, &err) : -1;
     dz_forward *f = NULL;
     if (n_prompt < 0 || n_prompt >= cap) {

@@ -13,7 +13,9 @@
 typedef struct progress {
     int tty;
     int last_line_step;
-    int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP: this rank dies (SIGKILL) after that step */
+    int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP[:stop]: this rank dies (SIGKILL), or with
+                           * ":stop" stops responding (SIGSTOP), after that step */
+    int kill_signal;
 } progress;
 
 static void fmt_eta(double secs, char *buf, size_t cap) {
@@ -25,7 +27,7 @@ static void fmt_eta(double secs, char *buf, size_t cap) {
 
 static void on_progress(const dz_train_progress *p, void *user) {
     progress *pr = user;
-    if (pr->kill_step > 0 && p->step == pr->kill_step && !p->replayed) raise(SIGKILL);
+    if (pr->kill_step > 0 && p->step == pr->kill_step && !p->replayed) raise(pr->kill_signal);
     if (pr->rank != 0) return; /* rank 0 speaks for the job */
     if (p->replayed) {
         fprintf(stderr, "distzo: resuming at step %d of %d\n", p->step, p->steps);
@@ -72,7 +74,7 @@ int dz_cmd_train(int argc, char **argv) {
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
     const char *schedule = "constant", *test = NULL, *task_file = NULL;
     int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0, no_share = 0, node_size = 0;
-    float wd = 0.0f;
+    float wd = 0.0f, rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
         {"task", DZ_OPT_STR, &c.data.task, "sst2 (tsv), classify (jsonl) or lm (text; jsonl text or prompt/completion)"},
@@ -100,6 +102,7 @@ int dz_cmd_train(int argc, char **argv) {
         {"dev-examples", DZ_OPT_INT, &c.data.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c.schedule.eval_every, "steps between evaluations (default 500; 0 = at the end)"},
         {"checkpoint-every", DZ_OPT_INT, &c.schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
+        {"keep-checkpoints", DZ_OPT_INT, &c.schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
         {"log-sync-every", DZ_OPT_INT, &c.schedule.log_sync_every, "fsync the seed log every N steps (default 64)"},
         {"max-bad-steps", DZ_OPT_INT, &c.optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
@@ -119,6 +122,7 @@ int dz_cmd_train(int argc, char **argv) {
         {"dp", DZ_OPT_INT, &c.layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c.layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
         {"node-size", DZ_OPT_INT, &node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
+        {"rank-timeout", DZ_OPT_FLOAT, &rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
         {0},
     };
     const dz_cmd_spec spec = {
@@ -177,7 +181,9 @@ int dz_cmd_train(int argc, char **argv) {
     }
     dz_error err = {0};
     dz_comm *comm = NULL;
+    if (!(rank_timeout >= 0.0f)) return dz_cli_failf("option --rank-timeout: %g is negative", (double)rank_timeout);
     if (dz_comm_init(NULL, NULL, node_size, 0, &comm, &err) != DZ_OK) return dz_cli_fail(&err);
+    dz_comm_set_timeout(comm, rank_timeout);
     const int rank = dz_comm_rank(comm), ranks = dz_comm_size(comm);
     const char *omp_threads = getenv("OMP_NUM_THREADS"); /* else the pool's default, like OpenMP's */
     if (threads == 0 && ranks > 1 && !(omp_threads && *omp_threads)) { /* the cores split between the ranks */
@@ -192,10 +198,12 @@ int dz_cmd_train(int argc, char **argv) {
     if (rank == 0 && ranks > 1)
         dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm),
                dz_runtime_threads(), dz_comm_backend(comm));
-    progress pr = {.tty = rank == 0 && isatty(2), .rank = rank};
+    progress pr = {.tty = rank == 0 && isatty(2), .rank = rank, .kill_signal = SIGKILL};
     const char *kill = getenv("DISTZO_TEST_KILL");
     int kill_rank = -1;
-    if (kill && sscanf(kill, "%d:%d", &kill_rank, &pr.kill_step) == 2 && kill_rank != rank) pr.kill_step = 0;
+    char how[8] = "";
+    if (kill && sscanf(kill, "%d:%d:%7s", &kill_rank, &pr.kill_step, how) >= 2 && kill_rank != rank) pr.kill_step = 0;
+    if (!strcmp(how, "stop")) pr.kill_signal = SIGSTOP;
     c.layout.comm = comm;
     dz_train_result res;
     dz_status st = dz_train(&c, resume, on_progress, &pr, &res, &err);

@@ -1,5 +1,7 @@
 #include "core/util.h"
 
+#include "core/io.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -13,6 +15,7 @@
 
 void *dz_alloc(size_t bytes) {
     void *p = NULL;
+    if (dz_io_fault(DZ_IO_ALLOC)) return NULL;
     if (bytes == 0) bytes = DZ_ALIGN;
     size_t rounded = (bytes + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     if (posix_memalign(&p, DZ_ALIGN, rounded) != 0) return NULL;
@@ -66,8 +69,7 @@ dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err)
             }
             buf = nb;
         }
-        ssize_t got = read(fd, buf + n, cap - n - 1);
-        if (got < 0 && errno == EINTR) continue;
+        ssize_t got = dz_io_read(fd, buf + n, cap - n - 1);
         if (got < 0) {
             const int e = errno;
             free(buf);
@@ -90,37 +92,23 @@ dz_status dz_write_file_atomic(const char *path, const void *data, size_t len, d
         return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    if (dz_io_write_all(fd, data, len) != 0) {
+        const int e = errno;
+        close(fd);
         unlink(tmp);
-        return dz_fail(err, DZ_ERR_IO, "%s: fsync/close failed: %s", tmp, strerror(errno));
+        return dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+    }
+    if (dz_io_fsync(fd) != 0 || close(fd) != 0) {
+        const int e = errno;
+        unlink(tmp);
+        return dz_fail(err, DZ_ERR_IO, "%s: fsync/close failed: %s", tmp, strerror(e));
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
         return dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", path, strerror(e));
     }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return DZ_OK;
+    return dz_io_fsync_parent(path, err); /* the rename itself is durable */
 }
 
 int dz_path_join(char *out, size_t cap, const char *dir, const char *name) {
@@ -188,20 +176,13 @@ dz_status dz_copy_file(const char *src, const char *dst, dz_error *err) {
     dz_status st = DZ_OK;
     if (out < 0) st = dz_fail(err, DZ_ERR_IO, "%s: cannot copy to %s: %s", src, dst, strerror(errno));
     static char buf[1 << 20];
-    for (ssize_t n; st == DZ_OK && (n = read(in, buf, sizeof buf)) != 0;) {
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            st = dz_fail(err, DZ_ERR_IO, "%s: read failed: %s", src, strerror(errno));
-            break;
-        }
-        for (ssize_t done = 0; st == DZ_OK && done < n;) {
-            ssize_t w = write(out, buf + done, (size_t)(n - done));
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) st = dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
-            else done += w;
-        }
+    for (ssize_t n; st == DZ_OK && (n = dz_io_read(in, buf, sizeof buf)) != 0;) {
+        if (n < 0) st = dz_fail(err, DZ_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+        else if (dz_io_write_all(out, buf, (size_t)n) != 0)
+            st = dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
     }
-    if (st == DZ_OK && fsync(out) != 0) st = dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
+    if (st == DZ_OK && dz_io_fsync(out) != 0)
+        st = dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
     if (in >= 0) close(in);
     if (out >= 0) close(out);
     return st;

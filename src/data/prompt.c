@@ -35,6 +35,10 @@ dz_status dz_prompt_spec_set_labels(dz_prompt_spec *spec, const char *csv, dz_er
                            csv, k, total, sizeof tmp.label_words[0] - 1);
         snprintf(tmp.label_words[tmp.n_labels++], sizeof tmp.label_words[0], "%s%.*s", lead,
                  (int)n, p);
+        for (int j = 0; j + 1 < tmp.n_labels; j++) /* two classes with one word cannot be told apart */
+            if (!strcmp(tmp.label_words[j], tmp.label_words[tmp.n_labels - 1]))
+                return dz_fail(err, DZ_ERR_INVALID, "label words \"%s\": words %d and %d are both '%s'", csv, j + 1,
+                               k, tmp.label_words[j] + 1);
         if (p[n] == '\0') break;
         p += n + 1;
     }

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/util.h"
 
 /* The reference implementation refuses headers above 100 MB; so do we, which also
@@ -460,31 +461,6 @@ static dz_status build_header(const char *path, const dz_st_write_tensor *ts, in
     return DZ_OK;
 }
 
-static int write_all(int fd, const void *data, size_t len) {
-    const char *p = data;
-    while (len > 0) {
-        /* Linux writes at most ~2 GiB per call; loop either way. */
-        ssize_t w = write(fd, p, len < ((size_t)1 << 30) ? len : ((size_t)1 << 30));
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static void fsync_parent_dir(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-}
-
 /* Streams header then tensor data straight from the caller's buffers, so a
  * multi-GB model is never copied in memory. */
 dz_status dz_safetensors_write(const char *path, const dz_st_write_tensor *tensors, int count,
@@ -521,7 +497,7 @@ dz_status dz_safetensors_write_converted(const char *path, const dz_st_write_ten
         s = dz_fail(err, DZ_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
         goto out;
     }
-    int bad = write_all(fd, header, hlen);
+    int bad = dz_io_write_all(fd, header, hlen);
     for (int k = 0; k < count && !bad; k++) {
         const dz_st_write_tensor *t = &tensors[order[k].idx];
         size_t n = dz_dtype_size(t->dtype);
@@ -538,10 +514,10 @@ dz_status dz_safetensors_write_converted(const char *path, const dz_st_write_ten
                 const size_t c = count_el - i < 4096 ? count_el - i : 4096;
                 dz_to_f32(wide, (const char *)src + i * fsz, fdt, c);
                 dz_from_f32(out, t->dtype, wide, c);
-                bad = write_all(fd, out, c * dz_dtype_size(t->dtype));
+                bad = dz_io_write_all(fd, out, c * dz_dtype_size(t->dtype));
             }
         } else {
-            bad = write_all(fd, t->data, n);
+            bad = dz_io_write_all(fd, t->data, n);
         }
         if (release && release[order[k].idx]) { /* keeps the peak near one tensor when copying a mapped model */
             const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)src;
@@ -549,7 +525,7 @@ dz_status dz_safetensors_write_converted(const char *path, const dz_st_write_ten
             if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
         }
     }
-    if (bad || fsync(fd) != 0) {
+    if (bad || dz_io_fsync(fd) != 0) {
         s = dz_fail(err, DZ_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
@@ -565,7 +541,7 @@ dz_status dz_safetensors_write_converted(const char *path, const dz_st_write_ten
         unlink(tmp);
         goto out;
     }
-    fsync_parent_dir(path);
+    s = dz_io_fsync_parent(path, err);
 out:
     free(header);
     free(order);

@@ -94,13 +94,16 @@ int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, s
     char cand[PATH_MAX];
     out[0] = '\0';
     if (dz_is_dir(path)) { /* an HF folder holds its tokenizer's files */
-        static const char *markers[] = {"vocab.json", "encoder.json"};
-        for (int i = 0; i < 2; i++)
+        static const char *markers[] = {"tokenizer.json", "vocab.json", "encoder.json"};
+        for (int i = 0; i < 3; i++)
             if (dz_path_join(cand, sizeof cand, path, markers[i]) == 0 && dz_file_exists(cand)) {
                 snprintf(out, cap, "%s", path);
                 return 1;
             }
-        return 0;
+        /* a checkpoint of a llama2.c model keeps the llama2.c tokenizer beside its weights */
+        if (dz_path_join(cand, sizeof cand, path, "tokenizer.bin") != 0 || !dz_file_exists(cand)) return 0;
+        snprintf(out, cap, "%s", cand);
+        return 1;
     }
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);

@@ -1,18 +1,27 @@
 /* dz_comm over MPI (built where CMake finds MPI). */
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "parallel/comm.h"
 
 enum { MAX_WINDOWS = 8 };
+/* The watchdog's messages travel on a communicator of their own (never mixed with the
+ * collectives'): a waiting rank that times out sends TAG_PING to every rank, and every
+ * rank waiting in a collective answers TAG_PONG. */
+enum { TAG_PING = 1, TAG_PONG = 2 };
+/* How long the ranks get to answer a ping, at most (less when the timeout is shorter). */
+static const double PING_WAIT_S = 10.0;
 
 struct dz_comm {
     int mpi;                  /* 0: one process, no MPI calls at all */
     int rank, size, node, n_nodes, node_rank, node_size, machine_ranks;
-    MPI_Comm node_comm;
-    int has_node_comm;
+    MPI_Comm node_comm, watch;
+    int has_node_comm, has_watch;
+    double timeout_s;         /* 0: collectives wait forever */
     MPI_Win windows[MAX_WINDOWS];
     void *local[MAX_WINDOWS]; /* one-process stand-ins for windows */
     int n_windows;
@@ -76,6 +85,7 @@ dz_status dz_comm_init(int *argc, char ***argv, int node_size, unsigned flags, d
     dz_comm *c = calloc(1, sizeof *c);
     if (!c) return dz_fail(err, DZ_ERR_NOMEM, "out of memory");
     c->size = c->n_nodes = c->node_size = c->machine_ranks = 1;
+    c->timeout_s = DZ_COMM_DEFAULT_TIMEOUT_S;
     snprintf(c->backend, sizeof c->backend, "single process");
     if (node_size < 0) {
         free(c);
@@ -100,6 +110,9 @@ dz_status dz_comm_init(int *argc, char ***argv, int node_size, unsigned flags, d
     lib[strcspn(lib, ",\n")] = 0;
     snprintf(c->backend, sizeof c->backend, "mpi (%.80s)", lib);
     dz_status st = split_nodes(c, node_size, err);
+    if (st == DZ_OK && (rc = MPI_Comm_dup(MPI_COMM_WORLD, &c->watch)) != MPI_SUCCESS)
+        st = mpi_fail(err, rc, "MPI_Comm_dup");
+    c->has_watch = st == DZ_OK;
     if (st != DZ_OK) {
         dz_comm_finalize(c);
         return st;
@@ -116,6 +129,7 @@ void dz_comm_finalize(dz_comm *c) {
     }
     if (c->mpi) {
         if (c->has_node_comm) MPI_Comm_free(&c->node_comm);
+        if (c->has_watch) MPI_Comm_free(&c->watch);
         MPI_Finalize();
     }
     free(c);
@@ -136,13 +150,94 @@ int dz_comm_machine_ranks(const dz_comm *c) { return c->machine_ranks; }
 const char *dz_comm_backend(const dz_comm *c) { return c->backend; }
 uint64_t dz_comm_bytes_sent(const dz_comm *c) { return c->sent; }
 
+void dz_comm_set_timeout(dz_comm *c, double seconds) { c->timeout_s = seconds > 0 ? seconds : 0; }
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Answers every ping that has arrived: a waiting rank is alive. */
+static void answer_pings(dz_comm *c) {
+    for (;;) {
+        int flag = 0, token;
+        MPI_Status s;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, c->watch, &flag, &s);
+        if (!flag) return;
+        MPI_Recv(&token, 1, MPI_INT, s.MPI_SOURCE, TAG_PING, c->watch, MPI_STATUS_IGNORE);
+        MPI_Send(&token, 1, MPI_INT, s.MPI_SOURCE, TAG_PONG, c->watch);
+    }
+}
+
+/* After a timeout: pings every other rank and waits a while for the answers; the
+ * error names the ranks that gave none. */
+static dz_status name_silent_ranks(dz_comm *c, const char *what, dz_error *err) {
+    const int n = c->size;
+    MPI_Request *req = calloc(2 * (size_t)n, sizeof *req);
+    int *tokens = calloc(2 * (size_t)n, sizeof *tokens), *answered = calloc((size_t)n, sizeof *answered);
+    if (!req || !tokens || !answered) {
+        free(req), free(tokens), free(answered);
+        return dz_fail(err, DZ_ERR_IO, "mpi: no answer within %.0f s in %s (--rank-timeout)", c->timeout_s, what);
+    }
+    for (int r = 0; r < n; r++) {
+        req[r] = req[n + r] = MPI_REQUEST_NULL;
+        if (r == c->rank) continue;
+        MPI_Irecv(&tokens[n + r], 1, MPI_INT, r, TAG_PONG, c->watch, &req[n + r]);
+        MPI_Isend(&tokens[r], 1, MPI_INT, r, TAG_PING, c->watch, &req[r]);
+    }
+    answered[c->rank] = 1;
+    const double wait = c->timeout_s < PING_WAIT_S ? c->timeout_s : PING_WAIT_S, until = now_s() + wait;
+    int missing = n - 1;
+    while (missing > 0 && now_s() < until) {
+        answer_pings(c); /* another rank that timed out asks us too */
+        for (int r = 0; r < n; r++) {
+            int flag = 0;
+            if (answered[r]) continue;
+            MPI_Test(&req[n + r], &flag, MPI_STATUS_IGNORE);
+            if (flag) answered[r] = 1, missing--;
+        }
+        sched_yield();
+    }
+    char list[512] = "";
+    size_t len = 0;
+    for (int r = 0; r < n && len < sizeof list - 16; r++)
+        if (!answered[r]) len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? ", " : "", r);
+    free(req), free(tokens), free(answered); /* requests still pending die with the job */
+    if (missing == 0)
+        return dz_fail(err, DZ_ERR_IO,
+                       "mpi: %s did not complete within %.0f s though every rank answers (--rank-timeout; a rank may "
+                       "be far behind)", what, c->timeout_s);
+    return dz_fail(err, DZ_ERR_IO, "mpi: rank %s did not respond within %.0f s (waiting in %s; --rank-timeout)", list,
+                   c->timeout_s, what);
+}
+
+/* Completes a started collective: polls it, answering pings meanwhile, for at most the
+ * timeout. A timed-out collective cannot be cancelled: the caller must end the job. */
+static dz_status finish(dz_comm *c, MPI_Request *req, int rc, const char *what, dz_error *err) {
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, what);
+    const double start = now_s();
+    for (unsigned k = 0;; k++) {
+        int flag = 0;
+        rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, what);
+        if (flag) return DZ_OK;
+        if ((k & 255) != 255) continue; /* the common case: done within microseconds */
+        answer_pings(c);
+        if (c->timeout_s > 0 && now_s() - start > c->timeout_s) return name_silent_ranks(c, what, err);
+        if (k > 65536) sched_yield(); /* a long wait: leave the core to the ranks that compute */
+    }
+}
+
 static dz_status allreduce(dz_comm *c, MPI_Comm comm, void *buf, size_t n, MPI_Datatype t, size_t esz, MPI_Op op,
                            const char *what, dz_error *err) {
     if (!c->mpi || n == 0) return DZ_OK;
     for (size_t done = 0; done < n;) { /* MPI counts are int */
         const int k = n - done > (1u << 30) ? 1 << 30 : (int)(n - done);
-        const int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * esz, k, t, op, comm);
-        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, what);
+        MPI_Request req;
+        const dz_status st =
+            finish(c, &req, MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + done * esz, k, t, op, comm, &req), what, err);
+        if (st != DZ_OK) return st;
         done += (size_t)k;
     }
     c->sent += n * esz;
@@ -172,8 +267,10 @@ dz_status dz_comm_bcast(dz_comm *c, void *buf, size_t bytes, int root, dz_error 
     if (!c->mpi || bytes == 0) return DZ_OK;
     for (size_t done = 0; done < bytes;) {
         const int k = bytes - done > (1u << 30) ? 1 << 30 : (int)(bytes - done);
-        const int rc = MPI_Bcast((char *)buf + done, k, MPI_BYTE, root, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Bcast");
+        MPI_Request req;
+        const dz_status st =
+            finish(c, &req, MPI_Ibcast((char *)buf + done, k, MPI_BYTE, root, MPI_COMM_WORLD, &req), "MPI_Bcast", err);
+        if (st != DZ_OK) return st;
         done += (size_t)k;
     }
     if (c->rank == root) c->sent += bytes;
@@ -181,13 +278,15 @@ dz_status dz_comm_bcast(dz_comm *c, void *buf, size_t bytes, int root, dz_error 
 }
 
 dz_status dz_comm_barrier(dz_comm *c, dz_error *err) {
-    const int rc = c->mpi ? MPI_Barrier(MPI_COMM_WORLD) : MPI_SUCCESS;
-    return rc == MPI_SUCCESS ? DZ_OK : mpi_fail(err, rc, "MPI_Barrier");
+    if (!c->mpi) return DZ_OK;
+    MPI_Request req;
+    return finish(c, &req, MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Barrier", err);
 }
 
 dz_status dz_comm_node_barrier(dz_comm *c, dz_error *err) {
-    const int rc = c->mpi ? MPI_Barrier(c->node_comm) : MPI_SUCCESS;
-    return rc == MPI_SUCCESS ? DZ_OK : mpi_fail(err, rc, "MPI_Barrier (node)");
+    if (!c->mpi) return DZ_OK;
+    MPI_Request req;
+    return finish(c, &req, MPI_Ibarrier(c->node_comm, &req), "MPI_Barrier (node)", err);
 }
 
 dz_status dz_comm_node_alloc(dz_comm *c, size_t bytes, void **base, dz_error *err) {

@@ -28,6 +28,7 @@ void dz_comm_finalize(dz_comm *c) {
 }
 
 void dz_comm_abort(dz_comm *c, int code) { (void)c, (void)code; }
+void dz_comm_set_timeout(dz_comm *c, double seconds) { (void)c, (void)seconds; }
 int dz_comm_rank(const dz_comm *c) { return (void)c, 0; }
 int dz_comm_size(const dz_comm *c) { return (void)c, 1; }
 int dz_comm_node(const dz_comm *c) { return (void)c, 0; }

@@ -25,10 +25,12 @@ dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done
     if (st != DZ_OK) return st;
     char js[256];
     state_json(js, sizeof js, steps_done, best);
-    if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, err);
+    const int keep = tr->cfg.schedule.keep_checkpoints;
+    if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, keep, err);
     st = dz_store_save_resident(tr->store, tr->m, err);
     if (st == DZ_OK)
-        st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store), err);
+        st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store), keep,
+                                 err);
     return st;
 }
 

@@ -58,7 +58,7 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     };
     if (st == DZ_OK) st = dz_setup_engine(s, &es, err);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
-    if (st == DZ_OK) st = dz_seedlog_open(path, NULL, 0, &log, err);
+    if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
         const dz_seedlog_record r = dz_seedlog_get(log, i);
         if (isfinite(r.g[0])) dz_zo_apply(dz_setup_zo_engine(s), r.step, r.lr, r.g);

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/io.h"
 #include "core/util.h"
 #include "distzo/log.h"
 
@@ -192,7 +193,7 @@ static size_t put_field(char *line, size_t used, size_t cap, const char *key, do
 
 dz_status dz_metrics_sync(dz_metrics *m, dz_error *err) {
     if (m->unsynced == 0) return DZ_OK;
-    if (fsync(m->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", m->path, strerror(errno));
+    if (dz_io_fsync(m->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", m->path, strerror(errno));
     m->unsynced = 0;
     return DZ_OK;
 }
@@ -220,8 +221,7 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
     used += (size_t)snprintf(line + used, cap - used, "}\n");
     /* One write() per line: a killed process leaves whole lines only (a torn one is dropped on reopen). */
     for (size_t done = 0; done < used;) {
-        ssize_t w = write(m->fd, line + done, used - done);
-        if (w < 0 && errno == EINTR) continue;
+        ssize_t w = dz_io_write(m->fd, line + done, used - done);
         if (w <= 0)
             return dz_fail(err, DZ_ERR_IO, "%s: writing step %" PRId64 " failed: %s", m->path, row->step,
                            w < 0 ? strerror(errno) : "no progress");

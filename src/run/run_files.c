@@ -14,7 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/util.h"
+#include "distzo/log.h"
 #include "run/run_files.h"
 
 /* ---- run.json ---------------------------------------------------------------------- */
@@ -46,7 +48,7 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
         {"max_bad_steps", c->optim.max_bad_steps}, {"eval_batch", c->schedule.eval_batch},
         {"share_prompts", c->data.share_prompts}, {"lm_seq", c->data.lm_seq},
         {"max_resident_mb", c->store.max_resident_mb},
-        {"stream_globals", c->store.stream_globals},
+        {"stream_globals", c->store.stream_globals}, {"keep_checkpoints", c->schedule.keep_checkpoints},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);
     char *text = cJSON_Print(o);
@@ -147,6 +149,8 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     c->store.max_resident_mb = (int)get_num(&r, "max_resident_mb");
     const cJSON *sg = cJSON_GetObjectItemCaseSensitive(o, "stream_globals"); /* absent in older run folders */
     c->store.stream_globals = cJSON_IsNumber(sg) ? sg->valueint : 0;
+    const cJSON *kc = cJSON_GetObjectItemCaseSensitive(o, "keep_checkpoints"); /* absent in older run folders */
+    c->schedule.keep_checkpoints = cJSON_IsNumber(kc) ? kc->valueint : 1;
     if (r.st == DZ_OK && !c->model) r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'model' is missing", path);
     cJSON_Delete(o);
     free(text);
@@ -165,44 +169,89 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
-static void remove_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
-static void fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
+/* Removes a folder this run made, with its contents (no-op when it does not exist). */
+static dz_status remove_tree(const char *path, dz_error *err) {
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT) return DZ_OK;
+    if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return dz_fail(err, DZ_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    return DZ_OK;
 }
 
-/* Removes checkpoint-N folders other than keep, and stale temporary folders. */
-static void prune(const char *run_dir, const char *keep) {
-    DIR *d = opendir(run_dir);
-    if (!d) return;
-    struct dirent *de;
-    char path[PATH_MAX];
-    while ((de = readdir(d))) {
-        const int numbered = strncmp(de->d_name, "checkpoint-", 11) == 0;
-        const int temp = strncmp(de->d_name, ".tmp-", 5) == 0;
-        if ((!numbered && !temp) || (keep && strcmp(de->d_name, keep) == 0)) continue;
-        snprintf(path, sizeof path, "%s/%s", run_dir, de->d_name);
-        remove_tree(path);
+/* run_dir/CHECKPOINTS lists, oldest first, the numbered checkpoints this run wrote and
+ * still keeps: pruning removes only those, never a folder the user (or another tool, or
+ * an older distzo) put there, whatever its name. */
+enum { MAX_LISTED = 4096 };
+
+static dz_status read_list(const char *run_dir, char names[][64], int *n, dz_error *err) {
+    char path[PATH_MAX], *text = NULL;
+    *n = 0;
+    snprintf(path, sizeof path, "%s/CHECKPOINTS", run_dir);
+    if (!dz_file_exists(path)) return DZ_OK;
+    dz_status st = dz_read_file(path, &text, NULL, err);
+    for (char *line = text, *next; st == DZ_OK && line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        int steps = -1, end = 0;
+        if (sscanf(line, "checkpoint-%d%n", &steps, &end) != 1 || steps < 0 || line[end] != '\0')
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: line %d is '%.64s', expected 'checkpoint-N'", path, *n + 1, line);
+        else if (*n == MAX_LISTED)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: more than %d checkpoints listed", path, MAX_LISTED);
+        else
+            snprintf(names[(*n)++], 64, "%s", line);
     }
-    closedir(d);
+    free(text);
+    return st;
+}
+
+static dz_status write_list(const char *run_dir, char names[][64], int n, dz_error *err) {
+    char path[PATH_MAX], *text = malloc((size_t)n * 64 + 1);
+    if (!text) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", run_dir);
+    size_t len = 0;
+    for (int i = 0; i < n; i++) len += (size_t)sprintf(text + len, "%s\n", names[i]);
+    snprintf(path, sizeof path, "%s/CHECKPOINTS", run_dir);
+    const dz_status st = dz_write_file_atomic(path, text, len, err);
+    free(text);
+    return st;
+}
+
+/* Adds leaf to the list and removes the oldest listed checkpoints beyond keep (saying so). */
+static dz_status prune(const char *run_dir, const char *leaf, int keep, dz_error *err) {
+    static char names[MAX_LISTED + 1][64];
+    int n = 0;
+    dz_status st = read_list(run_dir, names, &n, err);
+    if (st != DZ_OK) return st;
+    int at = 0;
+    while (at < n && strcmp(names[at], leaf)) at++;
+    if (at == n) snprintf(names[n++], 64, "%s", leaf);
+    char path[PATH_MAX + 64];
+    int drop = n - keep > 0 ? n - keep : 0;
+    for (int i = 0; i < drop && st == DZ_OK; i++) {
+        if (!strcmp(names[i], leaf)) continue; /* never the one just written */
+        snprintf(path, sizeof path, "%s/%.63s", run_dir, names[i]);
+        st = remove_tree(path, err);
+        if (st == DZ_OK) dz_log(DZ_LOG_INFO, "removed %s (--keep-checkpoints %d)", path, keep);
+    }
+    if (st != DZ_OK) return st;
+    int kept = 0;
+    for (int i = 0; i < n; i++)
+        if (i >= drop || !strcmp(names[i], leaf)) memmove(names[kept++], names[i], 64);
+    return write_list(run_dir, names, kept, err);
 }
 
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
-                              const dz_tokenizer *tok, const char *state_json, const char *weights_file,
+                              const dz_tokenizer *tok, const char *state_json, const char *weights_file, int keep,
                               dz_error *err) {
     char tmp[PATH_MAX], final[PATH_MAX], leaf[64], path[PATH_MAX + 64];
     const int numbered = strcmp(name, "checkpoint") == 0;
+    if (numbered && keep < 1) return dz_fail(err, DZ_ERR_INVALID, "--keep-checkpoints %d: keep at least 1", keep);
     if (numbered) snprintf(leaf, sizeof leaf, "checkpoint-%d", steps_done);
     else snprintf(leaf, sizeof leaf, "%s", name);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%s", run_dir, leaf);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%s", run_dir, leaf); /* a crashed write's leftover is ours by this name */
     snprintf(final, sizeof final, "%s/%s", run_dir, leaf);
-    remove_tree(tmp);
-    dz_status st;
-    if (!weights_file) {
+    dz_status st = remove_tree(tmp, err);
+    if (st != DZ_OK) {
+    } else if (!weights_file) {
         st = dz_model_save_hf(m, tmp, err);
     } else { /* the weights are already a safetensors file (a parameter store): copy it */
         st = mkdir(tmp, 0755) == 0 ? DZ_OK : dz_fail(err, DZ_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
@@ -216,27 +265,28 @@ dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_d
         snprintf(path, sizeof path, "%s/trainer_state.json", tmp);
         st = dz_write_file_atomic(path, state_json, strlen(state_json), err);
     }
+    if (st == DZ_OK) st = dz_io_fsync_dir(tmp, err);
     if (st != DZ_OK) return st;
-    fsync_dir(tmp);
     if (!numbered) { /* best/: swap the old one out; a crash in between leaves .old-best */
         char old[PATH_MAX + 64];
         snprintf(old, sizeof old, "%s/.old-%s", run_dir, leaf);
-        remove_tree(old);
-        rename(final, old);
-        if (rename(tmp, final) != 0) return dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", final, strerror(errno));
-        fsync_dir(run_dir);
-        remove_tree(old);
-        return DZ_OK;
+        st = remove_tree(old, err);
+        if (st == DZ_OK && rename(final, old) != 0 && errno != ENOENT)
+            st = dz_fail(err, DZ_ERR_IO, "%s: rename to %s failed: %s", final, old, strerror(errno));
+        if (st == DZ_OK && rename(tmp, final) != 0)
+            st = dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", final, strerror(errno));
+        if (st == DZ_OK) st = dz_io_fsync_dir(run_dir, err);
+        return st == DZ_OK ? remove_tree(old, err) : st;
     }
-    remove_tree(final);
-    if (rename(tmp, final) != 0) return dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", final, strerror(errno));
-    fsync_dir(run_dir);
+    st = remove_tree(final, err); /* a checkpoint of the same step from before a crash: ours */
+    if (st == DZ_OK && rename(tmp, final) != 0)
+        st = dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", final, strerror(errno));
+    if (st == DZ_OK) st = dz_io_fsync_dir(run_dir, err);
     snprintf(path, sizeof path, "%s/LATEST", run_dir);
     char line[80];
     snprintf(line, sizeof line, "%s\n", leaf);
-    st = dz_write_file_atomic(path, line, strlen(line), err);
-    if (st == DZ_OK) prune(run_dir, leaf);
-    return st;
+    if (st == DZ_OK) st = dz_write_file_atomic(path, line, strlen(line), err);
+    return st == DZ_OK ? prune(run_dir, leaf, keep, err) : st;
 }
 
 dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err) {

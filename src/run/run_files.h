@@ -13,10 +13,11 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *cfg, char **s
 
 /* Writes run_dir/checkpoint-<steps_done>/ (HF layout: config.json, model.safetensors,
  * tokenizer files, trainer_state.json) through a temporary folder and a rename, then
- * points run_dir/LATEST at it and removes older checkpoints. name = "checkpoint" or
- * "best" (best/ is replaced, not numbered). */
+ * points run_dir/LATEST at it and keeps the newest `keep` numbered checkpoints this run
+ * wrote (listed in run_dir/CHECKPOINTS; nothing else in the folder is ever removed).
+ * name = "checkpoint" or "best" (best/ is replaced, not numbered; keep is unused). */
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
-                              const dz_tokenizer *tok, const char *state_json, const char *weights_file,
+                              const dz_tokenizer *tok, const char *state_json, const char *weights_file, int keep,
                               dz_error *err);
 /* The newest complete checkpoint: its folder in path (cap bytes) and steps_done; returns
  * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */

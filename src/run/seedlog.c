@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/util.h"
 #include "distzo/log.h"
 
@@ -27,6 +28,7 @@ struct dz_seedlog {
     size_t n, cap;
     off_t size;           /* header + the n records */
     int sync_every, unsynced;
+    int readonly;         /* dz_seedlog_open_read: never written */
 };
 
 /* Reflected CRC-32, polynomial 0xEDB88320, four bits at a time. */
@@ -169,8 +171,7 @@ static dz_status read_all(dz_seedlog *log, uint8_t **out, size_t *len, dz_error 
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory reading %zu bytes", log->path, size);
     while (got < size) {
-        ssize_t r = pread(log->fd, buf + got, size - got, (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
+        ssize_t r = dz_io_pread(log->fd, buf + got, size - got, (off_t)got);
         if (r <= 0) {
             free(buf);
             return dz_fail(err, DZ_ERR_IO, "%s: read failed at byte %zu: %s", log->path, got,
@@ -190,7 +191,7 @@ static int record_ok(const uint8_t *r, size_t rec_bytes) {
 /* Cuts the file to the header and its first keep records, durably. */
 static dz_status cut_to(dz_seedlog *log, size_t keep, dz_error *err) {
     off_t size = DZ_SEEDLOG_HEADER_BYTES + (off_t)(keep * log->rec_bytes);
-    if (ftruncate(log->fd, size) != 0 || fdatasync(log->fd) != 0)
+    if (ftruncate(log->fd, size) != 0 || dz_io_fdatasync(log->fd) != 0)
         return dz_fail(err, DZ_ERR_IO, "%s: cannot truncate to %lld bytes: %s", log->path, (long long)size,
                        strerror(errno));
     log->size = size;
@@ -199,8 +200,19 @@ static dz_status cut_to(dz_seedlog *log, size_t keep, dz_error *err) {
     return DZ_OK;
 }
 
-/* Checks the records of buf, keeps the good ones in memory and cuts a bad tail off the file. */
-static dz_status load_records(dz_seedlog *log, const uint8_t *buf, size_t len, dz_error *err) {
+/* What a crash can leave after the last good record: part of one record (each append is
+ * one write), or zeros (blocks the file system allocated but never wrote, after a crash
+ * of the machine). A whole record with other bytes and a bad CRC is damage, not a crash. */
+static int crash_tail(const uint8_t *tail, size_t n, size_t rec_bytes) {
+    if (n < rec_bytes) return 1;
+    for (size_t i = 0; i < n; i++)
+        if (tail[i]) return 0;
+    return 1;
+}
+
+/* Checks the records of buf and keeps the good ones in memory. A crash's tail is cut off
+ * the file by a writer, and only ignored by a reader (writable = 0). */
+static dz_status load_records(dz_seedlog *log, const uint8_t *buf, size_t len, int writable, dz_error *err) {
     const size_t rb = log->rec_bytes, q = log->h.q;
     size_t whole = (len - DZ_SEEDLOG_HEADER_BYTES) / rb;
     const uint8_t *rec0 = buf + DZ_SEEDLOG_HEADER_BYTES;
@@ -228,15 +240,19 @@ static dz_status load_records(dz_seedlog *log, const uint8_t *buf, size_t len, d
     log->size = DZ_SEEDLOG_HEADER_BYTES + (off_t)(good * rb);
     size_t dropped = len - (size_t)log->size;
     if (dropped == 0) return DZ_OK;
-    dz_log(DZ_LOG_WARN,
-           "%s: dropping a torn tail of %zu bytes (%zu bad record(s) and %zu bytes of a partial one) after record %zu: "
-           "the writer stopped while appending",
-           log->path, dropped, whole - good, (len - DZ_SEEDLOG_HEADER_BYTES) % rb, good);
-    return cut_to(log, good, err);
+    if (!crash_tail(rec0 + good * rb, dropped, rb))
+        return dz_fail(err, DZ_ERR_FORMAT,
+                       "%s: record %zu (byte %lld) is whole but fails its CRC check: the log is damaged (a crash "
+                       "leaves at most an incomplete last record, or zeros); refusing to drop it",
+                       log->path, good + 1, (long long)log->size);
+    dz_log(DZ_LOG_WARN, "%s: %s a torn tail of %zu bytes after record %zu: the writer stopped while appending",
+           log->path, writable ? "dropping" : "ignoring (the writer repairs it)", dropped, good);
+    return writable ? cut_to(log, good, err) : DZ_OK;
 }
 
-dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int sync_every, dz_seedlog **out,
-                          dz_error *err) {
+/* Opens path for appending (writable: locked, a crash's tail cut) or for reading only. */
+static dz_status open_log(const char *path, const dz_seedlog_header *expect, int sync_every, int writable,
+                          dz_seedlog **out, dz_error *err) {
     *out = NULL;
     if (!path || sync_every < 0) return dz_fail(err, DZ_ERR_INVALID, "seed log: need a path and sync_every >= 0");
     dz_seedlog *log = calloc(1, sizeof *log);
@@ -245,12 +261,13 @@ dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int
         return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
     log->sync_every = sync_every;
-    log->fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+    log->readonly = !writable;
+    log->fd = open(path, (writable ? O_RDWR | O_APPEND : O_RDONLY) | O_CLOEXEC);
     dz_status st = DZ_OK;
     if (log->fd < 0)
         st = dz_fail(err, errno == ENOENT ? DZ_ERR_NOT_FOUND : DZ_ERR_IO, "%s: cannot open seed log: %s", path,
                      strerror(errno));
-    else if (flock(log->fd, LOCK_EX | LOCK_NB) != 0)
+    else if (writable && flock(log->fd, LOCK_EX | LOCK_NB) != 0)
         st = dz_fail(err, DZ_ERR_IO, "%s: seed log is locked by another process (%s)", path, strerror(errno));
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -261,7 +278,7 @@ dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int
         log->rec_bytes = dz_seedlog_record_bytes(log->h.q);
         if (!(log->rec = malloc(log->rec_bytes))) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
-    if (st == DZ_OK) st = load_records(log, buf, len, err);
+    if (st == DZ_OK) st = load_records(log, buf, len, writable, err);
     free(buf);
     if (st != DZ_OK) {
         free_log(log);
@@ -269,6 +286,15 @@ dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int
     }
     *out = log;
     return DZ_OK;
+}
+
+dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int sync_every, dz_seedlog **out,
+                          dz_error *err) {
+    return open_log(path, expect, sync_every, 1, out, err);
+}
+
+dz_status dz_seedlog_open_read(const char *path, const dz_seedlog_header *expect, dz_seedlog **out, dz_error *err) {
+    return open_log(path, expect, 0, 0, out, err);
 }
 
 dz_status dz_seedlog_create(const char *path, const dz_seedlog_header *h, int sync_every, dz_seedlog **out,
@@ -288,13 +314,15 @@ dz_status dz_seedlog_create(const char *path, const dz_seedlog_header *h, int sy
 
 dz_status dz_seedlog_sync(dz_seedlog *log, dz_error *err) {
     if (log->unsynced == 0) return DZ_OK;
-    if (fdatasync(log->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fdatasync failed: %s", log->path, strerror(errno));
+    if (dz_io_fdatasync(log->fd) != 0)
+        return dz_fail(err, DZ_ERR_IO, "%s: fdatasync failed: %s", log->path, strerror(errno));
     log->unsynced = 0;
     return DZ_OK;
 }
 
 dz_status dz_seedlog_append(dz_seedlog *log, uint32_t step, float lr, const float *g, dz_error *err) {
     if (!log || !g) return dz_fail(err, DZ_ERR_INVALID, "seed log: append needs a log and g");
+    if (log->readonly) return dz_fail(err, DZ_ERR_INVALID, "%s: opened for reading only", log->path);
     uint32_t next = dz_seedlog_next_step(log);
     if (step != next)
         return dz_fail(err, DZ_ERR_INVALID, "%s: appending step %" PRIu32 ", but the next step is %" PRIu32, log->path,
@@ -308,8 +336,7 @@ dz_status dz_seedlog_append(dz_seedlog *log, uint32_t step, float lr, const floa
     put_u32(r + 8 + 4 * q, dz_crc32(0, r, 8 + 4 * (size_t)q));
     /* One write() for the record, so a killed process leaves it whole or absent. */
     for (size_t done = 0; done < log->rec_bytes;) {
-        ssize_t w = write(log->fd, r + done, log->rec_bytes - done);
-        if (w < 0 && errno == EINTR) continue;
+        ssize_t w = dz_io_write(log->fd, r + done, log->rec_bytes - done);
         if (w <= 0) {
             int e = w < 0 ? errno : ENOSPC;
             int cut = ftruncate(log->fd, log->size); /* best effort: the next open drops a partial record anyway */
@@ -365,6 +392,7 @@ dz_status dz_seedlog_replay_range(const dz_seedlog *log, int64_t ckpt_step, size
 }
 
 dz_status dz_seedlog_truncate_after(dz_seedlog *log, int64_t step, dz_error *err) {
+    if (log->readonly) return dz_fail(err, DZ_ERR_INVALID, "%s: opened for reading only", log->path);
     if (step >= (int64_t)log->h.start_step - 1 + (int64_t)log->n) return DZ_OK;
     size_t first = 0, count = 0;
     dz_status st = dz_seedlog_replay_range(log, step, &first, &count, err);

@@ -15,8 +15,11 @@
  * Crash safety: the header is written to a temp file, fsync'd and renamed into place, so
  * the file always has a whole header. Each append is one write() (a killed process loses
  * no appended record); fdatasync runs every sync_every records. A crash can leave a torn
- * or unwritten tail: open drops the bad records at the end (with a warning) and keeps the
- * rest. A bad record followed by good ones is never a crash artefact: that is an error. */
+ * tail (part of the last record) or, after a crash of the machine, an unwritten one
+ * (zeros): the writer's open cuts it off (with a warning) and keeps the rest; a reader's
+ * open leaves the file alone. Anything else that fails a CRC (a whole record of other
+ * bytes, or a bad record followed by good ones) is damage, never a crash artefact: open
+ * refuses it, naming the record and its byte offset. */
 #ifndef DZ_RUN_SEEDLOG_H
 #define DZ_RUN_SEEDLOG_H
 
@@ -65,6 +68,10 @@ dz_status dz_seedlog_create(const char *path, const dz_seedlog_header *h, int sy
  * takes an exclusive lock (one writer per log). */
 dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int sync_every, dz_seedlog **out,
                           dz_error *err);
+
+/* The same for reading only (export, replay, inspection): no lock, nothing written; a
+ * crash's tail is ignored in memory and left for the writer to cut. */
+dz_status dz_seedlog_open_read(const char *path, const dz_seedlog_header *expect, dz_seedlog **out, dz_error *err);
 
 /* Appends the record of step, which must be the next one (start_step + count). */
 dz_status dz_seedlog_append(dz_seedlog *log, uint32_t step, float lr, const float *g, dz_error *err);

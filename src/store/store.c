@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/util.h"
 #include "format/safetensors.h"
 
@@ -94,12 +95,11 @@ static dz_status transfer(dz_store *s, op_kind op, uint64_t off, void *buf, size
     while (done < len) {
         const size_t n = len - done < IO_CHUNK ? len - done : IO_CHUNK;
         const off_t at = (off_t)(off + done);
-        const ssize_t r = op == OP_READ ? pread(s->fd, p + done, n, at) : pwrite(s->fd, p + done, n, at);
+        const ssize_t r = op == OP_READ ? dz_io_pread(s->fd, p + done, n, at) : dz_io_pwrite(s->fd, p + done, n, at);
         if (r > 0) {
             done += (size_t)r;
             continue;
         }
-        if (r < 0 && errno == EINTR) continue;
         char label[256];
         describe(s, w, label, sizeof label);
         if (r == 0 && op == OP_READ)
@@ -473,7 +473,8 @@ dz_status dz_store_save_resident(dz_store *s, const dz_model *m, dz_error *err) 
 dz_status dz_store_sync(dz_store *s, dz_error *err) {
     dz_status rc = dz_store_wait(s, err);
     if (rc != DZ_OK) return rc;
-    if (fdatasync(s->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fdatasync failed: %s", s->path, strerror(errno));
+    if (dz_io_fdatasync(s->fd) != 0)
+        return dz_fail(err, DZ_ERR_IO, "%s: fdatasync failed: %s", s->path, strerror(errno));
     return DZ_OK;
 }
 

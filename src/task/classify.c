@@ -246,12 +246,22 @@ double dz_class_loss(const float *scores, const int *labels, int n, int K) {
     return total / n;
 }
 
+int dz_class_predict(const float *scores, int K) {
+    int best = 0;
+    for (int k = 0; k < K; k++) {
+        if (!isfinite(scores[k])) return -1; /* NaN compares false: it would pass for label 0 */
+        if (scores[k] > scores[best]) best = k;
+    }
+    return best;
+}
+
 dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
                             int *preds, float *scores, double *accuracy, dz_error *err) {
     const int total = cs->n_examples * cs->n_labels;
     /* Whole examples per batch so a batch never splits a candidate group. */
     int per = batch / cs->n_labels;
     if (per < 1) per = 1;
+    if (per > cs->n_examples) per = cs->n_examples > 0 ? cs->n_examples : 1;
     dz_class_batch bb;
     dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, cs->max_len, dz_forward_n_streams(f) >= 2, err);
     if (st != DZ_OK) return st;
@@ -273,10 +283,7 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
     free(ids);
     int correct = 0, labelled = 0;
     for (int e = 0; e < cs->n_examples && st == DZ_OK; e++) {
-        const float *s = all + (size_t)e * cs->n_labels;
-        int best = 0;
-        for (int k = 1; k < cs->n_labels; k++)
-            if (s[k] > s[best]) best = k;
+        const int best = dz_class_predict(all + (size_t)e * cs->n_labels, cs->n_labels);
         if (preds) preds[e] = best;
         if (cs->labels[e] >= 0) {
             labelled++;

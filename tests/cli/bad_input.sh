@@ -61,6 +61,13 @@ if [ -f "$assets/stories260K/stories260K.bin" ]; then
   mkfifo "$tmp/fifo.tsv"
   expect "a FIFO as training data" "fifo.tsv: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/fifo.tsv"
   expect "a device as training data" "/dev/zero: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data /dev/zero
+  # huge counts are clamped to what the model or the data allows, never overflowed
+  if out=$("$bin" generate "$assets/stories260K/stories260K.bin" -n 2147483647 --temperature 0 2>&1 >/dev/null) &&
+     grep -q "512 tokens" <<<"$out"; then pass=$((pass + 1)); echo "ok - generate -n 2147483647: $out"
+  else fail=$((fail + 1)); echo "FAIL - generate -n 2147483647: $out"; fi
+  if out=$("$bin" eval "$assets/stories260K/stories260K.bin" --batch 2147483647 --limit 4 2>&1) &&
+     grep -q "4 examples" <<<"$out"; then pass=$((pass + 1)); echo "ok - eval --batch 2147483647: $out"
+  else fail=$((fail + 1)); echo "FAIL - eval --batch 2147483647: $out"; fi
 fi
 m=$(model shardsym); mv "$m/model.safetensors" "$tmp/outside.safetensors"; ln -s "$tmp/outside.safetensors" "$m/model.safetensors"
 expect "checkpoint symlinked outside its folder" "model.safetensors.*outside the folder" -- "$bin" info "$m"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The run folder is the user's: distzo removes only what the run itself wrote, and the
+# readers (export, eval, plot, resume of a finished run's files) change nothing in it.
+# - --keep-checkpoints N keeps the newest N numbered checkpoints this run wrote and says
+#   which it removed; a folder the user put there, even named checkpoint-..., survives.
+# - export and eval of a run (its best/ and checkpoint) leave every file byte for byte.
+# - the seed log's torn tail is cut only by the writer (resume), never by export.
+# usage: run_folder.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+run=(--steps 8 --checkpoint-every 2 --eval-every 4 --train-examples 32 --dev-examples 8 --batch 4 --threads 1
+     --test "$tmp/test.tsv")
+mkdir -p "$tmp/r/checkpoint-3-mine" "$tmp/r/notes"
+echo "the user's" > "$tmp/r/checkpoint-3-mine/file"
+echo "the user's" > "$tmp/r/notes/file"
+"$bin" train "${run[@]}" --keep-checkpoints 2 --out "$tmp/r" > "$tmp/train.txt" 2>&1 || bad "training failed"
+[ -d "$tmp/r/checkpoint-6" ] && [ -d "$tmp/r/checkpoint-8" ] && [ ! -e "$tmp/r/checkpoint-2" ] &&
+  [ ! -e "$tmp/r/checkpoint-4" ] && ok "--keep-checkpoints 2 keeps checkpoint-6 and checkpoint-8" ||
+  bad "--keep-checkpoints 2: $(ls "$tmp/r" | tr '\n' ' ')"
+grep -q "removed .*checkpoint-2 (--keep-checkpoints 2)" "$tmp/train.txt" && ok "pruning says what it removed" ||
+  bad "no message for the pruned checkpoint"
+[ -f "$tmp/r/checkpoint-3-mine/file" ] && [ -f "$tmp/r/notes/file" ] && ok "the user's folders survive" ||
+  bad "a folder distzo did not write was removed"
+
+snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum; find . | sort) ; }
+snapshot "$tmp/r" > "$tmp/before.txt"
+"$bin" export --run "$tmp/r" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
+[ ! -d "$tmp/r/best" ] || "$bin" eval "$tmp/r/best" --data "$tmp/test.tsv" > /dev/null 2>&1 || bad "eval of best/ failed"
+"$bin" eval "$tmp/r/checkpoint-8" --data "$tmp/test.tsv" > /dev/null 2>&1 || bad "eval of checkpoint-8 failed"
+snapshot "$tmp/r" > "$tmp/after.txt"
+cmp -s "$tmp/before.txt" "$tmp/after.txt" && ok "export and eval leave the run folder byte for byte" ||
+  bad "export or eval changed the run folder: $(diff "$tmp/before.txt" "$tmp/after.txt" | head -3)"
+cmp -s "$tmp/exported/model.safetensors" "$tmp/r/checkpoint-8/model.safetensors" &&
+  ok "export replays to checkpoint-8's weights" || bad "export differs from checkpoint-8"
+
+# a torn record at the end of the seed log: export ignores it and leaves it, resume cuts it
+printf '\x09\x00\x00' >> "$tmp/r/seeds.log"
+size=$(stat -c %s "$tmp/r/seeds.log")
+"$bin" export --run "$tmp/r" -o "$tmp/exported2" > /dev/null 2>&1 || bad "export with a torn tail failed"
+[ "$(stat -c %s "$tmp/r/seeds.log")" = "$size" ] && ok "export leaves a torn seed-log tail for the writer" ||
+  bad "export modified the seed log"
+"$bin" train --resume --steps 10 --out "$tmp/r" > "$tmp/resume.txt" 2>&1 || bad "resume failed"
+grep -q "dropping a torn tail of 3 bytes" "$tmp/resume.txt" && ok "resume (the writer) cuts the torn tail" ||
+  bad "resume did not report the torn tail: $(tail -2 "$tmp/resume.txt")"
+[ -d "$tmp/r/checkpoint-10" ] && [ ! -e "$tmp/r/checkpoint-6" ] && [ -d "$tmp/r/checkpoint-8" ] &&
+  ok "the resumed run keeps its own two newest checkpoints" || bad "after resume: $(ls "$tmp/r" | tr '\n' ' ')"
+finish
