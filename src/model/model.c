@@ -132,11 +132,25 @@ static int64_t first_non_finite(const void *x, dz_dtype t, size_t n) {
     return -1;
 }
 
-/* A checkpoint with an Inf or NaN weight would train on garbage: refuse it at load. */
+/* A checkpoint with an Inf or NaN weight would train on garbage: refuse it at load. A
+ * tensor still mapped from the file is read in slices whose pages are dropped again, so
+ * the check does not make the file resident (a store is written from the mapping
+ * tensor by tensor to keep the peak low). */
 static dz_status check_finite(const dz_model *m, dz_error *err) {
+    enum { SLICE = 1 << 22 };
+    const size_t esz = dz_dtype_size(m->dtype);
     for (int id = 0; id < m->table.count; id++) {
         const dz_param *p = &m->table.params[id];
-        const int64_t at = first_non_finite(m->data[id], m->dtype, (size_t)dz_param_numel(p));
+        const size_t n = (size_t)dz_param_numel(p);
+        const int mapped = dz_model_tensor_mapped(m, id);
+        int64_t at = -1;
+        for (size_t i = 0; i < n && at < 0; i += SLICE) {
+            const size_t k = n - i < SLICE ? n - i : SLICE;
+            const char *x = (const char *)m->data[id] + i * esz;
+            const int64_t j = first_non_finite(x, m->dtype, k);
+            if (j >= 0) at = (int64_t)i + j;
+            if (mapped) release_pages(x, k * esz);
+        }
         if (at >= 0)
             return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' has a non-finite value at element %lld (row %lld)",
                            m->path, p->hf_name, (long long)at, (long long)(at / p->cols));
