@@ -90,9 +90,11 @@ int64_t dz_param_table_numel(const dz_param_table *t);
 size_t dz_param_table_bytes(const dz_param_table *t, dz_dtype dtype, int block);
 
 /* The config of a model path as dz_model_load reads it (a Hugging Face folder's
- * config.json, or a llama2.c .bin header), without touching the weights. */
+ * config.json, a .gguf file's metadata, or a llama2.c .bin header), without touching the weights. */
 dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err);
 dz_status dz_config_from_llama2c(const char *path, dz_config *cfg, dz_error *err);
+/* A GGUF file's metadata (general.architecture llama, which Mistral models use too, or qwen2) as a config. */
+dz_status dz_config_from_gguf(const char *path, dz_config *cfg, dz_error *err);
 /* Reads a Hugging Face config.json (OPTForCausalLM, LlamaForCausalLM and relatives). */
 dz_status dz_config_from_hf_json(const char *path, dz_config *cfg, dz_error *err);
 /* Writes cfg as a Hugging Face config.json (atomic). */

@@ -14,7 +14,7 @@ int dz_cmd_info(int argc, char **argv) {
     const dz_cmd_spec spec = {
         .name = "info",
         .usage = "MODEL [options]",
-        .summary = "Describes MODEL (a Hugging Face folder or a llama2.c .bin).",
+        .summary = "Describes MODEL (a Hugging Face folder, a .gguf file or a llama2.c .bin).",
         .min_positional = 1,
         .max_positional = 1,
         .opts = opts,
