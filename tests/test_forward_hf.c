@@ -1,7 +1,8 @@
 /* Logits and log-probs of the forward pass against Hugging Face transformers, on tiny
  * random models written by tools/make_hf_golden.py: OPT pre-LN, OPT-350m-style post-LN
  * with project_in/out, LLaMA with GQA and an untied head, LLaMA tied, Qwen2 biases;
- * F32, BF16 and F16 files, and a sharded checkpoint. Right-padded batches. */
+ * F32, BF16 and F16 files, and a sharded checkpoint. Right-padded batches. Every check runs
+ * on every registered backend (backend/backend.h), the reference included. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backend/backend.h"
 #include "distzo/model.h"
 
 typedef struct golden {
@@ -57,15 +59,18 @@ static dz_model *load(const char *name, dz_dtype dtype) {
     return m;
 }
 
-/* Max |distzo - reference| over real (non-padding) positions, for logits and log-probs. */
-static void compare_batch(const char *name, dz_dtype dtype, const char *golden_name, double tol) {
+/* Max |distzo - reference| over real (non-padding) positions, for logits and log-probs, on
+ * backend be. */
+static void compare_batch_on(const dz_backend *be, const char *name, dz_dtype dtype, const char *golden_name,
+                             double tol) {
     golden g;
     golden_load(golden_name, &g);
     dz_model *m = load(name, dtype);
     assert_int_equal(dz_model_config(m)->vocab_size, g.V);
     dz_forward *f;
     dz_error err = {0};
-    assert_int_equal(dz_forward_create(m, g.B, g.T, 0, &f, &err), DZ_OK);
+    assert_int_equal(dz_forward_create_backend(m, be, g.B, g.T, 0, 1, &f, &err), DZ_OK);
+    assert_ptr_equal(dz_forward_backend(f), be);
     dz_weight_source w = dz_model_weights(m);
     assert_int_equal(dz_forward_run(f, &w, g.tokens, g.lengths, g.B, g.T, 0, &err), DZ_OK);
     int *rows = malloc(sizeof(int) * (size_t)g.B * g.T), *targets = malloc(sizeof(int) * (size_t)g.B * g.T);
@@ -93,8 +98,8 @@ static void compare_batch(const char *name, dz_dtype dtype, const char *golden_n
         double d = fabs(lp[i] - g.logprobs[lrows[i]]);
         max_lp = d > max_lp ? d : max_lp;
     }
-    printf("  %-28s as %-4s vs %-26s max |logit err| %.2e, max |logprob err| %.2e\n", name, dz_dtype_name(dtype),
-           golden_name, max_err, max_lp);
+    printf("  %-28s as %-4s on %-3s vs %-26s max |logit err| %.2e, max |logprob err| %.2e\n", name,
+           dz_dtype_name(dtype), be->name, golden_name, max_err, max_lp);
     assert_true(max_err <= tol);
     assert_true(max_lp <= tol);
     free(rows);
@@ -105,6 +110,10 @@ static void compare_batch(const char *name, dz_dtype dtype, const char *golden_n
     dz_forward_free(f);
     dz_model_free(m);
     golden_free(&g);
+}
+
+static void compare_batch(const char *name, dz_dtype dtype, const char *golden_name, double tol) {
+    for (int i = 0; i < dz_backend_count(); i++) compare_batch_on(dz_backend_at(i), name, dtype, golden_name, tol);
 }
 
 static void opt_preln_fp32(void **s) { (void)s; compare_batch("opt_preln", DZ_F32, "opt_preln", 1e-4); }
@@ -142,13 +151,14 @@ static void fp32_checkpoint_held_as_bf16(void **s) {
 static void kv_cache_matches_full_sequence(void **s) {
     (void)s;
     static const char *names[] = {"opt_preln", "opt_postln_proj", "llama_gqa_untied", "qwen2_bias"};
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 4 * dz_backend_count(); k++) {
+        const dz_backend *be = dz_backend_at(k / 4);
         golden g;
-        golden_load(names[k], &g);
-        dz_model *m = load(names[k], DZ_F32);
+        golden_load(names[k % 4], &g);
+        dz_model *m = load(names[k % 4], DZ_F32);
         dz_forward *f;
         dz_error err = {0};
-        assert_int_equal(dz_forward_create(m, 1, g.T, 1, &f, &err), DZ_OK);
+        assert_int_equal(dz_forward_create_backend(m, be, 1, g.T, 1, 1, &f, &err), DZ_OK);
         dz_weight_source w = dz_model_weights(m);
         float *logits = malloc(sizeof(float) * (size_t)g.V);
         const int b = 1, row0 = 0; /* the unpadded sequence */
@@ -161,7 +171,7 @@ static void kv_cache_matches_full_sequence(void **s) {
                 max_err = d > max_err ? d : max_err;
             }
         }
-        printf("  %-28s incremental decoding max |logit err| %.2e\n", names[k], max_err);
+        printf("  %-28s on %-3s incremental decoding max |logit err| %.2e\n", names[k % 4], be->name, max_err);
         assert_true(max_err <= 1e-4);
         free(logits);
         dz_forward_free(f);

@@ -124,9 +124,10 @@ static inline int golden_ids(const golden *g, int i, const char *key, int *ids, 
     return n;
 }
 
-/* Encodes every golden text and compares with row[key]; returns the number of mismatches
- * (the first few are printed with both id lists). Rows without the key are not counted. */
-static inline int golden_check(const golden *g, const dz_tokenizer *tok, const char *key, int add_bos, int *checked) {
+/* Encodes every golden text (flags: DZ_ENCODE_*; 1 is add_bos) and compares with row[key];
+ * returns the number of mismatches (the first few are printed with both id lists). Rows
+ * without the key are not counted. */
+static inline int golden_check(const golden *g, const dz_tokenizer *tok, const char *key, unsigned flags, int *checked) {
     enum { CAP = 8192 };
     int *want = malloc(CAP * sizeof *want), *got = malloc(CAP * sizeof *got);
     int bad = 0;
@@ -135,7 +136,7 @@ static inline int golden_check(const golden *g, const dz_tokenizer *tok, const c
         int nw = golden_ids(g, i, key, want, CAP);
         if (nw < 0) continue;
         dz_error err = {0};
-        int ng = dz_tokenizer_encode(tok, g->text[i], add_bos, got, CAP, &err);
+        int ng = dz_tokenizer_encode_flags(tok, g->text[i], flags, got, CAP, &err);
         assert_true(nw <= CAP && ng <= CAP);
         (*checked)++;
         if (ng == nw && memcmp(got, want, (size_t)nw * sizeof *got) == 0) continue;
