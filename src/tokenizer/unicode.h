@@ -28,4 +28,7 @@ dz_uni_class dz_uni_class_of(uint32_t cp);
  * and values past U+10FFFF) decodes as itself with length 1 and returns -1. */
 int32_t dz_utf8_decode(const uint8_t *s, size_t n, int *len);
 
+/* Writes cp as UTF-8 into out (4 bytes room); returns the byte count. */
+int dz_utf8_encode(uint32_t cp, char *out);
+
 #endif
