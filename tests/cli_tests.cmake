@@ -33,5 +33,6 @@ set_tests_properties(cli_run_folder PROPERTIES LABELS "run;cli" TIMEOUT 300 SKIP
 # error, never a crash, and --resume then equals the uninterrupted run; in memory and with
 # the masters in a disk store.
 add_test(NAME cli_faults COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/faults.sh $<TARGET_FILE:distzo> ${DZ_ASSETS} ram)
-set_tests_properties(cli_faults PROPERTIES LABELS "run;cli" TIMEOUT 600 SKIP_RETURN_CODE 77
+add_test(NAME cli_faults_disk COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/faults.sh $<TARGET_FILE:distzo> ${DZ_ASSETS} disk)
+set_tests_properties(cli_faults cli_faults_disk PROPERTIES LABELS "run;cli" TIMEOUT 600 SKIP_RETURN_CODE 77
                      ENVIRONMENT "DISTZO_ASSETS=${DZ_ASSETS};OMP_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")

@@ -6,8 +6,8 @@
  * several ranks with --store ram (else once per rank; with a disk store only the global
  * block stays resident, plus the store's buffers); working copies, activations and the
  * process itself are per rank. Sizes come from the runtime's own functions
- * (dz_forward_bytes_for, dz_param_table_bytes, dz_zo_engine_bytes_for), so the plan
- * changes when the code does. docs/PLANNER.md has the formulas and the measured check. */
+ * (dz_forward_bytes_for, dz_param_table_bytes, dz_zo_engine_bytes_for and
+ * dz_zo_store_bytes_for), so the plan changes when the code does. docs/PLANNER.md has the formulas and the measured check. */
 #ifndef DISTZO_PLAN_H
 #define DISTZO_PLAN_H
 

@@ -273,7 +273,7 @@ static int bench_step(int argc, char **argv) {
         g = res.g[0];
     }
     const dz_store_stats io1 = store ? dz_store_get_stats(store) : io0; /* the steps' I/O, before the flush */
-    if (e) dz_zo_flush(e);
+    if (e && dz_zo_flush(e, &err) != DZ_OK && !rc) rc = dz_cli_fail(&err);
     rss_train = dz_cli_peak_rss();
     if (f) train_act = dz_forward_bytes(f) + dz_zo_engine_bytes(e);
     if (!rc && store) { /* the disk store's figures: memory, I/O per step and how much of it compute hid */

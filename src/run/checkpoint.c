@@ -19,9 +19,9 @@ static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b) 
 
 dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done, const dz_best *best,
                                 dz_error *err) {
-    dz_zo_flush(tr->e); /* every rank: with shared masters the flush is collective */
-    if (!tr->rank0) return DZ_OK;
-    dz_status st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
+    dz_status st = dz_zo_flush(tr->e, err); /* every rank: with shared masters the flush is collective */
+    if (st != DZ_OK || !tr->rank0) return st;
+    st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
     if (st != DZ_OK) return st;
     char js[256];
     state_json(js, sizeof js, steps_done, best);

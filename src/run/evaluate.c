@@ -21,7 +21,8 @@ dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *sc
     *score = NAN;
     const int n = cs->n_examples;
     if (n == 0) return DZ_OK;
-    dz_zo_flush(tr->e); /* evaluation never sees stale weights */
+    dz_status st = dz_zo_flush(tr->e, err); /* evaluation never sees stale weights */
+    if (st != DZ_OK) return st;
     const dz_weight_source w = dz_zo_master_source(tr->e);
     int lo, hi;
     dz_layout_share(n, tr->lay.n, tr->lay.rank, &lo, &hi);
@@ -29,7 +30,6 @@ dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *sc
     memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
     const dz_class_set v = class_view(cs, lo, hi);
     const int eval_batch = tr->cfg.schedule.eval_batch;
-    dz_status st = DZ_OK;
     if (hi > lo && tr->lm) {
         double nll;
         st = dz_lm_evaluate(tr->f, &w, &v, eval_batch, pairs + 2 * (size_t)lo, &nll, err);
@@ -40,6 +40,7 @@ dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *sc
             pairs[2 * (size_t)(lo + i) + 1] = v.labels[i] >= 0;
         }
     }
+    if (st == DZ_OK) st = dz_zo_source_status(tr->e, err); /* a store read that failed inside the forward */
     if (st == DZ_OK) st = dz_comm_sum_f64(tr->comm, pairs, 2 * (size_t)n, err);
     if (st != DZ_OK) return st;
     double a = 0.0, b = 0.0;

@@ -61,7 +61,7 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
         const dz_seedlog_record r = dz_seedlog_get(log, i);
-        if (isfinite(r.g[0])) dz_zo_apply(dz_setup_zo_engine(s), r.step, r.lr, r.g);
+        if (isfinite(r.g[0])) st = dz_zo_apply(dz_setup_zo_engine(s), r.step, r.lr, r.g, err);
     }
     dz_store *store = s ? dz_setup_store(s) : NULL;
     if (st == DZ_OK && !store) st = dz_model_save_hf(dz_setup_model(s), out_dir, err);

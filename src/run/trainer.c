@@ -214,7 +214,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         if (cb) cb(&p, user);
         res->steps_done = done;
     }
-    dz_zo_flush(tr->e);
+    if (st == DZ_OK) st = dz_zo_flush(tr->e, err);
     if (st == DZ_OK && start >= o->steps && tr->ckpt_steps < o->steps && every->checkpoint_every > 0)
         st = dz_trainer_checkpoint(tr, "checkpoint", o->steps, &best, err); /* killed before the last one */
     if (st == DZ_OK && res->steps_done > 0 && every->eval_every <= 0) /* no periodic evaluation: one at the end */
