@@ -15,39 +15,7 @@
 
 #include "backend/backend.h"
 #include "distzo/model.h"
-
-typedef struct golden {
-    int B, T, V;
-    int *tokens, *lengths;
-    float *logits, *logprobs;
-} golden;
-
-static void golden_load(const char *name, golden *g) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/hf/%s/golden.bin", DZ_TEST_DATA, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    int32_t hdr[3];
-    assert_int_equal(fread(hdr, 4, 3, f), 3);
-    g->B = hdr[0], g->T = hdr[1], g->V = hdr[2];
-    size_t bt = (size_t)g->B * g->T;
-    g->tokens = malloc(4 * bt);
-    g->lengths = malloc(4 * (size_t)g->B);
-    g->logits = malloc(4 * bt * g->V);
-    g->logprobs = malloc(4 * bt);
-    assert_int_equal(fread(g->tokens, 4, bt, f), bt);
-    assert_int_equal(fread(g->lengths, 4, g->B, f), (size_t)g->B);
-    assert_int_equal(fread(g->logits, 4, bt * g->V, f), bt * g->V);
-    assert_int_equal(fread(g->logprobs, 4, bt, f), bt);
-    fclose(f);
-}
-
-static void golden_free(golden *g) {
-    free(g->tokens);
-    free(g->lengths);
-    free(g->logits);
-    free(g->logprobs);
-}
+#include "golden.h"
 
 static dz_model *load(const char *name, dz_dtype dtype) {
     char path[1024];
@@ -63,8 +31,8 @@ static dz_model *load(const char *name, dz_dtype dtype) {
  * backend be. */
 static void compare_batch_on(const dz_backend *be, const char *name, dz_dtype dtype, const char *golden_name,
                              double tol) {
-    golden g;
-    golden_load(golden_name, &g);
+    golden_batch g;
+    golden_batch_load_hf(golden_name, &g);
     dz_model *m = load(name, dtype);
     assert_int_equal(dz_model_config(m)->vocab_size, g.V);
     dz_forward *f;
@@ -74,7 +42,7 @@ static void compare_batch_on(const dz_backend *be, const char *name, dz_dtype dt
     dz_weight_source w = dz_model_weights(m);
     assert_int_equal(dz_forward_run(f, &w, g.tokens, g.lengths, g.B, g.T, 0, &err), DZ_OK);
     int *rows = malloc(sizeof(int) * (size_t)g.B * g.T), *targets = malloc(sizeof(int) * (size_t)g.B * g.T);
-    int n = 0, nt = 0;
+    int n = 0;
     for (int b = 0; b < g.B; b++)
         for (int t = 0; t < g.lengths[b]; t++) rows[n++] = b * g.T + t;
     float *logits = malloc(sizeof(float) * (size_t)n * g.V), *lp = malloc(sizeof(float) * (size_t)n);
@@ -86,12 +54,8 @@ static void compare_batch_on(const dz_backend *be, const char *name, dz_dtype dt
             max_err = d > max_err ? d : max_err;
         }
     /* log-probs of the next token, where one exists */
-    int *lrows = malloc(sizeof(int) * (size_t)n);
-    for (int b = 0; b < g.B; b++)
-        for (int t = 0; t + 1 < g.lengths[b]; t++) {
-            lrows[nt] = b * g.T + t;
-            targets[nt++] = g.tokens[b * g.T + t + 1];
-        }
+    int *lrows = malloc(sizeof(int) * (size_t)g.B * g.T);
+    const int nt = golden_batch_next_token_rows(&g, lrows, targets);
     assert_int_equal(dz_forward_logprobs(f, &w, lrows, targets, nt, lp, &err), DZ_OK);
     double max_lp = 0.0;
     for (int i = 0; i < nt; i++) {
@@ -109,7 +73,7 @@ static void compare_batch_on(const dz_backend *be, const char *name, dz_dtype dt
     free(lp);
     dz_forward_free(f);
     dz_model_free(m);
-    golden_free(&g);
+    golden_batch_free(&g);
 }
 
 static void compare_batch(const char *name, dz_dtype dtype, const char *golden_name, double tol) {
@@ -153,8 +117,8 @@ static void kv_cache_matches_full_sequence(void **s) {
     static const char *names[] = {"opt_preln", "opt_postln_proj", "llama_gqa_untied", "qwen2_bias"};
     for (int k = 0; k < 4 * dz_backend_count(); k++) {
         const dz_backend *be = dz_backend_at(k / 4);
-        golden g;
-        golden_load(names[k % 4], &g);
+        golden_batch g;
+        golden_batch_load_hf(names[k % 4], &g);
         dz_model *m = load(names[k % 4], DZ_F32);
         dz_forward *f;
         dz_error err = {0};
@@ -176,7 +140,7 @@ static void kv_cache_matches_full_sequence(void **s) {
         free(logits);
         dz_forward_free(f);
         dz_model_free(m);
-        golden_free(&g);
+        golden_batch_free(&g);
     }
 }
 

@@ -21,6 +21,7 @@
 #include "format/ggml_quant.h"
 #include "format/gguf.h"
 #include "temp_dir.h"
+#include "assets.h"
 
 /* ---- an in-memory GGUF writer for crafted files ------------------------------------- */
 
@@ -695,12 +696,7 @@ static void loader_errors_name_the_key_or_tensor(void **s) {
 /* ---- the real model ----------------------------------------------------------------- */
 
 static const char *smollm_path(char *out, size_t cap) {
-    const char *assets = getenv("DISTZO_ASSETS");
-    if (!assets) fail_msg("DISTZO_ASSETS is not set (the shared assets folder holding smollm2-135m/)");
-    snprintf(out, cap, "%s/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf", assets);
-    FILE *f = fopen(out, "rb");
-    if (!f) fail_msg("%s is missing: set DISTZO_ASSETS to the shared assets folder", out);
-    fclose(f);
+    test_asset_path(out, cap, "smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf");
     return out;
 }
 
@@ -924,5 +920,5 @@ int main(void) {
         cmocka_unit_test(real_model_logits_and_greedy_match_the_reference),
         cmocka_unit_test(real_model_in_bf16_is_the_f32_load_rounded),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -52,7 +52,7 @@ static void check_golden(const char *path, const char *golden_name, int want_voc
 static void smollm2_matches_hf(void **state) {
     (void)state;
     char dir[4096];
-    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    test_asset_path(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
     check_golden(dir, "hf_smollm2_golden.jsonl", 49152, 0);
 }
 
@@ -62,7 +62,7 @@ static void smollm2_matches_hf(void **state) {
 static void smollm2_gguf_matches_hf(void **state) {
     (void)state;
     char path[4096];
-    asset_or_skip(path, sizeof path, "smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf");
+    test_asset_path(path, sizeof path, "smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf");
     check_golden(path, "hf_smollm2_gguf_golden.jsonl", 49152, 0);
     dz_tokenizer *tok = load(path, 0);
     assert_int_equal(dz_tokenizer_bos(tok), -1); /* tokenizer.ggml.add_bos_token false */
@@ -78,7 +78,7 @@ static void smollm2_gguf_matches_hf(void **state) {
 static void smollm2_save_round_trip(void **state) {
     (void)state;
     char dir[4096];
-    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    test_asset_path(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
     check_golden(dir, "hf_smollm2_golden.jsonl", 49152, 1);
     dz_tokenizer *tok = load(dir, 1);
     for (int k = 0; k < DZ_SPECIAL_COUNT; k++) assert_true(dz_tokenizer_special(tok, (dz_special)k) >= 0);
@@ -119,7 +119,7 @@ static int encode(const dz_tokenizer *tok, const char *text, unsigned flags, int
 static void smollm2_specials(void **state) {
     (void)state;
     char dir[4096];
-    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    test_asset_path(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
     dz_tokenizer *tok = NULL;
     assert_int_equal(dz_tokenizer_load(dir, 0, &tok, NULL), DZ_OK);
     /* tokenizer_config.json declares bos <|im_start|>, eos/pad <|im_end|>, unk <|endoftext|>;
@@ -351,8 +351,8 @@ static void sentencepiece_save_round_trip(void **state) { (void)state, sentencep
 static void smollm2_encode_speed(void **state) {
     (void)state;
     char train[4096], dir[4096];
-    asset_or_skip(train, sizeof train, "sst2/train.tsv");
-    asset_or_skip(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
+    test_asset_path(train, sizeof train, "sst2/train.tsv");
+    test_asset_path(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
     sst2_lines s;
     assert_int_equal(sst2_read(train, &s), 0);
     dz_tokenizer *tok = load(dir, 0);
@@ -378,5 +378,5 @@ int main(void) {
         cmocka_unit_test(small_save_round_trip),     cmocka_unit_test(sentencepiece_matches_spm),
         cmocka_unit_test(sentencepiece_save_round_trip), cmocka_unit_test(sentencepiece_damaged_files_fail_cleanly), cmocka_unit_test(smollm2_encode_speed),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

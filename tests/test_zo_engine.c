@@ -16,6 +16,7 @@
 #include "distzo/zo.h"
 #include "backend/backend.h"
 #include "zo/rng.h"
+#include "golden.h"
 
 enum { B = 3, T = 12 };
 
@@ -42,23 +43,14 @@ static void nan_loss(const float *lp, const float *plp, void *user, double *out)
 
 /* Tokens and lengths of the golden batch; rows/targets: next-token prediction. */
 static void load_batch(const char *name, fixture *fx) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/hf/%s/golden.bin", DZ_TEST_DATA, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    int32_t hdr[3];
-    assert_int_equal(fread(hdr, 4, 3, f), 3);
-    assert_int_equal(hdr[0], B);
-    assert_int_equal(hdr[1], T);
-    assert_int_equal(fread(fx->tokens, 4, B * T, f), B * T);
-    assert_int_equal(fread(fx->lengths, 4, B, f), B);
-    fclose(f);
-    fx->n_rows = 0;
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t + 1 < fx->lengths[b]; t++) {
-            fx->rows[fx->n_rows] = b * T + t;
-            fx->targets[fx->n_rows++] = fx->tokens[b * T + t + 1];
-        }
+    golden_batch g;
+    golden_batch_load_hf(name, &g);
+    assert_int_equal(g.B, B);
+    assert_int_equal(g.T, T);
+    memcpy(fx->tokens, g.tokens, sizeof fx->tokens);
+    memcpy(fx->lengths, g.lengths, sizeof fx->lengths);
+    fx->n_rows = golden_batch_next_token_rows(&g, fx->rows, fx->targets);
+    golden_batch_free(&g);
 }
 
 static dz_model *load_owned(const char *name, dz_dtype dt) {

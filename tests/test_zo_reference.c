@@ -33,19 +33,16 @@
 #include "distzo/train.h"
 #include "run/metrics.h"
 #include "run/seedlog.h"
+#include "assets.h"
 
 #define LOSS_RTOL 1e-5
 #define G_RTOL 1e-3
 
-static char g_assets[1024], g_model[1200], g_train[1200], g_tmp[256];
+static char g_model[1200], g_train[1200], g_tmp[256];
 static cJSON *g_golden;
 
 static int setup(void **state) {
     (void)state;
-    const char *env = getenv("DISTZO_ASSETS");
-    snprintf(g_assets, sizeof g_assets, "%s", env && *env ? env : "../shared/assets");
-    snprintf(g_model, sizeof g_model, "%s/stories260K/stories260K.bin", g_assets);
-    snprintf(g_train, sizeof g_train, "%s/sst2/train.tsv", g_assets);
     char *text = NULL;
     size_t len = 0;
     dz_error err = {0};
@@ -66,9 +63,8 @@ static int teardown(void **state) {
 }
 
 static void need_assets(void) {
-    if (dz_file_exists(g_model) && dz_file_exists(g_train)) return;
-    printf("  SKIP: stories260K or SST-2 train.tsv not found under %s (set DISTZO_ASSETS)\n", g_assets);
-    skip();
+    test_asset_path(g_model, sizeof g_model, "stories260K/stories260K.bin");
+    test_asset_path(g_train, sizeof g_train, "sst2/train.tsv");
 }
 
 static double num(const cJSON *o, const char *key) {
@@ -315,5 +311,5 @@ int main(void) {
         cmocka_unit_test(engine_matches_reference),
         cmocka_unit_test(train_matches_reference),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_assets_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

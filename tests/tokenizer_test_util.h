@@ -1,4 +1,4 @@
-/* Helpers shared by the tokenizer tests: asset paths, golden jsonl cases, SST-2 lines,
+/* Helpers shared by the tokenizer tests: golden jsonl cases, SST-2 lines,
  * scratch folders. Header-only (static functions) so each test stays one program. */
 #ifndef DZ_TOKENIZER_TEST_UTIL_H
 #define DZ_TOKENIZER_TEST_UTIL_H
@@ -17,20 +17,7 @@
 
 #include "core/util.h"
 #include "distzo/tokenizer.h"
-
-static inline const char *assets_dir(void) {
-    const char *env = getenv("DISTZO_ASSETS");
-    return env && *env ? env : DZ_TEST_DATA "/../../../shared/assets";
-}
-
-/* ASSETS/rel into out; skips the calling test (cmocka skip) when the file is absent. */
-static inline void asset_or_skip(char *out, size_t cap, const char *rel) {
-    snprintf(out, cap, "%s/%s", assets_dir(), rel);
-    if (!dz_file_exists(out)) {
-        print_message("asset %s not found (set DISTZO_ASSETS): skipping\n", out);
-        skip();
-    }
-}
+#include "assets.h"
 
 /* ---- SST-2 tsv: text of each file line (1-based), before the tab ---- */
 typedef struct sst2_lines {
@@ -77,7 +64,7 @@ typedef struct golden {
 static inline void golden_load(golden *g, const char *name) {
     char path[4096], dev_path[4096];
     snprintf(path, sizeof path, "%s/tokenizer/%s", DZ_TEST_DATA, name);
-    asset_or_skip(dev_path, sizeof dev_path, "sst2/dev.tsv");
+    test_asset_path(dev_path, sizeof dev_path, "sst2/dev.tsv");
     memset(g, 0, sizeof *g);
     assert_int_equal(sst2_read(dev_path, &g->dev), 0);
     char *buf;

@@ -8,12 +8,12 @@
 #   --resume under another layout (more ranks, fewer ranks) equals the uninterrupted run.
 # - Causal-LM fine-tuning with bf16 masters and 2 SPSA samples: the same.
 # - --verify-every: a bit flipped on one node is caught and the job stops non-zero.
-# usage: mpi.sh DISTZO ASSETS        (exit 77: mpirun or the assets missing)
+# usage: mpi.sh DISTZO ASSETS        (fails without mpirun; see lib.sh for missing assets)
 set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
+need_tool mpirun "scripts/deps.sh installs openmpi-bin"
 "$bin" train --help 2>&1 | grep -q -- --pertp || { echo "FAIL: distzo has no --pertp"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 head -41 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
