@@ -1,5 +1,5 @@
 /* The layout planner: see plan.h and docs/PLANNER.md. */
-#include "parallel/plan.h"
+#include "distzo/plan.h"
 
 #include <math.h>
 #include <stdio.h>

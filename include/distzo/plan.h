@@ -8,8 +8,8 @@
  * process itself are per rank. Sizes come from the runtime's own functions
  * (dz_forward_bytes_for, dz_param_table_bytes, dz_zo_engine_bytes_for and
  * dz_zo_store_bytes_for), so the plan changes when the code does. docs/PLANNER.md has the formulas and the measured check. */
-#ifndef DZ_PARALLEL_PLAN_H
-#define DZ_PARALLEL_PLAN_H
+#ifndef DISTZO_PLAN_H
+#define DISTZO_PLAN_H
 
 #include <stddef.h>
 #include <stdint.h>
