@@ -1,7 +1,12 @@
-/* Every op of the CPU backend against a plain double-precision reference written here
- * (in the spirit of ggml's test-backend-ops), on odd shapes; and each op's result is
- * bitwise the same with 1 and 2 threads, and at every instruction-set level (core/isa.h)
- * this CPU can run. */
+/* The backends of backend/backend.h, in the spirit of ggml's test-backend-ops:
+ * - the CPU and reference backends' float ops against plain double-precision references
+ *   written here, on odd shapes (both keep their buffers in host memory, so these checks
+ *   hand them host pointers);
+ * - every op of every registered backend, through its own buffers (alloc, upload,
+ *   download), against the reference backend: float ops to a tolerance, data moves and the
+ *   ZO ops (the contract of backend/zo_ops.h) bitwise, the CPU's at every instruction-set
+ *   level (core/isa.h) this machine runs;
+ * - each CPU op's result bitwise the same with 1 and 2 threads and at every level. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +20,7 @@
 #include "core/isa.h"
 #include "core/rng.h"
 #include "backend/backend.h"
-#include "backend/cpu_simd.h"
+#include "backend/cpu_simd.h" /* dz_expf */
 
 static float *randn(size_t n, uint64_t seed, float scale) {
     float *x = malloc(sizeof(float) * n);
@@ -29,6 +34,20 @@ static double max_rel_err(const float *got, const double *want, size_t n) {
     return m;
 }
 
+/* The backends whose buffers are host memory (backend.h), by name. */
+static const char *const host_backends[] = {"cpu", "ref"};
+
+/* name(void **) runs name_on(be) on each of host_backends. */
+#define ON_HOST_BACKENDS(name)                                                   \
+    static void name(void **s) {                                                 \
+        (void)s;                                                                 \
+        for (size_t i = 0; i < sizeof host_backends / sizeof host_backends[0]; i++) { \
+            const dz_backend *be = dz_backend_by_name(host_backends[i]);         \
+            assert_non_null(be);                                                 \
+            name##_on(be);                                                       \
+        }                                                                        \
+    }
+
 static void exp_is_accurate(void **s) {
     (void)s;
     double worst = 0.0;
@@ -41,9 +60,7 @@ static void exp_is_accurate(void **s) {
     assert_true(dz_expf(0.0f) == 1.0f);
 }
 
-static void matmul_with_bias(void **s) {
-    (void)s;
-    const dz_backend *be = dz_backend_cpu();
+static void matmul_with_bias_on(const dz_backend *be) {
     const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 96, 48}, {130, 7, 300}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const int M = shapes[k][0], N = shapes[k][1], K = shapes[k][2];
@@ -61,10 +78,9 @@ static void matmul_with_bias(void **s) {
         free(x), free(w), free(b), free(y), free(want);
     }
 }
+ON_HOST_BACKENDS(matmul_with_bias)
 
-static void norms(void **s) {
-    (void)s;
-    const dz_backend *be = dz_backend_cpu();
+static void norms_on(const dz_backend *be) {
     const int rows = 5, dim = 77;
     float *x = randn(rows * dim, 4, 3), *w = randn(dim, 5, 1), *b = randn(dim, 6, 1);
     float *y = malloc(sizeof(float) * rows * dim);
@@ -88,11 +104,10 @@ static void norms(void **s) {
     assert_true(max_rel_err(y, want, rows * dim) < 1e-5);
     free(x), free(w), free(b), free(y), free(want);
 }
+ON_HOST_BACKENDS(norms)
 
 /* Rotary embedding, HF layout: pairs (i, i + head_dim/2) of each head. */
-static void rope_half_split(void **s) {
-    (void)s;
-    const dz_backend *be = dz_backend_cpu();
+static void rope_half_split_on(const dz_backend *be) {
     const int rows = 6, per_seq = 3, pos0 = 5, heads = 2, hd = 8;
     float *x = randn(rows * heads * hd, 7, 1);
     double *want = malloc(sizeof(double) * rows * heads * hd);
@@ -111,13 +126,12 @@ static void rope_half_split(void **s) {
     assert_true(max_rel_err(x, want, rows * heads * hd) < 1e-6);
     free(x), free(want);
 }
+ON_HOST_BACKENDS(rope_half_split)
 
 /* Causal attention with GQA, padding and key prefixes, against a direct softmax:
  * sequence 0 and 1 read their own earlier positions (a KV cache), sequence 2 continues
  * sequence 0's slot (a shared prompt) from its own slot. Padding query rows give zeros. */
-static void attention_gqa_padding_prefix(void **s) {
-    (void)s;
-    const dz_backend *be = dz_backend_cpu();
+static void attention_gqa_padding_prefix_on(const dz_backend *be) {
     enum { B = 3, n_new = 3, T = 6, H = 4, KV = 2, hd = 5 };
     const int start[B] = {2, 2, 2}, lengths[B] = {5, 3, 5};
     float *q = randn(B * n_new * H * hd, 8, 1), *k = randn(B * T * KV * hd, 9, 1), *v = randn(B * T * KV * hd, 10, 1);
@@ -155,10 +169,9 @@ static void attention_gqa_padding_prefix(void **s) {
     assert_true(max_rel_err(out, want, B * n_new * H * hd) < 1e-5);
     free(q), free(k), free(v), free(out), free(scratch), free(want);
 }
+ON_HOST_BACKENDS(attention_gqa_padding_prefix)
 
-static void activations_and_logsumexp(void **s) {
-    (void)s;
-    const dz_backend *be = dz_backend_cpu();
+static void activations_and_logsumexp_on(const dz_backend *be) {
     const size_t n = 1000;
     float *g = randn(n, 11, 4), *u = randn(n, 12, 1), *r = malloc(sizeof(float) * n);
     double *want = malloc(sizeof(double) * n);
@@ -185,6 +198,7 @@ static void activations_and_logsumexp(void **s) {
     }
     free(g), free(u), free(r), free(want), free(l), free(c1), free(c2);
 }
+ON_HOST_BACKENDS(activations_and_logsumexp)
 
 /* Row results must not depend on the thread count. */
 static void ops_are_bitwise_equal_across_thread_counts(void **s) {
@@ -209,36 +223,72 @@ static void ops_are_bitwise_equal_across_thread_counts(void **s) {
     free(x), free(w);
 }
 
-/* ---- every op but matmul at every level and thread count ------------------------------- */
+/* ---- every op through a backend's own buffers ------------------------------------------- */
 
 /* Shapes that reach every vector loop's body and its tail: rows of 77 (no multiple of 8 or
  * 16), heads of 40 with 1 to 40 keys, 9000 activations (two 4096-element spans and a rest). */
-enum { OP_ROWS = 37, OP_DIM = 77, OP_N = 9000, ROPE_HEADS = 3, ROPE_HD = 26, LSE_A = 300, LSE_B = 413 };
+enum { OP_ROWS = 37, OP_DIM = 77, OP_N = 9000, ROPE_HEADS = 3, ROPE_HD = 26, LSE_A = 300, LSE_B = 413, MM_N = 45 };
 enum { ATT_B = 3, ATT_NEW = 21, ATT_T = 40, ATT_H = 4, ATT_KV = 2, ATT_HD = 40 };
+enum { SLOT_ROWS = 2 * OP_ROWS + 3 }; /* copy_rows' scatter target */
 
 static const int att_start[ATT_B] = {0, 13, 19}, att_len[ATT_B] = {21, 30, 40}; /* sequence 1 has padding */
 
+/* Host data of every op (the same on every backend). */
+typedef struct op_host {
+    float *x, *w, *b, *rot, *act, *up, *lse_a, *lse_b, *q, *k, *v, *mm_w;
+    int pos[OP_ROWS], scatter[OP_ROWS], gather[OP_ROWS], targets[OP_ROWS];
+} op_host;
+
+/* The same as buffers of backend be. */
 typedef struct op_inputs {
-    float *x, *w, *b;        /* norms: OP_ROWS x OP_DIM */
-    float *rot;              /* rope: OP_ROWS x ROPE_HEADS x ROPE_HD */
-    int pos[OP_ROWS];
-    float *act, *up;         /* relu, swiglu, add: OP_N */
-    float *lse_a, *lse_b;    /* logsumexp: two chunks of OP_ROWS rows, folded */
-    float *q, *k, *v;        /* attention; sequence 2 continues sequence 0's slot */
+    const dz_backend *be;
+    const op_host *h;
+    float *x, *w, *b, *rot, *act, *up, *lse_a, *lse_b, *q, *k, *v, *mm_w, *scratch;
     const float *pk[ATT_B], *pv[ATT_B], *ok[ATT_B], *ov[ATT_B];
     dz_attn_args attn;
 } op_inputs;
 
-static void op_inputs_make(op_inputs *in) {
-    in->x = randn(OP_ROWS * OP_DIM, 21, 3), in->w = randn(OP_DIM, 22, 1), in->b = randn(OP_DIM, 23, 1);
-    in->rot = randn(OP_ROWS * ROPE_HEADS * ROPE_HD, 31, 1);
-    for (int r = 0; r < OP_ROWS; r++) in->pos[r] = (r * 7) % 50;
-    in->act = randn(OP_N, 24, 4), in->up = randn(OP_N, 25, 1);
-    in->lse_a = randn(OP_ROWS * LSE_A, 26, 5), in->lse_b = randn(OP_ROWS * LSE_B, 27, 5);
+static void op_host_make(op_host *h) {
+    h->x = randn(OP_ROWS * OP_DIM, 21, 3), h->w = randn(OP_DIM, 22, 1), h->b = randn(OP_DIM, 23, 1);
+    h->rot = randn(OP_ROWS * ROPE_HEADS * ROPE_HD, 31, 1);
+    h->act = randn(OP_N, 24, 4), h->up = randn(OP_N, 25, 1);
+    h->lse_a = randn(OP_ROWS * LSE_A, 26, 5), h->lse_b = randn(OP_ROWS * LSE_B, 27, 5);
     const size_t slot = (size_t)ATT_T * ATT_KV * ATT_HD;
-    in->q = randn((size_t)ATT_B * ATT_NEW * ATT_H * ATT_HD, 28, 1);
-    in->k = randn(ATT_B * slot, 29, 1), in->v = randn(ATT_B * slot, 30, 1);
-    const int prefix_slot[ATT_B] = {0, 1, 0};
+    h->q = randn((size_t)ATT_B * ATT_NEW * ATT_H * ATT_HD, 28, 1);
+    h->k = randn(ATT_B * slot, 29, 1), h->v = randn(ATT_B * slot, 30, 1);
+    h->mm_w = randn(MM_N * OP_DIM, 32, 1);
+    for (int r = 0; r < OP_ROWS; r++) {
+        h->pos[r] = (r * 7) % 50;
+        h->scatter[r] = (r * 2 + 3) % SLOT_ROWS; /* distinct: 2 is invertible mod 77 */
+        h->gather[r] = (r * 5) % OP_ROWS;        /* a permutation */
+        h->targets[r] = (r * 97) % (LSE_A + LSE_B);
+    }
+}
+
+static void op_host_free(op_host *h) {
+    float *p[] = {h->x, h->w, h->b, h->rot, h->act, h->up, h->lse_a, h->lse_b, h->q, h->k, h->v, h->mm_w};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
+}
+
+static float *upload_floats(const dz_backend *be, const float *host, size_t n) {
+    float *buf = be->alloc(sizeof(float) * n);
+    assert_non_null(buf);
+    be->upload(buf, host, sizeof(float) * n);
+    return buf;
+}
+
+static void op_inputs_make(op_inputs *in, const dz_backend *be, const op_host *h) {
+    const size_t slot = (size_t)ATT_T * ATT_KV * ATT_HD;
+    in->be = be, in->h = h;
+    in->x = upload_floats(be, h->x, OP_ROWS * OP_DIM), in->w = upload_floats(be, h->w, OP_DIM);
+    in->b = upload_floats(be, h->b, OP_DIM), in->rot = upload_floats(be, h->rot, OP_ROWS * ROPE_HEADS * ROPE_HD);
+    in->act = upload_floats(be, h->act, OP_N), in->up = upload_floats(be, h->up, OP_N);
+    in->lse_a = upload_floats(be, h->lse_a, OP_ROWS * LSE_A), in->lse_b = upload_floats(be, h->lse_b, OP_ROWS * LSE_B);
+    in->q = upload_floats(be, h->q, (size_t)ATT_B * ATT_NEW * ATT_H * ATT_HD);
+    in->k = upload_floats(be, h->k, ATT_B * slot), in->v = upload_floats(be, h->v, ATT_B * slot);
+    in->mm_w = upload_floats(be, h->mm_w, MM_N * OP_DIM);
+    in->scratch = be->alloc(sizeof(float) * dz_attn_scratch_floats(ATT_HD, ATT_T) * 2);
+    const int prefix_slot[ATT_B] = {0, 1, 0}; /* sequence 2 continues sequence 0's slot */
     for (int b = 0; b < ATT_B; b++) {
         in->ok[b] = in->k + b * slot, in->ov[b] = in->v + b * slot;
         in->pk[b] = in->k + prefix_slot[b] * slot, in->pv[b] = in->v + prefix_slot[b] * slot;
@@ -246,87 +296,177 @@ static void op_inputs_make(op_inputs *in) {
     in->attn = (dz_attn_args){.batch = ATT_B, .n_new = ATT_NEW, .max_keys = ATT_T, .n_heads = ATT_H,
                               .n_kv_heads = ATT_KV, .head_dim = ATT_HD, .start = att_start, .lengths = att_len,
                               .prefix_k = in->pk, .prefix_v = in->pv, .own_k = in->ok, .own_v = in->ov,
-                              .scale = 1.0f / sqrtf(ATT_HD), .scratch_threads = 2,
-                              .scratch = malloc(sizeof(float) * dz_attn_scratch_floats(ATT_HD, ATT_T) * 2)};
+                              .scale = 1.0f / sqrtf(ATT_HD), .scratch_threads = 2, .scratch = in->scratch};
 }
 
 static void op_inputs_free(op_inputs *in) {
-    free(in->x), free(in->w), free(in->b), free(in->rot), free(in->act), free(in->up), free(in->lse_a), free(in->lse_b);
-    free(in->q), free(in->k), free(in->v), free(in->attn.scratch);
+    float *p[] = {in->x, in->w, in->b, in->rot, in->act, in->up, in->lse_a, in->lse_b, in->q, in->k, in->v, in->mm_w,
+                  in->scratch};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) in->be->free(p[i]);
 }
 
-static void run_layernorm(const dz_backend *be, const op_inputs *in, float *out) {
-    be->layernorm(out, in->x, in->w, in->b, OP_ROWS, OP_DIM, 1e-5f);
+/* Each op writes its result into the buffer out. */
+static void run_matmul(const op_inputs *in, float *out) {
+    in->be->matmul(out, in->x, in->mm_w, in->b, OP_ROWS, MM_N, OP_DIM);
 }
-static void run_rmsnorm(const dz_backend *be, const op_inputs *in, float *out) {
-    be->rmsnorm(out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f);
+static void run_layernorm(const op_inputs *in, float *out) {
+    in->be->layernorm(out, in->x, in->w, in->b, OP_ROWS, OP_DIM, 1e-5f);
 }
-static void run_rope(const dz_backend *be, const op_inputs *in, float *out) {
-    memcpy(out, in->rot, sizeof(float) * OP_ROWS * ROPE_HEADS * ROPE_HD);
-    be->rope(out, OP_ROWS, in->pos, ROPE_HEADS, ROPE_HD, 10000.0f);
+static void run_rmsnorm(const op_inputs *in, float *out) { in->be->rmsnorm(out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f); }
+static void run_rope(const op_inputs *in, float *out) {
+    in->be->upload(out, in->h->rot, sizeof(float) * OP_ROWS * ROPE_HEADS * ROPE_HD);
+    in->be->rope(out, OP_ROWS, in->h->pos, ROPE_HEADS, ROPE_HD, 10000.0f);
 }
-static void run_attention(const dz_backend *be, const op_inputs *in, float *out) {
-    be->attention(out, in->q, &in->attn);
+static void run_attention(const op_inputs *in, float *out) { in->be->attention(out, in->q, &in->attn); }
+static void run_relu(const op_inputs *in, float *out) {
+    in->be->upload(out, in->h->act, sizeof(float) * OP_N);
+    in->be->relu(out, OP_N);
 }
-static void run_relu(const dz_backend *be, const op_inputs *in, float *out) {
-    memcpy(out, in->act, sizeof(float) * OP_N);
-    be->relu(out, OP_N);
+static void run_swiglu(const op_inputs *in, float *out) {
+    in->be->upload(out, in->h->act, sizeof(float) * OP_N);
+    in->be->swiglu(out, in->up, OP_N);
 }
-static void run_swiglu(const dz_backend *be, const op_inputs *in, float *out) {
-    memcpy(out, in->act, sizeof(float) * OP_N);
-    be->swiglu(out, in->up, OP_N);
+static void run_add(const op_inputs *in, float *out) {
+    in->be->upload(out, in->h->act, sizeof(float) * OP_N);
+    in->be->add(out, in->up, OP_N);
 }
-static void run_add(const dz_backend *be, const op_inputs *in, float *out) {
-    memcpy(out, in->act, sizeof(float) * OP_N);
-    be->add(out, in->up, OP_N);
+static void run_fill(const op_inputs *in, float *out) { in->be->fill(out, -1.5f, OP_N); }
+/* Rows of x scattered into SLOT_ROWS rows (the rest zero), then gathered back permuted. */
+static void run_copy_rows(const op_inputs *in, float *out) {
+    in->be->fill(out, 0.0f, (size_t)SLOT_ROWS * OP_DIM);
+    in->be->copy_rows(out, in->h->scatter, in->x, NULL, OP_ROWS, OP_DIM);
+    in->be->copy_rows(out + SLOT_ROWS * OP_DIM, NULL, in->x, in->h->gather, OP_ROWS, OP_DIM);
 }
 /* out: the running max of each row, then the running sum. */
-static void run_logsumexp(const dz_backend *be, const op_inputs *in, float *out) {
-    for (int r = 0; r < OP_ROWS; r++) out[r] = -INFINITY, out[OP_ROWS + r] = 0.0f;
-    be->logsumexp_update(in->lse_a, OP_ROWS, LSE_A, out, out + OP_ROWS);
-    be->logsumexp_update(in->lse_b, OP_ROWS, LSE_B, out, out + OP_ROWS);
+static void run_logsumexp(const op_inputs *in, float *out) {
+    in->be->fill(out, -INFINITY, OP_ROWS);
+    in->be->fill(out + OP_ROWS, 0.0f, OP_ROWS);
+    in->be->logsumexp_update(in->lse_a, OP_ROWS, LSE_A, out, out + OP_ROWS);
+    in->be->logsumexp_update(in->lse_b, OP_ROWS, LSE_B, out, out + OP_ROWS);
+}
+/* The head's sequence over two vocabulary chunks: max, sum, target logit, log-prob. */
+static void run_logprob(const op_inputs *in, float *out) {
+    float *m = out, *s = out + OP_ROWS, *tgt = out + 2 * OP_ROWS, *lp = out + 3 * OP_ROWS;
+    in->be->fill(m, -INFINITY, OP_ROWS);
+    in->be->fill(s, 0.0f, OP_ROWS);
+    in->be->fill(tgt, 7.0f, OP_ROWS);
+    in->be->logsumexp_update(in->lse_a, OP_ROWS, LSE_A, m, s);
+    in->be->pick_target(tgt, in->lse_a, OP_ROWS, LSE_A, in->h->targets, 0);
+    in->be->logsumexp_update(in->lse_b, OP_ROWS, LSE_B, m, s);
+    in->be->pick_target(tgt, in->lse_b, OP_ROWS, LSE_B, in->h->targets, LSE_A);
+    in->be->logprob_finish(lp, tgt, m, s, OP_ROWS);
 }
 
 typedef struct backend_op {
     const char *name;
     size_t out_floats;
-    void (*run)(const dz_backend *be, const op_inputs *in, float *out);
+    void (*run)(const op_inputs *in, float *out);
+    double tol;         /* vs the reference backend: max |got - want| / (1 + |want|); 0 = bitwise */
+    int across_levels;  /* checked bitwise across levels and thread counts (matmul: the GEMM's tests) */
 } backend_op;
 
-static const backend_op row_ops[] = {
-    {"layernorm", OP_ROWS * OP_DIM, run_layernorm},
-    {"rmsnorm", OP_ROWS * OP_DIM, run_rmsnorm},
-    {"rope", OP_ROWS * ROPE_HEADS * ROPE_HD, run_rope},
-    {"attention", ATT_B * ATT_NEW * ATT_H * ATT_HD, run_attention},
-    {"relu", OP_N, run_relu},
-    {"swiglu", OP_N, run_swiglu},
-    {"add", OP_N, run_add},
-    {"logsumexp_update", 2 * OP_ROWS, run_logsumexp},
+static const backend_op ops[] = {
+    {"matmul", OP_ROWS * MM_N, run_matmul, 1e-5 * 9, 0},
+    {"layernorm", OP_ROWS * OP_DIM, run_layernorm, 1e-5, 1},
+    {"rmsnorm", OP_ROWS * OP_DIM, run_rmsnorm, 1e-5, 1},
+    {"rope", OP_ROWS * ROPE_HEADS * ROPE_HD, run_rope, 1e-6, 1},
+    {"attention", ATT_B * ATT_NEW * ATT_H * ATT_HD, run_attention, 1e-5, 1},
+    {"relu", OP_N, run_relu, 0, 1},
+    {"swiglu", OP_N, run_swiglu, 1e-6, 1},
+    {"add", OP_N, run_add, 0, 1}, /* double rounding is exact for one float add */
+    {"fill", OP_N, run_fill, 0, 1},
+    {"copy_rows", (SLOT_ROWS + OP_ROWS) * OP_DIM, run_copy_rows, 0, 1},
+    {"logsumexp_update", 2 * OP_ROWS, run_logsumexp, 1e-5, 1},
+    {"pick_target+logprob_finish", 4 * OP_ROWS, run_logprob, 1e-5, 1},
 };
+enum { N_OPS = sizeof ops / sizeof ops[0] };
 
-/* op at `isa` with `threads` threads into out, which is first filled with garbage so that an
- * element the op fails to write cannot match. */
+/* op on in's backend into host memory out, through a buffer first filled with garbage so
+ * that an element the op fails to write cannot match. */
+static void run_op(const backend_op *op, const op_inputs *in, float *out) {
+    const dz_backend *be = in->be;
+    float *buf = be->alloc(sizeof(float) * op->out_floats);
+    assert_non_null(buf);
+    memset(out, 0xA5, sizeof(float) * op->out_floats);
+    be->upload(buf, out, sizeof(float) * op->out_floats);
+    op->run(in, buf);
+    be->synchronize();
+    be->download(out, buf, sizeof(float) * op->out_floats);
+    be->free(buf);
+}
+
 static void run_op_at(const backend_op *op, const op_inputs *in, dz_isa isa, int threads, float *out) {
     assert_int_equal(dz_isa_force(isa, NULL), DZ_OK);
     dz_set_num_threads(threads);
-    memset(out, 0xA5, sizeof(float) * op->out_floats);
-    op->run(dz_backend_cpu(), in, out);
+    run_op(op, in, out);
 }
 
 static void assert_bitwise_equal(const float *got, const float *want, size_t n, const char *what) {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&got[i], &want[i], sizeof(float)))
-            fail_msg("%s: element %zu is %.9g, the baseline with 1 thread gives %.9g", what, i, got[i], want[i]);
+            fail_msg("%s: element %zu is %.9g, the reference gives %.9g", what, i, got[i], want[i]);
 }
 
-/* Every op but matmul, at each level this CPU can run and with 1 and 2 threads, gives the
- * bits of the baseline level with 1 thread. (matmul: the GEMM's own tests.) */
+static void assert_close(const float *got, const float *want, size_t n, double tol, const char *what) {
+    double worst = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs((double)got[i] - want[i]) / (1.0 + fabs((double)want[i]));
+        if (!(e <= worst)) worst = e, at = i; /* NaN counts as the worst */
+    }
+    if (!(worst <= tol))
+        fail_msg("%s: element %zu is %.9g, the reference gives %.9g (relative error %.2e > %.2e)", what, at, got[at],
+                 want[at], worst, tol);
+}
+
+/* Every op of every registered backend against the reference backend's result. */
+static void every_backend_matches_the_reference(void **s) {
+    (void)s;
+    op_host h;
+    op_host_make(&h);
+    op_inputs ref_in;
+    op_inputs_make(&ref_in, dz_backend_ref(), &h);
+    assert_non_null(dz_backend_by_name("cpu"));
+    assert_ptr_equal(dz_backend_by_name("ref"), dz_backend_ref());
+    assert_null(dz_backend_by_name("none"));
+    assert_null(dz_backend_at(dz_backend_count()));
+    for (int bi = 0; bi < dz_backend_count(); bi++) {
+        const dz_backend *be = dz_backend_at(bi);
+        op_inputs in;
+        op_inputs_make(&in, be, &h);
+        for (int o = 0; o < N_OPS; o++) {
+            const backend_op *op = &ops[o];
+            float *want = malloc(sizeof(float) * op->out_floats), *got = malloc(sizeof(float) * op->out_floats);
+            run_op(op, &ref_in, want);
+            for (dz_isa isa = DZ_ISA_BASELINE; isa <= dz_isa_best(); isa++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s on %s at %s", op->name, be->name, dz_isa_name(isa));
+                run_op_at(op, &in, isa, 2, got);
+                if (op->tol == 0) assert_bitwise_equal(got, want, op->out_floats, what);
+                else assert_close(got, want, op->out_floats, op->tol, what);
+            }
+            free(want), free(got);
+        }
+        op_inputs_free(&in);
+        print_message("%s: %d ops match ref\n", be->name, N_OPS);
+    }
+    assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
+    dz_set_num_threads(0);
+    op_inputs_free(&ref_in);
+    op_host_free(&h);
+}
+
+/* Every CPU op but matmul, at each level this CPU can run and with 1 and 2 threads, gives
+ * the bits of the baseline level with 1 thread. */
 static void ops_are_bitwise_equal_across_levels_and_thread_counts(void **s) {
     (void)s;
+    op_host h;
+    op_host_make(&h);
     op_inputs in;
-    op_inputs_make(&in);
-    for (size_t o = 0; o < sizeof row_ops / sizeof row_ops[0]; o++) {
-        const backend_op *op = &row_ops[o];
+    op_inputs_make(&in, dz_backend_cpu(), &h);
+    for (int o = 0; o < N_OPS; o++) {
+        const backend_op *op = &ops[o];
+        if (!op->across_levels) continue;
         float *want = malloc(sizeof(float) * op->out_floats), *got = malloc(sizeof(float) * op->out_floats);
         run_op_at(op, &in, DZ_ISA_BASELINE, 1, want);
         for (dz_isa isa = DZ_ISA_BASELINE; isa <= dz_isa_best(); isa++)
@@ -341,7 +481,118 @@ static void ops_are_bitwise_equal_across_levels_and_thread_counts(void **s) {
     }
     print_message("levels checked: baseline to %s\n", dz_isa_name(dz_isa_best()));
     assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
+    dz_set_num_threads(0);
     op_inputs_free(&in);
+    op_host_free(&h);
+}
+
+/* ---- the ZO ops: bitwise the reference's on every backend and level ----------------------- */
+
+/* A span that starts inside a Philox block and crosses the CPU's 1024-element chunks. */
+enum { ZO_N = 2500 };
+static const uint64_t ZO_I0 = 1000003, ZO_SEED = 0x9E3779B97F4A7C15ull;
+static const uint32_t ZO_TENSOR = 17, ZO_DRAW = 41;
+
+/* Results of every ZO op on one backend, downloaded: z (both distributions), raw words, the
+ * pairs from f32 and bf16 masters, the masters after an update (q = 3 with weight decay,
+ * q = 1 without) and after a fused update-then-perturb, with that fused call's pairs. */
+typedef struct zo_results {
+    float z[2][ZO_N];
+    uint32_t words[ZO_N];
+    float pair_f32[2][ZO_N], pair_bf16[2][ZO_N];
+    float upd_f32[2][ZO_N];
+    uint16_t upd_bf16[2][ZO_N];
+    float fused_f32[3][ZO_N];  /* theta, w+, w- */
+    uint16_t fused_bf16[ZO_N];
+    float fused_bf16_pair[2][ZO_N];
+} zo_results;
+
+static void zo_run(const dz_backend *be, const float *theta, const uint16_t *theta_h, zo_results *r) {
+    const size_t fb = sizeof(float) * ZO_N, hb = sizeof(uint16_t) * ZO_N;
+    float *th = be->alloc(fb), *wp = be->alloc(fb), *wm = be->alloc(fb);
+    uint16_t *h = be->alloc(hb);
+    uint32_t *x = be->alloc(sizeof(uint32_t) * ZO_N);
+    assert_true(th && wp && wm && h && x);
+    const float g3[3] = {0.75f, -1.25f, 0.3f}, g1[1] = {-2.0f};
+    const dz_zo_update upd3 = {.g = g3, .q = 3, .lr = 1e-2f, .wd = 0.1f, .step = 5};
+    const dz_zo_update upd1 = {.g = g1, .q = 1, .lr = 3e-2f, .wd = 0.0f, .step = 9};
+    for (int d = 0; d < 2; d++) {
+        be->z_fill(wp, ZO_SEED, ZO_TENSOR, ZO_DRAW + d, ZO_I0, ZO_N, (dz_zdist)d);
+        be->download(r->z[d], wp, fb);
+    }
+    be->philox_fill(x, ZO_SEED, DZ_PURPOSE_SR, ZO_TENSOR, ZO_DRAW, ZO_I0, ZO_N);
+    be->download(r->words, x, sizeof r->words);
+    be->upload(th, theta, fb);
+    be->perturb_pair(th, wp, wm, ZO_N, 1e-3f, ZO_SEED, ZO_TENSOR, ZO_DRAW, ZO_I0, DZ_Z_GAUSSIAN);
+    be->download(r->pair_f32[0], wp, fb), be->download(r->pair_f32[1], wm, fb);
+    be->upload(h, theta_h, hb);
+    be->perturb_pair_bf16(h, wp, wm, ZO_N, 1e-3f, ZO_SEED, ZO_TENSOR, ZO_DRAW, ZO_I0, DZ_Z_RADEMACHER);
+    be->download(r->pair_bf16[0], wp, fb), be->download(r->pair_bf16[1], wm, fb);
+    const dz_zo_update *u[2] = {&upd3, &upd1};
+    for (int k = 0; k < 2; k++) {
+        be->upload(th, theta, fb);
+        be->update_f32(th, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
+                       DZ_Z_GAUSSIAN);
+        be->download(r->upd_f32[k], th, fb);
+        be->upload(h, theta_h, hb);
+        be->update_bf16(h, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
+                        DZ_Z_GAUSSIAN);
+        be->download(r->upd_bf16[k], h, hb);
+    }
+    be->upload(th, theta, fb);
+    be->update_then_perturb_f32(th, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
+    be->download(r->fused_f32[0], th, fb), be->download(r->fused_f32[1], wp, fb), be->download(r->fused_f32[2], wm, fb);
+    be->upload(h, theta_h, hb);
+    be->update_then_perturb_bf16(h, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
+    be->download(r->fused_bf16, h, hb);
+    be->download(r->fused_bf16_pair[0], wp, fb), be->download(r->fused_bf16_pair[1], wm, fb);
+    be->free(th), be->free(wp), be->free(wm), be->free(h), be->free(x);
+}
+
+/* Which part of zo_results the first difference is in. */
+static const char *zo_part(size_t byte) {
+    static const struct { size_t end; const char *name; } parts[] = {
+        {offsetof(zo_results, words), "z"},
+        {offsetof(zo_results, pair_f32), "philox words"},
+        {offsetof(zo_results, pair_bf16), "perturb_pair"},
+        {offsetof(zo_results, upd_f32), "perturb_pair_bf16"},
+        {offsetof(zo_results, upd_bf16), "update_f32"},
+        {offsetof(zo_results, fused_f32), "update_bf16"},
+        {offsetof(zo_results, fused_bf16), "update_then_perturb_f32"},
+        {sizeof(zo_results), "update_then_perturb_bf16"},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (byte < parts[i].end) return parts[i].name;
+    return "?";
+}
+
+static void zo_ops_are_bitwise_the_reference_on_every_backend(void **s) {
+    (void)s;
+    float *theta = randn(ZO_N, 33, 0.05f);
+    uint16_t *theta_h = malloc(sizeof(uint16_t) * ZO_N);
+    for (int i = 0; i < ZO_N; i++) {
+        uint32_t u;
+        memcpy(&u, &theta[i], 4);
+        theta_h[i] = (uint16_t)(u >> 16);
+    }
+    zo_results *want = malloc(sizeof *want), *got = malloc(sizeof *got);
+    zo_run(dz_backend_ref(), theta, theta_h, want);
+    /* the reference is no constant: the update moved theta, the pairs differ */
+    assert_true(memcmp(want->upd_f32[0], theta, sizeof(float) * ZO_N) != 0);
+    assert_true(memcmp(want->pair_f32[0], want->pair_f32[1], sizeof(float) * ZO_N) != 0);
+    for (int bi = 0; bi < dz_backend_count(); bi++)
+        for (dz_isa isa = DZ_ISA_BASELINE; isa <= dz_isa_best(); isa++) {
+            assert_int_equal(dz_isa_force(isa, NULL), DZ_OK);
+            memset(got, 0xA5, sizeof *got);
+            zo_run(dz_backend_at(bi), theta, theta_h, got);
+            const unsigned char *a = (const unsigned char *)got, *b = (const unsigned char *)want;
+            for (size_t i = 0; i < sizeof *got; i++)
+                if (a[i] != b[i])
+                    fail_msg("%s at %s: %s differs from ref (byte %zu)", dz_backend_at(bi)->name, dz_isa_name(isa),
+                             zo_part(i), i);
+        }
+    assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
+    free(theta), free(theta_h), free(want), free(got);
 }
 
 int main(void) {
@@ -353,7 +604,9 @@ int main(void) {
         cmocka_unit_test(attention_gqa_padding_prefix),
         cmocka_unit_test(activations_and_logsumexp),
         cmocka_unit_test(ops_are_bitwise_equal_across_thread_counts),
+        cmocka_unit_test(every_backend_matches_the_reference),
         cmocka_unit_test(ops_are_bitwise_equal_across_levels_and_thread_counts),
+        cmocka_unit_test(zo_ops_are_bitwise_the_reference_on_every_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

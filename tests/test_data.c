@@ -13,19 +13,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "assets.h"
 #include "distzo/data.h"
 
 static char g_tmp[256];  /* per-run temp dir for hand-written bad files */
-
-static const char *assets_dir(void) {
-    const char *env = getenv("DISTZO_ASSETS");
-    return env && *env ? env : DZ_TEST_DATA "/../../../shared/assets";
-}
-
-static int sst2_path(char *out, size_t cap, const char *file) {
-    snprintf(out, cap, "%s/sst2/%s", assets_dir(), file);
-    return access(out, R_OK) == 0;
-}
 
 /* Writes len bytes of content to g_tmp/name; out gets the full path. */
 static void write_file(const char *name, const char *content, size_t len, char *out, size_t cap) {
@@ -54,10 +45,7 @@ static void assert_msg_names(const dz_error *err, const char *path, int line, co
 static void sst2_dev_real(void **state) {
     (void)state;
     char path[512];
-    if (!sst2_path(path, sizeof path, "dev.tsv")) {
-        print_message("SKIP: %s not found (set DISTZO_ASSETS)\n", path);
-        skip();
-    }
+    test_asset_path(path, sizeof path, "sst2/dev.tsv");
     dz_dataset ds;
     dz_error err = {0};
     assert_int_equal(dz_dataset_load_sst2(path, &ds, &err), DZ_OK);
@@ -89,10 +77,7 @@ static void sst2_dev_real(void **state) {
 static void sst2_train_real(void **state) {
     (void)state;
     char path[512];
-    if (!sst2_path(path, sizeof path, "train.tsv")) {
-        print_message("SKIP: %s not found (set DISTZO_ASSETS)\n", path);
-        skip();
-    }
+    test_asset_path(path, sizeof path, "sst2/train.tsv");
     dz_dataset ds;
     dz_error err = {0};
     assert_int_equal(dz_dataset_load_sst2(path, &ds, &err), DZ_OK);
@@ -622,5 +607,5 @@ int main(void) {
         cmocka_unit_test(unlabelled_rows_refused),
         cmocka_unit_test(duplicate_label_words),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_assets_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -1,7 +1,8 @@
 /* Logits and log-probs of the forward pass against Hugging Face transformers, on tiny
  * random models written by tools/make_hf_golden.py: OPT pre-LN, OPT-350m-style post-LN
  * with project_in/out, LLaMA with GQA and an untied head, LLaMA tied, Qwen2 biases;
- * F32, BF16 and F16 files, and a sharded checkpoint. Right-padded batches. */
+ * F32, BF16 and F16 files, and a sharded checkpoint. Right-padded batches. Every check runs
+ * on every registered backend (backend/backend.h), the reference included. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,40 +13,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backend/backend.h"
 #include "distzo/model.h"
-
-typedef struct golden {
-    int B, T, V;
-    int *tokens, *lengths;
-    float *logits, *logprobs;
-} golden;
-
-static void golden_load(const char *name, golden *g) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/hf/%s/golden.bin", DZ_TEST_DATA, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    int32_t hdr[3];
-    assert_int_equal(fread(hdr, 4, 3, f), 3);
-    g->B = hdr[0], g->T = hdr[1], g->V = hdr[2];
-    size_t bt = (size_t)g->B * g->T;
-    g->tokens = malloc(4 * bt);
-    g->lengths = malloc(4 * (size_t)g->B);
-    g->logits = malloc(4 * bt * g->V);
-    g->logprobs = malloc(4 * bt);
-    assert_int_equal(fread(g->tokens, 4, bt, f), bt);
-    assert_int_equal(fread(g->lengths, 4, g->B, f), (size_t)g->B);
-    assert_int_equal(fread(g->logits, 4, bt * g->V, f), bt * g->V);
-    assert_int_equal(fread(g->logprobs, 4, bt, f), bt);
-    fclose(f);
-}
-
-static void golden_free(golden *g) {
-    free(g->tokens);
-    free(g->lengths);
-    free(g->logits);
-    free(g->logprobs);
-}
+#include "golden.h"
 
 static dz_model *load(const char *name, dz_dtype dtype) {
     char path[1024];
@@ -57,19 +27,22 @@ static dz_model *load(const char *name, dz_dtype dtype) {
     return m;
 }
 
-/* Max |distzo - reference| over real (non-padding) positions, for logits and log-probs. */
-static void compare_batch(const char *name, dz_dtype dtype, const char *golden_name, double tol) {
-    golden g;
-    golden_load(golden_name, &g);
+/* Max |distzo - reference| over real (non-padding) positions, for logits and log-probs, on
+ * backend be. */
+static void compare_batch_on(const dz_backend *be, const char *name, dz_dtype dtype, const char *golden_name,
+                             double tol) {
+    golden_batch g;
+    golden_batch_load_hf(golden_name, &g);
     dz_model *m = load(name, dtype);
     assert_int_equal(dz_model_config(m)->vocab_size, g.V);
     dz_forward *f;
     dz_error err = {0};
-    assert_int_equal(dz_forward_create(m, g.B, g.T, 0, &f, &err), DZ_OK);
+    assert_int_equal(dz_forward_create_backend(m, be, g.B, g.T, 0, 1, &f, &err), DZ_OK);
+    assert_ptr_equal(dz_forward_backend(f), be);
     dz_weight_source w = dz_model_weights(m);
     assert_int_equal(dz_forward_run(f, &w, g.tokens, g.lengths, g.B, g.T, 0, &err), DZ_OK);
     int *rows = malloc(sizeof(int) * (size_t)g.B * g.T), *targets = malloc(sizeof(int) * (size_t)g.B * g.T);
-    int n = 0, nt = 0;
+    int n = 0;
     for (int b = 0; b < g.B; b++)
         for (int t = 0; t < g.lengths[b]; t++) rows[n++] = b * g.T + t;
     float *logits = malloc(sizeof(float) * (size_t)n * g.V), *lp = malloc(sizeof(float) * (size_t)n);
@@ -81,20 +54,16 @@ static void compare_batch(const char *name, dz_dtype dtype, const char *golden_n
             max_err = d > max_err ? d : max_err;
         }
     /* log-probs of the next token, where one exists */
-    int *lrows = malloc(sizeof(int) * (size_t)n);
-    for (int b = 0; b < g.B; b++)
-        for (int t = 0; t + 1 < g.lengths[b]; t++) {
-            lrows[nt] = b * g.T + t;
-            targets[nt++] = g.tokens[b * g.T + t + 1];
-        }
+    int *lrows = malloc(sizeof(int) * (size_t)g.B * g.T);
+    const int nt = golden_batch_next_token_rows(&g, lrows, targets);
     assert_int_equal(dz_forward_logprobs(f, &w, lrows, targets, nt, lp, &err), DZ_OK);
     double max_lp = 0.0;
     for (int i = 0; i < nt; i++) {
         double d = fabs(lp[i] - g.logprobs[lrows[i]]);
         max_lp = d > max_lp ? d : max_lp;
     }
-    printf("  %-28s as %-4s vs %-26s max |logit err| %.2e, max |logprob err| %.2e\n", name, dz_dtype_name(dtype),
-           golden_name, max_err, max_lp);
+    printf("  %-28s as %-4s on %-3s vs %-26s max |logit err| %.2e, max |logprob err| %.2e\n", name,
+           dz_dtype_name(dtype), be->name, golden_name, max_err, max_lp);
     assert_true(max_err <= tol);
     assert_true(max_lp <= tol);
     free(rows);
@@ -104,7 +73,11 @@ static void compare_batch(const char *name, dz_dtype dtype, const char *golden_n
     free(lp);
     dz_forward_free(f);
     dz_model_free(m);
-    golden_free(&g);
+    golden_batch_free(&g);
+}
+
+static void compare_batch(const char *name, dz_dtype dtype, const char *golden_name, double tol) {
+    for (int i = 0; i < dz_backend_count(); i++) compare_batch_on(dz_backend_at(i), name, dtype, golden_name, tol);
 }
 
 static void opt_preln_fp32(void **s) { (void)s; compare_batch("opt_preln", DZ_F32, "opt_preln", 1e-4); }
@@ -142,13 +115,14 @@ static void fp32_checkpoint_held_as_bf16(void **s) {
 static void kv_cache_matches_full_sequence(void **s) {
     (void)s;
     static const char *names[] = {"opt_preln", "opt_postln_proj", "llama_gqa_untied", "qwen2_bias"};
-    for (int k = 0; k < 4; k++) {
-        golden g;
-        golden_load(names[k], &g);
-        dz_model *m = load(names[k], DZ_F32);
+    for (int k = 0; k < 4 * dz_backend_count(); k++) {
+        const dz_backend *be = dz_backend_at(k / 4);
+        golden_batch g;
+        golden_batch_load_hf(names[k % 4], &g);
+        dz_model *m = load(names[k % 4], DZ_F32);
         dz_forward *f;
         dz_error err = {0};
-        assert_int_equal(dz_forward_create(m, 1, g.T, 1, &f, &err), DZ_OK);
+        assert_int_equal(dz_forward_create_backend(m, be, 1, g.T, 1, 1, &f, &err), DZ_OK);
         dz_weight_source w = dz_model_weights(m);
         float *logits = malloc(sizeof(float) * (size_t)g.V);
         const int b = 1, row0 = 0; /* the unpadded sequence */
@@ -161,12 +135,12 @@ static void kv_cache_matches_full_sequence(void **s) {
                 max_err = d > max_err ? d : max_err;
             }
         }
-        printf("  %-28s incremental decoding max |logit err| %.2e\n", names[k], max_err);
+        printf("  %-28s on %-3s incremental decoding max |logit err| %.2e\n", names[k % 4], be->name, max_err);
         assert_true(max_err <= 1e-4);
         free(logits);
         dz_forward_free(f);
         dz_model_free(m);
-        golden_free(&g);
+        golden_batch_free(&g);
     }
 }
 

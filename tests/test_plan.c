@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "parallel/plan.h"
+#include "distzo/plan.h"
 #include "distzo/zo.h"
 
 static dz_config preset(const char *name) {
@@ -45,7 +45,7 @@ static void sizes_from_config_equal_allocated(void **state) {
             assert_int_equal(dz_forward_bytes_for(&c, B, T, kv, ns, 0, &row_floats), dz_forward_bytes(f));
             assert_int_equal(row_floats, dz_forward_row_floats(f));
             if (ns >= 2) {
-                const dz_zo_params zp = {1, 1e-3f, 1, 0, 0.0f, 1};
+                const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1};
                 dz_zo_engine *e = NULL;
                 assert_int_equal(dz_zo_engine_create(m, f, &zp, &e, &err), DZ_OK);
                 assert_int_equal(dz_zo_engine_bytes_for(dz_model_params(m), row_floats, (size_t)B * T),
@@ -67,8 +67,6 @@ static dz_plan_request request(int nodes, int rpn, double mem_mb) {
     r.seq = 24;
     r.threads = 2;
     r.overhead = 10.0 * 1048576, r.overhead_mpi = 20.0 * 1048576;
-    r.engine_bytes = dz_zo_engine_bytes_for;
-    r.store_bytes = dz_zo_store_bytes_for;
     return r;
 }
 

@@ -1,8 +1,9 @@
 /* The parameter store (src/store/store.c) on the tiny HF models, f32 and bf16: the file is a
  * safetensors file holding the model's bytes (checked through the independent parser),
  * block layout against offsets summed here from the parameter table, sync and queued
- * block transfers, row reads, queued updates and calls (against transformations computed
- * here), byte ranges, and errors (missing folder, truncated file, out-of-range requests). */
+ * block transfers (ranges, and queued calls moving them as the engine does), row reads,
+ * queued updates (against transformations computed here), byte ranges, and errors
+ * (missing folder, truncated file, out-of-range requests). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -62,12 +63,34 @@ static dz_store *create(const dz_model *m, const char *file, unsigned flags) {
     snprintf(path, sizeof path, "%s/%s", g_dir, file);
     dz_store *s = NULL;
     dz_error err = {0};
-    if (dz_store_create(path, m, flags, &s, &err) != DZ_OK) fail_msg("%s", err.msg);
+    if (dz_store_create_as(path, m, dz_model_dtype(m), flags, &s, &err) != DZ_OK) fail_msg("%s", err.msg);
     return s;
 }
 
 static void ok(dz_status st, const dz_error *err) {
     if (st != DZ_OK) fail_msg("%s", err->msg);
+}
+
+/* Whole blocks: one byte range each. */
+static dz_status read_block(dz_store *s, int b, void *buf, dz_error *err) {
+    return dz_store_read_range(s, b, 0, dz_store_block_bytes(s, b), buf, err);
+}
+
+static dz_status write_block(dz_store *s, int b, const void *buf, dz_error *err) {
+    return dz_store_write_range(s, b, 0, dz_store_block_bytes(s, b), buf, err);
+}
+
+/* Queued block transfers: calls on the I/O thread moving one block, as the engine queues
+ * its reads and write-backs. */
+static dz_status read_call(void *user, int b, void *buf, dz_error *err) { return read_block(user, b, buf, err); }
+static dz_status write_call(void *user, int b, void *buf, dz_error *err) { return write_block(user, b, buf, err); }
+
+static dz_status start_read(dz_store *s, int b, void *buf, dz_error *err) {
+    return dz_store_start_call(s, read_call, s, b, buf, err);
+}
+
+static dz_status start_write(dz_store *s, int b, const void *buf, dz_error *err) {
+    return dz_store_start_call(s, write_call, s, b, (void *)buf, err);
 }
 
 /* Every tensor read back through the safetensors parser equals the model's bytes. */
@@ -92,12 +115,10 @@ static void check_layout(const dz_store *s, const dz_model *m) {
     const int nb = dz_model_config(m)->n_layers + 1;
     assert_int_equal(dz_store_n_blocks(s), nb);
     uint64_t expect_off = dz_store_block_offset(s, 0);
-    size_t max_layer = 0;
     for (int b = 0; b < nb; b++) {
         assert_int_equal(dz_store_block_offset(s, b), expect_off);
         assert_int_equal(dz_store_block_bytes(s, b), model_block(m, b, NULL));
         expect_off += model_block(m, b, NULL);
-        if (b < nb - 1 && model_block(m, b, NULL) > max_layer) max_layer = model_block(m, b, NULL);
         size_t in_block = 0;
         for (int i = 0; i < t->count; i++) {
             if (t->params[i].block != b) continue;
@@ -105,7 +126,6 @@ static void check_layout(const dz_store *s, const dz_model *m) {
             in_block += tensor_bytes(m, i);
         }
     }
-    assert_int_equal(dz_store_max_layer_bytes(s), max_layer);
 }
 
 /* Fills buf with a pattern that differs from any model's bytes. */
@@ -133,18 +153,18 @@ static void roundtrip(const char *name, dz_dtype dt, unsigned flags) {
     dz_error err = {0};
 
     /* Sync reads give the model's blocks. */
-    for (int b = 0; b < nb; b++) ok(dz_store_read_block(s, b, got + at[b], &err), &err);
+    for (int b = 0; b < nb; b++) ok(read_block(s, b, got + at[b], &err), &err);
     assert_memory_equal(got, want, total);
 
     /* Write block 0 changed: it reads back changed, the others unchanged. */
     memcpy(got, want, total);
     scramble(got + at[0], dz_store_block_bytes(s, 0), 1);
-    ok(dz_store_write_block(s, 0, got + at[0], &err), &err);
+    ok(write_block(s, 0, got + at[0], &err), &err);
     memset(async, 0, total);
-    for (int b = 0; b < nb; b++) ok(dz_store_read_block(s, b, async + at[b], &err), &err);
+    for (int b = 0; b < nb; b++) ok(read_block(s, b, async + at[b], &err), &err);
     assert_memory_equal(async, got, total);
     assert_memory_not_equal(async, want, dz_store_block_bytes(s, 0));
-    ok(dz_store_write_block(s, 0, want + at[0], &err), &err);
+    ok(write_block(s, 0, want + at[0], &err), &err);
 
     /* Row reads equal slices of the tensor (the first tensor with more than 3 rows, and a vector). */
     const dz_param_table *t = dz_model_params(m);
@@ -161,21 +181,21 @@ static void roundtrip(const char *name, dz_dtype dt, unsigned flags) {
     assert_int_equal(dz_store_read_rows(s, 0, -1, 1, got, &err), DZ_ERR_INVALID);
 
     /* Queued writes of every block (changed), then queued reads: the same bytes as sync reads.
-     * More requests than the queue holds, so start_* must wait for room. */
+     * More requests than the queue holds, so dz_store_start_call must wait for room. */
     memcpy(got, want, total);
     for (int b = 0; b < nb; b++) scramble(got + at[b], dz_store_block_bytes(s, b), (unsigned)b + 2);
     const dz_store_stats before = dz_store_get_stats(s);
     const int rounds = DZ_STORE_QUEUE / nb + 2;
     for (int r = 0; r < rounds; r++)
-        for (int b = 0; b < nb; b++) ok(dz_store_start_write(s, b, got + at[b], &err), &err);
+        for (int b = 0; b < nb; b++) ok(start_write(s, b, got + at[b], &err), &err);
     ok(dz_store_wait(s, &err), &err);
     memset(async, 0, total);
     for (int r = 0; r < rounds; r++)
-        for (int b = 0; b < nb; b++) ok(dz_store_start_read(s, b, async + at[b], &err), &err);
+        for (int b = 0; b < nb; b++) ok(start_read(s, b, async + at[b], &err), &err);
     ok(dz_store_wait(s, &err), &err);
     assert_memory_equal(async, got, total);
     unsigned char *sync = malloc(total);
-    for (int b = 0; b < nb; b++) ok(dz_store_read_block(s, b, sync + at[b], &err), &err);
+    for (int b = 0; b < nb; b++) ok(read_block(s, b, sync + at[b], &err), &err);
     assert_memory_equal(sync, async, total);
     const dz_store_stats after = dz_store_get_stats(s);
     assert_int_equal(after.bytes_written - before.bytes_written, (uint64_t)rounds * total);
@@ -197,7 +217,7 @@ static void roundtrip(const char *name, dz_dtype dt, unsigned flags) {
     /* Re-opens as a store. */
     dz_store *again = NULL;
     ok(dz_store_open(dz_store_path(s), t, dt, 0, &again, &err), &err);
-    ok(dz_store_read_block(again, nb - 1, sync, &err), &err);
+    ok(read_block(again, nb - 1, sync, &err), &err);
     assert_memory_equal(sync, got + at[nb - 1], dz_store_block_bytes(s, nb - 1));
     dz_store_close(again);
 
@@ -223,7 +243,7 @@ static void test_missing_folder(void **state) {
     snprintf(path, sizeof path, "%s/no/such/folder/store.safetensors", g_dir);
     dz_store *s = (dz_store *)1;
     dz_error err = {0};
-    assert_int_equal(dz_store_create(path, m, 0, &s, &err), DZ_ERR_IO);
+    assert_int_equal(dz_store_create_as(path, m, DZ_F32, 0, &s, &err), DZ_ERR_IO);
     assert_null(s);
     assert_non_null(strstr(err.msg, path));
     dz_model_free(m);
@@ -240,8 +260,8 @@ static void test_truncated(void **state) {
     assert_int_equal(truncate(dz_store_path(s), (off_t)cut), 0);
     unsigned char *buf = malloc(dz_store_block_bytes(s, last));
     dz_error err = {0};
-    ok(dz_store_read_block(s, 0, buf, &err), &err);
-    assert_int_equal(dz_store_read_block(s, last, buf, &err), DZ_ERR_IO);
+    ok(read_block(s, 0, buf, &err), &err);
+    assert_int_equal(read_block(s, last, buf, &err), DZ_ERR_IO);
     char want[64];
     snprintf(want, sizeof want, "block %d", last);
     assert_non_null(strstr(err.msg, dz_store_path(s)));
@@ -249,12 +269,12 @@ static void test_truncated(void **state) {
     assert_non_null(strstr(err.msg, "truncated"));
 
     memset(&err, 0, sizeof err);
-    ok(dz_store_start_read(s, last, buf, &err), &err);
-    ok(dz_store_start_read(s, 0, buf, &err), &err); /* skipped after the failure */
+    ok(start_read(s, last, buf, &err), &err);
+    ok(start_read(s, 0, buf, &err), &err); /* skipped after the failure */
     assert_int_equal(dz_store_wait(s, &err), DZ_ERR_IO);
     assert_non_null(strstr(err.msg, want));
     ok(dz_store_wait(s, &err), &err); /* cleared */
-    assert_int_equal(dz_store_start_read(s, last + 1, buf, &err), DZ_ERR_INVALID);
+    assert_int_equal(dz_store_read_range(s, last + 1, 0, 1, buf, &err), DZ_ERR_INVALID);
 
     /* The truncated file no longer opens as a store. */
     dz_store *again = (dz_store *)1;
@@ -312,21 +332,35 @@ static dz_status xor_fn(void *user, int block, void *buf, dz_error *err) {
     return DZ_OK;
 }
 
+/* A deferred update as the engine queues it: one call that reads the block into buf,
+ * transforms it (xor_fn) and writes it back, so the block reaches the caller (after
+ * dz_store_wait) already modified and on its way to disk. */
+static dz_status update_fn(void *user, int block, void *buf, dz_error *err) {
+    seen *w = user;
+    dz_status st = read_block(w->s, block, buf, err);
+    if (st == DZ_OK) st = xor_fn(user, block, buf, err);
+    return st == DZ_OK ? write_block(w->s, block, buf, err) : st;
+}
+
+static dz_status start_update(dz_store *s, int block, void *buf, seen *w, dz_error *err) {
+    return dz_store_start_call(s, update_fn, w, block, buf, err);
+}
+
 /* A call that reads block 0 synchronously on the I/O thread into its own copy. */
 static dz_status read0_fn(void *user, int arg, void *buf, dz_error *err) {
     seen *w = user;
     record(w, arg, buf);
-    return dz_store_read_block(w->s, 0, w->copy[w->calls - 1], err);
+    return read_block(w->s, 0, w->copy[w->calls - 1], err);
 }
 
-/* start_update: the block is read, transformed by the callback on the I/O thread, written
+/* A queued update: the block is read, transformed by the callback on the I/O thread, written
  * back; the buffer and the store both hold the transformed bytes, other blocks are
  * untouched; a failing callback writes nothing back, and its error comes from wait. */
 static void test_start_update(void **state) {
     (void)state;
     dz_model *m = load("opt_preln", DZ_F32);
     dz_store *s = create(m, "update.safetensors", 0);
-    const int nb = dz_store_n_blocks(s), b = 1;
+    const int b = 1;
     const size_t n = dz_store_block_bytes(s, b);
     unsigned char *want = malloc(n), *buf = malloc(n), *got = malloc(n), *other = malloc(dz_store_block_bytes(s, 0));
     model_block(m, b, want);
@@ -334,43 +368,40 @@ static void test_start_update(void **state) {
     memset(buf, 0, n);
     seen w = {.s = s};
     dz_error err = {0};
-    ok(dz_store_start_update(s, b, buf, xor_fn, &w, &err), &err);
+    ok(start_update(s, b, buf, &w, &err), &err);
     ok(dz_store_wait(s, &err), &err);
     assert_int_equal(w.calls, 1);
     assert_int_equal(w.arg[0], b);
     assert_ptr_equal(w.buf[0], buf);
     assert_false(pthread_equal(w.thread[0], pthread_self())); /* ran on the I/O thread */
     assert_memory_equal(buf, want, n);
-    ok(dz_store_read_block(s, b, got, &err), &err);
+    ok(read_block(s, b, got, &err), &err);
     assert_memory_equal(got, want, n);
     model_block(m, 0, other);
-    ok(dz_store_read_block(s, 0, got, &err), &err);
+    ok(read_block(s, 0, got, &err), &err);
     assert_memory_equal(got, other, dz_store_block_bytes(s, 0));
     const dz_store_stats st = dz_store_get_stats(s);
     assert_true(st.thread_busy_s >= st.thread_io_s && st.thread_io_s > 0.0);
 
     /* A failing callback: nothing written back, the error once, later requests skipped. */
     w.fail = DZ_ERR_INVALID;
-    ok(dz_store_start_update(s, b, buf, xor_fn, &w, &err), &err);
-    ok(dz_store_start_update(s, 0, other, xor_fn, &w, &err), &err); /* skipped */
+    ok(start_update(s, b, buf, &w, &err), &err);
+    ok(start_update(s, 0, other, &w, &err), &err); /* skipped */
     assert_int_equal(dz_store_wait(s, &err), DZ_ERR_INVALID);
     assert_non_null(strstr(err.msg, "told to fail on block 1"));
     assert_int_equal(w.calls, 2);
-    ok(dz_store_read_block(s, b, got, &err), &err);
+    ok(read_block(s, b, got, &err), &err);
     assert_memory_equal(got, want, n); /* still the first update's bytes */
     ok(dz_store_wait(s, &err), &err);
 
     /* Invalid requests are refused at once. */
-    assert_int_equal(dz_store_start_update(s, nb, buf, xor_fn, &w, &err), DZ_ERR_INVALID);
-    assert_int_equal(dz_store_start_update(s, b, buf, NULL, &w, &err), DZ_ERR_INVALID);
-    assert_int_equal(dz_store_start_update(s, b, NULL, xor_fn, &w, &err), DZ_ERR_INVALID);
     assert_int_equal(dz_store_start_call(s, NULL, &w, 0, NULL, &err), DZ_ERR_INVALID);
     free(want), free(buf), free(got), free(other);
     dz_store_close(s);
     dz_model_free(m);
 }
 
-/* start_call runs in queue order with the transfers: write X, call, write Y, call, then
+/* Queued calls run in queue order, transfers included: write X, call, write Y, call, then
  * an update: the first call sees X, the second Y, and the callbacks run in that order. */
 static void test_start_call_order(void **state) {
     (void)state;
@@ -385,11 +416,11 @@ static void test_start_call_order(void **state) {
     memcpy(y, x, n);
     scramble(y, n, 4);
     dz_error err = {0};
-    ok(dz_store_start_write(s, 0, x, &err), &err);
+    ok(start_write(s, 0, x, &err), &err);
     ok(dz_store_start_call(s, read0_fn, &w, 10, x, &err), &err);
-    ok(dz_store_start_write(s, 0, y, &err), &err);
+    ok(start_write(s, 0, y, &err), &err);
     ok(dz_store_start_call(s, read0_fn, &w, 11, NULL, &err), &err);
-    ok(dz_store_start_update(s, 0, upd, xor_fn, &w, &err), &err);
+    ok(start_update(s, 0, upd, &w, &err), &err);
     ok(dz_store_wait(s, &err), &err);
     assert_int_equal(w.calls, 3);
     assert_int_equal(w.arg[0], 10);
@@ -423,7 +454,7 @@ static void test_ranges(void **state) {
     assert_memory_equal(part, want + off, len);
     scramble(want + off, len, 9);
     ok(dz_store_write_range(s, b, off, len, want + off, &err), &err);
-    ok(dz_store_read_block(s, b, got, &err), &err);
+    ok(read_block(s, b, got, &err), &err);
     assert_memory_equal(got, want, n);
     ok(dz_store_read_range(s, b, n, 0, part, &err), &err); /* empty, at the end: fine */
     const struct { int block; uint64_t off; size_t len; } bad[] = {
@@ -436,7 +467,7 @@ static void test_ranges(void **state) {
         assert_int_equal(dz_store_write_range(s, bad[k].block, bad[k].off, bad[k].len, part, &err), DZ_ERR_INVALID);
         assert_non_null(strstr(err.msg, dz_store_path(s)));
     }
-    ok(dz_store_read_block(s, b, got, &err), &err);
+    ok(read_block(s, b, got, &err), &err);
     assert_memory_equal(got, want, n); /* the refused writes changed nothing */
     free(want), free(got), free(part);
     dz_store_close(s);

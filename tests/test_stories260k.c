@@ -2,7 +2,9 @@
  * reference in tools/ref_llama2c.py: logits, 200 greedy tokens from BOS, and zero-shot
  * SST-2 dev predictions and scores (both label-word pairs); shared prompts give the full
  * sequences' scores bitwise; logits and scores are bitwise the same at every
- * instruction-set level the machine runs (core/isa.h) with 1 and 2 threads. */
+ * instruction-set level the machine runs (core/isa.h) with 1 and 2 threads; the logits
+ * match the reference on every registered backend, and the reference backend's SST-2
+ * scores (shared prompts on two streams) match the CPU's. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <setjmp.h>
@@ -18,31 +20,23 @@
 #include "core/util.h"
 #include "distzo/distzo.h"
 #include "backend/backend.h"
-
-static char g_assets[1024];
-
-static int assets_present(void) {
-    const char *env = getenv("DISTZO_ASSETS");
-    snprintf(g_assets, sizeof g_assets, "%s", env && *env ? env : "../shared/assets");
-    char p[1200];
-    snprintf(p, sizeof p, "%s/stories260K/stories260K.bin", g_assets);
-    return dz_file_exists(p);
-}
+#include "assets.h"
+#include "golden.h"
 
 typedef struct fixture {
     dz_model *m;
     dz_tokenizer *tok;
 } fixture;
 
+/* Loads the model where it is present; each case asks for it with need_model, which fails
+ * (or skips, see assets.h) where it is missing. */
 static int setup(void **state) {
     static fixture fx;
-    if (!assets_present()) {
-        *state = NULL;
-        return 0;
-    }
     char p[1200];
+    snprintf(p, sizeof p, "%s/stories260K/stories260K.bin", test_assets_dir());
+    *state = NULL;
+    if (!dz_file_exists(p)) return 0;
     dz_error err = {0};
-    snprintf(p, sizeof p, "%s/stories260K/stories260K.bin", g_assets);
     if (dz_model_load(p, DZ_F32, &fx.m, &err) != DZ_OK) return fprintf(stderr, "%s\n", err.msg), -1;
     if (dz_tokenizer_load(dz_model_tokenizer_path(fx.m), 512, &fx.tok, &err) != DZ_OK)
         return fprintf(stderr, "%s\n", err.msg), -1;
@@ -59,50 +53,44 @@ static int teardown(void **state) {
     return 0;
 }
 
-#define NEED_ASSETS(fx)                                                                     \
-    do {                                                                                    \
-        if (!(fx)) {                                                                        \
-            printf("  SKIP: stories260K not found under %s (set DISTZO_ASSETS)\n", g_assets); \
-            skip();                                                                         \
-        }                                                                                   \
-    } while (0)
+static fixture *need_model(void **state) {
+    char p[1200];
+    test_asset_path(p, sizeof p, "stories260K/stories260K.bin");
+    assert_non_null(*state); /* present now but absent at setup: the folder changed under the test */
+    return *state;
+}
 
 static void logits_match_reference(void **state) {
-    fixture *fx = *state;
-    NEED_ASSETS(fx);
+    fixture *fx = need_model(state);
     char p[1200];
     snprintf(p, sizeof p, "%s/stories260k/logits_first.bin", DZ_TEST_DATA);
-    FILE *f = fopen(p, "rb");
-    assert_non_null(f);
-    int32_t hdr[3];
-    assert_int_equal(fread(hdr, 4, 3, f), 3);
-    const int T = hdr[1], V = hdr[2];
-    int tokens[64], len;
-    float *ref = malloc(sizeof(float) * (size_t)T * V), *out = malloc(sizeof(float) * (size_t)T * V);
-    assert_int_equal(fread(tokens, 4, (size_t)T, f), (size_t)T);
-    assert_int_equal(fread(&len, 4, 1, f), 1);
-    assert_int_equal(fread(ref, 4, (size_t)T * V, f), (size_t)T * V);
-    fclose(f);
-    dz_forward *fw;
-    dz_error err = {0};
-    assert_int_equal(dz_forward_create(fx->m, 1, T, 0, &fw, &err), DZ_OK);
-    dz_weight_source w = dz_model_weights(fx->m);
-    assert_int_equal(dz_forward_run(fw, &w, tokens, NULL, 1, T, 0, &err), DZ_OK);
-    int rows[64];
-    for (int t = 0; t < T; t++) rows[t] = t;
-    assert_int_equal(dz_forward_logits(fw, &w, rows, T, out, &err), DZ_OK);
-    double max_err = 0.0;
-    for (size_t i = 0; i < (size_t)T * V; i++) max_err = fmax(max_err, fabs(out[i] - ref[i]));
-    printf("  %d positions x %d logits: max |err| %.2e\n", T, V, max_err);
-    assert_true(max_err <= 1e-4);
-    dz_forward_free(fw);
-    free(ref);
+    golden_batch g;
+    golden_batch_load(p, &g);
+    assert_int_equal(g.B, 1);
+    const int T = g.T, V = g.V;
+    assert_true(T <= 64);
+    float *out = malloc(sizeof(float) * (size_t)T * V);
+    for (int b = 0; b < dz_backend_count(); b++) {
+        dz_forward *fw;
+        dz_error err = {0};
+        assert_int_equal(dz_forward_create_backend(fx->m, dz_backend_at(b), 1, T, 0, 1, &fw, &err), DZ_OK);
+        dz_weight_source w = dz_model_weights(fx->m);
+        assert_int_equal(dz_forward_run(fw, &w, g.tokens, NULL, 1, T, 0, &err), DZ_OK);
+        int rows[64];
+        for (int t = 0; t < T; t++) rows[t] = t;
+        assert_int_equal(dz_forward_logits(fw, &w, rows, T, out, &err), DZ_OK);
+        double max_err = 0.0;
+        for (size_t i = 0; i < (size_t)T * V; i++) max_err = fmax(max_err, fabs(out[i] - g.logits[i]));
+        printf("  %s: %d positions x %d logits: max |err| %.2e\n", dz_backend_at(b)->name, T, V, max_err);
+        assert_true(max_err <= 1e-4);
+        dz_forward_free(fw);
+    }
     free(out);
+    golden_batch_free(&g);
 }
 
 static void greedy_200_tokens_match_reference(void **state) {
-    fixture *fx = *state;
-    NEED_ASSETS(fx);
+    fixture *fx = need_model(state);
     char p[1200], *json;
     snprintf(p, sizeof p, "%s/stories260k/greedy200.json", DZ_TEST_DATA);
     dz_error err = {0};
@@ -138,12 +126,11 @@ static void greedy_200_tokens_match_reference(void **state) {
 
 /* Reference rows: index, label, pred, score0, score1 for terrible/great then bad/good. */
 static void sst2_zero_shot_matches_reference(void **state) {
-    fixture *fx = *state;
-    NEED_ASSETS(fx);
+    fixture *fx = need_model(state);
     char p[1200];
     dz_error err = {0};
     dz_dataset ds;
-    snprintf(p, sizeof p, "%s/sst2/dev.tsv", g_assets);
+    test_asset_path(p, sizeof p, "sst2/dev.tsv");
     assert_int_equal(dz_dataset_load_sst2(p, &ds, &err), DZ_OK);
     snprintf(p, sizeof p, "%s/stories260k/sst2_dev_zeroshot.tsv", DZ_TEST_DATA);
     FILE *f = fopen(p, "r");
@@ -243,12 +230,11 @@ static void forward_bits(fixture *fx, dz_class_set *cs, float *logits, float *sc
 }
 
 static void every_level_and_thread_count_gives_the_same_bits(void **state) {
-    fixture *fx = *state;
-    NEED_ASSETS(fx);
+    fixture *fx = need_model(state);
     char p[1200];
     dz_error err = {0};
     dz_dataset ds;
-    snprintf(p, sizeof p, "%s/sst2/dev.tsv", g_assets);
+    test_asset_path(p, sizeof p, "sst2/dev.tsv");
     assert_int_equal(dz_dataset_load_sst2(p, &ds, &err), DZ_OK);
     assert_true(ds.count >= N_EXAMPLES);
     for (int i = N_EXAMPLES; i < ds.count; i++) free(ds.items[i].text), free(ds.items[i].completion);
@@ -286,12 +272,50 @@ static void every_level_and_thread_count_gives_the_same_bits(void **state) {
     dz_dataset_free(&ds);
 }
 
+/* SST-2 scores with shared prompts (two streams, the parent's KV slots) on the reference
+ * backend, against the CPU's. */
+static void ref_backend_scores_match_cpu(void **state) {
+    fixture *fx = need_model(state);
+    char p[1200];
+    dz_error err = {0};
+    dz_dataset ds;
+    test_asset_path(p, sizeof p, "sst2/dev.tsv");
+    assert_int_equal(dz_dataset_load_sst2(p, &ds, &err), DZ_OK);
+    assert_true(ds.count >= N_EXAMPLES);
+    for (int i = N_EXAMPLES; i < ds.count; i++) free(ds.items[i].text), free(ds.items[i].completion);
+    ds.count = N_EXAMPLES;
+    dz_prompt_spec spec;
+    dz_prompt_spec_default_sst2(&spec);
+    dz_class_set cs;
+    assert_int_equal(dz_class_set_build(&ds, &spec, fx->tok, 512, &cs, &err), DZ_OK);
+    dz_weight_source w = dz_model_weights(fx->m);
+    float scores[2][N_EXAMPLES * 2];
+    int preds[2][N_EXAMPLES];
+    const dz_backend *be[2] = {dz_backend_by_name("cpu"), dz_backend_by_name("ref")};
+    for (int k = 0; k < 2; k++) {
+        assert_non_null(be[k]);
+        dz_forward *fw;
+        double acc;
+        assert_int_equal(dz_forward_create_backend(fx->m, be[k], 16, cs.max_len, 0, 2, &fw, &err), DZ_OK);
+        assert_int_equal(dz_class_evaluate(fw, &w, &cs, 16, preds[k], scores[k], &acc, &err), DZ_OK);
+        dz_forward_free(fw);
+    }
+    double max_err = 0.0;
+    for (int i = 0; i < N_EXAMPLES * 2; i++) max_err = fmax(max_err, fabs(scores[1][i] - scores[0][i]));
+    printf("  %d examples: ref vs cpu max |score err| %.2e\n", N_EXAMPLES, max_err);
+    assert_true(max_err <= 1e-4);
+    assert_memory_equal(preds[1], preds[0], sizeof preds[0]);
+    dz_class_set_free(&cs);
+    dz_dataset_free(&ds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(logits_match_reference),
         cmocka_unit_test(greedy_200_tokens_match_reference),
         cmocka_unit_test(sst2_zero_shot_matches_reference),
         cmocka_unit_test(every_level_and_thread_count_gives_the_same_bits),
+        cmocka_unit_test(ref_backend_scores_match_cpu),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_assets_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

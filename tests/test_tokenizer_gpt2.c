@@ -39,7 +39,7 @@ static void expect_golden(const dz_tokenizer *tok, const char *key, int add_bos)
 static void gpt2_ids_match_hf(void **state) {
     (void)state;
     char path[4096];
-    asset_or_skip(path, sizeof path, "gpt2-bpe/encoder.json");
+    test_asset_path(path, sizeof path, "gpt2-bpe/encoder.json");
     need_golden();
     dz_tokenizer *tok = load_ok(path); /* the file, not the folder: no dict.txt, GPT-2 ids */
     assert_int_equal(dz_tokenizer_vocab_size(tok), 50257);
@@ -48,7 +48,7 @@ static void gpt2_ids_match_hf(void **state) {
     expect_golden(tok, "gpt2", 0);
     expect_golden(tok, "gpt2", 1); /* GPT-2 has no start token to add */
     dz_tokenizer_free(tok);
-    asset_or_skip(path, sizeof path, "gpt2-bpe/vocab.bpe"); /* the other file names the same route */
+    test_asset_path(path, sizeof path, "gpt2-bpe/vocab.bpe"); /* the other file names the same route */
     tok = load_ok(path);
     expect_golden(tok, "gpt2", 0);
     dz_tokenizer_free(tok);
@@ -57,11 +57,11 @@ static void gpt2_ids_match_hf(void **state) {
 static void opt_ids_match_fairseq_mapping(void **state) {
     (void)state;
     char path[4096];
-    asset_or_skip(path, sizeof path, "gpt2-bpe/dict.txt");
+    test_asset_path(path, sizeof path, "gpt2-bpe/dict.txt");
     need_golden();
     const char *routes[] = {"gpt2-bpe", "gpt2-bpe/dict.txt"};
     for (int r = 0; r < 2; r++) {
-        asset_or_skip(path, sizeof path, routes[r]);
+        test_asset_path(path, sizeof path, routes[r]);
         dz_tokenizer *tok = load_ok(path);
         assert_int_equal(dz_tokenizer_bos(tok), 2);
         assert_int_equal(dz_tokenizer_eos(tok), 2);
@@ -97,10 +97,10 @@ static int round_trips(const dz_tokenizer *tok, const char *text, int add_bos) {
 static void decode_round_trips(void **state) {
     (void)state;
     char path[4096];
-    asset_or_skip(path, sizeof path, "gpt2-bpe");
+    test_asset_path(path, sizeof path, "gpt2-bpe");
     need_golden();
     char enc[4096];
-    asset_or_skip(enc, sizeof enc, "gpt2-bpe/encoder.json");
+    test_asset_path(enc, sizeof enc, "gpt2-bpe/encoder.json");
     dz_tokenizer *gpt2 = load_ok(enc), *opt = load_ok(path);
     int bad = 0;
     for (int i = 0; i < G.count; i++) {
@@ -121,7 +121,7 @@ static void decode_round_trips(void **state) {
 static void encode_reports_full_length(void **state) {
     (void)state;
     char path[4096];
-    asset_or_skip(path, sizeof path, "gpt2-bpe/encoder.json");
+    test_asset_path(path, sizeof path, "gpt2-bpe/encoder.json");
     dz_tokenizer *tok = load_ok(path);
     int ids[2] = {-7, -7};
     assert_int_equal(dz_tokenizer_encode(tok, "Hello world", 0, ids, 0, NULL), 2);
@@ -181,9 +181,9 @@ static char *opt_vocab_json(const char *enc_path, const char *dict_path) {
 static void vocab_json_and_merges_txt(void **state) {
     (void)state;
     char enc[4096], bpe[4096], dict[4096];
-    asset_or_skip(enc, sizeof enc, "gpt2-bpe/encoder.json");
-    asset_or_skip(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
-    asset_or_skip(dict, sizeof dict, "gpt2-bpe/dict.txt");
+    test_asset_path(enc, sizeof enc, "gpt2-bpe/encoder.json");
+    test_asset_path(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
+    test_asset_path(dict, sizeof dict, "gpt2-bpe/dict.txt");
     need_golden();
     char *merges, *enc_text;
     size_t mlen, elen;
@@ -266,9 +266,10 @@ static void save_tok(const dz_tokenizer *tok, const char *dir) {
 static void save_hf_folders_load_back(void **state) {
     (void)state;
     char opt_src[4096], enc[4096], bpe[4096], tok512[4096];
-    asset_or_skip(opt_src, sizeof opt_src, "gpt2-bpe");
-    asset_or_skip(enc, sizeof enc, "gpt2-bpe/encoder.json");
-    asset_or_skip(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
+    test_asset_path(opt_src, sizeof opt_src, "gpt2-bpe");
+    test_asset_path(enc, sizeof enc, "gpt2-bpe/encoder.json");
+    test_asset_path(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
+    test_asset_path(tok512, sizeof tok512, "stories260K/tok512.bin");
     need_golden();
     scratch s;
     scratch_make(&s);
@@ -350,8 +351,7 @@ static void save_hf_folders_load_back(void **state) {
     cJSON_Delete(cfg);
 
     /* llama2.c: tokenizer.bin, byte for byte */
-    snprintf(tok512, sizeof tok512, "%s/stories260K/tok512.bin", assets_dir());
-    if (dz_file_exists(tok512)) {
+    {
         dz_error e2 = {0};
         assert_int_equal(dz_tokenizer_load(tok512, 512, &tok, &e2), DZ_OK);
         save_tok(tok, b);
@@ -382,7 +382,7 @@ static void save_hf_folders_load_back(void **state) {
 static void malformed_files_fail_with_their_name(void **state) {
     (void)state;
     char enc[4096];
-    asset_or_skip(enc, sizeof enc, "gpt2-bpe/encoder.json");
+    test_asset_path(enc, sizeof enc, "gpt2-bpe/encoder.json");
     char *enc_text;
     size_t elen;
     dz_error err;
@@ -429,7 +429,7 @@ static void malformed_files_fail_with_their_name(void **state) {
     /* dict.txt: malformed line, an id GPT-2 does not have; through the folder route */
     char bpe[4096], *bpe_text;
     size_t blen;
-    asset_or_skip(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
+    test_asset_path(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
     assert_int_equal(dz_read_file(bpe, &bpe_text, &blen, &err), DZ_OK);
     scratch_write(&s, "vocab.bpe", bpe_text, blen);
     free(bpe_text);
@@ -473,7 +473,7 @@ static void encode_one(void *ctx, int rep, int thread) {
 static void shared_tokenizer_across_threads(void **state) {
     (void)state;
     char path[4096];
-    asset_or_skip(path, sizeof path, "gpt2-bpe");
+    test_asset_path(path, sizeof path, "gpt2-bpe");
     need_golden();
     dz_tokenizer *tok = load_ok(path);
     shared_encode s = {.tok = tok, .bad = 0};
@@ -487,8 +487,8 @@ static void shared_tokenizer_across_threads(void **state) {
 static void encode_speed_sst2_train(void **state) {
     (void)state;
     char train[4096], path[4096];
-    asset_or_skip(train, sizeof train, "sst2/train.tsv");
-    asset_or_skip(path, sizeof path, "gpt2-bpe");
+    test_asset_path(train, sizeof train, "sst2/train.tsv");
+    test_asset_path(path, sizeof path, "gpt2-bpe");
     sst2_lines s;
     assert_int_equal(sst2_read(train, &s), 0);
     dz_tokenizer *tok = load_ok(path);
@@ -515,5 +515,5 @@ int main(void) {
         cmocka_unit_test(shared_tokenizer_across_threads),
         cmocka_unit_test(encode_speed_sst2_train),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return test_assets_exit(cmocka_run_group_tests(tests, NULL, teardown));
 }

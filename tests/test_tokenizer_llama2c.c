@@ -12,7 +12,7 @@ static int teardown(void **state) {
 
 static dz_tokenizer *load_tok512(int vocab_size) {
     char path[4096];
-    asset_or_skip(path, sizeof path, "stories260K/tok512.bin");
+    test_asset_path(path, sizeof path, "stories260K/tok512.bin");
     dz_tokenizer *tok = NULL;
     dz_error err = {0};
     dz_status st = dz_tokenizer_load(path, vocab_size, &tok, &err);
@@ -107,7 +107,7 @@ static void encode_edges(void **state) {
 static void malformed_files_fail_with_their_name(void **state) {
     (void)state;
     char path[4096];
-    asset_or_skip(path, sizeof path, "stories260K/tok512.bin");
+    test_asset_path(path, sizeof path, "stories260K/tok512.bin");
     char *bin;
     size_t len;
     dz_error err;
@@ -147,7 +147,7 @@ static void malformed_files_fail_with_their_name(void **state) {
 static void encode_speed_sst2_train(void **state) {
     (void)state;
     char train[4096];
-    asset_or_skip(train, sizeof train, "sst2/train.tsv");
+    test_asset_path(train, sizeof train, "sst2/train.tsv");
     dz_tokenizer *tok = load_tok512(512);
     sst2_lines s;
     assert_int_equal(sst2_read(train, &s), 0);
@@ -171,5 +171,5 @@ int main(void) {
         cmocka_unit_test(malformed_files_fail_with_their_name),
         cmocka_unit_test(encode_speed_sst2_train),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return test_assets_exit(cmocka_run_group_tests(tests, NULL, teardown));
 }

@@ -16,6 +16,7 @@
 #include "distzo/zo.h"
 #include "backend/backend.h"
 #include "zo/rng.h"
+#include "golden.h"
 
 enum { B = 3, T = 12 };
 
@@ -42,23 +43,14 @@ static void nan_loss(const float *lp, const float *plp, void *user, double *out)
 
 /* Tokens and lengths of the golden batch; rows/targets: next-token prediction. */
 static void load_batch(const char *name, fixture *fx) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/hf/%s/golden.bin", DZ_TEST_DATA, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    int32_t hdr[3];
-    assert_int_equal(fread(hdr, 4, 3, f), 3);
-    assert_int_equal(hdr[0], B);
-    assert_int_equal(hdr[1], T);
-    assert_int_equal(fread(fx->tokens, 4, B * T, f), B * T);
-    assert_int_equal(fread(fx->lengths, 4, B, f), B);
-    fclose(f);
-    fx->n_rows = 0;
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t + 1 < fx->lengths[b]; t++) {
-            fx->rows[fx->n_rows] = b * T + t;
-            fx->targets[fx->n_rows++] = fx->tokens[b * T + t + 1];
-        }
+    golden_batch g;
+    golden_batch_load_hf(name, &g);
+    assert_int_equal(g.B, B);
+    assert_int_equal(g.T, T);
+    memcpy(fx->tokens, g.tokens, sizeof fx->tokens);
+    memcpy(fx->lengths, g.lengths, sizeof fx->lengths);
+    fx->n_rows = golden_batch_next_token_rows(&g, fx->rows, fx->targets);
+    golden_batch_free(&g);
 }
 
 static dz_model *load_owned(const char *name, dz_dtype dt) {
@@ -138,7 +130,7 @@ static void g_matches_independent_perturbed_forwards(void **state) {
         const dz_zo_batch zb = batch_of(&fx, mean_nll_cb);
         dz_zo_step_result r;
         assert_int_equal(dz_zo_step(e, 5, 0.0f, &zb, &r, &err), DZ_OK); /* lr 0: weights must come back exact */
-        dz_zo_flush(e);
+        assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
         assert_true(checksum(m) == before); /* the master is never perturbed in place */
         const double lp = ref_loss(m, &fx, 11, 5, 1e-2f, +1.0), lm = ref_loss(m, &fx, 11, 5, 1e-2f, -1.0);
         const double g_ref = (lp - lm) / (2.0 * 1e-2);
@@ -184,7 +176,7 @@ static uint64_t train(const char *name, dz_dtype dt, int fuse, int threads, int 
         assert_true(r.finite);
         for (int j = 0; j < q; j++) g_out[s * q + j] = r.g[j];
     }
-    dz_zo_flush(e);
+    assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
     const uint64_t sum = checksum(m);
     dz_zo_engine_free(e);
     dz_forward_free(f);
@@ -250,7 +242,7 @@ static void replay_equals_training(void **state) {
     assert_int_equal(dz_forward_create_streams(m, 1, 2, 0, 2, &f, &err), DZ_OK);
     const dz_zo_params p = {.seed = 3, .eps = 1e-3f, .q = 1, .wd = 0.01f, .fuse = 1};
     assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
-    for (int s = 0; s < S; s++) dz_zo_apply(e, (uint32_t)s, 1e-3f, &g[s]);
+    for (int s = 0; s < S; s++) assert_int_equal(dz_zo_apply(e, (uint32_t)s, 1e-3f, &g[s], &err), DZ_OK);
     assert_true(checksum(m) == trained);
     dz_zo_engine_free(e);
     dz_forward_free(f);
@@ -273,7 +265,7 @@ static void non_finite_loss_skips_the_update(void **state) {
     dz_zo_step_result r;
     assert_int_equal(dz_zo_step(e, 0, 1.0f, &zb, &r, &err), DZ_OK);
     assert_false(r.finite);
-    dz_zo_flush(e);
+    assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
     assert_true(checksum(m) == before);
     dz_zo_engine_free(e);
     dz_forward_free(f);

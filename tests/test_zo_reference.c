@@ -33,19 +33,16 @@
 #include "distzo/train.h"
 #include "run/metrics.h"
 #include "run/seedlog.h"
+#include "assets.h"
 
 #define LOSS_RTOL 1e-5
 #define G_RTOL 1e-3
 
-static char g_assets[1024], g_model[1200], g_train[1200], g_tmp[256];
+static char g_model[1200], g_train[1200], g_tmp[256];
 static cJSON *g_golden;
 
 static int setup(void **state) {
     (void)state;
-    const char *env = getenv("DISTZO_ASSETS");
-    snprintf(g_assets, sizeof g_assets, "%s", env && *env ? env : "../shared/assets");
-    snprintf(g_model, sizeof g_model, "%s/stories260K/stories260K.bin", g_assets);
-    snprintf(g_train, sizeof g_train, "%s/sst2/train.tsv", g_assets);
     char *text = NULL;
     size_t len = 0;
     dz_error err = {0};
@@ -66,9 +63,8 @@ static int teardown(void **state) {
 }
 
 static void need_assets(void) {
-    if (dz_file_exists(g_model) && dz_file_exists(g_train)) return;
-    printf("  SKIP: stories260K or SST-2 train.tsv not found under %s (set DISTZO_ASSETS)\n", g_assets);
-    skip();
+    test_asset_path(g_model, sizeof g_model, "stories260K/stories260K.bin");
+    test_asset_path(g_train, sizeof g_train, "sst2/train.tsv");
 }
 
 static double num(const cJSON *o, const char *key) {
@@ -115,21 +111,21 @@ static void config_for(const cJSON *run, int steps, dz_train_config *c) {
     const cJSON *cfg = item(g_golden, "config");
     dz_train_config_default(c);
     c->model = g_model;
-    c->train_data = g_train;
-    c->test_data = NULL;
-    c->label_words = "bad,good";
-    c->batch = (int)num(cfg, "batch");
-    c->train_examples = (int)num(cfg, "train_examples");
-    c->dev_examples = (int)num(cfg, "dev_examples");
-    c->data_seed = (uint64_t)num(cfg, "data_seed");
-    c->seed = (uint64_t)num(cfg, "seed");
-    c->lr = (float)num(cfg, "lr");
-    c->eps = (float)num(cfg, "eps");
-    c->q = (int)num(run, "q");
-    c->rademacher = !strcmp(item(run, "dist")->valuestring, "rademacher");
-    c->steps = steps;
-    c->eval_every = 0;
-    c->checkpoint_every = 0;
+    c->data.train = g_train;
+    c->data.test = NULL;
+    c->data.label_words = "bad,good";
+    c->optim.batch = (int)num(cfg, "batch");
+    c->data.train_examples = (int)num(cfg, "train_examples");
+    c->data.dev_examples = (int)num(cfg, "dev_examples");
+    c->data.seed = (uint64_t)num(cfg, "data_seed");
+    c->optim.seed = (uint64_t)num(cfg, "seed");
+    c->optim.lr = (float)num(cfg, "lr");
+    c->optim.eps = (float)num(cfg, "eps");
+    c->optim.q = (int)num(run, "q");
+    c->optim.rademacher = !strcmp(item(run, "dist")->valuestring, "rademacher");
+    c->optim.steps = steps;
+    c->schedule.eval_every = 0;
+    c->schedule.checkpoint_every = 0;
 }
 
 /* ---- the whole trainer ------------------------------------------------------------------ */
@@ -152,7 +148,7 @@ static void train_one(const cJSON *run) {
     snprintf(path, sizeof path, "%s/seeds.log", dir);
     if (dz_seedlog_open(path, NULL, 0, &log, &err) != DZ_OK) fail_msg("%s", err.msg);
     assert_int_equal(dz_seedlog_count(log), n_steps);
-    assert_int_equal(dz_seedlog_get_header(log)->q, c.q);
+    assert_int_equal(dz_seedlog_get_header(log)->q, c.optim.q);
     dz_metrics_row *rows = NULL;
     size_t n_rows = 0;
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
@@ -162,23 +158,23 @@ static void train_one(const cJSON *run) {
     float g_dz[64], g_ref[64];
     int k = 0;
     printf("  dz_train %s (%s, q=%d): distzo | reference (corrected for distzo's earlier g; raw)\n", name,
-           c.rademacher ? "rademacher" : "gaussian", c.q);
+           c.optim.rademacher ? "rademacher" : "gaussian", c.optim.q);
     for (int s = 0; s < n_steps; s++) {
         const cJSON *rs = cJSON_GetArrayItem(steps, s);
         const dz_seedlog_record r = dz_seedlog_get(log, (size_t)s);
         assert_int_equal(r.step, s);
-        assert_true(k + c.q <= 64);
+        assert_true(k + c.optim.q <= 64);
         expected x[DZ_ZO_MAX_Q];
         double loss = 0.0;
-        for (int j = 0; j < c.q; j++) {
-            x[j] = expected_for(cJSON_GetArrayItem(item(rs, "draws"), j), g_dz, g_ref, c.eps);
-            loss += 0.5 * (x[j].lp + x[j].lm) / c.q;
+        for (int j = 0; j < c.optim.q; j++) {
+            x[j] = expected_for(cJSON_GetArrayItem(item(rs, "draws"), j), g_dz, g_ref, c.optim.eps);
+            loss += 0.5 * (x[j].lp + x[j].lm) / c.optim.q;
         }
         printf("    step %d loss %.9g | %.9g; %.9g\n", s, rows[s].loss, loss, num(rs, "loss"));
-        for (int j = 0; j < c.q; j++)
+        for (int j = 0; j < c.optim.q; j++)
             printf("      draw %d g %.9g | %.9g; %.9g\n", k + j, r.g[j], x[j].g, x[j].g_raw);
         expect_close(rows[s].loss, loss, LOSS_RTOL, "loss (mean of L+, L-)", name, s, -1);
-        for (int j = 0; j < c.q; j++) {
+        for (int j = 0; j < c.optim.q; j++) {
             expect_close(r.g[j], x[j].g, G_RTOL, "g", name, s, j);
             g_dz[k] = r.g[j];
             g_ref[k++] = (float)num(cJSON_GetArrayItem(item(rs, "draws"), j), "g");
@@ -238,21 +234,23 @@ static void engine_init(const dz_train_config *c, engine_fixture *x) {
     dz_status st = dz_model_load(c->model, DZ_F32, &x->m, &err);
     if (st == DZ_OK) st = dz_model_make_owned(x->m, &err);
     if (st == DZ_OK) st = dz_tokenizer_load(dz_model_tokenizer_path(x->m), 512, &x->tok, &err);
-    if (st == DZ_OK) st = dz_prompt_spec_set_labels(&spec, c->label_words, &err);
-    if (st == DZ_OK) st = dz_dataset_load_sst2(c->train_data, &pool, &err);
-    if (st == DZ_OK) st = dz_dataset_sample(&pool, c->train_examples + c->dev_examples, c->data_seed, &drawn, &err);
+    if (st == DZ_OK) st = dz_prompt_spec_set_labels(&spec, c->data.label_words, &err);
+    if (st == DZ_OK) st = dz_dataset_load_sst2(c->data.train, &pool, &err);
+    const int want = c->data.train_examples + c->data.dev_examples;
+    if (st == DZ_OK) st = dz_dataset_sample(&pool, want, c->data.seed, &drawn, &err);
     if (st != DZ_OK) fail_msg("%s", err.msg);
     dz_dataset train = drawn;
-    train.count = c->train_examples;
+    train.count = c->data.train_examples;
     st = dz_class_set_build(&train, &spec, x->tok, dz_model_config(x->m)->max_seq_len, &x->train, &err);
     dz_dataset_free(&drawn);
     dz_dataset_free(&pool);
     const int K = x->train.n_labels;
     /* 4 streams: the engine runs each example's prompt once for its candidates (tree batches) */
-    if (st == DZ_OK) st = dz_forward_create_streams(x->m, c->batch * K, x->train.max_len, 0, 4, &x->f, &err);
-    const dz_zo_params zp = {c->seed, c->eps, c->q, c->rademacher, c->wd, 1};
+    if (st == DZ_OK) st = dz_forward_create_streams(x->m, c->optim.batch * K, x->train.max_len, 0, 4, &x->f, &err);
+    const dz_zo_params zp = {.seed = c->optim.seed, .eps = c->optim.eps, .q = c->optim.q,
+                             .rademacher = c->optim.rademacher, .wd = c->optim.wd, .fuse = 1};
     if (st == DZ_OK) st = dz_zo_engine_create(x->m, x->f, &zp, &x->e, &err);
-    if (st == DZ_OK) st = dz_class_batch_init(&x->bb, c->batch * K, x->train.max_len, 1, &err);
+    if (st == DZ_OK) st = dz_class_batch_init(&x->bb, c->optim.batch * K, x->train.max_len, 1, &err);
     if (st != DZ_OK) fail_msg("%s", err.msg);
 }
 
@@ -266,37 +264,34 @@ static void engine_one(const cJSON *run) {
     engine_init(&c, &x);
     dz_error err = {0};
     int ex[16], labels[16];
-    assert_true(c.batch <= 16 && c.batch * x.train.n_labels <= 64);
-    loss_ctx lc = {&x.bb, labels, c.batch, x.train.n_labels, {0}};
+    assert_true(c.optim.batch <= 16 && c.optim.batch * x.train.n_labels <= 64);
+    loss_ctx lc = {&x.bb, labels, c.optim.batch, x.train.n_labels, {0}};
     float g_dz[64], g_ref[64];
     int k = 0;
     printf("  engine %s: distzo | reference (corrected for distzo's earlier g; raw)\n", name);
     for (int s = 0; s < n_steps; s++) {
         const cJSON *rs = cJSON_GetArrayItem(steps, s);
-        for (int b = 0; b < c.batch; b++) {
+        for (int b = 0; b < c.optim.batch; b++) {
             ex[b] = cJSON_GetArrayItem(item(rs, "examples"), b)->valueint;
             labels[b] = x.train.labels[ex[b]];
             assert_int_equal(labels[b], cJSON_GetArrayItem(item(rs, "labels"), b)->valueint);
         }
-        if (dz_class_batch_fill(&x.bb, &x.train, ex, c.batch, &err) != DZ_OK) fail_msg("%s", err.msg);
-        const dz_class_batch *bb = &x.bb;
-        const dz_zo_batch zb = {bb->tokens, bb->lengths, bb->n_seqs, bb->T, bb->rows, bb->targets, bb->n_rows, loss_cb, &lc,
-                                0, 0, 0, bb->p_tokens, bb->p_lengths, bb->tree ? bb->n_prompts : 0, bb->PT, bb->p_rows,
-                                bb->p_targets, bb->n_p_rows, bb->start, bb->parent};
+        if (dz_class_batch_fill(&x.bb, &x.train, ex, c.optim.batch, &err) != DZ_OK) fail_msg("%s", err.msg);
+        const dz_zo_batch zb = dz_class_batch_zo(&x.bb, loss_cb, &lc);
         dz_zo_step_result r;
-        if (dz_zo_step(x.e, (uint32_t)s, c.lr, &zb, &r, &err) != DZ_OK) fail_msg("%s", err.msg);
+        if (dz_zo_step(x.e, (uint32_t)s, c.optim.lr, &zb, &r, &err) != DZ_OK) fail_msg("%s", err.msg);
         assert_true(r.finite);
-        assert_true(k + c.q <= 64);
-        for (int j = 0; j < c.q; j++) {
+        assert_true(k + c.optim.q <= 64);
+        for (int j = 0; j < c.optim.q; j++) {
             const cJSON *d = cJSON_GetArrayItem(item(rs, "draws"), j);
-            const expected w = expected_for(d, g_dz, g_ref, c.eps);
+            const expected w = expected_for(d, g_dz, g_ref, c.optim.eps);
             printf("    step %d draw %d L+ %.9g | %.9g; %.9g  L- %.9g | %.9g; %.9g  g %.9g | %.9g; %.9g\n", s,
                    k + j, r.loss_plus[j], w.lp, w.lp_raw, r.loss_minus[j], w.lm, w.lm_raw, r.g[j], w.g, w.g_raw);
             expect_close(r.loss_plus[j], w.lp, LOSS_RTOL, "L+", name, s, j);
             expect_close(r.loss_minus[j], w.lm, LOSS_RTOL, "L-", name, s, j);
             expect_close(r.g[j], w.g, G_RTOL, "g", name, s, j);
         }
-        for (int j = 0; j < c.q; j++, k++) { /* after the step: its draws are earlier draws now */
+        for (int j = 0; j < c.optim.q; j++, k++) { /* after the step: its draws are earlier draws now */
             g_dz[k] = r.g[j];
             g_ref[k] = (float)num(cJSON_GetArrayItem(item(rs, "draws"), j), "g");
         }
@@ -316,5 +311,5 @@ int main(void) {
         cmocka_unit_test(engine_matches_reference),
         cmocka_unit_test(train_matches_reference),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_assets_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

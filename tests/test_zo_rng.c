@@ -1,5 +1,6 @@
-/* The ZO perturbation RNG and the fused perturbation/update kernels (src/zo/rng.c,
- * src/zo/perturb.c), checked against:
+/* The ZO perturbation RNG and the fused perturbation/update kernels (the CPU backend's ZO
+ * ops, src/backend/cpu_philox.c and cpu_zo.c, through src/zo/rng.h and perturb.h), checked
+ * against:
  *  - Random123's Philox4x32-10 known-answer vectors;
  *  - tests/data/zo/rng_golden.json, written by an independent numpy implementation
  *    (tools/ref_zo_rng.py): z, stochastic-rounding words, f32/bf16 update + perturb, and
@@ -383,7 +384,7 @@ static void assert_step_matches(step_fn step, const char *step_name, dz_isa isa,
 
 /* dz_update_then_perturb_* == dz_update_* then dz_perturb_pair_*, for every update shape
  * (mean or not, decay or not) and without an update; and both at every level give the
- * baseline's unfused bits (every hand-vectorized loop of perturb.c and the RNG). */
+ * baseline's unfused bits (every hand-vectorized loop of cpu_zo.c and the RNG). */
 static void fused_equals_unfused(void **state) {
     (void)state;
     const size_t n = 5003; /* several 1024-element chunks and a ragged end */

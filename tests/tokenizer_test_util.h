@@ -1,4 +1,4 @@
-/* Helpers shared by the tokenizer tests: asset paths, golden jsonl cases, SST-2 lines,
+/* Helpers shared by the tokenizer tests: golden jsonl cases, SST-2 lines,
  * scratch folders. Header-only (static functions) so each test stays one program. */
 #ifndef DZ_TOKENIZER_TEST_UTIL_H
 #define DZ_TOKENIZER_TEST_UTIL_H
@@ -17,20 +17,7 @@
 
 #include "core/util.h"
 #include "distzo/tokenizer.h"
-
-static inline const char *assets_dir(void) {
-    const char *env = getenv("DISTZO_ASSETS");
-    return env && *env ? env : DZ_TEST_DATA "/../../../shared/assets";
-}
-
-/* ASSETS/rel into out; skips the calling test (cmocka skip) when the file is absent. */
-static inline void asset_or_skip(char *out, size_t cap, const char *rel) {
-    snprintf(out, cap, "%s/%s", assets_dir(), rel);
-    if (!dz_file_exists(out)) {
-        print_message("asset %s not found (set DISTZO_ASSETS): skipping\n", out);
-        skip();
-    }
-}
+#include "assets.h"
 
 /* ---- SST-2 tsv: text of each file line (1-based), before the tab ---- */
 typedef struct sst2_lines {
@@ -77,7 +64,7 @@ typedef struct golden {
 static inline void golden_load(golden *g, const char *name) {
     char path[4096], dev_path[4096];
     snprintf(path, sizeof path, "%s/tokenizer/%s", DZ_TEST_DATA, name);
-    asset_or_skip(dev_path, sizeof dev_path, "sst2/dev.tsv");
+    test_asset_path(dev_path, sizeof dev_path, "sst2/dev.tsv");
     memset(g, 0, sizeof *g);
     assert_int_equal(sst2_read(dev_path, &g->dev), 0);
     char *buf;
@@ -124,9 +111,10 @@ static inline int golden_ids(const golden *g, int i, const char *key, int *ids, 
     return n;
 }
 
-/* Encodes every golden text and compares with row[key]; returns the number of mismatches
- * (the first few are printed with both id lists). Rows without the key are not counted. */
-static inline int golden_check(const golden *g, const dz_tokenizer *tok, const char *key, int add_bos, int *checked) {
+/* Encodes every golden text (flags: DZ_ENCODE_*; 1 is add_bos) and compares with row[key];
+ * returns the number of mismatches (the first few are printed with both id lists). Rows
+ * without the key are not counted. */
+static inline int golden_check(const golden *g, const dz_tokenizer *tok, const char *key, unsigned flags, int *checked) {
     enum { CAP = 8192 };
     int *want = malloc(CAP * sizeof *want), *got = malloc(CAP * sizeof *got);
     int bad = 0;
@@ -135,7 +123,7 @@ static inline int golden_check(const golden *g, const dz_tokenizer *tok, const c
         int nw = golden_ids(g, i, key, want, CAP);
         if (nw < 0) continue;
         dz_error err = {0};
-        int ng = dz_tokenizer_encode(tok, g->text[i], add_bos, got, CAP, &err);
+        int ng = dz_tokenizer_encode_flags(tok, g->text[i], flags, got, CAP, &err);
         assert_true(nw <= CAP && ng <= CAP);
         (*checked)++;
         if (ng == nw && memcmp(got, want, (size_t)nw * sizeof *got) == 0) continue;

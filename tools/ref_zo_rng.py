@@ -1,5 +1,6 @@
-"""Independent numpy reference for the ZO perturbation RNG and update rules (src/zo/rng.c,
-src/zo/perturb.c), following /work/notes/zo_spec.md op by op.
+"""Independent numpy reference for the ZO perturbation RNG and update rules (the backends'
+ZO ops: contract src/backend/zo_ops.h, CPU src/backend/cpu_philox.c and cpu_zo.c), following
+docs/ZO_RNG.md op by op.
 
 Run (from the repository root):
     /work/venv/bin/python tools/ref_zo_rng.py              # writes tests/data/zo/rng_golden.json (~15 KB, ~4 s)

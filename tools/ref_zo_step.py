@@ -26,7 +26,7 @@ Independent pieces (nothing is taken from the C code):
     that is the layout distzo perturbs (z is indexed by element of distzo's tensors), then an
     HF-style LLaMA forward written here (rotary on (i, i+hd/2)); checked against
     ref_llama2c.Llama2c's interleaved forward on the unpermuted weights;
-  - z and the update: tools/ref_zo_rng.py (z_fill, update_f32), per /work/notes/zo_spec.md;
+  - z and the update: tools/ref_zo_rng.py (z_fill, update_f32), per docs/ZO_RNG.md;
     tensor ids follow distzo's parameter table (per layer: input_layernorm, q, k, v, o,
     post_attention_layernorm, up (w3), gate (w1), down (w2); then embed_tokens, norm).
 The perturbed weights are built in float32 exactly as the spec says (e = eps*z; theta +/- e), so
@@ -199,7 +199,7 @@ def class_loss(ws, shape, examples, idx, dtype):
 
 def theta_after(theta0, gs, q, dist, n_steps):
     """theta after the updates of steps 0..n_steps-1 with the projected gradients gs[step][j]:
-    theta <- theta - lr * mean_j(g_j z_j), no weight decay (zo_spec.md; ref_zo_rng.update_f32)."""
+    theta <- theta - lr * mean_j(g_j z_j), no weight decay (docs/ZO_RNG.md; ref_zo_rng.update_f32)."""
     theta = [t.copy() for t in theta0]
     for step in range(n_steps):
         theta = [R.update_f32(th.reshape(-1), gs[step], q, F32(BASE["lr"]), 0.0, BASE["seed"], tid, step, 0,

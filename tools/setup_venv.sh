@@ -23,5 +23,7 @@ venv="$here/.venv"
     safetensors==0.8.0 \
     tokenizers==0.23.3 \
     sentencepiece==0.2.3 \
-    numpy==2.4.6
+    numpy==2.4.6 \
+    gguf==0.19.0 \
+    accelerate==1.15.0
 echo "ready: $venv/bin/python"

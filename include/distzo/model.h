@@ -90,9 +90,11 @@ int64_t dz_param_table_numel(const dz_param_table *t);
 size_t dz_param_table_bytes(const dz_param_table *t, dz_dtype dtype, int block);
 
 /* The config of a model path as dz_model_load reads it (a Hugging Face folder's
- * config.json, or a llama2.c .bin header), without touching the weights. */
+ * config.json, a .gguf file's metadata, or a llama2.c .bin header), without touching the weights. */
 dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err);
 dz_status dz_config_from_llama2c(const char *path, dz_config *cfg, dz_error *err);
+/* A GGUF file's metadata (general.architecture llama, which Mistral models use too, or qwen2) as a config. */
+dz_status dz_config_from_gguf(const char *path, dz_config *cfg, dz_error *err);
 /* Reads a Hugging Face config.json (OPTForCausalLM, LlamaForCausalLM and relatives). */
 dz_status dz_config_from_hf_json(const char *path, dz_config *cfg, dz_error *err);
 /* Writes cfg as a Hugging Face config.json (atomic). */
@@ -181,6 +183,14 @@ dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int k
  * dual forward: stream 0 at theta + eps z, stream 1 at theta - eps z). */
 dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_seq, int kv_cache, int n_streams,
                                    dz_forward **out, dz_error *err);
+/* The compute backend a forward runs every op on (src/backend/backend.h: dz_backend_cpu(),
+ * dz_backend_by_name("ref"), ...). */
+typedef struct dz_backend dz_backend;
+/* The general form: n_streams streams on `backend` (NULL: the CPU backend), which
+ * allocates every activation buffer; the forwards above are this with NULL. */
+dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend, int max_batch, int max_seq,
+                                    int kv_cache, int n_streams, dz_forward **out, dz_error *err);
+const dz_backend *dz_forward_backend(const dz_forward *f);
 void dz_forward_free(dz_forward *f);
 size_t dz_forward_bytes(const dz_forward *f);
 const dz_model *dz_forward_model(const dz_forward *f);
@@ -188,8 +198,9 @@ int dz_forward_max_seq(const dz_forward *f);
 int dz_forward_max_batch(const dz_forward *f);
 /* Floats of the scratch a weight source may be handed for a row request (the largest request). */
 size_t dz_forward_row_floats(const dz_forward *f);
-/* What dz_forward_bytes reports for a forward of these arguments once it has run a whole
- * model (the block scratch included), computed from the config alone (the planner).
+/* What dz_forward_bytes reports for a forward of these arguments on the CPU backend once it
+ * has run a whole model (the block scratch included), computed from the config alone (the
+ * planner).
  * threads <= 0: this process's thread count, as create uses. row_floats (if non-NULL):
  * what dz_forward_row_floats would report. */
 size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int kv_cache, int n_streams, int threads,
@@ -203,7 +214,8 @@ dz_status dz_forward_run(dz_forward *f, const dz_weight_source *w, const int *to
 
 /* The pieces of dz_forward_run, for callers that drive blocks themselves: embed tokens
  * into stream s, then run layer l on stream s with the layer's tensors t[dz_layer_role]
- * given as fp32 (NULL for roles the architecture lacks). */
+ * given as fp32 buffers of the forward's backend (host memory on the CPU backend; NULL for
+ * roles the architecture lacks), which the caller may rewrite once the call returns. */
 dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, const int *tokens, const int *lengths,
                            int B, int n_new, int pos0, dz_error *err);
 /* The general form: sequence b's rows sit at positions start[b] .. start[b]+n_new-1 and it

@@ -7,36 +7,68 @@
 
 #include "distzo/dtype.h"
 #include "distzo/error.h"
+#include "distzo/parallel.h"
+#include "distzo/task.h"
 #include "distzo/zo.h"
+
+/* What a run learns from: the task, its files and how examples are drawn. */
+typedef struct dz_train_data {
+    const char *task;         /* "sst2" (tsv), "classify" (jsonl) or "lm" (text, or jsonl text / prompt+completion) */
+    const char *train;        /* training pool: train_examples + dev_examples are drawn from it */
+    const char *test;         /* reported accuracy (GLUE dev for SST-2); NULL: none */
+    const char *template_, *label_words, *text_key, *label_key; /* NULL: SST-2 defaults */
+    int train_examples, dev_examples;
+    uint64_t seed;            /* the example draw and the order of every epoch */
+    int lm_seq;               /* LM: tokens per training window (0: the model's maximum) */
+    int share_prompts;        /* classification: each example's prompt computed once for all its candidates */
+} dz_train_data;
+
+/* The ZO optimizer: MeZO's SPSA step and its learning rate. */
+typedef struct dz_train_optim {
+    float lr, eps, wd;
+    int batch, steps;
+    int q;                    /* SPSA samples per step */
+    int warmup;
+    dz_lr_schedule lr_schedule;
+    int rademacher, fuse;     /* Rademacher +-1 instead of Gaussian z; updates fused into the next step */
+    uint64_t seed;            /* run seed: the perturbations */
+    int max_bad_steps;        /* stop after this many non-finite losses in a row */
+} dz_train_optim;
+
+/* Where the master weights live. */
+typedef struct dz_train_store {
+    dz_dtype master_dtype;    /* F32 or BF16 */
+    const char *spec;         /* NULL or "ram": in memory; "disk:PATH": layer masters in a file */
+    int max_resident_mb;      /* with a disk store: refuse to start above this many MB resident (0: no cap) */
+    int stream_globals;       /* with a disk store: the global block stays in it too (also chosen when the cap
+                               * needs it) */
+} dz_train_store;
+
+/* What happens between steps, every so many steps (0: never; evaluation 0: at the end). */
+typedef struct dz_train_schedule {
+    int eval_every, eval_batch; /* eval_batch: sequences per evaluation forward */
+    int checkpoint_every;
+    int keep_checkpoints;     /* numbered checkpoints kept (Hugging Face's save_total_limit; default 1) */
+    int log_sync_every;       /* fsync the seed log and metrics every this many steps */
+} dz_train_schedule;
+
+/* The parallel layout (src/parallel): never saved in run.json, so a run resumes under any
+ * layout. */
+typedef struct dz_train_layout {
+    dz_comm *comm;            /* NULL: one process */
+    int pertp, dp;            /* perturbation x data parallelism; 0: derived (all ranks data-parallel) */
+    int verify_every;         /* compare replica checksums across nodes every this many steps (0: never) */
+} dz_train_layout;
 
 typedef struct dz_train_config {
     const char *model;        /* HF folder or llama2.c .bin */
     const char *tokenizer;    /* NULL: the model's own */
-    const char *task;         /* "sst2" (tsv), "classify" (jsonl) or "lm" (text, or jsonl text / prompt+completion) */
-    const char *train_data;   /* training pool: train_examples + dev_examples are drawn from it */
-    const char *test_data;    /* reported accuracy (GLUE dev for SST-2); NULL: none */
-    const char *template_, *label_words, *text_key, *label_key; /* NULL: SST-2 defaults */
-    const char *out_dir;
-    dz_dtype master_dtype;    /* F32 or BF16 */
-    int train_examples, dev_examples;
-    uint64_t data_seed;
-    float lr, eps, wd;
-    int batch, steps, q, warmup, rademacher, fuse;
-    dz_lr_schedule schedule;
-    uint64_t seed;
-    int eval_every, checkpoint_every, log_sync_every, max_bad_steps, eval_batch;
-    int keep_checkpoints;     /* numbered checkpoints kept (Hugging Face's save_total_limit; default 1) */
-    int lm_seq;               /* LM: tokens per training window (0: the model's maximum) */
-    int share_prompts;        /* classification: each example's prompt computed once for all its candidates */
-    const char *store;        /* NULL or "ram": masters in memory; "disk:PATH": layer masters in a file */
-    int max_resident_mb;      /* with a disk store: refuse to start above this many MB resident (0: no cap) */
-    int stream_globals;       /* with a disk store: the global block stays in it too (also chosen when the cap needs it) */
-    /* The parallel layout (src/parallel): never saved in run.json, so a run resumes under any
-     * layout. comm NULL: one process. */
-    struct dz_comm *comm;
-    int pertp, dp;            /* perturbation x data parallelism; 0: derived (all ranks data-parallel) */
-    int verify_every;         /* compare replica checksums across nodes every this many steps (0: never) */
-    int test_corrupt_step, test_corrupt_node; /* tests only: flip a weight bit on a node after a step (0: never) */
+    const char *out_dir;      /* the run folder */
+    dz_train_data data;
+    dz_train_optim optim;
+    dz_train_store store;
+    dz_train_schedule schedule;
+    dz_train_layout layout;
 } dz_train_config;
 
 /* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */
@@ -62,6 +94,11 @@ typedef struct dz_train_result {
     int lm;                   /* the scores are minus mean NLLs */
     double step_bytes;        /* payload this rank sent per training step (0 in one process) */
 } dz_train_result;
+
+/* The engine's view of a batch dz_class_batch_fill made (classification or LM): a tree
+ * batch when its candidates continue shared prompts. It is one example for the loss
+ * (n_examples 0); a data-parallel caller sets n_examples, example0 and n_global. */
+dz_zo_batch dz_class_batch_zo(const dz_class_batch *bb, dz_zo_loss_fn loss, void *user);
 
 /* Runs (or, with resume, continues) the run in cfg->out_dir. On resume the run's own
  * run.json decides every setting except steps (which may be raised). */

@@ -98,12 +98,17 @@ dz_status dz_zo_plan_resident(const dz_model *m, const dz_forward *f, const stru
 dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
                                 int stream_globals, dz_error *err);
 
-/* Applies any pending update to every block. */
-void dz_zo_flush(dz_zo_engine *e);
+/* Applies any pending update to every block (with shared masters: collective). */
+dz_status dz_zo_flush(dz_zo_engine *e, dz_error *err);
 /* Applies the update of a logged step (replay: resume, export): bitwise what training did. */
-void dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g);
+dz_status dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err);
 /* The model's weights as the forward sees them (flush first). */
 dz_weight_source dz_zo_master_source(const dz_zo_engine *e);
+/* rows() of a weight source has no error path: a store read that fails inside the
+ * engine's sources hands the forward zeros and is recorded. This returns the first such
+ * error since the last call (or since the step began), then clears it: call it after
+ * forwards through dz_zo_master_source (dz_zo_step checks its own). */
+dz_status dz_zo_source_status(dz_zo_engine *e, dz_error *err);
 /* Bytes of working buffers the engine holds (two fp32 copies of the largest block, ...). */
 size_t dz_zo_engine_bytes(const dz_zo_engine *e);
 /* The same from the model's table and its forward's shape (row_floats =
@@ -134,10 +139,10 @@ typedef struct dz_zo_parallel {
 size_t dz_zo_block_floats(const dz_zo_engine *e);
 /* Call before the first step; p is copied. */
 dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz_error *err);
-/* A 64-bit checksum of the master weights (flushed first): the sum over this rank's slice
- * of spans of a hash of (span, bytes); summing the slices of a node's ranks gives the
- * node's checksum, the same whatever the slicing. */
-uint64_t dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices);
+/* A 64-bit checksum of the master weights (flushed first) into *sum: the sum over this
+ * rank's slice of spans of a hash of (span, bytes); summing the slices of a node's ranks
+ * gives the node's checksum, the same whatever the slicing. */
+dz_status dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices, uint64_t *sum, dz_error *err);
 
 /* Learning-rate schedules with linear warmup. */
 typedef enum dz_lr_schedule { DZ_LR_CONSTANT, DZ_LR_LINEAR, DZ_LR_COSINE } dz_lr_schedule;

@@ -1,8 +1,24 @@
-/* The compute backend: every numeric op the model runs goes through one of these
- * function tables (CPU now; a CUDA table later with the same signatures, pointers
- * then being device pointers). Ops are deterministic: for a given backend, each output
- * element's arithmetic order depends only on the shapes of its own row, never on the
- * thread count or on how many rows are in the batch. */
+/* The compute backend: every numeric op the model and the ZO step run goes through one of
+ * these function tables, chosen when a forward is created (dz_forward_create_backend).
+ *
+ * Memory. Float and element arguments of ops (x, y, w, theta, w_plus, ...) are backend
+ * buffers: memory from the table's alloc, or for weights what upload_view returned. Host
+ * code reaches them only through upload/download, unless host_buffers is set (the CPU
+ * backend: buffers are host memory, and upload_view returns the host pointer itself, no
+ * copy). Small control arguments stay host memory and are read during the call: index
+ * arrays (positions, rows, targets, sequence starts and lengths), the attention args and
+ * their per-sequence pointer arrays (whose pointers are backend buffers), and a ZO update's
+ * g[]. A device backend copies what it needs of them into its launch.
+ *
+ * Ordering. Ops may run asynchronously on a device backend, in call order; upload and
+ * download are ordered with them and return only when the host memory may be reused (upload)
+ * or holds the result (download); synchronize waits for every op issued.
+ *
+ * Determinism. For a given backend each output element's arithmetic order depends only on
+ * the shapes of its own row, never on the thread count or on how many rows are in the
+ * batch. The ZO ops (z_fill .. update_then_perturb_bf16) are a contract (backend/zo_ops.h):
+ * every backend gives the same bits. The float ops are not: backends agree to a tolerance
+ * (tests/test_backend_ops.c checks every registered backend against "ref"). */
 #ifndef DZ_BACKEND_BACKEND_H
 #define DZ_BACKEND_BACKEND_H
 
@@ -10,6 +26,7 @@
 #include <stdint.h>
 
 #include "distzo/error.h"
+#include "backend/zo_ops.h"
 
 /* Causal attention over sequences whose keys live in "slots": rows indexed by absolute
  * position, n_kv_heads*head_dim floats each. Sequence b's queries are its rows of q at
@@ -33,6 +50,27 @@ typedef struct dz_attn_args {
 
 typedef struct dz_backend {
     const char *name;
+    /* Backend buffers are host memory that host code may read and write directly. */
+    int host_buffers;
+
+    /* ---- buffers ---- */
+    /* bytes of backend memory, zero-filled and 64-byte aligned (NULL when out of memory);
+     * free(NULL) is a no-op. */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *buf);
+    /* Copies n host bytes at src into the buffer dst; src == dst (a host_buffers backend's
+     * staging is the buffer itself) copies nothing. */
+    void (*upload)(void *dst, const void *src, size_t n);
+    /* Makes n host bytes at src readable by ops and returns where: dst (a buffer of at
+     * least n bytes) after copying, or, on a host_buffers backend, src itself (zero-copy:
+     * src must then stay valid and unchanged while ops read it). For weights that the
+     * weight source (model.h) hands out as host fp32 rows. */
+    const void *(*upload_view)(void *dst, const void *src, size_t n);
+    /* Copies n bytes of the buffer src into host memory dst. */
+    void (*download)(void *dst, const void *src, size_t n);
+    void (*synchronize)(void);
+
+    /* ---- the forward ---- */
     /* y[M,N] = x[M,K] . w[N,K]^T (+ bias[N] if non-NULL). Row-major, Linear layout. */
     void (*matmul)(float *y, const float *x, const float *w, const float *bias, int M, int N, int K);
     void (*layernorm)(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
@@ -46,14 +84,68 @@ typedef struct dz_backend {
     void (*relu)(float *x, size_t n);
     /* gate[i] = silu(gate[i]) * up[i] */
     void (*swiglu)(float *gate, const float *up, size_t n);
-    /* y[i] += x[i] */
+    /* y[i] += x[i] (the residual adds, and the position embeddings onto the token rows) */
     void (*add)(float *y, const float *x, size_t n);
+    /* x[i] = v */
+    void (*fill)(float *x, float v, size_t n);
+    /* Row dst_rows[i] of dst[., cols] = row src_rows[i] of src[., cols] for i < nrows; a NULL
+     * index array is the identity. Gathers (the head's rows) and scatters (keys and values
+     * into their slots by position). Rows do not overlap. */
+    void (*copy_rows)(float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows, int cols);
     /* Online log-softmax pieces over one vocabulary chunk of logits[rows, n]:
      * running max m[r] and running sum s[r] of exp(logit - m[r]) are updated. */
     void (*logsumexp_update)(const float *logits, int rows, int n, float *m, float *s);
+    /* The chunk logits[rows, n] holds vocabulary entries v0 .. v0+n-1: for each row whose
+     * targets[r] falls among them, out[r] = its logit; other rows keep out[r]. */
+    void (*pick_target)(float *out, const float *logits, int rows, int n, const int *targets, int v0);
+    /* out[r] = target[r] - m[r] - log(s[r]): log p(target) from the online pieces; out may
+     * alias target. */
+    void (*logprob_finish)(float *out, const float *target, const float *m, const float *s, int rows);
+
+    /* ---- the ZO step (contract: backend/zo_ops.h) ----
+     * Each works on elements i0 .. i0+n-1 of one tensor (`tensor` = its id), deriving z from
+     * (seed, tensor, draw, element index) alone, so any slicing of a tensor into spans gives
+     * the bits of one call. Single-threaded per call, allocation-free: callers parallelize
+     * over spans. A draw index is d = step * q + sample (uint32, wrapping). bf16 masters
+     * (uint16_t) are widened, updated in f32 and stochastically rounded back; w+- are f32. */
+    /* z_i (purpose 0). */
+    void (*z_fill)(float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n, dz_zdist dist);
+    /* Raw words: x_i = word i % 4 of block i / 4 with counter (i / 4, purpose, tensor, draw). */
+    void (*philox_fill)(uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i0,
+                        size_t n);
+    /* w_plus = theta + eps z, w_minus = theta - eps z with z of draw `draw`. */
+    void (*perturb_pair)(const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
+                         uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
+    void (*perturb_pair_bf16)(const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps,
+                              uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
+    /* theta -= lr * (mean_j g[j] z_j + wd theta), z_j of draw step*q + j (g: host memory). */
+    void (*update_f32)(float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
+                       uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
+    void (*update_bf16)(uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
+                        uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
+    /* One pass: apply the pending update `upd` (NULL = none) to theta in place, then write
+     * the pair for draw `next_draw` from the updated theta (w_plus = w_minus = NULL: update
+     * only). Bitwise equal to update_* followed by perturb_pair*. */
+    void (*update_then_perturb_f32)(float *theta, float *w_plus, float *w_minus, size_t n, const dz_zo_update *upd,
+                                    float eps, uint64_t seed, uint32_t tensor, uint32_t next_draw, uint64_t i0,
+                                    dz_zdist dist);
+    void (*update_then_perturb_bf16)(uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+                                     const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+                                     uint32_t next_draw, uint64_t i0, dz_zdist dist);
 } dz_backend;
 
+/* distzo's optimized CPU backend (host_buffers; threads: dz_set_num_threads). */
 const dz_backend *dz_backend_cpu(void);
+/* The reference: straightforward loops, double accumulation, one thread, plain
+ * malloc'ed memory. It declares host_buffers 0 so that whatever runs on it (a forward)
+ * takes the upload/download path a device backend needs; tests may still hand it host
+ * pointers. Slow: for tests. */
+const dz_backend *dz_backend_ref(void);
+
+/* The registry: every backend built in, "cpu" first. */
+int dz_backend_count(void);
+const dz_backend *dz_backend_at(int i); /* NULL outside 0 .. count-1 */
+const dz_backend *dz_backend_by_name(const char *name); /* NULL if none */
 
 /* Attention scratch one thread needs. */
 static inline size_t dz_attn_scratch_floats(int head_dim, int cache_len) {

@@ -1,14 +1,18 @@
-/* The CPU backend: distzo's own GEMM (gemm.c), loops on distzo's thread pool for everything else.
+/* The CPU backend: distzo's own GEMM (gemm.c), loops on distzo's thread pool for everything
+ * else; the ZO ops are cpu_philox.c and cpu_zo.c. Buffers are host memory (dz_alloc), and
+ * uploading a weight is zero-copy.
  * Determinism: rows are split across threads with a static schedule and each row's
  * arithmetic runs in a fixed order, so results do not depend on the thread count. */
 #include <math.h>
 #include <string.h>
 
 #include "core/threads.h"
+#include "core/util.h"
 #include "distzo/log.h"
 #include "backend/backend.h"
 #include "backend/gemm.h"
 #include "backend/cpu_simd.h"
+#include "backend/cpu_zo.h"
 
 /* Element-wise ops run in spans of this many elements, one task each. */
 enum { ELEMENT_SPAN = 4096 };
@@ -22,6 +26,18 @@ typedef struct row_op {
     int dim;
     float eps;
 } row_op;
+
+static void cpu_upload(void *dst, const void *src, size_t n) {
+    if (dst != src) memcpy(dst, src, n);
+}
+
+static const void *cpu_upload_view(void *dst, const void *src, size_t n) { return src; }
+
+static void cpu_download(void *dst, const void *src, size_t n) {
+    if (dst != src) memcpy(dst, src, n);
+}
+
+static void cpu_synchronize(void) {}
 
 static void cpu_matmul(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
     dz_gemm_linear(y, x, w, bias, M, N, K);
@@ -260,8 +276,44 @@ static void cpu_logsumexp_update(const float *logits, int rows, int n, float *m,
     dz_parallel_for(rows, logsumexp_task, &o);
 }
 
+static void fill_span(void *ctx, int k, int thread) {
+    const elementwise_op *o = ctx;
+    float *x = o->y + span_start(k);
+    const float v = *o->x;
+    for (size_t i = 0, n = span_len(o, k); i < n; i++) x[i] = v;
+}
+
+static void cpu_fill(float *x, float v, size_t n) {
+    elementwise_op o = {x, &v, n};
+    dz_parallel_for(spans_of(n), fill_span, &o);
+}
+
+/* Rows are a few KB each and few: one thread, no task overhead. */
+static void cpu_copy_rows(float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows,
+                          int cols) {
+    for (int i = 0; i < nrows; i++)
+        memcpy(dst + (size_t)(dst_rows ? dst_rows[i] : i) * cols, src + (size_t)(src_rows ? src_rows[i] : i) * cols,
+               sizeof(float) * (size_t)cols);
+}
+
+static void cpu_pick_target(float *out, const float *logits, int rows, int n, const int *targets, int v0) {
+    for (int r = 0; r < rows; r++)
+        if (targets[r] >= v0 && targets[r] < v0 + n) out[r] = logits[(size_t)r * n + (targets[r] - v0)];
+}
+
+static void cpu_logprob_finish(float *out, const float *target, const float *m, const float *s, int rows) {
+    for (int r = 0; r < rows; r++) out[r] = target[r] - m[r] - logf(s[r]);
+}
+
 static const dz_backend cpu_backend = {
     .name = "cpu",
+    .host_buffers = 1,
+    .alloc = dz_alloc,
+    .free = dz_free,
+    .upload = cpu_upload,
+    .upload_view = cpu_upload_view,
+    .download = cpu_download,
+    .synchronize = cpu_synchronize,
     .matmul = cpu_matmul,
     .layernorm = cpu_layernorm,
     .rmsnorm = cpu_rmsnorm,
@@ -270,7 +322,19 @@ static const dz_backend cpu_backend = {
     .relu = cpu_relu,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
+    .fill = cpu_fill,
+    .copy_rows = cpu_copy_rows,
     .logsumexp_update = cpu_logsumexp_update,
+    .pick_target = cpu_pick_target,
+    .logprob_finish = cpu_logprob_finish,
+    .z_fill = dz_cpu_z_fill,
+    .philox_fill = dz_cpu_philox_fill,
+    .perturb_pair = dz_cpu_perturb_pair,
+    .perturb_pair_bf16 = dz_cpu_perturb_pair_bf16,
+    .update_f32 = dz_cpu_update_f32,
+    .update_bf16 = dz_cpu_update_bf16,
+    .update_then_perturb_f32 = dz_cpu_update_then_perturb_f32,
+    .update_then_perturb_bf16 = dz_cpu_update_then_perturb_bf16,
 };
 
 const dz_backend *dz_backend_cpu(void) { return &cpu_backend; }

@@ -5,14 +5,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/rng.h"
-#include "core/util.h"
-#include "backend/backend.h"
-#include "backend/blas.h"
-#include "backend/gemm.h"
-#include "core/isa.h"
-#include "distzo/zo.h"
-#include "store/store.h"
 
 typedef struct gemm_shape {
     int M, N, K;
@@ -34,38 +26,12 @@ static int model_shapes(const dz_config *c, int B, int T, gemm_shape *s) {
     return n;
 }
 
-typedef enum gemm_impl { GEMM_OPENBLAS, GEMM_DISTZO } gemm_impl;
-
-/* GFLOP/s of y = x w^T for one shape with the current thread count, timed for at least
- * min_seconds after a warm-up call; negative if memory runs out. */
-static double gemm_gflops(gemm_impl impl, int M, int N, int K, double min_seconds) {
-    float *x = malloc(sizeof(float) * (size_t)M * K), *w = malloc(sizeof(float) * (size_t)N * K);
-    float *y = malloc(sizeof(float) * (size_t)M * N);
-    double gflops = -1.0;
-    if (x && w && y) {
-        uint64_t state = 99;
-        for (size_t i = 0; i < (size_t)M * K; i++) x[i] = (float)dz_uniform01(&state) - 0.5f;
-        for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (float)dz_uniform01(&state) - 0.5f;
-        int calls = -1; /* the first call warms up pages, threads and caches */
-        double t0 = 0.0, dt = 0.0;
-        do {
-            if (impl == GEMM_OPENBLAS) dz_sgemm(false, true, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
-            else dz_gemm_linear(y, x, w, NULL, M, N, K);
-            if (++calls == 0) t0 = dz_now();
-            dt = dz_now() - t0;
-        } while (calls < 2 || dt < min_seconds);
-        gflops = 2.0 * M * N * (double)K * calls / dt * 1e-9;
-    }
-    free(x), free(w), free(y);
-    return gflops;
-}
-
 /* Raises best[impl][i] to the GFLOP/s measured now for shape i, OpenBLAS and distzo's
  * GEMM interleaved shape by shape so that both see the same moment of a shared machine. */
 static void measure_shapes(const gemm_shape *shapes, int n, double best[2][8]) {
     for (int i = 0; i < n; i++)
-        for (int impl = GEMM_OPENBLAS; impl <= GEMM_DISTZO; impl++) {
-            const double gf = gemm_gflops((gemm_impl)impl, shapes[i].M, shapes[i].N, shapes[i].K, 0.3);
+        for (int impl = DZ_BENCH_GEMM_OPENBLAS; impl <= DZ_BENCH_GEMM_DISTZO; impl++) {
+            const double gf = dz_bench_gemm_gflops((dz_bench_gemm)impl, shapes[i].M, shapes[i].N, shapes[i].K, 0.3);
             if (gf > best[impl][i]) best[impl][i] = gf;
         }
 }
@@ -106,8 +72,7 @@ static int lm_work_init(lm_work *w, const dz_config *c, int batch, int seq) {
         lm_work_free(w);
         return dz_cli_failf("out of memory");
     }
-    uint64_t state = 1234;
-    for (int i = 0; i < N; i++) w->tokens[i] = 3 + (int)dz_uniform_below(&state, (uint64_t)(c->vocab_size - 3));
+    dz_bench_random_tokens(w->tokens, (size_t)N, 3, c->vocab_size, 1234);
     for (int i = 0; i < N; i++) {
         w->rows[i] = i;
         w->targets[i] = i % seq + 1 < seq ? w->tokens[i + 1] : w->tokens[i - seq + 1];
@@ -135,10 +100,15 @@ static int bench_forward(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"bench forward", "--model M [--batch B --seq T --threads N]",
-                              "Times whole forward passes (head on every position, as LM training does) and,\n"
-                              "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "bench forward",
+        .usage = "--model M [--batch B --seq T --threads N]",
+        .summary = "Times whole forward passes (head on every position, as LM training does) and,\n"
+                   "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -174,9 +144,9 @@ static int bench_forward(int argc, char **argv) {
     if (rc) goto done;
     measure_shapes(shapes, ns, gf_best);
     const double fwd = elapsed / runs, flops = dz_forward_flops(c, batch, seq, N);
-    const double sgemm_model = shapes_gflops(shapes, ns, gf_best[GEMM_OPENBLAS]);
-    const double ours_model = shapes_gflops(shapes, ns, gf_best[GEMM_DISTZO]);
-    const double sgemm_square = gemm_gflops(GEMM_OPENBLAS, 2048, 2048, 2048, 0.5);
+    const double sgemm_model = shapes_gflops(shapes, ns, gf_best[DZ_BENCH_GEMM_OPENBLAS]);
+    const double ours_model = shapes_gflops(shapes, ns, gf_best[DZ_BENCH_GEMM_DISTZO]);
+    const double sgemm_square = dz_bench_gemm_gflops(DZ_BENCH_GEMM_OPENBLAS, 2048, 2048, 2048, 0.5);
     const double achieved = flops / fwd / 1e9;
     if (json) {
         printf("{\"model\": ");
@@ -185,19 +155,19 @@ static int bench_forward(int argc, char **argv) {
                "\"forward_seconds\": %.4f, \"tokens_per_second\": %.1f, \"gflop_per_forward\": %.2f, "
                "\"forward_gflops\": %.2f, \"sgemm_gflops_model_shapes\": %.2f, \"sgemm_gflops_2048\": %.2f, "
                "\"distzo_gemm_gflops_model_shapes\": %.2f, \"gemm_ratio\": %.3f, \"ratio\": %.3f, \"blas_core\": \"%s\", \"isa\": \"%s\", \"gemm\": ",
-               batch, seq, dz_get_num_threads(), dz_dtype_name(dz_model_dtype(m)), runs, fwd, N / fwd, flops / 1e9,
+               batch, seq, dz_runtime_threads(), dz_dtype_name(dz_model_dtype(m)), runs, fwd, N / fwd, flops / 1e9,
                achieved, sgemm_model, sgemm_square, ours_model, ours_model / sgemm_model, achieved / sgemm_model,
-               dz_blas_core_name(), dz_isa_name(dz_isa_active()));
-        dz_cli_json_string(stdout, dz_gemm_describe());
+               dz_bench_reference_core(), dz_runtime_kernels());
+        dz_cli_json_string(stdout, dz_runtime_gemm());
         printf(", \"activation_bytes\": %zu, \"peak_rss_bytes\": %zu}\n", dz_forward_bytes(f), dz_cli_peak_rss());
     } else {
-        printf("forward  %s, %d x %d tokens, %d threads, %s weights\n", model, batch, seq, dz_get_num_threads(),
+        printf("forward  %s, %d x %d tokens, %d threads, %s weights\n", model, batch, seq, dz_runtime_threads(),
                dz_dtype_name(dz_model_dtype(m)));
         printf("time     %.4f s per forward (%d runs), %.0f tokens/s\n", fwd, runs, N / fwd);
         printf("compute  %.1f GFLOP per forward -> %.1f GFLOP/s\n", flops / 1e9, achieved);
-        printf("gemm     %s\n", dz_gemm_describe());
+        printf("gemm     %s\n", dz_runtime_gemm());
         printf("sgemm    %.1f GFLOP/s on the model's GEMM shapes, %.1f GFLOP/s on 2048^3 (OpenBLAS %s, the reference)\n",
-               sgemm_model, sgemm_square, dz_blas_core_name());
+               sgemm_model, sgemm_square, dz_bench_reference_core());
         printf("         distzo's GEMM %.1f GFLOP/s on the same shapes = %.1f%% of OpenBLAS\n", ours_model,
                100.0 * ours_model / sgemm_model);
         printf("ratio    forward / OpenBLAS sgemm = %.1f%%\n", 100.0 * achieved / sgemm_model);
@@ -241,10 +211,15 @@ static int bench_step(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"bench step", "--model M [--batch B --seq T --threads N]",
-                              "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
-                              "perturbed forwards, perturbation and update), with the peak RSS after each phase.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "bench step",
+        .usage = "--model M [--batch B --seq T --threads N]",
+        .summary = "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
+                   "perturbed forwards, perturbation and update), with the peak RSS after each phase.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -253,20 +228,12 @@ static int bench_step(int argc, char **argv) {
     dz_dtype dt;
     if (dz_dtype_parse(master, &dt) != 0 || dt == DZ_F16) return dz_cli_failf("option --master-dtype: '%s'", master);
     if ((rc = dz_cli_runtime(threads))) return rc;
-    dz_model *m = NULL;
     dz_error err = {0};
-    dz_store *store = NULL;
-    const char *store_path = NULL;
-    unsigned flags = 0;
-    dz_status ost = dz_store_parse_spec(store_spec, &store_path, &flags, &err);
-    if (ost == DZ_OK) ost = store_path ? dz_store_load_model(model, dt, &m, &err) : dz_model_load(model, dt, &m, &err);
-    if (ost == DZ_OK)
-        ost = store_path ? dz_store_create_as(store_path, m, dt, flags, &store, &err) : dz_model_make_owned(m, &err);
-    if (ost != DZ_OK) {
-        dz_store_close(store);
-        dz_model_free(m);
-        return dz_cli_fail(&err);
-    }
+    dz_zo_setup *setup = NULL;
+    const dz_weights_spec ws = {.path = model, .master_dtype = dt, .store = store_spec};
+    if (dz_setup_weights(&ws, &setup, &err) != DZ_OK) return dz_cli_fail(&err);
+    dz_model *m = dz_setup_model(setup);
+    dz_store *store = dz_setup_store(setup);
     const dz_config *c = dz_model_config(m);
     lm_work lw = {0};
     rc = lm_work_init(&lw, c, batch, seq);
@@ -287,13 +254,12 @@ static int bench_step(int argc, char **argv) {
     dz_forward_free(f);
     f = NULL;
     /* phase 2: ZO steps */
-    lm_batch lb = {lw.N};
-    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse};
-    if (!rc && dz_forward_create_streams(m, batch, seq, 0, 2, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
-    if (!rc && store && dz_zo_store_residency(m, f, store, max_resident, stream_globals, &err) != DZ_OK)
-        rc = dz_cli_fail(&err);
-    if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = dz_cli_fail(&err);
-    if (!rc && store && dz_zo_engine_use_store(e, store, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    lm_batch lb = {.n = lw.N};
+    const dz_engine_spec es = {.max_batch = batch, .max_len = seq, .streams = 2,
+                               .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = !no_fuse},
+                               .max_resident_mb = max_resident, .stream_globals = stream_globals};
+    if (!rc && dz_setup_engine(setup, &es, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    f = dz_setup_forward(setup), e = dz_setup_zo_engine(setup);
     dz_store_stats io0 = {0};
     const dz_zo_batch zb = {.tokens = lw.tokens, .B = batch, .T = seq, .rows = lw.rows, .targets = lw.targets,
                             .n_rows = lw.N, .loss = mean_nll, .user = &lb};
@@ -307,7 +273,7 @@ static int bench_step(int argc, char **argv) {
         g = res.g[0];
     }
     const dz_store_stats io1 = store ? dz_store_get_stats(store) : io0; /* the steps' I/O, before the flush */
-    if (e) dz_zo_flush(e);
+    if (e && dz_zo_flush(e, &err) != DZ_OK && !rc) rc = dz_cli_fail(&err);
     rss_train = dz_cli_peak_rss();
     if (f) train_act = dz_forward_bytes(f) + dz_zo_engine_bytes(e);
     if (!rc && store) { /* the disk store's figures: memory, I/O per step and how much of it compute hid */
@@ -326,7 +292,7 @@ static int bench_step(int argc, char **argv) {
                    "\"buffers_bytes\": %zu, \"read_bytes_per_step\": %.0f, \"written_bytes_per_step\": %.0f, "
                    "\"io_seconds_per_step\": %.4f, \"io_thread_busy_seconds_per_step\": %.4f, \"caller_io_seconds_per_step\": %.4f, "
                    "\"io_wait_seconds_per_step\": %.4f, \"io_hidden\": %.3f}\n",
-                   model, store_spec, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), step, rss_train,
+                   model, store_spec, batch, seq, dz_runtime_threads(), dz_dtype_name(dt), step, rss_train,
                    dz_model_bytes_owned(m), train_act, rd, wr, io_s, busy_s, caller_s, wait_s, hidden);
         else
             printf("step     %s, %d x %d tokens, %d threads, %s master, store %s\n"
@@ -334,7 +300,7 @@ static int bench_step(int argc, char **argv) {
                    "memory   peak RSS %.1f MB: resident weights %.1f MB, buffers %.1f MB\n"
                    "io       %.1f MB read + %.1f MB written per step; I/O thread %.3f s (%.3f s transfers, the rest\n"
                    "         updates), %.3f s row reads on the step's thread, %.3f s waited: %.0f%% hidden\n",
-                   model, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), store_spec, step, rss_train / 1e6,
+                   model, batch, seq, dz_runtime_threads(), dz_dtype_name(dt), store_spec, step, rss_train / 1e6,
                    dz_model_bytes_owned(m) / 1e6, train_act / 1e6, rd / 1e6, wr / 1e6, busy_s, io_s, caller_s, wait_s,
                    100 * hidden);
     } else if (!rc) {
@@ -343,23 +309,20 @@ static int bench_step(int argc, char **argv) {
                    "\"fused\": %s, \"forward_seconds\": %.4f, \"step_seconds\": %.4f, \"step_over_2_forwards\": %.4f, "
                    "\"peak_rss_eval_bytes\": %zu, \"peak_rss_train_bytes\": %zu, \"rss_ratio\": %.4f, "
                    "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g}\n",
-                   model, batch, seq, dz_get_num_threads(), dz_dtype_name(dt), no_fuse ? "false" : "true", fwd, step,
+                   model, batch, seq, dz_runtime_threads(), dz_dtype_name(dt), no_fuse ? "false" : "true", fwd, step,
                    step / (2 * fwd), rss_eval, rss_train, (double)rss_train / rss_eval, eval_act, train_act, g);
         else {
-            printf("step     %s, %d x %d tokens, %d threads, %s master, %s\n", model, batch, seq, dz_get_num_threads(),
+            printf("step     %s, %d x %d tokens, %d threads, %s master, %s\n", model, batch, seq, dz_runtime_threads(),
                    dz_dtype_name(dt), no_fuse ? "unfused" : "fused updates");
-            printf("gemm     %s\n", dz_gemm_describe());
+            printf("gemm     %s\n", dz_runtime_gemm());
             printf("time     forward %.4f s, ZO step %.4f s: step / (2 x forward) = %.3f\n", fwd, step, step / (2 * fwd));
             printf("memory   peak RSS %.1f MB after the forward phase, %.1f MB after training (x%.3f);\n"
                    "         buffers %.1f MB (forward) vs %.1f MB (two streams + working copies)\n",
                    rss_eval / 1e6, rss_train / 1e6, (double)rss_train / rss_eval, eval_act / 1e6, train_act / 1e6);
         }
     }
-    dz_zo_engine_free(e);
-    dz_store_close(store);
-    dz_forward_free(f);
     lm_work_free(&lw);
-    dz_model_free(m);
+    dz_setup_free(setup);
     return rc;
 }
 
@@ -392,7 +355,7 @@ static int time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int 
     if (!rc && dz_forward_create_streams(m, batch * K, cs->max_len, 0, share ? 4 : 2, &f, &err) != DZ_OK) rc = 1;
     if (!rc && dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK) rc = 1;
     if (!rc && dz_class_batch_init(&bb, batch * K, cs->max_len, share, &err) != DZ_OK) rc = 1;
-    class_loss cl = {&bb, labels, batch, K, scores};
+    class_loss cl = {.bb = &bb, .labels = labels, .n = batch, .K = K, .scores = scores};
     *secs = 0.0;
     for (int s = 0; !rc && s <= steps; s++) {
         for (int b = 0; b < batch; b++) {
@@ -402,9 +365,7 @@ static int time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int 
         const double t0 = dz_now();
         dz_zo_step_result r;
         if (dz_class_batch_fill(&bb, cs, ex, batch, &err) != DZ_OK) rc = 1;
-        const dz_zo_batch zb = {bb.tokens, bb.lengths, bb.n_seqs, bb.T, bb.rows, bb.targets, bb.n_rows,
-                                class_loss_fn, &cl, 0, 0, 0, bb.p_tokens, bb.p_lengths, bb.tree ? bb.n_prompts : 0, bb.PT,
-                                bb.p_rows, bb.p_targets, bb.n_p_rows, bb.start, bb.parent};
+        const dz_zo_batch zb = dz_class_batch_zo(&bb, class_loss_fn, &cl);
         if (!rc && dz_zo_step(e, (uint32_t)s, 0.0f, &zb, &r, &err) != DZ_OK) rc = 1; /* lr 0: same weights for both */
         if (s > 0) *secs += (dz_now() - t0) / steps, g[s - 1] = r.g[0];
     }
@@ -431,10 +392,15 @@ static int bench_classify(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"bench classify", "[--model M] [--data FILE] [--batch B --steps N]",
-                              "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
-                              "sequence (MeZO) and with candidates continuing their example's shared prompt.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "bench classify",
+        .usage = "[--model M] [--data FILE] [--batch B --steps N]",
+        .summary = "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
+                   "sequence (MeZO) and with candidates continuing their example's shared prompt.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -465,14 +431,14 @@ static int bench_classify(int argc, char **argv) {
         if (json)
             printf("{\"model\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"step_seconds_full_sequences\": %.5f, "
                    "\"step_seconds_shared_prompts\": %.5f, \"speedup\": %.3f, \"same_g\": %s, \"isa\": \"%s\"}\n",
-                   model, batch, steps, dz_get_num_threads(), t_flat, t_shared, t_flat / t_shared, same ? "true" : "false",
-                   dz_isa_name(dz_isa_active()));
+                   model, batch, steps, dz_runtime_threads(), t_flat, t_shared, t_flat / t_shared, same ? "true" : "false",
+                   dz_runtime_kernels());
         else
             printf("classify %s, SST-2 batch %d, %d threads\n"
                    "gemm     %s\n"
                    "step     %.2f ms with every candidate a full sequence, %.2f ms with shared prompts: %.2fx\n"
                    "g        %s in both layouts\n",
-                   model, batch, dz_get_num_threads(), dz_gemm_describe(), 1e3 * t_flat, 1e3 * t_shared,
+                   model, batch, dz_runtime_threads(), dz_runtime_gemm(), 1e3 * t_flat, 1e3 * t_shared,
                    t_flat / t_shared, same ? "bitwise the same" : "differs");
     }
     free(g);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
 
 typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
@@ -155,11 +154,16 @@ int dz_cmd_eval(int argc, char **argv) {
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
         {0},
     };
-    const dz_cmd_spec spec = {"eval", "[MODEL] [--task sst2|classify|lm] [--data FILE] [options]",
-                              "Evaluates MODEL (default: stories260K from the assets folder, $DISTZO_ASSETS).\n"
-                              "Classification: one sequence per candidate label word after the prompt; a\n"
-                              "candidate's score is the mean log-prob of its tokens; the prediction is the argmax.",
-                              0, 1, opts};
+    const dz_cmd_spec spec = {
+        .name = "eval",
+        .usage = "[MODEL] [--task sst2|classify|lm] [--data FILE] [options]",
+        .summary = "Evaluates MODEL (default: stories260K from the assets folder, $DISTZO_ASSETS).\n"
+                   "Classification: one sequence per candidate label word after the prompt; a\n"
+                   "candidate's score is the mean log-prob of its tokens; the prediction is the argmax.",
+        .min_positional = 0,
+        .max_positional = 1,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

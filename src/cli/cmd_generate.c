@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
 
 typedef struct printer {
     const dz_tokenizer *tok;
@@ -49,8 +48,14 @@ int dz_cmd_generate(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON instead of streaming text"},
         {0},
     };
-    const dz_cmd_spec spec = {"generate", "MODEL [--prompt TEXT] [-n N] [options]",
-                              "Continues a prompt with MODEL. Temperature 0 decodes greedily.", 1, 1, opts};
+    const dz_cmd_spec spec = {
+        .name = "generate",
+        .usage = "MODEL [--prompt TEXT] [-n N] [options]",
+        .summary = "Continues a prompt with MODEL. Temperature 0 decodes greedily.",
+        .min_positional = 1,
+        .max_positional = 1,
+        .opts = opts,
+    };
     /* accept the short -n N form too */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-n")) argv[i] = "--n";
@@ -83,7 +88,7 @@ int dz_cmd_generate(int argc, char **argv) {
     if (rc == 0) {
         dz_sampler s;
         dz_sampler_init(&s, temperature, top_p, (uint64_t)seed);
-        printer p = {tok, json, NULL, 0, 0};
+        printer p = {.tok = tok, .quiet = json};
         dz_weight_source w = dz_model_weights(m);
         if (!json) {
             for (int i = 0; i < n_prompt; i++) {

@@ -2,9 +2,6 @@
 #include <stdio.h>
 
 #include "cli/common.h"
-#include "core/cpu_features.h"
-#include "backend/gemm.h"
-#include "core/isa.h"
 
 int dz_cmd_info(int argc, char **argv) {
     const char *dtype = "f32";
@@ -14,8 +11,14 @@ int dz_cmd_info(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"info", "MODEL [options]",
-                              "Describes MODEL (a Hugging Face folder or a llama2.c .bin).", 1, 1, opts};
+    const dz_cmd_spec spec = {
+        .name = "info",
+        .usage = "MODEL [options]",
+        .summary = "Describes MODEL (a Hugging Face folder, a .gguf file or a llama2.c .bin).",
+        .min_positional = 1,
+        .max_positional = 1,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -25,10 +28,8 @@ int dz_cmd_info(int argc, char **argv) {
     const dz_config *c = dz_model_config(m);
     const dz_param_table *t = dz_model_params(m);
     const long long n = (long long)dz_param_table_numel(t);
-    dz_cpu_features cpu;
-    dz_cpu_detect(&cpu);
     char cpu_desc[256];
-    dz_cpu_describe(&cpu, cpu_desc, sizeof cpu_desc);
+    dz_runtime_cpu(cpu_desc, sizeof cpu_desc);
     const char *tok = dz_model_tokenizer_path(m);
     if (json) {
         printf("{\"path\": ");
@@ -44,8 +45,8 @@ int dz_cmd_info(int argc, char **argv) {
                dz_model_bytes_mapped(m), dz_model_bytes_owned(m));
         if (tok) dz_cli_json_string(stdout, tok);
         else printf("null");
-        printf(", \"isa\": \"%s\", \"gemm\": ", dz_isa_name(dz_isa_active()));
-        dz_cli_json_string(stdout, dz_gemm_describe());
+        printf(", \"isa\": \"%s\", \"gemm\": ", dz_runtime_kernels());
+        dz_cli_json_string(stdout, dz_runtime_gemm());
         printf(", \"cpu\": ");
         dz_cli_json_string(stdout, cpu_desc);
         printf("}\n");
@@ -64,9 +65,9 @@ int dz_cmd_info(int argc, char **argv) {
                4e-6 * n, 2e-6 * n, dz_dtype_name(dz_model_dtype(m)), 1e-6 * dz_model_bytes_mapped(m),
                1e-6 * dz_model_bytes_owned(m));
         printf("tokenizer    %s\n", tok ? tok : "(none found)");
-        printf("gemm         %s\n", dz_gemm_describe());
+        printf("gemm         %s\n", dz_runtime_gemm());
         printf("kernels      %s (best on this CPU: %s; DISTZO_ISA=baseline|avx2|avx512 forces one, same bits)\n",
-               dz_isa_name(dz_isa_active()), dz_isa_name(dz_isa_best()));
+               dz_runtime_kernels(), dz_runtime_best_kernels());
         printf("cpu          %s\n", cpu_desc);
     }
     dz_model_free(m);

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
 
 static int copy_file(const char *src, const char *dst) {
     char *buf;
@@ -52,7 +51,14 @@ int dz_cmd_init(int argc, char **argv) {
     char presets[512];
     snprintf(presets, sizeof presets, "Writes a random model in Hugging Face layout (config.json + model.safetensors).\n"
              "Presets: %s.", dz_preset_names());
-    const dz_cmd_spec spec = {"init", "--preset NAME -o DIR [options]", presets, 0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "init",
+        .usage = "--preset NAME -o DIR [options]",
+        .summary = presets,
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-o")) argv[i] = "--out";
     const char *pos[1];

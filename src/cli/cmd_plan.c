@@ -1,13 +1,9 @@
 /* distzo plan: which DistZO2 layout to run on a cluster, from the model's shape alone
- * (src/parallel/plan.h; docs/PLANNER.md). */
+ * (distzo/plan.h; docs/PLANNER.md). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
-#include "parallel/plan.h"
-#include "distzo/train.h"
-#include "distzo/zo.h"
 
 static double mb(double bytes) { return bytes / 1048576.0; }
 
@@ -80,7 +76,8 @@ int dz_cmd_plan(int argc, char **argv) {
     dz_plan_request_default(&r);
     dz_train_config tc; /* the trainer's own defaults: batch, eval batch, q, shared prompts */
     dz_train_config_default(&tc);
-    r.batch = tc.batch, r.eval_batch = tc.eval_batch, r.q = tc.q, r.share_prompts = tc.share_prompts;
+    r.batch = tc.optim.batch, r.eval_batch = tc.schedule.eval_batch, r.q = tc.optim.q;
+    r.share_prompts = tc.data.share_prompts;
     r.seq = 0;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model folder or llama2.c .bin (only its config is read), or a preset name"},
@@ -99,10 +96,15 @@ int dz_cmd_plan(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {"plan", "--model M_OR_PRESET --nodes K --ranks-per-node R --mem-per-node GB [options]",
-                              "For each DistZO2 layout (P x D = K x R ranks): memory per rank and per node, bytes\n"
-                              "exchanged and work per rank per step, whether it fits; recommends the fastest that fits.",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "plan",
+        .usage = "--model M_OR_PRESET --nodes K --ranks-per-node R --mem-per-node GB [options]",
+        .summary = "For each DistZO2 layout (P x D = K x R ranks): memory per rank and per node, bytes\n"
+                   "exchanged and work per rank per step, whether it fits; recommends the fastest that fits.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
@@ -125,8 +127,6 @@ int dz_cmd_plan(int argc, char **argv) {
                             dz_preset_names());
     }
     if (r.seq == 0) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
-    r.engine_bytes = dz_zo_engine_bytes_for;
-    r.store_bytes = dz_zo_store_bytes_for;
     dz_plan p;
     if (dz_plan_make(&r, &p, &err) != DZ_OK) return dz_cli_fail(&err);
     if (json) print_json(model, &r, &p);

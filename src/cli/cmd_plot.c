@@ -10,8 +10,6 @@
 #include <unistd.h>
 
 #include "cli/common.h"
-#include "core/util.h"
-#include "run/metrics.h"
 
 /* Whether an executable named name is on PATH. */
 static int on_path(const char *name) {
@@ -119,10 +117,15 @@ int dz_cmd_plot(int argc, char **argv) {
         {"out", DZ_OPT_STR, &out_dir, "folder for loss.png and accuracy.png (default RUN_DIR); short form -o"},
         {0},
     };
-    const dz_cmd_spec spec = {"plot", "RUN_DIR [-o DIR]",
-                              "Plots RUN_DIR/metrics.jsonl with gnuplot: loss.png (training loss and its moving\n"
-                              "average against the step) and accuracy.png (dev accuracy, when the run evaluated).",
-                              1, 1, opts};
+    const dz_cmd_spec spec = {
+        .name = "plot",
+        .usage = "RUN_DIR [-o DIR]",
+        .summary = "Plots RUN_DIR/metrics.jsonl with gnuplot: loss.png (training loss and its moving\n"
+                   "average against the step) and accuracy.png (dev accuracy, when the run evaluated).",
+        .min_positional = 1,
+        .max_positional = 1,
+        .opts = opts,
+    };
     char **args = expand_short(argc, argv);
     if (!args) return dz_cli_failf("out of memory");
     const char *pos[1];

@@ -9,11 +9,6 @@
 #include <unistd.h>
 
 #include "cli/common.h"
-#include "core/util.h"
-#include "parallel/comm.h"
-#include "distzo/log.h"
-#include "distzo/train.h"
-#include "backend/backend.h"
 
 typedef struct progress {
     int tty;
@@ -72,110 +67,116 @@ int dz_cmd_train(int argc, char **argv) {
     dz_train_config c;
     dz_train_config_default(&c);
     /* Settings found to work for stories260K on SST-2 (see README): MeZO's. */
-    c.lr = 3e-5f;
-    c.steps = 0; /* 4000 unless given; on --resume, only a given --steps extends the run */
-    c.eval_every = 500;
-    c.checkpoint_every = 1000;
+    c.optim.lr = 3e-5f;
+    c.optim.steps = 0; /* 4000 unless given; on --resume, only a given --steps extends the run */
+    c.schedule.eval_every = 500;
+    c.schedule.checkpoint_every = 1000;
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
     const char *schedule = "constant", *test = NULL, *task_file = NULL;
     int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0, no_share = 0, node_size = 0;
     float wd = 0.0f, rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
-        {"task", DZ_OPT_STR, &c.task, "sst2 (tsv), classify (jsonl) or lm (text; jsonl text or prompt/completion)"},
-        {"seq", DZ_OPT_INT, &c.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
+        {"task", DZ_OPT_STR, &c.data.task, "sst2 (tsv), classify (jsonl) or lm (text; jsonl text or prompt/completion)"},
+        {"seq", DZ_OPT_INT, &c.data.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
         {"data", DZ_OPT_STR, &data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &test, "file to report accuracy on (default: dev.tsv beside the training file)"},
-        {"template", DZ_OPT_STR, &c.template_, "prompt template with {text} (default \"{text} It was\")"},
-        {"label-words", DZ_OPT_STR, &c.label_words, "comma-separated label words (default bad,good)"},
+        {"template", DZ_OPT_STR, &c.data.template_, "prompt template with {text} (default \"{text} It was\")"},
+        {"label-words", DZ_OPT_STR, &c.data.label_words, "comma-separated label words (default bad,good)"},
         {"task-file", DZ_OPT_STR, &task_file, "JSON with template, label_words, text_key, label_key"},
-        {"text-key", DZ_OPT_STR, &c.text_key, "jsonl text key (default text)"},
-        {"label-key", DZ_OPT_STR, &c.label_key, "jsonl label key (default label)"},
+        {"text-key", DZ_OPT_STR, &c.data.text_key, "jsonl text key (default text)"},
+        {"label-key", DZ_OPT_STR, &c.data.label_key, "jsonl label key (default label)"},
         {"tokenizer", DZ_OPT_STR, &c.tokenizer, "tokenizer (default: the model's own)"},
-        {"lr", DZ_OPT_FLOAT, &c.lr, "learning rate (default 3e-5)"},
-        {"eps", DZ_OPT_FLOAT, &c.eps, "perturbation scale (default 1e-3)"},
+        {"lr", DZ_OPT_FLOAT, &c.optim.lr, "learning rate (default 3e-5)"},
+        {"eps", DZ_OPT_FLOAT, &c.optim.eps, "perturbation scale (default 1e-3)"},
         {"weight-decay", DZ_OPT_FLOAT, &wd, "weight decay, not on biases and norms (default 0)"},
-        {"batch", DZ_OPT_INT, &c.batch, "examples per step (default 16)"},
-        {"steps", DZ_OPT_INT, &c.steps, "steps (default 4000)"},
-        {"spsa-samples", DZ_OPT_INT, &c.q, "perturbations averaged per step (default 1)"},
+        {"batch", DZ_OPT_INT, &c.optim.batch, "examples per step (default 16)"},
+        {"steps", DZ_OPT_INT, &c.optim.steps, "steps (default 4000)"},
+        {"spsa-samples", DZ_OPT_INT, &c.optim.q, "perturbations averaged per step (default 1)"},
         {"perturbation", DZ_OPT_STR, &perturbation, "gaussian (default) or rademacher"},
         {"schedule", DZ_OPT_STR, &schedule, "lr schedule: constant (default), linear, cosine"},
-        {"warmup", DZ_OPT_INT, &c.warmup, "linear warmup steps (default 0)"},
+        {"warmup", DZ_OPT_INT, &c.optim.warmup, "linear warmup steps (default 0)"},
         {"seed", DZ_OPT_INT, &seed, "run seed: the perturbations (default 0)"},
         {"data-seed", DZ_OPT_INT, &data_seed, "seed of the example draw and order (default 42)"},
-        {"train-examples", DZ_OPT_INT, &c.train_examples, "training examples drawn (default 1000)"},
-        {"dev-examples", DZ_OPT_INT, &c.dev_examples, "model-selection examples drawn (default 500)"},
-        {"eval-every", DZ_OPT_INT, &c.eval_every, "steps between evaluations (default 500; 0 = at the end)"},
-        {"checkpoint-every", DZ_OPT_INT, &c.checkpoint_every, "steps between checkpoints (default 1000)"},
-        {"keep-checkpoints", DZ_OPT_INT, &c.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
-        {"log-sync-every", DZ_OPT_INT, &c.log_sync_every, "fsync the seed log every N steps (default 64)"},
-        {"max-bad-steps", DZ_OPT_INT, &c.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
+        {"train-examples", DZ_OPT_INT, &c.data.train_examples, "training examples drawn (default 1000)"},
+        {"dev-examples", DZ_OPT_INT, &c.data.dev_examples, "model-selection examples drawn (default 500)"},
+        {"eval-every", DZ_OPT_INT, &c.schedule.eval_every, "steps between evaluations (default 500; 0 = at the end)"},
+        {"checkpoint-every", DZ_OPT_INT, &c.schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
+        {"keep-checkpoints", DZ_OPT_INT, &c.schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
+        {"log-sync-every", DZ_OPT_INT, &c.schedule.log_sync_every, "fsync the seed log every N steps (default 64)"},
+        {"max-bad-steps", DZ_OPT_INT, &c.optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply each update at once instead of fusing it into the next step"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "run every candidate as a full sequence (MeZO's way)"},
-        {"store", DZ_OPT_STR, &c.store,
+        {"store", DZ_OPT_STR, &c.store.spec,
          "ram (default), disk:PATH or disk-nocache:PATH: master weights in a file, streamed (nocache: the file's pages "
          "are dropped from the page cache as they are used)"},
-        {"max-resident", DZ_OPT_INT, &c.max_resident_mb,
+        {"max-resident", DZ_OPT_INT, &c.store.max_resident_mb,
          "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
-        {"stream-globals", DZ_OPT_FLAG, &c.stream_globals,
+        {"stream-globals", DZ_OPT_FLAG, &c.store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
         {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped; --steps extends it)"},
         {"threads", DZ_OPT_INT, &threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
-        {"pertp", DZ_OPT_INT, &c.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
-        {"dp", DZ_OPT_INT, &c.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
-        {"verify-every", DZ_OPT_INT, &c.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
+        {"pertp", DZ_OPT_INT, &c.layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
+        {"dp", DZ_OPT_INT, &c.layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
+        {"verify-every", DZ_OPT_INT, &c.layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
         {"node-size", DZ_OPT_INT, &node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
         {"rank-timeout", DZ_OPT_FLOAT, &rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
         {0},
     };
-    const dz_cmd_spec spec = {"train", "[--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
-                              "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
-                              "RUN_DIR gets run.json, seeds.log, metrics.jsonl, checkpoint-N/ and best/ (HF layout).",
-                              0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "train",
+        .usage = "[--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
+        .summary = "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
+                   "RUN_DIR gets run.json, seeds.log, metrics.jsonl, checkpoint-N/ and best/ (HF layout).",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
-    if (task_file && (rc = dz_cli_task_file(task_file, &c.template_, &c.label_words, &c.text_key, &c.label_key)))
+    dz_train_data *d = &c.data;
+    if (task_file && (rc = dz_cli_task_file(task_file, &d->template_, &d->label_words, &d->text_key, &d->label_key)))
         return rc;
-    if (!c.label_words && strcmp(c.task, "lm")) c.label_words = "bad,good";
-    if (c.steps == 0 && !resume) c.steps = 4000;
-    c.wd = wd;
-    c.seed = (uint64_t)seed;
-    c.data_seed = (uint64_t)data_seed;
-    c.fuse = !no_fuse;
-    c.share_prompts = !no_share;
+    if (!c.data.label_words && strcmp(c.data.task, "lm")) c.data.label_words = "bad,good";
+    if (c.optim.steps == 0 && !resume) c.optim.steps = 4000;
+    c.optim.wd = wd;
+    c.optim.seed = (uint64_t)seed;
+    c.data.seed = (uint64_t)data_seed;
+    c.optim.fuse = !no_fuse;
+    c.data.share_prompts = !no_share;
     c.out_dir = out;
-    if (dz_dtype_parse(master, &c.master_dtype) != 0 || c.master_dtype == DZ_F16)
+    if (dz_dtype_parse(master, &c.store.master_dtype) != 0 || c.store.master_dtype == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
     if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
         return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation);
-    c.rademacher = !strcmp(perturbation, "rademacher");
-    if (!strcmp(schedule, "constant")) c.schedule = DZ_LR_CONSTANT;
-    else if (!strcmp(schedule, "linear")) c.schedule = DZ_LR_LINEAR;
-    else if (!strcmp(schedule, "cosine")) c.schedule = DZ_LR_COSINE;
+    c.optim.rademacher = !strcmp(perturbation, "rademacher");
+    if (!strcmp(schedule, "constant")) c.optim.lr_schedule = DZ_LR_CONSTANT;
+    else if (!strcmp(schedule, "linear")) c.optim.lr_schedule = DZ_LR_LINEAR;
+    else if (!strcmp(schedule, "cosine")) c.optim.lr_schedule = DZ_LR_COSINE;
     else return dz_cli_failf("option --schedule: '%s' is not constant, linear or cosine", schedule);
-    if (strcmp(c.task, "sst2") && strcmp(c.task, "classify") && strcmp(c.task, "lm"))
-        return dz_cli_failf("option --task: '%s' is not sst2, classify or lm", c.task);
+    if (strcmp(c.data.task, "sst2") && strcmp(c.data.task, "classify") && strcmp(c.data.task, "lm"))
+        return dz_cli_failf("option --task: '%s' is not sst2, classify or lm", c.data.task);
     char model_buf[4096], data_buf[4096], train_buf[4200], test_buf[4200];
     c.model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
     if (!data) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
     if (dz_is_dir(data)) {
-        snprintf(test_buf, sizeof test_buf, "%s/dev.%s", data, strcmp(c.task, "sst2") ? "jsonl" : "tsv");
-        snprintf(train_buf, sizeof train_buf, "%s/train.%s", data, strcmp(c.task, "sst2") ? "jsonl" : "tsv");
-        c.train_data = train_buf;
-        c.test_data = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
+        snprintf(test_buf, sizeof test_buf, "%s/dev.%s", data, strcmp(c.data.task, "sst2") ? "jsonl" : "tsv");
+        snprintf(train_buf, sizeof train_buf, "%s/train.%s", data, strcmp(c.data.task, "sst2") ? "jsonl" : "tsv");
+        c.data.train = train_buf;
+        c.data.test = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
     } else {
-        c.train_data = data;
-        c.test_data = test;
+        c.data.train = data;
+        c.data.test = test;
     }
     /* run.json keeps absolute paths, so --resume works from any directory */
     char abs_model[PATH_MAX], abs_train[PATH_MAX], abs_test[PATH_MAX], abs_tok[PATH_MAX];
     if (!resume) {
         if (realpath(c.model, abs_model)) c.model = abs_model;
-        if (c.train_data && realpath(c.train_data, abs_train)) c.train_data = abs_train;
-        if (c.test_data && realpath(c.test_data, abs_test)) c.test_data = abs_test;
+        if (c.data.train && realpath(c.data.train, abs_train)) c.data.train = abs_train;
+        if (c.data.test && realpath(c.data.test, abs_test)) c.data.test = abs_test;
         if (c.tokenizer && realpath(c.tokenizer, abs_tok)) c.tokenizer = abs_tok;
     }
     dz_error err = {0};
@@ -196,16 +197,14 @@ int dz_cmd_train(int argc, char **argv) {
     }
     if (rank == 0 && ranks > 1)
         dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm),
-               dz_get_num_threads(), dz_comm_backend(comm));
-    progress pr = {rank == 0 && isatty(2), 0, rank, 0, SIGKILL};
+               dz_runtime_threads(), dz_comm_backend(comm));
+    progress pr = {.tty = rank == 0 && isatty(2), .rank = rank, .kill_signal = SIGKILL};
     const char *kill = getenv("DISTZO_TEST_KILL");
     int kill_rank = -1;
     char how[8] = "";
     if (kill && sscanf(kill, "%d:%d:%7s", &kill_rank, &pr.kill_step, how) >= 2 && kill_rank != rank) pr.kill_step = 0;
     if (!strcmp(how, "stop")) pr.kill_signal = SIGSTOP;
-    const char *corrupt = getenv("DISTZO_TEST_CORRUPT"); /* NODE:STEP, for the replica check's test */
-    if (corrupt && sscanf(corrupt, "%d:%d", &c.test_corrupt_node, &c.test_corrupt_step) != 2) c.test_corrupt_step = 0;
-    c.comm = comm;
+    c.layout.comm = comm;
     dz_train_result res;
     dz_status st = dz_train(&c, resume, on_progress, &pr, &res, &err);
     if (pr.tty) fprintf(stderr, "\n");
@@ -254,9 +253,15 @@ int dz_cmd_export(int argc, char **argv) {
         {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {0},
     };
-    const dz_cmd_spec spec = {"export", "--run RUN_DIR [--base M] -o OUT",
-                              "Replays a run's seed log onto its base model and writes the trained weights\n"
-                              "(bitwise those of training) in Hugging Face layout.", 0, 0, opts};
+    const dz_cmd_spec spec = {
+        .name = "export",
+        .usage = "--run RUN_DIR [--base M] -o OUT",
+        .summary = "Replays a run's seed log onto its base model and writes the trained weights\n"
+                   "(bitwise those of training) in Hugging Face layout.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-o")) argv[i] = "--out";
     const char *pos[1];

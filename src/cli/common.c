@@ -6,11 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/util.h"
-
-#include "backend/backend.h"
-#include "backend/blas.h"
-#include "core/isa.h"
 
 int dz_cli_fail(const dz_error *err) {
     fprintf(stderr, "distzo: error: %s\n", err->msg[0] ? err->msg : dz_status_name(err->code));
@@ -29,16 +24,12 @@ int dz_cli_failf(const char *fmt, ...) {
 
 int dz_cli_runtime(int threads) {
     dz_error err = {0};
-    if (dz_isa_from_env(&err) != DZ_OK) return dz_cli_fail(&err);
-    dz_set_num_threads(threads);
-    return 0;
+    return dz_runtime_init(threads, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
 }
 
 int dz_cli_blas_reference(void) {
     dz_error err = {0};
-    if (dz_blas_init(&err) != DZ_OK) return dz_cli_fail(&err);
-    dz_blas_set_threads(dz_get_num_threads()); /* the same thread count as distzo's GEMM */
-    return 0;
+    return dz_bench_reference_load(&err) == DZ_OK ? 0 : dz_cli_fail(&err);
 }
 
 const char *dz_cli_assets(char *buf, size_t cap) {

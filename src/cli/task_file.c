@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "cli/common.h"
-#include "core/util.h"
 
 static char g_store[4096];
 

@@ -5,7 +5,14 @@
  * per-row state) that share one workspace: the ZO trainer runs the +eps and -eps
  * forwards as two streams through each block while the block is resident, and the head
  * visits each vocabulary chunk once for all streams. All buffers are sized at creation
- * (the whole-block weight scratch on first use); a call allocates nothing. */
+ * (the whole-block weight scratch on first use); a call allocates nothing.
+ *
+ * Every numeric step is an op of the forward's backend (backend/backend.h), on buffers the
+ * backend allocated; between the weight source and the log-probs the host only computes
+ * indices and moves data through upload/download. The weight source writes host fp32 rows:
+ * on a backend with host buffers (the CPU's) straight into the op buffers, and a weight
+ * tensor is used where the source points (zero-copy upload_view); on any other backend
+ * into a host staging buffer, then uploaded. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +29,7 @@ typedef struct stream {
     int *lengths;       /* per sequence: one past its last real position */
     int *start;         /* per sequence: position of its first row */
     int *pos;           /* per row: its position */
+    int *slot;          /* per row: its key/value row in the slots, (sequence, position) */
     int parent_stream;  /* the stream whose sequences this one continues, or -1 */
     int *parent;        /* per sequence: its prompt in parent_stream */
     float *x;           /* [B * n_new, dim] residual stream */
@@ -45,16 +53,17 @@ struct dz_forward {
     float *rscratch;    /* fp32 rows read by row (a head chunk, a position embedding) or the
                            small global tensors (projections, final norm) */
     float *hlogits;     /* [HEAD_ROW_CHUNK, HEAD_VOCAB_CHUNK] */
+    float *stage;       /* host rows from the weight source bound for a buffer (NULL with host buffers) */
     size_t bytes;
     int count_only;     /* dz_forward_bytes_for: sizes without buffers */
 };
 
-/* A buffer of the forward; with count_only set nothing is allocated, only counted, so
- * dz_forward_bytes_for predicts exactly what create allocates. */
+/* A backend buffer of the forward; with count_only set nothing is allocated, only counted,
+ * so dz_forward_bytes_for predicts exactly what create allocates. */
 static float *take(dz_forward *f, size_t floats, int *ok) {
     f->bytes += floats * sizeof(float);
     if (f->count_only) return NULL;
-    float *p = dz_alloc(floats * sizeof(float));
+    float *p = f->be->alloc(floats * sizeof(float));
     if (!p) *ok = 0;
     return p;
 }
@@ -107,6 +116,19 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
     f->hlogits = take(f, (size_t)HEAD_ROW_CHUNK * HEAD_VOCAB_CHUNK, ok);
 }
 
+/* Where the weight source writes host rows bound for the backend buffer buf: buf itself
+ * when the backend's buffers are host memory, else the staging buffer. */
+static float *staged(const dz_forward *f, float *buf) { return f->be->host_buffers ? buf : f->stage; }
+
+/* The staging buffer holds the largest of what is staged at once: a block's tensors, a
+ * head chunk or the small globals, the embeddings of every row. */
+static size_t stage_floats(const dz_forward *f, const dz_config *c) {
+    const size_t N = (size_t)f->max_batch * f->max_seq;
+    size_t n = f->wscratch_floats > f->rscratch_floats ? f->wscratch_floats : f->rscratch_floats;
+    const size_t rows = N * (size_t)(c->embed_dim > c->dim ? c->embed_dim : c->dim);
+    return n > rows ? n : rows;
+}
+
 /* Attention scratch is per thread: as many as could run (threads <= 0: this process's,
  * at least one per CPU so that raising the thread count later still uses them all). */
 static int scratch_threads_for(int threads) {
@@ -131,8 +153,8 @@ size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int 
     return f.bytes;
 }
 
-dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_seq, int kv_cache, int n_streams,
-                                   dz_forward **out, dz_error *err) {
+dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend, int max_batch, int max_seq,
+                                    int kv_cache, int n_streams, dz_forward **out, dz_error *err) {
     *out = NULL;
     const dz_config *c = &m->cfg;
     if (max_batch < 1 || max_seq < 1 || n_streams < 1)
@@ -149,7 +171,7 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
         return dz_fail(err, DZ_ERR_NOMEM, "forward: out of memory");
     }
     f->m = m;
-    f->be = dz_backend_cpu();
+    f->be = backend ? backend : dz_backend_cpu();
     f->max_batch = max_batch;
     f->max_seq = max_seq;
     f->kv_cache = kv_cache;
@@ -162,11 +184,18 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
         st[s].start = calloc((size_t)max_batch, sizeof *st[s].start);
         st[s].parent = calloc((size_t)max_batch, sizeof *st[s].parent);
         st[s].pos = calloc(N, sizeof *st[s].pos);
+        st[s].slot = calloc(N, sizeof *st[s].slot);
         st[s].parent_stream = -1;
-        if (!st[s].lengths || !st[s].start || !st[s].parent || !st[s].pos) ok = 0;
+        if (!st[s].lengths || !st[s].start || !st[s].parent || !st[s].pos || !st[s].slot) ok = 0;
     }
     f->scratch_threads = scratch_threads_for(0);
     take_buffers(f, c, &m->table, &ok);
+    if (ok && !f->be->host_buffers) {
+        const size_t n = stage_floats(f, c);
+        f->stage = dz_alloc(n * sizeof(float));
+        f->bytes += n * sizeof(float);
+        if (!f->stage) ok = 0;
+    }
     f->pk = calloc((size_t)max_batch, sizeof *f->pk);
     f->pv = calloc((size_t)max_batch, sizeof *f->pv);
     f->ok = calloc((size_t)max_batch, sizeof *f->ok);
@@ -181,9 +210,14 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
     return DZ_OK;
 }
 
+dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_seq, int kv_cache, int n_streams,
+                                   dz_forward **out, dz_error *err) {
+    return dz_forward_create_backend(m, NULL, max_batch, max_seq, kv_cache, n_streams, out, err);
+}
+
 dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int kv_cache, dz_forward **out,
                             dz_error *err) {
-    return dz_forward_create_streams(m, max_batch, max_seq, kv_cache, 1, out, err);
+    return dz_forward_create_backend(m, NULL, max_batch, max_seq, kv_cache, 1, out, err);
 }
 
 void dz_forward_free(dz_forward *f) {
@@ -191,16 +225,18 @@ void dz_forward_free(dz_forward *f) {
     for (int s = 0; s < f->n_streams; s++) {
         stream *t = &f->st[s];
         float *sb[] = {t->x, t->hsel, t->hmax, t->hsum, t->htgt, t->kcache, t->vcache};
-        for (size_t i = 0; i < sizeof sb / sizeof sb[0]; i++) dz_free(sb[i]);
+        for (size_t i = 0; i < sizeof sb / sizeof sb[0]; i++) f->be->free(sb[i]);
         free(t->lengths);
         free(t->start);
         free(t->parent);
         free(t->pos);
+        free(t->slot);
     }
     free(f->st);
     float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb,
                      f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dz_free(bufs[i]);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->free(bufs[i]);
+    dz_free(f->stage);
     free(f->pk);
     free(f->pv);
     free(f->ok);
@@ -214,6 +250,7 @@ const dz_model *dz_forward_model(const dz_forward *f) { return f->m; }
 int dz_forward_max_seq(const dz_forward *f) { return f->max_seq; }
 int dz_forward_max_batch(const dz_forward *f) { return f->max_batch; }
 size_t dz_forward_row_floats(const dz_forward *f) { return f->rscratch_floats; }
+const dz_backend *dz_forward_backend(const dz_forward *f) { return f->be; }
 
 /* Fetches every tensor of a block as fp32 for stream s (NULL for roles the architecture
  * lacks). The scratch for dtype conversion is allocated on first use. */
@@ -221,18 +258,21 @@ static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, in
                              dz_error *err) {
     const dz_model *m = f->m;
     if (!f->wscratch) {
-        f->wscratch = dz_alloc(f->wscratch_floats * sizeof(float));
+        f->wscratch = f->be->alloc(f->wscratch_floats * sizeof(float));
         if (!f->wscratch) return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the block scratch");
         f->bytes += f->wscratch_floats * sizeof(float);
     }
+    float *rows_at = staged(f, f->wscratch);
     size_t off = 0;
     for (int r = 0; r < nroles; r++) {
         int id = m->ids[block][r];
         t[r] = NULL;
         if (id < 0 || read_by_rows(&m->cfg, block, r)) continue;
         const dz_param *p = &m->table.params[id];
-        t[r] = w->rows(w->self, s, id, 0, p->rows, f->wscratch + off);
-        off += (size_t)dz_param_numel(p);
+        const size_t n = (size_t)dz_param_numel(p);
+        const float *src = w->rows(w->self, s, id, 0, p->rows, rows_at + off);
+        t[r] = f->be->upload_view(f->wscratch + off, src, n * sizeof(float));
+        off += n;
     }
     return DZ_OK;
 }
@@ -240,17 +280,34 @@ static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, in
 /* Small global tensors (projections, final norm) for stream s, read into rscratch. */
 static void fetch_small_globals(dz_forward *f, const dz_weight_source *w, int s, const float **g) {
     const dz_model *m = f->m;
+    float *rows_at = staged(f, f->rscratch);
     size_t off = 0;
     for (int r = 0; r < DZ_G_COUNT; r++) {
         const int id = m->ids[m->cfg.n_layers][r];
         g[r] = NULL;
         if (id < 0 || read_by_rows(&m->cfg, m->cfg.n_layers, r)) continue;
         const dz_param *p = &m->table.params[id];
-        g[r] = w->rows(w->self, s, id, 0, p->rows, f->rscratch + off);
-        off += (size_t)dz_param_numel(p);
+        const size_t n = (size_t)dz_param_numel(p);
+        const float *src = w->rows(w->self, s, id, 0, p->rows, rows_at + off);
+        g[r] = f->be->upload_view(f->rscratch + off, src, n * sizeof(float));
+        off += n;
     }
 }
 
+/* Rows src_rows[r] (+ row_offset) of tensor id for r < n, gathered by the weight source into
+ * the backend buffer buf[n, cols]. */
+static void gather_rows(dz_forward *f, const dz_weight_source *w, int s, int id, const int *src_rows, int row_offset,
+                        int n, int cols, float *buf) {
+    float *rows_at = staged(f, buf);
+    for (int r = 0; r < n; r++) {
+        float *dst = rows_at + (size_t)r * cols;
+        const float *src = w->rows(w->self, s, id, src_rows[r] + row_offset, 1, dst);
+        if (src != dst) memcpy(dst, src, sizeof(float) * cols);
+    }
+    f->be->upload(buf, rows_at, sizeof(float) * (size_t)n * cols);
+}
+
+/* Token embeddings (projected in if the model has project_in) plus position embeddings. */
 static void embed(dz_forward *f, const dz_weight_source *w, int s, const int *tokens) {
     const dz_model *m = f->m;
     const dz_config *c = &m->cfg;
@@ -258,23 +315,16 @@ static void embed(dz_forward *f, const dz_weight_source *w, int s, const int *to
     const int N = st->B * st->n_new;
     const int tok_id = m->ids[c->n_layers][DZ_G_TOK_EMB], pos_id = m->ids[c->n_layers][DZ_G_POS_EMB];
     const int has_proj = m->ids[c->n_layers][DZ_G_PROJ_IN] >= 0;
-    float *dst0 = has_proj ? f->emb : st->x; /* without projection, embed straight into x */
-    for (int r = 0; r < N; r++) {
-        float *dst = dst0 + (size_t)r * c->embed_dim;
-        const float *src = w->rows(w->self, s, tok_id, tokens[r], 1, dst);
-        if (src != dst) memcpy(dst, src, sizeof(float) * c->embed_dim);
-    }
+    /* without projection, straight into x */
+    gather_rows(f, w, s, tok_id, tokens, 0, N, c->embed_dim, has_proj ? f->emb : st->x);
     if (has_proj) {
         const float *g[DZ_ROLE_MAX];
         fetch_small_globals(f, w, s, g);
         f->be->matmul(st->x, f->emb, g[DZ_G_PROJ_IN], NULL, N, c->dim, c->embed_dim);
     }
     if (pos_id < 0) return;
-    for (int r = 0; r < N; r++) {
-        const float *pe = w->rows(w->self, s, pos_id, st->pos[r] + c->pos_offset, 1, f->rscratch);
-        float *xr = st->x + (size_t)r * c->dim;
-        for (int i = 0; i < c->dim; i++) xr[i] += pe[i];
-    }
+    gather_rows(f, w, s, pos_id, st->pos, c->pos_offset, N, c->dim, f->xb);
+    f->be->add(st->x, f->xb, (size_t)N * c->dim);
 }
 
 static void norm(const dz_forward *f, float *y, const float *x, const float *wt, const float *b, int rows) {
@@ -307,11 +357,8 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         be->rope(f->q, N, st->pos, c->n_heads, c->head_dim, c->rope_theta);
         be->rope(f->kn, N, st->pos, c->n_kv_heads, c->head_dim, c->rope_theta);
     }
-    for (int r = 0; r < N; r++) { /* keys and values into the slots, by position */
-        size_t at = (size_t)(r / st->n_new) * slot + (size_t)st->pos[r] * kvd;
-        memcpy(kc + at, f->kn + (size_t)r * kvd, sizeof(float) * kvd);
-        memcpy(vc + at, f->vn + (size_t)r * kvd, sizeof(float) * kvd);
-    }
+    be->copy_rows(kc, st->slot, f->kn, NULL, N, kvd); /* keys and values into the slots, by position */
+    be->copy_rows(vc, st->slot, f->vn, NULL, N, kvd);
     const stream *ps = st->parent_stream >= 0 ? &f->st[st->parent_stream] : NULL;
     for (int b = 0; b < st->B; b++) {
         f->ok[b] = kc + (size_t)b * slot;
@@ -349,6 +396,7 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     be->matmul(f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
     be->add(x, f->att, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
+    be->synchronize(); /* the caller may rewrite t's buffers once this returns */
 }
 
 dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w, const int *tokens,
@@ -392,7 +440,10 @@ dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w,
         st->start[b] = start ? start[b] : 0;
         st->lengths[b] = lengths ? lengths[b] : st->start[b] + n_new;
         st->parent[b] = ps ? parent[b] : -1;
-        for (int t = 0; t < n_new; t++) st->pos[b * n_new + t] = st->start[b] + t;
+        for (int t = 0; t < n_new; t++) {
+            st->pos[b * n_new + t] = st->start[b] + t;
+            st->slot[b * n_new + t] = b * f->max_seq + st->start[b] + t;
+        }
     }
     embed(f, w, s, tokens);
     return DZ_OK;
@@ -419,16 +470,15 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
     stream *st = &f->st[s];
     const int N = st->B * st->n_new;
     if (nrows < 0 || nrows > N) return dz_fail(err, DZ_ERR_INVALID, "head: %d rows requested of %d", nrows, N);
-    for (int i = 0; i < nrows; i++) {
+    for (int i = 0; i < nrows; i++)
         if (rows[i] < 0 || rows[i] >= N)
             return dz_fail(err, DZ_ERR_INVALID, "head: row %d is outside the %d positions of the last run", rows[i], N);
-        memcpy(f->xb + (size_t)i * c->dim, st->x + (size_t)rows[i] * c->dim, sizeof(float) * c->dim);
-    }
+    f->be->copy_rows(f->xb, NULL, st->x, rows, nrows, c->dim);
     const float *g[DZ_ROLE_MAX];
     fetch_small_globals(f, w, s, g);
     if (g[DZ_G_FINAL_NORM_W]) norm(f, f->xb, f->xb, g[DZ_G_FINAL_NORM_W], g[DZ_G_FINAL_NORM_B], nrows);
     if (g[DZ_G_PROJ_OUT]) f->be->matmul(st->hsel, f->xb, g[DZ_G_PROJ_OUT], NULL, nrows, c->embed_dim, c->dim);
-    else memcpy(st->hsel, f->xb, sizeof(float) * (size_t)nrows * c->dim);
+    else f->be->copy_rows(st->hsel, NULL, f->xb, NULL, nrows, c->dim);
     return DZ_OK;
 }
 
@@ -453,10 +503,8 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, c
         const int s = streams[k];
         dz_status st = head_inputs(f, w, s, rows, nrows, err);
         if (st != DZ_OK) return st;
-        for (int i = 0; i < nrows; i++) {
-            f->st[s].hmax[i] = -INFINITY;
-            f->st[s].hsum[i] = 0.0f;
-        }
+        f->be->fill(f->st[s].hmax, -INFINITY, (size_t)nrows);
+        f->be->fill(f->st[s].hsum, 0.0f, (size_t)nrows);
     }
     const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
@@ -464,27 +512,26 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, c
         for (int k = 0; k < n_streams; k++) {
             const int s = streams[k];
             stream *st = &f->st[s];
-            const float *wchunk = w->rows(w->self, s, head_id, v0, nv, f->rscratch);
+            const float *host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
+            const float *wchunk = f->be->upload_view(f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
                 const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
                 f->be->matmul(f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv, c->embed_dim);
                 if (logits && k == 0)
                     for (int r = 0; r < nr; r++)
-                        memcpy(logits + (size_t)(r0 + r) * c->vocab_size + v0, f->hlogits + (size_t)r * nv,
-                               sizeof(float) * nv);
+                        f->be->download(logits + (size_t)(r0 + r) * c->vocab_size + v0, f->hlogits + (size_t)r * nv,
+                                        sizeof(float) * nv);
                 if (!targets) continue;
                 f->be->logsumexp_update(f->hlogits, nr, nv, st->hmax + r0, st->hsum + r0);
-                for (int r = 0; r < nr; r++) {
-                    int tgt = targets[r0 + r];
-                    if (tgt >= v0 && tgt < v0 + nv) st->htgt[r0 + r] = f->hlogits[(size_t)r * nv + (tgt - v0)];
-                }
+                f->be->pick_target(st->htgt + r0, f->hlogits, nr, nv, targets + r0, v0);
             }
         }
     }
     if (targets)
         for (int k = 0; k < n_streams; k++) {
             const stream *st = &f->st[streams[k]];
-            for (int i = 0; i < nrows; i++) logprobs[k][i] = st->htgt[i] - st->hmax[i] - logf(st->hsum[i]);
+            f->be->logprob_finish(st->htgt, st->htgt, st->hmax, st->hsum, nrows);
+            f->be->download(logprobs[k], st->htgt, sizeof(float) * (size_t)nrows);
         }
     return DZ_OK;
 }

@@ -84,10 +84,11 @@ dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err) {
         return st == DZ_OK ? dz_config_validate(cfg, cfg_path, err) : st;
     }
     if (ends_with(path, ".bin")) return dz_config_from_llama2c(path, cfg, err);
+    if (ends_with(path, ".gguf")) return dz_config_from_gguf(path, cfg, err);
     if (!dz_file_exists(path)) return dz_fail(err, DZ_ERR_IO, "%s: no such file or folder", path);
     return dz_fail(err, DZ_ERR_UNSUPPORTED,
-                   "%s: not a model: expected a Hugging Face folder (config.json + safetensors) or a llama2.c .bin "
-                   "checkpoint", path);
+                   "%s: not a model: expected a Hugging Face folder (config.json + safetensors), a .gguf file "
+                   "or a llama2.c .bin checkpoint", path);
 }
 
 int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, size_t cap) {
@@ -169,12 +170,14 @@ dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_err
         st = dz_model_load_hf(m, path, err);
     } else if (ends_with(path, ".bin")) {
         st = dz_model_load_llama2c(m, path, err);
+    } else if (ends_with(path, ".gguf")) {
+        st = dz_model_load_gguf(m, path, err);
     } else if (!dz_file_exists(path)) {
         st = dz_fail(err, DZ_ERR_IO, "%s: no such file or folder", path);
     } else {
         st = dz_fail(err, DZ_ERR_UNSUPPORTED,
-                     "%s: not a model: expected a Hugging Face folder (config.json + safetensors) "
-                     "or a llama2.c .bin checkpoint", path);
+                     "%s: not a model: expected a Hugging Face folder (config.json + safetensors), "
+                     "a .gguf file or a llama2.c .bin checkpoint", path);
     }
     if (st == DZ_OK) st = check_finite(m, err);
     if (st != DZ_OK) {

@@ -39,5 +39,7 @@ dz_status dz_model_alloc_arena(dz_model *m, size_t bytes, dz_error *err);
 
 dz_status dz_model_load_hf(dz_model *m, const char *dir, dz_error *err);
 dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err);
+/* A .gguf file (src/model/load_gguf.c); every tensor is converted, the file is not kept. */
+dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err);
 
 #endif

@@ -17,40 +17,15 @@
 #include <stdint.h>
 
 #include "distzo/error.h"
+#include "distzo/parallel.h" /* dz_comm, init/finalize, rank/size, dz_comm_sum_u64, bytes sent */
 
-typedef struct dz_comm dz_comm;
-
-/* Starts MPI if the environment says a launcher started this process (DZ_COMM_FORCE_MPI
- * in flags: always, where MPI is built in), else a one-process group. argc/argv may be
- * NULL. node_size: 0 for real nodes, else ranks per simulated node. */
-enum { DZ_COMM_FORCE_MPI = 1 };
-dz_status dz_comm_init(int *argc, char ***argv, int node_size, unsigned flags, dz_comm **out, dz_error *err);
-/* Ends MPI (if it was started). NULL is fine. */
-void dz_comm_finalize(dz_comm *c);
-/* Ends the whole job at once (MPI_Abort), for a rank that cannot go on while others may
- * wait on it; a one-process group just returns. */
-void dz_comm_abort(dz_comm *c, int code);
-
-int dz_comm_rank(const dz_comm *c);
-int dz_comm_size(const dz_comm *c);
 int dz_comm_node(const dz_comm *c);        /* index of this rank's node, 0..n_nodes-1 */
-int dz_comm_n_nodes(const dz_comm *c);
 int dz_comm_node_rank(const dz_comm *c);   /* rank within the node */
 int dz_comm_node_size(const dz_comm *c);
 int dz_comm_is_mpi(const dz_comm *c);
-int dz_comm_machine_ranks(const dz_comm *c); /* ranks on this machine (real shared memory) */
-const char *dz_comm_backend(const dz_comm *c); /* "mpi (Open MPI 4.1.4)" or "single process" */
-
-/* A rank that stops answering (stopped, deadlocked, its machine lost) must not hang the
- * job: every collective below waits at most `seconds` (0: forever; default 300), then
- * asks every rank for a sign of life and fails naming those that gave none, so the caller
- * can end the job (dz_comm_abort). Ranks waiting in a collective answer such questions. */
-enum { DZ_COMM_DEFAULT_TIMEOUT_S = 300 };
-void dz_comm_set_timeout(dz_comm *c, double seconds);
 
 /* Element-wise sums over all ranks, in place. */
 dz_status dz_comm_sum_f64(dz_comm *c, double *buf, size_t n, dz_error *err);
-dz_status dz_comm_sum_u64(dz_comm *c, uint64_t *buf, size_t n, dz_error *err);
 /* The same over this rank's node only. */
 dz_status dz_comm_node_sum_u64(dz_comm *c, uint64_t *buf, size_t n, dz_error *err);
 /* Minimum and maximum of v over all ranks. */
@@ -63,8 +38,5 @@ dz_status dz_comm_node_barrier(dz_comm *c, dz_error *err);
  * for one process), 64-byte aligned (contents undefined until written), the same memory on every
  * rank of the node. Collective over the node; freed by dz_comm_finalize. */
 dz_status dz_comm_node_alloc(dz_comm *c, size_t bytes, void **base, dz_error *err);
-
-/* Bytes this rank has sent through the calls above (payload, not protocol). */
-uint64_t dz_comm_bytes_sent(const dz_comm *c);
 
 #endif

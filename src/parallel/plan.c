@@ -1,10 +1,11 @@
 /* The layout planner: see plan.h and docs/PLANNER.md. */
-#include "parallel/plan.h"
+#include "distzo/plan.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "distzo/zo.h"
 #include "parallel/layout.h"
 
 void dz_plan_request_default(dz_plan_request *r) {
@@ -68,13 +69,13 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     size_t row_floats = 0;
     L->forward = (double)dz_forward_bytes_for(&r->cfg, max_batch, r->seq, 0, r->share_prompts ? 4 : 2, r->threads,
                                               &row_floats);
-    L->engine = r->engine_bytes ? (double)r->engine_bytes(t, row_floats, (size_t)max_batch * r->seq) : 0.0;
+    L->engine = (double)dz_zo_engine_bytes_for(t, row_floats, (size_t)max_batch * r->seq);
     /* with shared masters the node's ranks also share one pair of working copies */
-    L->node_work = L->shared_masters && r->engine_bytes ? (double)r->engine_bytes(t, 0, 0) : 0.0;
+    L->node_work = L->shared_masters ? (double)dz_zo_engine_bytes_for(t, 0, 0) : 0.0;
     L->engine -= L->node_work;
     L->overhead = n > 1 ? r->overhead_mpi : r->overhead;
     L->masters = (double)dz_param_table_bytes(t, r->master, r->disk_store ? r->cfg.n_layers : -1);
-    L->store_bufs = r->disk_store && r->store_bytes ? (double)r->store_bytes(t, r->master) : 0.0;
+    L->store_bufs = r->disk_store ? (double)dz_zo_store_bytes_for(t, r->master) : 0.0;
     L->load_extra = s->largest_tensor; /* the file pages of the tensor being copied in at load */
     const double work = L->forward + L->engine + L->store_bufs;
     L->rank_peak = L->overhead + L->masters + L->node_work + (work > L->load_extra ? work : L->load_extra);

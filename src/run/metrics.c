@@ -72,7 +72,7 @@ static dz_status scan_lines(const char *path, const char *buf, size_t len, line_
     for (size_t off = 0; off < len; lineno++) {
         const char *nl = memchr(buf + off, '\n', len - off);
         size_t llen = nl ? (size_t)(nl - (buf + off)) + 1 : len - off;
-        line_span sp = {off, llen, {0}};
+        line_span sp = {.off = off, .len = llen};
         int ok = nl && parse_line(buf + off, llen - 1, &sp.row) == 0; /* an unterminated line is torn */
         if (ok && bad_line) {
             free(spans);

@@ -15,19 +15,9 @@
 #include <stdint.h>
 
 #include "distzo/error.h"
+#include "distzo/metrics.h" /* dz_metrics_row, dz_metrics_read */
 
 #define DZ_METRICS_SYNC_EVERY_DEFAULT 64
-
-typedef struct dz_metrics_row {
-    int64_t step;
-    double loss;    /* training loss of the step (the unperturbed or mean of +/- losses: the trainer's choice) */
-    double g;       /* projected gradient (the mean over the step's samples when q > 1) */
-    double lr;
-    double seconds; /* wall time since the run started */
-    int has_eval;   /* 1: the dev_* fields below are written */
-    double dev_accuracy, test_accuracy, best_dev_accuracy; /* classification; NaN: not written */
-    double dev_loss, test_loss;                            /* causal LM (mean NLL); NaN: not written */
-} dz_metrics_row;
 
 typedef struct dz_metrics dz_metrics;
 
@@ -43,9 +33,5 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
 dz_status dz_metrics_sync(dz_metrics *m, dz_error *err);
 /* Syncs and closes; NULL is fine. */
 dz_status dz_metrics_close(dz_metrics *m, dz_error *err);
-
-/* Reads every row of path (null or missing values as NaN; has_eval when dev_accuracy is
- * present). A torn tail is skipped with a warning, a malformed line before it is an error. */
-dz_status dz_metrics_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err);
 
 #endif

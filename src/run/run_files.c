@@ -29,24 +29,26 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
     cJSON *o = cJSON_CreateObject();
     put_str(o, "model", c->model);
     put_str(o, "tokenizer", c->tokenizer);
-    put_str(o, "task", c->task);
-    put_str(o, "train_data", c->train_data);
-    put_str(o, "test_data", c->test_data);
-    put_str(o, "template", c->template_);
-    put_str(o, "label_words", c->label_words);
-    put_str(o, "text_key", c->text_key);
-    put_str(o, "label_key", c->label_key);
-    put_str(o, "store", c->store);
-    cJSON_AddStringToObject(o, "master_dtype", dz_dtype_name(c->master_dtype));
+    put_str(o, "task", c->data.task);
+    put_str(o, "train_data", c->data.train);
+    put_str(o, "test_data", c->data.test);
+    put_str(o, "template", c->data.template_);
+    put_str(o, "label_words", c->data.label_words);
+    put_str(o, "text_key", c->data.text_key);
+    put_str(o, "label_key", c->data.label_key);
+    put_str(o, "store", c->store.spec);
+    cJSON_AddStringToObject(o, "master_dtype", dz_dtype_name(c->store.master_dtype));
     const struct { const char *k; double v; } nums[] = {
-        {"train_examples", c->train_examples}, {"dev_examples", c->dev_examples},
-        {"data_seed", (double)c->data_seed}, {"lr", c->lr}, {"eps", c->eps}, {"weight_decay", c->wd},
-        {"batch", c->batch}, {"steps", c->steps}, {"spsa_samples", c->q}, {"warmup", c->warmup},
-        {"rademacher", c->rademacher}, {"fuse", c->fuse}, {"schedule", c->schedule}, {"seed", (double)c->seed},
-        {"eval_every", c->eval_every}, {"checkpoint_every", c->checkpoint_every},
-        {"log_sync_every", c->log_sync_every}, {"max_bad_steps", c->max_bad_steps}, {"eval_batch", c->eval_batch},
-        {"share_prompts", c->share_prompts}, {"lm_seq", c->lm_seq}, {"max_resident_mb", c->max_resident_mb},
-        {"stream_globals", c->stream_globals}, {"keep_checkpoints", c->keep_checkpoints},
+        {"train_examples", c->data.train_examples}, {"dev_examples", c->data.dev_examples},
+        {"data_seed", (double)c->data.seed}, {"lr", c->optim.lr}, {"eps", c->optim.eps}, {"weight_decay", c->optim.wd},
+        {"batch", c->optim.batch}, {"steps", c->optim.steps}, {"spsa_samples", c->optim.q}, {"warmup", c->optim.warmup},
+        {"rademacher", c->optim.rademacher}, {"fuse", c->optim.fuse}, {"schedule", c->optim.lr_schedule},
+        {"seed", (double)c->optim.seed}, {"eval_every", c->schedule.eval_every},
+        {"checkpoint_every", c->schedule.checkpoint_every}, {"log_sync_every", c->schedule.log_sync_every},
+        {"max_bad_steps", c->optim.max_bad_steps}, {"eval_batch", c->schedule.eval_batch},
+        {"share_prompts", c->data.share_prompts}, {"lm_seq", c->data.lm_seq},
+        {"max_resident_mb", c->store.max_resident_mb},
+        {"stream_globals", c->store.stream_globals}, {"keep_checkpoints", c->schedule.keep_checkpoints},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);
     char *text = cJSON_Print(o);
@@ -103,47 +105,52 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
         free(text);
         return dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
     }
-    reader r = {o, path, malloc(len + 1), 0, err, DZ_OK};
+    reader r = {.o = o, .path = path, .strings = malloc(len + 1), .err = err, .st = DZ_OK};
+    if (!r.strings) {
+        cJSON_Delete(o);
+        free(text);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
     dz_train_config_default(c);
     c->model = get_str(&r, "model");
     c->tokenizer = get_str(&r, "tokenizer");
-    c->task = get_str(&r, "task");
-    c->train_data = get_str(&r, "train_data");
-    c->test_data = get_str(&r, "test_data");
-    c->template_ = get_str(&r, "template");
-    c->label_words = get_str(&r, "label_words");
-    c->text_key = get_str(&r, "text_key");
-    c->label_key = get_str(&r, "label_key");
-    c->store = get_str(&r, "store");
+    c->data.task = get_str(&r, "task");
+    c->data.train = get_str(&r, "train_data");
+    c->data.test = get_str(&r, "test_data");
+    c->data.template_ = get_str(&r, "template");
+    c->data.label_words = get_str(&r, "label_words");
+    c->data.text_key = get_str(&r, "text_key");
+    c->data.label_key = get_str(&r, "label_key");
+    c->store.spec = get_str(&r, "store");
     const char *dt = get_str(&r, "master_dtype");
-    if (r.st == DZ_OK && (!dt || dz_dtype_parse(dt, &c->master_dtype) != 0))
+    if (r.st == DZ_OK && (!dt || dz_dtype_parse(dt, &c->store.master_dtype) != 0))
         r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'master_dtype' is missing or unknown", path);
-    c->train_examples = (int)get_num(&r, "train_examples");
-    c->dev_examples = (int)get_num(&r, "dev_examples");
-    c->data_seed = (uint64_t)get_num(&r, "data_seed");
-    c->lr = (float)get_num(&r, "lr");
-    c->eps = (float)get_num(&r, "eps");
-    c->wd = (float)get_num(&r, "weight_decay");
-    c->batch = (int)get_num(&r, "batch");
-    c->steps = (int)get_num(&r, "steps");
-    c->q = (int)get_num(&r, "spsa_samples");
-    c->warmup = (int)get_num(&r, "warmup");
-    c->rademacher = (int)get_num(&r, "rademacher");
-    c->fuse = (int)get_num(&r, "fuse");
-    c->schedule = (dz_lr_schedule)get_num(&r, "schedule");
-    c->seed = (uint64_t)get_num(&r, "seed");
-    c->eval_every = (int)get_num(&r, "eval_every");
-    c->checkpoint_every = (int)get_num(&r, "checkpoint_every");
-    c->log_sync_every = (int)get_num(&r, "log_sync_every");
-    c->max_bad_steps = (int)get_num(&r, "max_bad_steps");
-    c->eval_batch = (int)get_num(&r, "eval_batch");
-    c->share_prompts = (int)get_num(&r, "share_prompts");
-    c->lm_seq = (int)get_num(&r, "lm_seq");
-    c->max_resident_mb = (int)get_num(&r, "max_resident_mb");
+    c->data.train_examples = (int)get_num(&r, "train_examples");
+    c->data.dev_examples = (int)get_num(&r, "dev_examples");
+    c->data.seed = (uint64_t)get_num(&r, "data_seed");
+    c->optim.lr = (float)get_num(&r, "lr");
+    c->optim.eps = (float)get_num(&r, "eps");
+    c->optim.wd = (float)get_num(&r, "weight_decay");
+    c->optim.batch = (int)get_num(&r, "batch");
+    c->optim.steps = (int)get_num(&r, "steps");
+    c->optim.q = (int)get_num(&r, "spsa_samples");
+    c->optim.warmup = (int)get_num(&r, "warmup");
+    c->optim.rademacher = (int)get_num(&r, "rademacher");
+    c->optim.fuse = (int)get_num(&r, "fuse");
+    c->optim.lr_schedule = (dz_lr_schedule)get_num(&r, "schedule");
+    c->optim.seed = (uint64_t)get_num(&r, "seed");
+    c->schedule.eval_every = (int)get_num(&r, "eval_every");
+    c->schedule.checkpoint_every = (int)get_num(&r, "checkpoint_every");
+    c->schedule.log_sync_every = (int)get_num(&r, "log_sync_every");
+    c->optim.max_bad_steps = (int)get_num(&r, "max_bad_steps");
+    c->schedule.eval_batch = (int)get_num(&r, "eval_batch");
+    c->data.share_prompts = (int)get_num(&r, "share_prompts");
+    c->data.lm_seq = (int)get_num(&r, "lm_seq");
+    c->store.max_resident_mb = (int)get_num(&r, "max_resident_mb");
     const cJSON *sg = cJSON_GetObjectItemCaseSensitive(o, "stream_globals"); /* absent in older run folders */
-    c->stream_globals = cJSON_IsNumber(sg) ? sg->valueint : 0;
+    c->store.stream_globals = cJSON_IsNumber(sg) ? sg->valueint : 0;
     const cJSON *kc = cJSON_GetObjectItemCaseSensitive(o, "keep_checkpoints"); /* absent in older run folders */
-    c->keep_checkpoints = cJSON_IsNumber(kc) ? kc->valueint : 1;
+    c->schedule.keep_checkpoints = cJSON_IsNumber(kc) ? kc->valueint : 1;
     if (r.st == DZ_OK && !c->model) r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'model' is missing", path);
     cJSON_Delete(o);
     free(text);

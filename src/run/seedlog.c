@@ -362,7 +362,6 @@ dz_status dz_seedlog_close(dz_seedlog *log, dz_error *err) {
 }
 
 const dz_seedlog_header *dz_seedlog_get_header(const dz_seedlog *log) { return &log->h; }
-const char *dz_seedlog_path(const dz_seedlog *log) { return log->path; }
 size_t dz_seedlog_count(const dz_seedlog *log) { return log->n; }
 uint32_t dz_seedlog_next_step(const dz_seedlog *log) { return log->h.start_step + (uint32_t)log->n; }
 

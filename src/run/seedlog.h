@@ -81,7 +81,6 @@ dz_status dz_seedlog_sync(dz_seedlog *log, dz_error *err);
 dz_status dz_seedlog_close(dz_seedlog *log, dz_error *err);
 
 const dz_seedlog_header *dz_seedlog_get_header(const dz_seedlog *log);
-const char *dz_seedlog_path(const dz_seedlog *log);
 size_t dz_seedlog_count(const dz_seedlog *log);
 /* The step the next append must carry: start_step + count. */
 uint32_t dz_seedlog_next_step(const dz_seedlog *log);

@@ -19,16 +19,14 @@
 /* Linux moves at most ~2 GiB per call; stay well under. */
 #define IO_CHUNK ((size_t)1 << 30)
 
-/* OP_UPDATE: read the block, call fn on it, write it back (the read-modify-write of a
- * deferred update); OP_CALL: call fn alone, in queue order. */
-typedef enum { OP_READ, OP_WRITE, OP_UPDATE, OP_CALL } op_kind;
+typedef enum { OP_READ, OP_WRITE } op_kind;
 
+/* A queued call: fn(user, arg, buf) on the I/O thread. */
 typedef struct request {
-    op_kind op;
-    int block; /* OP_CALL: the caller's argument */
-    void *buf;
     dz_store_fn fn;
     void *user;
+    int arg;
+    void *buf;
 } request;
 
 struct dz_store {
@@ -130,26 +128,6 @@ static dz_status transfer(dz_store *s, op_kind op, uint64_t off, void *buf, size
 
 static int bad_block(const dz_store *s, int block) { return block < 0 || block >= s->n_blocks; }
 
-static dz_status block_io(dz_store *s, op_kind op, int block, void *buf, dz_error *err) {
-    const what w = {block, -1, 0, 0};
-    return transfer(s, op, s->block_off[block], buf, (size_t)(s->block_off[block + 1] - s->block_off[block]), w, err);
-}
-
-/* One queued request, on the I/O thread. */
-static dz_status serve(dz_store *s, const request *r, dz_error *err) {
-    switch (r->op) {
-    case OP_READ:
-    case OP_WRITE: return block_io(s, r->op, r->block, r->buf, err);
-    case OP_UPDATE: {
-        dz_status st = block_io(s, OP_READ, r->block, r->buf, err);
-        if (st == DZ_OK) st = r->fn(r->user, r->block, r->buf, err);
-        return st == DZ_OK ? block_io(s, OP_WRITE, r->block, r->buf, err) : st;
-    }
-    case OP_CALL: return r->fn(r->user, r->block, r->buf, err);
-    }
-    return DZ_OK;
-}
-
 /* ---- the I/O thread ---- */
 
 static void *io_thread(void *arg) {
@@ -166,7 +144,7 @@ static void *io_thread(void *arg) {
         pthread_mutex_unlock(&s->mu);
         dz_error e = {0};
         const double t0 = dz_now();
-        const dz_status st = skip ? DZ_OK : serve(s, &r, &e);
+        const dz_status st = skip ? DZ_OK : r.fn(r.user, r.arg, r.buf, &e);
         const double busy = dz_now() - t0;
         pthread_mutex_lock(&s->mu);
         s->stats.thread_busy_s += busy;
@@ -182,11 +160,7 @@ static void *io_thread(void *arg) {
 }
 
 static dz_status enqueue(dz_store *s, request r, dz_error *err) {
-    if (r.op != OP_CALL && bad_block(s, r.block))
-        return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, r.block, s->n_blocks - 1);
-    if (r.op != OP_CALL && !r.buf) return dz_fail(err, DZ_ERR_INVALID, "%s: block %d: no buffer", s->path, r.block);
-    if ((r.op == OP_UPDATE || r.op == OP_CALL) && !r.fn)
-        return dz_fail(err, DZ_ERR_INVALID, "%s: a queued update or call needs a function", s->path);
+    if (!r.fn) return dz_fail(err, DZ_ERR_INVALID, "%s: a queued call needs a function", s->path);
     pthread_mutex_lock(&s->mu);
     if (s->queued == DZ_STORE_QUEUE) {
         const double t0 = dz_now();
@@ -200,20 +174,8 @@ static dz_status enqueue(dz_store *s, request r, dz_error *err) {
     return DZ_OK;
 }
 
-dz_status dz_store_start_read(dz_store *s, int block, void *buf, dz_error *err) {
-    return enqueue(s, (request){OP_READ, block, buf, NULL, NULL}, err);
-}
-
-dz_status dz_store_start_write(dz_store *s, int block, const void *buf, dz_error *err) {
-    return enqueue(s, (request){OP_WRITE, block, (void *)buf, NULL, NULL}, err); /* the thread only reads from it */
-}
-
-dz_status dz_store_start_update(dz_store *s, int block, void *buf, dz_store_fn fn, void *user, dz_error *err) {
-    return enqueue(s, (request){OP_UPDATE, block, buf, fn, user}, err);
-}
-
 dz_status dz_store_start_call(dz_store *s, dz_store_fn fn, void *user, int arg, void *buf, dz_error *err) {
-    return enqueue(s, (request){OP_CALL, arg, buf, fn, user}, err);
+    return enqueue(s, (request){.fn = fn, .user = user, .arg = arg, .buf = buf}, err);
 }
 
 dz_status dz_store_wait(dz_store *s, dz_error *err) {
@@ -356,10 +318,6 @@ dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtyp
     return DZ_OK;
 }
 
-dz_status dz_store_create(const char *path, const dz_model *m, unsigned flags, dz_store **out, dz_error *err) {
-    return dz_store_create_as(path, m, dz_model_dtype(m), flags, out, err);
-}
-
 dz_status dz_store_create_as(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
                              dz_error *err) {
     *out = NULL;
@@ -460,30 +418,11 @@ size_t dz_store_block_bytes(const dz_store *s, int block) {
     return bad_block(s, block) ? 0 : (size_t)(s->block_off[block + 1] - s->block_off[block]);
 }
 
-size_t dz_store_max_layer_bytes(const dz_store *s) {
-    size_t m = 0;
-    for (int b = 0; b + 1 < s->n_blocks; b++)
-        if (dz_store_block_bytes(s, b) > m) m = dz_store_block_bytes(s, b);
-    return m;
-}
-
 uint64_t dz_store_block_offset(const dz_store *s, int block) { return bad_block(s, block) ? 0 : s->block_off[block]; }
 
 size_t dz_store_tensor_offset_in_block(const dz_store *s, int id) {
     if (id < 0 || id >= s->count) return 0;
     return (size_t)(s->tensor_off[id] - s->block_off[s->tensor_block[id]]);
-}
-
-dz_status dz_store_read_block(dz_store *s, int block, void *buf, dz_error *err) {
-    if (bad_block(s, block))
-        return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, block, s->n_blocks - 1);
-    return block_io(s, OP_READ, block, buf, err);
-}
-
-dz_status dz_store_write_block(dz_store *s, int block, const void *buf, dz_error *err) {
-    if (bad_block(s, block))
-        return dz_fail(err, DZ_ERR_INVALID, "%s: block %d is outside 0..%d", s->path, block, s->n_blocks - 1);
-    return block_io(s, OP_WRITE, block, (void *)buf, err); /* pwrite only reads from it */
 }
 
 /* Rows [row0, row0+nrows) of tensor id, read into or written from buf. */
@@ -523,15 +462,11 @@ dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, v
     return rows_io(s, OP_READ, id, row0, nrows, buf, err);
 }
 
-dz_status dz_store_write_rows(dz_store *s, int id, int64_t row0, int64_t nrows, const void *buf, dz_error *err) {
-    return rows_io(s, OP_WRITE, id, row0, nrows, (void *)buf, err);
-}
-
 dz_status dz_store_save_resident(dz_store *s, const dz_model *m, dz_error *err) {
     const dz_param_table *t = dz_model_params(m);
     dz_status st = DZ_OK;
     for (int i = 0; st == DZ_OK && i < t->count; i++)
-        if (dz_model_tensor(m, i)) st = dz_store_write_rows(s, i, 0, t->params[i].rows, dz_model_tensor(m, i), err);
+        if (dz_model_tensor(m, i)) st = rows_io(s, OP_WRITE, i, 0, t->params[i].rows, (void *)dz_model_tensor(m, i), err);
     return st == DZ_OK ? dz_store_sync(s, err) : st;
 }
 

@@ -9,12 +9,13 @@
  * dz_store_open checks this layout rather than trusting it, so a file written by anyone
  * else (or by a later writer that reorders) is refused instead of misread.
  *
- * Threads: one I/O thread per store runs queued requests (block reads and writes, a
- * read-update-write of a block, a caller's function) in order. The queue is a fixed ring of DZ_STORE_QUEUE requests (a full queue makes
- * start_* wait for room); no block operation allocates. Synchronous calls (read_block,
- * write_block, read_rows) run on the caller's thread and may run while the queue is busy,
- * but the caller must not touch a block (or a buffer) that a queued request still uses:
- * dz_store_wait first. Buffers passed to start_* must stay valid until dz_store_wait.
+ * Threads: one I/O thread per store runs the caller's queued functions (a block's
+ * transfers and deferred update, so they overlap compute) in order. The queue is a fixed
+ * ring of DZ_STORE_QUEUE requests (a full queue makes dz_store_start_call wait for room);
+ * no block operation allocates. Synchronous calls (ranges, rows) run on the caller's
+ * thread and may run while the queue is busy, but the caller must not touch a block (or a
+ * buffer) that a queued call still uses: dz_store_wait first. Buffers passed to
+ * dz_store_start_call must stay valid until dz_store_wait.
  *
  * Page cache (flag DZ_STORE_DROP_CACHE): without it the kernel caches the whole file,
  * which is what makes a store of a model that fits in RAM fast, but counts against a
@@ -32,31 +33,20 @@
 
 #include "distzo/error.h"
 #include "distzo/model.h"
+#include "distzo/store.h" /* dz_store, dz_store_stats, dz_store_get_stats, dz_store_path */
 
 enum { DZ_STORE_QUEUE = 16 };
 
 enum { DZ_STORE_DROP_CACHE = 1u << 0 };
 
-typedef struct dz_store dz_store;
-
-typedef struct dz_store_stats {
-    uint64_t bytes_read, bytes_written; /* sync calls and the I/O thread together */
-    uint64_t reads, writes;             /* operations (a block or a row range each) */
-    double thread_io_s;                 /* seconds the I/O thread spent in pread/pwrite/cache calls */
-    double thread_busy_s;               /* seconds it spent serving requests: I/O plus queued callbacks */
-    double caller_io_s;                 /* the same for synchronous calls on the caller's thread */
-    double wait_s;                      /* seconds callers blocked in dz_store_wait or on a full queue */
-} dz_store_stats;
-
 /* A --store option: "ram" (path NULL), "disk:PATH" or "disk-nocache:PATH" (flags get
  * DZ_STORE_DROP_CACHE). *path points into spec. DZ_ERR_INVALID for anything else. */
 dz_status dz_store_parse_spec(const char *spec, const char **path, unsigned *flags, dz_error *err);
 
-/* Writes m's tensors (its dtype, HF names, table order) to path atomically, then opens it
- * as a store. A tied head is written once (the table has no lm_head then). */
-dz_status dz_store_create(const char *path, const dz_model *m, unsigned flags, dz_store **out, dz_error *err);
-/* The same with the store in dtype, each tensor converted as it is written: a model loaded
- * in place (mapped) becomes a store of another dtype without a converted copy in memory. */
+/* Writes m's tensors (HF names, table order) to path atomically in dtype, each tensor
+ * converted as it is written, then opens it as a store: a model loaded in place (mapped)
+ * becomes a store of another dtype without a converted copy in memory. A tied head is
+ * written once (the table has no lm_head then). */
 dz_status dz_store_create_as(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
                              dz_error *err);
 /* Loads the model at path for dz_store_create_as(..., dtype): in place (mapped) when its
@@ -73,23 +63,15 @@ dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtyp
  * thread, closes the file. NULL is fine. */
 void dz_store_close(dz_store *s);
 
-const char *dz_store_path(const dz_store *s);
 int dz_store_n_blocks(const dz_store *s);   /* n_layers + 1; the global block is last */
 dz_dtype dz_store_dtype(const dz_store *s);
 size_t dz_store_block_bytes(const dz_store *s, int block);
-size_t dz_store_max_layer_bytes(const dz_store *s); /* the largest layer block (not the global one) */
 uint64_t dz_store_block_offset(const dz_store *s, int block); /* in the file */
 /* Where tensor id starts inside its block's buffer, in bytes (a multiple of the element size). */
 size_t dz_store_tensor_offset_in_block(const dz_store *s, int id);
 
-/* Whole blocks, synchronously: pread/pwrite loops that resume after EINTR and short
- * transfers. A file that ends early is DZ_ERR_IO naming the file, block and offsets. */
-dz_status dz_store_read_block(dz_store *s, int block, void *buf, dz_error *err);
-dz_status dz_store_write_block(dz_store *s, int block, const void *buf, dz_error *err);
 /* Rows [row0, row0+nrows) of tensor id in the store's dtype (a vector has one row). */
 dz_status dz_store_read_rows(dz_store *s, int id, int64_t row0, int64_t nrows, void *buf, dz_error *err);
-/* The same, writing (synchronous; the global block is written tensor by tensor). */
-dz_status dz_store_write_rows(dz_store *s, int id, int64_t row0, int64_t nrows, const void *buf, dz_error *err);
 /* Writes the tensors m still holds (a resident global block) into the store, then
  * dz_store_sync: the file is then the whole model (a checkpoint copies it). */
 dz_status dz_store_save_resident(dz_store *s, const dz_model *m, dz_error *err);
@@ -100,24 +82,14 @@ dz_status dz_store_sync(dz_store *s, dz_error *err);
 dz_status dz_store_read_range(dz_store *s, int block, uint64_t off, size_t len, void *buf, dz_error *err);
 dz_status dz_store_write_range(dz_store *s, int block, uint64_t off, size_t len, const void *buf, dz_error *err);
 
-/* Queues a block transfer for the I/O thread; DZ_ERR_INVALID only for a bad block or
- * NULL buffer (I/O errors come from dz_store_wait). */
-dz_status dz_store_start_read(dz_store *s, int block, void *buf, dz_error *err);
-dz_status dz_store_start_write(dz_store *s, int block, const void *buf, dz_error *err);
-
 /* Work the I/O thread runs for the caller (a deferred update, so it overlaps compute).
  * It may call the synchronous transfers above; a failure is reported by dz_store_wait. */
 typedef dz_status (*dz_store_fn)(void *user, int arg, void *buf, dz_error *err);
-/* Read block into buf, fn(user, block, buf), write buf back: one request, so the block
- * reaches the caller (after dz_store_wait) already modified and on its way to disk. */
-dz_status dz_store_start_update(dz_store *s, int block, void *buf, dz_store_fn fn, void *user, dz_error *err);
-/* fn(user, arg, buf) on the I/O thread, in queue order with the transfers. */
+/* fn(user, arg, buf) on the I/O thread, in queue order. */
 dz_status dz_store_start_call(dz_store *s, dz_store_fn fn, void *user, int arg, void *buf, dz_error *err);
 /* Waits until every queued request has finished. Returns the first error since the last
  * wait (requests queued after a failure are skipped and their buffers left undefined),
  * then clears it. */
 dz_status dz_store_wait(dz_store *s, dz_error *err);
-
-dz_store_stats dz_store_get_stats(dz_store *s);
 
 #endif

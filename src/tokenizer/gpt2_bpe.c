@@ -13,28 +13,36 @@
 #include "tokenizer/internal.h"
 #include "tokenizer/unicode.h"
 
-enum { MAX_BPE_ID = 1 << 24, BYTE_MAP_SIZE = 324 }; /* 256 + 68 remapped bytes */
+enum { MAX_BPE_ID = 1 << 24 };
 
 /* GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other
- * 68 bytes take code points 256, 257, ... in byte order. Returns byte or -1 per cp. */
-static void unicode_to_byte(int inv[BYTE_MAP_SIZE]) {
+ * 68 bytes take code points 256, 257, ... in byte order. */
+void dz_bytelevel_inverse(int inv[DZ_BYTE_MAP_SIZE]) {
     int extra = 0;
-    for (int cp = 0; cp < BYTE_MAP_SIZE; cp++) inv[cp] = -1;
+    for (int cp = 0; cp < DZ_BYTE_MAP_SIZE; cp++) inv[cp] = -1;
     for (int b = 0; b < 256; b++) {
         int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         inv[printable ? b : 256 + extra++] = b;
     }
 }
 
-/* Undoes the byte mapping of a token string into out (room for strlen(s) bytes).
- * Returns the byte count, or -1 when s has a character outside the mapping. */
-static int token_to_bytes(const int inv[BYTE_MAP_SIZE], const char *s, char *out) {
+int dz_bytelevel_from_bytes(const char *bytes, int len, char *out) {
+    int inv[DZ_BYTE_MAP_SIZE], cp[256], m = 0;
+    dz_bytelevel_inverse(inv);
+    for (int c = 0; c < DZ_BYTE_MAP_SIZE; c++)
+        if (inv[c] >= 0) cp[inv[c]] = c;
+    for (int i = 0; i < len; i++) m += dz_utf8_encode((uint32_t)cp[(uint8_t)bytes[i]], out + m);
+    out[m] = '\0';
+    return m;
+}
+
+int dz_bytelevel_to_bytes(const int inv[DZ_BYTE_MAP_SIZE], const char *s, char *out) {
     size_t n = strlen(s);
     int m = 0;
     for (size_t i = 0; i < n;) {
         int len;
         int32_t cp = dz_utf8_decode((const uint8_t *)s + i, n - i, &len);
-        if (cp < 0 || cp >= BYTE_MAP_SIZE || inv[cp] < 0) return -1;
+        if (cp < 0 || cp >= DZ_BYTE_MAP_SIZE || inv[cp] < 0) return -1;
         out[m++] = (char)inv[cp];
         i += (size_t)len;
     }
@@ -88,7 +96,7 @@ static dz_status read_vocab_json(const char *path, cJSON **out, int *n_ids, dz_e
 /* Load-time state: the BPE vocabulary as bytes (holes for tokens outside the byte
  * mapping, e.g. special tokens with spaces), and its byte-string index. */
 typedef struct gpt2_loader {
-    int inv[BYTE_MAP_SIZE];
+    int inv[DZ_BYTE_MAP_SIZE];
     dz_pieces bpe;
     dz_strmap index;
 } gpt2_loader;
@@ -103,7 +111,7 @@ static dz_status build_vocab(dz_tokenizer *tok, gpt2_loader *ld, const char *pat
             return dz_fail(err, DZ_ERR_FORMAT, "%s: token \"%s\": id %d is used twice", path, e->string, id);
         char *bytes = malloc((size_t)slen + 1);
         if (!bytes) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
-        int blen = token_to_bytes(ld->inv, e->string, bytes);
+        int blen = dz_bytelevel_to_bytes(ld->inv, e->string, bytes);
         int bad = blen >= 0 ? dz_pieces_set(&ld->bpe, id, bytes, blen) || dz_pieces_set(&tok->pieces, id, bytes, blen)
                             : dz_pieces_set(&tok->pieces, id, e->string, slen); /* decoded as written */
         free(bytes);
@@ -113,7 +121,7 @@ static dz_status build_vocab(dz_tokenizer *tok, gpt2_loader *ld, const char *pat
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
         tok->byte_id[b] = dz_strmap_find(&ld->index, &ld->bpe, &c, 1);
-        if (tok->byte_id[b] < 0)
+        if (tok->byte_id[b] < 0) /* tokenizer.json / GGUF vocabularies drop such bytes, as HF does */
             return dz_fail(err, DZ_ERR_FORMAT, "%s: no token for byte 0x%02X (byte-level BPE needs all 256)",
                            path, b);
     }
@@ -122,7 +130,7 @@ static dz_status build_vocab(dz_tokenizer *tok, gpt2_loader *ld, const char *pat
 
 /* The id of a merge symbol, or -1 (symbol outside the byte mapping or not in the vocab). */
 static int symbol_id(const gpt2_loader *ld, const char *sym, char *scratch) {
-    int blen = token_to_bytes(ld->inv, sym, scratch);
+    int blen = dz_bytelevel_to_bytes(ld->inv, sym, scratch);
     return blen < 0 ? -1 : dz_strmap_find(&ld->index, &ld->bpe, scratch, blen);
 }
 
@@ -274,10 +282,10 @@ static int output_id(const dz_tokenizer *tok, int bpe_id) { return tok->id_map ?
 /* 1 + the largest id encode can give: byte tokens, merge results, start/end tokens.
  * Vocabulary entries past it (fairseq's madeupword padding, specials) still decode, but
  * a model needs no embedding rows for them. */
-static int encodable_vocab_size(const dz_tokenizer *tok) {
+int dz_gpt2_encodable_vocab_size(const dz_tokenizer *tok) {
     int max_id = tok->bos > tok->eos ? tok->bos : tok->eos;
     for (int b = 0; b < 256; b++)
-        if (output_id(tok, tok->byte_id[b]) > max_id) max_id = output_id(tok, tok->byte_id[b]);
+        if (tok->byte_id[b] >= 0 && output_id(tok, tok->byte_id[b]) > max_id) max_id = output_id(tok, tok->byte_id[b]);
     for (uint32_t i = 0; tok->merges.e && i <= tok->merges.mask; i++) {
         const dz_pair_entry *e = &tok->merges.e[i];
         if (e->key != UINT64_MAX && output_id(tok, e->merged) > max_id) max_id = output_id(tok, e->merged);
@@ -288,7 +296,7 @@ static int encodable_vocab_size(const dz_tokenizer *tok) {
 dz_status dz_gpt2_load(dz_tokenizer *tok, const char *vocab_path, const char *merges_path, const char *dict_path,
                        dz_error *err) {
     gpt2_loader ld = {0};
-    unicode_to_byte(ld.inv);
+    dz_bytelevel_inverse(ld.inv);
     cJSON *root = NULL;
     tok->kind = DZ_TOK_GPT2_BPE;
     dz_status st = read_vocab_json(vocab_path, &root, &tok->n_bpe, err);
@@ -304,88 +312,6 @@ dz_status dz_gpt2_load(dz_tokenizer *tok, const char *vocab_path, const char *me
         tok->bos = eos_s == 2 ? 2 : -1;
         tok->eos = eos_s == 2 ? 2 : find_piece(&tok->pieces, "<|endoftext|>");
     }
-    if (st == DZ_OK) tok->vocab_size = encodable_vocab_size(tok);
-    return st;
-}
-
-static dz_uni_class class_at(const uint8_t *s, size_t n, size_t i, int *len) {
-    uint8_t b = s[i];
-    if (b < 0x80) {
-        *len = 1;
-        if ((b | 0x20) >= 'a' && (b | 0x20) <= 'z') return DZ_UNI_LETTER;
-        if (b >= '0' && b <= '9') return DZ_UNI_NUMBER;
-        if (b == ' ' || (b >= '\t' && b <= '\r')) return DZ_UNI_SPACE;
-        return DZ_UNI_OTHER;
-    }
-    int32_t cp = dz_utf8_decode(s + i, n - i, len);
-    return cp < 0 ? DZ_UNI_OTHER : dz_uni_class_of((uint32_t)cp);
-}
-
-/* End of the pre-token that starts at s[i], by GPT-2's regex
- *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * (alternatives tried in order at i, each quantifier greedy). */
-static size_t pretoken_end(const uint8_t *s, size_t n, size_t i) {
-    if (s[i] == '\'' && i + 1 < n) {
-        uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
-        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-    }
-    int len;
-    size_t start = i;
-    dz_uni_class cls = class_at(s, n, i, &len);
-    if (s[i] == ' ' && i + 1 < n) { /* " ?" joins a following letter/number/other run */
-        int len1;
-        dz_uni_class next = class_at(s, n, i + 1, &len1);
-        if (next != DZ_UNI_SPACE) start = i + 1, cls = next, len = len1;
-    }
-    size_t j = start + (size_t)len;
-    if (cls != DZ_UNI_SPACE) {
-        while (j < n && class_at(s, n, j, &len) == cls) j += (size_t)len;
-        return j;
-    }
-    size_t last = i; /* start of the run's last whitespace char */
-    while (j < n && class_at(s, n, j, &len) == DZ_UNI_SPACE) last = j, j += (size_t)len;
-    /* \s+(?!\S): before a non-space, the run gives up its last char to the next pre-token */
-    return (j == n || last == i) ? j : last;
-}
-
-static int gpt2_pair(const void *ctx, int left, int right, double *key, int *merged) {
-    const dz_pair_entry *e = dz_pairmap_find(&((const dz_tokenizer *)ctx)->merges, left, right);
-    if (!e) return 0;
-    *key = e->rank;
-    *merged = e->merged;
-    return 1;
-}
-
-dz_status dz_gpt2_encode(const dz_tokenizer *tok, const char *text, int add_bos, dz_id_sink *out, dz_error *err) {
-    const uint8_t *s = (const uint8_t *)text;
-    size_t n = strlen(text);
-    if (add_bos && tok->bos >= 0) dz_sink_push(out, tok->bos);
-    dz_merge_ws ws = {0};
-    int *sym = NULL, sym_cap = 0;
-    dz_status st = DZ_OK;
-    for (size_t i = 0; i < n;) {
-        size_t end = pretoken_end(s, n, i);
-        int len = (int)(end - i);
-        if (len > sym_cap) {
-            int *ns = realloc(sym, (size_t)len * sizeof *ns);
-            if (!ns) {
-                st = dz_fail(err, DZ_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", n);
-                break;
-            }
-            sym = ns;
-            sym_cap = len;
-        }
-        for (int k = 0; k < len; k++) sym[k] = tok->byte_id[s[i + k]];
-        int m = dz_bpe_merge(sym, len, gpt2_pair, tok, &ws);
-        if (m < 0) {
-            st = dz_fail(err, DZ_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", n);
-            break;
-        }
-        for (int k = 0; k < m; k++) dz_sink_push(out, tok->id_map ? tok->id_map[sym[k]] : sym[k]);
-        i = end;
-    }
-    free(sym);
-    dz_merge_ws_free(&ws);
+    if (st == DZ_OK) tok->vocab_size = dz_gpt2_encodable_vocab_size(tok);
     return st;
 }

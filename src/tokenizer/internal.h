@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "distzo/tokenizer.h"
+#include "tokenizer/pretokenize.h"
 
 /* Byte strings addressed by id, stored in one NUL-separated blob. Ids may have holes. */
 typedef struct dz_pieces {
@@ -82,9 +83,23 @@ static inline void dz_sink_push(dz_id_sink *s, int id) {
     s->n++;
 }
 
+/* Added tokens (tokenizer.json's added_tokens, GGUF's control and user-defined tokens):
+ * found in the text before pre-tokenization, leftmost first, longest at a position. Special
+ * ones only when the caller asks for special-token parsing; the others always, as HF does. */
+enum { DZ_STRIP_LEFT = 1, DZ_STRIP_RIGHT = 2 };
+
+typedef struct dz_added_tokens {
+    int n;
+    int *id;          /* their text is the id's piece */
+    uint8_t *special; /* 1: special (control) token */
+    uint8_t *strip;   /* DZ_STRIP_* bits: whitespace around the token it takes (HF lstrip/rstrip) */
+    uint8_t first_byte[256]; /* 1: some added token starts with this byte */
+} dz_added_tokens;
+
 struct dz_tokenizer {
     dz_tokenizer_kind kind;
     int vocab_size, bos, eos;
+    int special[DZ_SPECIAL_COUNT]; /* declared ids (bos, eos, pad, unk), -1 for none */
     dz_pieces pieces; /* decoded bytes of each output id (what decode returns) */
 
     /* GPT-2 byte-level BPE: merges run in the BPE vocabulary's id space, then id_map
@@ -93,18 +108,61 @@ struct dz_tokenizer {
     dz_pairmap merges;
     int *id_map;
     int n_bpe;
+    dz_pretok pretok;     /* GPT-2's pattern for vocab.json / encoder.json files */
+    int ignore_merges;    /* HF BPE: a pre-token that is itself a token is that one id */
+    int unk_id, fuse_unk; /* HF BPE unk_token for bytes without a token (-1: dropped, as HF does) */
+    dz_pieces bpe;        /* the BPE vocabulary as bytes (byte-level HF / GGUF tokenizers only) */
+    dz_strmap bpe_index;
+    dz_added_tokens added;
+    int char_bpe;          /* symbols are characters looked up in bpe (SentencePiece-style tokenizer.json) */
+    int prepend;           /* dz_prepend (build.h) */
+    int metaspace_split;
+    int nfc;               /* tokenizer.json normalizer NFC (Qwen2) */
 
-    /* llama2.c */
+    /* llama2.c and SentencePiece (pieces with U+2581 as " ") */
     float *scores;
-    dz_strmap lookup; /* piece bytes -> id */
+    dz_strmap lookup; /* piece bytes -> id, over mergeable (if set) or pieces */
+    dz_pieces mergeable; /* SentencePiece: the normal and user-defined pieces only */
+    int byte_base;    /* id of <0x00>; <0xXX> = byte_base + XX */
+    int dummy_prefix; /* a " " before non-empty text */
     int max_piece_len;
     int space_id;     /* id of " " (the dummy prefix), or -1 */
 };
 
+/* A zeroed tokenizer with every optional id -1 (NULL when out of memory). */
+dz_tokenizer *dz_tokenizer_alloc(void);
+
+/* The tokenizer in a GGUF file's tokenizer.ggml.* metadata (src/tokenizer/gguf_vocab.c;
+ * dz_tokenizer_from_gguf, for a file already open, is declared in build.h). */
+dz_status dz_gguf_tokenizer_load(const char *path, dz_tokenizer **out, dz_error *err);
+
+/* A SentencePiece tokenizer.model (ModelProto, BPE with byte fallback). */
+dz_status dz_sentencepiece_load(const char *path, dz_tokenizer **out, dz_error *err);
+/* Writes dir/tokenizer.model for a DZ_TOK_SENTENCEPIECE tokenizer. */
+dz_status dz_save_sentencepiece(const dz_tokenizer *tok, const char *dir, dz_error *err);
+
+/* tokenizer.json (+ tokenizer_config.json in its folder when config_path is not NULL). */
+dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tokenizer **out, dz_error *err);
+
+/* GPT-2's bytes_to_unicode() inverted: the byte a code point < DZ_BYTE_MAP_SIZE stands
+ * for, or -1. dz_bytelevel_to_bytes undoes the mapping of token string s into out (room
+ * for strlen(s) bytes): the byte count, or -1 when s has a character outside the mapping. */
+enum { DZ_BYTE_MAP_SIZE = 324 }; /* 256 + 68 remapped bytes */
+void dz_bytelevel_inverse(int inv[DZ_BYTE_MAP_SIZE]);
+int dz_bytelevel_to_bytes(const int inv[DZ_BYTE_MAP_SIZE], const char *s, char *out);
+/* The other way: bytes[0..len) as their token string into out (room for 2 * len + 1). */
+int dz_bytelevel_from_bytes(const char *bytes, int len, char *out);
+
+/* Writes dir/tokenizer.json + dir/tokenizer_config.json for a DZ_TOK_HF_BPE tokenizer. */
+dz_status dz_save_tokenizer_json(const dz_tokenizer *tok, const char *dir, dz_error *err);
+
+/* 1 + the largest id encode can produce from bytes and merges (start/end tokens included). */
+int dz_gpt2_encodable_vocab_size(const dz_tokenizer *tok);
+
 /* vocab_path: encoder.json or vocab.json; dict_path: fairseq dict.txt or NULL. */
 dz_status dz_gpt2_load(dz_tokenizer *tok, const char *vocab_path, const char *merges_path,
                        const char *dict_path, dz_error *err);
-dz_status dz_gpt2_encode(const dz_tokenizer *tok, const char *text, int add_bos, dz_id_sink *out,
+dz_status dz_gpt2_encode(const dz_tokenizer *tok, const char *text, unsigned flags, dz_id_sink *out,
                          dz_error *err);
 dz_status dz_llama2c_load(dz_tokenizer *tok, const char *path, int vocab_size, dz_error *err);
 dz_status dz_llama2c_encode(const dz_tokenizer *tok, const char *text, int add_bos, dz_id_sink *out,

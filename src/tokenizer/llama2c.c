@@ -78,8 +78,16 @@ dz_status dz_llama2c_load(dz_tokenizer *tok, const char *path, int vocab_size, d
     tok->vocab_size = n;
     tok->bos = LLAMA_BOS;
     tok->eos = LLAMA_EOS;
+    tok->byte_base = FIRST_BYTE_ID;
+    tok->dummy_prefix = 1;
     tok->space_id = dz_strmap_find(&tok->lookup, &tok->pieces, " ", 1);
     return DZ_OK;
+}
+
+/* The strings merges may produce: all pieces for tokenizer.bin (as upstream), the normal
+ * and user-defined ones for SentencePiece models. */
+static const dz_pieces *lookup_pieces(const dz_tokenizer *tok) {
+    return tok->mergeable.off ? &tok->mergeable : &tok->pieces;
 }
 
 typedef struct pair_ctx {
@@ -94,7 +102,7 @@ static int llama_pair(const void *ctx, int left, int right, double *key, int *me
     const char *a = dz_pieces_get(&tok->pieces, left, &la), *b = dz_pieces_get(&tok->pieces, right, &lb);
     memcpy(c->buf, a, (size_t)la);
     memcpy(c->buf + la, b, (size_t)lb);
-    int id = dz_strmap_find(&tok->lookup, &tok->pieces, c->buf, la + lb);
+    int id = dz_strmap_find(&tok->lookup, lookup_pieces(tok), c->buf, la + lb);
     /* upstream starts its best score at -1e10 and needs strictly more */
     if (id < 0 || !(tok->scores[id] > -1e10f)) return 0;
     *key = -(double)tok->scores[id];
@@ -113,19 +121,19 @@ dz_status dz_llama2c_encode(const dz_tokenizer *tok, const char *text, int add_b
         return dz_fail(err, DZ_ERR_NOMEM, "tokenizer: out of memory encoding %zu bytes", n);
     }
     int count = 0;
-    if (add_bos) ids[count++] = LLAMA_BOS; /* upstream lets BOS take part in merges too */
+    if (add_bos && tok->bos >= 0) ids[count++] = tok->bos; /* upstream lets BOS take part in merges too */
     /* A vocab without " " would make upstream emit -1; byte fallback is what sentencepiece does. */
-    if (n > 0) ids[count++] = tok->space_id >= 0 ? tok->space_id : ' ' + FIRST_BYTE_ID;
+    if (n > 0 && tok->dummy_prefix) ids[count++] = tok->space_id >= 0 ? tok->space_id : ' ' + tok->byte_base;
     /* As upstream: a code point is a lead byte plus up to 3 continuation bytes; an unknown
      * one (or stray continuation bytes) becomes one byte-fallback id per byte. */
     const uint8_t *s = (const uint8_t *)text;
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && (s[j] & 0xC0) == 0x80 && j - i < 4) j++;
-        int id = dz_strmap_find(&tok->lookup, &tok->pieces, text + i, (int)(j - i));
+        int id = dz_strmap_find(&tok->lookup, lookup_pieces(tok), text + i, (int)(j - i));
         if (id >= 0) ids[count++] = id;
         else
-            for (size_t k = i; k < j; k++) ids[count++] = s[k] + FIRST_BYTE_ID;
+            for (size_t k = i; k < j; k++) ids[count++] = s[k] + tok->byte_base;
         i = j;
     }
     dz_merge_ws ws = {0};
@@ -151,7 +159,7 @@ const char *dz_llama2c_decode(const dz_tokenizer *tok, int prev_id, int id, char
     const char *piece = dz_pieces_get(&tok->pieces, id, &len);
     if (!piece || cap <= 0) return "";
     /* after BOS, sentencepiece drops the dummy-prefix space */
-    if (prev_id == LLAMA_BOS && len > 0 && piece[0] == ' ') piece++, len--;
+    if (prev_id >= 0 && prev_id == tok->special[DZ_SPECIAL_BOS] && len > 0 && piece[0] == ' ') piece++, len--;
     /* byte-fallback tokens "<0xXX>" stand for one raw byte */
     if (len == 6 && memcmp(piece, "<0x", 3) == 0 && piece[5] == '>' && hex_digit(piece[3]) >= 0 &&
         hex_digit(piece[4]) >= 0) {

@@ -230,5 +230,7 @@ dz_status dz_tokenizer_save_hf(const dz_tokenizer *tok, const char *dir, dz_erro
     if (!tok || !dir) return dz_fail(err, DZ_ERR_INVALID, "tokenizer: save needs a tokenizer and a folder");
     if (!dz_is_dir(dir) && mkdir(dir, 0755) != 0)
         return dz_fail(err, DZ_ERR_IO, "%s: cannot create folder: %s", dir, strerror(errno));
+    if (tok->kind == DZ_TOK_HF_BPE) return dz_save_tokenizer_json(tok, dir, err);
+    if (tok->kind == DZ_TOK_SENTENCEPIECE) return dz_save_sentencepiece(tok, dir, err);
     return tok->kind == DZ_TOK_LLAMA2C ? save_llama2c(tok, dir, err) : save_gpt2(tok, dir, err);
 }

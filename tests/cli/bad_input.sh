@@ -40,7 +40,7 @@ expect "config disagrees with tensor shapes" "model.safetensors.*shape" -- "$bin
 m=$(model nofile); rm "$m/model.safetensors"
 expect "no safetensors file" "model.safetensors" -- "$bin" info "$m"
 
-if [ -f "$assets/stories260K/stories260K.bin" ]; then
+if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin; then
   head -c 100000 "$assets/stories260K/stories260K.bin" > "$tmp/short.bin"
   expect "truncated llama2.c checkpoint" "short.bin.*bytes" -- "$bin" info "$tmp/short.bin"
   cp "$assets/stories260K/stories260K.bin" "$tmp/stories.bin"

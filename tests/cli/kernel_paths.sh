@@ -10,7 +10,7 @@
 #   (what an AVX2 and an AVX-512 machine compute is the same);
 # - DISTZO_ISA=bogus, and any level above the best here, is refused naming DISTZO_ISA.
 # An AVX-512 machine thus checks all three paths, an AVX2-only one baseline and avx2.
-# usage: kernel_paths.sh DISTZO ASSETS        (exit 77: the assets missing)
+# usage: kernel_paths.sh DISTZO ASSETS        (fails without mpirun; see lib.sh for missing assets)
 set -euo pipefail
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
@@ -27,8 +27,7 @@ train_args=(--model "$model" --steps "$steps" --eval-every 0 --checkpoint-every 
             --dev-examples 8 --lr 1e-3 --test "$tmp/test.tsv")
 eval_args=("$model" --limit 24)
 mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -x DISTZO_ISA -np "$@"; }
-have_mpirun=0
-command -v mpirun > /dev/null && have_mpirun=1
+need_tool mpirun "scripts/deps.sh installs openmpi-bin"
 
 # isa_of [LEVEL]: the level `distzo info` says is active with DISTZO_ISA=LEVEL (unset: none)
 isa_of() {
@@ -56,7 +55,7 @@ for l in "${all_levels[@]}"; do
   [ "$l" = "$best" ] && break
 done
 [ "${levels[-1]}" = "$best" ] || { bad "distzo info names an unknown best level '$best'"; finish; exit 1; }
-echo "# best level here: $best; checking: ${levels[*]}; mpirun: $([ $have_mpirun = 1 ] && echo yes || echo no)"
+echo "# best level here: $best; checking: ${levels[*]}"
 
 for l in "${levels[@]}"; do
   d=$tmp/$l
@@ -84,16 +83,14 @@ for l in "${levels[@]}"; do
     else bad "$l: bench classify: $(cat "$d/bench.json")"; fi
   fi
 
-  if [ $have_mpirun = 1 ]; then
-    for layout in "--pertp 2" "--dp 2"; do
-      name=mpi$(echo "$layout" | tr -cd '[:alnum:]')
-      read -r -a layout_args <<< "$layout"
-      runs "$l: mpirun -np 2 $layout" "$d/$name.log" mpi 2 "$bin" train "${train_args[@]}" "${layout_args[@]}" \
-        --threads 1 --out "$d/$name" || continue
-      if same_run "$d/run1" "$d/$name" $steps; then ok "$l: mpirun -np 2 $layout = one process"
-      else bad "$l: mpirun -np 2 $layout differs from one process"; fi
-    done
-  fi
+  for layout in "--pertp 2" "--dp 2"; do
+    name=mpi$(echo "$layout" | tr -cd '[:alnum:]')
+    read -r -a layout_args <<< "$layout"
+    runs "$l: mpirun -np 2 $layout" "$d/$name.log" mpi 2 "$bin" train "${train_args[@]}" "${layout_args[@]}" \
+      --threads 1 --out "$d/$name" || continue
+    if same_run "$d/run1" "$d/$name" $steps; then ok "$l: mpirun -np 2 $layout = one process"
+    else bad "$l: mpirun -np 2 $layout differs from one process"; fi
+  done
   unset DISTZO_ISA
 
   if [ "$l" != baseline ]; then

@@ -1,6 +1,12 @@
 # Sourced by the command-line test scripts: a scratch folder removed on exit, pass/fail
-# counters, a skip (exit 77, which CTest reports as skipped) when the assets are missing,
-# comparison of two run folders, and the closing summary.
+# counters, what a script does when an asset or a tool is missing, comparison of two run
+# folders, and the closing summary.
+#
+# A missing asset FAILS the script (naming the file and DISTZO_ASSETS), so a machine
+# without the shared assets cannot report these claims as passed. A developer without them
+# opts out explicitly: configure with -DDZ_REQUIRE_ASSETS=OFF (CTest then runs every test
+# with DZ_REQUIRE_ASSETS=0; or set it by hand), and the script exits 77, which CTest
+# reports as skipped, never as passed. The same as tests/assets.h for the C tests.
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -8,14 +14,32 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok - $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 
-# need_assets DIR FILE...: skip unless every FILE exists under DIR.
-need_assets() {
+assets_skipped=0
+
+# have_assets DIR FILE...: 0 when every FILE exists under DIR. A missing one fails the
+# script, or, with DZ_REQUIRE_ASSETS=0, returns 1 (the caller leaves those checks out and
+# finish reports the script as skipped).
+have_assets() {
   local dir=$1 f
   shift
   for f in "$@"; do
-    [ -e "$dir/$f" ] || { echo "SKIP: $f not found in $dir (set DISTZO_ASSETS)"; exit 77; }
+    [ -e "$dir/$f" ] && continue
+    if [ "${DZ_REQUIRE_ASSETS:-1}" = 0 ]; then
+      echo "SKIP: asset $dir/$f not found (DZ_REQUIRE_ASSETS=0): the checks that need it are left out"
+      assets_skipped=1
+      return 1
+    fi
+    echo "FAIL: asset $dir/$f not found: set DISTZO_ASSETS to the shared assets folder (README.md lists its" \
+         "the files), or configure with -DDZ_REQUIRE_ASSETS=OFF to skip the tests that need it"
+    exit 1
   done
 }
+
+# need_assets DIR FILE...: the whole script needs them (exits 77 where opted out).
+need_assets() { have_assets "$@" || exit 77; }
+
+# need_tool NAME WHY: a tool the script cannot do without (scripts/deps.sh installs it).
+need_tool() { command -v "$1" > /dev/null || { echo "FAIL: $1 not found on PATH ($2)"; exit 1; }; }
 
 # metrics RUN: metrics.jsonl without its timing field.
 metrics() { sed -E 's/, "seconds": [^,}]*//' "$1/metrics.jsonl" 2>/dev/null; }
@@ -28,8 +52,10 @@ same_run() {
     { [ ! -f "$1/seeds.log" ] || [ ! -f "$2/seeds.log" ] || cmp -s "$1/seeds.log" "$2/seeds.log"; }
 }
 
-# finish [NOTE]: prints the counts; the script's status is 0 only without failures.
+# finish [NOTE]: prints the counts; the script's status is 0 only without failures, and 77
+# (skipped) without failures when checks were left out for a missing asset.
 finish() {
   echo "$pass passed, $fail failed${1:+ ($1)}"
-  [ "$fail" -eq 0 ]
+  [ "$fail" -eq 0 ] || return 1
+  [ "$assets_skipped" -eq 0 ] || exit 77
 }

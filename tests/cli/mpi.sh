@@ -8,12 +8,12 @@
 #   --resume under another layout (more ranks, fewer ranks) equals the uninterrupted run.
 # - Causal-LM fine-tuning with bf16 masters and 2 SPSA samples: the same.
 # - --verify-every: a bit flipped on one node is caught and the job stops non-zero.
-# usage: mpi.sh DISTZO ASSETS        (exit 77: mpirun or the assets missing)
+# usage: mpi.sh DISTZO ASSETS        (fails without mpirun; see lib.sh for missing assets)
 set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
+need_tool mpirun "scripts/deps.sh installs openmpi-bin"
 "$bin" train --help 2>&1 | grep -q -- --pertp || { echo "FAIL: distzo has no --pertp"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 head -41 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
@@ -69,6 +69,18 @@ mpi 4 "$bin" train --resume --dp 4 --out "$tmp/killed" > /dev/null 2>&1 || bad "
 check "resume on 4 ranks (DDP) after a 2-rank PertP run lost a rank == uninterrupted" "$tmp/ref" "$tmp/killed"
 "$bin" train --resume --threads 1 --out "$tmp/killed1" > /dev/null 2>&1 || bad "resume in one process failed"
 check "resume in one process after a 2-rank run lost a rank == uninterrupted" "$tmp/ref" "$tmp/killed1"
+
+# a rank that stops responding (SIGSTOP after step 4): the job ends within --rank-timeout,
+# naming the rank, and resumes like a crash
+t0=$(date +%s)
+DISTZO_TEST_KILL=1:4:stop mpi 2 "$bin" train "${common[@]}" --rank-timeout 5 --out "$tmp/stopped" > "$tmp/stopped.txt" 2>&1
+rc=$? t1=$(date +%s)
+pkill -KILL -f "$tmp/stopped" 2>/dev/null
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((t1 - t0)) -lt 90 ] && grep -q "rank 1 did not respond within 5 s" "$tmp/stopped.txt"; then
+  ok "stopped rank: the job ended after $((t1 - t0)) s naming rank 1 (exit $rc)"
+else bad "stopped rank: exit $rc after $((t1 - t0)) s"; tail -5 "$tmp/stopped.txt"; fi
+"$bin" train --resume --threads 1 --out "$tmp/stopped" > /dev/null 2>&1 || bad "resume after a stopped rank failed"
+check "resume in one process after a rank stopped responding == uninterrupted" "$tmp/ref" "$tmp/stopped"
 
 # --verify-every: one flipped bit on node 1 after step 4 is caught there
 DISTZO_TEST_CORRUPT=1:4 mpi 2 "$bin" train "${common[@]}" --node-size 1 --verify-every 4 --out "$tmp/corrupt" \

@@ -6,10 +6,10 @@
  * several ranks with --store ram (else once per rank; with a disk store only the global
  * block stays resident, plus the store's buffers); working copies, activations and the
  * process itself are per rank. Sizes come from the runtime's own functions
- * (dz_forward_bytes_for, dz_param_table_bytes, the engine's bytes function), so the plan
- * changes when the code does. docs/PLANNER.md has the formulas and the measured check. */
-#ifndef DZ_PARALLEL_PLAN_H
-#define DZ_PARALLEL_PLAN_H
+ * (dz_forward_bytes_for, dz_param_table_bytes, dz_zo_engine_bytes_for and
+ * dz_zo_store_bytes_for), so the plan changes when the code does. docs/PLANNER.md has the formulas and the measured check. */
+#ifndef DISTZO_PLAN_H
+#define DISTZO_PLAN_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,10 +40,6 @@ typedef struct dz_plan_request {
     int share_prompts;     /* candidates continue their prompt: 4 activation streams, else 2 */
     int threads;           /* threads per rank (attention scratch); <= 0: this machine's */
     double overhead, overhead_mpi; /* fixed bytes per process: alone, under mpirun */
-    /* The engine's working buffers (dz_zo_engine_bytes_for; src/zo sits above src/parallel). */
-    size_t (*engine_bytes)(const dz_param_table *t, size_t row_floats, size_t rows);
-    /* What a disk store adds (dz_zo_store_bytes_for: second pair of working copies, chunk buffer). */
-    size_t (*store_bytes)(const dz_param_table *t, dz_dtype master);
 } dz_plan_request;
 
 typedef struct dz_plan_layout {

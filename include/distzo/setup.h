@@ -1,0 +1,45 @@
+/* The one setup path of train, export and bench: the master weights (in memory, one copy
+ * shared by a node's ranks, or a disk store), then a forward and the ZO engine over them.
+ * Two calls, because what the forward must hold (batch, sequence length) is known only
+ * once the caller has read the model's config and built its data. */
+#ifndef DISTZO_SETUP_H
+#define DISTZO_SETUP_H
+
+#include "distzo/model.h"
+#include "distzo/parallel.h"
+#include "distzo/store.h"
+#include "distzo/zo.h"
+
+typedef struct dz_zo_setup dz_zo_setup;
+
+typedef struct dz_weights_spec {
+    const char *path;       /* the weights: HF folder, llama2.c .bin or a checkpoint */
+    dz_dtype master_dtype;  /* F32 or BF16 */
+    const char *store;      /* NULL or "ram": in memory; "disk:PATH", "disk-nocache:PATH": layer masters in a file */
+    dz_comm *comm;          /* NULL: one process; several ranks on a node share one copy in memory */
+} dz_weights_spec;
+
+typedef struct dz_engine_spec {
+    int max_batch, max_len; /* the forward: sequences and tokens it holds */
+    int streams;            /* activation streams: 2, or 4 for tree batches (shared prompts) */
+    dz_zo_params zo;
+    int max_resident_mb;    /* with a disk store: refuse to start above this many MB resident (0: no cap) */
+    int stream_globals;     /* with a disk store: the global block stays in it too */
+    int signs;              /* with a process group: the forwards this rank runs (1: +eps, 2: -eps, 3: both) */
+} dz_engine_spec;
+
+/* Loads the weights and puts the masters where spec says. A disk store is rebuilt from
+ * the loaded weights, so a resume never trusts a store a crash may have torn. */
+dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_error *err);
+/* Then the forward and the engine over the masters: with a disk store what stays
+ * resident, with a process group this rank's share of the work. */
+dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err);
+
+dz_model *dz_setup_model(const dz_zo_setup *s);
+dz_forward *dz_setup_forward(const dz_zo_setup *s);    /* NULL before dz_setup_engine */
+dz_zo_engine *dz_setup_zo_engine(const dz_zo_setup *s); /* NULL before dz_setup_engine */
+dz_store *dz_setup_store(const dz_zo_setup *s);         /* NULL: the masters are in memory */
+/* Frees the engine, the store, the forward and the model. NULL is fine. */
+void dz_setup_free(dz_zo_setup *s);
+
+#endif

@@ -1,0 +1,28 @@
+/* Small helpers a program around the library needs too: time, whole files, paths. */
+#ifndef DISTZO_UTIL_H
+#define DISTZO_UTIL_H
+
+#include <stddef.h>
+
+#include "distzo/error.h"
+
+/* Monotonic seconds. */
+double dz_now(void);
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer (len may be NULL). */
+dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err);
+
+/* Writes data to path atomically: path.tmp, fsync, rename, fsync of the directory. */
+dz_status dz_write_file_atomic(const char *path, const void *data, size_t len, dz_error *err);
+
+/* Copies src to dst (created or truncated), fsync'd. */
+dz_status dz_copy_file(const char *src, const char *dst, dz_error *err);
+
+/* Joins a directory and a file name into out (size cap). Returns 0, or -1 if too long. */
+int dz_path_join(char *out, size_t cap, const char *dir, const char *name);
+int dz_file_exists(const char *path);
+/* mkdir -p: creates path and any missing parents. 0 on success (or if it exists). */
+int dz_mkdirs(const char *path);
+int dz_is_dir(const char *path);
+
+#endif

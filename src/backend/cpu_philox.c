@@ -1,0 +1,148 @@
+/* The CPU backend's Philox fills (the contract: backend/zo_ops.h), compiled for each level
+ * of core/isa.h (AVX-512, AVX2, baseline SSE4.2) with DZ_ISA_VARIANTS and run as
+ * dz_isa_active() says, so that tests can run every level on one machine and check that
+ * they give the same bits.
+ *
+ * Philox's rounds are written with GCC vector types, W blocks per vector (one block per
+ * 32-bit lane), and the 32x32->64 multiplies with pmuludq on the even and odd lanes: the
+ * auto-vectorizer (GCC 12) either emulates 64x64 multiplies or repacks the products with
+ * cross-lane shuffles, 3x slower. Everything after the words (Box-Muller, Rademacher) is
+ * one plain C body that the vectorizer handles well in each variant. */
+#include "backend/cpu_zo.h"
+
+#include "backend/cpu_simd.h"
+
+#include <immintrin.h>
+
+#define ZO_BATCH 256 /* blocks per pass over the stack buffers (1024 elements); a multiple of every W */
+
+typedef struct zo_counter {
+    uint32_t k0[10], k1[10]; /* key of each round */
+    uint32_t c1, c2, c3;     /* purpose, tensor, draw */
+} zo_counter;
+
+static void zo_counter_init(zo_counter *c, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw) {
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < 10; r++, k0 += DZ_PHILOX_W0, k1 += DZ_PHILOX_W1) c->k0[r] = k0, c->k1[r] = k1;
+    c->c1 = purpose, c->c2 = tensor, c->c3 = draw;
+}
+
+/* Words of blocks j0 .. j0 + ceil(nb / W) W - 1 into x0..x3 (one array per word; nb <=
+ * ZO_BATCH). MUL(a, b): the 64-bit products of the even 32-bit lanes of a and b; mulhilo
+ * multiplies the even lanes and (shifted down) the odd lanes, and puts the halves back in
+ * their lanes with shifts and masks, no cross-lane shuffles. */
+#define ZO_DEFINE_PHILOX(name, attr, W, MUL)                                                          \
+    typedef uint32_t name##_u32v __attribute__((vector_size(4 * (W))));                               \
+    typedef uint64_t name##_u64v __attribute__((vector_size(4 * (W))));                               \
+    attr static inline void name##_mulhilo(name##_u32v a, uint32_t m, name##_u32v *hi, name##_u32v *lo) { \
+        const name##_u32v mv = (name##_u32v){0} + m;                                                  \
+        const name##_u32v odd_lanes = (name##_u32v)((name##_u64v){0} + 0xFFFFFFFF00000000ull);       \
+        const name##_u32v e = (name##_u32v)MUL(a, mv), o = (name##_u32v)MUL((name##_u32v)((name##_u64v)a >> 32), mv); \
+        *lo = (e & ~odd_lanes) | (name##_u32v)((name##_u64v)o << 32);                                 \
+        *hi = (name##_u32v)((name##_u64v)e >> 32) | (o & odd_lanes);                                  \
+    }                                                                                                 \
+    attr static void name##_philox(uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t *x3,           \
+                                   const zo_counter *ctr, uint32_t j0, size_t nb) {                   \
+        name##_u32v iota;                                                                             \
+        for (int l = 0; l < (W); l++) iota[l] = (uint32_t)l;                                          \
+        for (size_t b = 0; b < nb; b += (W)) {                                                        \
+            const name##_u32v zero = {0};                                                             \
+            name##_u32v c0 = iota + (j0 + (uint32_t)b), c1 = zero + ctr->c1, c2 = zero + ctr->c2,     \
+                        c3 = zero + ctr->c3, h0, l0, h1, l1;                                          \
+            for (int r = 0; r < 10; r++) {                                                            \
+                name##_mulhilo(c0, DZ_PHILOX_M0, &h0, &l0);                                           \
+                name##_mulhilo(c2, DZ_PHILOX_M1, &h1, &l1);                                           \
+                c0 = h1 ^ c1 ^ ctr->k0[r];                                                            \
+                c1 = l1;                                                                              \
+                c2 = h0 ^ c3 ^ ctr->k1[r];                                                            \
+                c3 = l0;                                                                              \
+            }                                                                                         \
+            memcpy(x0 + b, &c0, sizeof c0), memcpy(x1 + b, &c1, sizeof c1);                           \
+            memcpy(x2 + b, &c2, sizeof c2), memcpy(x3 + b, &c3, sizeof c3);                           \
+        }                                                                                             \
+    }
+
+#define ZO_MUL_SSE(a, b) _mm_mul_epu32((__m128i)(a), (__m128i)(b))
+#define ZO_MUL_AVX2(a, b) _mm256_mul_epu32((__m256i)(a), (__m256i)(b))
+#define ZO_MUL_AVX512(a, b) _mm512_mul_epu32((__m512i)(a), (__m512i)(b))
+
+ZO_DEFINE_PHILOX(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE)
+ZO_DEFINE_PHILOX(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2)
+ZO_DEFINE_PHILOX(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512)
+
+typedef void (*zo_philox_fn)(uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t *x3, const zo_counter *ctr,
+                             uint32_t j0, size_t nb);
+
+/* What a block pass writes: z (the two distributions) or the raw words. */
+typedef enum zo_mode { ZO_GAUSSIAN = DZ_Z_GAUSSIAN, ZO_RADEMACHER = DZ_Z_RADEMACHER, ZO_WORDS } zo_mode;
+
+/* Blocks j0 .. j0+nb-1 into out[0 .. 4nb) (float z, or uint32 words). The Philox of the
+ * variant's own width: isa is a constant in each variant, so the choice folds away. */
+DZ_ISA_VARIANTS(zo_blocks, (void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode),
+                (out, ctr, j0, nb, mode)) {
+    const zo_philox_fn philox_batch =
+        isa == DZ_ISA_AVX512 ? avx512_philox : isa == DZ_ISA_AVX2 ? avx2_philox : sse_philox;
+    uint32_t x0[ZO_BATCH], x1[ZO_BATCH], x2[ZO_BATCH], x3[ZO_BATCH];
+    for (size_t done = 0; done < nb; done += ZO_BATCH) {
+        const size_t m = nb - done < ZO_BATCH ? nb - done : ZO_BATCH;
+        philox_batch(x0, x1, x2, x3, ctr, j0 + (uint32_t)done, m);
+        if (mode == ZO_WORDS) {
+            uint32_t *restrict xb = (uint32_t *)out + 4 * done;
+            for (size_t b = 0; b < m; b++)
+                xb[4 * b] = x0[b], xb[4 * b + 1] = x1[b], xb[4 * b + 2] = x2[b], xb[4 * b + 3] = x3[b];
+        } else if (mode == ZO_RADEMACHER) {
+            float *restrict zb = (float *)out + 4 * done;
+            for (size_t b = 0; b < m; b++) {
+                zb[4 * b + 0] = dz_rademacher(x0[b]);
+                zb[4 * b + 1] = dz_rademacher(x1[b]);
+                zb[4 * b + 2] = dz_rademacher(x2[b]);
+                zb[4 * b + 3] = dz_rademacher(x3[b]);
+            }
+        } else {
+            float *restrict zb = (float *)out + 4 * done;
+            for (size_t b = 0; b < m; b++) {
+                float a0, a1, a2, a3;
+                dz_box_muller(x0[b], x1[b], &a0, &a1);
+                dz_box_muller(x2[b], x3[b], &a2, &a3);
+                zb[4 * b + 0] = a0, zb[4 * b + 1] = a1, zb[4 * b + 2] = a2, zb[4 * b + 3] = a3;
+            }
+        }
+    }
+}
+
+typedef void (*zo_blocks_fn)(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode);
+
+/* Elements i0 .. i0+n-1 (4-byte values) as: whole blocks written in place, partial blocks
+ * at either end through a 4-element buffer with the same kernel. */
+static void fill(void *out, const zo_counter *ctr, uint64_t i0, size_t n, zo_mode mode) {
+    const zo_blocks_fn blocks = zo_blocks_variants[dz_isa_active()]; /* one look-up per fill */
+    char *o = out;
+    while (n > 0) {
+        const uint32_t j = (uint32_t)(i0 >> 2);
+        const size_t off = (size_t)(i0 & 3);
+        size_t m;
+        if (off == 0 && n >= 4) {
+            m = n & ~(size_t)3;
+            blocks(o, ctr, j, m / 4, mode);
+        } else {
+            uint32_t tmp[4];
+            m = 4 - off < n ? 4 - off : n;
+            blocks(tmp, ctr, j, 1, mode);
+            memcpy(o, tmp + off, 4 * m);
+        }
+        o += 4 * m, i0 += m, n -= m;
+    }
+}
+
+void dz_cpu_z_fill(float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n, dz_zdist dist) {
+    zo_counter ctr;
+    zo_counter_init(&ctr, seed, DZ_PURPOSE_Z, tensor, draw);
+    fill(z, &ctr, i0, n, (zo_mode)dist);
+}
+
+void dz_cpu_philox_fill(uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i0,
+                        size_t n) {
+    zo_counter ctr;
+    zo_counter_init(&ctr, seed, purpose, tensor, draw);
+    fill(x, &ctr, i0, n, ZO_WORDS);
+}

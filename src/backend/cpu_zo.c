@@ -1,0 +1,138 @@
+/* The CPU backend's ZO span ops (backend.h; the contract: backend/zo_ops.h). All are one
+ * span walker over 1024-element chunks: per chunk, widen theta (bf16), apply the pending
+ * update (z of each sample's draw, accumulated in the spec's order), store theta (stochastic
+ * rounding for bf16), then write the pair for the next draw from the stored value. Unfused
+ * calls are the same walker with parts switched off, so fused and unfused results are equal
+ * by construction (and tested). Chunks after the first start on a Philox block boundary, so
+ * no block is generated twice. The elementwise loops have no reductions, so every level's
+ * variant (backend/cpu_simd.h) gives the same bits. */
+#include "backend/cpu_zo.h"
+
+#include "backend/cpu_simd.h"
+
+#define ZO_CHUNK 1024
+
+typedef struct span_io {
+    const float *in_f32;     /* theta read from here (f32 master) ... */
+    const uint16_t *in_bf16; /* ... or widened from here (bf16 master) */
+    float *out_f32;          /* updated theta (f32), NULL without an update */
+    uint16_t *out_bf16;      /* updated theta (bf16), NULL without an update */
+    float *w_plus, *w_minus; /* NULL: no pair */
+} span_io;
+
+DZ_ISA_VARIANTS(widen_bf16, (float *out, const uint16_t *h, size_t n), (out, h, n)) {
+    for (size_t i = 0; i < n; i++) out[i] = dz_zo_u2f((uint32_t)h[i] << 16);
+}
+
+DZ_ISA_VARIANTS(add_scaled, (float *u, float g, const float *z, size_t n), (u, g, z, n)) {
+    for (size_t i = 0; i < n; i++) u[i] = u[i] + g * z[i];
+}
+
+/* out = th - lr * (u / q [q > 1] + wd * th [wd != 0]); out may alias th. */
+DZ_ISA_VARIANTS(apply_update, (float *out, const float *th, const float *u, size_t n, int q, float lr, float wd),
+                (out, th, u, n, q, lr, wd)) {
+    const float fq = (float)q;
+    const int mean = q > 1, decay = wd != 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float v = u[i];
+        if (mean) v = v / fq;
+        if (decay) v = v + wd * th[i];
+        out[i] = th[i] - lr * v;
+    }
+}
+
+/* h = stochastic_round(th, x); th = widen(h), the value the rest of the step sees. */
+DZ_ISA_VARIANTS(round_bf16, (uint16_t *h, float *th, const uint32_t *x, size_t n), (h, th, x, n)) {
+    for (size_t i = 0; i < n; i++) {
+        h[i] = dz_bf16_round_stochastic(th[i], x[i]);
+        th[i] = dz_zo_u2f((uint32_t)h[i] << 16);
+    }
+}
+
+DZ_ISA_VARIANTS(make_pair, (float *wp, float *wm, const float *th, const float *z, float eps, size_t n),
+                (wp, wm, th, z, eps, n)) {
+    for (size_t i = 0; i < n; i++) {
+        const float e = eps * z[i];
+        wp[i] = th[i] + e;
+        wm[i] = th[i] - e;
+    }
+}
+
+/* Elements i .. i+m-1 (m <= ZO_CHUNK), at offset off into the io arrays. */
+static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *upd, float eps, uint64_t seed,
+                  uint32_t tensor, uint32_t next_draw, uint64_t i, dz_zdist dist) {
+    float buf[ZO_CHUNK], z[ZO_CHUNK];
+    const float *th = io->in_f32 ? io->in_f32 + off : buf;
+    if (!io->in_f32) widen_bf16(buf, io->in_bf16 + off, m);
+    if (upd) {
+        float u[ZO_CHUNK];
+        memset(u, 0, sizeof(float) * m);
+        const uint32_t d0 = upd->step * (uint32_t)upd->q;
+        for (int j = 0; j < upd->q; j++) {
+            dz_cpu_z_fill(z, seed, tensor, d0 + (uint32_t)j, i, m, dist);
+            add_scaled(u, upd->g[j], z, m);
+        }
+        if (io->out_f32) {
+            apply_update(io->out_f32 + off, th, u, m, upd->q, upd->lr, upd->wd);
+            th = io->out_f32 + off;
+        } else {
+            uint32_t x[ZO_CHUNK];
+            apply_update(buf, buf, u, m, upd->q, upd->lr, upd->wd);
+            dz_cpu_philox_fill(x, seed, DZ_PURPOSE_SR, tensor, d0, i, m);
+            round_bf16(io->out_bf16 + off, buf, x, m);
+        }
+    }
+    if (io->w_plus) {
+        dz_cpu_z_fill(z, seed, tensor, next_draw, i, m, dist);
+        make_pair(io->w_plus + off, io->w_minus + off, th, z, eps, m);
+    }
+}
+
+static void run_span(const span_io *io, size_t n, const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+                     uint32_t next_draw, uint64_t i0, dz_zdist dist) {
+    for (size_t done = 0; done < n;) {
+        const uint64_t i = i0 + done;
+        size_t m = ZO_CHUNK - (size_t)(i & 3);
+        if (m > n - done) m = n - done;
+        chunk(io, done, m, upd, eps, seed, tensor, next_draw, i, dist);
+        done += m;
+    }
+}
+
+void dz_cpu_perturb_pair(const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
+                         uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+    const span_io io = {.in_f32 = theta, .w_plus = w_plus, .w_minus = w_minus};
+    run_span(&io, n, NULL, eps, seed, tensor, draw, i0, dist);
+}
+
+void dz_cpu_perturb_pair_bf16(const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps,
+                              uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+    const span_io io = {.in_bf16 = theta, .w_plus = w_plus, .w_minus = w_minus};
+    run_span(&io, n, NULL, eps, seed, tensor, draw, i0, dist);
+}
+
+void dz_cpu_update_f32(float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
+                       uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+    const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
+    dz_cpu_update_then_perturb_f32(theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
+}
+
+void dz_cpu_update_bf16(uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
+                        uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+    const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
+    dz_cpu_update_then_perturb_bf16(theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
+}
+
+void dz_cpu_update_then_perturb_f32(float *theta, float *w_plus, float *w_minus, size_t n, const dz_zo_update *upd,
+                                    float eps, uint64_t seed, uint32_t tensor, uint32_t next_draw, uint64_t i0,
+                                    dz_zdist dist) {
+    const span_io io = {.in_f32 = theta, .out_f32 = upd ? theta : NULL, .w_plus = w_plus, .w_minus = w_minus};
+    run_span(&io, n, upd, eps, seed, tensor, next_draw, i0, dist);
+}
+
+void dz_cpu_update_then_perturb_bf16(uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+                                     const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+                                     uint32_t next_draw, uint64_t i0, dz_zdist dist) {
+    const span_io io = {.in_bf16 = theta, .out_bf16 = upd ? theta : NULL, .w_plus = w_plus, .w_minus = w_minus};
+    run_span(&io, n, upd, eps, seed, tensor, next_draw, i0, dist);
+}

@@ -1,0 +1,108 @@
+/* The weight sources the forward reads the global block through (token and position rows,
+ * the final norm, head chunks): perturbed for a step, the masters as they are for
+ * evaluation. rows() has no error path: a store read that fails hands the forward zeros
+ * and is recorded here for dz_pipeline_rows_status. */
+#include <string.h>
+
+#include "core/threads.h"
+#include "pipeline/internal.h"
+
+void dz_rows_record(dz_pipeline *p, const dz_error *err) {
+    if (!p->rows.failed) p->rows.err = *err;
+    p->rows.failed = 1;
+}
+
+dz_status dz_pipeline_rows_status(dz_pipeline *p, dz_error *err) {
+    if (!p->rows.failed) return DZ_OK;
+    p->rows.failed = 0;
+    return dz_fail(err, p->rows.err.code, "%s", p->rows.err.msg);
+}
+
+/* Theta for rows of a global tensor starting at element i0: in place, or (streamed) read
+ * from the store into gtheta; NULL after a failed read (recorded). */
+static void *global_theta(dz_pipeline *p, int id, int64_t row0, int64_t nrows, uint64_t i0) {
+    if (!p->io.stream_globals) return dz_ws_theta_at(p, id, i0);
+    dz_error err = {0};
+    if (dz_store_read_rows(p->io.store, id, row0, nrows, p->io.gtheta, &err) == DZ_OK) return p->io.gtheta;
+    dz_rows_record(p, &err);
+    return NULL;
+}
+
+/* Elements [0, n) of global rows as SPAN-element tasks (task k: elements k*SPAN...). */
+typedef struct rows_job {
+    const dz_pipeline *p;
+    int id, apply;
+    uint64_t i0;
+    size_t n, esz;
+    char *th;
+    float *wp, *wm;
+} rows_job;
+
+static void rows_task(void *ctx, int k, int thread) {
+    const rows_job *r = ctx;
+    const size_t a = (size_t)k * SPAN, len = r->n - a < SPAN ? r->n - a : SPAN;
+    dz_pass_perturb_span(r->p, r->id, r->i0 + a, len, r->th + a * r->esz, r->wp + a, r->wm + a, r->apply);
+}
+
+/* Rows of a global tensor for stream 0 (theta + eps z) or 1 (theta - eps z). Both are
+ * computed together; stream 1's half is kept for the head's next request. */
+static const float *perturbed_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
+    dz_pipeline *p = (dz_pipeline *)self;
+    rows_state *rs = &p->rows;
+    const int64_t cols = dz_model_params(p->m)->params[id].cols;
+    const uint64_t i0 = (uint64_t)(row0 * cols);
+    const size_t n = (size_t)(nrows * cols);
+    stream &= 1; /* even streams see +eps, odd ones -eps */
+    if (stream == 1 && rs->cache_valid && rs->cache_id == id && rs->cache_row0 == row0 && rs->cache_nrows == nrows) {
+        memcpy(scratch, rs->minus_cache, n * sizeof(float));
+        rs->cache_valid = 0;
+        return scratch;
+    }
+    float *wp = stream == 0 ? scratch : rs->minus_cache, *wm = stream == 0 ? rs->minus_cache : scratch;
+    char *th = global_theta(p, id, row0, nrows, i0);
+    if (!th) { /* the caller sees zeros; the step reports the error */
+        memset(scratch, 0, n * sizeof(float));
+        rs->cache_valid = 0;
+        return scratch;
+    }
+    const int apply = p->io.gapply; /* a streamed global block's update is in the copy, not yet in the store */
+    const size_t esz = dz_dtype_size(dz_model_dtype(p->m));
+    if (n < PARALLEL_ROWS_MIN) {
+        dz_pass_perturb_span(p, id, i0, n, th, wp, wm, apply);
+    } else {
+        rows_job job = {.p = p, .id = id, .apply = apply, .i0 = i0, .n = n, .esz = esz, .th = th, .wp = wp, .wm = wm};
+        dz_parallel_for((int)((n + SPAN - 1) / SPAN), rows_task, &job);
+    }
+    rs->cache_valid = stream == 0;
+    rs->cache_id = id;
+    rs->cache_row0 = row0;
+    rs->cache_nrows = nrows;
+    return scratch;
+}
+
+dz_weight_source dz_pipeline_perturbed_source(dz_pipeline *p) { return (dz_weight_source){perturbed_rows, p}; }
+
+/* The masters as evaluation sees them: resident tensors in place, the others read from
+ * the store. */
+static const float *master_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
+    dz_pipeline *p = (dz_pipeline *)self; /* created mutable; only the error record changes */
+    const dz_weight_source own = dz_model_weights(p->m);
+    if (dz_model_tensor(p->m, id)) return own.rows(own.self, stream, id, row0, nrows, scratch);
+    const size_t n = (size_t)(nrows * dz_model_params(p->m)->params[id].cols);
+    const int bf16 = dz_masters_bf16(p);
+    void *raw = bf16 ? (void *)((uint16_t *)(void *)scratch + n) : (void *)scratch; /* bf16 lands in the upper half */
+    dz_error err = {0};
+    if (dz_store_read_rows(p->io.store, id, row0, nrows, raw, &err) != DZ_OK) {
+        dz_rows_record(p, &err);
+        memset(scratch, 0, n * sizeof(float));
+        return scratch;
+    }
+    if (bf16) /* widening in place, front to back: each source element is read before it is overwritten */
+        for (size_t i = 0; i < n; i++) scratch[i] = dz_bf16_to_f32(((const uint16_t *)raw)[i]);
+    return scratch;
+}
+
+dz_weight_source dz_pipeline_master_source(const dz_pipeline *p) {
+    if (!p->io.store) return dz_model_weights(p->m);
+    return (dz_weight_source){master_rows, p};
+}

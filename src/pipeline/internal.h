@@ -1,0 +1,152 @@
+/* The block pipeline's private state, shared by the files of src/pipeline:
+ * working_set.c   spans, block layout, the pairs of working copies, a node's sharing
+ * block_pass.c    the element-wise passes over a block's spans, in memory or in the store
+ * pending.c       the pending update: recorded, applied block by block, flushed
+ * streaming.c     a disk store's schedule on its I/O thread
+ * perturbation.c  one perturbation's walk over the blocks (begin, layer, end)
+ * global_rows.c   the weight sources: perturbed global rows, the masters as they are
+ * checksum.c      span hashes and the masters' checksum
+ * residency.c     byte counts
+ * pipeline.c      creation and release */
+#ifndef DZ_PIPELINE_INTERNAL_H
+#define DZ_PIPELINE_INTERNAL_H
+
+#include "pipeline/pipeline.h"
+
+/* Elements per unit of parallel work: big enough to amortize scheduling, small enough
+ * to balance a block's tensors over the threads. Global rows below PARALLEL_ROWS_MIN
+ * elements are perturbed on the calling thread. */
+enum { SPAN = 32768, PARALLEL_ROWS_MIN = 65536 };
+/* Spans one pass over a block in the store moves at a time (8 MB of f32): bounds the
+ * chunk buffer, not the file's layout. */
+enum { GCHUNK_SPANS = 64 };
+
+/* Elements [i0, i0 + n) of tensor id. */
+typedef struct span {
+    int id;
+    uint64_t i0;
+    size_t n;
+} span;
+
+/* Where every element goes: the tensors cut into spans in table order, grouped by block,
+ * and the fp32 working copies a layer block is perturbed into. */
+typedef struct working_set {
+    int n_blocks;                 /* layers + the global block (the last) */
+    span *spans;
+    int *block_first_span;        /* spans of block b: [block_first_span[b], block_first_span[b+1]) */
+    size_t *tensor_off;           /* offset of a layer tensor inside its block's working copies */
+    int (*layer_ids)[DZ_L_COUNT]; /* tensor id of (layer, role), or -1 */
+    float *wplus[2], *wminus[2];  /* pairs of working copies (+eps, -eps) of a layer block: pair 0
+                                   * always, pair 1 with a store (block l uses pair l % 2, so the
+                                   * I/O thread fills block l+1's while layer l computes) */
+    size_t block_floats;          /* floats in each: the largest layer block */
+    int own_work;                 /* pair 0 is this pipeline's (not a node's shared one) */
+} working_set;
+
+/* The update a step leaves for the next pass over each block. */
+typedef struct pending_update {
+    int pending;            /* an update waits to be applied */
+    unsigned char *applied; /* per block: the pending update is already in */
+    dz_zo_update rule;      /* rule.g points at g */
+    float g[DZ_PIPELINE_MAX_Q];
+} pending_update;
+
+/* A disk store and its schedule (store NULL: the masters are in the model's memory). */
+typedef struct stream_state {
+    dz_store *store;
+    int stream_globals; /* the global block stays in the store too (the model holds no tensor) */
+    int prep_apply[2];  /* per pair: the queued preparation applies the pending update */
+    char *chunk;        /* the bounded transfer buffer: GCHUNK_SPANS spans of a block */
+    char *gtheta;       /* streamed globals: the rows a source reads, in the store's dtype */
+    int gapply;         /* streamed globals: this pass's update is not yet in the store */
+} stream_state;
+
+/* The global rows of a perturbation: stream 1's rows are computed with stream 0's (same
+ * z) and kept for its next request; and the first read that failed inside rows(). */
+typedef struct rows_state {
+    float *minus_cache;
+    size_t row_floats;
+    int cache_valid, cache_id;
+    int64_t cache_row0, cache_nrows;
+    int failed;
+    dz_error err;
+} rows_state;
+
+/* A node's ranks sharing the masters (n_slices <= 1: alone). */
+typedef struct node_share {
+    int slice, n_slices;
+    dz_status (*barrier)(void *ctx, dz_error *err);
+    void *ctx;
+} node_share;
+
+struct dz_pipeline {
+    dz_model *m;
+    const dz_backend *be; /* the forward's: its ZO ops perturb and update the spans */
+    dz_pipeline_perturbation z;
+    uint32_t draw; /* the draw the working copies and the perturbed source carry */
+    working_set ws;
+    pending_update upd;
+    stream_state io;
+    rows_state rows;
+    node_share node;
+    size_t bytes;
+};
+
+static inline int dz_masters_bf16(const dz_pipeline *p) { return dz_model_dtype(p->m) == DZ_BF16; }
+
+/* working_set.c */
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, dz_error *err);
+void dz_ws_free(working_set *ws);
+size_t dz_ws_max_layer_floats(const dz_param_table *t);
+/* Element i0 of a tensor the model holds (not one in the store). */
+void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0);
+/* Span k is this rank's to update and perturb (its slice; alone, every span is). */
+int dz_ws_my_span(const dz_pipeline *p, int k);
+/* Shared masters: nobody may still read what is about to be written (old weights, the
+ * working copies of the previous block), nor read before every slice is in. */
+dz_status dz_ws_node_barrier(dz_pipeline *p, dz_error *err);
+
+/* block_pass.c */
+/* w+/w- of elements [i0, i0+n) of tensor id at the current draw from th (where element
+ * i0 lies), applying the pending update to th first when apply is set. */
+void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
+                          int apply);
+/* What one pass over spans of a block in the store does to each span, in its chunk. */
+typedef struct dz_pass {
+    int apply;           /* apply the pending update (the range is then written back) */
+    int pair;            /* >= 0: write w+/w- of the spans into this pair (after the update) */
+    uint64_t *hash;      /* non-NULL: add the hashes of this slice's spans */
+    int slice, n_slices; /* with hash: spans k with k % n_slices == slice */
+    int parallel;        /* spread a chunk's spans over the pool's threads (not on the I/O thread) */
+} dz_pass;
+dz_status dz_pass_chunks(dz_pipeline *p, int blk, int a, int b, const dz_pass *pass, dz_error *err);
+/* Block b in memory: this rank's spans updated; layer l's spans into pair 0 (the pending
+ * update fused in when the block does not have it yet). */
+void dz_pass_update_in_memory(dz_pipeline *p, int b);
+void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply);
+
+/* pending.c: the pending update of blocks [b0, b1) outside a step's fills, between node
+ * barriers. */
+dz_status dz_pending_update_blocks(dz_pipeline *p, int b0, int b1, dz_error *err);
+
+/* streaming.c */
+/* Block b's masters are in the store: a layer, or a streamed global block. */
+static inline int dz_stream_in_store(const dz_pipeline *p, int b) {
+    return p->io.store && (b < p->ws.n_blocks - 1 || p->io.stream_globals);
+}
+/* Queues the preparation of layer l into pair l % 2 (the caller is done with that pair). */
+dz_status dz_stream_prepare(dz_pipeline *p, int l, dz_error *err);
+/* Layer l's pair is ready once the queue drains; then queues layer l+1's preparation and a
+ * slice of a streamed global block's update, both overlapping layer l's compute. */
+dz_status dz_stream_stage(dz_pipeline *p, int l, dz_error *err);
+
+/* global_rows.c */
+void dz_rows_record(dz_pipeline *p, const dz_error *err);
+
+/* residency.c: dz_pipeline_planned_bytes with the forward's row_floats. */
+size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);
+
+/* checksum.c: a span's bytes hashed, keyed by its index k. */
+uint64_t dz_hash_span(const unsigned char *bytes, size_t n, uint64_t k);
+
+#endif

@@ -1,0 +1,55 @@
+/* One perturbation's walk over the blocks, in the order the forward reads them: the
+ * global block's rows first (the embedding), then each layer's working copies, then the
+ * global block's rows again (the head). The pending update goes into each block on the
+ * way: fused into a layer's fill, applied to the global block before its rows are read,
+ * or, with a streamed global block, slice by slice on the I/O thread (rows read before a
+ * slice is in get the update in their copy). */
+#include "pipeline/internal.h"
+
+dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err) {
+    const int g = p->ws.n_blocks - 1;
+    p->draw = draw;
+    p->rows.cache_valid = 0;
+    p->rows.failed = 0;
+    if (p->io.stream_globals) {
+        p->io.gapply = p->upd.pending && !p->upd.applied[g];
+        p->upd.applied[g] = 1;
+    } else {
+        dz_status st = dz_pending_update_blocks(p, g, g + 1, err);
+        if (st != DZ_OK) return st;
+    }
+    return p->io.store ? dz_stream_prepare(p, 0, err) : DZ_OK; /* overlaps the embedding */
+}
+
+/* Without a store: pair 0 filled with layer l, the pending update fused in. With a node's
+ * ranks sharing the masters and the working copies, each fills its slice of the spans
+ * (updating only those masters), between barriers. */
+static dz_status fill_block(dz_pipeline *p, int l, dz_error *err) {
+    const int apply = p->upd.pending && !p->upd.applied[l];
+    dz_status st = dz_ws_node_barrier(p, err);
+    if (st != DZ_OK) return st;
+    dz_pass_fill_in_memory(p, l, apply);
+    if (apply) p->upd.applied[l] = 1;
+    return dz_ws_node_barrier(p, err);
+}
+
+dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err) {
+    dz_status st = p->io.store ? dz_stream_stage(p, l, err) : fill_block(p, l, err);
+    if (st != DZ_OK) return st;
+    const working_set *ws = &p->ws;
+    const int pair = p->io.store ? l % 2 : 0; /* a store's I/O thread filled pair l % 2 */
+    for (int r = 0; r < DZ_L_COUNT; r++) {
+        const int id = ws->layer_ids[l][r];
+        w[0][r] = id < 0 ? NULL : ws->wplus[pair] + ws->tensor_off[id];
+        w[1][r] = id < 0 ? NULL : ws->wminus[pair] + ws->tensor_off[id];
+    }
+    return DZ_OK;
+}
+
+dz_status dz_pipeline_end_layers(dz_pipeline *p, dz_error *err) {
+    p->upd.pending = 0; /* every block has it now */
+    dz_status st = p->io.store ? dz_store_wait(p->io.store, err) : DZ_OK;
+    if (st != DZ_OK) return st;
+    p->io.gapply = 0; /* the store holds the updated global block: the head reads it as is */
+    return DZ_OK;
+}

@@ -1,0 +1,115 @@
+/* The block pipeline: the model's master weights walked block by block (each layer, then
+ * the global block of embeddings, final norm and head), every pass writing two fp32
+ * working copies w+ = theta + eps z and w- = theta - eps z with a pending update fused in
+ * before the perturbation. The masters live in the model's memory, in a disk store (each
+ * layer prepared on the store's I/O thread while the previous one computes; the global
+ * block resident or streamed by rows), or once per node, each rank passing over its slice
+ * of every block's spans. z is a pure function of (seed, tensor, draw, element), so where
+ * and in what pieces a pass runs never changes the bits.
+ *
+ * The estimator (src/zo) drives one perturbation (draw) of the forward like this:
+ *
+ *   dz_pipeline_begin(p, draw)          global block brought up to date, layer 0 queued
+ *   dz_pipeline_perturbed_source(p)     its rows: the embedding (stream parity: +eps/-eps)
+ *   dz_pipeline_layer(p, l, w)          l = 0, 1, ...: layer l's working copies, ready
+ *   dz_pipeline_end_layers(p)           every block has the update; the store is idle
+ *   dz_pipeline_perturbed_source(p)     its rows again: the head
+ *   dz_pipeline_rows_status(p)          a read that failed inside rows()
+ *
+ * Every call that can fail returns a status; rows() of a weight source has no error path,
+ * so a failed read there hands the forward zeros and is recorded for rows_status. */
+#ifndef DZ_PIPELINE_PIPELINE_H
+#define DZ_PIPELINE_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "distzo/error.h"
+#include "distzo/model.h"
+#include "store/store.h"
+#include "backend/backend.h" /* the span kernels are the forward's backend's ZO ops */
+#include "backend/zo_ops.h"
+
+/* The most samples a pending update combines (g[0..q-1]). */
+enum { DZ_PIPELINE_MAX_Q = 64 };
+
+typedef struct dz_pipeline dz_pipeline;
+
+/* The perturbation the working copies carry: z of (seed, tensor, draw, element). */
+typedef struct dz_pipeline_perturbation {
+    uint64_t seed;
+    float eps;
+    dz_zdist dist;
+} dz_pipeline_perturbation;
+
+/* m's masters (owned, f32 or bf16: the caller checks) in memory; f gives the row buffer's
+ * size (dz_forward_row_floats). */
+dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z, dz_pipeline **out,
+                             dz_error *err);
+void dz_pipeline_free(dz_pipeline *p);
+
+/* Moves the layer masters (and, when the model let go of them, the global block's) to
+ * store s: allocates the second pair of working copies, the chunk buffer and (streamed
+ * globals) the row buffer. */
+dz_status dz_pipeline_use_store(dz_pipeline *p, dz_store *s, dz_error *err);
+
+/* A node's ranks sharing the masters: this rank is slice `slice` of n_slices; work (2 x
+ * dz_pipeline_block_floats floats, node-shared) replaces this rank's own pair of working
+ * copies; barrier(ctx) separates the slices' writes from everyone's reads. */
+typedef struct dz_pipeline_node {
+    int slice, n_slices;
+    float *work;
+    dz_status (*barrier)(void *ctx, dz_error *err);
+    void *ctx;
+} dz_pipeline_node;
+dz_status dz_pipeline_share_node(dz_pipeline *p, const dz_pipeline_node *node, dz_error *err);
+
+/* Floats in one working copy (the largest layer block). */
+size_t dz_pipeline_block_floats(const dz_pipeline *p);
+/* Bytes the pipeline holds: working copies, the -eps row cache, a store's buffers. */
+size_t dz_pipeline_bytes(const dz_pipeline *p);
+
+/* ---- The pending update ----------------------------------------------------------- */
+
+/* Records u (g copied; q in 1..DZ_PIPELINE_MAX_Q) as pending: each block takes it in its
+ * next pass, and the caller must flush before it sets another. */
+dz_status dz_pipeline_set_update(dz_pipeline *p, const dz_zo_update *u, dz_error *err);
+/* Applies the pending update to every block that does not have it yet; with a store,
+ * returns once the I/O thread is idle. */
+dz_status dz_pipeline_flush(dz_pipeline *p, dz_error *err);
+
+/* ---- One perturbation of the forward ---------------------------------------------- */
+
+dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err);
+/* Layer l's working copies (in order l = 0, 1, ...): w[0][role] = w+, w[1][role] = w-
+ * (NULL for a role the layer lacks), valid until the next call (which starts refilling
+ * them: the caller is then done with layer l). */
+dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err);
+dz_status dz_pipeline_end_layers(dz_pipeline *p, dz_error *err);
+/* Rows of the global block as the perturbation sees them: even streams theta + eps z,
+ * odd ones theta - eps z (a pending update in the copy when the store has not got it). */
+dz_weight_source dz_pipeline_perturbed_source(dz_pipeline *p);
+
+/* ---- The masters as they are ------------------------------------------------------ */
+
+/* Resident tensors in place, the others read from the store (flush first). */
+dz_weight_source dz_pipeline_master_source(const dz_pipeline *p);
+/* The first read that failed inside either source's rows() since the last call (or since
+ * dz_pipeline_begin), then clears it. */
+dz_status dz_pipeline_rows_status(dz_pipeline *p, dz_error *err);
+/* Flushes, then the sum over spans k with k % n_slices == slice of a hash of (k, span
+ * bytes): a node's slices add up to the node's checksum, the same for any slicing. */
+dz_status dz_pipeline_checksum_slice(dz_pipeline *p, int slice, int n_slices, uint64_t *sum, dz_error *err);
+
+/* ---- Sizes, before a pipeline exists (the planner, the resident check) ------------ */
+
+/* A pair of fp32 working copies of the largest layer block and the -eps row cache
+ * (row_floats = dz_forward_row_floats). */
+size_t dz_pipeline_bytes_for(const dz_param_table *t, size_t row_floats);
+/* What a disk store of masters in dtype adds: the second pair and the chunk buffer. */
+size_t dz_pipeline_store_bytes_for(const dz_param_table *t, dz_dtype dtype);
+/* What dz_pipeline_create + dz_pipeline_use_store(s) allocate for m and f (s NULL: no
+ * store); with stream_globals also the global block's row buffer. */
+size_t dz_pipeline_planned_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals);
+
+#endif

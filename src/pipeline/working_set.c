@@ -1,0 +1,107 @@
+/* The working set: the model's tensors cut into spans, grouped by block, and the pair of
+ * fp32 working copies (w+, w-) a layer block is perturbed into; this rank's own, or one
+ * pair per node that the node's ranks fill slice by slice. */
+#include <stdlib.h>
+
+#include "core/util.h"
+#include "pipeline/internal.h"
+
+size_t dz_ws_max_layer_floats(const dz_param_table *t) {
+    int n_layers = 0; /* the global block is the last */
+    for (int i = 0; i < t->count; i++)
+        if (t->params[i].block > n_layers) n_layers = t->params[i].block;
+    size_t best = 0;
+    for (int b = 0; b < n_layers; b++) {
+        size_t n = 0;
+        for (int i = 0; i < t->count; i++)
+            if (t->params[i].block == b) n += (size_t)dz_param_numel(&t->params[i]);
+        best = n > best ? n : best;
+    }
+    return best;
+}
+
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, dz_error *err) {
+    ws->n_blocks = n_blocks;
+    size_t count = 0;
+    for (int i = 0; i < t->count; i++) count += ((size_t)dz_param_numel(&t->params[i]) + SPAN - 1) / SPAN;
+    ws->spans = malloc(sizeof *ws->spans * (count ? count : 1));
+    if (n_blocks < 1) return dz_fail(err, DZ_ERR_INVALID, "zo: a model without blocks");
+    ws->block_first_span = calloc((size_t)n_blocks + 1, sizeof *ws->block_first_span);
+    ws->tensor_off = calloc((size_t)t->count, sizeof *ws->tensor_off);
+    if (!ws->spans || !ws->block_first_span || !ws->tensor_off) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    size_t k = 0;
+    for (int b = 0; b < n_blocks; b++) { /* the table is ordered by block */
+        ws->block_first_span[b] = (int)k;
+        size_t off = 0;
+        for (int i = 0; i < t->count; i++) {
+            if (t->params[i].block != b) continue;
+            const size_t n = (size_t)dz_param_numel(&t->params[i]);
+            ws->tensor_off[i] = off;
+            off += n;
+            for (size_t a = 0; a < n; a += SPAN) ws->spans[k++] = (span){i, a, n - a < SPAN ? n - a : SPAN};
+        }
+    }
+    ws->block_first_span[n_blocks] = (int)k;
+    ws->layer_ids = malloc(sizeof *ws->layer_ids * (size_t)n_blocks);
+    if (!ws->layer_ids) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    for (int l = 0; l < n_blocks - 1; l++)
+        for (int r = 0; r < DZ_L_COUNT; r++) ws->layer_ids[l][r] = dz_param_find(t, l, r);
+    ws->block_floats = dz_ws_max_layer_floats(t);
+    ws->wplus[0] = dz_alloc(ws->block_floats * sizeof(float));
+    ws->wminus[0] = dz_alloc(ws->block_floats * sizeof(float));
+    ws->own_work = 1;
+    if (!ws->wplus[0] || !ws->wminus[0])
+        return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)",
+                       ws->block_floats);
+    return DZ_OK;
+}
+
+void dz_ws_free(working_set *ws) {
+    free(ws->spans);
+    free(ws->block_first_span);
+    free(ws->tensor_off);
+    free(ws->layer_ids);
+    if (ws->own_work) {
+        dz_free(ws->wplus[0]);
+        dz_free(ws->wminus[0]);
+    }
+    dz_free(ws->wplus[1]);
+    dz_free(ws->wminus[1]);
+}
+
+void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0) {
+    return (char *)dz_model_tensor(p->m, id) + i0 * dz_dtype_size(dz_model_dtype(p->m));
+}
+
+/* With masters shared by a node's ranks, span k is this rank's when k mod n_slices is its
+ * slice. */
+int dz_ws_my_span(const dz_pipeline *p, int k) {
+    return p->node.n_slices <= 1 || k % p->node.n_slices == p->node.slice;
+}
+
+dz_status dz_ws_node_barrier(dz_pipeline *p, dz_error *err) {
+    return p->node.n_slices > 1 ? p->node.barrier(p->node.ctx, err) : DZ_OK;
+}
+
+dz_status dz_pipeline_share_node(dz_pipeline *p, const dz_pipeline_node *node, dz_error *err) {
+    if (node->n_slices <= 1) return DZ_OK;
+    if (!node->barrier || node->slice < 0 || node->slice >= node->n_slices)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: sliced updates need a barrier and a slice in 0..%d",
+                       node->n_slices - 1);
+    if (p->io.store)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
+    if (!node->work) return dz_fail(err, DZ_ERR_INVALID, "zo: sliced fills need working buffers shared by the node");
+    p->node = (node_share){
+        .slice = node->slice, .n_slices = node->n_slices, .barrier = node->barrier, .ctx = node->ctx};
+    working_set *ws = &p->ws;
+    if (ws->own_work) { /* the node's one pair replaces this rank's own */
+        dz_free(ws->wplus[0]);
+        dz_free(ws->wminus[0]);
+        ws->own_work = 0;
+        p->bytes -= 2 * ws->block_floats * sizeof(float);
+    }
+    ws->wplus[0] = node->work, ws->wminus[0] = node->work + ws->block_floats;
+    return DZ_OK;
+}
+
+size_t dz_pipeline_block_floats(const dz_pipeline *p) { return p->ws.block_floats; }

@@ -1,0 +1,51 @@
+/* The selection score of a set: accuracy (classification) or minus the mean NLL (LM), so
+ * higher is better either way. Each rank scores a share of the examples; per-example
+ * (score, weight) pairs are summed over ranks (one non-zero contributor each) and combined
+ * in example order, so the result is the same for any number of ranks. */
+#include <math.h>
+#include <string.h>
+
+#include "parallel/comm.h"
+#include "run/trainer.h"
+
+/* Examples [lo, hi) of a set, sharing its sequences. */
+static dz_class_set class_view(const dz_class_set *cs, int lo, int hi) {
+    dz_class_set v = *cs;
+    v.n_examples = hi - lo;
+    v.seqs = cs->seqs + (size_t)lo * cs->n_labels;
+    v.labels = cs->labels + lo;
+    return v;
+}
+
+dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *score, dz_error *err) {
+    *score = NAN;
+    const int n = cs->n_examples;
+    if (n == 0) return DZ_OK;
+    dz_status st = dz_zo_flush(tr->e, err); /* evaluation never sees stale weights */
+    if (st != DZ_OK) return st;
+    const dz_weight_source w = dz_zo_master_source(tr->e);
+    int lo, hi;
+    dz_layout_share(n, tr->lay.n, tr->lay.rank, &lo, &hi);
+    double *pairs = tr->eval_pairs;
+    memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
+    const dz_class_set v = class_view(cs, lo, hi);
+    const int eval_batch = tr->cfg.schedule.eval_batch;
+    if (hi > lo && tr->lm) {
+        double nll;
+        st = dz_lm_evaluate(tr->f, &w, &v, eval_batch, pairs + 2 * (size_t)lo, &nll, err);
+    } else if (hi > lo) {
+        st = dz_class_evaluate(tr->f, &w, &v, eval_batch, tr->eval_preds, NULL, NULL, err);
+        for (int i = 0; st == DZ_OK && i < hi - lo; i++) {
+            pairs[2 * (size_t)(lo + i)] = v.labels[i] >= 0 && tr->eval_preds[i] == v.labels[i];
+            pairs[2 * (size_t)(lo + i) + 1] = v.labels[i] >= 0;
+        }
+    }
+    if (st == DZ_OK) st = dz_zo_source_status(tr->e, err); /* a store read that failed inside the forward */
+    if (st == DZ_OK) st = dz_comm_sum_f64(tr->comm, pairs, 2 * (size_t)n, err);
+    if (st != DZ_OK) return st;
+    double a = 0.0, b = 0.0;
+    for (int i = 0; i < n; i++) a += pairs[2 * i], b += pairs[2 * i + 1];
+    if (tr->lm) *score = b > 0 ? -(a / b) : NAN;
+    else *score = b > 0 ? a / b : 0.0;
+    return DZ_OK;
+}

@@ -1,0 +1,109 @@
+/* The one setup path (distzo/setup.h): load, place the masters, forward, engine. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "distzo/setup.h"
+#include "parallel/comm.h"
+#include "run/setup.h"
+#include "store/store.h"
+
+struct dz_zo_setup {
+    dz_model *m;
+    dz_store *store;
+    dz_forward *f;
+    dz_zo_engine *e;
+    dz_comm *comm;
+    int node_shared; /* the node's ranks share one copy of the masters */
+};
+
+/* Node rank 0 copies its loaded weights into node-shared memory, the others point their
+ * tensors at it. */
+static dz_status share_masters(dz_zo_setup *s, dz_error *err) {
+    void *arena = NULL;
+    dz_status st = dz_comm_node_alloc(s->comm, dz_model_arena_bytes(s->m), &arena, err);
+    const int leader = dz_comm_node_rank(s->comm) == 0;
+    if (st == DZ_OK && leader) st = dz_model_move_to(s->m, arena, 1, err);
+    if (st == DZ_OK) st = dz_comm_node_barrier(s->comm, err);
+    if (st == DZ_OK && !leader) st = dz_model_move_to(s->m, arena, 0, err);
+    return st;
+}
+
+dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_error *err) {
+    *out = NULL;
+    dz_zo_setup *s = calloc(1, sizeof *s);
+    if (!s) return dz_fail(err, DZ_ERR_NOMEM, "setup: out of memory");
+    s->comm = spec->comm;
+    s->node_shared = s->comm && dz_comm_node_size(s->comm) > 1;
+    const char *path;
+    unsigned flags;
+    dz_status st = dz_store_parse_spec(spec->store, &path, &flags, err);
+    if (st == DZ_OK && path && s->comm && dz_comm_size(s->comm) > 1)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED,
+                     "--store %s: a disk store runs in one process; with mpirun use --store ram (the ranks of a node "
+                     "share one copy of the weights)", spec->store);
+    /* a disk store is written tensor by tensor from the model as loaded (mapped where it can be) */
+    if (st == DZ_OK) st = path ? dz_store_load_model(spec->path, spec->master_dtype, &s->m, err)
+                               : dz_model_load(spec->path, spec->master_dtype, &s->m, err);
+    if (st == DZ_OK && path) st = dz_store_create_as(path, s->m, spec->master_dtype, flags, &s->store, err);
+    else if (st == DZ_OK) st = s->node_shared ? share_masters(s, err) : dz_model_make_owned(s->m, err);
+    if (st != DZ_OK) {
+        dz_setup_free(s);
+        return st;
+    }
+    *out = s;
+    return DZ_OK;
+}
+
+static dz_status sum_over_ranks(void *ctx, double *buf, size_t n, dz_error *err) {
+    return dz_comm_sum_f64(ctx, buf, n, err);
+}
+
+static dz_status node_barrier(void *ctx, dz_error *err) { return dz_comm_node_barrier(ctx, err); }
+
+/* This rank's share of a step: its forwards, the node's one pair of working copies when
+ * the masters are shared, the sums over ranks. */
+static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
+    void *work = NULL;
+    dz_status st = DZ_OK;
+    if (s->node_shared) st = dz_comm_node_alloc(s->comm, 2 * dz_zo_block_floats(s->e) * sizeof(float), &work, err);
+    const dz_zo_parallel par = {.signs = signs,
+                                .shared_work = work,
+                                .sum = dz_comm_size(s->comm) > 1 ? sum_over_ranks : NULL,
+                                .slice = dz_comm_node_rank(s->comm),
+                                .n_slices = s->node_shared ? dz_comm_node_size(s->comm) : 1,
+                                .barrier = node_barrier,
+                                .ctx = s->comm};
+    return st == DZ_OK ? dz_zo_engine_set_parallel(s->e, &par, err) : st;
+}
+
+dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err) {
+    dz_status st = dz_forward_create_streams(s->m, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
+    if (st == DZ_OK && s->store)
+        st = dz_zo_store_residency(s->m, s->f, s->store, spec->max_resident_mb, spec->stream_globals, err);
+    if (st == DZ_OK) st = dz_zo_engine_create(s->m, s->f, &spec->zo, &s->e, err);
+    if (st == DZ_OK && s->comm) st = share_work(s, spec->signs, err);
+    if (st == DZ_OK && s->store) st = dz_zo_engine_use_store(s->e, s->store, err);
+    return st;
+}
+
+dz_model *dz_setup_model(const dz_zo_setup *s) { return s->m; }
+dz_forward *dz_setup_forward(const dz_zo_setup *s) { return s->f; }
+dz_zo_engine *dz_setup_zo_engine(const dz_zo_setup *s) { return s->e; }
+dz_store *dz_setup_store(const dz_zo_setup *s) { return s->store; }
+
+void dz_setup_free(dz_zo_setup *s) {
+    if (!s) return;
+    dz_zo_engine_free(s->e);
+    dz_store_close(s->store);
+    dz_forward_free(s->f);
+    dz_model_free(s->m);
+    free(s);
+}
+
+dz_status dz_setup_base_tokenizer(const char *model, char *out, size_t cap, dz_error *err) {
+    dz_config cfg;
+    dz_status st = dz_config_load(model, &cfg, err);
+    if (st == DZ_OK && !dz_model_find_tokenizer(model, &cfg, out, cap))
+        st = dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no tokenizer found beside the model; pass --tokenizer", model);
+    return st;
+}

@@ -1,0 +1,84 @@
+/* The trainer's state, shared by the files of src/run that make up dz_train: trainer.c
+ * (setup and the step loop), train_data.c (examples and batches), evaluate.c,
+ * checkpoint.c (checkpoints, the best-so-far), resume.c (where the weights come from,
+ * replay) and replicas.c (the replica check). */
+#ifndef DZ_RUN_TRAINER_H
+#define DZ_RUN_TRAINER_H
+
+#include "distzo/distzo.h"
+#include "distzo/setup.h"
+#include "distzo/train.h"
+#include "parallel/layout.h"
+#include "run/metrics.h"
+#include "run/seedlog.h"
+
+/* The best model so far by the dev score (accuracy, or minus the mean NLL for LM). */
+typedef struct dz_best {
+    double dev, test;
+    int step;
+} dz_best;
+
+typedef struct dz_trainer {
+    dz_train_config cfg;
+    char run_dir[4096];
+    dz_zo_setup *setup;               /* owns the four below */
+    dz_model *m;
+    dz_store *store;                  /* --store disk:PATH: the layer masters */
+    dz_forward *f;
+    dz_zo_engine *e;
+    dz_tokenizer *tok;
+    int lm;                           /* causal-LM fine-tuning, else prompt classification */
+    dz_prompt_spec spec;
+    dz_dataset pool, test;
+    dz_class_set train, dev, testset; /* dev = model selection, test = reported */
+    dz_seedlog *log;
+    dz_metrics *metrics;
+    dz_class_batch bb;
+    int *order, order_epoch;          /* the current epoch's shuffle of the training examples */
+    int *batch_ex, *batch_labels;
+    float *scores;
+    double t0;
+    int ckpt_steps;                   /* resume: the steps in the weights loaded */
+    dz_best best;                     /* the best-so-far carried over a resume */
+    dz_comm *comm, *own_comm;         /* own_comm: a one-process group made here */
+    dz_layout lay;
+    int rank0;                        /* world rank 0 owns the run folder */
+    int node_shared;                  /* the node's ranks share one copy of the masters */
+    int lo, hi;                       /* this rank's examples of the step's global batch */
+    double *eval_pairs;               /* per-example (score, weight) of an evaluation */
+    int *eval_preds;
+} dz_trainer;
+
+/* train_data.c: the training pool's train/dev draw and the test set, as sequences. */
+dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err);
+/* The examples (and labels) of step's global batch into tr->batch_ex / batch_labels. */
+void dz_trainer_draw_batch(dz_trainer *tr, int step);
+/* The engine's loss callback (dz_zo_loss_fn; user = the trainer). */
+void dz_trainer_loss(const float *logprobs, const float *p_logprobs, void *user, double *out);
+
+/* evaluate.c: the selection score of a set (NaN for an empty one), the same for any
+ * number of ranks. */
+dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *score, dz_error *err);
+
+/* checkpoint.c: run_dir/checkpoint-N/ (name "checkpoint") or best/ with the weights
+ * after steps_done steps and the best-so-far. Collective (every rank flushes). */
+dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done, const dz_best *best,
+                                dz_error *err);
+/* Resume, rank 0: tr->best as the uninterrupted run had it at the last logged step; steps
+ * logged without their metrics row are dropped from the seed log, to be recomputed.
+ * base_dev / base_test: the base model's scores (used when no checkpoint exists). */
+dz_status dz_trainer_restore_best(dz_trainer *tr, double base_dev, double base_test, dz_error *err);
+
+/* resume.c: the weights to load, the newest checkpoint (resume) or the base model, the
+ * same on every rank. */
+dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t cap, int *ckpt_steps,
+                                  dz_error *err);
+/* Resume: opens the seed log (h: what it must match), restores the best-so-far and
+ * replays the logged steps after the checkpoint on every rank; *start_step is the next. */
+dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const char *log_path, int ckpt_steps,
+                            int *start_step, dz_error *err);
+
+/* replicas.c: --verify-every: the nodes' masters compared by checksum after step done. */
+dz_status dz_trainer_verify_replicas(dz_trainer *tr, int done, dz_error *err);
+
+#endif

@@ -1,0 +1,25 @@
+/* distzo/runtime.h over the core's kernel levels and CPU detection and the backend's
+ * thread count and GEMM. */
+#include "distzo/runtime.h"
+
+#include "backend/backend.h"
+#include "backend/gemm.h"
+#include "core/cpu_features.h"
+#include "core/isa.h"
+
+dz_status dz_runtime_init(int threads, dz_error *err) {
+    dz_status st = dz_isa_from_env(err);
+    if (st == DZ_OK) dz_set_num_threads(threads);
+    return st;
+}
+
+int dz_runtime_threads(void) { return dz_get_num_threads(); }
+const char *dz_runtime_kernels(void) { return dz_isa_name(dz_isa_active()); }
+const char *dz_runtime_best_kernels(void) { return dz_isa_name(dz_isa_best()); }
+const char *dz_runtime_gemm(void) { return dz_gemm_describe(); }
+
+char *dz_runtime_cpu(char *out, size_t cap) {
+    dz_cpu_features cpu;
+    dz_cpu_detect(&cpu);
+    return dz_cpu_describe(&cpu, out, cap);
+}

@@ -1,0 +1,107 @@
+/* The SPSA estimator (MeZO): for each of q samples, both perturbed forwards (+eps z and
+ * -eps z) block by block through the pipeline, a (loss, weight) pair per example and
+ * sign; the pairs are summed over ranks, combined in example order, and
+ * g_j = (L+ - L-) / (2 eps) becomes the pending update. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zo/internal.h"
+
+/* One sample: both perturbed forwards block by block, then the per-example losses of each
+ * sign this rank computes (into out[sign][example0 ...]). Streams: with a tree batch 0/1
+ * are the prompts (+/-) and 2/3 the continuations; the weight source perturbs by the
+ * stream's parity. */
+static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, double *out[2], dz_error *err) {
+    const dz_config *c = dz_model_config(e->m);
+    const dz_weight_source src = dz_pipeline_perturbed_source(e->pipe);
+    const int tree = b->n_prompts > 0, cs = tree ? 2 : 0; /* continuation streams cs (+), cs+1 (-) */
+    if (tree && dz_forward_n_streams(e->f) < 4)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: a tree batch needs a forward with 4 streams");
+    int signs[2], n_signs = 0;
+    for (int k = 0; k < 2; k++)
+        if (e->par.signs & (1 << k)) signs[n_signs++] = k;
+    dz_status st = dz_pipeline_begin(e->pipe, draw, err);
+    for (int i = 0; st == DZ_OK && i < n_signs; i++) {
+        const int k = signs[i];
+        if (tree) st = dz_forward_embed_tree(e->f, k, &src, b->p_tokens, b->p_lengths, b->n_prompts, b->PT, NULL, -1,
+                                             NULL, err);
+        if (st == DZ_OK)
+            st = dz_forward_embed_tree(e->f, cs + k, &src, b->tokens, b->lengths, b->B, b->T, b->start,
+                                       tree ? k : -1, tree ? b->parent : NULL, err);
+    }
+    if (st != DZ_OK) return st;
+    for (int l = 0; l < c->n_layers; l++) {
+        const float *w[2][DZ_L_COUNT];
+        if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) return st;
+        for (int i = 0; i < n_signs; i++) {
+            const int k = signs[i];
+            if (tree) dz_forward_layer(e->f, k, l, w[k]); /* a prompt before its continuations */
+            dz_forward_layer(e->f, cs + k, l, w[k]);
+        }
+    }
+    if ((st = dz_pipeline_end_layers(e->pipe, err)) != DZ_OK) return st;
+    int pstreams[2], cstreams[2];
+    float *plp[2], *lp[2];
+    for (int i = 0; i < n_signs; i++) {
+        pstreams[i] = signs[i], cstreams[i] = cs + signs[i];
+        plp[i] = e->plp[signs[i]], lp[i] = e->lp[signs[i]];
+    }
+    if (tree) st = dz_forward_logprobs_streams(e->f, &src, n_signs, pstreams, b->p_rows, b->p_targets, b->n_p_rows, plp, err);
+    if (st == DZ_OK) st = dz_forward_logprobs_streams(e->f, &src, n_signs, cstreams, b->rows, b->targets, b->n_rows, lp, err);
+    if (st == DZ_OK) st = dz_pipeline_rows_status(e->pipe, err);
+    if (st != DZ_OK) return st;
+    for (int i = 0; i < n_signs; i++) {
+        const int k = signs[i];
+        b->loss(e->lp[k], tree ? e->plp[k] : NULL, b->user, out[k] + 2 * (size_t)b->example0);
+    }
+    return DZ_OK;
+}
+
+/* The batch's shape in the global batch, zeros meaning one example, the whole batch. */
+static void batch_extent(const dz_zo_batch *b, int *n_local, int *n_global) {
+    *n_local = b->n_examples > 0 ? b->n_examples : 1;
+    *n_global = b->n_global > 0 ? b->n_global : *n_local;
+}
+
+dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
+                     dz_error *err) {
+    memset(out, 0, sizeof *out);
+    out->finite = 1;
+    int n_local, n_global;
+    batch_extent(b, &n_local, &n_global);
+    if (b->example0 < 0 || b->example0 + n_local > n_global)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: batch examples [%d, %d) outside the global batch of %d", b->example0,
+                       b->example0 + n_local, n_global);
+    const size_t per_sign = 2 * (size_t)n_global, need = (size_t)e->p.q * 2 * per_sign; /* (loss, weight) pairs */
+    if (need > e->ex_cap) { /* grows once, at the first step of a larger batch */
+        double *p = realloc(e->ex_loss, need * sizeof *p);
+        if (!p) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+        e->ex_loss = p, e->ex_cap = need;
+    }
+    memset(e->ex_loss, 0, need * sizeof *e->ex_loss);
+    for (int j = 0; j < e->p.q; j++) {
+        const uint32_t draw = step * (uint32_t)e->p.q + (uint32_t)j;
+        double *sample[2] = {e->ex_loss + (size_t)(2 * j) * per_sign, e->ex_loss + (size_t)(2 * j + 1) * per_sign};
+        dz_status st = dual_forward(e, draw, b, sample, err);
+        if (st != DZ_OK) return st;
+    }
+    if (e->par.sum) { /* every rank holds only its examples and signs; the others are zeros */
+        dz_status st = e->par.sum(e->par.ctx, e->ex_loss, need, err);
+        if (st != DZ_OK) return st;
+    }
+    for (int j = 0; j < e->p.q; j++) {
+        double loss[2] = {0.0, 0.0}, weight[2] = {0.0, 0.0};
+        for (int k = 0; k < 2; k++) {
+            const double *x = e->ex_loss + (size_t)(2 * j + k) * per_sign;
+            for (int i = 0; i < n_global; i++) loss[k] += x[2 * i], weight[k] += x[2 * i + 1];
+        }
+        out->loss_plus[j] = loss[0] / weight[0], out->loss_minus[j] = loss[1] / weight[1];
+        out->g[j] = (float)((out->loss_plus[j] - out->loss_minus[j]) / (2.0 * (double)e->p.eps));
+        if (!isfinite(out->loss_plus[j]) || !isfinite(out->loss_minus[j]) || !isfinite(out->g[j])) out->finite = 0;
+    }
+    if (!out->finite) return DZ_OK;
+    dz_status st = dz_zo_set_update(e, step, lr, out->g, err);
+    if (st == DZ_OK && !e->p.fuse) st = dz_zo_flush(e, err);
+    return st;
+}

@@ -1,0 +1,28 @@
+/* The ZO engine's private state, shared by src/zo/engine.c (its lifetime and the calls
+ * outside a step) and src/zo/estimator.c (the SPSA step). The block pipeline
+ * (src/pipeline) holds the weights' side: working copies, store, pending update. */
+#ifndef DZ_ZO_INTERNAL_H
+#define DZ_ZO_INTERNAL_H
+
+#include "distzo/zo.h"
+#include "pipeline/pipeline.h"
+
+struct dz_zo_engine {
+    dz_model *m;
+    dz_forward *f;
+    dz_zo_params p;
+    dz_pipeline *pipe;
+    dz_zo_parallel par;    /* signs this rank computes, the sum over ranks (slices: the pipeline's) */
+    float *lp[2], *plp[2]; /* log-probs of each sign: continuation rows, prompt rows */
+    double *ex_loss;       /* per-example (loss, weight) pairs of a step: [q][2 signs][n_global][2] */
+    size_t ex_cap;
+};
+
+/* The update of step `step` (g[0..q-1], learning rate lr, the run's weight decay) becomes
+ * the pipeline's pending update. */
+dz_status dz_zo_set_update(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err);
+
+/* The log-prob vectors the estimator keeps (rows = max_batch * max_seq of the forward). */
+static inline size_t dz_zo_logprob_bytes(size_t rows) { return 4 * rows * sizeof(float); }
+
+#endif

@@ -1,0 +1,472 @@
+/* The block pipeline (ZO2 streaming) against a plain MeZO loop, bitwise, on the committed
+ * tiny models (tests/data/hf) and on random models of their shapes with 5 layers (an odd
+ * count, so the store's two block slots alternate unevenly across steps).
+ *
+ * The reference is written here and has no pipeline: no blocks, slots, store or deferred
+ * updates. Each draw d = step * q + j perturbs every tensor of the whole model at once
+ * with the public kernels (w+- = theta +- eps z, dz_perturb_pair*), runs the plain forward
+ * (dz_forward_run + dz_forward_logprobs) on w+ and on w-, and takes g = (L+ - L-) / (2 eps);
+ * then every tensor is updated (dz_update_*). The engine must give every L+, L- and g,
+ * every master byte after the steps, and the log-probs of an evaluation on the final
+ * masters, bit for bit, in each pipeline:
+ *  - masters in RAM, the update fused into the next step's pass or applied at once;
+ *  - masters in a disk store, set up as the trainer does (dz_store_create_as,
+ *    dz_zo_store_residency, dz_zo_engine_use_store), the global block resident or
+ *    streamed from the store, fused or not, with the page cache kept or dropped; the disk
+ *    store therefore equals RAM;
+ *  - replay (dz_zo_apply of the reference's g, as resume and export do), in RAM and over
+ *    a store;
+ * with f32 masters and bf16 masters (stochastic rounding). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "temp_dir.h"
+
+#include "distzo/zo.h"
+#include "golden.h"
+#include "store/store.h"
+#include "zo/perturb.h"
+
+enum { STEPS = 4, Q = 2 };
+static const uint64_t SEED = 21;
+static const float EPS = 1e-3f, LR = 2e-3f, WD = 0.01f;
+static const dz_zdist DIST = DZ_Z_GAUSSIAN;
+
+/* ---- the batch: next-token prediction on a golden batch, mean NLL ------------------------ */
+
+typedef struct batch {
+    golden_batch g;
+    int *rows, *targets, n_rows;
+} batch;
+
+static void batch_load(const char *name, batch *b) {
+    golden_batch_load_hf(name, &b->g);
+    b->rows = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
+    b->targets = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
+    assert_true(b->rows && b->targets);
+    b->n_rows = golden_batch_next_token_rows(&b->g, b->rows, b->targets);
+}
+
+static void batch_free(batch *b) {
+    golden_batch_free(&b->g);
+    free(b->rows);
+    free(b->targets);
+}
+
+static double mean_nll(const float *lp, const batch *b) {
+    double s = 0.0;
+    for (int i = 0; i < b->n_rows; i++) s -= lp[i];
+    return s / b->n_rows;
+}
+
+/* The engine's loss callback: one example, weight 1, so the step's loss is mean_nll. */
+static void mean_nll_cb(const float *lp, const float *plp, void *user, double *out) {
+    (void)plp;
+    out[0] = mean_nll(lp, user), out[1] = 1.0;
+}
+
+/* ---- the models ------------------------------------------------------------------------ */
+
+typedef struct model_case {
+    const char *name; /* tests/data/hf/NAME: the shape and the golden batch */
+    int n_layers;     /* 0: NAME's committed weights; else random weights of NAME's shape with this many layers */
+    dz_dtype dtype;   /* of the masters */
+} model_case;
+
+/* The folder to load: the committed model, or a random one written once into the scratch folder. */
+static void model_dir(const model_case *mc, char *out, size_t cap) {
+    char src[1024];
+    snprintf(src, sizeof src, "%s/hf/%s", DZ_TEST_DATA, mc->name);
+    if (!mc->n_layers) {
+        snprintf(out, cap, "%s", src);
+        return;
+    }
+    snprintf(out, cap, "%s/%s_%d_layers", g_dir, mc->name, mc->n_layers);
+    if (access(out, F_OK) == 0) return;
+    dz_config cfg;
+    dz_model *m = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_config_load(src, &cfg, &err), DZ_OK);
+    cfg.n_layers = mc->n_layers;
+    if (dz_model_init_random(&cfg, DZ_F32, 5, 0.05f, &m, &err) != DZ_OK || dz_model_save_hf(m, out, &err) != DZ_OK)
+        fail_msg("%s: %s", out, err.msg);
+    dz_model_free(m);
+}
+
+static size_t tensor_bytes(const dz_param_table *t, dz_dtype dt, int id) {
+    return (size_t)dz_param_numel(&t->params[id]) * dz_dtype_size(dt);
+}
+
+static size_t model_bytes(const dz_param_table *t, dz_dtype dt) {
+    size_t n = 0;
+    for (int i = 0; i < t->count; i++) n += tensor_bytes(t, dt, i);
+    return n;
+}
+
+/* ---- what a run gives -------------------------------------------------------------------- */
+
+typedef struct trace {
+    double loss_plus[STEPS][Q], loss_minus[STEPS][Q];
+    float g[STEPS][Q];
+    unsigned char *masters; /* every tensor's bytes, table order, the masters' dtype */
+    float *eval_lp;         /* log-probs of the batch's rows on the final masters */
+} trace;
+
+static void trace_alloc(trace *tr, const dz_param_table *t, dz_dtype dt, const batch *b) {
+    memset(tr, 0, sizeof *tr);
+    tr->masters = malloc(model_bytes(t, dt));
+    tr->eval_lp = malloc(sizeof(float) * (size_t)b->n_rows);
+    assert_true(tr->masters && tr->eval_lp);
+}
+
+static void trace_free(trace *tr) {
+    free(tr->masters);
+    free(tr->eval_lp);
+}
+
+/* Log-probs of the batch's rows through weight source w (the forward's stream 0). */
+static void eval_logprobs(dz_forward *f, const dz_weight_source *w, const batch *b, float *lp) {
+    dz_error err = {0};
+    if (dz_forward_run(f, w, b->g.tokens, b->g.lengths, b->g.B, b->g.T, 0, &err) != DZ_OK ||
+        dz_forward_logprobs(f, w, b->rows, b->targets, b->n_rows, lp, &err) != DZ_OK)
+        fail_msg("forward: %s", err.msg);
+}
+
+static dz_model *load_owned(const char *dir, dz_dtype dt) {
+    dz_model *m = NULL;
+    dz_error err = {0};
+    if (dz_model_load(dir, dt, &m, &err) != DZ_OK || dz_model_make_owned(m, &err) != DZ_OK)
+        fail_msg("%s: %s", dir, err.msg);
+    return m;
+}
+
+static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING; }
+
+/* ---- the reference: a plain MeZO loop on the whole model ---------------------------------- */
+
+/* Every tensor of the model perturbed one way, as the forward reads it. */
+typedef struct whole_model {
+    const dz_param_table *t;
+    float **w;
+} whole_model;
+
+static const float *whole_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
+    (void)stream, (void)nrows, (void)scratch;
+    const whole_model *wm = self;
+    return wm->w[id] + row0 * wm->t->params[id].cols;
+}
+
+static void plain_mezo(const char *dir, dz_dtype dt, const batch *b, trace *out) {
+    dz_model *m = load_owned(dir, dt);
+    const dz_param_table *t = dz_model_params(m);
+    trace_alloc(out, t, dt, b);
+    float **plus = calloc((size_t)t->count, sizeof *plus), **minus = calloc((size_t)t->count, sizeof *minus);
+    assert_true(plus && minus);
+    for (int i = 0; i < t->count; i++) {
+        plus[i] = malloc(sizeof(float) * (size_t)dz_param_numel(&t->params[i]));
+        minus[i] = malloc(sizeof(float) * (size_t)dz_param_numel(&t->params[i]));
+        assert_true(plus[i] && minus[i]);
+    }
+    dz_forward *f;
+    dz_error err = {0};
+    assert_int_equal(dz_forward_create(m, b->g.B, b->g.T, 0, &f, &err), DZ_OK);
+    const whole_model wp = {t, plus}, wm = {t, minus};
+    const dz_weight_source src_plus = {whole_rows, &wp}, src_minus = {whole_rows, &wm};
+    float *lp = malloc(sizeof(float) * (size_t)b->n_rows);
+    for (uint32_t step = 0; step < STEPS; step++) {
+        for (int j = 0; j < Q; j++) {
+            const uint32_t draw = step * Q + (uint32_t)j;
+            for (int i = 0; i < t->count; i++) {
+                const size_t n = (size_t)dz_param_numel(&t->params[i]);
+                if (dt == DZ_BF16)
+                    dz_perturb_pair_bf16(dz_model_tensor(m, i), plus[i], minus[i], n, EPS, SEED, (uint32_t)i, draw, 0,
+                                         DIST);
+                else
+                    dz_perturb_pair(dz_model_tensor(m, i), plus[i], minus[i], n, EPS, SEED, (uint32_t)i, draw, 0, DIST);
+            }
+            eval_logprobs(f, &src_plus, b, lp);
+            const double l_plus = mean_nll(lp, b);
+            eval_logprobs(f, &src_minus, b, lp);
+            const double l_minus = mean_nll(lp, b);
+            out->loss_plus[step][j] = l_plus, out->loss_minus[step][j] = l_minus;
+            out->g[step][j] = (float)((l_plus - l_minus) / (2.0 * (double)EPS));
+        }
+        for (int i = 0; i < t->count; i++) {
+            const size_t n = (size_t)dz_param_numel(&t->params[i]);
+            const float wd = decays(&t->params[i]) ? WD : 0.0f;
+            if (dt == DZ_BF16)
+                dz_update_bf16(dz_model_tensor(m, i), n, out->g[step], Q, LR, wd, SEED, (uint32_t)i, step, 0, DIST);
+            else
+                dz_update_f32(dz_model_tensor(m, i), n, out->g[step], Q, LR, wd, SEED, (uint32_t)i, step, 0, DIST);
+        }
+    }
+    size_t off = 0;
+    for (int i = 0; i < t->count; i++) {
+        memcpy(out->masters + off, dz_model_tensor(m, i), tensor_bytes(t, dt, i));
+        off += tensor_bytes(t, dt, i);
+    }
+    const dz_weight_source own = dz_model_weights(m);
+    eval_logprobs(f, &own, b, out->eval_lp);
+    free(lp);
+    for (int i = 0; i < t->count; i++) free(plus[i]), free(minus[i]);
+    free(plus);
+    free(minus);
+    dz_forward_free(f);
+    dz_model_free(m);
+}
+
+/* ---- the engine in each pipeline ----------------------------------------------------------- */
+
+typedef struct pipeline {
+    const char *name;
+    int disk;           /* masters in a disk store */
+    int stream_globals; /* with disk: the global block streams from the store too */
+    int fuse;
+    unsigned flags;     /* store flags */
+    int replay;         /* dz_zo_apply of the reference's g instead of dz_zo_step */
+} pipeline;
+
+static const pipeline PIPELINES[] = {
+    {"RAM, fused", 0, 0, 1, 0, 0},
+    {"RAM, unfused", 0, 0, 0, 0, 0},
+    {"disk, globals resident, fused", 1, 0, 1, 0, 0},
+    {"disk, globals resident, unfused", 1, 0, 0, 0, 0},
+    {"disk, globals streamed, fused", 1, 1, 1, 0, 0},
+    {"disk, globals streamed, unfused", 1, 1, 0, 0, 0},
+    {"disk without page cache, globals streamed, fused", 1, 1, 1, DZ_STORE_DROP_CACHE, 0},
+    {"RAM, replayed", 0, 0, 1, 0, 1},
+    {"disk, globals resident, replayed", 1, 0, 1, 0, 1},
+    {"disk, globals streamed, replayed", 1, 1, 1, 0, 1},
+};
+
+typedef struct engine_run {
+    dz_model *m;
+    dz_forward *f;
+    dz_store *s;
+    dz_zo_engine *e;
+} engine_run;
+
+static void flush(dz_zo_engine *e) {
+    dz_error err = {0};
+    if (dz_zo_flush(e, &err) != DZ_OK) fail_msg("flush: %s", err.msg);
+}
+
+static void apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
+    dz_error err = {0};
+    if (dz_zo_apply(e, step, lr, g, &err) != DZ_OK) fail_msg("replay of step %u: %s", step, err.msg);
+}
+
+/* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline. */
+static void engine_open(const char *dir, dz_dtype dt, const pipeline *p, const batch *b, engine_run *r) {
+    memset(r, 0, sizeof *r);
+    char store_path[600];
+    snprintf(store_path, sizeof store_path, "%s/masters.safetensors", g_dir);
+    dz_error err = {0};
+    dz_status st = p->disk ? dz_store_load_model(dir, dt, &r->m, &err) : dz_model_load(dir, dt, &r->m, &err);
+    if (st == DZ_OK) st = p->disk ? dz_store_create_as(store_path, r->m, dt, p->flags, &r->s, &err)
+                                  : dz_model_make_owned(r->m, &err);
+    if (st == DZ_OK) st = dz_forward_create_streams(r->m, b->g.B, b->g.T, 0, 2, &r->f, &err);
+    if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
+    const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
+                             .fuse = p->fuse};
+    if (st == DZ_OK) st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, &err);
+    if (st == DZ_OK && p->disk) st = dz_zo_engine_use_store(r->e, r->s, &err);
+    if (st != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
+    if (p->disk) { /* what the pipeline holds where: the layers never in the model, the globals as asked */
+        const dz_param_table *t = dz_model_params(r->m);
+        const int n_layers = dz_model_config(r->m)->n_layers;
+        for (int i = 0; i < t->count; i++) {
+            const int resident = t->params[i].block == n_layers && !p->stream_globals;
+            if ((dz_model_tensor(r->m, i) != NULL) != resident)
+                fail_msg("%s: %s is %s the model's memory", p->name, t->params[i].hf_name,
+                         resident ? "missing from" : "still in");
+        }
+    }
+}
+
+static void engine_close(engine_run *r) {
+    dz_zo_engine_free(r->e);
+    dz_forward_free(r->f);
+    dz_store_close(r->s);
+    dz_model_free(r->m);
+}
+
+/* The masters after flushing: the model's tensors where it holds them, else the store's. */
+static void engine_masters(engine_run *r, unsigned char *out) {
+    flush(r->e);
+    const dz_param_table *t = dz_model_params(r->m);
+    const dz_dtype dt = dz_model_dtype(r->m);
+    size_t off = 0;
+    for (int i = 0; i < t->count; i++) {
+        const void *p = dz_model_tensor(r->m, i);
+        dz_error err = {0};
+        if (p) memcpy(out + off, p, tensor_bytes(t, dt, i));
+        else if (dz_store_read_rows(r->s, i, 0, t->params[i].rows, out + off, &err) != DZ_OK)
+            fail_msg("%s", err.msg);
+        off += tensor_bytes(t, dt, i);
+    }
+}
+
+static void run_pipeline(const char *dir, dz_dtype dt, const pipeline *p, const batch *b, const trace *want,
+                         trace *out) {
+    engine_run r;
+    engine_open(dir, dt, p, b, &r);
+    trace_alloc(out, dz_model_params(r.m), dt, b);
+    const dz_zo_batch zb = {.tokens = b->g.tokens, .lengths = b->g.lengths, .B = b->g.B, .T = b->g.T,
+                            .rows = b->rows, .targets = b->targets, .n_rows = b->n_rows, .loss = mean_nll_cb,
+                            .user = (void *)b};
+    for (uint32_t step = 0; step < STEPS; step++) {
+        if (p->replay) {
+            apply(r.e, step, LR, want->g[step]);
+            memcpy(out->loss_plus[step], want->loss_plus[step], sizeof out->loss_plus[step]); /* nothing to compare */
+            memcpy(out->loss_minus[step], want->loss_minus[step], sizeof out->loss_minus[step]);
+            memcpy(out->g[step], want->g[step], sizeof out->g[step]);
+            continue;
+        }
+        dz_zo_step_result res;
+        dz_error err = {0};
+        if (dz_zo_step(r.e, step, LR, &zb, &res, &err) != DZ_OK) fail_msg("%s, step %u: %s", p->name, step, err.msg);
+        assert_true(res.finite);
+        for (int j = 0; j < Q; j++) {
+            out->loss_plus[step][j] = res.loss_plus[j], out->loss_minus[step][j] = res.loss_minus[j];
+            out->g[step][j] = res.g[j];
+        }
+    }
+    engine_masters(&r, out->masters);
+    const dz_weight_source src = dz_zo_master_source(r.e); /* evaluation reads the store where it holds the masters */
+    eval_logprobs(r.f, &src, b, out->eval_lp);
+    dz_error err = {0};
+    if (dz_zo_source_status(r.e, &err) != DZ_OK) fail_msg("%s: evaluation through the masters' source: %s", p->name,
+                                                          err.msg);
+    engine_close(&r);
+}
+
+/* ---- comparison ---------------------------------------------------------------------------- */
+
+static void expect_same_losses(const char *what, const trace *want, const trace *got) {
+    for (int s = 0; s < STEPS; s++)
+        for (int j = 0; j < Q; j++) {
+            const double w[3] = {want->loss_plus[s][j], want->loss_minus[s][j], want->g[s][j]};
+            const double o[3] = {got->loss_plus[s][j], got->loss_minus[s][j], got->g[s][j]};
+            static const char *names[3] = {"L+", "L-", "g"};
+            for (int k = 0; k < 3; k++)
+                if (memcmp(&w[k], &o[k], sizeof w[k]) != 0)
+                    fail_msg("%s: step %d draw %d: %s = %.17g, the plain loop's %.17g", what, s, j, names[k], o[k],
+                             w[k]);
+        }
+}
+
+static void expect_same_masters(const char *what, const dz_param_table *t, dz_dtype dt, const trace *want,
+                                const trace *got) {
+    size_t off = 0;
+    for (int i = 0; i < t->count; i++) {
+        const size_t n = tensor_bytes(t, dt, i), esz = dz_dtype_size(dt);
+        for (size_t k = 0; k < n; k += esz)
+            if (memcmp(want->masters + off + k, got->masters + off + k, esz) != 0)
+                fail_msg("%s: master %s element %zu differs from the plain loop's", what, t->params[i].hf_name,
+                         k / esz);
+        off += n;
+    }
+}
+
+static void expect_same_eval(const char *what, const batch *b, const trace *want, const trace *got) {
+    for (int i = 0; i < b->n_rows; i++)
+        if (memcmp(&want->eval_lp[i], &got->eval_lp[i], sizeof(float)) != 0)
+            fail_msg("%s: evaluation log-prob of row %d = %.9g, the plain loop's %.9g", what, b->rows[i],
+                     got->eval_lp[i], want->eval_lp[i]);
+}
+
+/* The reference does train (most master elements move, L+ and L- differ at every draw);
+ * else agreement with it would prove little. */
+static void expect_reference_trains(const char *dir, dz_dtype dt, const trace *ref) {
+    dz_model *m = load_owned(dir, dt);
+    const dz_param_table *t = dz_model_params(m);
+    size_t off = 0, moved = 0, total = 0;
+    for (int i = 0; i < t->count; i++) {
+        const size_t n = tensor_bytes(t, dt, i), esz = dz_dtype_size(dt);
+        const unsigned char *before = dz_model_tensor(m, i);
+        for (size_t k = 0; k < n; k += esz) moved += memcmp(before + k, ref->masters + off + k, esz) != 0;
+        off += n, total += n / esz;
+    }
+    dz_model_free(m);
+    printf("  plain loop: %zu of %zu master elements moved; g step 0: %.6g %.6g, step %d: %.6g %.6g\n", moved, total,
+           ref->g[0][0], ref->g[0][1], STEPS - 1, ref->g[STEPS - 1][0], ref->g[STEPS - 1][1]);
+    assert_true(moved > total / 2);
+    for (int s = 0; s < STEPS; s++)
+        for (int j = 0; j < Q; j++) assert_true(ref->loss_plus[s][j] != ref->loss_minus[s][j]);
+}
+
+static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
+    char dir[1024];
+    model_dir(mc, dir, sizeof dir);
+    batch b;
+    batch_load(mc->name, &b);
+    trace ref;
+    plain_mezo(dir, mc->dtype, &b, &ref);
+    expect_reference_trains(dir, mc->dtype, &ref);
+    dz_model *shape = load_owned(dir, mc->dtype);
+    for (size_t k = 0; k < sizeof PIPELINES / sizeof PIPELINES[0]; k++) {
+        const pipeline *p = &PIPELINES[k];
+        char what[1200];
+        snprintf(what, sizeof what, "%s (%d layers) as %s, %s", mc->name, dz_model_config(shape)->n_layers,
+                 dz_dtype_name(mc->dtype), p->name);
+        trace got;
+        run_pipeline(dir, mc->dtype, p, &b, &ref, &got);
+        expect_same_losses(what, &ref, &got);
+        expect_same_masters(what, dz_model_params(shape), mc->dtype, &ref, &got);
+        expect_same_eval(what, &b, &ref, &got);
+        printf("  %-72s = plain loop\n", what);
+        trace_free(&got);
+    }
+    dz_model_free(shape);
+    trace_free(&ref);
+    batch_free(&b);
+}
+
+static void opt_committed_f32(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32});
+}
+
+static void llama_committed_bf16(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16});
+}
+
+static void opt_5_layers_bf16(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 5, DZ_BF16});
+}
+
+static void llama_5_layers_f32(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32});
+}
+
+static int setup(void **state) {
+    (void)state;
+    return dz_temp_dir_make("dz_test_pipeline_");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return dz_temp_dir_remove();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(opt_committed_f32),
+        cmocka_unit_test(llama_committed_bf16),
+        cmocka_unit_test(opt_5_layers_bf16),
+        cmocka_unit_test(llama_5_layers_f32),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

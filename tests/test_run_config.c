@@ -1,0 +1,104 @@
+/* run.json (src/run/run_files.c): every setting of dz_train_config written and read back
+ * field by field, each with a value no default has (so a field read into another, or
+ * left at its default, fails), under the key names run folders written before the
+ * config was nested already use (a resume of an existing run must keep reading them);
+ * what is never saved (the layout, out_dir) comes back unset. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "temp_dir.h"
+
+#include "core/util.h"
+#include "run/run_files.h"
+
+static int setup(void **state) {
+    (void)state;
+    return dz_temp_dir_make("dz_test_run_config_");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return dz_temp_dir_remove();
+}
+
+static dz_train_config distinctive(void) {
+    dz_train_config c;
+    dz_train_config_default(&c);
+    c.model = "/m/model", c.tokenizer = "/m/tok.json", c.out_dir = "/runs/x";
+    c.data = (dz_train_data){.task = "classify", .train = "/d/train.jsonl", .test = "/d/test.jsonl",
+                             .template_ = "{text} is", .label_words = "no,yes", .text_key = "sentence",
+                             .label_key = "y", .train_examples = 123, .dev_examples = 45, .seed = 777,
+                             .lm_seq = 33, .share_prompts = 0};
+    c.optim = (dz_train_optim){.lr = 2.5e-4f, .eps = 3e-3f, .wd = 0.125f, .batch = 7, .steps = 91, .q = 3,
+                               .warmup = 11, .lr_schedule = DZ_LR_COSINE, .rademacher = 1, .fuse = 0, .seed = 99,
+                               .max_bad_steps = 4};
+    c.store = (dz_train_store){.master_dtype = DZ_BF16, .spec = "disk:/s/x.store", .max_resident_mb = 512,
+                               .stream_globals = 1};
+    c.schedule = (dz_train_schedule){.eval_every = 13, .eval_batch = 17, .checkpoint_every = 19,
+                                     .log_sync_every = 23};
+    c.layout = (dz_train_layout){.comm = (dz_comm *)&c, .pertp = 2, .dp = 3, .verify_every = 5};
+    return c;
+}
+
+static void streq(const char *a, const char *b) {
+    assert_non_null(a);
+    assert_string_equal(a, b);
+}
+
+static void round_trip(void **state) {
+    (void)state;
+    const dz_train_config w = distinctive();
+    dz_error err = {0};
+    if (dz_run_config_write(g_dir, &w, &err) != DZ_OK) fail_msg("%s", err.msg);
+    dz_train_config r;
+    char *strings = NULL;
+    if (dz_run_config_read(g_dir, &r, &strings, &err) != DZ_OK) fail_msg("%s", err.msg);
+    streq(r.model, w.model), streq(r.tokenizer, w.tokenizer);
+    streq(r.data.task, w.data.task), streq(r.data.train, w.data.train), streq(r.data.test, w.data.test);
+    streq(r.data.template_, w.data.template_), streq(r.data.label_words, w.data.label_words);
+    streq(r.data.text_key, w.data.text_key), streq(r.data.label_key, w.data.label_key);
+    assert_int_equal(r.data.train_examples, 123), assert_int_equal(r.data.dev_examples, 45);
+    assert_int_equal(r.data.seed, 777), assert_int_equal(r.data.lm_seq, 33), assert_int_equal(r.data.share_prompts, 0);
+    assert_true(r.optim.lr == w.optim.lr && r.optim.eps == w.optim.eps && r.optim.wd == w.optim.wd);
+    assert_int_equal(r.optim.batch, 7), assert_int_equal(r.optim.steps, 91), assert_int_equal(r.optim.q, 3);
+    assert_int_equal(r.optim.warmup, 11), assert_int_equal(r.optim.lr_schedule, DZ_LR_COSINE);
+    assert_int_equal(r.optim.rademacher, 1), assert_int_equal(r.optim.fuse, 0), assert_int_equal(r.optim.seed, 99);
+    assert_int_equal(r.optim.max_bad_steps, 4);
+    assert_int_equal(r.store.master_dtype, DZ_BF16), streq(r.store.spec, w.store.spec);
+    assert_int_equal(r.store.max_resident_mb, 512), assert_int_equal(r.store.stream_globals, 1);
+    assert_int_equal(r.schedule.eval_every, 13), assert_int_equal(r.schedule.eval_batch, 17);
+    assert_int_equal(r.schedule.checkpoint_every, 19), assert_int_equal(r.schedule.log_sync_every, 23);
+    /* never saved: a run resumes under any layout, in the folder it is given */
+    assert_null(r.layout.comm), assert_int_equal(r.layout.pertp, 0), assert_int_equal(r.layout.dp, 0);
+    assert_int_equal(r.layout.verify_every, 0), assert_null(r.out_dir);
+    free(strings);
+
+    /* the key names of existing run folders */
+    char path[512], *text = NULL;
+    snprintf(path, sizeof path, "%s/run.json", g_dir);
+    if (dz_read_file(path, &text, NULL, &err) != DZ_OK) fail_msg("%s", err.msg);
+    static const char *keys[] = {"model", "tokenizer", "task", "train_data", "test_data", "template", "label_words",
+                                 "text_key", "label_key", "store", "master_dtype", "train_examples", "dev_examples",
+                                 "data_seed", "lr", "eps", "weight_decay", "batch", "steps", "spsa_samples", "warmup",
+                                 "rademacher", "fuse", "schedule", "seed", "eval_every", "checkpoint_every",
+                                 "log_sync_every", "max_bad_steps", "eval_batch", "share_prompts", "lm_seq",
+                                 "max_resident_mb", "stream_globals"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "\"%s\":", keys[i]);
+        if (!strstr(text, quoted)) fail_msg("run.json lacks key %s:\n%s", keys[i], text);
+    }
+    free(text);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip)};
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
