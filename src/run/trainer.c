@@ -37,7 +37,13 @@ static dz_status load_tokenizer(dz_trainer *tr, int from_checkpoint, dz_error *e
     if (!tp && from_checkpoint) tp = dz_model_tokenizer_path(tr->m);
     dz_status st = DZ_OK;
     if (!tp && (st = dz_setup_base_tokenizer(tr->cfg.model, base_tok, sizeof base_tok, err)) != DZ_OK) return st;
-    return dz_tokenizer_load(tp ? tp : base_tok, dz_model_config(tr->m)->vocab_size, &tr->tok, err);
+    tp = tp ? tp : base_tok;
+    st = dz_tokenizer_load(tp, dz_model_config(tr->m)->vocab_size, &tr->tok, err);
+    const int tv = st == DZ_OK ? dz_tokenizer_vocab_size(tr->tok) : 0, mv = dz_model_config(tr->m)->vocab_size;
+    if (st == DZ_OK && tv > mv) /* found here, not at the first forward */
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: the tokenizer has %d tokens but the model %s has a vocabulary of %d", tp,
+                     tv, tr->cfg.model, mv);
+    return st;
 }
 
 static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *err) {
@@ -176,7 +182,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", step,
                    r.loss_plus[0], r.loss_minus[0], bad);
             if (bad >= o->max_bad_steps) {
-                dz_trainer_checkpoint(tr, "checkpoint", step + 1, &best, NULL);
+                if ((st = dz_trainer_checkpoint(tr, "checkpoint", step + 1, &best, err)) != DZ_OK) break;
                 return dz_fail(err, DZ_ERR_INVALID,
                                "training stopped: %d non-finite losses in a row (--max-bad-steps %d); lower --lr or "
                                "--eps; the run is resumable with --resume", bad, o->max_bad_steps);
@@ -193,7 +199,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         if (every->eval_every > 0 && (done % every->eval_every == 0 || done == o->steps)) {
             double dev, test;
             if ((st = evaluate_both(tr, &dev, &test, err)) != DZ_OK) break;
-            if (dev > best.dev) {
+            if (isfinite(dev) && dev > best.dev) { /* a non-finite score never becomes best/ */
                 best = (dz_best){.dev = dev, .test = test, .step = done};
                 st = dz_trainer_checkpoint(tr, "best", done, &best, err);
             }
