@@ -58,6 +58,8 @@ static void exp_is_accurate(void **s) {
     assert_true(worst < 3e-7);
     assert_true(dz_expf(-1000.0f) == 0.0f || dz_expf(-1000.0f) < 1e-37f);
     assert_true(dz_expf(0.0f) == 1.0f);
+    assert_true(isnan(dz_expf(NAN)));          /* NaN propagates (no undefined float-to-int conversion) */
+    assert_true(dz_expf(INFINITY) > 1e38f); /* saturates */
 }
 
 static void matmul_with_bias_on(const dz_backend *be) {

@@ -73,6 +73,11 @@ typedef struct dz_train_config {
 
 /* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */
 void dz_train_config_default(dz_train_config *c);
+/* The settings on their own, before anything is read or written: counts positive and
+ * without overflow, lr and weight decay finite and not negative, eps positive (a warning
+ * when it is so small that L+ - L- is mostly float rounding), known task and schedule.
+ * DZ_ERR_INVALID naming the option. */
+dz_status dz_train_config_check(const dz_train_config *c, dz_error *err);
 
 typedef struct dz_train_progress {
     int step, steps;          /* steps done, total */

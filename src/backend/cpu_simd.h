@@ -54,7 +54,9 @@
  * for e^r (Cephes coefficients), scaled by 2^n through the exponent bits. Relative error
  * below 2e-7 over the range; 0 below -87.3 (no subnormals); saturates above 88.7.
  * Plain arithmetic, so the compiler vectorizes the loops that call it. */
-static inline float dz_expf(float x) {
+static inline float dz_expf(float in) {
+    /* NaN in, NaN out, without converting NaN to an integer below (undefined behaviour). */
+    float x = in != in ? 0.0f : in;
     x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
     float n = floorf(x * 1.44269504088896341f + 0.5f);
     float r = x - n * 0.693359375f;
@@ -69,7 +71,7 @@ static inline float dz_expf(float x) {
     int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return in != in ? in : p * scale;
 }
 
 #endif

@@ -68,7 +68,7 @@ int dz_cmd_train(int argc, char **argv) {
     dz_train_config_default(&c);
     /* Settings found to work for stories260K on SST-2 (see README): MeZO's. */
     c.optim.lr = 3e-5f;
-    c.optim.steps = 0; /* 4000 unless given; on --resume, only a given --steps extends the run */
+    c.optim.steps = -1; /* 4000 unless given; on --resume, only a given --steps extends the run */
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
@@ -141,7 +141,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (task_file && (rc = dz_cli_task_file(task_file, &d->template_, &d->label_words, &d->text_key, &d->label_key)))
         return rc;
     if (!c.data.label_words && strcmp(c.data.task, "lm")) c.data.label_words = "bad,good";
-    if (c.optim.steps == 0 && !resume) c.optim.steps = 4000;
+    if (c.optim.steps == -1 && !resume) c.optim.steps = 4000;
     c.optim.wd = wd;
     c.optim.seed = (uint64_t)seed;
     c.data.seed = (uint64_t)data_seed;

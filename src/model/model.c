@@ -106,6 +106,10 @@ int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, s
         snprintf(out, cap, "%s", cand);
         return 1;
     }
+    if (ends_with(path, ".gguf")) { /* a GGUF file carries its tokenizer (tokenizer.ggml.*) */
+        snprintf(out, cap, "%s", path);
+        return 1;
+    }
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     const char *d = dirname(dir);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -160,6 +161,32 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     }
     *strings = r.strings;
     return DZ_OK;
+}
+
+/* ---- the lock ---------------------------------------------------------------------- */
+
+dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/.lock", run_dir);
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder's lock: %s", path, strerror(errno));
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) return DZ_OK;
+    const int e = errno;
+    close(*fd);
+    *fd = -1;
+    return dz_fail(err, DZ_ERR_INVALID, "%s: another distzo process is using this run folder (%s)", run_dir,
+                   e == EWOULDBLOCK ? "it holds .lock" : strerror(e));
+}
+
+void dz_run_unlock(const char *run_dir, int fd, int remove_folder) {
+    if (fd < 0) return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/.lock", run_dir);
+    if (remove_folder) {
+        unlink(path);
+        rmdir(run_dir); /* only if empty: whatever else is there stays */
+    }
+    close(fd);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------- */

@@ -11,6 +11,12 @@
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *cfg, dz_error *err);
 dz_status dz_run_config_read(const char *run_dir, dz_train_config *cfg, char **strings, dz_error *err);
 
+/* The run folder's exclusive lock (run_dir/.lock, flock): one distzo run writes a folder
+ * at a time, taken before the first write. unlock closes it; with remove_folder (a fresh
+ * start that failed before run.json) the lock file and the then empty folder go too. */
+dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err);
+void dz_run_unlock(const char *run_dir, int fd, int remove_folder);
+
 /* Writes run_dir/checkpoint-<steps_done>/ (HF layout: config.json, model.safetensors,
  * tokenizer files, trainer_state.json) through a temporary folder and a rename, then
  * points run_dir/LATEST at it and keeps the newest `keep` numbered checkpoints this run

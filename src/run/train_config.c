@@ -1,5 +1,10 @@
 /* dz_train_config's defaults: MeZO's settings (run.json, read back by run_files.c, starts
- * from them too). */
+ * from them too), and the check of settings on their own. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "distzo/log.h"
 #include "distzo/train.h"
 #include "run/seedlog.h"
 
@@ -12,4 +17,29 @@ void dz_train_config_default(dz_train_config *c) {
         .schedule = {.eval_every = 500, .eval_batch = 64, .checkpoint_every = 1000, .keep_checkpoints = 1,
                      .log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT},
     };
+}
+
+dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
+    const dz_train_optim *o = &c->optim;
+    const dz_train_data *d = &c->data;
+    if (o->steps < 1) return dz_fail(err, DZ_ERR_INVALID, "--steps %d: train at least 1 step", o->steps);
+    if (o->batch < 1) return dz_fail(err, DZ_ERR_INVALID, "--batch %d: must be at least 1", o->batch);
+    if (d->train_examples < 1)
+        return dz_fail(err, DZ_ERR_INVALID, "--train-examples %d: must be at least 1", d->train_examples);
+    if (d->dev_examples < 0) return dz_fail(err, DZ_ERR_INVALID, "--dev-examples %d is negative", d->dev_examples);
+    if ((int64_t)d->train_examples + d->dev_examples > INT_MAX)
+        return dz_fail(err, DZ_ERR_INVALID, "--train-examples %d + --dev-examples %d is more than %d examples",
+                       d->train_examples, d->dev_examples, INT_MAX);
+    if (o->batch > d->train_examples)
+        return dz_fail(err, DZ_ERR_INVALID, "--batch %d is larger than the %d training examples (--train-examples)",
+                       o->batch, d->train_examples);
+    if (!isfinite(o->lr) || o->lr < 0) return dz_fail(err, DZ_ERR_INVALID, "--lr %g: must be finite and >= 0", o->lr);
+    if (!isfinite(o->wd) || o->wd < 0)
+        return dz_fail(err, DZ_ERR_INVALID, "--weight-decay %g: must be finite and >= 0", o->wd);
+    if (!isfinite(o->eps) || !(o->eps > 0)) return dz_fail(err, DZ_ERR_INVALID, "--eps %g: must be positive", o->eps);
+    if (o->warmup < 0) return dz_fail(err, DZ_ERR_INVALID, "--warmup %d is negative", o->warmup);
+    if (o->eps < 1e-5f) /* fp32 forwards: L+ - L- is then mostly rounding, and often exactly 0 */
+        dz_log(DZ_LOG_WARN, "--eps %g is very small: L+ - L- will be mostly float rounding (g often exactly 0); MeZO "
+               "uses 1e-3", o->eps);
+    return DZ_OK;
 }

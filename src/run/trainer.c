@@ -37,7 +37,13 @@ static dz_status load_tokenizer(dz_trainer *tr, int from_checkpoint, dz_error *e
     if (!tp && from_checkpoint) tp = dz_model_tokenizer_path(tr->m);
     dz_status st = DZ_OK;
     if (!tp && (st = dz_setup_base_tokenizer(tr->cfg.model, base_tok, sizeof base_tok, err)) != DZ_OK) return st;
-    return dz_tokenizer_load(tp ? tp : base_tok, dz_model_config(tr->m)->vocab_size, &tr->tok, err);
+    tp = tp ? tp : base_tok;
+    st = dz_tokenizer_load(tp, dz_model_config(tr->m)->vocab_size, &tr->tok, err);
+    const int tv = st == DZ_OK ? dz_tokenizer_vocab_size(tr->tok) : 0, mv = dz_model_config(tr->m)->vocab_size;
+    if (st == DZ_OK && tv > mv) /* found here, not at the first forward */
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: the tokenizer has %d tokens but the model %s has a vocabulary of %d", tp,
+                     tv, tr->cfg.model, mv);
+    return st;
 }
 
 static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *err) {
@@ -60,6 +66,7 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     if (c->data.label_words && (st = dz_prompt_spec_set_labels(&tr->spec, c->data.label_words, err)) != DZ_OK)
         return st;
     if ((st = dz_trainer_load_data(tr, err)) != DZ_OK) return st;
+    if ((st = dz_trainer_check_agreement(tr, err)) != DZ_OK) return st;
 
     const int batch = c->optim.batch, eval_batch = c->schedule.eval_batch;
     const int K = tr->train.n_labels, local = (batch + tr->lay.d - 1) / tr->lay.d; /* the largest share */
@@ -101,7 +108,8 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     snprintf(path, sizeof path, "%s/seeds.log", tr->run_dir);
     *start_step = 0;
     const int sync_every = c->schedule.log_sync_every;
-    if (!resume && tr->rank0) st = dz_seedlog_create(path, &h, sync_every, &tr->log, err);
+    if (!resume && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err); /* settings, model and data checked */
+    if (!resume && tr->rank0 && st == DZ_OK) st = dz_seedlog_create(path, &h, sync_every, &tr->log, err);
     if (resume) st = dz_trainer_resume(tr, &h, path, ckpt_steps, start_step, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
     if (st == DZ_OK && tr->rank0) st = dz_metrics_open(path, (int64_t)*start_step - 1, sync_every, &tr->metrics, err);
@@ -125,6 +133,7 @@ static void teardown(dz_trainer *tr) {
     free(tr->scores);
     free(tr->eval_pairs);
     free(tr->eval_preds);
+    dz_run_unlock(tr->run_dir, tr->lock_fd, tr->made_run_dir && tr->failed_before_write);
     dz_comm_finalize(tr->own_comm);
 }
 
@@ -176,7 +185,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", step,
                    r.loss_plus[0], r.loss_minus[0], bad);
             if (bad >= o->max_bad_steps) {
-                dz_trainer_checkpoint(tr, "checkpoint", step + 1, &best, NULL);
+                if ((st = dz_trainer_checkpoint(tr, "checkpoint", step + 1, &best, err)) != DZ_OK) break;
                 return dz_fail(err, DZ_ERR_INVALID,
                                "training stopped: %d non-finite losses in a row (--max-bad-steps %d); lower --lr or "
                                "--eps; the run is resumable with --resume", bad, o->max_bad_steps);
@@ -193,7 +202,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         if (every->eval_every > 0 && (done % every->eval_every == 0 || done == o->steps)) {
             double dev, test;
             if ((st = evaluate_both(tr, &dev, &test, err)) != DZ_OK) break;
-            if (dev > best.dev) {
+            if (isfinite(dev) && dev > best.dev) { /* a non-finite score never becomes best/ */
                 best = (dz_best){.dev = dev, .test = test, .step = done};
                 st = dz_trainer_checkpoint(tr, "best", done, &best, err);
             }
@@ -230,20 +239,25 @@ static dz_status run_settings(dz_trainer *tr, const dz_train_config *cfg_in, int
                               dz_error *err) {
     dz_status st = DZ_OK;
     if (resume) {
-        st = dz_run_config_read(tr->run_dir, &tr->cfg, strings, err);
+        if (tr->rank0) st = dz_run_lock(tr->run_dir, &tr->lock_fd, err);
+        if (st == DZ_OK) st = dz_run_config_read(tr->run_dir, &tr->cfg, strings, err);
         if (st == DZ_OK && cfg_in->optim.steps > tr->cfg.optim.steps) tr->cfg.optim.steps = cfg_in->optim.steps;
         tr->cfg.out_dir = cfg_in->out_dir;
         tr->cfg.layout = cfg_in->layout; /* the layout is the command line's: a run resumes under any layout */
     } else if (tr->rank0) {
         tr->cfg = *cfg_in;
-        if (dz_mkdirs(tr->run_dir) != 0 || !dz_is_dir(tr->run_dir))
+        st = dz_train_config_check(&tr->cfg, err); /* before anything is written */
+        tr->made_run_dir = st == DZ_OK && !dz_is_dir(tr->run_dir);
+        if (st == DZ_OK && (dz_mkdirs(tr->run_dir) != 0 || !dz_is_dir(tr->run_dir)))
             st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", tr->run_dir, strerror(errno));
+        if (st == DZ_OK) st = dz_run_lock(tr->run_dir, &tr->lock_fd, err);
         char probe[4200];
-        snprintf(probe, sizeof probe, "%s/seeds.log", tr->run_dir);
-        if (st == DZ_OK && dz_file_exists(probe))
-            st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run: use --resume, or another --out", tr->run_dir);
-        if (st == DZ_OK && tr->cfg.optim.batch < 1) st = dz_fail(err, DZ_ERR_INVALID, "--batch must be at least 1");
-        if (st == DZ_OK) st = dz_run_config_write(tr->run_dir, &tr->cfg, err);
+        for (int k = 0; k < 2 && st == DZ_OK; k++) { /* run.json is written once everything else checked out */
+            snprintf(probe, sizeof probe, "%s/%s", tr->run_dir, k ? "run.json" : "seeds.log");
+            if (dz_file_exists(probe))
+                st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run (%s): use --resume, or another --out",
+                             tr->run_dir, k ? "run.json" : "seeds.log");
+        }
     } else {
         tr->cfg = *cfg_in;
     }
@@ -256,6 +270,7 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
     tr.t0 = dz_now();
+    tr.lock_fd = -1;
     snprintf(tr.run_dir, sizeof tr.run_dir, "%s", cfg_in->out_dir);
     char *strings = NULL;
     dz_status st = DZ_OK;
@@ -276,6 +291,9 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     }
     if (st == DZ_OK) st = run(&tr, start, resume, cb, user, res, err);
     res->seconds = dz_now() - tr.t0;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/run.json", tr.run_dir);
+    tr.failed_before_write = st != DZ_OK && !resume && !dz_file_exists(probe);
     teardown(&tr);
     free(strings);
     return st;

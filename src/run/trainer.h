@@ -47,9 +47,14 @@ typedef struct dz_trainer {
     int lo, hi;                       /* this rank's examples of the step's global batch */
     double *eval_pairs;               /* per-example (score, weight) of an evaluation */
     int *eval_preds;
+    int lock_fd;                      /* rank 0: the run folder's lock (-1: none) */
+    int made_run_dir;                 /* this start created the run folder */
+    int failed_before_write;          /* a fresh start failed before run.json: leave the folder as it was */
 } dz_trainer;
 
 /* train_data.c: the training pool's train/dev draw and the test set, as sequences. */
+/* agreement.c: every rank has the same settings, model and data (a no-op in one process). */
+dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err);
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err);
 /* The examples (and labels) of step's global batch into tr->batch_ex / batch_labels. */
 void dz_trainer_draw_batch(dz_trainer *tr, int step);

@@ -40,7 +40,7 @@ expect "config disagrees with tensor shapes" "model.safetensors.*shape" -- "$bin
 m=$(model nofile); rm "$m/model.safetensors"
 expect "no safetensors file" "model.safetensors" -- "$bin" info "$m"
 
-if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin; then
+if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf; then
   head -c 100000 "$assets/stories260K/stories260K.bin" > "$tmp/short.bin"
   expect "truncated llama2.c checkpoint" "short.bin.*bytes" -- "$bin" info "$tmp/short.bin"
   cp "$assets/stories260K/stories260K.bin" "$tmp/stories.bin"
@@ -61,6 +61,11 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin; the
   mkfifo "$tmp/fifo.tsv"
   expect "a FIFO as training data" "fifo.tsv: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/fifo.tsv"
   expect "a device as training data" "/dev/zero: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data /dev/zero
+  # a GGUF model runs from its file alone: its tokenizer comes from the GGUF metadata
+  gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
+  if out=$("$bin" generate "$gguf" --prompt "The capital of France is" -n 4 --temperature 0 2>/dev/null) &&
+     grep -q "Paris" <<<"$out"; then pass=$((pass + 1)); echo "ok - generate on the .gguf alone: $out"
+  else fail=$((fail + 1)); echo "FAIL - generate on the .gguf alone: $out"; fi
   # huge counts are clamped to what the model or the data allows, never overflowed
   if out=$("$bin" generate "$assets/stories260K/stories260K.bin" -n 2147483647 --temperature 0 2>&1 >/dev/null) &&
      grep -q "512 tokens" <<<"$out"; then pass=$((pass + 1)); echo "ok - generate -n 2147483647: $out"

@@ -89,6 +89,19 @@ rc=$?
 if [ $rc -ne 0 ] && grep -q "weights differ between nodes" "$tmp/corrupt.txt"; then ok "corrupted replica detected (exit $rc)";
 else bad "corrupted replica not detected (exit $rc)"; tail -5 "$tmp/corrupt.txt"; fi
 
+# every rank must run the same run: a rank given another --lr, or another data file, is
+# refused at start on every rank, naming what differs, before anything is written
+mpirun --oversubscribe -np 1 "$bin" train "${common[@]}" --out "$tmp/disagree1" : \
+  -np 1 "$bin" train "${common[@]}" --lr 2e-3 --out "$tmp/disagree1" > "$tmp/disagree1.txt" 2>&1
+[ $? -ne 0 ] && grep -q "the ranks disagree on --lr" "$tmp/disagree1.txt" && [ ! -e "$tmp/disagree1/run.json" ] &&
+  ok "ranks with different --lr refused" || bad "different --lr not refused: $(tail -2 "$tmp/disagree1.txt")"
+head -30 "$tmp/test.tsv" > "$tmp/test_short.tsv"
+other=("${common[@]}"); other[${#other[@]}-1]="$tmp/test_short.tsv"
+mpirun --oversubscribe -np 1 "$bin" train "${common[@]}" --out "$tmp/disagree2" : \
+  -np 1 "$bin" train "${other[@]}" --out "$tmp/disagree2" > "$tmp/disagree2.txt" 2>&1
+[ $? -ne 0 ] && grep -q "the ranks disagree on the test data" "$tmp/disagree2.txt" &&
+  ok "ranks with different test data refused" || bad "different data not refused: $(tail -2 "$tmp/disagree2.txt")"
+
 # bad layouts are refused with the flag named
 mpi 2 "$bin" train "${common[@]}" --pertp 3 --out "$tmp/bad1" > "$tmp/bad1.txt" 2>&1
 [ $? -ne 0 ] && grep -q -- "--pertp 3" "$tmp/bad1.txt" && ok "--pertp 3 refused" || bad "--pertp 3 not refused clearly"

@@ -47,4 +47,33 @@ grep -q "dropping a torn tail of 3 bytes" "$tmp/resume.txt" && ok "resume (the w
   bad "resume did not report the torn tail: $(tail -2 "$tmp/resume.txt")"
 [ -d "$tmp/r/checkpoint-10" ] && [ ! -e "$tmp/r/checkpoint-6" ] && [ -d "$tmp/r/checkpoint-8" ] &&
   ok "the resumed run keeps its own two newest checkpoints" || bad "after resume: $(ls "$tmp/r" | tr '\n' ' ')"
+
+# check everything before writing anything: a refused start leaves no folder behind
+for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \
+           "--eps 0"; do
+  name=$(echo "$bad" | tr -cd '[:alnum:]')
+  # shellcheck disable=SC2086
+  if out=$("$bin" train $bad --out "$tmp/refused_$name" 2>&1); then bad "$bad accepted"
+  elif [ -e "$tmp/refused_$name" ]; then bad "$bad: refused but left $tmp/refused_$name"
+  else ok "$bad refused before anything was written: $(tail -1 <<<"$out")"; fi
+done
+"$bin" train "${run[@]}" --model "$tmp/no-such-model" --out "$tmp/refused_model" > "$tmp/refused_model.txt" 2>&1 &&
+  bad "a missing model accepted"
+[ ! -e "$tmp/refused_model" ] && ok "a start that fails at the model leaves no folder behind" ||
+  bad "a failed start left: $(ls -A "$tmp/refused_model" | tr '\n' ' ')"
+
+# one run folder, one writer: a second start on a folder in use is refused at once
+"$bin" train --steps 400 --eval-every 0 --checkpoint-every 0 --train-examples 32 --dev-examples 8 --batch 4 \
+  --threads 1 --out "$tmp/busy" > "$tmp/busy.txt" 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -f "$tmp/busy/seeds.log" ] && break; sleep 0.1; done
+if out=$("$bin" train --steps 4 --train-examples 32 --dev-examples 8 --batch 4 --out "$tmp/busy" 2>&1); then
+  bad "a second start on a folder in use was accepted"
+else
+  grep -q "another distzo process is using this run folder" <<<"$out" && ok "a second start on a busy folder is refused" ||
+    bad "second start: $out"
+fi
+if out=$("$bin" train --resume --out "$tmp/busy" 2>&1); then bad "a resume of a folder in use was accepted"
+else grep -q "another distzo process" <<<"$out" && ok "a resume of a busy folder is refused" || bad "busy resume: $out"; fi
+kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
 finish

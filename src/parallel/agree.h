@@ -1,0 +1,21 @@
+/* Every rank must train the same run: at start each rank fingerprints what affects the
+ * weights (each setting, the model's tensor table, the data) and the job is refused,
+ * on every rank, naming the first item on which some rank differs from the others. */
+#ifndef DZ_PARALLEL_AGREE_H
+#define DZ_PARALLEL_AGREE_H
+
+#include <stdint.h>
+
+#include "distzo/error.h"
+#include "parallel/comm.h"
+
+typedef struct dz_agree_item {
+    const char *what;   /* e.g. "--lr", "the model's tensor table", "the training data" */
+    uint64_t hash;      /* its fingerprint on this rank (core/hash.h) */
+} dz_agree_item;
+
+/* Collective over all ranks (a no-op in one process): DZ_ERR_INVALID naming items[i].what
+ * for the first i whose fingerprint is not the same on every rank. */
+dz_status dz_comm_agree(dz_comm *c, const dz_agree_item *items, int n, dz_error *err);
+
+#endif

@@ -1,0 +1,74 @@
+/* Every rank of a job must train the same run: what affects the weights is fingerprinted
+ * on each rank and compared (parallel/agree.h), so a rank started with another setting,
+ * model or data file is refused at start instead of diverging silently. */
+#include "core/hash.h"
+#include "parallel/agree.h"
+#include "run/trainer.h"
+
+static uint64_t table_hash(const dz_param_table *t) {
+    uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)t->count);
+    for (int i = 0; i < t->count; i++) {
+        h = dz_hash_str(h, t->params[i].hf_name);
+        h = dz_hash_u64(h, (uint64_t)t->params[i].rows);
+        h = dz_hash_u64(h, (uint64_t)t->params[i].cols);
+    }
+    return h;
+}
+
+/* The examples as this rank read them: text, completion and label, in order. */
+static uint64_t data_hash(const dz_dataset *ds) {
+    uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)ds->count);
+    for (int i = 0; i < ds->count; i++) {
+        h = dz_hash_str(h, ds->items[i].text);
+        h = dz_hash_str(h, ds->items[i].completion);
+        h = dz_hash_u64(h, (uint64_t)(int64_t)ds->items[i].label);
+    }
+    return h;
+}
+
+/* A few bytes of every tensor: a different checkpoint of the same shape shows up too. */
+static uint64_t weights_sample_hash(const dz_model *m) {
+    const dz_param_table *t = dz_model_params(m);
+    const size_t esz = dz_dtype_size(dz_model_dtype(m));
+    uint64_t h = DZ_HASH_START;
+    for (int i = 0; i < t->count; i++) {
+        const char *x = dz_model_tensor(m, i);
+        if (!x) continue; /* in the store: its file came from the same checkpoint (the table and path agree) */
+        const size_t n = (size_t)dz_param_numel(&t->params[i]) * esz;
+        h = dz_hash_bytes(h, x, n < 64 ? n : 64);
+        if (n > 64) h = dz_hash_bytes(h, x + n - 64, 64);
+    }
+    return h;
+}
+
+dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    const dz_train_optim *o = &c->optim;
+    const dz_train_data *d = &c->data;
+    const dz_agree_item items[] = {
+        {"--lr", dz_hash_f64(DZ_HASH_START, o->lr)},
+        {"--eps", dz_hash_f64(DZ_HASH_START, o->eps)},
+        {"--weight-decay", dz_hash_f64(DZ_HASH_START, o->wd)},
+        {"--batch", dz_hash_u64(DZ_HASH_START, (uint64_t)o->batch)},
+        {"--steps", dz_hash_u64(DZ_HASH_START, (uint64_t)o->steps)},
+        {"--spsa-samples", dz_hash_u64(DZ_HASH_START, (uint64_t)o->q)},
+        {"--warmup", dz_hash_u64(DZ_HASH_START, (uint64_t)o->warmup)},
+        {"--schedule", dz_hash_u64(DZ_HASH_START, (uint64_t)o->lr_schedule)},
+        {"--perturbation", dz_hash_u64(DZ_HASH_START, (uint64_t)o->rademacher)},
+        {"--seed", dz_hash_u64(DZ_HASH_START, o->seed)},
+        {"--data-seed", dz_hash_u64(DZ_HASH_START, d->seed)},
+        {"--train-examples", dz_hash_u64(DZ_HASH_START, (uint64_t)d->train_examples)},
+        {"--dev-examples", dz_hash_u64(DZ_HASH_START, (uint64_t)d->dev_examples)},
+        {"--task", dz_hash_str(DZ_HASH_START, d->task)},
+        {"--template", dz_hash_str(DZ_HASH_START, d->template_)},
+        {"--label-words", dz_hash_str(DZ_HASH_START, d->label_words)},
+        {"--seq", dz_hash_u64(DZ_HASH_START, (uint64_t)d->lm_seq)},
+        {"--master-dtype", dz_hash_u64(DZ_HASH_START, (uint64_t)c->store.master_dtype)},
+        {"the model's tensor table", table_hash(dz_model_params(tr->m))},
+        {"the model's weights", weights_sample_hash(tr->m)},
+        {"the tokenizer's vocabulary size", dz_hash_u64(DZ_HASH_START, (uint64_t)dz_tokenizer_vocab_size(tr->tok))},
+        {"the training data (--data)", data_hash(&tr->pool)},
+        {"the test data (--test)", data_hash(&tr->test)},
+    };
+    return dz_comm_agree(tr->comm, items, (int)(sizeof items / sizeof items[0]), err);
+}
