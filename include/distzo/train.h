@@ -98,6 +98,7 @@ typedef struct dz_train_result {
     double seconds;
     int lm;                   /* the scores are minus mean NLLs */
     double step_bytes;        /* payload this rank sent per training step (0 in one process) */
+    int was_finished;         /* a resume found every step already done (--steps extends a run) */
 } dz_train_result;
 
 /* The engine's view of a batch dz_class_batch_fill made (classification or LM): a tree

@@ -232,6 +232,11 @@ int dz_cmd_train(int argc, char **argv) {
     }
     dz_comm_finalize(comm);
     if (rank != 0) return 0;
+    if (res.was_finished) {
+        printf("nothing to do: the run in %s already finished its %d steps (pass a larger --steps to extend it)\n", out,
+               res.steps_done);
+        return 0;
+    }
     const double sign = res.lm ? -1.0 : 1.0;
     const double v[3] = {sign * res.zero_shot_test, sign * res.final_test, sign * res.best_test};
     char txt[3][32];

@@ -152,7 +152,8 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     int bad = 0, steps_run = 0;
     uint64_t step_bytes = 0;
     dz_status st = DZ_OK;
-    res->zero_shot_dev = res->zero_shot_test = NAN;
+    res->zero_shot_dev = res->zero_shot_test = res->final_dev = res->final_test = NAN;
+    res->was_finished = resume && start >= o->steps; /* nothing to do: say so rather than report a fresh result */
     if (start == 0 && !resume) {
         if ((st = evaluate_both(tr, &res->zero_shot_dev, &res->zero_shot_test, err)) != DZ_OK) return st;
         best.dev = isfinite(res->zero_shot_dev) ? res->zero_shot_dev : -INFINITY, best.test = res->zero_shot_test;
@@ -226,7 +227,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     if (st == DZ_OK) st = dz_zo_flush(tr->e, err);
     if (st == DZ_OK && start >= o->steps && tr->ckpt_steps < o->steps && every->checkpoint_every > 0)
         st = dz_trainer_checkpoint(tr, "checkpoint", o->steps, &best, err); /* killed before the last one */
-    if (st == DZ_OK && res->steps_done > 0 && every->eval_every <= 0) /* no periodic evaluation: one at the end */
+    if (st == DZ_OK && res->steps_done > 0 && every->eval_every <= 0 && !res->was_finished) /* one at the end */
         st = evaluate_both(tr, &res->final_dev, &res->final_test, err);
     res->best_dev = best.dev, res->best_test = best.test, res->best_step = best.step, res->lm = tr->lm;
     res->step_bytes = steps_run ? (double)step_bytes / steps_run : 0.0;

@@ -48,6 +48,13 @@ grep -q "dropping a torn tail of 3 bytes" "$tmp/resume.txt" && ok "resume (the w
 [ -d "$tmp/r/checkpoint-10" ] && [ ! -e "$tmp/r/checkpoint-6" ] && [ -d "$tmp/r/checkpoint-8" ] &&
   ok "the resumed run keeps its own two newest checkpoints" || bad "after resume: $(ls "$tmp/r" | tr '\n' ' ')"
 
+# resuming a finished run says so and changes nothing
+snapshot "$tmp/r" > "$tmp/before_done.txt"
+out=$("$bin" train --resume --out "$tmp/r" 2>&1)
+snapshot "$tmp/r" > "$tmp/after_done.txt"
+grep -q "nothing to do: the run in .* already finished its 10 steps" <<<"$out" && cmp -s "$tmp/before_done.txt" "$tmp/after_done.txt" &&
+  ok "resuming a finished run says so and changes nothing" || bad "resume of a finished run: $(tail -1 <<<"$out")"
+
 # check everything before writing anything: a refused start leaves no folder behind
 for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \
            "--eps 0"; do
