@@ -323,9 +323,10 @@ dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int 
     dz_status st = dz_read_file(latest, &text, NULL, err);
     if (st != DZ_OK) return st;
     text[strcspn(text, "\r\n")] = '\0';
-    int n = -1;
-    if (sscanf(text, "checkpoint-%d", &n) != 1 || n < 0) {
-        st = dz_fail(err, DZ_ERR_FORMAT, "%s: expected 'checkpoint-N', found '%s'", latest, text);
+    int n = -1, end = 0;
+    if (sscanf(text, "checkpoint-%d%n", &n, &end) != 1 || n < 0 || text[end] != '\0') { /* nothing after N */
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: expected 'checkpoint-N', found '%.200s'", latest, text);
+    } else if ((st = dz_path_check_inside(run_dir, text, "LATEST", err)) != DZ_OK) {
     } else if ((size_t)snprintf(path, cap, "%s/%s", run_dir, text) >= cap) {
         st = dz_fail(err, DZ_ERR_INVALID, "%s: path too long", run_dir);
     } else {

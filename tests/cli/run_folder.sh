@@ -55,6 +55,17 @@ snapshot "$tmp/r" > "$tmp/after_done.txt"
 grep -q "nothing to do: the run in .* already finished its 10 steps" <<<"$out" && cmp -s "$tmp/before_done.txt" "$tmp/after_done.txt" &&
   ok "resuming a finished run says so and changes nothing" || bad "resume of a finished run: $(tail -1 <<<"$out")"
 
+# a run folder's own files cannot point outside it: LATEST naming another path is refused
+cp -r "$tmp/r" "$tmp/r2"; mkdir -p "$tmp/elsewhere"
+printf 'checkpoint-10/../../elsewhere\n' > "$tmp/r2/LATEST"
+out=$("$bin" train --resume --steps 12 --out "$tmp/r2" 2>&1) && bad "a LATEST pointing outside was followed" ||
+  { grep -q "LATEST: expected 'checkpoint-N'" <<<"$out" && ok "a LATEST pointing outside the folder is refused" ||
+    bad "LATEST outside: $(tail -1 <<<"$out")"; }
+rm -rf "$tmp/r2/checkpoint-10"; ln -s "$tmp/elsewhere" "$tmp/r2/checkpoint-10"; printf 'checkpoint-10\n' > "$tmp/r2/LATEST"
+out=$("$bin" train --resume --steps 12 --out "$tmp/r2" 2>&1) && bad "a checkpoint symlinked outside was followed" ||
+  { grep -q "outside the folder" <<<"$out" && ok "a checkpoint symlinked outside the folder is refused" ||
+    bad "symlinked checkpoint: $(tail -1 <<<"$out")"; }
+
 # check everything before writing anything: a refused start leaves no folder behind
 for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \
            "--eps 0"; do
