@@ -17,6 +17,10 @@ typedef struct dz_weights_spec {
     dz_dtype master_dtype;  /* F32 or BF16 */
     const char *store;      /* NULL or "ram": in memory; "disk:PATH", "disk-nocache:PATH": layer masters in a file */
     dz_comm *comm;          /* NULL: one process; several ranks on a node share one copy in memory */
+    /* Other files the run reads (its data): a disk store is never placed on one of them,
+     * nor on the weights' own files (compared by device and inode, not by name). */
+    const char *const *inputs;
+    int n_inputs;
 } dz_weights_spec;
 
 typedef struct dz_engine_spec {

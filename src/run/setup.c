@@ -1,7 +1,11 @@
 /* The one setup path (distzo/setup.h): load, place the masters, forward, engine. */
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "core/util.h"
 #include "distzo/setup.h"
 #include "parallel/comm.h"
 #include "run/setup.h"
@@ -28,6 +32,32 @@ static dz_status share_masters(dz_zo_setup *s, dz_error *err) {
     return st;
 }
 
+/* The same file, whatever the names (links, "..", symlinks): device and inode. */
+static int same_file(const struct stat *a, const char *path) {
+    struct stat b;
+    return stat(path, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
+}
+
+/* Writing the store at store_path must not replace a file the run reads. */
+static dz_status check_store_path(const char *store_path, const dz_weights_spec *spec, dz_error *err) {
+    struct stat st;
+    if (stat(store_path, &st) != 0) return DZ_OK; /* a new file */
+    const char *hit = NULL;
+    if (same_file(&st, spec->path)) hit = spec->path;
+    DIR *d = dz_is_dir(spec->path) ? opendir(spec->path) : NULL;
+    char entry[4200];
+    for (struct dirent *de; d && !hit && (de = readdir(d));) {
+        snprintf(entry, sizeof entry, "%s/%s", spec->path, de->d_name);
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && same_file(&st, entry)) hit = entry;
+    }
+    if (d) closedir(d);
+    for (int i = 0; i < spec->n_inputs && !hit; i++)
+        if (spec->inputs[i] && same_file(&st, spec->inputs[i])) hit = spec->inputs[i];
+    if (!hit) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID, "--store %s is the file %s, which this run reads: choose another path", store_path,
+                   hit);
+}
+
 dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_error *err) {
     *out = NULL;
     dz_zo_setup *s = calloc(1, sizeof *s);
@@ -41,6 +71,7 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
         st = dz_fail(err, DZ_ERR_UNSUPPORTED,
                      "--store %s: a disk store runs in one process; with mpirun use --store ram (the ranks of a node "
                      "share one copy of the weights)", spec->store);
+    if (st == DZ_OK && path) st = check_store_path(path, spec, err);
     /* a disk store is written tensor by tensor from the model as loaded (mapped where it can be) */
     if (st == DZ_OK) st = path ? dz_store_load_model(spec->path, spec->master_dtype, &s->m, err)
                                : dz_model_load(spec->path, spec->master_dtype, &s->m, err);

@@ -52,8 +52,9 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     int ckpt_steps = 0;
     dz_status st = setup_layout(tr, err);
     if (st == DZ_OK) st = dz_trainer_weights_path(tr, resume, path, sizeof path, &ckpt_steps, err);
+    const char *const inputs[] = {c->data.train, c->data.test, c->tokenizer};
     const dz_weights_spec ws = {.path = path, .master_dtype = c->store.master_dtype, .store = c->store.spec,
-                                .comm = tr->comm};
+                                .comm = tr->comm, .inputs = inputs, .n_inputs = 3};
     if (st == DZ_OK) st = dz_setup_weights(&ws, &tr->setup, err);
     if (st != DZ_OK) return st;
     tr->m = dz_setup_model(tr->setup), tr->store = dz_setup_store(tr->setup);

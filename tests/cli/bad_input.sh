@@ -66,6 +66,18 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   if out=$("$bin" generate "$gguf" --prompt "The capital of France is" -n 4 --temperature 0 2>/dev/null) &&
      grep -q "Paris" <<<"$out"; then pass=$((pass + 1)); echo "ok - generate on the .gguf alone: $out"
   else fail=$((fail + 1)); echo "FAIL - generate on the .gguf alone: $out"; fi
+  # a disk store is never written over a file the run reads (a hard link to the model, the data)
+  m=$(model storeon); ln "$m/model.safetensors" "$tmp/alias.safetensors"; cp "$m/model.safetensors" "$tmp/model.orig"
+  head -9 "$assets/sst2/dev.tsv" > "$tmp/dev8.tsv"
+  expect "--store on a hard link to the model" "alias.safetensors is the file .*model.safetensors, which this run reads" -- \
+    "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
+    --store "disk:$tmp/alias.safetensors" --out "$tmp/run_storeon"
+  expect "--store on the training data" "dev8.tsv is the file .*dev8.tsv, which this run reads" -- \
+    "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
+    --store "disk:$tmp/../$(basename "$tmp")/dev8.tsv" --out "$tmp/run_storeon2"
+  cmp -s "$m/model.safetensors" "$tmp/model.orig" && [ "$(wc -l < "$tmp/dev8.tsv")" = 9 ] &&
+    { pass=$((pass + 1)); echo "ok - the model and the data are intact"; } ||
+    { fail=$((fail + 1)); echo "FAIL - a refused --store changed an input"; }
   # huge counts are clamped to what the model or the data allows, never overflowed
   if out=$("$bin" generate "$assets/stories260K/stories260K.bin" -n 2147483647 --temperature 0 2>&1 >/dev/null) &&
      grep -q "512 tokens" <<<"$out"; then pass=$((pass + 1)); echo "ok - generate -n 2147483647: $out"
