@@ -20,8 +20,12 @@ static const char *base_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
+/* dir/name, which must resolve inside dir (a tokenizer file symlinked out of its folder is
+ * refused; the Hugging Face hub cache's blobs are allowed: core/util.h). */
 static dz_status join(char *out, const char *dir, const char *name, dz_error *err) {
     if (dz_path_join(out, 4096, dir, name) != 0) return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", dir);
+    const dz_status st = dz_path_check_inside(dir, name, "the tokenizer file", err);
+    if (st != DZ_OK) return st;
     return DZ_OK;
 }
 

@@ -78,6 +78,12 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   cmp -s "$m/model.safetensors" "$tmp/model.orig" && [ "$(wc -l < "$tmp/dev8.tsv")" = 9 ] &&
     { pass=$((pass + 1)); echo "ok - the model and the data are intact"; } ||
     { fail=$((fail + 1)); echo "FAIL - a refused --store changed an input"; }
+  # a tokenizer file symlinked out of its folder is refused
+  mkdir -p "$tmp/tokdir" "$tmp/tokelsewhere"
+  cp "$assets/smollm2-135m/hf-tokenizer/tokenizer.json" "$tmp/tokelsewhere/"
+  ln -s "$tmp/tokelsewhere/tokenizer.json" "$tmp/tokdir/tokenizer.json"
+  expect "tokenizer.json symlinked outside its folder" "tokenizer.json' resolves to .*outside the folder" -- \
+    "$bin" generate "$gguf" --tokenizer "$tmp/tokdir" -n 2
   # huge counts are clamped to what the model or the data allows, never overflowed
   if out=$("$bin" generate "$assets/stories260K/stories260K.bin" -n 2147483647 --temperature 0 2>&1 >/dev/null) &&
      grep -q "512 tokens" <<<"$out"; then pass=$((pass + 1)); echo "ok - generate -n 2147483647: $out"
