@@ -84,18 +84,6 @@ int dz_io_write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-int dz_io_pread_all(int fd, void *buf, size_t n, off_t off) {
-    for (char *p = buf; n > 0;) {
-        const ssize_t r = dz_io_pread(fd, p, chunk(n), off);
-        if (r <= 0) {
-            if (r == 0) errno = 0; /* the file ends early */
-            return -1;
-        }
-        p += r, n -= (size_t)r, off += r;
-    }
-    return 0;
-}
-
 int dz_io_fsync(int fd) { return dz_io_fault(DZ_IO_SYNC) ? -1 : fsync(fd); }
 
 int dz_io_fdatasync(int fd) { return dz_io_fault(DZ_IO_SYNC) ? -1 : fdatasync(fd); }

@@ -24,10 +24,8 @@ ssize_t dz_io_read(int fd, void *buf, size_t n);
 ssize_t dz_io_write(int fd, const void *buf, size_t n);
 ssize_t dz_io_pread(int fd, void *buf, size_t n, off_t off);
 ssize_t dz_io_pwrite(int fd, const void *buf, size_t n, off_t off);
-/* All n bytes (looping over short transfers): 0, or -1 with errno (a read past the end
- * of the file sets errno to 0). */
+/* All n bytes (looping over short transfers): 0, or -1 with errno. */
 int dz_io_write_all(int fd, const void *buf, size_t n);
-int dz_io_pread_all(int fd, void *buf, size_t n, off_t off);
 int dz_io_fsync(int fd);
 int dz_io_fdatasync(int fd);
 /* fsync of a folder, and of the folder holding path: a rename into it is then durable. */

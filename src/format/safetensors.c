@@ -664,19 +664,17 @@ void dz_hf_checkpoint_close(dz_hf_checkpoint *ck) {
     memset(ck, 0, sizeof *ck);
 }
 
+static int entry_key_cmp(const void *key, const void *e) {
+    return strcmp(key, ((const dz_hf_index_entry *)e)->name);
+}
+
 const dz_st_tensor *dz_hf_checkpoint_find(const dz_hf_checkpoint *ck, const char *name, const char **file) {
-    int lo = 0, hi = ck->index ? ck->n_index : ck->n_files > 0 ? 1 : 0; /* sharded: the index decides */
-    const dz_safetensors *from = ck->index ? NULL : &ck->files[0];
-    while (ck->index && lo < hi) {
-        const int mid = lo + (hi - lo) / 2, c = strcmp(name, ck->index[mid].name);
-        if (c == 0) {
-            from = &ck->files[ck->index[mid].file];
-            break;
-        }
-        if (c < 0) hi = mid;
-        else lo = mid + 1;
+    const dz_safetensors *from = ck->n_files > 0 ? &ck->files[0] : NULL;
+    if (ck->index) { /* sharded: the index decides which shard, if any */
+        const dz_hf_index_entry *e = bsearch(name, ck->index, (size_t)ck->n_index, sizeof *e, entry_key_cmp);
+        from = e ? &ck->files[e->file] : NULL;
     }
-    const dz_st_tensor *t = from && hi > lo ? dz_safetensors_find(from, name) : NULL;
+    const dz_st_tensor *t = from ? dz_safetensors_find(from, name) : NULL;
     if (t && file) *file = from->path;
     return t;
 }

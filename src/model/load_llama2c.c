@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/util.h"
 #include "model/model_internal.h"
 
@@ -56,8 +57,7 @@ dz_status dz_config_from_llama2c(const char *path, dz_config *cfg, dz_error *err
     const int fd = dz_open_regular(path, err);
     if (fd < 0) return err ? err->code : DZ_ERR_IO;
     llama2c_header h;
-    ssize_t got;
-    while ((got = pread(fd, &h, sizeof h, 0)) < 0 && errno == EINTR) {}
+    const ssize_t got = dz_io_pread(fd, &h, sizeof h, 0);
     close(fd);
     if (got != (ssize_t)sizeof h)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: file of %zd bytes is shorter than the 28-byte header", path,
