@@ -229,8 +229,8 @@ static void forward_bits(fixture *fx, dz_class_set *cs, float *logits, float *sc
     }
 }
 
-static void every_level_and_thread_count_gives_the_same_bits(void **state) {
-    fixture *fx = need_model(state);
+/* The first N_EXAMPLES of the SST-2 dev set as a class set with the default prompt. */
+static void first_dev_examples(const fixture *fx, dz_class_set *cs) {
     char p[1200];
     dz_error err = {0};
     dz_dataset ds;
@@ -241,8 +241,14 @@ static void every_level_and_thread_count_gives_the_same_bits(void **state) {
     ds.count = N_EXAMPLES;
     dz_prompt_spec spec;
     dz_prompt_spec_default_sst2(&spec);
+    assert_int_equal(dz_class_set_build(&ds, &spec, fx->tok, 512, cs, &err), DZ_OK);
+    dz_dataset_free(&ds);
+}
+
+static void every_level_and_thread_count_gives_the_same_bits(void **state) {
+    fixture *fx = need_model(state);
     dz_class_set cs;
-    assert_int_equal(dz_class_set_build(&ds, &spec, fx->tok, 512, &cs, &err), DZ_OK);
+    first_dev_examples(fx, &cs);
     const int V = dz_model_config(fx->m)->vocab_size;
     float *want = malloc(sizeof(float) * LT * V), *got = malloc(sizeof(float) * LT * V);
     float want_scores[N_EXAMPLES * 2], shared[N_EXAMPLES * 2], full[N_EXAMPLES * 2];
@@ -269,25 +275,15 @@ static void every_level_and_thread_count_gives_the_same_bits(void **state) {
     free(want);
     free(got);
     dz_class_set_free(&cs);
-    dz_dataset_free(&ds);
 }
 
 /* SST-2 scores with shared prompts (two streams, the parent's KV slots) on the reference
  * backend, against the CPU's. */
 static void ref_backend_scores_match_cpu(void **state) {
     fixture *fx = need_model(state);
-    char p[1200];
     dz_error err = {0};
-    dz_dataset ds;
-    test_asset_path(p, sizeof p, "sst2/dev.tsv");
-    assert_int_equal(dz_dataset_load_sst2(p, &ds, &err), DZ_OK);
-    assert_true(ds.count >= N_EXAMPLES);
-    for (int i = N_EXAMPLES; i < ds.count; i++) free(ds.items[i].text), free(ds.items[i].completion);
-    ds.count = N_EXAMPLES;
-    dz_prompt_spec spec;
-    dz_prompt_spec_default_sst2(&spec);
     dz_class_set cs;
-    assert_int_equal(dz_class_set_build(&ds, &spec, fx->tok, 512, &cs, &err), DZ_OK);
+    first_dev_examples(fx, &cs);
     dz_weight_source w = dz_model_weights(fx->m);
     float scores[2][N_EXAMPLES * 2];
     int preds[2][N_EXAMPLES];
@@ -306,7 +302,6 @@ static void ref_backend_scores_match_cpu(void **state) {
     assert_true(max_err <= 1e-4);
     assert_memory_equal(preds[1], preds[0], sizeof preds[0]);
     dz_class_set_free(&cs);
-    dz_dataset_free(&ds);
 }
 
 int main(void) {
