@@ -95,8 +95,8 @@ int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, s
     char cand[PATH_MAX];
     out[0] = '\0';
     if (dz_is_dir(path)) { /* an HF folder holds its tokenizer's files */
-        static const char *markers[] = {"tokenizer.json", "vocab.json", "encoder.json"};
-        for (int i = 0; i < 3; i++)
+        static const char *markers[] = {"tokenizer.json", "vocab.json", "encoder.json", "tokenizer.model"};
+        for (int i = 0; i < 4; i++)
             if (dz_path_join(cand, sizeof cand, path, markers[i]) == 0 && dz_file_exists(cand)) {
                 snprintf(out, cap, "%s", path);
                 return 1;
