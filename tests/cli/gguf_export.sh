@@ -4,7 +4,7 @@
 # with no other flags give the checkpoint's text and scores exactly (f32), and the same
 # greedy text in q8_0; `export --model` converts a checkpoint folder (no run) to the same
 # weights; the export changes nothing in the run folder; OPT and bad --type/--format
-# values are refused, naming what is wrong.
+# values are refused, naming what is wrong; an export through a disk store writes the same file.
 # usage: gguf_export.sh DISTZO_BINARY ASSETS_DIR TEST_DATA_DIR
 set -u
 bin=$1 assets=$2 data=$3
@@ -26,6 +26,10 @@ for ty in f32 q8_0; do
     ok "export --type $ty"
   else bad "export --type $ty failed: $(tail -1 "$tmp/exp.log")"; fi
 done
+if "$bin" export --run "$tmp/run" -o "$tmp/m_disk.gguf" --type f32 --store "disk:$tmp/export.store" --threads 1 \
+     > "$tmp/exp.log" 2>&1 && cmp -s "$tmp/m_disk.gguf" "$tmp/m_f32.gguf"; then
+  ok "export through --store disk = in memory (the same file)"
+else bad "export through a disk store differs: $(tail -1 "$tmp/exp.log")"; fi
 [ "$before" = "$(folder "$tmp/run")" ] && ok "export left the run folder unchanged" || bad "export changed the run folder"
 [ "$(head -c 4 "$tmp/m_f32.gguf")" = GGUF ] && ok "-o x.gguf writes GGUF without --format" || bad "no GGUF magic"
 
