@@ -12,7 +12,8 @@ SRC -o X.gguf --type TYPE`); llama.cpp (CPU) loads it and, for each prompt:
   - decodes GREEDY tokens greedily (argmax of its logits, no sampler),
   - records the top TOP logits (id, value) at every position of prompt + generated
     tokens (logits_all=True).
-Writes <case>.json: the file's size and CRC-32 (zlib), so the C test can check that the
+The K/V cache is f32 (llama.cpp defaults to f16), so what differs from distzo is only how
+llama.cpp's matmuls treat the weights' type. Writes <case>.json: the file's size and CRC-32 (zlib), so the C test can check that the
 file it regenerates with distzo is the one llama.cpp ran, llama_cpp version, and per prompt
 the ids, the greedy text and the logits. The C test runs distzo's forward on the same ids
 and compares (no Python at test time).
@@ -29,6 +30,7 @@ import llama_cpp
 from llama_cpp import Llama
 
 GREEDY, TOP = 16, 20
+F32 = 0  # GGML_TYPE_F32
 STORIES = ("stories260K/stories260K.bin", [("Once upon a time, there was a", False), ("The cat sat on the", False)])
 SMOL = ("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf",
         [("The capital of France is", False),
@@ -93,7 +95,10 @@ def main():
             path = os.path.join(tmp, name + ".gguf")
             subprocess.run([a.distzo, "export", "--model", os.path.join(a.assets, src), "-o", path, "--type", ty,
                             "--threads", "2"], check=True)
-            llm = Llama(model_path=path, n_ctx=256, n_batch=256, logits_all=True, n_threads=2, verbose=False)
+            # K/V cache in f32 (llama.cpp's default is f16): the remaining differences are then the
+            # weights' matmuls alone
+            llm = Llama(model_path=path, n_ctx=256, n_batch=256, logits_all=True, n_threads=2, verbose=False,
+                        type_k=F32, type_v=F32, flash_attn=False)
             res = {
                 "case": name,
                 "source": src,

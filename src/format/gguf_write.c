@@ -60,7 +60,7 @@ static void meta_put(dz_gguf_writer *w, const void *p, size_t n) {
         while (cap < w->meta_len + n) cap *= 2;
         unsigned char *np = realloc(w->meta, cap);
         if (!np) {
-            fail(w, DZ_ERR_NOMEM, "out of memory for metadata at", "?");
+            w->st = dz_fail(&w->err, DZ_ERR_NOMEM, "%s: out of memory for %zu bytes of metadata", w->path, cap);
             return;
         }
         w->meta = np;
