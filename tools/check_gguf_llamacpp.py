@@ -35,14 +35,24 @@ STORIES = ("stories260K/stories260K.bin", [("Once upon a time, there was a", Fal
 SMOL = ("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf",
         [("The capital of France is", False),
          ("<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", True)])
+# A run trained with `distzo train` (these settings; the C test trains the same with
+# dz_train), exported with `distzo export --run`: the trained weights in llama.cpp.
+TRAIN = {"steps": 2, "lr": 3e-4, "eps": 1e-3, "batch": 4, "train_examples": 16, "dev_examples": 8, "seed": 0,
+         "data_seed": 42, "template": "{text} It was", "label_words": "terrible,great", "data": "sst2/train.tsv"}
 CASES = {
+    "stories260k_trained_f32": (STORIES, "f32"),
     "stories260k_f32": (STORIES, "f32"),
     "stories260k_f16": (STORIES, "f16"),
     "stories260k_q8_0": (STORIES, "q8_0"),
     "smollm2_f32": (SMOL, "f32"),
     "smollm2_f16": (SMOL, "f16"),
     "smollm2_q8_0": (SMOL, "q8_0"),
+    # the q8_0 export's weights as f32 (distzo export --model X_q8_0.gguf --type f32): llama.cpp
+    # then runs exactly the weights distzo reads from the q8_0 file, with f32 matmuls, which
+    # separates how Q8_0 is read (the same) from how llama.cpp multiplies by it (q8_0 activations)
+    "smollm2_q8_0_as_f32": (SMOL, "f32"),
 }
+VIA = {"smollm2_q8_0_as_f32": "q8_0"}
 
 
 def crc32_file(path):
@@ -93,8 +103,30 @@ def main():
         for name in a.cases.split(","):
             (src, prompts), ty = CASES[name]
             path = os.path.join(tmp, name + ".gguf")
-            subprocess.run([a.distzo, "export", "--model", os.path.join(a.assets, src), "-o", path, "--type", ty,
-                            "--threads", "2"], check=True)
+            trained = "trained" in name
+            if trained:
+                t, run = TRAIN, os.path.join(tmp, name + ".run")
+                subprocess.run([a.distzo, "train", "--model", os.path.join(a.assets, src), "--data",
+                                os.path.join(a.assets, t["data"]), "--test", os.path.join(a.assets, t["data"]),
+                                "--template", t["template"], "--label-words", t["label_words"],
+                                "--steps", str(t["steps"]), "--lr", str(t["lr"]), "--eps", str(t["eps"]),
+                                "--batch", str(t["batch"]), "--train-examples", str(t["train_examples"]),
+                                "--dev-examples", str(t["dev_examples"]), "--seed", str(t["seed"]),
+                                "--data-seed", str(t["data_seed"]), "--eval-every", "0",
+                                "--checkpoint-every", str(t["steps"]), "--threads", "2", "--out", run],
+                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run([a.distzo, "export", "--run", run, "-o", path, "--type", ty, "--threads", "2"],
+                               check=True)
+            elif name in VIA:
+                first = os.path.join(tmp, "via.gguf")  # general.name "via", as the C test names it
+                subprocess.run([a.distzo, "export", "--model", os.path.join(a.assets, src), "-o", first, "--type",
+                                VIA[name], "--threads", "2"], check=True)
+                subprocess.run([a.distzo, "export", "--model", first, "-o", path, "--type", ty, "--threads", "2"],
+                               check=True)
+                os.unlink(first)
+            else:
+                subprocess.run([a.distzo, "export", "--model", os.path.join(a.assets, src), "-o", path, "--type",
+                                ty, "--threads", "2"], check=True)
             # K/V cache in f32 (llama.cpp's default is f16): the remaining differences are then the
             # weights' matmuls alone
             llm = Llama(model_path=path, n_ctx=256, n_batch=256, logits_all=True, n_threads=2, verbose=False,
@@ -103,6 +135,8 @@ def main():
                 "case": name,
                 "source": src,
                 "type": ty,
+                **({"train": TRAIN} if trained else {}),
+                **({"via": VIA[name]} if name in VIA else {}),
                 "file_bytes": os.path.getsize(path),
                 "file_crc32": crc32_file(path),
                 "llama_cpp_python": llama_cpp.__version__,
