@@ -5,6 +5,9 @@
         [--out tests/data/gguf_llamacpp] [--cases NAME,...]
 
 needs llama-cpp-python (pip install llama-cpp-python; it builds llama.cpp) and numpy.
+(The committed recordings came from llama-cpp-python 0.3.36's own sources and the libllama /
+libggml it had built, put on PYTHONPATH with the libraries in llama_cpp/lib/: the same
+package as a finished pip install, whose optional tools were still compiling.)
 For each case, distzo exports a model from the assets as a .gguf (`distzo export --model
 SRC -o X.gguf --type TYPE`); llama.cpp (CPU) loads it and, for each prompt:
   - tokenizes it with the file's own tokenizer (add_special=True: BOS where the file says
