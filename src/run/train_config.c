@@ -1,11 +1,13 @@
 /* dz_train_config's defaults: MeZO's settings (run.json, read back by run_files.c, starts
- * from them too), and the check of settings on their own. */
+ * from them too), the check of settings on their own, and a run's settings loaded for a resume. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "distzo/log.h"
 #include "distzo/train.h"
+#include "core/util.h"
+#include "run/run_files.h"
 #include "run/seedlog.h"
 
 void dz_train_config_default(dz_train_config *c) {
@@ -42,4 +44,9 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
         dz_log(DZ_LOG_WARN, "--eps %g is very small: L+ - L- will be mostly float rounding (g often exactly 0); MeZO "
                "uses 1e-3", o->eps);
     return DZ_OK;
+}
+
+dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **strings, dz_error *err) {
+    if (!dz_is_dir(run_dir)) return dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no such run folder to resume", run_dir);
+    return dz_run_config_read(run_dir, c, strings, err);
 }

@@ -55,6 +55,33 @@ snapshot "$tmp/r" > "$tmp/after_done.txt"
 grep -q "nothing to do: the run in .* already finished its 10 steps" <<<"$out" && cmp -s "$tmp/before_done.txt" "$tmp/after_done.txt" &&
   ok "resuming a finished run says so and changes nothing" || bad "resume of a finished run: $(tail -1 <<<"$out")"
 
+# resume continues the same run or refuses: a setting that defines the run, given with
+# --resume and different from run.json, is refused naming it, and nothing is written
+snapshot "$tmp/r" > "$tmp/before_refuse.txt"
+cp "$assets/stories260K/stories260K.bin" "$tmp/other_model.bin"
+for given in "--lr 1e-4" "--batch 8" "--eps 0.01" "--weight-decay 0.1" "--seed 7" "--data-seed 1" "--schedule cosine" \
+             "--warmup 5" "--perturbation rademacher" "--no-fuse" "--no-share-prompt" "--label-words no,yes" \
+             "--train-examples 64" "--dev-examples 4" "--master-dtype bf16" "--task classify" "--spsa-samples 2" \
+             "--eval-every 2" "--model $tmp/other_model.bin" "--test $assets/sst2/dev.tsv" "--data $assets/sst2" \
+             "--tokenizer $assets/stories260K/tok512.bin" "--steps 9"; do
+  opt=${given%% *}
+  # shellcheck disable=SC2086
+  if out=$("$bin" train --resume --out "$tmp/r" $given 2>&1); then bad "resume with $given accepted"
+  elif ! grep -q -- "$( [ "$opt" = --data ] && echo --test || echo "$opt") " <<<"$out"; then bad "resume with $given: $(tail -1 <<<"$out")"
+  else ok "resume with $given refused: $(tail -1 <<<"$out" | cut -c1-110)"; fi
+done
+snapshot "$tmp/r" > "$tmp/after_refuse.txt"
+cmp -s "$tmp/before_refuse.txt" "$tmp/after_refuse.txt" && ok "refused resumes leave the run folder byte for byte" ||
+  bad "a refused resume changed the run folder: $(diff "$tmp/before_refuse.txt" "$tmp/after_refuse.txt" | head -3)"
+# the run's own settings given again (paths relative or not) are accepted; a raised --steps is kept in run.json
+(cd "$tmp" && "$bin" train --resume --out r --steps 11 --lr 3e-5 --batch 4 --test test.tsv --data-seed 42 --threads 2 \
+  > "$tmp/resume11.txt" 2>&1) || bad "resume with the run's own settings failed: $(tail -1 "$tmp/resume11.txt")"
+grep -q '"steps":[[:space:]]*11' "$tmp/r/run.json" && ok "a raised --steps is kept in run.json" ||
+  bad "run.json after --steps 11: $(grep steps "$tmp/r/run.json")"
+out=$("$bin" train --resume --out "$tmp/r" 2>&1)
+grep -q "already finished its 11 steps" <<<"$out" && ok "the next resume knows the raised length" ||
+  bad "resume after raising: $(tail -1 <<<"$out")"
+
 # a run folder's own files cannot point outside it: LATEST naming another path is refused
 cp -r "$tmp/r" "$tmp/r2"; mkdir -p "$tmp/elsewhere"
 printf 'checkpoint-10/../../elsewhere\n' > "$tmp/r2/LATEST"
