@@ -85,7 +85,9 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
             printf("predicted:");
             for (int k = 0; k < cs.n_labels; k++) printf(" '%s' %d", spec.label_words[k], counts[k]);
             printf("\n");
-            if (cs.truncated) printf("%d sequences were cut from the left to fit\n", cs.truncated);
+            if (cs.truncated)
+                printf("%d sequences were cut from the left to fit the model's %d positions (the first: %s:%d)\n",
+                       cs.truncated, dz_model_config(m)->max_seq_len, o->data, cs.truncated_line);
         }
     }
     dz_forward_free(f);

@@ -87,7 +87,7 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     };
     st = dz_setup_engine(tr->setup, &es, err);
     tr->f = dz_setup_forward(tr->setup), tr->e = dz_setup_zo_engine(tr->setup);
-    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, tr->train.max_len, share, err);
+    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, max_len, share, err); /* the forward's positions */
     const int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
     tr->batch_ex = malloc(sizeof(int) * (size_t)batch);
