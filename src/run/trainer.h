@@ -44,6 +44,7 @@ typedef struct dz_trainer {
     dz_layout lay;
     int rank0;                        /* world rank 0 owns the run folder */
     int node_shared;                  /* the node's ranks share one copy of the masters */
+    int verify_warned;                /* --verify-every said once that there is one copy only */
     int lo, hi;                       /* this rank's examples of the step's global batch */
     double *eval_pairs;               /* per-example (score, weight) of an evaluation */
     int *eval_preds;
