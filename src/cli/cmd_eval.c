@@ -141,7 +141,7 @@ int dz_cmd_eval(int argc, char **argv) {
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
-        {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples"},
+        {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples (0: all)"},
         {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
         {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\")"},
         {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
@@ -177,6 +177,7 @@ int dz_cmd_eval(int argc, char **argv) {
     if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm"))
         return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm", o.task);
     if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
+    if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
     char model_buf[4096], data_buf[4096];
     const char *model = npos ? pos[0] : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
     if (!o.data) {

@@ -95,7 +95,12 @@ out=$("$bin" train --resume --steps 12 --out "$tmp/r2" 2>&1) && bad "a checkpoin
 
 # check everything before writing anything: a refused start leaves no folder behind
 for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \
-           "--eps 0"; do
+           "--eps 0" "--keep-checkpoints 0" "--eval-every -1" "--checkpoint-every -1" "--log-sync-every -1" \
+           "--max-bad-steps 0" "--spsa-samples 0" "--spsa-samples 65" "--task lm --seq 1" "--seq -5" "--threads -1" \
+           "--threads 100000" "--store disk:$tmp/s.store --max-resident -1" "--store foo:bar" "--store disk:" \
+           "--label-words good" "--label-words a,,b" "--perturbation uniform" "--schedule step" "--master-dtype f16" \
+           "--lr nan" "--warmup -1" "--dev-examples -1" "--train-examples 0" "--batch 0" "--task regression" \
+           "--data $tmp/no-such-data.tsv" "--test $tmp"; do
   name=$(echo "$bad" | tr -cd '[:alnum:]')
   # shellcheck disable=SC2086
   if out=$("$bin" train $bad --out "$tmp/refused_$name" 2>&1); then bad "$bad accepted"
