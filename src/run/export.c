@@ -39,6 +39,26 @@ static dz_status save_tokenizer(const dz_train_config *c, const char *base, cons
     return st;
 }
 
+/* The output never lands on what export reads: the run folder (a reader leaves it as it
+ * is) or the base model's folder (its files would be replaced). */
+static dz_status check_out_dir(const char *run_dir, const char *base, const char *out_dir, dz_error *err) {
+    char base_dir[4200];
+    snprintf(base_dir, sizeof base_dir, "%s", base);
+    if (!dz_is_dir(base_dir)) {
+        char *slash = strrchr(base_dir, '/');
+        snprintf(slash ? slash : base_dir, sizeof base_dir - (size_t)(slash ? slash - base_dir : 0), "%s",
+                 slash == base_dir ? "/" : slash ? "" : ".");
+    }
+    if (dz_path_within(out_dir, run_dir))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is inside the run folder %s: export reads the run and never "
+                       "writes into it; choose another folder", out_dir, run_dir);
+    char a[4200], b[4200];
+    if (dz_path_resolve(out_dir, a, sizeof a) == 0 && dz_path_resolve(base_dir, b, sizeof b) == 0 && !strcmp(a, b))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is the folder of the base model %s: its files would be replaced; "
+                       "choose another folder", out_dir, base);
+    return DZ_OK;
+}
+
 dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, const char *store_spec,
                     dz_error *err) {
     dz_train_config c = {0};
@@ -47,6 +67,7 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
     dz_zo_setup *s = NULL;
     dz_seedlog *log = NULL;
     if (!base && st == DZ_OK) base = c.model;
+    if (st == DZ_OK) st = check_out_dir(run_dir, base, out_dir, err);
     const dz_weights_spec ws = {.path = base, .master_dtype = c.store.master_dtype, .store = store_spec};
     if (st == DZ_OK) st = dz_setup_weights(&ws, &s, err);
     const dz_engine_spec es = {

@@ -82,6 +82,19 @@ out=$("$bin" train --resume --out "$tmp/r" 2>&1)
 grep -q "already finished its 11 steps" <<<"$out" && ok "the next resume knows the raised length" ||
   bad "resume after raising: $(tail -1 <<<"$out")"
 
+# export never writes into the run folder, nor over the base model's folder
+mkdir -p "$tmp/basedir"; cp "$assets/stories260K/stories260K.bin" "$assets/stories260K/tok512.bin" "$tmp/basedir/"
+snapshot "$tmp/r" > "$tmp/before_export.txt"; snapshot "$tmp/basedir" > "$tmp/before_base.txt"
+for o in "$tmp/r" "$tmp/r/best" "$tmp/r/new/sub" "$tmp/r/../r"; do
+  if out=$("$bin" export --run "$tmp/r" -o "$o" 2>&1); then bad "export -o $o (in the run folder) accepted"
+  else grep -q "is inside the run folder" <<<"$out" && ok "export -o ${o#"$tmp"/} refused: in the run folder" || bad "export -o $o: $out"; fi
+done
+if out=$("$bin" export --run "$tmp/r" --base "$tmp/basedir/stories260K.bin" -o "$tmp/basedir" 2>&1); then bad "export over the base model's folder accepted"
+else grep -q "is the folder of the base model" <<<"$out" && ok "export over the base model's folder refused" || bad "export -o base folder: $out"; fi
+snapshot "$tmp/r" > "$tmp/after_export.txt"; snapshot "$tmp/basedir" > "$tmp/after_base.txt"
+cmp -s "$tmp/before_export.txt" "$tmp/after_export.txt" && cmp -s "$tmp/before_base.txt" "$tmp/after_base.txt" &&
+  ok "refused exports changed neither the run nor the base model" || bad "a refused export wrote something"
+
 # a run folder's own files cannot point outside it: LATEST naming another path is refused
 cp -r "$tmp/r" "$tmp/r2"; mkdir -p "$tmp/elsewhere"
 printf 'checkpoint-10/../../elsewhere\n' > "$tmp/r2/LATEST"
