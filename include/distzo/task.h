@@ -23,7 +23,8 @@ typedef struct dz_class_set {
     dz_cand_seq *seqs;
     int *labels;
     int max_len;
-    int truncated; /* sequences whose context was cut from the left to fit */
+    int truncated;      /* sequences whose context was cut from the left to fit */
+    int truncated_line; /* the source line of the first of them (0: none) */
 } dz_class_set;
 
 /* Tokenizes: context = encode(prompt, bos); full = encode(prompt + label word, bos); the
@@ -55,6 +56,9 @@ typedef struct dz_class_batch {
     int *p_row_of;      /* per continuation: its entry in p_rows, or -1 */
 } dz_class_batch;
 
+/* max_len: the positions a sequence may take in the forward (its max_seq). A tree batch
+ * whose prompts padded to PT plus continuations padded to T would not fit them (a long
+ * example beside one with a longer continuation) is laid out plainly instead. */
 dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, int share_prompts, dz_error *err);
 void dz_class_batch_free(dz_class_batch *bb);
 /* The candidate sequences of examples[0..n) (n * n_labels sequences, example-major). */

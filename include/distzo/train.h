@@ -106,10 +106,17 @@ typedef struct dz_train_result {
  * (n_examples 0); a data-parallel caller sets n_examples, example0 and n_global. */
 dz_zo_batch dz_class_batch_zo(const dz_class_batch *bb, dz_zo_loss_fn loss, void *user);
 
-/* Runs (or, with resume, continues) the run in cfg->out_dir. On resume the run's own
- * run.json decides every setting except steps (which may be raised). */
+/* Runs (or, with resume, continues) the run in cfg->out_dir. On resume cfg must hold the
+ * run's own settings (dz_train_config_load) except: steps may be raised, and the store's
+ * placement, checkpoint cadence and count and the log's sync may change (run.json is then
+ * rewritten); any other difference is refused with DZ_ERR_INVALID naming the option. The
+ * layout (cfg->layout) is always the caller's: a run resumes under any layout. */
 dz_status dz_train(const dz_train_config *cfg, int resume, dz_train_progress_cb cb, void *user,
                    dz_train_result *res, dz_error *err);
+
+/* The settings of the run in run_dir (its run.json) into c; c's strings point into
+ * *strings, which the caller frees. What a resume starts from. */
+dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **strings, dz_error *err);
 
 /* Replays the seed log of run_dir onto the base model of its run.json (or base, if
  * given) and writes the trained weights to out_dir in HF layout. With store_spec

@@ -85,7 +85,9 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
             printf("predicted:");
             for (int k = 0; k < cs.n_labels; k++) printf(" '%s' %d", spec.label_words[k], counts[k]);
             printf("\n");
-            if (cs.truncated) printf("%d sequences were cut from the left to fit\n", cs.truncated);
+            if (cs.truncated)
+                printf("%d sequences were cut from the left to fit the model's %d positions (the first: %s:%d)\n",
+                       cs.truncated, dz_model_config(m)->max_seq_len, o->data, cs.truncated_line);
         }
     }
     dz_forward_free(f);
@@ -139,7 +141,7 @@ int dz_cmd_eval(int argc, char **argv) {
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
-        {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples"},
+        {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples (0: all)"},
         {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
         {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\")"},
         {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
@@ -175,6 +177,7 @@ int dz_cmd_eval(int argc, char **argv) {
     if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm"))
         return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm", o.task);
     if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
+    if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
     char model_buf[4096], data_buf[4096];
     const char *model = npos ? pos[0] : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
     if (!o.data) {

@@ -63,6 +63,11 @@ static void on_progress(const dz_train_progress *p, void *user) {
     }
 }
 
+static int train_settings(dz_train_config *c, int resume, const char *model, const char *data, const char *test,
+                          const char *task_file, const char *master, const char *perturbation, const char *schedule);
+static int train_run(dz_train_config *c, int resume, int node_size, int threads, float rank_timeout,
+                     const char *out);
+
 int dz_cmd_train(int argc, char **argv) {
     dz_train_config c;
     dz_train_config_default(&c);
@@ -137,48 +142,80 @@ int dz_cmd_train(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
-    dz_train_data *d = &c.data;
+    char *run_strings = NULL; /* on --resume: run.json's settings are the defaults, the command line goes over them */
+    dz_error err = {0};
+    if (resume) {
+        if (dz_train_config_load(out, &c, &run_strings, &err) != DZ_OK) return dz_cli_fail(&err);
+        model = c.model, data = NULL, test = NULL, task_file = NULL;
+        master = dz_dtype_name(c.store.master_dtype);
+        perturbation = c.optim.rademacher ? "rademacher" : "gaussian";
+        schedule = c.optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c.optim.lr_schedule == DZ_LR_COSINE ? "cosine"
+                                                                                                  : "constant";
+        seed = (int)c.optim.seed, data_seed = (int)c.data.seed, wd = c.optim.wd;
+        no_fuse = !c.optim.fuse, no_share = !c.data.share_prompts;
+        dz_args_parse(&spec, argc, argv, pos, &npos); /* parsed once already: cannot fail */
+    }
+    rc = train_settings(&c, resume, model, data, test, task_file, master, perturbation, schedule);
+    if (!rc) {
+        c.optim.wd = wd;
+        c.optim.seed = (uint64_t)seed;
+        c.data.seed = (uint64_t)data_seed;
+        c.optim.fuse = !no_fuse;
+        c.data.share_prompts = !no_share;
+        c.out_dir = out;
+        rc = train_run(&c, resume, node_size, threads, rank_timeout, out);
+    }
+    free(run_strings);
+    return rc;
+}
+
+/* The settings from the options: names to enums, the defaults' paths, absolute paths
+ * (run.json keeps them, so --resume works from any directory). */
+static int train_settings(dz_train_config *c, int resume, const char *model, const char *data, const char *test,
+                          const char *task_file, const char *master, const char *perturbation, const char *schedule) {
+    static char model_buf[4096], data_buf[4096], train_buf[4200], test_buf[4200];
+    static char abs_model[PATH_MAX], abs_train[PATH_MAX], abs_test[PATH_MAX], abs_tok[PATH_MAX];
+    dz_train_data *d = &c->data;
+    int rc;
     if (task_file && (rc = dz_cli_task_file(task_file, &d->template_, &d->label_words, &d->text_key, &d->label_key)))
         return rc;
-    if (!c.data.label_words && strcmp(c.data.task, "lm")) c.data.label_words = "bad,good";
-    if (c.optim.steps == -1 && !resume) c.optim.steps = 4000;
-    c.optim.wd = wd;
-    c.optim.seed = (uint64_t)seed;
-    c.data.seed = (uint64_t)data_seed;
-    c.optim.fuse = !no_fuse;
-    c.data.share_prompts = !no_share;
-    c.out_dir = out;
-    if (dz_dtype_parse(master, &c.store.master_dtype) != 0 || c.store.master_dtype == DZ_F16)
+    if (!d->label_words && strcmp(d->task, "lm")) d->label_words = "bad,good";
+    if (c->optim.steps == -1) c->optim.steps = 4000;
+    if (dz_dtype_parse(master, &c->store.master_dtype) != 0 || c->store.master_dtype == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
     if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
         return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation);
-    c.optim.rademacher = !strcmp(perturbation, "rademacher");
-    if (!strcmp(schedule, "constant")) c.optim.lr_schedule = DZ_LR_CONSTANT;
-    else if (!strcmp(schedule, "linear")) c.optim.lr_schedule = DZ_LR_LINEAR;
-    else if (!strcmp(schedule, "cosine")) c.optim.lr_schedule = DZ_LR_COSINE;
+    c->optim.rademacher = !strcmp(perturbation, "rademacher");
+    if (!strcmp(schedule, "constant")) c->optim.lr_schedule = DZ_LR_CONSTANT;
+    else if (!strcmp(schedule, "linear")) c->optim.lr_schedule = DZ_LR_LINEAR;
+    else if (!strcmp(schedule, "cosine")) c->optim.lr_schedule = DZ_LR_COSINE;
     else return dz_cli_failf("option --schedule: '%s' is not constant, linear or cosine", schedule);
-    if (strcmp(c.data.task, "sst2") && strcmp(c.data.task, "classify") && strcmp(c.data.task, "lm"))
-        return dz_cli_failf("option --task: '%s' is not sst2, classify or lm", c.data.task);
-    char model_buf[4096], data_buf[4096], train_buf[4200], test_buf[4200];
-    c.model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
-    if (!data) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
-    if (dz_is_dir(data)) {
-        snprintf(test_buf, sizeof test_buf, "%s/dev.%s", data, strcmp(c.data.task, "sst2") ? "jsonl" : "tsv");
-        snprintf(train_buf, sizeof train_buf, "%s/train.%s", data, strcmp(c.data.task, "sst2") ? "jsonl" : "tsv");
-        c.data.train = train_buf;
-        c.data.test = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
-    } else {
-        c.data.train = data;
-        c.data.test = test;
+    if (strcmp(d->task, "sst2") && strcmp(d->task, "classify") && strcmp(d->task, "lm"))
+        return dz_cli_failf("option --task: '%s' is not sst2, classify or lm", d->task);
+    c->model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
+    if (!data && !resume) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
+    if (data && dz_is_dir(data)) {
+        snprintf(test_buf, sizeof test_buf, "%s/dev.%s", data, strcmp(d->task, "sst2") ? "jsonl" : "tsv");
+        snprintf(train_buf, sizeof train_buf, "%s/train.%s", data, strcmp(d->task, "sst2") ? "jsonl" : "tsv");
+        d->train = train_buf;
+        d->test = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
+    } else if (data) {
+        d->train = data;
+        d->test = test || !resume ? test : d->test; /* a resume given only --data FILE keeps the run's test file */
+    } else if (test) {
+        d->test = test;
     }
-    /* run.json keeps absolute paths, so --resume works from any directory */
-    char abs_model[PATH_MAX], abs_train[PATH_MAX], abs_test[PATH_MAX], abs_tok[PATH_MAX];
-    if (!resume) {
-        if (realpath(c.model, abs_model)) c.model = abs_model;
-        if (c.data.train && realpath(c.data.train, abs_train)) c.data.train = abs_train;
-        if (c.data.test && realpath(c.data.test, abs_test)) c.data.test = abs_test;
-        if (c.tokenizer && realpath(c.tokenizer, abs_tok)) c.tokenizer = abs_tok;
-    }
+    if (realpath(c->model, abs_model)) c->model = abs_model;
+    if (d->train && realpath(d->train, abs_train)) d->train = abs_train;
+    if (d->test && realpath(d->test, abs_test)) d->test = abs_test;
+    if (c->tokenizer && realpath(c->tokenizer, abs_tok)) c->tokenizer = abs_tok;
+    return 0;
+}
+
+/* The job: the communicator, threads, the run, its summary. */
+static int train_run(dz_train_config *c, int resume, int node_size, int threads, float rank_timeout,
+                     const char *out) {
+    int rc;
     dz_error err = {0};
     dz_comm *comm = NULL;
     if (!(rank_timeout >= 0.0f)) return dz_cli_failf("option --rank-timeout: %g is negative", (double)rank_timeout);
@@ -204,9 +241,9 @@ int dz_cmd_train(int argc, char **argv) {
     char how[8] = "";
     if (kill && sscanf(kill, "%d:%d:%7s", &kill_rank, &pr.kill_step, how) >= 2 && kill_rank != rank) pr.kill_step = 0;
     if (!strcmp(how, "stop")) pr.kill_signal = SIGSTOP;
-    c.layout.comm = comm;
+    c->layout.comm = comm;
     dz_train_result res;
-    dz_status st = dz_train(&c, resume, on_progress, &pr, &res, &err);
+    dz_status st = dz_train(c, resume, on_progress, &pr, &res, &err);
     if (pr.tty) fprintf(stderr, "\n");
     if (st != DZ_OK) {
         rc = dz_cli_fail(&err);

@@ -75,6 +75,28 @@ static dz_status write_gguf(const dz_model *m, const dz_weight_source *src, cons
     return st;
 }
 
+/* The output never lands on what export reads: the run folder (a reader leaves it as it
+ * is), the model's file, or the model's folder (its files would be replaced). */
+static dz_status check_out(const char *run_dir, const char *model, const char *out, dz_error *err) {
+    char model_dir[4200];
+    snprintf(model_dir, sizeof model_dir, "%s", model);
+    if (!dz_is_dir(model_dir)) {
+        char *slash = strrchr(model_dir, '/');
+        snprintf(slash ? slash : model_dir, sizeof model_dir - (size_t)(slash ? slash - model_dir : 0), "%s",
+                 slash == model_dir ? "/" : slash ? "" : ".");
+    }
+    if (run_dir && dz_path_within(out, run_dir))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is inside the run folder %s: export reads the run and never "
+                       "writes into it; choose another folder", out, run_dir);
+    char a[4200], b[4200], c[4200];
+    if (dz_path_resolve(out, a, sizeof a) == 0 && dz_path_resolve(model_dir, b, sizeof b) == 0 && !strcmp(a, b))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is the folder of the %s model %s: its files would be replaced; "
+                       "choose another folder", out, run_dir ? "base" : "exported", model);
+    if (dz_path_resolve(out, a, sizeof a) == 0 && dz_path_resolve(model, c, sizeof c) == 0 && !strcmp(a, c))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is the model being exported: choose another file", out);
+    return DZ_OK;
+}
+
 /* A model converted as it is (no run): loaded in fp32, so any file dtype is written exactly
  * (bf16 and f16 widen losslessly; a quantized GGUF is dequantized). */
 static dz_status convert_model(const dz_export_spec *spec, dz_error *err) {
@@ -98,7 +120,8 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (!spec->run_dir) {
         if (!spec->model) return dz_fail(err, DZ_ERR_INVALID, "export: needs a run folder or a model");
         if (spec->store) return dz_fail(err, DZ_ERR_INVALID, "export: a store is for replaying a run (--run)");
-        return convert_model(spec, err);
+        dz_status st = check_out(NULL, spec->model, spec->out, err);
+        return st == DZ_OK ? convert_model(spec, err) : st;
     }
     const char *run_dir = spec->run_dir, *base = spec->model;
     dz_train_config c = {0};
@@ -107,6 +130,7 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     dz_zo_setup *s = NULL;
     dz_seedlog *log = NULL;
     if (!base && st == DZ_OK) base = c.model;
+    if (st == DZ_OK) st = check_out(run_dir, base, spec->out, err);
     const dz_weights_spec ws = {.path = base, .master_dtype = c.store.master_dtype, .store = spec->store};
     if (st == DZ_OK) st = dz_setup_weights(&ws, &s, err);
     const dz_engine_spec es = {

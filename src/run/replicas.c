@@ -1,23 +1,54 @@
 /* --verify-every: replicas are identical only because every rank applies the same
  * updates; a checksum of each node's masters, compared across nodes (and across ranks
  * that hold their own copy), catches divergence or corruption. */
+#include <string.h>
+
 #include "distzo/log.h"
 #include "parallel/comm.h"
 #include "run/faults.h"
 #include "run/trainer.h"
+#include "store/store.h"
 
-/* Tests: one flipped bit on one node (run/faults.h). */
-static void inject_fault(dz_trainer *tr, int done) {
+/* Tests: one flipped bit on one node (run/faults.h), in the middle of the named tensor,
+ * wherever its master lives: in memory, or in the store file. */
+static dz_status inject_fault(dz_trainer *tr, int done, dz_error *err) {
     const dz_faults f = dz_faults_get();
     const int node_rank = dz_comm_node_rank(tr->comm), node = dz_comm_node(tr->comm);
-    if (f.corrupt_step == done && node == f.corrupt_node && (node_rank == 0 || !tr->node_shared) && !tr->store)
-        ((unsigned char *)dz_model_tensor(tr->m, 0))[0] ^= 1;
+    if (f.corrupt_step != done || node != f.corrupt_node || (node_rank != 0 && tr->node_shared)) return DZ_OK;
+    const dz_param_table *t = dz_model_params(tr->m);
+    int id = !strcmp(f.corrupt_tensor, "last") ? t->count - 1 : f.corrupt_tensor[0] ? -1 : 0;
+    for (int i = 0; id < 0 && i < t->count; i++)
+        if (!strcmp(t->params[i].hf_name, f.corrupt_tensor)) id = i;
+    if (id < 0) return dz_fail(err, DZ_ERR_INVALID, "DISTZO_TEST_CORRUPT: the model has no tensor %s", f.corrupt_tensor);
+    const size_t byte = (size_t)dz_param_numel(&t->params[id]) / 2 * dz_dtype_size(dz_model_dtype(tr->m));
+    unsigned char *mem = dz_model_tensor(tr->m, id);
+    dz_log(DZ_LOG_INFO, "test fault: flipping a bit of %s on node %d after step %d", t->params[id].hf_name, node, done);
+    if (mem) {
+        mem[byte] ^= 1;
+        return DZ_OK;
+    }
+    const int block = t->params[id].block;
+    const uint64_t off = dz_store_tensor_offset_in_block(tr->store, id) + byte;
+    unsigned char b;
+    dz_status st = dz_store_read_range(tr->store, block, off, 1, &b, err);
+    b ^= 1;
+    if (st == DZ_OK) st = dz_store_write_range(tr->store, block, off, 1, &b, err);
+    return st;
 }
 
 dz_status dz_trainer_verify_replicas(dz_trainer *tr, int done, dz_error *err) {
     dz_status st = dz_zo_flush(tr->e, err);
     if (st != DZ_OK) return st;
-    inject_fault(tr, done);
+    if ((st = inject_fault(tr, done, err)) != DZ_OK) return st;
+    const int copies = tr->node_shared ? dz_comm_n_nodes(tr->comm) : dz_comm_size(tr->comm);
+    if (copies < 2) { /* nothing to compare: say so once rather than report agreement */
+        if (tr->rank0 && !tr->verify_warned)
+            dz_log(DZ_LOG_WARN, "--verify-every: this job holds one copy of the weights (%s), so there is nothing to "
+                   "compare it with; the check compares the copies of nodes (or of ranks with --node-size 1)",
+                   dz_comm_size(tr->comm) > 1 ? "its ranks share it" : "one process");
+        tr->verify_warned = 1;
+        return DZ_OK;
+    }
     const int node_rank = dz_comm_node_rank(tr->comm), node = dz_comm_node(tr->comm);
     const int slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1;
     uint64_t sum = 0, lo, hi;

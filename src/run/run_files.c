@@ -3,11 +3,15 @@
  * the newest complete one, so a crash at any moment leaves the previous state usable. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,37 +26,144 @@
 
 /* ---- run.json ---------------------------------------------------------------------- */
 
-static void put_str(cJSON *o, const char *k, const char *v) {
-    if (v) cJSON_AddStringToObject(o, k, v);
+/* Every setting run.json keeps, in one table: written, read back and compared on resume
+ * from here, so the three never disagree. */
+typedef enum field_kind { F_STR, F_INT, F_FLOAT, F_U64, F_DTYPE, F_SCHEDULE } field_kind;
+
+/* What a resume may do with a setting: it defines the run (weights, data, evaluation), so
+ * it must stay; it may only grow (steps); or it is housekeeping that leaves the weights
+ * bitwise as they are (where the masters live, how many checkpoints are kept). */
+typedef enum on_resume { RESUME_SAME, RESUME_RAISE, RESUME_FREE } on_resume;
+
+typedef struct run_field {
+    const char *key;    /* in run.json */
+    const char *option; /* the train option that sets it */
+    field_kind kind;
+    size_t offset;      /* into dz_train_config */
+    on_resume resume;
+    int optional;       /* absent in older run folders: the default stays */
+    const char *names;  /* an int that is a choice: its values' names for messages, "0|1|2" */
+} run_field;
+
+#define FIELD(key, option, kind, member, resume, optional) \
+    {key, option, kind, offsetof(dz_train_config, member), resume, optional, NULL}
+#define CHOICE(key, option, kind, member, names) \
+    {key, option, kind, offsetof(dz_train_config, member), RESUME_SAME, 0, names}
+static const run_field FIELDS[] = {
+    FIELD("model", "--model", F_STR, model, RESUME_SAME, 0),
+    FIELD("tokenizer", "--tokenizer", F_STR, tokenizer, RESUME_SAME, 1),
+    FIELD("task", "--task", F_STR, data.task, RESUME_SAME, 1),
+    FIELD("train_data", "--data", F_STR, data.train, RESUME_SAME, 1),
+    FIELD("test_data", "--test", F_STR, data.test, RESUME_SAME, 1),
+    FIELD("template", "--template", F_STR, data.template_, RESUME_SAME, 1),
+    FIELD("label_words", "--label-words", F_STR, data.label_words, RESUME_SAME, 1),
+    FIELD("text_key", "--text-key", F_STR, data.text_key, RESUME_SAME, 1),
+    FIELD("label_key", "--label-key", F_STR, data.label_key, RESUME_SAME, 1),
+    FIELD("store", "--store", F_STR, store.spec, RESUME_FREE, 1),
+    FIELD("master_dtype", "--master-dtype", F_DTYPE, store.master_dtype, RESUME_SAME, 0),
+    FIELD("train_examples", "--train-examples", F_INT, data.train_examples, RESUME_SAME, 0),
+    FIELD("dev_examples", "--dev-examples", F_INT, data.dev_examples, RESUME_SAME, 0),
+    FIELD("data_seed", "--data-seed", F_U64, data.seed, RESUME_SAME, 0),
+    FIELD("lr", "--lr", F_FLOAT, optim.lr, RESUME_SAME, 0),
+    FIELD("eps", "--eps", F_FLOAT, optim.eps, RESUME_SAME, 0),
+    FIELD("weight_decay", "--weight-decay", F_FLOAT, optim.wd, RESUME_SAME, 0),
+    FIELD("batch", "--batch", F_INT, optim.batch, RESUME_SAME, 0),
+    FIELD("steps", "--steps", F_INT, optim.steps, RESUME_RAISE, 0),
+    FIELD("spsa_samples", "--spsa-samples", F_INT, optim.q, RESUME_SAME, 0),
+    FIELD("warmup", "--warmup", F_INT, optim.warmup, RESUME_SAME, 0),
+    CHOICE("rademacher", "--perturbation", F_INT, optim.rademacher, "gaussian|rademacher"),
+    CHOICE("fuse", "--no-fuse", F_INT, optim.fuse, "unfused|fused"),
+    CHOICE("schedule", "--schedule", F_SCHEDULE, optim.lr_schedule, "constant|linear|cosine"),
+    FIELD("seed", "--seed", F_U64, optim.seed, RESUME_SAME, 0),
+    FIELD("eval_every", "--eval-every", F_INT, schedule.eval_every, RESUME_SAME, 0),
+    FIELD("checkpoint_every", "--checkpoint-every", F_INT, schedule.checkpoint_every, RESUME_FREE, 0),
+    FIELD("log_sync_every", "--log-sync-every", F_INT, schedule.log_sync_every, RESUME_FREE, 0),
+    FIELD("max_bad_steps", "--max-bad-steps", F_INT, optim.max_bad_steps, RESUME_SAME, 0),
+    FIELD("eval_batch", "eval_batch", F_INT, schedule.eval_batch, RESUME_SAME, 0),
+    CHOICE("share_prompts", "--no-share-prompt", F_INT, data.share_prompts, "full sequences|shared prompts"),
+    FIELD("lm_seq", "--seq", F_INT, data.lm_seq, RESUME_SAME, 0),
+    FIELD("max_resident_mb", "--max-resident", F_INT, store.max_resident_mb, RESUME_FREE, 0),
+    FIELD("stream_globals", "--stream-globals", F_INT, store.stream_globals, RESUME_FREE, 1),
+    FIELD("keep_checkpoints", "--keep-checkpoints", F_INT, schedule.keep_checkpoints, RESUME_FREE, 1),
+};
+#undef FIELD
+#undef CHOICE
+#define N_FIELDS (sizeof FIELDS / sizeof FIELDS[0])
+
+static void *field_ptr(const run_field *f, const dz_train_config *c) { return (char *)c + f->offset; }
+
+/* The value as a number (F_STR: unused). */
+static double field_num(const run_field *f, const dz_train_config *c) {
+    const void *p = field_ptr(f, c);
+    switch (f->kind) {
+    case F_INT: return *(const int *)p;
+    case F_FLOAT: return *(const float *)p;
+    case F_U64: return (double)*(const uint64_t *)p;
+    case F_SCHEDULE: return *(const dz_lr_schedule *)p;
+    default: return 0.0;
+    }
+}
+
+/* The value as the user would write it, for messages. */
+static void field_text(const run_field *f, const dz_train_config *c, char *buf, size_t cap) {
+    const void *p = field_ptr(f, c);
+    if (f->names) { /* the value-th name of "a|b|c" */
+        const char *name = f->names;
+        for (int k = (int)field_num(f, c); k > 0 && name; k--) name = strchr(name, '|') ? strchr(name, '|') + 1 : NULL;
+        if (name) {
+            snprintf(buf, cap, "%.*s", (int)strcspn(name, "|"), name);
+            return;
+        }
+    }
+    switch (f->kind) {
+    case F_STR: snprintf(buf, cap, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
+    case F_DTYPE: /* as --master-dtype takes it */
+        snprintf(buf, cap, "%s", dz_dtype_name(*(const dz_dtype *)p));
+        for (char *q = buf; *q; q++) *q = (char)tolower((unsigned char)*q);
+        break;
+    case F_FLOAT: snprintf(buf, cap, "%g", (double)*(const float *)p); break;
+    case F_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    default: snprintf(buf, cap, "%d", (int)field_num(f, c)); break;
+    }
+}
+
+static int field_equal(const run_field *f, const dz_train_config *a, const dz_train_config *b) {
+    const void *pa = field_ptr(f, a), *pb = field_ptr(f, b);
+    switch (f->kind) {
+    case F_STR: {
+        const char *sa = *(const char *const *)pa, *sb = *(const char *const *)pb;
+        return sa == sb || (sa && sb && !strcmp(sa, sb));
+    }
+    case F_DTYPE: return *(const dz_dtype *)pa == *(const dz_dtype *)pb;
+    case F_FLOAT: return *(const float *)pa == *(const float *)pb;
+    case F_U64: return *(const uint64_t *)pa == *(const uint64_t *)pb;
+    default: return field_num(f, a) == field_num(f, b);
+    }
+}
+
+static void field_copy(const run_field *f, dz_train_config *dst, const dz_train_config *src) {
+    const size_t size = f->kind == F_STR ? sizeof(const char *)
+                        : f->kind == F_U64 ? sizeof(uint64_t)
+                        : f->kind == F_FLOAT ? sizeof(float)
+                        : f->kind == F_DTYPE ? sizeof(dz_dtype)
+                        : f->kind == F_SCHEDULE ? sizeof(dz_lr_schedule) : sizeof(int);
+    memcpy(field_ptr(f, dst), field_ptr(f, src), size);
 }
 
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_error *err) {
     cJSON *o = cJSON_CreateObject();
-    put_str(o, "model", c->model);
-    put_str(o, "tokenizer", c->tokenizer);
-    put_str(o, "task", c->data.task);
-    put_str(o, "train_data", c->data.train);
-    put_str(o, "test_data", c->data.test);
-    put_str(o, "template", c->data.template_);
-    put_str(o, "label_words", c->data.label_words);
-    put_str(o, "text_key", c->data.text_key);
-    put_str(o, "label_key", c->data.label_key);
-    put_str(o, "store", c->store.spec);
-    cJSON_AddStringToObject(o, "master_dtype", dz_dtype_name(c->store.master_dtype));
-    const struct { const char *k; double v; } nums[] = {
-        {"train_examples", c->data.train_examples}, {"dev_examples", c->data.dev_examples},
-        {"data_seed", (double)c->data.seed}, {"lr", c->optim.lr}, {"eps", c->optim.eps}, {"weight_decay", c->optim.wd},
-        {"batch", c->optim.batch}, {"steps", c->optim.steps}, {"spsa_samples", c->optim.q}, {"warmup", c->optim.warmup},
-        {"rademacher", c->optim.rademacher}, {"fuse", c->optim.fuse}, {"schedule", c->optim.lr_schedule},
-        {"seed", (double)c->optim.seed}, {"eval_every", c->schedule.eval_every},
-        {"checkpoint_every", c->schedule.checkpoint_every}, {"log_sync_every", c->schedule.log_sync_every},
-        {"max_bad_steps", c->optim.max_bad_steps}, {"eval_batch", c->schedule.eval_batch},
-        {"share_prompts", c->data.share_prompts}, {"lm_seq", c->data.lm_seq},
-        {"max_resident_mb", c->store.max_resident_mb},
-        {"stream_globals", c->store.stream_globals}, {"keep_checkpoints", c->schedule.keep_checkpoints},
-    };
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) cJSON_AddNumberToObject(o, nums[i].k, nums[i].v);
-    char *text = cJSON_Print(o);
+    for (size_t i = 0; o && i < N_FIELDS; i++) {
+        const run_field *f = &FIELDS[i];
+        const void *p = field_ptr(f, c);
+        if (f->kind == F_STR) {
+            if (*(const char *const *)p) cJSON_AddStringToObject(o, f->key, *(const char *const *)p);
+        } else if (f->kind == F_DTYPE) {
+            cJSON_AddStringToObject(o, f->key, dz_dtype_name(*(const dz_dtype *)p));
+        } else {
+            cJSON_AddNumberToObject(o, f->key, field_num(f, c));
+        }
+    }
+    char *text = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return dz_fail(err, DZ_ERR_NOMEM, "run.json: out of memory");
     char path[PATH_MAX];
@@ -62,35 +173,44 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
     return st;
 }
 
-typedef struct reader {
-    const cJSON *o;
-    const char *path;
-    char *strings;
-    size_t used;
-    dz_error *err;
-    dz_status st;
-} reader;
-
-static const char *get_str(reader *r, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, k);
-    if (!v) return NULL;
-    if (!cJSON_IsString(v)) {
-        r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s: field '%s' must be a string", r->path, k);
-        return NULL;
+/* One field of run.json into c; strings are copied to *strings_end (room was made for
+ * the whole file). */
+static dz_status read_field(const run_field *f, const cJSON *o, const char *path, dz_train_config *c,
+                            char **strings_end, dz_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->key);
+    void *p = field_ptr(f, c);
+    if (!v) {
+        if (f->optional) return DZ_OK;
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", path, f->key);
     }
-    char *dst = r->strings + r->used;
-    r->used += strlen(v->valuestring) + 1;
-    strcpy(dst, v->valuestring);
-    return dst;
-}
-
-static double get_num(reader *r, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, k);
-    if (!cJSON_IsNumber(v)) {
-        if (r->st == DZ_OK) r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s: field '%s' is missing or not a number", r->path, k);
-        return 0.0;
+    if (f->kind == F_STR || f->kind == F_DTYPE) {
+        if (!cJSON_IsString(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a string", path, f->key);
+        if (f->kind == F_DTYPE) {
+            if (dz_dtype_parse(v->valuestring, (dz_dtype *)p) != 0)
+                return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': unknown dtype '%s'", path, f->key, v->valuestring);
+            return DZ_OK;
+        }
+        const size_t n = strlen(v->valuestring) + 1;
+        memcpy(*strings_end, v->valuestring, n);
+        *(const char **)p = *strings_end;
+        *strings_end += n;
+        return DZ_OK;
     }
-    return v->valuedouble;
+    if (!cJSON_IsNumber(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a number", path, f->key);
+    const double x = v->valuedouble;
+    const int integral = f->kind != F_FLOAT;
+    const double lo = f->kind == F_U64 ? 0.0 : f->kind == F_SCHEDULE ? DZ_LR_CONSTANT : INT_MIN;
+    const double hi = f->kind == F_U64 ? 18446744073709551615.0 : f->kind == F_SCHEDULE ? DZ_LR_COSINE : INT_MAX;
+    if (!isfinite(x) || (integral && (x != floor(x) || x < lo || x > hi)))
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %g is not a valid value", path, f->key, x);
+    switch (f->kind) {
+    case F_INT: *(int *)p = (int)x; break;
+    case F_FLOAT: *(float *)p = (float)x; break;
+    case F_U64: *(uint64_t *)p = (uint64_t)x; break;
+    case F_SCHEDULE: *(dz_lr_schedule *)p = (dz_lr_schedule)(int)x; break;
+    default: break;
+    }
+    return DZ_OK;
 }
 
 dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **strings, dz_error *err) {
@@ -101,65 +221,42 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     dz_status st = dz_read_file(path, &text, &len, err);
     if (st != DZ_OK) return st;
     cJSON *o = cJSON_Parse(text);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        free(text);
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
-    }
-    reader r = {.o = o, .path = path, .strings = malloc(len + 1), .err = err, .st = DZ_OK};
-    if (!r.strings) {
-        cJSON_Delete(o);
-        free(text);
-        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
-    }
+    char *buf = malloc(len + 1), *end = buf;
+    if (!o || !cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
+    else if (!buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     dz_train_config_default(c);
-    c->model = get_str(&r, "model");
-    c->tokenizer = get_str(&r, "tokenizer");
-    c->data.task = get_str(&r, "task");
-    c->data.train = get_str(&r, "train_data");
-    c->data.test = get_str(&r, "test_data");
-    c->data.template_ = get_str(&r, "template");
-    c->data.label_words = get_str(&r, "label_words");
-    c->data.text_key = get_str(&r, "text_key");
-    c->data.label_key = get_str(&r, "label_key");
-    c->store.spec = get_str(&r, "store");
-    const char *dt = get_str(&r, "master_dtype");
-    if (r.st == DZ_OK && (!dt || dz_dtype_parse(dt, &c->store.master_dtype) != 0))
-        r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'master_dtype' is missing or unknown", path);
-    c->data.train_examples = (int)get_num(&r, "train_examples");
-    c->data.dev_examples = (int)get_num(&r, "dev_examples");
-    c->data.seed = (uint64_t)get_num(&r, "data_seed");
-    c->optim.lr = (float)get_num(&r, "lr");
-    c->optim.eps = (float)get_num(&r, "eps");
-    c->optim.wd = (float)get_num(&r, "weight_decay");
-    c->optim.batch = (int)get_num(&r, "batch");
-    c->optim.steps = (int)get_num(&r, "steps");
-    c->optim.q = (int)get_num(&r, "spsa_samples");
-    c->optim.warmup = (int)get_num(&r, "warmup");
-    c->optim.rademacher = (int)get_num(&r, "rademacher");
-    c->optim.fuse = (int)get_num(&r, "fuse");
-    c->optim.lr_schedule = (dz_lr_schedule)get_num(&r, "schedule");
-    c->optim.seed = (uint64_t)get_num(&r, "seed");
-    c->schedule.eval_every = (int)get_num(&r, "eval_every");
-    c->schedule.checkpoint_every = (int)get_num(&r, "checkpoint_every");
-    c->schedule.log_sync_every = (int)get_num(&r, "log_sync_every");
-    c->optim.max_bad_steps = (int)get_num(&r, "max_bad_steps");
-    c->schedule.eval_batch = (int)get_num(&r, "eval_batch");
-    c->data.share_prompts = (int)get_num(&r, "share_prompts");
-    c->data.lm_seq = (int)get_num(&r, "lm_seq");
-    c->store.max_resident_mb = (int)get_num(&r, "max_resident_mb");
-    const cJSON *sg = cJSON_GetObjectItemCaseSensitive(o, "stream_globals"); /* absent in older run folders */
-    c->store.stream_globals = cJSON_IsNumber(sg) ? sg->valueint : 0;
-    const cJSON *kc = cJSON_GetObjectItemCaseSensitive(o, "keep_checkpoints"); /* absent in older run folders */
-    c->schedule.keep_checkpoints = cJSON_IsNumber(kc) ? kc->valueint : 1;
-    if (r.st == DZ_OK && !c->model) r.st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'model' is missing", path);
+    for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, path, c, &end, err);
     cJSON_Delete(o);
     free(text);
-    if (r.st != DZ_OK) {
-        free(r.strings);
-        return r.st;
+    if (st != DZ_OK) {
+        free(buf);
+        return st;
     }
-    *strings = r.strings;
+    *strings = buf;
+    return DZ_OK;
+}
+
+dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const dz_train_config *given,
+                               int *changed, dz_error *err) {
+    *changed = 0;
+    char a[512], b[512];
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const run_field *f = &FIELDS[i];
+        if (field_equal(f, run, given)) continue;
+        field_text(f, given, a, sizeof a);
+        field_text(f, run, b, sizeof b);
+        if (f->resume == RESUME_SAME)
+            return dz_fail(err, DZ_ERR_INVALID,
+                           "%s/run.json: %s %s differs from this run's %s: a resumed run keeps its settings (only "
+                           "--steps may raise its length; start another --out for new settings)",
+                           run_dir, f->option, a, b);
+        if (f->resume == RESUME_RAISE && field_num(f, given) < field_num(f, run))
+            return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: %s %s is below this run's %s: a resumed run can only "
+                           "be extended", run_dir, f->option, a, b);
+        dz_log(DZ_LOG_INFO, "%s: %s %s (was %s)", run_dir, f->option, a, b);
+        field_copy(f, run, given);
+        *changed = 1;
+    }
     return DZ_OK;
 }
 

@@ -10,6 +10,13 @@
  * into *strings (free it after use). */
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *cfg, dz_error *err);
 dz_status dz_run_config_read(const char *run_dir, dz_train_config *cfg, char **strings, dz_error *err);
+/* Resume: `given` (the command line over run.json's settings) against `run` (run.json's).
+ * A setting that defines the run must be equal (DZ_ERR_INVALID naming its option and both
+ * values); steps may only be raised; housekeeping (store placement, checkpoint cadence and
+ * count, log sync) may change. Changes are copied into run, and *changed says whether
+ * run.json needs rewriting. */
+dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const dz_train_config *given,
+                               int *changed, dz_error *err);
 
 /* The run folder's exclusive lock (run_dir/.lock, flock): one distzo run writes a folder
  * at a time, taken before the first write. unlock closes it; with remove_folder (a fresh

@@ -18,12 +18,19 @@ static dz_status load_examples(const dz_trainer *tr, const char *path, dz_datase
                                  err);
 }
 
-/* Sequences of a dataset for this run's task. */
+/* Sequences of a dataset for this run's task; a warning names the first example cut to
+ * fit and the limit that cut it. */
 static dz_status build_set(const dz_trainer *tr, const dz_dataset *ds, dz_class_set *out, dz_error *err) {
     const int model_len = dz_model_config(tr->m)->max_seq_len;
-    const int max_len = tr->cfg.data.lm_seq > 0 ? tr->cfg.data.lm_seq : model_len;
-    if (tr->lm) return dz_lm_set_build(ds, tr->tok, max_len, out, err);
-    return dz_class_set_build(ds, &tr->spec, tr->tok, model_len, out, err);
+    const int max_len = tr->lm && tr->cfg.data.lm_seq > 0 ? tr->cfg.data.lm_seq : model_len;
+    dz_status st = tr->lm ? dz_lm_set_build(ds, tr->tok, max_len, out, err)
+                          : dz_class_set_build(ds, &tr->spec, tr->tok, model_len, out, err);
+    if (st == DZ_OK && out->truncated && tr->rank0)
+        dz_log(DZ_LOG_WARN, "%s:%d: longer than %d tokens (%s): cut from the left to fit, keeping %s; %d sequence%s "
+               "of this file cut so", ds->path ? ds->path : "data", out->truncated_line, max_len,
+               max_len == model_len ? "the model's maximum" : "--seq", tr->lm ? "BOS and the completion" : "BOS and the label word",
+               out->truncated, out->truncated == 1 ? "" : "s");
+    return st;
 }
 
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {

@@ -87,7 +87,7 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     };
     st = dz_setup_engine(tr->setup, &es, err);
     tr->f = dz_setup_forward(tr->setup), tr->e = dz_setup_zo_engine(tr->setup);
-    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, tr->train.max_len, share, err);
+    if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, max_len, share, err); /* the forward's positions */
     const int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
     tr->batch_ex = malloc(sizeof(int) * (size_t)batch);
@@ -109,7 +109,8 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     snprintf(path, sizeof path, "%s/seeds.log", tr->run_dir);
     *start_step = 0;
     const int sync_every = c->schedule.log_sync_every;
-    if (!resume && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err); /* settings, model and data checked */
+    /* settings, model and data checked: a new run's settings, or a resume's raised steps */
+    if ((!resume || tr->settings_changed) && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err);
     if (!resume && tr->rank0 && st == DZ_OK) st = dz_seedlog_create(path, &h, sync_every, &tr->log, err);
     if (resume) st = dz_trainer_resume(tr, &h, path, ckpt_steps, start_step, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
@@ -243,7 +244,8 @@ static dz_status run_settings(dz_trainer *tr, const dz_train_config *cfg_in, int
     if (resume) {
         if (tr->rank0) st = dz_run_lock(tr->run_dir, &tr->lock_fd, err);
         if (st == DZ_OK) st = dz_run_config_read(tr->run_dir, &tr->cfg, strings, err);
-        if (st == DZ_OK && cfg_in->optim.steps > tr->cfg.optim.steps) tr->cfg.optim.steps = cfg_in->optim.steps;
+        if (st == DZ_OK) st = dz_run_config_resume(tr->run_dir, &tr->cfg, cfg_in, &tr->settings_changed, err);
+        if (st == DZ_OK && tr->settings_changed) st = dz_train_config_check(&tr->cfg, err);
         tr->cfg.out_dir = cfg_in->out_dir;
         tr->cfg.layout = cfg_in->layout; /* the layout is the command line's: a run resumes under any layout */
     } else if (tr->rank0) {

@@ -44,11 +44,13 @@ typedef struct dz_trainer {
     dz_layout lay;
     int rank0;                        /* world rank 0 owns the run folder */
     int node_shared;                  /* the node's ranks share one copy of the masters */
+    int verify_warned;                /* --verify-every said once that there is one copy only */
     int lo, hi;                       /* this rank's examples of the step's global batch */
     double *eval_pairs;               /* per-example (score, weight) of an evaluation */
     int *eval_preds;
     int lock_fd;                      /* rank 0: the run folder's lock (-1: none) */
     int made_run_dir;                 /* this start created the run folder */
+    int settings_changed;             /* a resume raised steps or changed housekeeping: run.json rewritten */
     int failed_before_write;          /* a fresh start failed before run.json: leave the folder as it was */
 } dz_trainer;
 

@@ -34,11 +34,14 @@ static int truncate_left(dz_cand_seq *s, int max_len) {
     return 1;
 }
 
-static dz_status build_example(const dz_example *ex, const dz_prompt_spec *spec, const dz_tokenizer *tok,
-                               int max_len, dz_cand_seq *seqs, int *truncated, dz_error *err) {
+static dz_status build_example(const dz_dataset *ds, const dz_example *ex, const dz_prompt_spec *spec,
+                               const dz_tokenizer *tok, int max_len, dz_cand_seq *seqs, dz_class_set *out,
+                               dz_error *err) {
     char prompt[PROMPT_CAP], full[PROMPT_CAP + 64];
+    const char *path = ds->path ? ds->path : "dataset";
     if (dz_prompt_render(spec, ex->text, prompt, sizeof prompt) < 0)
-        return dz_fail(err, DZ_ERR_INVALID, "example text of %zu bytes is too long for a prompt", strlen(ex->text));
+        return dz_fail(err, DZ_ERR_INVALID, "%s:%d: text of %zu bytes is too long for a prompt (at most %d)", path,
+                       ex->line, strlen(ex->text), PROMPT_CAP);
     int *ctx = NULL, nctx = 0;
     dz_status st = encode_alloc(tok, prompt, &ctx, &nctx, err);
     for (int k = 0; k < spec->n_labels && st == DZ_OK; k++) {
@@ -48,7 +51,8 @@ static dz_status build_example(const dz_example *ex, const dz_prompt_spec *spec,
         if (st != DZ_OK) break;
         int pre = common_prefix(ctx, nctx, s->tokens, s->len);
         if (pre == s->len || pre < 1) {
-            st = dz_fail(err, DZ_ERR_INVALID, "label word '%s' adds no tokens after the prompt", spec->label_words[k]);
+            st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: label word '%s' adds no tokens after the prompt", path, ex->line,
+                         spec->label_words[k]);
             break;
         }
         s->cand_len = s->len - pre;
@@ -57,7 +61,7 @@ static dz_status build_example(const dz_example *ex, const dz_prompt_spec *spec,
                          spec->label_words[k], max_len);
             break;
         }
-        *truncated += truncate_left(s, max_len);
+        if (truncate_left(s, max_len) && !out->truncated++) out->truncated_line = ex->line;
     }
     free(ctx);
     return st;
@@ -76,10 +80,10 @@ dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, c
     }
     for (int e = 0; e < ds->count; e++) {
         dz_cand_seq *seqs = &out->seqs[(size_t)e * spec->n_labels];
-        dz_status st = build_example(&ds->items[e], spec, tok, max_len, seqs, &out->truncated, err);
+        dz_status st = build_example(ds, &ds->items[e], spec, tok, max_len, seqs, out, err);
         if (st == DZ_OK && (ds->items[e].label < -1 || ds->items[e].label >= spec->n_labels))
-            st = dz_fail(err, DZ_ERR_INVALID, "%s: example %d has label %d but only %d label words are given",
-                         ds->path ? ds->path : "dataset", e + 1, ds->items[e].label, spec->n_labels);
+            st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: label %d, but only %d label words are given",
+                         ds->path ? ds->path : "dataset", ds->items[e].line, ds->items[e].label, spec->n_labels);
         if (st != DZ_OK) {
             dz_class_set_free(out);
             return st;
@@ -172,11 +176,18 @@ dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const 
     bb->tree = bb->share_prompts && K > 1;
     for (int e = 0; bb->tree && e < n; e++) bb->tree = prompt_len(cs, examples[e]) > 0;
     int T = 0, PT = 0;
-    for (int i = 0; i < bb->n_seqs; i++) {
-        const dz_cand_seq *s = cand(cs, examples, i);
-        const int from = bb->tree ? prompt_len(cs, examples[i / K]) : 0;
-        T = s->len - from > T ? s->len - from : T;
-        PT = from > PT ? from : PT;
+    for (int pass = 0; pass < 2; pass++) {
+        T = PT = 0;
+        for (int i = 0; i < bb->n_seqs; i++) {
+            const dz_cand_seq *s = cand(cs, examples, i);
+            const int from = bb->tree ? prompt_len(cs, examples[i / K]) : 0;
+            T = s->len - from > T ? s->len - from : T;
+            PT = from > PT ? from : PT;
+        }
+        /* every sequence padded to T from its start must stay within the positions a
+         * sequence may have (a long example beside a short one): else the plain layout */
+        if (!bb->tree || PT + T <= bb->max_len) break;
+        bb->tree = 0;
     }
     bb->T = T;
     bb->PT = PT;
@@ -263,7 +274,10 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
     if (per < 1) per = 1;
     if (per > cs->n_examples) per = cs->n_examples > 0 ? cs->n_examples : 1;
     dz_class_batch bb;
-    dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, cs->max_len, dz_forward_n_streams(f) >= 2, err);
+    /* the batch's limit is the forward's positions: a tree batch falls back to the plain
+     * layout only where its padding would not fit them */
+    dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, dz_forward_max_seq(f), dz_forward_n_streams(f) >= 2,
+                                       err);
     if (st != DZ_OK) return st;
     float *all = scores ? scores : malloc(sizeof(float) * (size_t)(total > 0 ? total : 1));
     float *lp = malloc(sizeof(float) * (size_t)per * cs->n_labels * cs->max_len);

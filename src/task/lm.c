@@ -66,8 +66,8 @@ static int *encode_all(const dz_tokenizer *tok, const char *text, int *n, dz_err
 
 /* One example: windows of a long text, or a prompt/completion pair (prompt cut from the
  * left after BOS when too long). */
-static dz_status lm_example(const dz_example *ex, const dz_tokenizer *tok, int max_len, dz_class_set *s, int *cap,
-                            dz_error *err) {
+static dz_status lm_example(const char *path, const dz_example *ex, const dz_tokenizer *tok, int max_len,
+                            dz_class_set *s, int *cap, dz_error *err) {
     int n = 0, np = 0;
     char *joined = NULL;
     if (ex->completion) {
@@ -90,9 +90,10 @@ static dz_status lm_example(const dz_example *ex, const dz_tokenizer *tok, int m
         int pre = 0;
         while (pre < np && pre < n && pids[pre] == ids[pre]) pre++;
         int scored = n - pre;
-        if (scored < 1) st = dz_fail(err, DZ_ERR_INVALID, "lm: a completion adds no tokens after its prompt");
+        if (scored < 1) st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: the completion adds no tokens after its prompt", path, ex->line);
         if (st == DZ_OK && scored > max_len - 1) scored = max_len - 1; /* keep the completion's start */
         int len = n;
+        if (st == DZ_OK && len > max_len && !s->truncated++) s->truncated_line = ex->line;
         if (st == DZ_OK && len > max_len) {
             if (pre + scored <= max_len) {
                 len = pre + scored; /* only the completion's tail goes */
@@ -117,7 +118,7 @@ dz_status dz_lm_set_build(const dz_dataset *ds, const dz_tokenizer *tok, int max
     if (max_len < 2) return dz_fail(err, DZ_ERR_INVALID, "lm: sequence length %d is too short", max_len);
     int cap = 0;
     for (int e = 0; e < ds->count; e++) {
-        dz_status st = lm_example(&ds->items[e], tok, max_len, out, &cap, err);
+        dz_status st = lm_example(ds->path ? ds->path : "dataset", &ds->items[e], tok, max_len, out, &cap, err);
         if (st != DZ_OK) {
             dz_class_set_free(out);
             return st;

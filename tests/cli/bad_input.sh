@@ -91,6 +91,35 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   if out=$("$bin" eval "$assets/stories260K/stories260K.bin" --batch 2147483647 --limit 4 2>&1) &&
      grep -q "4 examples" <<<"$out"; then pass=$((pass + 1)); echo "ok - eval --batch 2147483647: $out"
   else fail=$((fail + 1)); echo "FAIL - eval --batch 2147483647: $out"; fi
+  # an example longer than the model's positions (or --seq) is cut from the left, and the
+  # warning names the file and line; a long example beside short ones in one tree batch
+  # must not overflow the positions (it once failed: "positions 8..518 do not fit 512")
+  { printf 'sentence\tlabel\nshort one\t0\n'; printf 'word %.0s' $(seq 600); printf '\t1\nfine\t1\n'; } > "$tmp/long.tsv"
+  tree=$("$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/long.tsv" 2>&1)
+  plain=$("$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/long.tsv" --no-share-prompt 2>&1)
+  if grep -q "cut from the left .*long.tsv:3" <<<"$tree" && [ "$(grep -o "accuracy [0-9.]*%" <<<"$tree")" = "$(grep -o "accuracy [0-9.]*%" <<<"$plain")" ] &&
+     grep -q accuracy <<<"$tree"; then pass=$((pass + 1)); echo "ok - an over-long example: evaluated, named: $(tail -1 <<<"$tree")"
+  else fail=$((fail + 1)); echo "FAIL - an over-long example in eval: $tree"; fi
+  out=$("$bin" train --model "$assets/stories260K/stories260K.bin" --data "$tmp/long.tsv" --train-examples 3 --dev-examples 0 \
+        --batch 3 --steps 1 --out "$tmp/run_long" 2>&1)
+  grep -q "long.tsv:3: longer than 512 tokens (the model's maximum): cut from the left" <<<"$out" && grep -q "^done" <<<"$out" &&
+    { pass=$((pass + 1)); echo "ok - an over-long training example: trained, named: $(grep long.tsv <<<"$out")"; } ||
+    { fail=$((fail + 1)); echo "FAIL - an over-long training example: $out"; }
+  printf '{"prompt": "short", "completion": " end"}\n{"prompt": "%s", "completion": " end"}\n' "$(printf 'once upon a time %.0s' $(seq 20))" > "$tmp/long_lm.jsonl"
+  out=$("$bin" train --task lm --model "$assets/stories260K/stories260K.bin" --data "$tmp/long_lm.jsonl" --seq 16 \
+        --train-examples 2 --dev-examples 0 --batch 2 --steps 1 --out "$tmp/run_long_lm" 2>&1)
+  grep -q "long_lm.jsonl:2: longer than 16 tokens (--seq)" <<<"$out" && grep -q "^done" <<<"$out" &&
+    { pass=$((pass + 1)); echo "ok - a prompt longer than --seq: named: $(grep long_lm <<<"$out")"; } ||
+    { fail=$((fail + 1)); echo "FAIL - a prompt longer than --seq: $out"; }
+  printf '{"prompt": "once upon", "completion": ""}\n{"prompt": "a", "completion": " b"}\n' > "$tmp/empty_completion.jsonl"
+  expect "an empty completion" "empty_completion.jsonl:1: key \"completion\" is empty" -- "$bin" train --task lm \
+    --model "$assets/stories260K/stories260K.bin" --data "$tmp/empty_completion.jsonl" --train-examples 2 --dev-examples 0 \
+    --batch 1 --steps 1 --out "$tmp/run_empty_completion"
+  expect "generate --temperature -1" "option --temperature: -1 is negative" -- "$bin" generate "$tmp/stories.bin" --temperature -1 -n 2
+  expect "generate --top-p 2" "option --top-p: 2 is outside" -- "$bin" generate "$tmp/stories.bin" --top-p 2 -n 2
+  expect "eval --limit -1" "option --limit: -1 is negative" -- "$bin" eval "$assets/stories260K/stories260K.bin" --limit -1
+  expect "a prompt longer than the model" "option --prompt: [0-9]+ tokens do not fit .*stories260K.bin's 512 positions" -- \
+    "$bin" generate "$assets/stories260K/stories260K.bin" --prompt "$(printf 'once upon a time %.0s' $(seq 200))" -n 2
 fi
 m=$(model shardsym); mv "$m/model.safetensors" "$tmp/outside.safetensors"; ln -s "$tmp/outside.safetensors" "$m/model.safetensors"
 expect "checkpoint symlinked outside its folder" "model.safetensors.*outside the folder" -- "$bin" info "$m"

@@ -88,6 +88,26 @@ DISTZO_TEST_CORRUPT=1:4 mpi 2 "$bin" train "${common[@]}" --node-size 1 --verify
 rc=$?
 if [ $rc -ne 0 ] && grep -q "weights differ between nodes" "$tmp/corrupt.txt"; then ok "corrupted replica detected (exit $rc)";
 else bad "corrupted replica not detected (exit $rc)"; tail -5 "$tmp/corrupt.txt"; fi
+# ... wherever the bit is (embeddings, a layer, the final norm, the last tensor), in bf16
+# masters too, and on a node whose ranks share their copy (node 0, rank 0's)
+short=(--steps 4 --eval-every 0 --checkpoint-every 0 --train-examples 48 --dev-examples 21 --batch 8 --lr 1e-3
+       --test "$tmp/test.tsv" --threads 1 --verify-every 4)
+for fault in "1:4:model.embed_tokens.weight|2 --node-size 1" "1:4:model.layers.3.mlp.down_proj.weight|2 --node-size 1 --master-dtype bf16" \
+             "0:4:model.norm.weight|4 --pertp 2 --node-size 2" "1:4:last|4 --dp 4 --node-size 2 --master-dtype bf16"; do
+  read -r -a args <<< "${fault#*|}"
+  DISTZO_TEST_CORRUPT=${fault%%|*} mpi "${args[0]}" "$bin" train "${short[@]}" "${args[@]:1}" --out "$tmp/corrupt_x" \
+    > "$tmp/corrupt_x.txt" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] && grep -q "weights differ between nodes" "$tmp/corrupt_x.txt"; then ok "a bit flipped at ${fault%%|*} (-np ${fault#*|}) is caught"
+  else bad "a bit flipped at ${fault%%|*} (-np ${fault#*|}) was not caught (exit $rc)"; tail -3 "$tmp/corrupt_x.txt"; fi
+  rm -rf "$tmp/corrupt_x"
+done
+# one copy of the weights (a node's ranks share it) has nothing to compare: it says so
+# instead of reporting agreement
+mpi 2 "$bin" train "${short[@]}" --out "$tmp/onecopy" > "$tmp/onecopy.txt" 2>&1 || bad "one-copy run failed"
+grep -q "one copy of the weights (its ranks share it), so there is nothing to compare" "$tmp/onecopy.txt" &&
+  ! grep -q "agree" "$tmp/onecopy.txt" && ok "--verify-every on one shared copy says it checks nothing" ||
+  bad "one copy: $(grep -E "verify|agree" "$tmp/onecopy.txt" | head -2)"
 
 # every rank must run the same run: a rank given another --lr, or another data file, is
 # refused at start on every rank, naming what differs, before anything is written

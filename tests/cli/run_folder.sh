@@ -55,6 +55,46 @@ snapshot "$tmp/r" > "$tmp/after_done.txt"
 grep -q "nothing to do: the run in .* already finished its 10 steps" <<<"$out" && cmp -s "$tmp/before_done.txt" "$tmp/after_done.txt" &&
   ok "resuming a finished run says so and changes nothing" || bad "resume of a finished run: $(tail -1 <<<"$out")"
 
+# resume continues the same run or refuses: a setting that defines the run, given with
+# --resume and different from run.json, is refused naming it, and nothing is written
+snapshot "$tmp/r" > "$tmp/before_refuse.txt"
+cp "$assets/stories260K/stories260K.bin" "$tmp/other_model.bin"
+for given in "--lr 1e-4" "--batch 8" "--eps 0.01" "--weight-decay 0.1" "--seed 7" "--data-seed 1" "--schedule cosine" \
+             "--warmup 5" "--perturbation rademacher" "--no-fuse" "--no-share-prompt" "--label-words no,yes" \
+             "--train-examples 64" "--dev-examples 4" "--master-dtype bf16" "--task classify" "--spsa-samples 2" \
+             "--eval-every 2" "--model $tmp/other_model.bin" "--test $assets/sst2/dev.tsv" "--data $assets/sst2" \
+             "--tokenizer $assets/stories260K/tok512.bin" "--steps 9"; do
+  opt=${given%% *}
+  # shellcheck disable=SC2086
+  if out=$("$bin" train --resume --out "$tmp/r" $given 2>&1); then bad "resume with $given accepted"
+  elif ! grep -q -- "$( [ "$opt" = --data ] && echo --test || echo "$opt") " <<<"$out"; then bad "resume with $given: $(tail -1 <<<"$out")"
+  else ok "resume with $given refused: $(tail -1 <<<"$out" | cut -c1-110)"; fi
+done
+snapshot "$tmp/r" > "$tmp/after_refuse.txt"
+cmp -s "$tmp/before_refuse.txt" "$tmp/after_refuse.txt" && ok "refused resumes leave the run folder byte for byte" ||
+  bad "a refused resume changed the run folder: $(diff "$tmp/before_refuse.txt" "$tmp/after_refuse.txt" | head -3)"
+# the run's own settings given again (paths relative or not) are accepted; a raised --steps is kept in run.json
+(cd "$tmp" && "$bin" train --resume --out r --steps 11 --lr 3e-5 --batch 4 --test test.tsv --data-seed 42 --threads 2 \
+  > "$tmp/resume11.txt" 2>&1) || bad "resume with the run's own settings failed: $(tail -1 "$tmp/resume11.txt")"
+grep -q '"steps":[[:space:]]*11' "$tmp/r/run.json" && ok "a raised --steps is kept in run.json" ||
+  bad "run.json after --steps 11: $(grep steps "$tmp/r/run.json")"
+out=$("$bin" train --resume --out "$tmp/r" 2>&1)
+grep -q "already finished its 11 steps" <<<"$out" && ok "the next resume knows the raised length" ||
+  bad "resume after raising: $(tail -1 <<<"$out")"
+
+# export never writes into the run folder, nor over the base model's folder
+mkdir -p "$tmp/basedir"; cp "$assets/stories260K/stories260K.bin" "$assets/stories260K/tok512.bin" "$tmp/basedir/"
+snapshot "$tmp/r" > "$tmp/before_export.txt"; snapshot "$tmp/basedir" > "$tmp/before_base.txt"
+for o in "$tmp/r" "$tmp/r/best" "$tmp/r/new/sub" "$tmp/r/../r"; do
+  if out=$("$bin" export --run "$tmp/r" -o "$o" 2>&1); then bad "export -o $o (in the run folder) accepted"
+  else grep -q "is inside the run folder" <<<"$out" && ok "export -o ${o#"$tmp"/} refused: in the run folder" || bad "export -o $o: $out"; fi
+done
+if out=$("$bin" export --run "$tmp/r" --base "$tmp/basedir/stories260K.bin" -o "$tmp/basedir" 2>&1); then bad "export over the base model's folder accepted"
+else grep -q "is the folder of the base model" <<<"$out" && ok "export over the base model's folder refused" || bad "export -o base folder: $out"; fi
+snapshot "$tmp/r" > "$tmp/after_export.txt"; snapshot "$tmp/basedir" > "$tmp/after_base.txt"
+cmp -s "$tmp/before_export.txt" "$tmp/after_export.txt" && cmp -s "$tmp/before_base.txt" "$tmp/after_base.txt" &&
+  ok "refused exports changed neither the run nor the base model" || bad "a refused export wrote something"
+
 # a run folder's own files cannot point outside it: LATEST naming another path is refused
 cp -r "$tmp/r" "$tmp/r2"; mkdir -p "$tmp/elsewhere"
 printf 'checkpoint-10/../../elsewhere\n' > "$tmp/r2/LATEST"
@@ -68,7 +108,12 @@ out=$("$bin" train --resume --steps 12 --out "$tmp/r2" 2>&1) && bad "a checkpoin
 
 # check everything before writing anything: a refused start leaves no folder behind
 for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \
-           "--eps 0"; do
+           "--eps 0" "--keep-checkpoints 0" "--eval-every -1" "--checkpoint-every -1" "--log-sync-every -1" \
+           "--max-bad-steps 0" "--spsa-samples 0" "--spsa-samples 65" "--task lm --seq 1" "--seq -5" "--threads -1" \
+           "--threads 100000" "--store disk:$tmp/s.store --max-resident -1" "--store foo:bar" "--store disk:" \
+           "--label-words good" "--label-words a,,b" "--perturbation uniform" "--schedule step" "--master-dtype f16" \
+           "--lr nan" "--warmup -1" "--dev-examples -1" "--train-examples 0" "--batch 0" "--task regression" \
+           "--data $tmp/no-such-data.tsv" "--test $tmp"; do
   name=$(echo "$bad" | tr -cd '[:alnum:]')
   # shellcheck disable=SC2086
   if out=$("$bin" train $bad --out "$tmp/refused_$name" 2>&1); then bad "$bad accepted"
