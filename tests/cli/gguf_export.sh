@@ -73,4 +73,6 @@ refuse "--type q4_0" "q4_0" --run "$tmp/run" -o "$tmp/x.gguf" --type q4_0
 refuse "--format onnx" "onnx" --run "$tmp/run" -o "$tmp/x" --format onnx
 refuse "--type with hf" "--type is for --format gguf" --run "$tmp/run" -o "$tmp/x" --type f16
 refuse "--run and --model" "--model" --run "$tmp/run" --model "$ck" -o "$tmp/x.gguf"
+refuse "-o the model itself" "is the model being exported" --model "$tmp/m_f32.gguf" -o "$tmp/m_f32.gguf"
+refuse "-o inside the run folder" "inside the run folder" --run "$tmp/run" -o "$tmp/run/x.gguf"
 finish
