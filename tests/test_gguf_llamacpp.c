@@ -1,5 +1,5 @@
 /* distzo's GGUF export against llama.cpp itself. tools/check_gguf_llamacpp.py had distzo
- * export models from the assets (stories260K, SmolLM2-135M) as f32/f16/q8_0 .gguf files,
+ * export models from the assets (stories260K, SmolLM2-135M) as f32/f16/bf16/q8_0 .gguf files,
  * (and a stories260K run trained 2 steps, `distzo export --run`, trained here again with
  * dz_train and the same settings) ran them in llama.cpp (llama-cpp-python, CPU) and recorded the file's size and CRC-32,
  * llama.cpp's prompt ids, its greedy continuation and its top logits at every position
@@ -11,7 +11,7 @@
  *    position (for f16/q8_0, a pick may differ only on a near tie: within the tolerance).
  * Why the tolerances differ: both sides read the same weights, but llama.cpp's CPU matmul
  * rounds the activations to the weights' type's partner before the dot products (f16
- * weights: the activations to fp16; q8_0 weights: the activations to q8_0 blocks of 32,
+ * weights: the activations to fp16; bf16: to bf16; q8_0 weights: the activations to q8_0 blocks of 32,
  * an 8-bit quantization per block), while distzo keeps the activations in fp32. f32 files
  * have no such rounding, only summation order. (llama.cpp ran with its K/V cache in f32,
  * not its default f16, so the cache adds nothing.) Needs $DISTZO_ASSETS. */
@@ -40,6 +40,7 @@
  *         summation order only;
  *   f16:  stories260K 5.9e-3, SmolLM2 3.9e-2 (1.6e-3 relative): llama.cpp rounds the
  *         activations to fp16 for f16 matmuls;
+ *   bf16: stories260K 6.6e-2, SmolLM2 0.25 (1.2e-2 relative): the activations to bf16;
  *   q8_0: stories260K 0.17, SmolLM2 0.73 (at a logit of 21.5; 4.3e-2 relative): llama.cpp
  *         quantizes the activations to q8_0 blocks for q8_0 matmuls. That this is all of it:
  *         smollm2_q8_0_as_f32 (the q8_0 file's weights converted to f32, run by llama.cpp with
@@ -54,6 +55,7 @@ typedef struct tolerance {
 static const tolerance k_tol[] = {
     {"f32", 2e-4, 1e-4},
     {"f16", 0.05, 0.01},
+    {"bf16", 0.2, 0.02},
     {"q8_0", 0.5, 0.03},
 };
 
@@ -238,17 +240,21 @@ static void check_case(const char *name) {
 static void stories260k_trained_f32(void **state) { (void)state, check_case("stories260k_trained_f32"); }
 static void stories260k_f32(void **state) { (void)state, check_case("stories260k_f32"); }
 static void stories260k_f16(void **state) { (void)state, check_case("stories260k_f16"); }
+static void stories260k_bf16(void **state) { (void)state, check_case("stories260k_bf16"); }
 static void stories260k_q8_0(void **state) { (void)state, check_case("stories260k_q8_0"); }
 static void smollm2_f32(void **state) { (void)state, check_case("smollm2_f32"); }
 static void smollm2_f16(void **state) { (void)state, check_case("smollm2_f16"); }
+static void smollm2_bf16(void **state) { (void)state, check_case("smollm2_bf16"); }
 static void smollm2_q8_0(void **state) { (void)state, check_case("smollm2_q8_0"); }
 static void smollm2_q8_0_as_f32(void **state) { (void)state, check_case("smollm2_q8_0_as_f32"); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stories260k_trained_f32),
-        cmocka_unit_test(stories260k_f32), cmocka_unit_test(stories260k_f16), cmocka_unit_test(stories260k_q8_0),
-        cmocka_unit_test(smollm2_f32),     cmocka_unit_test(smollm2_f16),     cmocka_unit_test(smollm2_q8_0),
+        cmocka_unit_test(stories260k_f32), cmocka_unit_test(stories260k_f16), cmocka_unit_test(stories260k_bf16),
+        cmocka_unit_test(stories260k_q8_0),
+        cmocka_unit_test(smollm2_f32),     cmocka_unit_test(smollm2_f16),     cmocka_unit_test(smollm2_bf16),
+        cmocka_unit_test(smollm2_q8_0),
         cmocka_unit_test(smollm2_q8_0_as_f32),
     };
     return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));

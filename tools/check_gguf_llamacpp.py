@@ -46,9 +46,11 @@ CASES = {
     "stories260k_trained_f32": (STORIES, "f32"),
     "stories260k_f32": (STORIES, "f32"),
     "stories260k_f16": (STORIES, "f16"),
+    "stories260k_bf16": (STORIES, "bf16"),
     "stories260k_q8_0": (STORIES, "q8_0"),
     "smollm2_f32": (SMOL, "f32"),
     "smollm2_f16": (SMOL, "f16"),
+    "smollm2_bf16": (SMOL, "bf16"),
     "smollm2_q8_0": (SMOL, "q8_0"),
     # the q8_0 export's weights as f32 (distzo export --model X_q8_0.gguf --type f32): llama.cpp
     # then runs exactly the weights distzo reads from the q8_0 file, with f32 matmuls, which
