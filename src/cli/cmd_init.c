@@ -1,5 +1,8 @@
 /* distzo init --preset NAME -o DIR: a random-initialized model of a real shape in
  * Hugging Face layout, with the GPT-2/OPT tokenizer files for OPT presets. */
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,18 @@ static int copy_tokenizer(const char *dir) {
         if (rc) return rc;
     }
     return 0;
+}
+
+/* 1 when path does not exist or is an empty folder. */
+static int folder_empty_or_new(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return errno == ENOENT;
+    if (!S_ISDIR(sb.st_mode)) return 0;
+    DIR *d = opendir(path);
+    int empty = d != NULL;
+    for (struct dirent *e; d && empty && (e = readdir(d));) empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return empty;
 }
 
 int dz_cmd_init(int argc, char **argv) {
@@ -65,6 +80,8 @@ int dz_cmd_init(int argc, char **argv) {
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
     if (!out) return dz_cli_failf("init needs an output folder: -o DIR");
+    if (!folder_empty_or_new(out)) /* a mistyped -o must not replace a model with random weights */
+        return dz_cli_failf("-o %s: exists and is not an empty folder; init writes only a new or empty one", out);
     dz_error err = {0};
     dz_config cfg;
     if (dz_config_preset(preset, &cfg, &err) != DZ_OK) return dz_cli_fail(&err);
