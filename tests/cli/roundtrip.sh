@@ -12,6 +12,7 @@
 # - opt, llama, gguf: the checkpoint is bitwise the one tools/check_checkpoints_transformers.py
 #   loaded, and distzo's log-probs of the prompt's tokens, the tokenizer's ids and 8 greedy
 #   tokens equal transformers' (tests/data/roundtrip/CASE/);
+# - classification: eval of best/ = the test accuracy the run logged at its step;
 # - init: a preset with a tokenizer in the assets trains with no flags; llama-* says which to
 #   pass, train refuses the folder with that advice, and --tokenizer fills it in.
 # usage: roundtrip.sh DISTZO ASSETS DATA_DIR
@@ -20,7 +21,8 @@ bin=$1 assets=$2 data=$3
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/roundtrip_recipes.sh"
 need_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf \
-  smollm2-135m/hf-tokenizer/tokenizer.json gpt2-bpe/encoder.json gpt2-bpe/vocab.bpe gpt2-bpe/dict.txt
+  smollm2-135m/hf-tokenizer/tokenizer.json gpt2-bpe/encoder.json gpt2-bpe/vocab.bpe gpt2-bpe/dict.txt sst2/train.tsv \
+  sst2/dev.tsv
 w=$tmp/w
 prompt=$(roundtrip_prompt)
 text1=$(cat "$data/opt/text1.txt")
@@ -42,7 +44,7 @@ source_of() {
   esac
 }
 
-for case in l2c l2c-bf16 opt opt-disk llama gguf; do
+for case in ${ROUNDTRIP_CASES:-l2c l2c-bf16 opt opt-disk llama gguf}; do # (a subset by hand while debugging)
   t0=$SECONDS
   if ! ckpt=$(roundtrip_checkpoint "$case" "$bin" "$assets" "$w"); then bad "$case: training failed"; continue; fi
   run=$w/$case-run
@@ -102,6 +104,19 @@ for case in l2c l2c-bf16 opt opt-disk llama gguf; do
   rm -rf "$run" "$w/$case-export" # the gguf case's folders are 0.5 GB each
   echo "# $case: $((SECONDS - t0)) s"
 done
+
+# classification (the default job's task): eval of best/ with the run's label words and test
+# file = the test accuracy the run logged at that step
+head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+"$bin" train --model "$assets/stories260K/stories260K.bin" --data "$assets/sst2/train.tsv" --test "$tmp/test.tsv" \
+  --train-examples 16 --dev-examples 16 --batch 4 --steps 2 --eval-every 1 --checkpoint-every 2 --lr 1e-3 --seed 6 \
+  --out "$tmp/cls" > /dev/null 2>&1 || bad "classify: training failed"
+b=$(sed -E 's/.*"best_step": ([0-9]+).*/\1/' "$tmp/cls/best/trainer_state.json" 2> /dev/null)
+want=$(sed -n "${b:-0}p" "$tmp/cls/metrics.jsonl" 2> /dev/null | sed -E 's/.*"test_accuracy": ([^,}]*).*/\1/')
+got=$("$bin" eval "$tmp/cls/best" --data "$tmp/test.tsv" --label-words bad,good --json 2> /dev/null |
+      sed -E 's/.*"accuracy": ([^,]*),.*/\1/')
+[ -n "$b" ] && [ "$b" -gt 0 ] && near "$got" "$want" 1e-6 &&
+  ok "classify: eval best/ (step $b) = the run's test accuracy there ($got)" || bad "classify: best/ step '$b': '$got', the run logged '$want'"
 
 # init: every preset family gets its tokenizer, or says which to pass
 "$bin" init --preset llama-tiny --layers 1 -o "$tmp/llama" > /dev/null 2> "$tmp/init.txt"
