@@ -24,6 +24,7 @@ need_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smollm2
   smollm2-135m/hf-tokenizer/tokenizer.json gpt2-bpe/encoder.json gpt2-bpe/vocab.bpe gpt2-bpe/dict.txt sst2/train.tsv \
   sst2/dev.tsv
 w=$tmp/w
+mkdir -p "$w" && roundtrip_texts > "$w/roundtrip.jsonl" && roundtrip_prompt > "$w/roundtrip_prompt.txt"
 prompt=$(roundtrip_prompt)
 text1=$(cat "$data/opt/text1.txt")
 
@@ -133,6 +134,10 @@ spm=$(dirname "$data")/tokenizer/spm_small/tokenizer.model
   "$bin" train --model "$tmp/llama2" --task lm --data "$w/roundtrip.jsonl" --steps 1 --train-examples 4 --dev-examples 2 \
     --batch 2 --out "$tmp/llama2-run" > /dev/null 2>&1 && [ -f "$tmp/llama2-run/checkpoint-1/tokenizer.model" ] &&
   ok "init --tokenizer tokenizer.model: the folder trains with no flags" || bad "init --tokenizer tokenizer.model"
+a=$(gen "$tmp/llama2-run/checkpoint-1" --prompt "$text1" -n 1 | json_ids prompt_tokens)
+[ -n "$a" ] && [ "$a" = "$(gen "$tmp/llama2" --prompt "$text1" -n 1 | json_ids prompt_tokens)" ] &&
+  ok "its checkpoint (tokenizer.model alone) generates with no flags, with the same ids" ||
+  bad "a checkpoint with tokenizer.model: ids '$a'"
 "$bin" init --preset opt-tiny --layers 1 -o "$tmp/opt" > /dev/null 2>&1 && [ -f "$tmp/opt/vocab.json" ] &&
   "$bin" train --model "$tmp/opt" --task lm --data "$w/roundtrip.jsonl" --steps 1 --train-examples 4 --dev-examples 2 \
     --batch 2 --out "$tmp/opt-run" > /dev/null 2>&1 && ok "init --preset opt-tiny writes vocab.json + merges.txt and trains" ||
