@@ -13,7 +13,8 @@ tests/data/roundtrip/CASE/:
   logprobs.tsv  log p(token | tokens before it) for every token of the prompt after the
                 first, from transformers' logits (log_softmax in float64), in the format of
                 `distzo eval --task lm --predictions`
-  text1.txt     a harder string for the tokenizer (newline, spaces, digits, accents, CJK)
+and tests/data/roundtrip/text1.txt, a harder string for the tokenizers (newline, spaces,
+digits, accents, CJK).
 
 tests/cli/roundtrip.sh rebuilds the same checkpoints with distzo and compares distzo's
 figures on them with these, without Python.
@@ -93,7 +94,7 @@ def main():
             f = figures(ckpt, prompt)
             d = os.path.join(args.out, case)
             os.makedirs(d, exist_ok=True)
-            with open(os.path.join(d, "text1.txt"), "w", encoding="utf-8") as o:
+            with open(os.path.join(args.out, "text1.txt"), "w", encoding="utf-8") as o:
                 o.write(TEXT1)
             with open(os.path.join(d, "figures.txt"), "w") as o:
                 o.write(f"sha256 {sha256(os.path.join(ckpt, 'model.safetensors'))}\n")

@@ -59,7 +59,7 @@ int dz_cmd_init(int argc, char **argv) {
     char presets[512];
     snprintf(presets, sizeof presets, "Writes a random model in Hugging Face layout (config.json + model.safetensors) with a\n"
              "tokenizer: --tokenizer, else the preset's from the assets (OPT: GPT-2 BPE with OPT's ids;\n"
-             "smollm2-135m: SmolLM2's; llama-*: stories260K's 512 tokens).\nPresets: %s.", dz_preset_names());
+             "smollm2-135m: SmolLM2's; llama-*: none there, pass Llama-2's).\nPresets: %s.", dz_preset_names());
     const dz_cmd_spec spec = {
         .name = "init",
         .usage = "--preset NAME -o DIR [options]",

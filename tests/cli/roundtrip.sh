@@ -26,7 +26,7 @@ need_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smollm2
 w=$tmp/w
 mkdir -p "$w" && roundtrip_texts > "$w/roundtrip.jsonl" && roundtrip_prompt > "$w/roundtrip_prompt.txt"
 prompt=$(roundtrip_prompt)
-text1=$(cat "$data/opt/text1.txt")
+text1=$(cat "$data/text1.txt")
 
 # the test loss metrics.jsonl logged after step N (row N-1)
 logged_loss() { sed -n "$(($2))p" "$1/metrics.jsonl" | sed -E 's/.*"test_loss": ([^,}]*).*/\1/'; }
