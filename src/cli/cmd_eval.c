@@ -97,11 +97,22 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     return rc;
 }
 
+/* --predictions for lm: one row per scored token, its exact log-prob. */
+static void write_token_logprobs(FILE *f, int example, const int *ids, int n, const float *lp) {
+    for (int i = 0; i + 1 < n; i++) fprintf(f, "%d\t%d\t%d\t%.9g\n", example, i + 1, ids[i + 1], lp[i]);
+}
+
 static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
     dz_error err = {0};
+    FILE *pf = o->predictions ? fopen(o->predictions, "w") : NULL;
+    if (o->predictions && !pf) return dz_cli_failf("%s: cannot write predictions", o->predictions);
+    if (pf) fprintf(pf, "example\tposition\ttoken\tlogprob\n");
     const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
     dz_forward *f = NULL;
-    if (dz_forward_create(m, 1, seq, 0, &f, &err) != DZ_OK) return dz_cli_fail(&err);
+    if (dz_forward_create(m, 1, seq, 0, &f, &err) != DZ_OK) {
+        if (pf) fclose(pf);
+        return dz_cli_fail(&err);
+    }
     dz_weight_source w = dz_model_weights(m);
     double nll = 0.0, t0 = dz_now();
     int64_t scored = 0;
@@ -109,17 +120,22 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     for (int e = 0; e < ds->count && !rc; e++) {
         int need = dz_tokenizer_encode(tok, ds->items[e].text, 1, NULL, 0, &err);
         int *ids = need >= 0 ? malloc(sizeof(int) * (size_t)(need + 1)) : NULL;
-        if (!ids) {
+        float *lp = need >= 0 && pf ? malloc(sizeof(float) * (size_t)(need + 1)) : NULL;
+        if (!ids || (pf && !lp)) {
+            free(ids);
+            free(lp);
             rc = need < 0 ? dz_cli_fail(&err) : dz_cli_failf("out of memory");
             break;
         }
         dz_tokenizer_encode(tok, ds->items[e].text, 1, ids, need, &err);
         double s = 0.0;
         int64_t k = 0;
-        if (dz_lm_nll(f, &w, ids, need, seq, &s, &k, &err) != DZ_OK) rc = dz_cli_fail(&err);
+        if (dz_lm_nll(f, &w, ids, need, seq, &s, &k, lp, &err) != DZ_OK) rc = dz_cli_fail(&err);
+        else if (pf) write_token_logprobs(pf, e, ids, need, lp);
         nll += s;
         scored += k;
         free(ids);
+        free(lp);
     }
     double secs = dz_now() - t0;
     if (!rc) {
@@ -131,6 +147,7 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
             printf("%s: %lld tokens scored, mean NLL %.4f, perplexity %.3f (%.1f s)\n", o->data, (long long)scored,
                    mean, exp(mean), secs);
     }
+    if (pf && fclose(pf) != 0 && !rc) rc = dz_cli_failf("%s: write failed", o->predictions);
     dz_forward_free(f);
     return rc;
 }
@@ -151,7 +168,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
         {"threads", DZ_OPT_INT, &o.threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
-        {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv)"},
+        {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
         {0},
