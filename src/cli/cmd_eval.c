@@ -152,15 +152,38 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     return rc;
 }
 
+/* MODEL is a checkpoint of a run (RUN/best, RUN/checkpoint-N beside RUN/run.json): the
+ * run's settings, so that what the options leave out is what the run evaluated with. */
+static int run_of_checkpoint(const char *model, dz_train_config *run, char **strings) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", model);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/run.json", dir);
+    if (!dz_is_dir(model) || !dz_file_exists(probe)) return 0;
+    dz_error err = {0};
+    if (dz_train_config_load(dir, run, strings, &err) != DZ_OK) {
+        dz_log(DZ_LOG_WARN, "%s: not read (%s): the options' defaults apply", probe, err.msg);
+        return 0;
+    }
+    dz_log(DZ_LOG_INFO, "%s is a checkpoint of the run in %s: its task, prompt, label words and test data apply "
+           "unless given", model, dir);
+    return 1;
+}
+
 int dz_cmd_eval(int argc, char **argv) {
-    eval_opts o = {.task = "sst2", .dtype = "f32", .batch = 16, .share_prompts = 1};
+    eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1};
     int no_share = 0;
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
         {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples (0: all)"},
         {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
-        {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\")"},
+        {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\"; a run's checkpoint: the run's)"},
         {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
@@ -188,6 +211,16 @@ int dz_cmd_eval(int argc, char **argv) {
     if (rc) return rc < 0 ? 2 : 0;
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
+    dz_train_config run;
+    char *run_strings = NULL;
+    if (npos && run_of_checkpoint(pos[0], &run, &run_strings)) { /* a run's checkpoint: evaluated as the run did */
+        const char **mine[] = {&o.task, &o.template_, &o.labels, &o.text_key, &o.label_key, &o.data};
+        const char *theirs[] = {run.data.task, run.data.template_, run.data.label_words, run.data.text_key,
+                                run.data.label_key, run.data.test};
+        for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
+            if (!*mine[i]) *mine[i] = theirs[i];
+    }
+    if (!o.task) o.task = "sst2";
     o.share_prompts = !no_share;
     if (!o.text_key) o.text_key = "text";
     if (!o.label_key) o.label_key = "label";
@@ -211,5 +244,6 @@ int dz_cmd_eval(int argc, char **argv) {
     dz_dataset_free(&ds);
     dz_tokenizer_free(tok);
     dz_model_free(m);
+    free(run_strings);
     return rc;
 }
