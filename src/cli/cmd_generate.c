@@ -114,7 +114,9 @@ int dz_cmd_generate(int argc, char **argv) {
             dz_cli_json_string(stdout, prompt);
             printf(", \"text\": ");
             dz_cli_json_string(stdout, p.text ? p.text : "");
-            printf(", \"tokens\": [");
+            printf(", \"prompt_tokens\": [");
+            for (int i = 0; i < n_prompt; i++) printf("%s%d", i ? ", " : "", ids[i]);
+            printf("], \"tokens\": [");
             for (int i = 0; i < n_out; i++) printf("%s%d", i ? ", " : "", ids[n_prompt + i]);
             printf("], \"tokens_per_second\": %.1f}\n", n_out / (secs > 0 ? secs : 1e-9));
         } else {

@@ -75,6 +75,21 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   expect "--store on the training data" "dev8.tsv is the file .*dev8.tsv, which this run reads" -- \
     "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
     --store "disk:$tmp/../$(basename "$tmp")/dev8.tsv" --out "$tmp/run_storeon2"
+  echo "the user's notes" > "$tmp/notes.txt"
+  expect "--store on an unrelated file" "notes.txt exists and is not a store an earlier run left" -- \
+    "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
+    --store "disk:$tmp/notes.txt" --out "$tmp/run_storenotes"
+  m2=$(model other_model)
+  expect "--store on another model's weights" "holds a model's weights .*config.json is beside it" -- \
+    "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
+    --store "disk:$m2/model.safetensors" --out "$tmp/run_storeother"
+  [ "$(cat "$tmp/notes.txt")" = "the user's notes" ] && cmp -s "$m2/model.safetensors" "$data/hf/opt_preln/model.safetensors" &&
+    { pass=$((pass + 1)); echo "ok - the file and the model a refused --store named are intact"; } ||
+    { fail=$((fail + 1)); echo "FAIL - a refused --store changed a file"; }
+  mkdir -p "$tmp/initdir"; echo '{"the user": "model"}' > "$tmp/initdir/config.json"
+  expect "init over a folder with files" "initdir: exists and is not an empty folder" -- "$bin" init --preset llama-tiny -o "$tmp/initdir"
+  grep -q "the user" "$tmp/initdir/config.json" && { pass=$((pass + 1)); echo "ok - init left the folder's files"; } ||
+    { fail=$((fail + 1)); echo "FAIL - init replaced a file"; }
   cmp -s "$m/model.safetensors" "$tmp/model.orig" && [ "$(wc -l < "$tmp/dev8.tsv")" = 9 ] &&
     { pass=$((pass + 1)); echo "ok - the model and the data are intact"; } ||
     { fail=$((fail + 1)); echo "FAIL - a refused --store changed an input"; }
