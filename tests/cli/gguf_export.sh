@@ -45,7 +45,9 @@ done
 cmp -s <(tail -c 100000 "$tmp/base.gguf") <(tail -c 100000 "$tmp/m_f32.gguf") \
   && bad "the exported run has the base model's weights" || ok "the exported run's weights differ from the base model's"
 
-ev() { "$bin" eval "$1" --data "$tmp/test.tsv" --threads 1 --predictions "$2" > /dev/null 2>&1 && cat "$2"; }
+# the same prompt and label words for both (eval of a run's checkpoint would take the run's own)
+ev() { "$bin" eval "$1" --data "$tmp/test.tsv" --template "{text} It was" --label-words terrible,great --threads 1 \
+       --predictions "$2" > /dev/null 2>&1 && cat "$2"; }
 if [ -n "$(ev "$ck" "$tmp/p_ck.tsv")" ] && cmp -s "$tmp/p_ck.tsv" <(ev "$tmp/m_f32.gguf" "$tmp/p_gguf.tsv"); then
   ok "eval scores of the f32 .gguf = the checkpoint's (every example, exact)"
 else bad "eval of the f32 .gguf differs from the checkpoint's"; fi
