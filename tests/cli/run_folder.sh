@@ -133,6 +133,14 @@ done
 [ ! -e "$tmp/refused_model" ] && ok "a start that fails at the model leaves no folder behind" ||
   bad "a failed start left: $(ls -A "$tmp/refused_model" | tr '\n' ' ')"
 
+mkdir -p "$tmp/existing/notes"; echo "the user's" > "$tmp/existing/notes/file"
+snapshot "$tmp/existing" > "$tmp/before_existing.txt"
+"$bin" train "${run[@]}" --model "$tmp/no-such-model" --out "$tmp/existing" > /dev/null 2>&1 && bad "a missing model accepted"
+snapshot "$tmp/existing" > "$tmp/after_existing.txt"
+cmp -s "$tmp/before_existing.txt" "$tmp/after_existing.txt" && [ ! -e "$tmp/existing/.lock" ] &&
+  ok "a failed start in a folder that existed leaves it as it was (no .lock either)" ||
+  bad "a failed start changed an existing folder: $(ls -A "$tmp/existing" | tr '\n' ' ')"
+
 # one run folder, one writer: a second start on a folder in use is refused at once
 "$bin" train --steps 400 --eval-every 0 --checkpoint-every 0 --train-examples 32 --dev-examples 8 --batch 4 \
   --threads 1 --out "$tmp/busy" > "$tmp/busy.txt" 2>&1 &
