@@ -137,11 +137,13 @@ DZ_ISA_VARIANTS(attend_head, (float *out, const float *q, float *scratch, int b,
                 (out, q, scratch, b, h, a)) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
     const int kvh = h / (a->n_heads / a->n_kv_heads), start = a->start[b], len = a->lengths[b];
-    const float *qb = q + (size_t)b * a->n_new * qstride + (size_t)h * hd;
-    float *ob = out + (size_t)b * a->n_new * qstride + (size_t)h * hd;
-    int nq = len - start < a->n_new ? len - start : a->n_new; /* real query rows */
+    const size_t row0 = a->row0 ? (size_t)a->row0[b] : (size_t)b * a->n_new;
+    const int rows = a->row0 ? a->row0[b + 1] - a->row0[b] : a->n_new;
+    const float *qb = q + row0 * qstride + (size_t)h * hd;
+    float *ob = out + row0 * qstride + (size_t)h * hd;
+    int nq = len - start < rows ? len - start : rows; /* real query rows */
     if (nq < 0) nq = 0;
-    for (int i = nq; i < a->n_new; i++) memset(ob + (size_t)i * qstride, 0, sizeof(float) * hd);
+    for (int i = nq; i < rows; i++) memset(ob + (size_t)i * qstride, 0, sizeof(float) * hd);
     if (nq == 0) return;
     const int kmax = start + nq, kpad = (kmax + 15) / 16 * 16;
     const float *pk = a->prefix_k[b], *pv = a->prefix_v[b], *ok = a->own_k[b], *ov = a->own_v[b];
