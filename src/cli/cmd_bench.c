@@ -451,10 +451,11 @@ static int bench_classify(int argc, char **argv) {
 }
 
 /* distzo bench eval: SST-2 prompt classification on a real model, eval forwards and ZO
- * steps against the GEMM work they cannot avoid. The ideal of a batch is OpenBLAS sgemm
- * (and distzo's GEMM) timed in the same run on exactly its Linear shapes: M = the batch's
- * real tokens (no padding; prompts once, each candidate's own tokens once) for the layers,
- * M = the scored rows for the head over the whole vocabulary. */
+ * steps against the GEMM work they cannot avoid. The ideal of a batch is the GEMMs timed
+ * in the same run on exactly its Linear shapes, the faster of OpenBLAS sgemm and distzo's
+ * GEMM shape by shape: M = the rows the batch needs (no padding; each example's context
+ * once, each candidate's tokens but the last) for the layers, M = the scored rows for the
+ * head over the whole vocabulary. */
 typedef struct eval_batch_work {
     dz_class_batch bb;
     int ex0, real_tokens, padded_tokens, head_rows;
@@ -492,17 +493,21 @@ static void ideal_seconds(const dz_config *c, const eval_batch_work *b, double o
     }
 }
 
-static void eval_batch_tokens(eval_batch_work *b) {
+/* The rows a forward of the batch cannot do without: each example's context once (its
+ * candidates share it), then each candidate's tokens but the last (which predicts
+ * nothing); and the padded rows the layout has. */
+static void eval_batch_tokens(eval_batch_work *b, const dz_class_set *cs, int n) {
     const dz_class_batch *bb = &b->bb;
+    const int K = cs->n_labels;
     b->real_tokens = 0;
-    if (bb->tree) {
-        for (int e = 0; e < bb->n_prompts; e++) b->real_tokens += bb->p_lengths[e];
-        for (int i = 0; i < bb->n_seqs; i++) b->real_tokens += bb->lengths[i] - bb->start[i];
-        b->padded_tokens = bb->n_prompts * bb->PT + bb->n_seqs * bb->T;
-    } else {
-        for (int i = 0; i < bb->n_seqs; i++) b->real_tokens += bb->lengths[i];
-        b->padded_tokens = bb->n_seqs * bb->T;
+    for (int e = b->ex0; e < b->ex0 + n; e++) {
+        const dz_cand_seq *q = &cs->seqs[(size_t)e * K];
+        int ctx = q[0].len - q[0].cand_len;
+        for (int k = 1; k < K; k++) ctx = q[k].len - q[k].cand_len < ctx ? q[k].len - q[k].cand_len : ctx;
+        b->real_tokens += ctx;
+        for (int k = 0; k < K; k++) b->real_tokens += q[k].len - 1 - ctx;
     }
+    b->padded_tokens = bb->n_seqs * bb->T + (bb->tree ? bb->n_prompts * bb->PT : 0);
     b->head_rows = bb->n_rows + bb->n_p_rows;
 }
 
@@ -585,7 +590,7 @@ static int bench_eval(int argc, char **argv) {
         if (dz_class_batch_init(&b->bb, batch * K, cs.max_len, !flat, &err) != DZ_OK ||
             dz_class_batch_fill(&b->bb, &cs, ex, batch, &err) != DZ_OK)
             rc = dz_cli_fail(&err);
-        else eval_batch_tokens(b);
+        else eval_batch_tokens(b, &cs, batch);
     }
     const dz_weight_source w = dz_model_weights(m);
     double g_sum = 0.0;

@@ -51,6 +51,7 @@ struct dz_forward {
     const float **pk, **pv, **ok, **ov; /* attention's per-sequence slots, [max_batch] each */
     int *start_tmp;                     /* [max_batch] */
     int *row_tmp;                       /* [max_batch * max_seq]: tokens, then head rows, by row */
+    dz_head_rows *head_sets;            /* [n_streams] */
     float *attn_scratch;
     float *wscratch;    /* fp32 copies of one block's whole tensors (allocated on first use) */
     size_t wscratch_floats, rscratch_floats;
@@ -209,7 +210,8 @@ dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend
     f->ov = calloc((size_t)max_batch, sizeof *f->ov);
     f->start_tmp = calloc((size_t)max_batch, sizeof *f->start_tmp);
     f->row_tmp = calloc(N, sizeof *f->row_tmp);
-    if (!f->pk || !f->pv || !f->ok || !f->ov || !f->start_tmp || !f->row_tmp) ok = 0;
+    f->head_sets = calloc((size_t)n_streams, sizeof *f->head_sets);
+    if (!f->pk || !f->pv || !f->ok || !f->ov || !f->start_tmp || !f->row_tmp || !f->head_sets) ok = 0;
     if (!ok) {
         dz_forward_free(f);
         return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate activations for batch %d x %d", max_batch, max_seq);
@@ -253,6 +255,7 @@ void dz_forward_free(dz_forward *f) {
     free(f->ov);
     free(f->start_tmp);
     free(f->row_tmp);
+    free(f->head_sets);
     free(f);
 }
 
@@ -510,36 +513,42 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
     return DZ_OK;
 }
 
-/* Streams the head over vocabulary chunks, each chunk visited once for all n_streams
- * streams (in stream order): logits out (stream 0 only, if non-NULL) and/or the online
- * log-sum-exp with each row's target logit (if targets non-NULL). */
-static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, const int *rows,
-                      int nrows, const int *targets, float *logits, float *const *logprobs, dz_error *err) {
+/* Streams the head over vocabulary chunks, each chunk visited once for all the sets (in
+ * their order): logits out (set 0 only, if non-NULL) and/or the online log-sum-exp with
+ * each row's target logit (if the set has targets). */
+static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets, float *logits,
+                      dz_error *err) {
     const dz_model *m = f->m;
     const dz_config *c = &m->cfg;
-    if (n_streams < 1 || n_streams > f->n_streams)
-        return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_streams, f->n_streams);
-    for (int i = 0; i < n_streams; i++)
-        if (streams[i] < 0 || streams[i] >= f->n_streams)
-            return dz_fail(err, DZ_ERR_INVALID, "head: no stream %d", streams[i]);
-    if (targets)
-        for (int i = 0; i < nrows; i++)
-            if (targets[i] < 0 || targets[i] >= c->vocab_size)
-                return dz_fail(err, DZ_ERR_INVALID, "head: target id %d is outside the vocabulary (%d)",
-                               targets[i], c->vocab_size);
-    for (int k = 0; k < n_streams; k++) {
-        const int s = streams[k];
-        dz_status st = head_inputs(f, w, s, rows, nrows, err);
+    if (n_sets < 1 || n_sets > f->n_streams)
+        return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_sets, f->n_streams);
+    for (int i = 0; i < n_sets; i++) {
+        if (sets[i].stream < 0 || sets[i].stream >= f->n_streams)
+            return dz_fail(err, DZ_ERR_INVALID, "head: no stream %d", sets[i].stream);
+        for (int j = 0; j < i; j++)
+            if (sets[j].stream == sets[i].stream)
+                return dz_fail(err, DZ_ERR_INVALID, "head: stream %d listed twice", sets[i].stream);
+        if (sets[i].targets)
+            for (int r = 0; r < sets[i].nrows; r++)
+                if (sets[i].targets[r] < 0 || sets[i].targets[r] >= c->vocab_size)
+                    return dz_fail(err, DZ_ERR_INVALID, "head: target id %d is outside the vocabulary (%d)",
+                                   sets[i].targets[r], c->vocab_size);
+    }
+    for (int k = 0; k < n_sets; k++) {
+        const int s = sets[k].stream;
+        dz_status st = head_inputs(f, w, s, sets[k].rows, sets[k].nrows, err);
         if (st != DZ_OK) return st;
-        f->be->fill(f->st[s].hmax, -INFINITY, (size_t)nrows);
-        f->be->fill(f->st[s].hsum, 0.0f, (size_t)nrows);
+        f->be->fill(f->st[s].hmax, -INFINITY, (size_t)sets[k].nrows);
+        f->be->fill(f->st[s].hsum, 0.0f, (size_t)sets[k].nrows);
     }
     const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
         const int nv = c->vocab_size - v0 < HEAD_VOCAB_CHUNK ? c->vocab_size - v0 : HEAD_VOCAB_CHUNK;
-        for (int k = 0; k < n_streams; k++) {
-            const int s = streams[k];
+        for (int k = 0; k < n_sets; k++) {
+            const int s = sets[k].stream, nrows = sets[k].nrows;
+            const int *targets = sets[k].targets;
             stream *st = &f->st[s];
+            if (nrows == 0) continue;
             const float *host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
             const float *wchunk = f->be->upload_view(f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
@@ -555,31 +564,41 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, c
             }
         }
     }
-    if (targets)
-        for (int k = 0; k < n_streams; k++) {
-            const stream *st = &f->st[streams[k]];
-            f->be->logprob_finish(st->htgt, st->htgt, st->hmax, st->hsum, nrows);
-            f->be->download(logprobs[k], st->htgt, sizeof(float) * (size_t)nrows);
-        }
+    for (int k = 0; k < n_sets; k++) {
+        const stream *st = &f->st[sets[k].stream];
+        if (!sets[k].targets) continue;
+        f->be->logprob_finish(st->htgt, st->htgt, st->hmax, st->hsum, sets[k].nrows);
+        f->be->download(sets[k].logprobs, st->htgt, sizeof(float) * (size_t)sets[k].nrows);
+    }
     return DZ_OK;
 }
 
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
                             float *logits, dz_error *err) {
-    static const int s0 = 0;
-    return head(f, w, 1, &s0, rows, nrows, NULL, logits, NULL, err);
+    const dz_head_rows set = {.stream = 0, .rows = rows, .nrows = nrows};
+    return head(f, w, 1, &set, logits, err);
 }
 
 dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,
                               const int *targets, int nrows, float *logprobs, dz_error *err) {
-    static const int s0 = 0;
-    return head(f, w, 1, &s0, rows, nrows, targets, NULL, &logprobs, err);
+    const dz_head_rows set = {.stream = 0, .rows = rows, .targets = targets, .nrows = nrows, .logprobs = logprobs};
+    return head(f, w, 1, &set, NULL, err);
+}
+
+dz_status dz_forward_logprobs_sets(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets,
+                                   dz_error *err) {
+    return head(f, w, n_sets, sets, NULL, err);
 }
 
 dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams,
                                       const int *rows, const int *targets, int nrows, float *const *logprobs,
                                       dz_error *err) {
-    return head(f, w, n_streams, streams, rows, nrows, targets, NULL, logprobs, err);
+    if (n_streams < 1 || n_streams > f->n_streams)
+        return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_streams, f->n_streams);
+    for (int k = 0; k < n_streams; k++)
+        f->head_sets[k] = (dz_head_rows){.stream = streams[k], .rows = rows, .targets = targets, .nrows = nrows,
+                                         .logprobs = logprobs[k]};
+    return head(f, w, n_streams, f->head_sets, NULL, err);
 }
 
 dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, dz_error *err) {

@@ -61,10 +61,12 @@ typedef struct stream_state {
     int gapply;         /* streamed globals: this pass's update is not yet in the store */
 } stream_state;
 
-/* The global rows of a perturbation: stream 1's rows are computed with stream 0's (same
- * z) and kept for its next request; and the first read that failed inside rows(). */
+/* The global rows of a perturbation: both signs' rows are computed together (same z) and
+ * kept until other rows are asked for or the next perturbation begins, so the head's
+ * chunk serves every stream of either sign (prompts and continuations) from one draw;
+ * and the first read that failed inside rows(). */
 typedef struct rows_state {
-    float *minus_cache;
+    float *plus_cache, *minus_cache;
     size_t row_floats;
     int cache_valid, cache_id;
     int64_t cache_row0, cache_nrows;
