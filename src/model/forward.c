@@ -4,7 +4,9 @@
  * Streams are independent activation states (the residual stream x and the head's
  * per-row state) that share one workspace: the ZO trainer runs the +eps and -eps
  * forwards as two streams through each block while the block is resident, and the head
- * visits each vocabulary chunk once for all streams. All buffers are sized at creation
+ * visits each vocabulary chunk once for all streams. A stream's rows are its real
+ * positions only, packed sequence after sequence: padding never goes through the layers
+ * (callers still name head rows by their padded index). All buffers are sized at creation
  * (the whole-block weight scratch on first use); a call allocates nothing.
  *
  * Every numeric step is an op of the forward's backend (backend/backend.h), on buffers the
