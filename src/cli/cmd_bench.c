@@ -640,7 +640,7 @@ static int bench_eval(int argc, char **argv) {
                    "\"real_tokens_per_batch\": %.1f, \"padded_tokens_per_batch\": %.1f, \"head_rows_per_batch\": %.1f, "
                    "\"ideal_seconds\": %.5f, \"openblas_ideal_seconds\": %.5f, \"distzo_gemm_ideal_seconds\": %.5f, \"eval_seconds\": %.5f, "
                    "\"step_seconds\": %.5f, \"eval_ratio\": %.4f, \"step_ratio\": %.4f, \"step_over_2_evals\": %.4f, "
-                   "\"g_sum\": %.9g, \"blas_core\": \"%s\", \"isa\": \"%s\"}\n",
+                   "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\"}\n",
                    batch, batches, repeat, dz_runtime_threads(), flat ? "flat" : "shared prompts", (double)real / batches,
                    (double)padded / batches, (double)head / batches, ideal, ti[0], ti[1], te, ts, ideal / te, 2 * ideal / ts,
                    ts / (2 * te), g_sum, dz_bench_reference_core(), dz_runtime_kernels());
@@ -648,15 +648,15 @@ static int bench_eval(int argc, char **argv) {
             printf("eval     %s, SST-2 %d batches of %d, %s, %d threads\n", model, batches, batch,
                    flat ? "every candidate a full sequence" : "candidates continue shared prompts", dz_runtime_threads());
             printf("gemm     %s\n", dz_runtime_gemm());
-            printf("tokens   %.1f real per batch (%.1f with padding), head on %.1f rows\n", (double)real / batches,
-                   (double)padded / batches, (double)head / batches);
+            printf("tokens   %.1f needed per batch (the batch layout pads to %.1f), head on %.1f rows\n",
+                   (double)real / batches, (double)padded / batches, (double)head / batches);
             printf("ideal    %.2f ms: the Linear GEMMs on the real shapes, the faster of OpenBLAS %s sgemm\n"
                    "         (%.2f ms) and distzo's GEMM (%.2f ms) shape by shape\n",
                    1e3 * ideal, dz_bench_reference_core(), 1e3 * ti[0], 1e3 * ti[1]);
             printf("eval     %.2f ms per batch forward: ideal / eval = %.1f%%\n", 1e3 * te, 100 * ideal / te);
             printf("step     %.2f ms per ZO step: 2 x ideal / step = %.1f%%, step / (2 x eval) = %.3f\n", 1e3 * ts,
                    200 * ideal / ts, ts / (2 * te));
-            printf("g        sum %.9g (the same bits for any thread count or kernel path)\n", g_sum);
+            printf("g        sum of the timed steps %.17g (compare it across builds, --threads, DISTZO_ISA)\n", g_sum);
         }
     }
     for (int i = 0; bw && i < batches; i++) dz_class_batch_free(&bw[i].bb);
