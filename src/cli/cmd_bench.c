@@ -543,7 +543,15 @@ static int bench_eval(int argc, char **argv) {
     char mbuf[4096], dbuf[4096];
     if (!model) model = dz_cli_asset("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf", mbuf, sizeof mbuf);
     if (!data) data = dz_cli_asset("sst2/dev.tsv", dbuf, sizeof dbuf);
-    if ((rc = dz_cli_runtime(threads)) || (rc = dz_cli_blas_reference())) return rc;
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    /* OpenBLAS's OpenMP threads would spin for milliseconds after each call, on the cores
+     * the next forward or GEMM is timed on: unless the user chose, they sleep at once
+     * (libgomp reads this when OpenBLAS loads; distzo's pool read its settings above) */
+    const int passive = getenv("OMP_WAIT_POLICY") == NULL;
+    if (passive) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    rc = dz_cli_blas_reference();
+    if (passive) unsetenv("OMP_WAIT_POLICY");
+    if (rc) return rc;
     dz_model *m;
     dz_tokenizer *tok;
     if ((rc = dz_cli_load(model, "f32", NULL, 1, &m, &tok))) return rc;
