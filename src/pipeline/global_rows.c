@@ -45,8 +45,8 @@ static void rows_task(void *ctx, int k, int thread) {
 }
 
 /* Rows of a global tensor for even streams (theta + eps z) or odd ones (theta - eps z).
- * Both are computed together into the pair cache; a request for the cached rows of either
- * sign is a copy. */
+ * Both are computed together: an even stream's draw keeps the -eps rows in the cache
+ * (until other rows are drawn), which serves the odd streams' requests with a copy. */
 static const float *perturbed_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
     dz_pipeline *p = (dz_pipeline *)self;
     rows_state *rs = &p->rows;
@@ -54,11 +54,11 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
     const uint64_t i0 = (uint64_t)(row0 * cols);
     const size_t n = (size_t)(nrows * cols);
     stream &= 1; /* even streams see +eps, odd ones -eps */
-    if (rs->cache_valid && rs->cache_id == id && rs->cache_row0 == row0 && rs->cache_nrows == nrows) {
-        memcpy(scratch, stream ? rs->minus_cache : rs->plus_cache, n * sizeof(float));
+    if (stream == 1 && rs->cache_valid && rs->cache_id == id && rs->cache_row0 == row0 && rs->cache_nrows == nrows) {
+        memcpy(scratch, rs->minus_cache, n * sizeof(float));
         return scratch;
     }
-    float *wp = rs->plus_cache, *wm = rs->minus_cache;
+    float *wp = stream == 0 ? scratch : rs->minus_cache, *wm = stream == 0 ? rs->minus_cache : scratch;
     char *th = global_theta(p, id, row0, nrows, i0);
     if (!th) { /* the caller sees zeros; the step reports the error */
         memset(scratch, 0, n * sizeof(float));
@@ -73,11 +73,10 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
         rows_job job = {.p = p, .id = id, .apply = apply, .i0 = i0, .n = n, .esz = esz, .th = th, .wp = wp, .wm = wm};
         dz_parallel_for((int)((n + SPAN - 1) / SPAN), rows_task, &job);
     }
-    rs->cache_valid = 1;
+    rs->cache_valid = stream == 0; /* an odd stream's draw used the cache for the +eps half */
     rs->cache_id = id;
     rs->cache_row0 = row0;
     rs->cache_nrows = nrows;
-    memcpy(scratch, stream ? wm : wp, n * sizeof(float));
     return scratch;
 }
 

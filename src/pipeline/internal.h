@@ -61,12 +61,13 @@ typedef struct stream_state {
     int gapply;         /* streamed globals: this pass's update is not yet in the store */
 } stream_state;
 
-/* The global rows of a perturbation: both signs' rows are computed together (same z) and
- * kept until other rows are asked for or the next perturbation begins, so the head's
- * chunk serves every stream of either sign (prompts and continuations) from one draw;
- * and the first read that failed inside rows(). */
+/* The global rows of a perturbation: the -eps rows are computed with the +eps ones (same
+ * z) and kept until other rows are drawn or the next perturbation begins, so every odd
+ * stream asking for them (prompts and continuations) gets a copy; and the first read that
+ * failed inside rows(). A +eps cache too would spare the continuations' redraw of a head
+ * chunk, for another chunk-sized buffer under --max-resident. */
 typedef struct rows_state {
-    float *plus_cache, *minus_cache;
+    float *minus_cache;
     size_t row_floats;
     int cache_valid, cache_id;
     int64_t cache_row0, cache_nrows;

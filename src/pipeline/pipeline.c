@@ -16,10 +16,9 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     dz_status st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, err);
     if (st == DZ_OK) {
         p->rows.row_floats = dz_forward_row_floats(f);
-        p->rows.plus_cache = dz_alloc(p->rows.row_floats * sizeof(float));
         p->rows.minus_cache = dz_alloc(p->rows.row_floats * sizeof(float));
         p->upd.applied = calloc((size_t)n_blocks, 1);
-        if (!p->rows.plus_cache || !p->rows.minus_cache || !p->upd.applied)
+        if (!p->rows.minus_cache || !p->upd.applied)
             st = dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)",
                          p->ws.block_floats);
     }
@@ -37,7 +36,6 @@ void dz_pipeline_free(dz_pipeline *p) {
     dz_ws_free(&p->ws);
     dz_free(p->io.chunk);
     dz_free(p->io.gtheta);
-    dz_free(p->rows.plus_cache);
     dz_free(p->rows.minus_cache);
     free(p->upd.applied);
     free(p);

@@ -4,7 +4,7 @@
 #include "pipeline/internal.h"
 
 size_t dz_pipeline_bytes_for(const dz_param_table *t, size_t row_floats) {
-    return (2 * dz_ws_max_layer_floats(t) + 2 * row_floats) * sizeof(float); /* + the global rows' pair cache */
+    return (2 * dz_ws_max_layer_floats(t) + row_floats) * sizeof(float);
 }
 
 size_t dz_pipeline_store_bytes_for(const dz_param_table *t, dz_dtype dtype) {
