@@ -529,9 +529,10 @@ static int bench_eval(int argc, char **argv) {
     const dz_cmd_spec spec = {
         .name = "bench eval",
         .usage = "[--model M.gguf] [--data dev.tsv] [--batch B --batches N --repeat R --threads T]",
-        .summary = "Times eval forwards and ZO steps on real SST-2 batches and, in the same run, sgemm\n"
-                   "(OpenBLAS, and distzo's GEMM) on exactly the batches' Linear shapes: real tokens for\n"
-                   "the layers, the scored rows for the head; prints ideal / measured.",
+        .summary = "Times eval forwards and ZO steps on real SST-2 batches and, in the same run, the\n"
+                   "GEMMs (OpenBLAS sgemm and distzo's, the faster per shape) on exactly the batches'\n"
+                   "Linear shapes: the rows needed (no padding) for the layers, the scored rows for the\n"
+                   "head; prints ideal / measured.",
         .min_positional = 0,
         .max_positional = 0,
         .opts = opts,
