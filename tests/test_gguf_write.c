@@ -32,16 +32,9 @@
 #include "assets.h"
 
 static void *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc((size_t)len + 1);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
+    char *p = NULL;
+    dz_error err = {0};
+    if (dz_read_file(path, &p, n, &err) != DZ_OK) fail_msg("%s", err.msg);
     return p;
 }
 

@@ -11,7 +11,9 @@ void dz_args_usage(const dz_cmd_spec *spec, FILE *out) {
         const char *arg = o->type == DZ_OPT_STR ? " VALUE" : o->type == DZ_OPT_INT ? " N"
                         : o->type == DZ_OPT_FLOAT ? " X" : "";
         char left[64];
-        snprintf(left, sizeof left, "--%s%s", o->name, arg);
+        const size_t n = strcspn(o->name, "|");
+        if (o->name[n]) snprintf(left, sizeof left, "-%s, --%.*s%s", o->name + n + 1, (int)n, o->name, arg);
+        else snprintf(left, sizeof left, "--%s%s", o->name, arg);
         fprintf(out, "  %-24s %s\n", left, o->help);
     }
     fprintf(out, "  %-24s %s\n", "--help", "show this help");
@@ -19,7 +21,7 @@ void dz_args_usage(const dz_cmd_spec *spec, FILE *out) {
 
 static const dz_opt *find_opt(const dz_cmd_spec *spec, const char *name, size_t len) {
     for (const dz_opt *o = spec->opts; o && o->name; o++)
-        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) return o;
+        if (strcspn(o->name, "|") == len && strncmp(o->name, name, len) == 0) return o;
     return NULL;
 }
 
@@ -31,14 +33,14 @@ static int set_value(const dz_cmd_spec *spec, const dz_opt *o, const char *v) {
     } else if (o->type == DZ_OPT_INT) {
         long x = strtol(v, &end, 10);
         if (errno || end == v || *end || x < -2147483647L || x > 2147483647L) {
-            fprintf(stderr, "distzo %s: option --%s: '%s' is not an integer\n", spec->name, o->name, v);
+            fprintf(stderr, "distzo %s: option --%.*s: '%s' is not an integer\n", spec->name, (int)strcspn(o->name, "|"), o->name, v);
             return -1;
         }
         *(int *)o->value = (int)x;
     } else {
         float x = strtof(v, &end);
         if (errno || end == v || *end || !isfinite(x)) {
-            fprintf(stderr, "distzo %s: option --%s: '%s' is not a number\n", spec->name, o->name, v);
+            fprintf(stderr, "distzo %s: option --%.*s: '%s' is not a number\n", spec->name, (int)strcspn(o->name, "|"), o->name, v);
             return -1;
         }
         *(float *)o->value = x;
@@ -53,6 +55,23 @@ int dz_args_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **p
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             dz_args_usage(spec, stdout);
             return 1;
+        }
+        const dz_opt *short_opt = NULL; /* "-o": the option whose short name is 'o' */
+        for (const dz_opt *o = spec->opts; a[0] == '-' && a[1] && a[1] != '-' && !a[2] && o && o->name; o++) {
+            const char *bar = strchr(o->name, '|');
+            if (bar && bar[1] == a[1] && !bar[2]) short_opt = o;
+        }
+        if (short_opt) {
+            if (short_opt->type == DZ_OPT_FLAG) {
+                *(int *)short_opt->value = 1;
+                continue;
+            }
+            if (i + 1 >= argc) {
+                fprintf(stderr, "distzo %s: option %s needs a value\n", spec->name, a);
+                return -1;
+            }
+            if (set_value(spec, short_opt, argv[++i]) != 0) return -1;
+            continue;
         }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
             if (*n_pos >= spec->max_positional) {
@@ -71,7 +90,7 @@ int dz_args_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **p
         }
         if (o->type == DZ_OPT_FLAG) {
             if (eq) {
-                fprintf(stderr, "distzo %s: option --%s takes no value\n", spec->name, o->name);
+                fprintf(stderr, "distzo %s: option --%.*s takes no value\n", spec->name, (int)strcspn(o->name, "|"), o->name);
                 return -1;
             }
             *(int *)o->value = 1;
@@ -79,7 +98,7 @@ int dz_args_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **p
         }
         const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!v) {
-            fprintf(stderr, "distzo %s: option --%s needs a value\n", spec->name, o->name);
+            fprintf(stderr, "distzo %s: option --%.*s needs a value\n", spec->name, (int)strcspn(o->name, "|"), o->name);
             return -1;
         }
         if (set_value(spec, o, v) != 0) return -1;

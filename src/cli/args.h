@@ -7,7 +7,7 @@
 typedef enum dz_opt_type { DZ_OPT_STR, DZ_OPT_INT, DZ_OPT_FLOAT, DZ_OPT_FLAG } dz_opt_type;
 
 typedef struct dz_opt {
-    const char *name; /* without the leading "--" */
+    const char *name; /* without the leading "--"; "out|o" also takes the short form -o */
     dz_opt_type type;
     void *value;      /* const char **, int *, float *, int * (flag) */
     const char *help;

@@ -18,7 +18,7 @@ int dz_cmd_export(int argc, char **argv) {
         {"base", DZ_OPT_STR, &base, "base model of --run (default: the run's own)"},
         {"model", DZ_OPT_STR, &model,
          "without --run: a model to convert as it is (HF folder, checkpoint folder such as RUN/best, .gguf, llama2.c .bin)"},
-        {"out", DZ_OPT_STR, &out, "output (also -o): a folder for hf, a file (model.gguf) for gguf"},
+        {"out|o", DZ_OPT_STR, &out, "output: a folder for hf, a file (model.gguf) for gguf"},
         {"format", DZ_OPT_STR, &format,
          "hf or gguf (default: gguf when -o ends in .gguf, else hf). gguf: llama.cpp's llama layout; OPT is refused"},
         {"type", DZ_OPT_STR, &type,
@@ -39,8 +39,6 @@ int dz_cmd_export(int argc, char **argv) {
         .max_positional = 0,
         .opts = opts,
     };
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-o")) argv[i] = "--out";
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

@@ -38,7 +38,7 @@ int dz_cmd_generate(int argc, char **argv) {
     float temperature = 1.0f, top_p = 0.9f;
     const dz_opt opts[] = {
         {"prompt", DZ_OPT_STR, &prompt, "text to continue (default: empty, start from BOS)"},
-        {"n", DZ_OPT_INT, &n, "tokens to generate (default 256)"},
+        {"n|n", DZ_OPT_INT, &n, "tokens to generate (default 256)"},
         {"temperature", DZ_OPT_FLOAT, &temperature, "0 = greedy (default 1.0)"},
         {"top-p", DZ_OPT_FLOAT, &top_p, "nucleus sampling mass (default 0.9)"},
         {"seed", DZ_OPT_INT, &seed, "sampling seed (default 0)"},
@@ -57,8 +57,6 @@ int dz_cmd_generate(int argc, char **argv) {
         .opts = opts,
     };
     /* accept the short -n N form too */
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-n")) argv[i] = "--n";
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

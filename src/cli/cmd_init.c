@@ -63,7 +63,7 @@ int dz_cmd_init(int argc, char **argv) {
         {"preset", DZ_OPT_STR, &preset, "model shape (default opt-125m)"},
         {"arch", DZ_OPT_STR, &arch, "opt or llama: checks that the preset is of this family"},
         {"seed", DZ_OPT_INT, &seed, "random seed (default 0)"},
-        {"out", DZ_OPT_STR, &out, "output folder (also -o)"},
+        {"out|o", DZ_OPT_STR, &out, "output folder"},
         {"dtype", DZ_OPT_STR, &dtype, "stored dtype: f32 (default) or bf16"},
         {"layers", DZ_OPT_INT, &layers, "override the number of layers (smaller test models)"},
         {"std", DZ_OPT_FLOAT, &std, "standard deviation of weights (default 0.02, as OPT)"},
@@ -83,8 +83,6 @@ int dz_cmd_init(int argc, char **argv) {
         .max_positional = 0,
         .opts = opts,
     };
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-o")) argv[i] = "--out";
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;

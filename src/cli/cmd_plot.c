@@ -103,20 +103,11 @@ static void accuracy_plot(FILE *g, const char *out_dir, const char *run, const d
           g);
 }
 
-/* "-o DIR" is the short form of "--out DIR". */
-static char **expand_short(int argc, char **argv) {
-    char **out = malloc(((size_t)argc + 1) * sizeof *out);
-    if (!out) return NULL;
-    for (int i = 0; i < argc; i++) out[i] = strcmp(argv[i], "-o") == 0 ? "--out" : argv[i];
-    out[argc] = NULL;
-    return out;
-}
-
 int dz_cmd_plot(int argc, char **argv) {
     const char *out_dir = NULL;
     const dz_opt opts[] = {
-        {"out", DZ_OPT_STR, &out_dir, "folder for loss.png and accuracy.png (default RUN_DIR-plots beside the run: "
-                                      "plot reads the run folder and writes nothing into it); short form -o"},
+        {"out|o", DZ_OPT_STR, &out_dir, "folder for loss.png and accuracy.png (default RUN_DIR-plots beside the run: "
+                                      "plot reads the run folder and writes nothing into it)"},
         {0},
     };
     const dz_cmd_spec spec = {
@@ -128,11 +119,8 @@ int dz_cmd_plot(int argc, char **argv) {
         .max_positional = 1,
         .opts = opts,
     };
-    char **args = expand_short(argc, argv);
-    if (!args) return dz_cli_failf("out of memory");
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, args, pos, &npos);
-    free(args);
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
     const char *run = pos[0];
     char default_out[4200];
