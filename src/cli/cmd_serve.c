@@ -1,5 +1,6 @@
 /* distzo serve: the coordinator of a federated run (docs/FEDERATED.md). */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +8,11 @@
 #include "cli/common.h"
 #include "distzo/federated.h"
 
+/* DISTZO_TEST_KILL=serve:ROUND: the coordinator dies (SIGKILL) once that many rounds are
+ * logged (the tests' coordinator crash). */
 static void on_round(const dz_fed_round_info *r, void *user) {
+    const int *kill_round = user;
+    if (!r->url && r->round == *kill_round) raise(SIGKILL);
     if (r->url) {
         if (r->replayed) printf("resumed after round %d of %d\n", r->round, r->rounds);
         printf("listening on %s\n", r->url);
@@ -109,7 +114,10 @@ int dz_cmd_serve(int argc, char **argv) {
     c.fed.round_timeout = round_timeout, c.fed.worker_timeout = worker_timeout, c.linger = linger;
     if ((rc = dz_cli_runtime(threads))) return rc;
     dz_error err = {0};
-    if (dz_fed_serve(&c, on_round, NULL, &err) != DZ_OK) return dz_cli_fail(&err);
+    int kill_round = -1;
+    const char *kill = getenv("DISTZO_TEST_KILL");
+    if (kill && sscanf(kill, "serve:%d", &kill_round) != 1) kill_round = -1;
+    if (dz_fed_serve(&c, on_round, &kill_round, &err) != DZ_OK) return dz_cli_fail(&err);
     printf("done: run in %s (distzo export --run %s -o OUT writes the weights)\n", out, out);
     return 0;
 }

@@ -41,6 +41,7 @@ typedef struct machine {
     int n_slots;                  /* its slots in the open round */
     uint32_t slots[DZ_FED_MAX_SLOTS];
     int submitted;
+    int polling;                  /* a round request of it is waiting: it is alive */
 } machine;
 
 typedef struct coordinator {
@@ -166,9 +167,10 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         clock_gettime(CLOCK_REALTIME, &until);
         const long long ns = until.tv_nsec + wait_ms * 1000000LL;
         until.tv_sec += (time_t)(ns / 1000000000LL), until.tv_nsec = (long)(ns % 1000000000LL);
-        while (c->version == known && m->id == (uint32_t)id)
+        m->polling++;
+        while (c->version == known)
             if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
-        if (m->id != (uint32_t)id) m = find_machine(c, (uint32_t)id, NULL, r); /* dropped while waiting */
+        m->polling--;
     }
     if (m) {
         m->last_seen = dz_now();
@@ -278,6 +280,7 @@ static int prune_machines(coordinator *c) {
     int n = 0;
     for (int i = 0; i < DZ_FED_MAX_MACHINES; i++) {
         if (!c->m[i].id) continue;
+        if (c->m[i].polling) c->m[i].last_seen = now;
         if (now - c->m[i].last_seen > c->fed.worker_timeout) {
             dz_log(DZ_LOG_INFO, "machine %u gone (no request for %.0f s)", c->m[i].id, now - c->m[i].last_seen);
             c->m[i].id = 0;
