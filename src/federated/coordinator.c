@@ -355,9 +355,7 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
         while (prune_machines(c) < c->fed.min_workers) wait_a_little(c, 0.2);
         open_round(c);
         while (!round_complete(c)) wait_a_little(c, 0.05);
-        c->open = 0;
-        c->version++;
-        pthread_cond_broadcast(&c->cv);
+        c->open = 0; /* workers hear of it with the record (or the round opened again): no version of its own */
         if (c->n_in > 0) break;
         dz_log(DZ_LOG_WARN, "round %u: nothing arrived within --round-timeout %g s; opening it again", c->round,
                c->fed.round_timeout);

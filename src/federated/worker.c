@@ -200,10 +200,26 @@ static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
     return DZ_OK;
 }
 
+/* Tests only: DISTZO_TEST_CORRUPT_REPLICA=N flips one bit of the first tensor once this
+ * replica has applied N records, so that the checksum comparison and the resync can be
+ * shown to work. */
+static void test_fault(worker *w) {
+    static int done;
+    const char *at = getenv("DISTZO_TEST_CORRUPT_REPLICA");
+    if (done || !at || atoi(at) != (int)w->applied) return;
+    unsigned char *mem = dz_model_tensor(w->tr.m, 0);
+    if (!mem) return;
+    const dz_param_table *t = dz_model_params(w->tr.m);
+    mem[(size_t)dz_param_numel(&t->params[0]) / 2 * dz_dtype_size(dz_model_dtype(w->tr.m))] ^= 1;
+    dz_log(DZ_LOG_INFO, "test fault: flipped a bit of %s after %u records", t->params[0].hf_name, w->applied);
+    done = 1;
+}
+
 /* The replica against the coordinator's checksum after `count` records (the replica has
  * applied exactly those): a difference means a resync, twice means an error. */
 static dz_status verify(worker *w, const dz_fed_round *s, dz_error *err) {
     uint64_t sum = 0;
+    test_fault(w);
     dz_status st = dz_fed_checksum(w->tr.e, &sum, err);
     if (st != DZ_OK || sum == s->checksum) return st;
     dz_log(DZ_LOG_WARN, "machine %u: replica checksum %016" PRIx64 " after %u records differs from the "

@@ -6,6 +6,8 @@
 # - worker 3 starts after 10 rounds and catches up from the coordinator's log;
 # - the coordinator is SIGKILLed after 20 rounds (DISTZO_TEST_KILL) and restarted with --resume on the same
 #   address: the workers reconnect (backoff), join again and go on;
+# - worker 3's replica gets one bit flipped after 30 records (DISTZO_TEST_CORRUPT_REPLICA):
+#   its checksum differs from the coordinator's, it reloads the base model and replays;
 # - at the end every live replica equals `distzo export` of the run, byte for byte, and the
 #   seed log has one record per round;
 # - a bad token, a different base model, an unreachable coordinator: a clear error each.
@@ -66,7 +68,7 @@ w2=$!
 pids+=($w1 $w2)
 
 wait_for 120 rounds_done 10 || bad "10 rounds did not happen: $(tail -3 "$tmp/serve1.txt")"
-"$bin" join "$url" --data "$tmp/shard3.tsv" --name w3 --save "$tmp/w3" --checksum-file "$tmp/w3.sum" "${join[@]}" \
+DISTZO_TEST_CORRUPT_REPLICA=30 "$bin" join "$url" --data "$tmp/shard3.tsv" --name w3 --save "$tmp/w3" --checksum-file "$tmp/w3.sum" "${join[@]}" \
   > "$tmp/w3.txt" 2>&1 &
 w3=$!
 pids+=($w3)
@@ -95,6 +97,9 @@ done
 grep -q "rejoins" "$tmp/w1.txt" && ! grep -q " 0 rejoins" "$tmp/w1.txt" && ok "worker 1 joined the restarted coordinator" ||
   bad "worker 1 did not rejoin: $(tail -1 "$tmp/w1.txt")"
 
+grep -q "test fault: flipped a bit" "$tmp/w3.txt" && grep -q "resync at 30 records" "$tmp/w3.txt" &&
+  ok "worker 3's replica, one bit flipped, differed from the coordinator's checksum and was rebuilt" ||
+  bad "no resync of worker 3: $(grep -E 'fault|resync' "$tmp/w3.txt")"
 "$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
 for w in 1 3; do
   cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
