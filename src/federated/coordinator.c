@@ -220,7 +220,9 @@ static void handle_submit(coordinator *c, const dz_fed_http_request *req, dz_fed
         int mine = 0;
         for (int k = 0; k < m->n_slots; k++) mine |= m->slots[k] == s.slots[i];
         if (!mine) {
-            respond_error(r, 403, "slot %u of round %u is not assigned to machine %u", s.slots[i], s.round, m->id);
+            /* 409, not 403: a round opened again (nothing came by its deadline) may have moved the slot */
+            respond_error(r, 409, "slot %u of round %u is not (or no longer) assigned to machine %u", s.slots[i],
+                          s.round, m->id);
             goto out;
         }
     }
@@ -423,10 +425,13 @@ static dz_status start_run(coordinator *c, int *lock_fd, dz_error *err) {
     if (st == DZ_OK && (dz_mkdirs(c->run_dir) != 0 || !dz_is_dir(c->run_dir)))
         st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", c->run_dir, strerror(errno));
     if (st == DZ_OK) st = dz_run_lock(c->run_dir, lock_fd, err);
+    for (int k = 0; k < 2 && st == DZ_OK; k++) {
+        snprintf(path, sizeof path, "%s/%s", c->run_dir, k ? "run.json" : "seeds.log");
+        if (dz_file_exists(path))
+            st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run (%s): use --resume, or another --out",
+                         c->run_dir, k ? "run.json" : "seeds.log");
+    }
     snprintf(path, sizeof path, "%s/seeds.log", c->run_dir);
-    if (st == DZ_OK && dz_file_exists(path))
-        st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run (seeds.log): use --resume, or another --out",
-                     c->run_dir);
     if (st == DZ_OK) st = load_base(c, err);
     if (st == DZ_OK) st = dz_run_config_write(c->run_dir, &c->train, err);
     if (st == DZ_OK) st = dz_fed_settings_write(c->run_dir, &c->fed, c->fingerprint, err);

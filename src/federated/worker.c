@@ -40,7 +40,8 @@ typedef struct worker {
     char key[DZ_FED_KEY_CHARS + 1];
     uint32_t applied;              /* records of the log applied to the replica */
     uint64_t version;              /* of the last state seen */
-    int64_t submitted_round;       /* -1: none yet */
+    uint64_t computed_version;     /* the state whose slots were last computed (a round opened again has a new one) */
+    int computed;
     dz_fed_join_result *res;
     double last_answer;            /* when the coordinator last answered */
 } worker;
@@ -164,7 +165,7 @@ static dz_status join(worker *w, dz_error *err) {
     if (st != DZ_OK) return st;
     w->machine = jr.machine;
     memcpy(w->key, jr.key, sizeof w->key);
-    w->version = 0, w->submitted_round = -1;
+    w->version = 0, w->computed = 0;
     event(w, DZ_FED_JOINED, (int)w->applied, 0);
     return DZ_OK;
 }
@@ -280,7 +281,7 @@ static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
         st = refused(w, "submit", status, resp, len, err);
     }
     free(resp);
-    w->submitted_round = s->round;
+    w->computed_version = s->version, w->computed = 1;
     return st;
 }
 
@@ -295,7 +296,7 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
     memset(res, 0, sizeof *res);
     worker *w = calloc(1, sizeof *w);
     if (!w) return dz_fail(err, DZ_ERR_NOMEM, "join: out of memory");
-    w->cfg = cfg, w->cb = cb, w->user = user, w->res = res, w->submitted_round = -1, w->last_answer = dz_now();
+    w->cfg = cfg, w->cb = cb, w->user = user, w->res = res, w->last_answer = dz_now();
     char token[DZ_FED_TOKEN_MAX + 1];
     dz_status st = cfg->data ? DZ_OK : dz_fail(err, DZ_ERR_INVALID, "join: --data FILE (this machine's examples) is required");
     if (st == DZ_OK) st = dz_fed_read_token(cfg->token_file, token, err);
@@ -337,7 +338,7 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
             if (call(w, "GET", path, NULL, &status, &resp, &len, err) == DZ_OK) free(resp);
             break;
         }
-        if (s.open && s.n_slots > 0 && s.round == w->applied && (int64_t)s.round != w->submitted_round)
+        if (s.open && s.n_slots > 0 && s.round == w->applied && !(w->computed && s.version == w->computed_version))
             st = contribute(w, &s, err);
     }
     if (st == DZ_OK) st = save(w, err);
