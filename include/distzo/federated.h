@@ -37,6 +37,7 @@ typedef struct dz_fed_serve_config {
     dz_fed_settings fed;
     const char *listen;      /* "HOST:PORT" (port 0: any free one) */
     const char *token_file;  /* the shared secret every request must carry */
+    const char *tls_cert, *tls_key; /* PEM files: serve HTTPS (both or neither) */
     int resume;              /* continue the run in train.out_dir from its seed log */
     double linger;           /* seconds to keep serving after the last round, for workers to catch up */
 } dz_fed_serve_config;
@@ -59,6 +60,7 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
 typedef struct dz_fed_join_config {
     const char *url;         /* http://HOST:PORT */
     const char *token_file;
+    const char *ca_file;     /* PEM: the certificate(s) to trust for an https URL (NULL: the system's) */
     const char *data;        /* this machine's training file (never sent) */
     const char *model;       /* the base model here (NULL: the path in the run's settings) */
     const char *name;        /* shown in the coordinator's log (NULL: none) */

@@ -29,6 +29,7 @@ int dz_cmd_join(int argc, char **argv) {
         {"data", DZ_OPT_STR, &c.data, "this machine's training file (its examples never leave it)"},
         {"model", DZ_OPT_STR, &c.model, "the base model here (default: the path the coordinator's run names)"},
         {"token-file", DZ_OPT_STR, &c.token_file, "file whose first line is the coordinator's token"},
+        {"ca-file", DZ_OPT_STR, &c.ca_file, "PEM certificate(s) to trust for an https:// coordinator (default: the system's)"},
         {"name", DZ_OPT_STR, &c.name, "a name for the coordinator's log (at most 64 characters)"},
         {"save", DZ_OPT_STR, &c.save, "folder to write this replica's weights to at the end (HF layout)"},
         {"checksum-file", DZ_OPT_STR, &checksum_file, "file to write the replica's final checksum to (16 hex digits)"},

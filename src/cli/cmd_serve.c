@@ -39,6 +39,8 @@ int dz_cmd_serve(int argc, char **argv) {
         {"out", DZ_OPT_STR, &out, "run folder: run.json, federated.json, seeds.log, metrics.jsonl"},
         {"listen", DZ_OPT_STR, &c.listen, "HOST:PORT to serve on (default 127.0.0.1:8470; port 0: any free one)"},
         {"token-file", DZ_OPT_STR, &c.token_file, "file whose first line is the token every worker must send"},
+        {"tls-cert", DZ_OPT_STR, &c.tls_cert, "PEM certificate: serve HTTPS (with --tls-key)"},
+        {"tls-key", DZ_OPT_STR, &c.tls_key, "PEM private key of --tls-cert"},
         {"resume", DZ_OPT_FLAG, &c.resume, "continue the run in --out from its seed log (its settings are kept; --steps may grow)"},
         {"model", DZ_OPT_STR, &model, "base model (default: stories260K from the assets); every worker needs the same"},
         {"task", DZ_OPT_STR, &t->data.task, "sst2 (tsv), classify (jsonl) or lm: what the workers' data holds"},

@@ -490,7 +490,8 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->run_dir ? c->run_dir : ".");
     if (st == DZ_OK)
         st = dz_metrics_open(path, (int64_t)done - 1, c->train.schedule.log_sync_every, &c->metrics, err);
-    if (st == DZ_OK) st = dz_fed_http_serve(cfg->listen, token, on_request, c, &server, url, sizeof url, err);
+    if (st == DZ_OK) st = dz_fed_http_serve(cfg->listen, token, cfg->tls_cert, cfg->tls_key, on_request, c, &server, url,
+                                             sizeof url, err);
     if (st == DZ_OK) {
         snprintf(path, sizeof path, "%s/coordinator.url", c->run_dir);
         st = dz_write_file_atomic(path, url, strlen(url), err);

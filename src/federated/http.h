@@ -30,10 +30,11 @@ typedef void (*dz_fed_http_handler)(void *user, const dz_fed_http_request *req, 
 typedef struct dz_fed_http_server dz_fed_http_server;
 
 /* Listens on "HOST:PORT" (port 0: a free one); requests without "Authorization: Bearer
- * token" get 401 without reaching handler. The address listened on goes to url
- * ("http://HOST:PORT"). */
-dz_status dz_fed_http_serve(const char *listen, const char *token, dz_fed_http_handler handler, void *user,
-                            dz_fed_http_server **out, char *url, size_t cap, dz_error *err);
+ * token" get 401 without reaching handler. With cert_file and key_file (PEM), HTTPS. The
+ * address listened on goes to url ("http://HOST:PORT" or "https://..."). */
+dz_status dz_fed_http_serve(const char *listen, const char *token, const char *cert_file, const char *key_file,
+                            dz_fed_http_handler handler, void *user, dz_fed_http_server **out, char *url, size_t cap,
+                            dz_error *err);
 /* A query argument of the request (NULL: absent). */
 const char *dz_fed_http_arg(const dz_fed_http_request *req, const char *key);
 /* Stops accepting, waits for the handlers to return, frees. NULL is fine. */
@@ -43,8 +44,9 @@ void dz_fed_http_stop(dz_fed_http_server *s);
 
 typedef struct dz_fed_http_client dz_fed_http_client;
 
-dz_status dz_fed_http_client_create(const char *base_url, const char *token, dz_fed_http_client **out,
-                                    dz_error *err);
+/* ca_file: PEM certificates to trust for https (NULL: the system's store). */
+dz_status dz_fed_http_client_create(const char *base_url, const char *token, const char *ca_file,
+                                    dz_fed_http_client **out, dz_error *err);
 void dz_fed_http_client_free(dz_fed_http_client *c);
 /* One request: method "GET" or "POST" (body, len) to base_url + path. *status: the HTTP
  * status, or 0 when no answer came (err then says why: refused, timed out...). *resp:

@@ -11,6 +11,7 @@
 struct dz_fed_http_client {
     CURL *h;
     char base[1024];
+    char ca[4096];                /* "": the system's certificate store */
     struct curl_slist *headers;
     uint64_t sent, received;
 };
@@ -41,8 +42,8 @@ static size_t on_data(char *data, size_t size, size_t n, void *user) {
     return bytes;
 }
 
-dz_status dz_fed_http_client_create(const char *base_url, const char *token, dz_fed_http_client **out,
-                                    dz_error *err) {
+dz_status dz_fed_http_client_create(const char *base_url, const char *token, const char *ca_file,
+                                    dz_fed_http_client **out, dz_error *err) {
     *out = NULL;
     if (strncmp(base_url, "http://", 7) && strncmp(base_url, "https://", 8))
         return dz_fail(err, DZ_ERR_INVALID, "'%s': the coordinator's URL must start with http:// or https://",
@@ -58,6 +59,7 @@ dz_status dz_fed_http_client_create(const char *base_url, const char *token, dz_
         return dz_fail(err, DZ_ERR_NOMEM, "libcurl: cannot create a handle");
     }
     snprintf(c->base, sizeof c->base, "%s", base_url);
+    snprintf(c->ca, sizeof c->ca, "%s", ca_file ? ca_file : "");
     size_t n = strlen(c->base);
     while (n > 0 && c->base[n - 1] == '/') c->base[--n] = '\0';
     char auth[DZ_FED_TOKEN_MAX + 32];
@@ -92,6 +94,7 @@ dz_status dz_fed_http_call(dz_fed_http_client *c, const char *method, const char
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 5000 ? timeout_ms : 5000L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (c->ca[0]) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca); /* peer and host name are verified (curl's default) */
     if (!strcmp(method, "POST")) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");

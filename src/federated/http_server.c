@@ -8,15 +8,20 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "distzo/util.h"
 #include "federated/http.h"
 #include "federated/protocol.h"
 
 struct dz_fed_http_server {
     struct MHD_Daemon *d;
+    char *cert, *key; /* PEM text, kept for the daemon's lifetime */
     char token[DZ_FED_TOKEN_MAX + 1];
     dz_fed_http_handler handler;
     void *user;
 };
+
+/* An empty MHD_OPTION_ARRAY: stands in for the TLS options of a plain HTTP server. */
+static const struct MHD_OptionItem empty_options[] = {{MHD_OPTION_END, 0, NULL}};
 
 typedef struct conn_state {
     char *body;
@@ -116,28 +121,52 @@ static dz_status resolve(const char *listen, struct sockaddr_storage *sa, sockle
     return DZ_OK;
 }
 
-dz_status dz_fed_http_serve(const char *listen, const char *token, dz_fed_http_handler handler, void *user,
-                            dz_fed_http_server **out, char *url, size_t cap, dz_error *err) {
+static void free_server(dz_fed_http_server *s) {
+    free(s->cert);
+    free(s->key);
+    free(s);
+}
+
+dz_status dz_fed_http_serve(const char *listen, const char *token, const char *cert_file, const char *key_file,
+                            dz_fed_http_handler handler, void *user, dz_fed_http_server **out, char *url, size_t cap,
+                            dz_error *err) {
     *out = NULL;
     struct sockaddr_storage sa;
     socklen_t sa_len = 0;
+    if (!cert_file != !key_file)
+        return dz_fail(err, DZ_ERR_INVALID, "HTTPS needs both --tls-cert and --tls-key (PEM files)");
+    if (cert_file && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--tls-cert: this libmicrohttpd was built without TLS");
     dz_status st = resolve(listen, &sa, &sa_len, err);
     if (st != DZ_OK) return st;
     dz_fed_http_server *s = calloc(1, sizeof *s);
     if (!s) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
+    if (cert_file && ((st = dz_read_file(cert_file, &s->cert, NULL, err)) != DZ_OK ||
+                      (st = dz_read_file(key_file, &s->key, NULL, err)) != DZ_OK)) {
+        free_server(s);
+        return st;
+    }
     snprintf(s->token, sizeof s->token, "%s", token);
     s->handler = handler, s->user = user;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
     if (sa.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+    if (cert_file) flags |= MHD_USE_TLS;
+    /* MHD_OPTION_HTTPS_MEM_* first: without TLS they are left out by ending the list there */
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                            cert_file ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_ARRAY,
+                            cert_file ? (void *)s->cert : (void *)empty_options,
+                            cert_file ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_ARRAY,
+                            cert_file ? (void *)s->key : (void *)empty_options,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * DZ_FED_MAX_MACHINES),
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(2 * DZ_FED_MAX_MACHINES),
                             MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
     if (!s->d) {
-        free(s);
-        return dz_fail(err, DZ_ERR_IO, "--listen %s: cannot listen there (in use, or not an address of this machine)",
-                       listen);
+        free_server(s);
+        return dz_fail(err, DZ_ERR_IO, cert_file ? "--listen %s: cannot serve HTTPS there (in use, not an address of this "
+                       "machine, or the certificate and key are not a PEM pair)" : "--listen %s: cannot listen there (in "
+                       "use, or not an address of this machine)", listen);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_storage bound;
@@ -153,7 +182,8 @@ dz_status dz_fed_http_serve(const char *listen, const char *token, dz_fed_http_h
             inet_ntop(AF_INET, &a->sin_addr, host, sizeof host), port = ntohs(a->sin_port);
         }
     }
-    snprintf(url, cap, bound.ss_family == AF_INET6 ? "http://[%s]:%d" : "http://%s:%d", host, port);
+    snprintf(url, cap, bound.ss_family == AF_INET6 ? "%s://[%s]:%d" : "%s://%s:%d", cert_file ? "https" : "http",
+             host, port);
     *out = s;
     return DZ_OK;
 }
@@ -161,5 +191,5 @@ dz_status dz_fed_http_serve(const char *listen, const char *token, dz_fed_http_h
 void dz_fed_http_stop(dz_fed_http_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->d);
-    free(s);
+    free_server(s);
 }

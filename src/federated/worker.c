@@ -300,7 +300,7 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
     char token[DZ_FED_TOKEN_MAX + 1];
     dz_status st = cfg->data ? DZ_OK : dz_fail(err, DZ_ERR_INVALID, "join: --data FILE (this machine's examples) is required");
     if (st == DZ_OK) st = dz_fed_read_token(cfg->token_file, token, err);
-    if (st == DZ_OK) st = dz_fed_http_client_create(cfg->url, token, &w->http, err);
+    if (st == DZ_OK) st = dz_fed_http_client_create(cfg->url, token, cfg->ca_file, &w->http, err);
     if (st == DZ_OK) st = join(w, err);
     while (st == DZ_OK) {
         char path[256], *resp = NULL;

@@ -10,7 +10,8 @@
 #   its checksum differs from the coordinator's, it reloads the base model and replays;
 # - at the end every live replica equals `distzo export` of the run, byte for byte, and the
 #   seed log has one record per round;
-# - a bad token, a different base model, an unreachable coordinator: a clear error each.
+# - a bad token, a different base model, an unreachable coordinator: a clear error each;
+# - HTTPS with a self-signed certificate: trusted with --ca-file, refused without.
 # Every wait is bounded; the script stops by itself.
 # usage: federated.sh DISTZO ASSETS
 set -u
@@ -111,4 +112,25 @@ moved=$(grep -vc '"g": 0[,}]' "$tmp/run/metrics.jsonl")
   bad "only $moved rounds have g != 0"
 [ "$(stat -c %s "$tmp/run/seeds.log")" -eq $((104 + rounds * (12 + 4 * 3))) ] &&
   ok "the seed log holds $rounds records of 3 slots" || bad "seeds.log has $(stat -c %s "$tmp/run/seeds.log") bytes"
+# HTTPS: a self-signed certificate for 127.0.0.1; a worker that trusts it (--ca-file) works,
+# one that does not is refused by the certificate check
+need_tool openssl "the HTTPS checks make a self-signed certificate"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -days 1 -subj "/CN=127.0.0.1" \
+  -addext "subjectAltName=IP:127.0.0.1" > /dev/null 2>&1 || bad "openssl could not make a certificate"
+"$bin" serve --out "$tmp/tls" --token-file "$tmp/token" --steps 3 --spsa-samples 1 --batch 4 --train-examples 32 \
+  --listen 127.0.0.1:0 --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" --linger 10 --threads 1 > "$tmp/tls.txt" 2>&1 &
+tls_pid=$!
+pids+=($tls_pid)
+wait_for 30 test -s "$tmp/tls/coordinator.url" || bad "the HTTPS coordinator did not start: $(tail -2 "$tmp/tls.txt")"
+tls_url=$(cat "$tmp/tls/coordinator.url")
+case $tls_url in https://*) ok "--tls-cert serves $tls_url" ;; *) bad "--tls-cert serves $tls_url" ;; esac
+"$bin" join "$tls_url" --data "$tmp/shard1.tsv" "${join[@]}" --retry-for 2 > "$tmp/e4.txt" 2>&1 &&
+  bad "a worker trusted an unknown certificate" || { grep -qi "certificate" "$tmp/e4.txt" &&
+  ok "an https coordinator with an untrusted certificate: refused" || bad "untrusted certificate: $(cat "$tmp/e4.txt")"; }
+"$bin" join "$tls_url" --data "$tmp/shard1.tsv" "${join[@]}" --ca-file "$tmp/cert.pem" --save "$tmp/wt" \
+  > "$tmp/wt.txt" 2>&1 || bad "the worker over HTTPS failed: $(tail -2 "$tmp/wt.txt")"
+wait $tls_pid || bad "the HTTPS coordinator failed: $(tail -2 "$tmp/tls.txt")"
+"$bin" export --run "$tmp/tls" -o "$tmp/tls-exported" > /dev/null 2>&1 &&
+  cmp -s "$tmp/tls-exported/model.safetensors" "$tmp/wt/model.safetensors" &&
+  ok "over HTTPS, the replica equals export" || bad "the HTTPS replica differs from export"
 finish
