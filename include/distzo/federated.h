@@ -28,6 +28,7 @@ typedef struct dz_fed_settings {
     double worker_timeout;  /* seconds without a request after which a worker counts as gone (default 10) */
     dz_fed_code code;
     float g_clip;           /* the byte code's largest |g| (default 64) */
+    float robust_clip;      /* > 0: each |g| of a round at most this many times the round's median |g| (0: off) */
 } dz_fed_settings;
 
 void dz_fed_settings_default(dz_fed_settings *s);

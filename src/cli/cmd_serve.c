@@ -63,6 +63,7 @@ int dz_cmd_serve(int argc, char **argv) {
         {"worker-timeout", DZ_OPT_FLOAT, &worker_timeout, "seconds of silence after which a worker counts as gone (default 10)"},
         {"g-code", DZ_OPT_STR, &code, "how g travels: byte (default; sign + log-magnitude) or f32"},
         {"g-clip", DZ_OPT_FLOAT, &c.fed.g_clip, "largest |g| taken (the byte code's range; default 64)"},
+        {"robust-clip", DZ_OPT_FLOAT, &c.fed.robust_clip, "each |g| at most this many times the round's median |g| (>= 1; default 0: off)"},
         {"linger", DZ_OPT_FLOAT, &linger, "seconds to keep serving after the last round for workers to catch up (default 10)"},
         {"perturbation", DZ_OPT_STR, &perturbation, "gaussian (default) or rademacher"},
         {"schedule", DZ_OPT_STR, &schedule, "lr schedule: constant (default), linear, cosine"},

@@ -349,6 +349,27 @@ static int connected(const coordinator *c) {
     return n;
 }
 
+static int by_magnitude(const void *a, const void *b) {
+    const float x = fabsf(*(const float *)a), y = fabsf(*(const float *)b);
+    return (x > y) - (x < y);
+}
+
+/* --robust-clip C: every |g| of the round at most C times the median |g| of its
+ * contributions (the lower middle one for an even count), so one worker sending the
+ * largest codes moves the model no more than C typical contributions would. */
+static void robust_clip(const coordinator *c, float *g) {
+    if (!(c->fed.robust_clip > 0)) return;
+    float in[DZ_FED_MAX_SLOTS];
+    int n = 0;
+    for (uint32_t j = 0; j < c->q; j++)
+        if (c->present[j]) in[n++] = g[j];
+    if (n < 3) return; /* no majority to speak of */
+    qsort(in, (size_t)n, sizeof *in, by_magnitude);
+    const float bound = c->fed.robust_clip * fabsf(in[(n - 1) / 2]);
+    for (uint32_t j = 0; j < c->q; j++)
+        if (c->present[j] && fabsf(g[j]) > bound) g[j] = g[j] > 0 ? bound : -bound;
+}
+
 /* One round, from waiting for workers to the announced record. */
 static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *err) {
     const double t0 = dz_now();
@@ -367,7 +388,9 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
     const float lr_log = (float)((double)lr * (double)c->q / (double)c->n_in); /* the mean of what came */
     float g[DZ_FED_MAX_SLOTS];
     double gsum = 0;
-    for (uint32_t j = 0; j < c->q; j++) g[j] = c->present[j] ? c->g[j] : 0.0f, gsum += g[j];
+    for (uint32_t j = 0; j < c->q; j++) g[j] = c->present[j] ? c->g[j] : 0.0f;
+    robust_clip(c, g);
+    for (uint32_t j = 0; j < c->q; j++) gsum += g[j];
     const uint32_t step = c->round;
     *info = (dz_fed_round_info){.round = (int)step + 1, .rounds = o->steps, .contributions = c->n_in,
                                 .slots = c->n_assigned, .workers = connected(c),

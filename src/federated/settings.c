@@ -28,6 +28,8 @@ dz_status dz_fed_settings_check(const dz_fed_settings *s, int q, dz_error *err) 
         return dz_fail(err, DZ_ERR_INVALID, "--min-workers %d: must be 1..%d", s->min_workers, DZ_FED_MAX_MACHINES);
     if (!(s->worker_timeout > 0 && s->worker_timeout <= 86400))
         return dz_fail(err, DZ_ERR_INVALID, "--worker-timeout %g: must be in (0, 86400] seconds", s->worker_timeout);
+    if (!(s->robust_clip == 0 || (s->robust_clip >= 1 && isfinite(s->robust_clip))))
+        return dz_fail(err, DZ_ERR_INVALID, "--robust-clip %g: must be 0 (off) or at least 1", (double)s->robust_clip);
     if (!(s->g_clip > 0 && isfinite(s->g_clip)))
         return dz_fail(err, DZ_ERR_INVALID, "--g-clip %g: must be a positive number", (double)s->g_clip);
     return DZ_OK;
@@ -45,6 +47,7 @@ dz_status dz_fed_settings_write(const char *run_dir, const dz_fed_settings *s, u
     cJSON_AddNumberToObject(o, "worker_timeout", s->worker_timeout);
     cJSON_AddStringToObject(o, "code", dz_fed_code_name(s->code));
     cJSON_AddNumberToObject(o, "g_clip", s->g_clip);
+    cJSON_AddNumberToObject(o, "robust_clip", s->robust_clip);
     cJSON_AddStringToObject(o, "base_fingerprint", fp);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -84,6 +87,10 @@ dz_status dz_fed_settings_read(const char *run_dir, dz_fed_settings *s, uint64_t
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'code' must be \"byte\" or \"f32\"", path);
     if (st == DZ_OK && (!cJSON_IsString(fp) || strlen(fp->valuestring) != 16))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'base_fingerprint' must be 16 hex digits", path);
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(o, "robust_clip"); /* optional: off when absent */
+    if (st == DZ_OK && rc && (!cJSON_IsNumber(rc) || !isfinite(rc->valuedouble)))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'robust_clip' must be a number", path);
+    if (st == DZ_OK && rc) s->robust_clip = (float)rc->valuedouble;
     if (st == DZ_OK) {
         *fingerprint = strtoull(fp->valuestring, NULL, 16);
         s->samples_per_worker = (int)v[0], s->quorum = (int)v[1], s->round_timeout = v[2];
