@@ -4,16 +4,10 @@
 #include <math.h>
 
 #include "core/hash.h"
+#include "run/trainer.h"
 
 dz_status dz_fed_fingerprint(const dz_model *m, dz_zo_engine *e, uint64_t *out, dz_error *err) {
-    const dz_param_table *t = dz_model_params(m);
-    uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)t->count);
-    for (int i = 0; i < t->count; i++) {
-        h = dz_hash_str(h, t->params[i].hf_name);
-        h = dz_hash_u64(h, (uint64_t)t->params[i].rows);
-        h = dz_hash_u64(h, (uint64_t)t->params[i].cols);
-    }
-    h = dz_hash_u64(h, (uint64_t)dz_model_dtype(m));
+    const uint64_t h = dz_hash_u64(dz_trainer_table_hash(dz_model_params(m)), (uint64_t)dz_model_dtype(m));
     uint64_t sum = 0;
     dz_status st = dz_zo_checksum_slice(e, 0, 1, &sum, err);
     *out = dz_hash_u64(h, sum);

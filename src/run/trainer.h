@@ -63,6 +63,8 @@ void dz_trainer_teardown(dz_trainer *tr);
 
 /* train_data.c: the training pool's train/dev draw and the test set, as sequences. */
 /* agreement.c: every rank has the same settings, model and data (a no-op in one process). */
+/* A fingerprint of a tensor table: its names and shapes (federated workers use it too). */
+uint64_t dz_trainer_table_hash(const dz_param_table *t);
 dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err);
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err);
 /* The examples (and labels) of step's global batch into tr->batch_ex / batch_labels. */
