@@ -39,6 +39,7 @@ typedef struct worker {
     uint32_t machine;
     char key[DZ_FED_KEY_CHARS + 1];
     uint32_t applied;              /* records of the log applied to the replica */
+    int64_t verified;              /* the record count at which the checksum last matched the coordinator's (-1: never) */
     uint64_t version;              /* of the last state seen */
     uint64_t computed_version;     /* the state whose slots were last computed (a round opened again has a new one) */
     int computed;
@@ -127,7 +128,7 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
                        "): pass --model with the model the coordinator serves (%s master weights)", c->model,
                        w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
-    w->applied = 0;
+    w->applied = 0, w->verified = -1;
     return DZ_OK;
 }
 
@@ -165,7 +166,7 @@ static dz_status join(worker *w, dz_error *err) {
     if (st != DZ_OK) return st;
     w->machine = jr.machine;
     memcpy(w->key, jr.key, sizeof w->key);
-    w->version = 0, w->computed = 0;
+    w->version = 0, w->computed = 0, w->verified = -1; /* a coordinator restarted: its checksum again */
     event(w, DZ_FED_JOINED, (int)w->applied, 0);
     return DZ_OK;
 }
@@ -329,9 +330,10 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
             res->resyncs++;
             if ((st = load_replica(w, err)) != DZ_OK) break;
         }
-        if (s.log_count > w->applied) {
-            if ((st = catch_up(w, s.log_count, err)) != DZ_OK) break;
+        if (s.log_count > w->applied && (st = catch_up(w, s.log_count, err)) != DZ_OK) break;
+        if (w->verified != (int64_t)w->applied) { /* after a catch-up, a join, a rejoin */
             if ((st = verify(w, &s, err)) != DZ_OK) break;
+            w->verified = w->applied;
         }
         if (s.finished) { /* tell the coordinator this replica is complete, then stop */
             snprintf(path, sizeof path, "/v1/round?machine=%u&key=%s&applied=%u", w->machine, w->key, w->applied);
