@@ -61,6 +61,7 @@ typedef struct coordinator {
     /* the state workers see */
     uint64_t version;             /* bumped at every change a worker may wait for */
     uint32_t round;               /* the open round, or the next one */
+    int ready;                    /* 0 while the run is set up: requests get 503 (workers retry) */
     int open, finished;
     double deadline;
     uint32_t published;           /* records announced (appended and applied to the replica) */
@@ -266,6 +267,10 @@ static void handle_log(coordinator *c, const dz_fed_http_request *req, dz_fed_ht
 static void on_request(void *user, const dz_fed_http_request *req, dz_fed_http_response *r) {
     coordinator *c = user;
     const int get = !strcmp(req->method, "GET");
+    pthread_mutex_lock(&c->mu);
+    const int ready = c->ready;
+    pthread_mutex_unlock(&c->mu);
+    if (!ready) return respond_error(r, 503, "the coordinator is starting (loading the model, replaying its log)");
     if (get && !strcmp(req->path, "/v1/run")) return handle_run(c, r);
     if (!get && !strcmp(req->path, "/v1/join")) return handle_join(c, req, r);
     if (get && !strcmp(req->path, "/v1/round")) return handle_round(c, req, r);
@@ -440,11 +445,26 @@ static dz_status load_base(coordinator *c, dz_error *err) {
     return st;
 }
 
-/* A new run: the folder, its lock, run.json, federated.json, an empty seed log. */
+static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_error *err);
+
+/* A new run: the folder, its lock, run.json, federated.json, an empty seed log. A start
+ * that fails before run.json exists leaves no folder it made. */
 static dz_status start_run(coordinator *c, int *lock_fd, dz_error *err) {
     char path[4200];
     dz_status st = dz_train_config_check(&c->train, err);
     if (st == DZ_OK) st = dz_fed_settings_check(&c->fed, (int)c->q, err);
+    const int made = st == DZ_OK && !dz_is_dir(c->run_dir);
+    st = start_files(c, lock_fd, st, err);
+    snprintf(path, sizeof path, "%s/run.json", c->run_dir);
+    if (st != DZ_OK && *lock_fd >= 0 && !dz_file_exists(path)) {
+        dz_run_unlock(c->run_dir, *lock_fd, made);
+        *lock_fd = -1;
+    }
+    return st;
+}
+
+static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_error *err) {
+    char path[4200];
     if (st == DZ_OK && (dz_mkdirs(c->run_dir) != 0 || !dz_is_dir(c->run_dir)))
         st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", c->run_dir, strerror(errno));
     if (st == DZ_OK) st = dz_run_lock(c->run_dir, lock_fd, err);
@@ -503,6 +523,9 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     dz_fed_http_server *server = NULL;
     dz_status st = dz_fed_read_token(cfg->token_file, token, err);
     if (st == DZ_OK && !c->run_dir) st = dz_fail(err, DZ_ERR_INVALID, "serve: --out RUN_DIR is required");
+    /* listening first: an address in use or a bad certificate is found before the run folder is touched */
+    if (st == DZ_OK) st = dz_fed_http_serve(cfg->listen, token, cfg->tls_cert, cfg->tls_key, on_request, c, &server, url,
+                                             sizeof url, err);
     if (st == DZ_OK)
         st = cfg->resume ? resume_run(c, cfg->train.optim.steps, &lock_fd, &strings, err) : start_run(c, &lock_fd, err);
     snprintf(path, sizeof path, "%s/run.json", c->run_dir ? c->run_dir : ".");
@@ -513,9 +536,10 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->run_dir ? c->run_dir : ".");
     if (st == DZ_OK)
         st = dz_metrics_open(path, (int64_t)done - 1, c->train.schedule.log_sync_every, &c->metrics, err);
-    if (st == DZ_OK) st = dz_fed_http_serve(cfg->listen, token, cfg->tls_cert, cfg->tls_key, on_request, c, &server, url,
-                                             sizeof url, err);
     if (st == DZ_OK) {
+        pthread_mutex_lock(&c->mu);
+        c->ready = 1;
+        pthread_mutex_unlock(&c->mu);
         snprintf(path, sizeof path, "%s/coordinator.url", c->run_dir);
         st = dz_write_file_atomic(path, url, strlen(url), err);
     }

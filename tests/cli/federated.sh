@@ -27,6 +27,23 @@ for i in 1 2 3; do
   { head -1 "$assets/sst2/train.tsv"; sed -n "$((2 + i * 200)),$((201 + i * 200))p" "$assets/sst2/train.tsv"; } > "$tmp/shard$i.tsv"
 done
 rounds=40
+
+# bad command lines: a clear error naming the option or file, before anything starts
+"$bin" serve --token-file "$tmp/token" > "$tmp/b1.txt" 2>&1; grep -q "serve needs --out" "$tmp/b1.txt" &&
+  ok "serve without --out: named" || bad "serve without --out: $(cat "$tmp/b1.txt")"
+"$bin" serve --out "$tmp/bad1" --token-file "$tmp/none" --steps 1 > "$tmp/b2.txt" 2>&1; grep -q "$tmp/none" "$tmp/b2.txt" &&
+  [ ! -e "$tmp/bad1/run.json" ] && ok "a missing token file: named, nothing written" || bad "missing token: $(cat "$tmp/b2.txt")"
+"$bin" serve --out "$tmp/bad2" --token-file "$tmp/token" --listen nowhere --steps 1 > "$tmp/b3.txt" 2>&1
+grep -q "\-\-listen 'nowhere': expected HOST:PORT" "$tmp/b3.txt" && [ ! -e "$tmp/bad2" ] &&
+  ok "a malformed --listen: named, no run folder made" || bad "--listen: $(cat "$tmp/b3.txt")"
+"$bin" serve --out "$tmp/bad4" --token-file "$tmp/token" --model "$tmp/no-such-model.bin" --listen 127.0.0.1:0 \
+  --steps 1 > "$tmp/b6.txt" 2>&1; grep -q "no-such-model.bin" "$tmp/b6.txt" && [ ! -e "$tmp/bad4" ] &&
+  ok "a missing base model: named, no run folder left" || bad "missing model: $(cat "$tmp/b6.txt"; ls -a "$tmp/bad4")"
+"$bin" serve --out "$tmp/bad3" --token-file "$tmp/token" --samples-per-worker 5 --spsa-samples 4 --steps 1 \
+  > "$tmp/b4.txt" 2>&1; grep -q "\-\-samples-per-worker 5" "$tmp/b4.txt" && ok "--samples-per-worker above the slots: named" ||
+  bad "samples per worker: $(cat "$tmp/b4.txt")"
+"$bin" join http://127.0.0.1:1 --token-file "$tmp/token" > "$tmp/b5.txt" 2>&1; grep -q "\-\-data FILE" "$tmp/b5.txt" &&
+  ok "join without --data: named" || bad "join without --data: $(cat "$tmp/b5.txt")"
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 3 --batch 4
        --train-examples 32 --lr 1e-4 --round-timeout 3 --worker-timeout 3 --min-workers 2 --linger 30 --threads 1)
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
