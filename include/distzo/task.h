@@ -85,9 +85,11 @@ int dz_class_predict(const float *scores, int K);
 dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
                             int *preds, float *scores, double *accuracy, dz_error *err);
 
-/* Mean next-token negative log-likelihood of tokens[0..n) scored in windows of seq tokens. */
+/* Mean next-token negative log-likelihood of tokens[0..n) scored in windows of seq tokens
+ * (each token after the first is scored once). token_logprobs, if non-NULL, gets [n-1]:
+ * entry i = log p(tokens[i+1] | the tokens before it in its window). */
 dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens, int n, int seq,
-                    double *nll_sum, int64_t *n_scored, dz_error *err);
+                    double *nll_sum, int64_t *n_scored, float *token_logprobs, dz_error *err);
 
 /* Causal-LM training sets, as one-candidate class sets: tokens = encode(text, bos), or
  * encode(prompt + completion, bos) scoring only the completion's tokens; a text longer

@@ -124,4 +124,21 @@ dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **s
 dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, const char *store_spec,
                     dz_error *err);
 
+typedef enum dz_export_format { DZ_EXPORT_HF = 0, DZ_EXPORT_GGUF } dz_export_format;
+
+typedef struct dz_export_spec {
+    const char *run_dir;      /* a run folder whose seed log is replayed; NULL: model as it is */
+    const char *model;        /* the weights (default with run_dir: the run's base model) */
+    const char *out;          /* HF: a folder; GGUF: a file (written atomically) */
+    const char *store;        /* with run_dir: NULL, "disk:PATH" or "disk-nocache:PATH" */
+    dz_export_format format;
+    const char *gguf_type;    /* GGUF matrices: "f32", "f16" (NULL), "bf16" or "q8_0"; norms stay f32 */
+} dz_export_spec;
+
+/* dz_export generalized: a run's trained weights or a model (any format dz_model_load reads)
+ * written as an HF folder or a llama.cpp GGUF file (llama metadata, tokenizer.ggml.*,
+ * llama.cpp's tensor names and Q/K row order). GGUF refuses architectures llama.cpp has
+ * no counterpart for (OPT), naming them. The tokenizer is the run's, else the model's. */
+dz_status dz_export_model(const dz_export_spec *spec, dz_error *err);
+
 #endif

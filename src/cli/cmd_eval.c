@@ -97,11 +97,22 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     return rc;
 }
 
+/* --predictions for lm: one row per scored token, its exact log-prob. */
+static void write_token_logprobs(FILE *f, int example, const int *ids, int n, const float *lp) {
+    for (int i = 0; i + 1 < n; i++) fprintf(f, "%d\t%d\t%d\t%.9g\n", example, i + 1, ids[i + 1], lp[i]);
+}
+
 static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
     dz_error err = {0};
+    FILE *pf = o->predictions ? fopen(o->predictions, "w") : NULL;
+    if (o->predictions && !pf) return dz_cli_failf("%s: cannot write predictions", o->predictions);
+    if (pf) fprintf(pf, "example\tposition\ttoken\tlogprob\n");
     const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
     dz_forward *f = NULL;
-    if (dz_forward_create(m, 1, seq, 0, &f, &err) != DZ_OK) return dz_cli_fail(&err);
+    if (dz_forward_create(m, 1, seq, 0, &f, &err) != DZ_OK) {
+        if (pf) fclose(pf);
+        return dz_cli_fail(&err);
+    }
     dz_weight_source w = dz_model_weights(m);
     double nll = 0.0, t0 = dz_now();
     int64_t scored = 0;
@@ -109,17 +120,22 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     for (int e = 0; e < ds->count && !rc; e++) {
         int need = dz_tokenizer_encode(tok, ds->items[e].text, 1, NULL, 0, &err);
         int *ids = need >= 0 ? malloc(sizeof(int) * (size_t)(need + 1)) : NULL;
-        if (!ids) {
+        float *lp = need >= 0 && pf ? malloc(sizeof(float) * (size_t)(need + 1)) : NULL;
+        if (!ids || (pf && !lp)) {
+            free(ids);
+            free(lp);
             rc = need < 0 ? dz_cli_fail(&err) : dz_cli_failf("out of memory");
             break;
         }
         dz_tokenizer_encode(tok, ds->items[e].text, 1, ids, need, &err);
         double s = 0.0;
         int64_t k = 0;
-        if (dz_lm_nll(f, &w, ids, need, seq, &s, &k, &err) != DZ_OK) rc = dz_cli_fail(&err);
+        if (dz_lm_nll(f, &w, ids, need, seq, &s, &k, lp, &err) != DZ_OK) rc = dz_cli_fail(&err);
+        else if (pf) write_token_logprobs(pf, e, ids, need, lp);
         nll += s;
         scored += k;
         free(ids);
+        free(lp);
     }
     double secs = dz_now() - t0;
     if (!rc) {
@@ -131,19 +147,43 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
             printf("%s: %lld tokens scored, mean NLL %.4f, perplexity %.3f (%.1f s)\n", o->data, (long long)scored,
                    mean, exp(mean), secs);
     }
+    if (pf && fclose(pf) != 0 && !rc) rc = dz_cli_failf("%s: write failed", o->predictions);
     dz_forward_free(f);
     return rc;
 }
 
+/* MODEL is a checkpoint of a run (RUN/best, RUN/checkpoint-N beside RUN/run.json): the
+ * run's settings, so that what the options leave out is what the run evaluated with. */
+static int run_of_checkpoint(const char *model, dz_train_config *run, char **strings) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", model);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/run.json", dir);
+    if (!dz_is_dir(model) || !dz_file_exists(probe)) return 0;
+    dz_error err = {0};
+    if (dz_train_config_load(dir, run, strings, &err) != DZ_OK) {
+        dz_log(DZ_LOG_WARN, "%s: not read (%s): the options' defaults apply", probe, err.msg);
+        return 0;
+    }
+    dz_log(DZ_LOG_INFO, "%s is a checkpoint of the run in %s: its task, prompt, label words and test data apply "
+           "unless given", model, dir);
+    return 1;
+}
+
 int dz_cmd_eval(int argc, char **argv) {
-    eval_opts o = {.task = "sst2", .dtype = "f32", .batch = 16, .share_prompts = 1};
+    eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1};
     int no_share = 0;
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
-        {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples"},
+        {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples (0: all)"},
         {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
-        {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\")"},
+        {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\"; a run's checkpoint: the run's)"},
         {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
@@ -151,7 +191,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
         {"threads", DZ_OPT_INT, &o.threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
-        {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv)"},
+        {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
         {0},
@@ -171,12 +211,23 @@ int dz_cmd_eval(int argc, char **argv) {
     if (rc) return rc < 0 ? 2 : 0;
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
+    dz_train_config run;
+    char *run_strings = NULL;
+    if (npos && run_of_checkpoint(pos[0], &run, &run_strings)) { /* a run's checkpoint: evaluated as the run did */
+        const char **mine[] = {&o.task, &o.template_, &o.labels, &o.text_key, &o.label_key, &o.data};
+        const char *theirs[] = {run.data.task, run.data.template_, run.data.label_words, run.data.text_key,
+                                run.data.label_key, run.data.test};
+        for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
+            if (!*mine[i]) *mine[i] = theirs[i];
+    }
+    if (!o.task) o.task = "sst2";
     o.share_prompts = !no_share;
     if (!o.text_key) o.text_key = "text";
     if (!o.label_key) o.label_key = "label";
     if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm"))
         return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm", o.task);
     if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
+    if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
     char model_buf[4096], data_buf[4096];
     const char *model = npos ? pos[0] : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
     if (!o.data) {
@@ -193,5 +244,6 @@ int dz_cmd_eval(int argc, char **argv) {
     dz_dataset_free(&ds);
     dz_tokenizer_free(tok);
     dz_model_free(m);
+    free(run_strings);
     return rc;
 }

@@ -63,6 +63,10 @@ int dz_cmd_generate(int argc, char **argv) {
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
     if (n < 1) return dz_cli_failf("option -n: %d tokens requested; give at least 1", n);
+    if (!(temperature >= 0.0f))
+        return dz_cli_failf("option --temperature: %g is negative (0: greedy)", (double)temperature);
+    if (!(top_p > 0.0f && top_p <= 1.0f))
+        return dz_cli_failf("option --top-p: %g is outside (0, 1] (the probability mass kept)", (double)top_p);
     if ((rc = dz_cli_runtime(threads))) return rc;
     dz_model *m;
     dz_tokenizer *tok;
@@ -77,7 +81,8 @@ int dz_cmd_generate(int argc, char **argv) {
     dz_forward *f = NULL;
     if (n_prompt < 0 || n_prompt >= cap) {
         rc = n_prompt < 0 ? dz_cli_fail(&err)
-                          : dz_cli_failf("prompt of %d tokens does not fit the model's %d positions", n_prompt, cap);
+                          : dz_cli_failf("option --prompt: %d tokens do not fit %s's %d positions (leave room for -n)",
+                                         n_prompt, dz_model_path(m), cap);
     } else if (n_prompt == 0) {
         rc = dz_cli_failf("%s: the tokenizer has no BOS token, so an empty prompt cannot start generation",
                           dz_model_path(m));
@@ -109,7 +114,9 @@ int dz_cmd_generate(int argc, char **argv) {
             dz_cli_json_string(stdout, prompt);
             printf(", \"text\": ");
             dz_cli_json_string(stdout, p.text ? p.text : "");
-            printf(", \"tokens\": [");
+            printf(", \"prompt_tokens\": [");
+            for (int i = 0; i < n_prompt; i++) printf("%s%d", i ? ", " : "", ids[i]);
+            printf("], \"tokens\": [");
             for (int i = 0; i < n_out; i++) printf("%s%d", i ? ", " : "", ids[n_prompt + i]);
             printf("], \"tokens_per_second\": %.1f}\n", n_out / (secs > 0 ? secs : 1e-9));
         } else {

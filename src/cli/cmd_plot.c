@@ -1,5 +1,6 @@
 /* distzo plot RUN_DIR [-o DIR]: loss.png (training loss and a moving average) and
- * accuracy.png (dev accuracy) from RUN_DIR/metrics.jsonl, drawn by gnuplot. */
+ * accuracy.png (dev accuracy) from RUN_DIR/metrics.jsonl, drawn by gnuplot, into
+ * RUN_DIR-plots unless -o says where (never into the run folder unless asked). */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -114,7 +115,8 @@ static char **expand_short(int argc, char **argv) {
 int dz_cmd_plot(int argc, char **argv) {
     const char *out_dir = NULL;
     const dz_opt opts[] = {
-        {"out", DZ_OPT_STR, &out_dir, "folder for loss.png and accuracy.png (default RUN_DIR); short form -o"},
+        {"out", DZ_OPT_STR, &out_dir, "folder for loss.png and accuracy.png (default RUN_DIR-plots beside the run: "
+                                      "plot reads the run folder and writes nothing into it); short form -o"},
         {0},
     };
     const dz_cmd_spec spec = {
@@ -133,7 +135,13 @@ int dz_cmd_plot(int argc, char **argv) {
     free(args);
     if (rc) return rc < 0 ? 2 : 0;
     const char *run = pos[0];
-    if (!out_dir) out_dir = run;
+    char default_out[4200];
+    if (!out_dir) { /* beside the run, never in it: plot is one of the run folder's readers */
+        size_t n = strlen(run);
+        while (n > 1 && run[n - 1] == '/') n--;
+        snprintf(default_out, sizeof default_out, "%.*s-plots", (int)n, run);
+        out_dir = default_out;
+    }
 
     char path[4096];
     if (dz_path_join(path, sizeof path, run, "metrics.jsonl") != 0) return dz_cli_failf("%s: path too long", run);

@@ -1,5 +1,5 @@
 /* distzo train: ZO fine-tuning. With no model or data: stories260K on SST-2 from the
- * assets folder, with settings that work for it. distzo export: replay a run's log. */
+ * assets folder, with settings that work for it. (distzo export: cmd_export.c.) */
 #include <limits.h>
 #include <signal.h>
 #include <math.h>
@@ -280,39 +280,5 @@ static int train_run(dz_train_config *c, int resume, int node_size, int threads,
     for (int i = 0; i < 3; i++) snprintf(txt[i], sizeof txt[i], isfinite(v[i]) ? "%.4f" : "n/a", v[i]);
     printf("done: %d steps in %.1f s; test %s before %s, final %s, at best dev (step %d) %s; run in %s\n",
            res.steps_done, res.seconds, res.lm ? "loss" : "accuracy", txt[0], txt[1], res.best_step, txt[2], out);
-    return 0;
-}
-
-int dz_cmd_export(int argc, char **argv) {
-    const char *base = NULL, *run = NULL, *out = NULL, *store = NULL;
-    int threads = 0;
-    const dz_opt opts[] = {
-        {"run", DZ_OPT_STR, &run, "run folder (with run.json and seeds.log)"},
-        {"base", DZ_OPT_STR, &base, "base model (default: the run's own)"},
-        {"out", DZ_OPT_STR, &out, "output folder (also -o)"},
-        {"store", DZ_OPT_STR, &store,
-         "disk:PATH or disk-nocache:PATH: stream the layers through a store file (models larger than memory)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
-        {0},
-    };
-    const dz_cmd_spec spec = {
-        .name = "export",
-        .usage = "--run RUN_DIR [--base M] -o OUT",
-        .summary = "Replays a run's seed log onto its base model and writes the trained weights\n"
-                   "(bitwise those of training) in Hugging Face layout.",
-        .min_positional = 0,
-        .max_positional = 0,
-        .opts = opts,
-    };
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-o")) argv[i] = "--out";
-    const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
-    if (!run || !out) return dz_cli_failf("export needs --run RUN_DIR and -o OUT");
-    if ((rc = dz_cli_runtime(threads))) return rc;
-    dz_error err = {0};
-    if (dz_export(run, base, out, store, &err) != DZ_OK) return dz_cli_fail(&err);
-    printf("wrote %s\n", out);
     return 0;
 }

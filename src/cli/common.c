@@ -24,6 +24,8 @@ int dz_cli_failf(const char *fmt, ...) {
 
 int dz_cli_runtime(int threads) {
     dz_error err = {0};
+    if (threads < 0 || threads > DZ_CLI_MAX_THREADS) /* 0: the default; thousands of threads only thrash */
+        return dz_cli_failf("option --threads: %d is outside 0..%d (0: the default)", threads, DZ_CLI_MAX_THREADS);
     return dz_runtime_init(threads, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
 }
 

@@ -12,6 +12,7 @@ int dz_cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Applies DISTZO_ISA (an error for an unknown or unrunnable level) and sets the thread
  * count (0 = all cores). */
+enum { DZ_CLI_MAX_THREADS = 1024 };
 int dz_cli_runtime(int threads);
 /* Loads OpenBLAS, the reference `bench` measures distzo's GEMM against; 1 (after saying why)
  * when it cannot be loaded. */

@@ -151,6 +151,28 @@ dz_status dz_path_check_inside(const char *dir, const char *name, const char *wh
     return dz_fail(err, DZ_ERR_FORMAT, "%s: %s '%s' resolves to %s, outside the folder", dir, what, name, real);
 }
 
+int dz_path_resolve(const char *path, char *out, size_t cap) {
+    char head[PATH_MAX], real[PATH_MAX];
+    if (snprintf(head, sizeof head, "%s", path) >= (int)sizeof head) return -1;
+    size_t n = strlen(head);
+    while (n > 1 && head[n - 1] == '/') head[--n] = '\0';
+    if (realpath(head, real)) return snprintf(out, cap, "%s", real) < (int)cap ? 0 : -1;
+    char *slash = strrchr(head, '/');
+    const char *tail = slash ? slash + 1 : head;
+    char parent[PATH_MAX];
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == head) snprintf(parent, sizeof parent, "/");
+    else snprintf(parent, sizeof parent, "%.*s", (int)(slash - head), head);
+    if (!strcmp(tail, ".") || !strcmp(tail, "..") || dz_path_resolve(parent, real, sizeof real) != 0) return -1;
+    return snprintf(out, cap, "%s%s%s", real, strcmp(real, "/") ? "/" : "", tail) < (int)cap ? 0 : -1;
+}
+
+int dz_path_within(const char *path, const char *dir) {
+    char p[PATH_MAX], d[PATH_MAX];
+    if (dz_path_resolve(path, p, sizeof p) != 0 || dz_path_resolve(dir, d, sizeof d) != 0) return 0;
+    return under(d, p);
+}
+
 int dz_mkdirs(const char *path) {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;

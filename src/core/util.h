@@ -27,4 +27,10 @@ int dz_open_regular(const char *path, dz_error *err);
  * what (e.g. "weight_map['x']") and both paths otherwise. */
 dz_status dz_path_check_inside(const char *dir, const char *name, const char *what, dz_error *err);
 
+/* Where path resolves, symlinks included, even when its last components do not exist yet
+ * (they are appended to the resolved existing part). -1 if nothing of it resolves. */
+int dz_path_resolve(const char *path, char *out, size_t cap);
+/* 1 when path (resolved as above) is dir or inside it. */
+int dz_path_within(const char *path, const char *dir);
+
 #endif

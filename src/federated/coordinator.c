@@ -454,10 +454,12 @@ static dz_status start_run(coordinator *c, int *lock_fd, dz_error *err) {
     dz_status st = dz_train_config_check(&c->train, err);
     if (st == DZ_OK) st = dz_fed_settings_check(&c->fed, (int)c->q, err);
     const int made = st == DZ_OK && !dz_is_dir(c->run_dir);
+    snprintf(path, sizeof path, "%s/.lock", c->run_dir);
+    const int lock_was_there = dz_file_exists(path);
     st = start_files(c, lock_fd, st, err);
     snprintf(path, sizeof path, "%s/run.json", c->run_dir);
-    if (st != DZ_OK && *lock_fd >= 0 && !dz_file_exists(path)) {
-        dz_run_unlock(c->run_dir, *lock_fd, made);
+    if (st != DZ_OK && *lock_fd >= 0 && !dz_file_exists(path)) { /* the folder as it was */
+        dz_run_unlock(c->run_dir, *lock_fd, !lock_was_there, made);
         *lock_fd = -1;
     }
     return st;
@@ -575,7 +577,7 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     cl = dz_seedlog_close(c->log, st == DZ_OK ? err : NULL);
     if (st == DZ_OK) st = cl;
     dz_setup_free(c->setup);
-    if (lock_fd >= 0) dz_run_unlock(c->run_dir, lock_fd, 0);
+    if (lock_fd >= 0) dz_run_unlock(c->run_dir, lock_fd, 0, 0);
     free(c->run_json);
     free(strings);
     pthread_cond_destroy(&c->cv);

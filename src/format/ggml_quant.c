@@ -4,6 +4,7 @@
  * value equals what ggml's reference dequantization gives, bit for bit. */
 #include "format/ggml_quant.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "distzo/dtype.h"
@@ -191,5 +192,35 @@ void dz_ggml_dequantize(uint32_t type, const void *src, float *dst, size_t n) {
         case DZ_GGML_Q6_K: q6_k(b, dst); break;
         default: return; /* callers check dequantizable first */
         }
+    }
+}
+
+int dz_ggml_quantizable(uint32_t type) {
+    return type == DZ_GGML_F32 || type == DZ_GGML_F16 || type == DZ_GGML_BF16 || type == DZ_GGML_Q8_0;
+}
+
+static void put_half(unsigned char *p, uint16_t h) {
+    p[0] = (unsigned char)(h & 0xFF);
+    p[1] = (unsigned char)(h >> 8);
+}
+
+static void quantize_q8_0(const float *x, unsigned char *b) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]); /* ggml's MAX() */
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_half(b, dz_f32_to_f16(d));
+    for (int j = 0; j < QK; j++) b[2 + j] = (unsigned char)(int8_t)roundf(x[j] * id);
+}
+
+void dz_ggml_quantize(uint32_t type, const float *src, void *dst, size_t n) {
+    unsigned char *b = dst;
+    switch (type) {
+    case DZ_GGML_F32: memcpy(dst, src, n * 4); return;
+    case DZ_GGML_F16: dz_from_f32(dst, DZ_F16, src, n); return;
+    case DZ_GGML_BF16: dz_from_f32(dst, DZ_BF16, src, n); return;
+    case DZ_GGML_Q8_0:
+        for (size_t i = 0; i < n / QK; i++) quantize_q8_0(src + i * QK, b + i * 34);
+        return;
+    default: return; /* callers check dz_ggml_quantizable first */
     }
 }

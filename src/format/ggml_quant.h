@@ -1,5 +1,5 @@
 /* ggml tensor types as GGUF files store them: block sizes and byte sizes of every type a
- * GGUF file may hold, and dequantization into fp32 of the ones distzo reads (F32, F16,
+ * GGUF file may hold, quantization into the few types distzo writes, and dequantization into fp32 of the ones distzo reads (F32, F16,
  * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). The block layouts
  * and the arithmetic follow ggml's reference (ggml-common.h block structs,
  * ggml-quants.c dequantize_row_*), operation for operation, so values are bit-exact. */
@@ -32,5 +32,13 @@ dz_ggml_type_info dz_ggml_type_describe(uint32_t type);
 /* dst[0..n) = the n elements at src, which is n / block whole blocks of a dequantizable
  * type (n a multiple of the block size; src may be unaligned). */
 void dz_ggml_dequantize(uint32_t type, const void *src, float *dst, size_t n);
+
+/* 1 for the types dz_ggml_quantize writes: F32, F16, BF16, Q8_0. */
+int dz_ggml_quantizable(uint32_t type);
+/* dst = src[0..n) in type (n a multiple of the block; dst may be unaligned), as ggml's
+ * reference writes it: F16 and BF16 rounded to nearest even (BF16 NaNs kept quiet, as
+ * ggml_compute_fp32_to_bf16); Q8_0 as quantize_row_q8_0_ref: per block of 32,
+ * d = amax / 127, q = roundf(x * (1/d)) (halves away from zero), d stored as fp16. */
+void dz_ggml_quantize(uint32_t type, const float *src, void *dst, size_t n);
 
 #endif

@@ -2,11 +2,8 @@
  * tensors are dequantized row slice by row slice into the model's arena in its dtype (the
  * mapped file is never copied whole), and the mapping is closed once every tensor is in.
  *
- * llama.cpp's converter permutes the rows of a llama model's Q and K weights so that
- * rotary pairs are interleaved (2i, 2i+1) (convert_hf_to_gguf.py, LlamaModel.permute:
- * reshape(heads, 2, head_dim/2, dim).swapaxes(1, 2), K with the KV head count); distzo's
- * forward rotates (i, i + head_dim/2) as Hugging Face does, so those rows are put back at
- * load, as for llama2.c. Qwen2 is converted without the permutation (NEOX rotary). */
+ * A llama model's Q and K rows were permuted by llama.cpp's converter (gguf_layout.h); they
+ * are put back at load, as for llama2.c. Qwen2 is converted without it (NEOX rotary). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +12,7 @@
 
 #include "core/util.h"
 #include "format/gguf.h"
+#include "model/gguf_layout.h"
 #include "model/model_internal.h"
 
 typedef struct gguf_arch {
@@ -148,27 +146,6 @@ dz_status dz_config_from_gguf(const char *path, dz_config *cfg, dz_error *err) {
     return st;
 }
 
-/* The GGUF name of a tensor of the parameter table. */
-static void gguf_name(const dz_param *p, int n_layers, char *out, size_t cap) {
-    if (p->block == n_layers) {
-        const char *n = p->role == DZ_G_TOK_EMB ? "token_embd" : p->role == DZ_G_FINAL_NORM_W ? "output_norm" : "output";
-        snprintf(out, cap, "%s.weight", n);
-        return;
-    }
-    static const struct { int role; const char *name; } layer[] = {
-        {DZ_L_ATTN_NORM_W, "attn_norm.weight"}, {DZ_L_WQ, "attn_q.weight"},    {DZ_L_BQ, "attn_q.bias"},
-        {DZ_L_WK, "attn_k.weight"},             {DZ_L_BK, "attn_k.bias"},      {DZ_L_WV, "attn_v.weight"},
-        {DZ_L_BV, "attn_v.bias"},               {DZ_L_WO, "attn_output.weight"}, {DZ_L_FFN_NORM_W, "ffn_norm.weight"},
-        {DZ_L_W_UP, "ffn_up.weight"},           {DZ_L_W_GATE, "ffn_gate.weight"}, {DZ_L_W_DOWN, "ffn_down.weight"},
-    };
-    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-        if (layer[i].role == p->role) {
-            snprintf(out, cap, "blk.%d.%s", p->block, layer[i].name);
-            return;
-        }
-    snprintf(out, cap, "blk.%d.<role %d>", p->block, p->role);
-}
-
 static dz_status check_tensor(const dz_gguf *g, const dz_param *p, const char *name, const dz_gguf_tensor *t,
                               dz_error *err) {
     if (!t) return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is missing", g->path, name);
@@ -197,20 +174,12 @@ static void release_pages(const void *p, size_t len) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-/* The model row a file row lands on: itself, or for an interleaved Q/K weight, row 2i + r
- * of each head moves to r * head_dim/2 + i. */
-static int64_t model_row(int64_t row, int interleaved, int head_dim) {
-    if (!interleaved) return row;
-    const int64_t head = row / head_dim, within = row % head_dim, half = head_dim / 2;
-    return head * head_dim + (within % 2) * half + within / 2;
-}
-
 /* Dequantizes t row by row (through one fp32 row) into dst, in dtype. */
 static void place_rows(const dz_gguf_tensor *t, void *dst, dz_dtype dtype, int interleaved, int head_dim, float *row) {
     const size_t cols = (size_t)t->ne[0], esz = dz_dtype_size(dtype);
     for (int64_t r = 0; r < t->nrows; r++) {
         dz_ggml_dequantize(t->type, (const char *)t->data + (size_t)r * t->row_bytes, row, cols);
-        dz_from_f32((char *)dst + (size_t)model_row(r, interleaved, head_dim) * cols * esz, dtype, row, cols);
+        dz_from_f32((char *)dst + (size_t)(interleaved ? dz_gguf_model_row(r, head_dim) : r) * cols * esz, dtype, row, cols);
     }
 }
 
@@ -233,7 +202,7 @@ dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err) {
     char name[128];
     for (int i = 0; st == DZ_OK && i < m->table.count; i++) {
         const dz_param *p = &m->table.params[i];
-        gguf_name(p, m->cfg.n_layers, name, sizeof name);
+        dz_gguf_tensor_name(p, m->cfg.n_layers, name, sizeof name);
         found[i] = dz_gguf_find_tensor(&g, name);
         st = check_tensor(&g, p, name, found[i], err);
         if (st != DZ_OK) break;
@@ -253,8 +222,7 @@ dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err) {
     size_t off = 0;
     for (int i = 0; st == DZ_OK && i < m->table.count; i++) {
         const dz_param *p = &m->table.params[i];
-        const int interleaved = a->interleaved_rope && (p->role == DZ_L_WQ || p->role == DZ_L_WK) &&
-                                p->block < m->cfg.n_layers;
+        const int interleaved = dz_gguf_permuted(p, m->cfg.n_layers, a->interleaved_rope);
         void *dst = (char *)m->owned + off;
         off += ((size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
         place_rows(found[i], dst, m->dtype, interleaved, m->cfg.head_dim, row);

@@ -94,9 +94,9 @@ dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err) {
 int dz_model_find_tokenizer(const char *path, const dz_config *cfg, char *out, size_t cap) {
     char cand[PATH_MAX];
     out[0] = '\0';
-    if (dz_is_dir(path)) { /* an HF folder holds its tokenizer's files */
-        static const char *markers[] = {"tokenizer.json", "vocab.json", "encoder.json"};
-        for (int i = 0; i < 3; i++)
+    if (dz_is_dir(path)) { /* an HF folder holds its tokenizer's files (SentencePiece: tokenizer.model alone) */
+        static const char *markers[] = {"tokenizer.json", "vocab.json", "encoder.json", "tokenizer.model"};
+        for (int i = 0; i < 4; i++)
             if (dz_path_join(cand, sizeof cand, path, markers[i]) == 0 && dz_file_exists(cand)) {
                 snprintf(out, cap, "%s", path);
                 return 1;

@@ -1,17 +1,23 @@
-/* distzo export: a run's seed log replayed onto its base model, written in HF layout. */
+/* distzo export: a run's seed log replayed onto its base model (or a model as it is),
+ * written in HF layout or as a GGUF file for llama.cpp. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/util.h"
+#include "distzo/log.h"
 #include "distzo/setup.h"
 #include "distzo/train.h"
+#include "format/gguf_write.h"
+#include "model/save_gguf.h"
 #include "run/run_files.h"
 #include "run/seedlog.h"
 #include "run/setup.h"
 #include "store/store.h"
+#include "tokenizer/save_gguf.h"
 
 /* The store holds the layers; the global block joins it, then the file is copied. */
 static dz_status save_from_store(dz_store *store, const dz_model *m, const char *out_dir, dz_error *err) {
@@ -26,28 +32,106 @@ static dz_status save_from_store(dz_store *store, const dz_model *m, const char 
     return st;
 }
 
-/* The tokenizer travels with the weights: the run's, else the one beside the base model
- * (none found: the weights alone). */
-static dz_status save_tokenizer(const dz_train_config *c, const char *base, const char *out_dir, dz_error *err) {
+/* The tokenizer that travels with the weights: the run's, else the one beside the model
+ * (none found: NULL, the weights alone). */
+static dz_tokenizer *find_tokenizer(const char *run_tokenizer, const char *model) {
     dz_tokenizer *tok = NULL;
     char base_tok[4200];
-    const char *tp = c->tokenizer;
-    dz_status st = DZ_OK;
-    if (!tp && dz_setup_base_tokenizer(base, base_tok, sizeof base_tok, NULL) == DZ_OK) tp = base_tok;
-    if (tp && dz_tokenizer_load(tp, 0, &tok, NULL) == DZ_OK) st = dz_tokenizer_save_hf(tok, out_dir, err);
-    dz_tokenizer_free(tok);
+    const char *tp = run_tokenizer;
+    if (!tp && dz_setup_base_tokenizer(model, base_tok, sizeof base_tok, NULL) == DZ_OK) tp = base_tok;
+    if (tp && dz_tokenizer_load(tp, 0, &tok, NULL) != DZ_OK) tok = NULL;
+    return tok;
+}
+
+/* The file's general.name: the model's file or folder name. */
+static const char *model_name(const char *path, char *buf, size_t cap) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    snprintf(buf, cap, "%.*s", (int)(n - b), path + b);
+    char *dot = strrchr(buf, '.');
+    if (dot && dot != buf && (!strcmp(dot, ".gguf") || !strcmp(dot, ".bin"))) *dot = '\0';
+    return buf;
+}
+
+static dz_status write_gguf(const dz_model *m, const dz_weight_source *src, const dz_tokenizer *tok, const char *model,
+                            const char *out, const char *type_name, dz_error *err) {
+    const int type = dz_gguf_file_type_parse(type_name ? type_name : "f16");
+    if (type < 0)
+        return dz_fail(err, DZ_ERR_INVALID, "export: --type %s: expected f32, f16, bf16 or q8_0", type_name);
+    const dz_config *cfg = dz_model_config(m);
+    char name[256];
+    dz_gguf_writer *w = NULL;
+    dz_status st = dz_gguf_writer_create(out, 0, &w, err);
+    if (st == DZ_OK)
+        st = dz_model_gguf_declare(cfg, dz_model_params(m), (uint32_t)type, model_name(model, name, sizeof name), w, err);
+    if (st == DZ_OK && tok) st = dz_tokenizer_gguf_declare(tok, cfg->vocab_size, w, err);
+    if (st == DZ_OK && !tok) dz_log(DZ_LOG_WARN, "export: %s has no tokenizer: %s holds the weights alone", model, out);
+    if (st == DZ_OK) st = dz_gguf_writer_begin(w, err);
+    if (st == DZ_OK) st = dz_model_gguf_write(cfg, dz_model_params(m), src, w, err);
+    if (st == DZ_OK) st = dz_gguf_writer_finish(w, err);
+    dz_gguf_writer_free(w);
     return st;
 }
 
-dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, const char *store_spec,
-                    dz_error *err) {
+/* The output never lands on what export reads: the run folder (a reader leaves it as it
+ * is), the model's file, or the model's folder (its files would be replaced). */
+static dz_status check_out(const char *run_dir, const char *model, const char *out, dz_error *err) {
+    char model_dir[4200];
+    snprintf(model_dir, sizeof model_dir, "%s", model);
+    if (!dz_is_dir(model_dir)) {
+        char *slash = strrchr(model_dir, '/');
+        snprintf(slash ? slash : model_dir, sizeof model_dir - (size_t)(slash ? slash - model_dir : 0), "%s",
+                 slash == model_dir ? "/" : slash ? "" : ".");
+    }
+    if (run_dir && dz_path_within(out, run_dir))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is inside the run folder %s: export reads the run and never "
+                       "writes into it; choose another folder", out, run_dir);
+    char a[4200], b[4200], c[4200];
+    if (dz_path_resolve(out, a, sizeof a) == 0 && dz_path_resolve(model_dir, b, sizeof b) == 0 && !strcmp(a, b))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is the folder of the %s model %s: its files would be replaced; "
+                       "choose another folder", out, run_dir ? "base" : "exported", model);
+    if (dz_path_resolve(out, a, sizeof a) == 0 && dz_path_resolve(model, c, sizeof c) == 0 && !strcmp(a, c))
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s is the model being exported: choose another file", out);
+    return DZ_OK;
+}
+
+/* A model converted as it is (no run): loaded in fp32, so any file dtype is written exactly
+ * (bf16 and f16 widen losslessly; a quantized GGUF is dequantized). */
+static dz_status convert_model(const dz_export_spec *spec, dz_error *err) {
+    dz_model *m = NULL;
+    dz_status st = dz_model_load(spec->model, DZ_F32, &m, err);
+    dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(NULL, spec->model) : NULL;
+    if (st == DZ_OK && spec->format == DZ_EXPORT_GGUF) {
+        const dz_weight_source src = dz_model_weights(m);
+        st = write_gguf(m, &src, tok, spec->model, spec->out, spec->gguf_type, err);
+    } else if (st == DZ_OK) {
+        st = dz_model_save_hf(m, spec->out, err);
+        if (st == DZ_OK && tok) st = dz_tokenizer_save_hf(tok, spec->out, err);
+    }
+    dz_tokenizer_free(tok);
+    dz_model_free(m);
+    return st;
+}
+
+dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
+    if (!spec->out) return dz_fail(err, DZ_ERR_INVALID, "export: no output path");
+    if (!spec->run_dir) {
+        if (!spec->model) return dz_fail(err, DZ_ERR_INVALID, "export: needs a run folder or a model");
+        if (spec->store) return dz_fail(err, DZ_ERR_INVALID, "export: a store is for replaying a run (--run)");
+        dz_status st = check_out(NULL, spec->model, spec->out, err);
+        return st == DZ_OK ? convert_model(spec, err) : st;
+    }
+    const char *run_dir = spec->run_dir, *base = spec->model;
     dz_train_config c = {0};
     char *strings = NULL, path[4200];
     dz_status st = dz_run_config_read(run_dir, &c, &strings, err);
     dz_zo_setup *s = NULL;
     dz_seedlog *log = NULL;
     if (!base && st == DZ_OK) base = c.model;
-    const dz_weights_spec ws = {.path = base, .master_dtype = c.store.master_dtype, .store = store_spec};
+    if (st == DZ_OK) st = check_out(run_dir, base, spec->out, err);
+    const dz_weights_spec ws = {.path = base, .master_dtype = c.store.master_dtype, .store = spec->store};
     if (st == DZ_OK) st = dz_setup_weights(&ws, &s, err);
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
@@ -64,11 +148,28 @@ dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, 
         if (isfinite(r.g[0])) st = dz_zo_apply(dz_setup_zo_engine(s), r.step, r.lr, r.g, err);
     }
     dz_store *store = s ? dz_setup_store(s) : NULL;
-    if (st == DZ_OK && !store) st = dz_model_save_hf(dz_setup_model(s), out_dir, err);
-    if (st == DZ_OK && store) st = save_from_store(store, dz_setup_model(s), out_dir, err);
-    if (st == DZ_OK) st = save_tokenizer(&c, base, out_dir, err);
+    dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(c.tokenizer, base) : NULL;
+    if (st == DZ_OK && spec->format == DZ_EXPORT_GGUF) {
+        dz_zo_engine *e = dz_setup_zo_engine(s);
+        st = dz_zo_flush(e, err);
+        const dz_weight_source src = dz_zo_master_source(e);
+        if (st == DZ_OK) st = write_gguf(dz_setup_model(s), &src, tok, base, spec->out, spec->gguf_type, err);
+        /* a store read that failed handed the writer zeros: the file just written is wrong */
+        if (st == DZ_OK && (st = dz_zo_source_status(e, err)) != DZ_OK) unlink(spec->out);
+    } else {
+        if (st == DZ_OK && !store) st = dz_model_save_hf(dz_setup_model(s), spec->out, err);
+        if (st == DZ_OK && store) st = save_from_store(store, dz_setup_model(s), spec->out, err);
+        if (st == DZ_OK && tok) st = dz_tokenizer_save_hf(tok, spec->out, err);
+    }
+    dz_tokenizer_free(tok);
     dz_seedlog_close(log, NULL);
     dz_setup_free(s);
     free(strings);
     return st;
+}
+
+dz_status dz_export(const char *run_dir, const char *base, const char *out_dir, const char *store_spec,
+                    dz_error *err) {
+    const dz_export_spec spec = {.run_dir = run_dir, .model = base, .out = out_dir, .store = store_spec};
+    return dz_export_model(&spec, err);
 }

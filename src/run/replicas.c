@@ -40,15 +40,6 @@ dz_status dz_trainer_verify_replicas(dz_trainer *tr, int done, dz_error *err) {
     dz_status st = dz_zo_flush(tr->e, err);
     if (st != DZ_OK) return st;
     if ((st = inject_fault(tr, done, err)) != DZ_OK) return st;
-    const int copies = tr->node_shared ? dz_comm_n_nodes(tr->comm) : dz_comm_size(tr->comm);
-    if (copies < 2) { /* nothing to compare: say so once rather than report agreement */
-        if (tr->rank0 && !tr->verify_warned)
-            dz_log(DZ_LOG_WARN, "--verify-every: this job holds one copy of the weights (%s), so there is nothing to "
-                   "compare it with; the check compares the copies of nodes (or of ranks with --node-size 1)",
-                   dz_comm_size(tr->comm) > 1 ? "its ranks share it" : "one process");
-        tr->verify_warned = 1;
-        return DZ_OK;
-    }
     const int node_rank = dz_comm_node_rank(tr->comm), node = dz_comm_node(tr->comm);
     const int slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1;
     uint64_t sum = 0, lo, hi;
@@ -56,6 +47,17 @@ dz_status dz_trainer_verify_replicas(dz_trainer *tr, int done, dz_error *err) {
     if (st == DZ_OK && tr->node_shared) st = dz_comm_node_sum_u64(tr->comm, &sum, 1, err);
     if (st == DZ_OK) st = dz_comm_minmax_u64(tr->comm, sum, &lo, &hi, err);
     if (st != DZ_OK) return st;
+    const int copies = tr->node_shared ? dz_comm_n_nodes(tr->comm) : dz_comm_size(tr->comm);
+    if (copies < 2) { /* nothing to compare: say so rather than report agreement */
+        if (tr->rank0 && !tr->verify_warned)
+            dz_log(DZ_LOG_WARN, "--verify-every: this job holds one copy of the weights (%s), so there is nothing to "
+                   "compare it with; the check compares the copies of nodes (or of ranks with --node-size 1)",
+                   dz_comm_size(tr->comm) > 1 ? "its ranks share it" : "one process");
+        tr->verify_warned = 1;
+        if (tr->rank0) dz_log(DZ_LOG_INFO, "weights after step %d: checksum %016llx (one copy: not compared)", done,
+                              (unsigned long long)sum);
+        return DZ_OK;
+    }
     if (lo != hi)
         return dz_fail(err, DZ_ERR_INVALID,
                        "replica check after step %d: the weights differ between nodes (checksums %016llx to %016llx; "

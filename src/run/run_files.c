@@ -283,14 +283,12 @@ dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err) {
                    e == EWOULDBLOCK ? "it holds .lock" : strerror(e));
 }
 
-void dz_run_unlock(const char *run_dir, int fd, int remove_folder) {
+void dz_run_unlock(const char *run_dir, int fd, int remove_lock, int remove_folder) {
     if (fd < 0) return;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/.lock", run_dir);
-    if (remove_folder) {
-        unlink(path);
-        rmdir(run_dir); /* only if empty: whatever else is there stays */
-    }
+    if (remove_lock || remove_folder) unlink(path);
+    if (remove_folder) rmdir(run_dir); /* only if empty: whatever else is there stays */
     close(fd);
 }
 

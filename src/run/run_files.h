@@ -23,10 +23,11 @@ dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const 
                                int *changed, dz_error *err);
 
 /* The run folder's exclusive lock (run_dir/.lock, flock): one distzo run writes a folder
- * at a time, taken before the first write. unlock closes it; with remove_folder (a fresh
- * start that failed before run.json) the lock file and the then empty folder go too. */
+ * at a time, taken before the first write. unlock closes it; a fresh start that failed
+ * before run.json removes the lock file it created (remove_lock) and the folder it made
+ * (remove_folder, only if then empty), leaving the folder as it was. */
 dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err);
-void dz_run_unlock(const char *run_dir, int fd, int remove_folder);
+void dz_run_unlock(const char *run_dir, int fd, int remove_lock, int remove_folder);
 
 /* Writes run_dir/checkpoint-<steps_done>/ (HF layout: config.json, model.safetensors,
  * tokenizer files, trainer_state.json) through a temporary folder and a rename, then

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "core/util.h"
+#include "format/safetensors.h"
 #include "distzo/setup.h"
 #include "parallel/comm.h"
 #include "run/setup.h"
@@ -38,7 +39,31 @@ static int same_file(const struct stat *a, const char *path) {
     return stat(path, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
 }
 
-/* Writing the store at store_path must not replace a file the run reads. */
+/* A file already at the store path is replaced only when it is a store an earlier run
+ * left (a safetensors file on its own): never a file of another kind, nor the weights of a
+ * model folder or checkpoint (a config.json beside them). */
+static dz_status existing_store_ok(const char *store_path, const struct stat *st, dz_error *err) {
+    if (!S_ISREG(st->st_mode))
+        return dz_fail(err, DZ_ERR_INVALID, "--store %s exists and is not a regular file: choose another path",
+                       store_path);
+    dz_safetensors sf;
+    if (dz_safetensors_open(store_path, &sf, NULL) != DZ_OK)
+        return dz_fail(err, DZ_ERR_INVALID, "--store %s exists and is not a store an earlier run left (not a "
+                       "safetensors file): distzo replaces no file it did not make; remove it or choose another path",
+                       store_path);
+    dz_safetensors_close(&sf);
+    char beside[4200];
+    snprintf(beside, sizeof beside, "%s", store_path);
+    char *slash = strrchr(beside, '/');
+    snprintf(slash ? slash + 1 : beside, sizeof beside - (size_t)(slash ? slash + 1 - beside : 0), "config.json");
+    if (dz_file_exists(beside))
+        return dz_fail(err, DZ_ERR_INVALID, "--store %s holds a model's weights (%s is beside it): distzo replaces no "
+                       "file it did not make; choose another path", store_path, beside);
+    return DZ_OK;
+}
+
+/* Writing the store at store_path must not replace a file the run reads, nor one that is
+ * not a store. */
 static dz_status check_store_path(const char *store_path, const dz_weights_spec *spec, dz_error *err) {
     struct stat st;
     if (stat(store_path, &st) != 0) return DZ_OK; /* a new file */
@@ -53,7 +78,7 @@ static dz_status check_store_path(const char *store_path, const dz_weights_spec 
     if (d) closedir(d);
     for (int i = 0; i < spec->n_inputs && !hit; i++)
         if (spec->inputs[i] && same_file(&st, spec->inputs[i])) hit = spec->inputs[i];
-    if (!hit) return DZ_OK;
+    if (!hit) return existing_store_ok(store_path, &st, err);
     return dz_fail(err, DZ_ERR_INVALID, "--store %s is the file %s, which this run reads: choose another path", store_path,
                    hit);
 }

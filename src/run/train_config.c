@@ -40,6 +40,25 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "--weight-decay %g: must be finite and >= 0", o->wd);
     if (!isfinite(o->eps) || !(o->eps > 0)) return dz_fail(err, DZ_ERR_INVALID, "--eps %g: must be positive", o->eps);
     if (o->warmup < 0) return dz_fail(err, DZ_ERR_INVALID, "--warmup %d is negative", o->warmup);
+    if (o->q < 1 || o->q > DZ_ZO_MAX_Q)
+        return dz_fail(err, DZ_ERR_INVALID, "--spsa-samples %d is outside 1..%d", o->q, DZ_ZO_MAX_Q);
+    if (o->max_bad_steps < 1)
+        return dz_fail(err, DZ_ERR_INVALID, "--max-bad-steps %d: must be at least 1", o->max_bad_steps);
+    const dz_train_schedule *s = &c->schedule;
+    const struct { const char *option; int value; } counts[] = { /* 0 means never (evaluation: at the end) */
+        {"--eval-every", s->eval_every}, {"--checkpoint-every", s->checkpoint_every},
+        {"--log-sync-every", s->log_sync_every}, {"--seq", d->lm_seq}, {"--max-resident", c->store.max_resident_mb},
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (counts[i].value < 0)
+            return dz_fail(err, DZ_ERR_INVALID, "%s %d is negative", counts[i].option, counts[i].value);
+    if (s->keep_checkpoints < 1)
+        return dz_fail(err, DZ_ERR_INVALID, "--keep-checkpoints %d: keep at least 1", s->keep_checkpoints);
+    if (s->eval_batch < 1) return dz_fail(err, DZ_ERR_INVALID, "eval batch %d: must be at least 1", s->eval_batch);
+    if (d->lm_seq == 1) return dz_fail(err, DZ_ERR_INVALID, "--seq 1: a window needs at least 2 tokens");
+    if (o->warmup > o->steps)
+        dz_log(DZ_LOG_WARN, "--warmup %d is longer than the run's %d steps: the learning rate never reaches --lr",
+               o->warmup, o->steps);
     if (o->eps < 1e-5f) /* fp32 forwards: L+ - L- is then mostly rounding, and often exactly 0 */
         dz_log(DZ_LOG_WARN, "--eps %g is very small: L+ - L- will be mostly float rounding (g often exactly 0); MeZO "
                "uses 1e-3", o->eps);

@@ -141,7 +141,8 @@ void dz_trainer_teardown(dz_trainer *tr) {
     free(tr->scores);
     free(tr->eval_pairs);
     free(tr->eval_preds);
-    dz_run_unlock(tr->run_dir, tr->lock_fd, tr->made_run_dir && tr->failed_before_write);
+    dz_run_unlock(tr->run_dir, tr->lock_fd, tr->failed_before_write && !tr->lock_was_there,
+                  tr->made_run_dir && tr->failed_before_write);
     dz_comm_finalize(tr->own_comm);
 }
 
@@ -260,8 +261,10 @@ static dz_status run_settings(dz_trainer *tr, const dz_train_config *cfg_in, int
         tr->made_run_dir = st == DZ_OK && !dz_is_dir(tr->run_dir);
         if (st == DZ_OK && (dz_mkdirs(tr->run_dir) != 0 || !dz_is_dir(tr->run_dir)))
             st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", tr->run_dir, strerror(errno));
-        if (st == DZ_OK) st = dz_run_lock(tr->run_dir, &tr->lock_fd, err);
         char probe[4200];
+        snprintf(probe, sizeof probe, "%s/.lock", tr->run_dir);
+        tr->lock_was_there = dz_file_exists(probe);
+        if (st == DZ_OK) st = dz_run_lock(tr->run_dir, &tr->lock_fd, err);
         for (int k = 0; k < 2 && st == DZ_OK; k++) { /* run.json is written once everything else checked out */
             snprintf(probe, sizeof probe, "%s/%s", tr->run_dir, k ? "run.json" : "seeds.log");
             if (dz_file_exists(probe))

@@ -50,6 +50,7 @@ typedef struct dz_trainer {
     int *eval_preds;
     int lock_fd;                      /* rank 0: the run folder's lock (-1: none) */
     int made_run_dir;                 /* this start created the run folder */
+    int lock_was_there;               /* the folder had a .lock before this start (from an earlier run) */
     int settings_changed;             /* a resume raised steps or changed housekeeping: run.json rewritten */
     int failed_before_write;          /* a fresh start failed before run.json: leave the folder as it was */
 } dz_trainer;

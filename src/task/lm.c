@@ -6,7 +6,7 @@
 #include "distzo/task.h"
 
 dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens, int n, int seq,
-                    double *nll_sum, int64_t *n_scored, dz_error *err) {
+                    double *nll_sum, int64_t *n_scored, float *token_logprobs, dz_error *err) {
     *nll_sum = 0.0;
     *n_scored = 0;
     if (seq < 2) return dz_fail(err, DZ_ERR_INVALID, "lm: window of %d tokens is too short", seq);
@@ -26,6 +26,7 @@ dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens,
         for (int i = 0; i < len - 1; i++) rows[i] = i;
         if (st == DZ_OK) st = dz_forward_logprobs(f, w, rows, tokens + start + 1, len - 1, lp, err);
         for (int i = 0; i < len - 1 && st == DZ_OK; i++) *nll_sum -= lp[i];
+        if (st == DZ_OK && token_logprobs) memcpy(token_logprobs + start, lp, sizeof(float) * (size_t)(len - 1));
         if (st == DZ_OK) *n_scored += len - 1;
     }
     free(rows);

@@ -30,6 +30,12 @@ for f in loss.png accuracy.png; do
   [ "$(head -c 8 "$tmp/plots/$f" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$f is not a PNG"
 done
 
+# without -o the plots go beside the run, and the run folder is left as it was
+before=$(ls -lA "$tmp/run"; sha256sum "$tmp/run/metrics.jsonl")
+"$distzo" plot "$tmp/run/" > /dev/null || fail "plot without -o failed"
+[ -s "$tmp/run-plots/loss.png" ] && [ -s "$tmp/run-plots/accuracy.png" ] || fail "no plots in run-plots/"
+[ "$before" = "$(ls -lA "$tmp/run"; sha256sum "$tmp/run/metrics.jsonl")" ] || fail "plot changed the run folder"
+
 # errors name the file
 out=$("$distzo" plot "$tmp/nothere" 2>&1) && fail "missing run folder accepted"
 grep -q "nothere/metrics.jsonl" <<< "$out" || fail "missing-file message: $out"

@@ -25,6 +25,14 @@ grep -q "removed .*checkpoint-2 (--keep-checkpoints 2)" "$tmp/train.txt" && ok "
 [ -f "$tmp/r/checkpoint-3-mine/file" ] && [ -f "$tmp/r/notes/file" ] && ok "the user's folders survive" ||
   bad "a folder distzo did not write was removed"
 
+# a run's checkpoint is evaluated as the run did: its test data, prompt and label words
+ev() { "$bin" eval "$@" --json 2>/dev/null | grep -o '"data": "[^"]*", "examples": [0-9]*, "accuracy": [0-9.]*, "predicted": \[[0-9, ]*\]'; }
+mine=$(ev "$tmp/r/checkpoint-8") run_own=$(ev "$tmp/r/checkpoint-8" --data "$tmp/test.tsv" --label-words bad,good)
+acc8=$(grep '"step": 7,' "$tmp/r/metrics.jsonl" | grep -o '"test_accuracy": [0-9.]*' | grep -o '[0-9.]*$')
+if [ -n "$mine" ] && [ "$mine" = "$run_own" ] && awk -v a="$acc8" -v l="$mine" 'BEGIN { split(l, p, "\"accuracy\": "); exit !((p[2] + 0) - a < 1e-6 && a - (p[2] + 0) < 1e-6) }'; then
+  ok "eval of a checkpoint with no flags uses the run's test data and label words (accuracy $acc8, as logged)"
+else bad "eval of a checkpoint: '$mine' vs the run's settings '$run_own' (logged $acc8)"; fi
+
 snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum; find . | sort) ; }
 snapshot "$tmp/r" > "$tmp/before.txt"
 "$bin" export --run "$tmp/r" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
@@ -82,6 +90,19 @@ out=$("$bin" train --resume --out "$tmp/r" 2>&1)
 grep -q "already finished its 11 steps" <<<"$out" && ok "the next resume knows the raised length" ||
   bad "resume after raising: $(tail -1 <<<"$out")"
 
+# export never writes into the run folder, nor over the base model's folder
+mkdir -p "$tmp/basedir"; cp "$assets/stories260K/stories260K.bin" "$assets/stories260K/tok512.bin" "$tmp/basedir/"
+snapshot "$tmp/r" > "$tmp/before_export.txt"; snapshot "$tmp/basedir" > "$tmp/before_base.txt"
+for o in "$tmp/r" "$tmp/r/best" "$tmp/r/new/sub" "$tmp/r/../r"; do
+  if out=$("$bin" export --run "$tmp/r" -o "$o" 2>&1); then bad "export -o $o (in the run folder) accepted"
+  else grep -q "is inside the run folder" <<<"$out" && ok "export -o ${o#"$tmp"/} refused: in the run folder" || bad "export -o $o: $out"; fi
+done
+if out=$("$bin" export --run "$tmp/r" --base "$tmp/basedir/stories260K.bin" -o "$tmp/basedir" 2>&1); then bad "export over the base model's folder accepted"
+else grep -q "is the folder of the base model" <<<"$out" && ok "export over the base model's folder refused" || bad "export -o base folder: $out"; fi
+snapshot "$tmp/r" > "$tmp/after_export.txt"; snapshot "$tmp/basedir" > "$tmp/after_base.txt"
+cmp -s "$tmp/before_export.txt" "$tmp/after_export.txt" && cmp -s "$tmp/before_base.txt" "$tmp/after_base.txt" &&
+  ok "refused exports changed neither the run nor the base model" || bad "a refused export wrote something"
+
 # a run folder's own files cannot point outside it: LATEST naming another path is refused
 cp -r "$tmp/r" "$tmp/r2"; mkdir -p "$tmp/elsewhere"
 printf 'checkpoint-10/../../elsewhere\n' > "$tmp/r2/LATEST"
@@ -95,7 +116,12 @@ out=$("$bin" train --resume --steps 12 --out "$tmp/r2" 2>&1) && bad "a checkpoin
 
 # check everything before writing anything: a refused start leaves no folder behind
 for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \
-           "--eps 0"; do
+           "--eps 0" "--keep-checkpoints 0" "--eval-every -1" "--checkpoint-every -1" "--log-sync-every -1" \
+           "--max-bad-steps 0" "--spsa-samples 0" "--spsa-samples 65" "--task lm --seq 1" "--seq -5" "--threads -1" \
+           "--threads 100000" "--store disk:$tmp/s.store --max-resident -1" "--store foo:bar" "--store disk:" \
+           "--label-words good" "--label-words a,,b" "--perturbation uniform" "--schedule step" "--master-dtype f16" \
+           "--lr nan" "--warmup -1" "--dev-examples -1" "--train-examples 0" "--batch 0" "--task regression" \
+           "--data $tmp/no-such-data.tsv" "--test $tmp"; do
   name=$(echo "$bad" | tr -cd '[:alnum:]')
   # shellcheck disable=SC2086
   if out=$("$bin" train $bad --out "$tmp/refused_$name" 2>&1); then bad "$bad accepted"
@@ -106,6 +132,14 @@ done
   bad "a missing model accepted"
 [ ! -e "$tmp/refused_model" ] && ok "a start that fails at the model leaves no folder behind" ||
   bad "a failed start left: $(ls -A "$tmp/refused_model" | tr '\n' ' ')"
+
+mkdir -p "$tmp/existing/notes"; echo "the user's" > "$tmp/existing/notes/file"
+snapshot "$tmp/existing" > "$tmp/before_existing.txt"
+"$bin" train "${run[@]}" --model "$tmp/no-such-model" --out "$tmp/existing" > /dev/null 2>&1 && bad "a missing model accepted"
+snapshot "$tmp/existing" > "$tmp/after_existing.txt"
+cmp -s "$tmp/before_existing.txt" "$tmp/after_existing.txt" && [ ! -e "$tmp/existing/.lock" ] &&
+  ok "a failed start in a folder that existed leaves it as it was (no .lock either)" ||
+  bad "a failed start changed an existing folder: $(ls -A "$tmp/existing" | tr '\n' ' ')"
 
 # one run folder, one writer: a second start on a folder in use is refused at once
 "$bin" train --steps 400 --eval-every 0 --checkpoint-every 0 --train-examples 32 --dev-examples 8 --batch 4 \
