@@ -249,6 +249,11 @@ static dz_status run_settings(dz_trainer *tr, const dz_train_config *cfg_in, int
                               dz_error *err) {
     dz_status st = DZ_OK;
     if (resume) {
+        char fed[4200];
+        snprintf(fed, sizeof fed, "%s/federated.json", tr->run_dir);
+        if (dz_file_exists(fed)) /* its rounds come from workers' data, which train does not have */
+            return dz_fail(err, DZ_ERR_INVALID, "%s is a federated run (federated.json): continue it with distzo serve "
+                           "--out %s --resume", tr->run_dir, tr->run_dir);
         if (tr->rank0) st = dz_run_lock(tr->run_dir, &tr->lock_fd, err);
         if (st == DZ_OK) st = dz_run_config_read(tr->run_dir, &tr->cfg, strings, err);
         if (st == DZ_OK) st = dz_run_config_resume(tr->run_dir, &tr->cfg, cfg_in, &tr->settings_changed, err);

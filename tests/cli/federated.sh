@@ -124,6 +124,8 @@ for w in 1 3; do
     ok "worker $w's replica equals distzo export of the run, byte for byte" || bad "worker $w's replica differs from export"
 done
 cmp -s "$tmp/w1.sum" "$tmp/w3.sum" && ok "the replicas' checksums agree" || bad "checksums differ"
+"$bin" train --resume --out "$tmp/run" > "$tmp/b7.txt" 2>&1; grep -q "is a federated run" "$tmp/b7.txt" &&
+  ok "train --resume of a federated run: refused, pointing to serve --resume" || bad "train --resume: $(cat "$tmp/b7.txt")"
 moved=$(grep -vc '"g": 0[,}]' "$tmp/run/metrics.jsonl")
 [ "$moved" -ge $((rounds / 2)) ] && ok "$moved of $rounds rounds moved the weights (g != 0)" ||
   bad "only $moved rounds have g != 0"
