@@ -18,6 +18,7 @@
 #include "distzo/util.h"
 #include "federated/byte_code.h"
 #include "federated/protocol.h"
+#include "federated/settings.h"
 
 static uint32_t bits(float f) {
     uint32_t u;
@@ -262,6 +263,46 @@ static void token_files(void **state) {
     assert_string_not_equal(k1, k2);
 }
 
+/* federated.json: written and read back equal; a field out of its bounds refused by the
+ * check, a malformed file by the reader, both naming the option or field. */
+static void settings_round_trip_and_bounds(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dz_fedset_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    dz_fed_settings s, back;
+    dz_fed_settings_default(&s);
+    s.samples_per_worker = 2, s.quorum = 3, s.round_timeout = 2.5, s.min_workers = 4, s.worker_timeout = 7;
+    s.code = DZ_FED_CODE_F32, s.g_clip = 12.25f, s.robust_clip = 3;
+    dz_error err = {0};
+    uint64_t fp = 0;
+    assert_int_equal(dz_fed_settings_check(&s, 4, &err), DZ_OK);
+    assert_int_equal(dz_fed_settings_write(dir, &s, 0xabcdef0123456789ULL, &err), DZ_OK);
+    assert_int_equal(dz_fed_settings_read(dir, &back, &fp, &err), DZ_OK);
+    assert_true(fp == 0xabcdef0123456789ULL);
+    assert_int_equal(back.samples_per_worker, 2);
+    assert_int_equal(back.quorum, 3);
+    assert_int_equal(back.min_workers, 4);
+    assert_int_equal(back.code, DZ_FED_CODE_F32);
+    assert_true(back.round_timeout == 2.5 && back.worker_timeout == 7 && back.g_clip == 12.25f && back.robust_clip == 3);
+    struct {
+        dz_fed_settings s;
+        const char *names;
+    } bad[] = {{s, "--samples-per-worker"}, {s, "--quorum"}, {s, "--round-timeout"}, {s, "--min-workers"},
+               {s, "--g-clip"}, {s, "--robust-clip"}};
+    bad[0].s.samples_per_worker = 5, bad[1].s.quorum = 5, bad[2].s.round_timeout = 0, bad[3].s.min_workers = 0;
+    bad[4].s.g_clip = NAN, bad[5].s.robust_clip = 0.5f;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        expect_refused(dz_fed_settings_check(&bad[i].s, 4, &err), &err, bad[i].names);
+    }
+    snprintf(path, sizeof path, "%s/federated.json", dir);
+    const char *broken = "{\"samples_per_worker\": 1, \"quorum\": 0}";
+    assert_int_equal(dz_write_file_atomic(path, broken, strlen(broken), &err), DZ_OK);
+    expect_refused(dz_fed_settings_read(dir, &back, &fp, &err), &err, "'round_timeout'");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(byte_code_decodes_as_the_reference),
@@ -272,6 +313,7 @@ int main(void) {
         cmocka_unit_test(join_and_run_info),
         cmocka_unit_test(round_round_trips),
         cmocka_unit_test(token_files),
+        cmocka_unit_test(settings_round_trip_and_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
