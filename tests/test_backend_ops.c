@@ -169,6 +169,23 @@ static void attention_gqa_padding_prefix_on(const dz_backend *be) {
                       .scale = 1.0f / sqrtf(hd), .scratch = scratch, .scratch_threads = 64};
     be->attention(out, q, &a);
     assert_true(max_rel_err(out, want, B * n_new * H * hd) < 1e-5);
+    /* packed (row0): only the real rows, back to back; each must be the padded layout's
+     * row bit for bit (the forward packs its streams so) */
+    int row0[B + 1], n = 0;
+    float *pq = malloc(sizeof(float) * B * n_new * H * hd), *pout = malloc(sizeof(float) * B * n_new * H * hd);
+    for (int b = 0; b < B; b++) {
+        row0[b] = n;
+        for (int i = 0; i < n_new && start[b] + i < lengths[b]; i++, n++)
+            memcpy(pq + n * H * hd, q + (b * n_new + i) * H * hd, sizeof(float) * H * hd);
+    }
+    row0[B] = n;
+    assert_true(n < B * n_new); /* the case has padding to drop */
+    a.row0 = row0;
+    be->attention(pout, pq, &a);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < row0[b + 1] - row0[b]; i++)
+            assert_memory_equal(pout + (row0[b] + i) * H * hd, out + (b * n_new + i) * H * hd, sizeof(float) * H * hd);
+    free(pq), free(pout);
     free(q), free(k), free(v), free(out), free(scratch), free(want);
 }
 ON_HOST_BACKENDS(attention_gqa_padding_prefix)

@@ -242,6 +242,18 @@ dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const in
 dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams,
                                       const int *rows, const int *targets, int nrows, float *const *logprobs,
                                       dz_error *err);
+/* The head's rows of one stream: log p(targets[i] | row rows[i]) into logprobs[i]. */
+typedef struct dz_head_rows {
+    int stream;
+    const int *rows, *targets;
+    int nrows;
+    float *logprobs;
+} dz_head_rows;
+/* log-probs for several streams, each with its own rows (distinct streams): the head's
+ * vocabulary chunks are visited once, each for every set in order, so a weight source
+ * that perturbs (the ZO step's) makes each chunk once for all the sets that see it. */
+dz_status dz_forward_logprobs_sets(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets,
+                                   dz_error *err);
 /* Runs every layer on the listed (already embedded) streams, layer by layer, streams in
  * the order given (a stream continuing a prompt must come after the prompt's stream). */
 dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, dz_error *err);

@@ -41,6 +41,9 @@ typedef struct dz_attn_args {
     int n_heads, n_kv_heads, head_dim;
     const int *start;   /* per sequence: position of its first query row */
     const int *lengths; /* per sequence: one past its last real position */
+    const int *row0;    /* per sequence b: its rows in q/out are [row0[b], row0[b + 1]), one per
+                           position from start[b] (packed); NULL: rows b * n_new + i, i < n_new.
+                           Rows at or past lengths[b] (padding) get zeros. */
     const float *const *prefix_k, *const *prefix_v; /* per sequence: slots for positions < start */
     const float *const *own_k, *const *own_v;       /* per sequence: slots for positions >= start */
     float scale;        /* usually 1/sqrt(head_dim) */

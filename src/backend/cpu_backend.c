@@ -81,19 +81,24 @@ static void cpu_rmsnorm(float *y, const float *x, const float *w, int rows, int 
     dz_parallel_for(rows, rmsnorm_row, &o);
 }
 
+enum { ROPE_TABLE_MAX = 256 }; /* frequencies computed once per call up to this head_dim / 2 */
+
 typedef struct rope_op {
     float *x;
     const int *positions;
     int n_heads, head_dim;
     float theta;
+    double freq[ROPE_TABLE_MAX];
 } rope_op;
+
+/* Same frequency formula as HF and llama2.c: theta^(-2i/d), in double. */
+static double rope_freq(float theta, int i, int head_dim) { return pow((double)theta, -2.0 * i / head_dim); }
 
 static void rope_row(void *ctx, int r, int thread) {
     const rope_op *o = ctx;
     const int n_heads = o->n_heads, head_dim = o->head_dim, half = head_dim / 2, pos = o->positions[r];
     for (int i = 0; i < half; i++) {
-        /* Same frequency formula as HF and llama2.c: theta^(-2i/d), in double. */
-        double freq = pow((double)o->theta, -2.0 * i / head_dim);
+        const double freq = i < ROPE_TABLE_MAX ? o->freq[i] : rope_freq(o->theta, i, head_dim);
         double ang = pos * freq;
         float c = (float)cos(ang), s = (float)sin(ang);
         for (int h = 0; h < n_heads; h++) {
@@ -106,8 +111,10 @@ static void rope_row(void *ctx, int r, int thread) {
     }
 }
 
+/* The frequencies are the same pow() calls as per row, made once: the same bits. */
 static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int head_dim, float theta) {
-    rope_op o = {x, positions, n_heads, head_dim, theta};
+    rope_op o = {x, positions, n_heads, head_dim, theta, {0}};
+    for (int i = 0; i < head_dim / 2 && i < ROPE_TABLE_MAX; i++) o.freq[i] = rope_freq(theta, i, head_dim);
     dz_parallel_for(rows, rope_row, &o);
 }
 
@@ -137,11 +144,13 @@ DZ_ISA_VARIANTS(attend_head, (float *out, const float *q, float *scratch, int b,
                 (out, q, scratch, b, h, a)) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
     const int kvh = h / (a->n_heads / a->n_kv_heads), start = a->start[b], len = a->lengths[b];
-    const float *qb = q + (size_t)b * a->n_new * qstride + (size_t)h * hd;
-    float *ob = out + (size_t)b * a->n_new * qstride + (size_t)h * hd;
-    int nq = len - start < a->n_new ? len - start : a->n_new; /* real query rows */
+    const size_t row0 = a->row0 ? (size_t)a->row0[b] : (size_t)b * a->n_new;
+    const int rows = a->row0 ? a->row0[b + 1] - a->row0[b] : a->n_new;
+    const float *qb = q + row0 * qstride + (size_t)h * hd;
+    float *ob = out + row0 * qstride + (size_t)h * hd;
+    int nq = len - start < rows ? len - start : rows; /* real query rows */
     if (nq < 0) nq = 0;
-    for (int i = nq; i < a->n_new; i++) memset(ob + (size_t)i * qstride, 0, sizeof(float) * hd);
+    for (int i = nq; i < rows; i++) memset(ob + (size_t)i * qstride, 0, sizeof(float) * hd);
     if (nq == 0) return;
     const int kmax = start + nq, kpad = (kmax + 15) / 16 * 16;
     const float *pk = a->prefix_k[b], *pv = a->prefix_v[b], *ok = a->own_k[b], *ov = a->own_v[b];

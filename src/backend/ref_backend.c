@@ -86,9 +86,9 @@ static double score(const float *qi, const dz_attn_args *a, int b, int j, int kv
 static void ref_attention(float *out, const float *q, const dz_attn_args *a) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, group = a->n_heads / a->n_kv_heads;
     for (int b = 0; b < a->batch; b++)
-        for (int i = 0; i < a->n_new; i++)
+        for (int i = 0; i < (a->row0 ? a->row0[b + 1] - a->row0[b] : a->n_new); i++)
             for (int h = 0; h < a->n_heads; h++) {
-                const size_t row = (size_t)b * a->n_new + i;
+                const size_t row = (a->row0 ? (size_t)a->row0[b] : (size_t)b * a->n_new) + i;
                 const float *qi = q + row * qstride + (size_t)h * hd;
                 float *oi = out + row * qstride + (size_t)h * hd;
                 const int pos = a->start[b] + i, kvh = h / group;

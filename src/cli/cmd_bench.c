@@ -450,13 +450,243 @@ static int bench_classify(int argc, char **argv) {
     return rc;
 }
 
+/* distzo bench eval: SST-2 prompt classification on a real model, eval forwards and ZO
+ * steps against the GEMM work they cannot avoid. The ideal of a batch is the GEMMs timed
+ * in the same run on exactly its Linear shapes, the faster of OpenBLAS sgemm and distzo's
+ * GEMM shape by shape: M = the rows the batch needs (no padding; each example's context
+ * once, each candidate's tokens but the last) for the layers, M = the scored rows for the
+ * head over the whole vocabulary. */
+typedef struct eval_batch_work {
+    dz_class_batch bb;
+    int ex0, real_tokens, padded_tokens, head_rows;
+    double t_eval, t_step, t_ideal[3]; /* best seconds seen; the ideal: OpenBLAS, distzo's GEMM, the faster per shape */
+} eval_batch_work;
+
+/* The Linear shapes of one forward over M tokens and H head rows (src/model/forward.c). */
+static int batch_shapes(const dz_config *c, int M, int H, gemm_shape *s) {
+    const int d = c->dim, f = c->hidden_dim, L = c->n_layers;
+    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    int n = 0;
+    s[n++] = (gemm_shape){M, qd, d, L};
+    s[n++] = (gemm_shape){M, kvd, d, 2.0 * L};
+    s[n++] = (gemm_shape){M, d, qd, L};
+    s[n++] = (gemm_shape){M, f, d, (c->arch == DZ_ARCH_OPT ? 1.0 : 2.0) * L};
+    s[n++] = (gemm_shape){M, d, f, L};
+    s[n++] = (gemm_shape){H, c->vocab_size, c->embed_dim, 1.0};
+    return n;
+}
+
+/* Seconds of one forward's GEMMs at the speed measured now: out[impl] per implementation,
+ * out[2] the faster of the two shape by shape (the ideal the ratios use). */
+static void ideal_seconds(const dz_config *c, const eval_batch_work *b, double out[3]) {
+    gemm_shape s[8];
+    const int n = batch_shapes(c, b->real_tokens, b->head_rows, s);
+    out[0] = out[1] = out[2] = 0.0;
+    for (int i = 0; i < n; i++) {
+        double t[2];
+        for (int impl = DZ_BENCH_GEMM_OPENBLAS; impl <= DZ_BENCH_GEMM_DISTZO; impl++) {
+            const double gf = dz_bench_gemm_gflops((dz_bench_gemm)impl, s[i].M, s[i].N, s[i].K, 0.05);
+            t[impl] = 2.0 * s[i].M * s[i].N * s[i].K * s[i].count / (gf * 1e9);
+            out[impl] += t[impl];
+        }
+        out[2] += t[0] < t[1] ? t[0] : t[1];
+    }
+}
+
+/* The rows a forward of the batch cannot do without: each example's context once (its
+ * candidates share it), then each candidate's tokens but the last (which predicts
+ * nothing); and the padded rows the layout has. */
+static void eval_batch_tokens(eval_batch_work *b, const dz_class_set *cs, int n) {
+    const dz_class_batch *bb = &b->bb;
+    const int K = cs->n_labels;
+    b->real_tokens = 0;
+    for (int e = b->ex0; e < b->ex0 + n; e++) {
+        const dz_cand_seq *q = &cs->seqs[(size_t)e * K];
+        int ctx = q[0].len - q[0].cand_len;
+        for (int k = 1; k < K; k++) ctx = q[k].len - q[k].cand_len < ctx ? q[k].len - q[k].cand_len : ctx;
+        b->real_tokens += ctx;
+        for (int k = 0; k < K; k++) b->real_tokens += q[k].len - 1 - ctx;
+    }
+    b->padded_tokens = bb->n_seqs * bb->T + (bb->tree ? bb->n_prompts * bb->PT : 0);
+    b->head_rows = bb->n_rows + bb->n_p_rows;
+}
+
+static int bench_eval(int argc, char **argv) {
+    const char *model = NULL, *data = NULL, *labels = NULL;
+    int batch = 16, batches = 4, repeat = 3, threads = 0, json = 0, flat = 0;
+    const dz_opt opts[] = {
+        {"model", DZ_OPT_STR, &model, "model: .gguf, HF folder or .bin (default: the assets' SmolLM2-135M GGUF)"},
+        {"data", DZ_OPT_STR, &data, "SST-2 tsv (default: the assets' sst2/dev.tsv); its first batch x batches examples"},
+        {"label-words", DZ_OPT_STR, &labels, "label words (default MeZO's ' terrible',' great')"},
+        {"batch", DZ_OPT_INT, &batch, "examples per batch (default 16)"},
+        {"batches", DZ_OPT_INT, &batches, "batches (default 4)"},
+        {"repeat", DZ_OPT_INT, &repeat, "rounds over the batches, the best of each kept (default 3, after a warm-up)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        {"flat", DZ_OPT_FLAG, &flat, "every candidate a full sequence (MeZO) instead of continuing a shared prompt"},
+        {"json", DZ_OPT_FLAG, &json, "print JSON"},
+        {0},
+    };
+    const dz_cmd_spec spec = {
+        .name = "bench eval",
+        .usage = "[--model M.gguf] [--data dev.tsv] [--batch B --batches N --repeat R --threads T]",
+        .summary = "Times eval forwards and ZO steps on real SST-2 batches and, in the same run, the\n"
+                   "GEMMs (OpenBLAS sgemm and distzo's, the faster per shape) on exactly the batches'\n"
+                   "Linear shapes: the rows needed (no padding) for the layers, the scored rows for the\n"
+                   "head; prints ideal / measured.",
+        .min_positional = 0,
+        .max_positional = 0,
+        .opts = opts,
+    };
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    if (batch < 1 || batches < 1 || repeat < 1) return dz_cli_failf("--batch, --batches and --repeat must be >= 1");
+    char mbuf[4096], dbuf[4096];
+    if (!model) model = dz_cli_asset("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf", mbuf, sizeof mbuf);
+    if (!data) data = dz_cli_asset("sst2/dev.tsv", dbuf, sizeof dbuf);
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    /* OpenBLAS's OpenMP threads would spin for milliseconds after each call, on the cores
+     * the next forward or GEMM is timed on: unless the user chose, they sleep at once
+     * (libgomp reads this when OpenBLAS loads; distzo's pool read its settings above) */
+    const int passive = getenv("OMP_WAIT_POLICY") == NULL;
+    if (passive) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    rc = dz_cli_blas_reference();
+    if (passive) unsetenv("OMP_WAIT_POLICY");
+    if (rc) return rc;
+    dz_model *m;
+    dz_tokenizer *tok;
+    if ((rc = dz_cli_load(model, "f32", NULL, 1, &m, &tok))) return rc;
+    const dz_config *c = dz_model_config(m);
+    dz_error err = {0};
+    dz_dataset ds = {0};
+    dz_class_set cs = {0};
+    dz_prompt_spec ps;
+    dz_prompt_spec_default_sst2(&ps);
+    dz_forward *f = NULL;
+    dz_zo_engine *e = NULL;
+    eval_batch_work *bw = calloc((size_t)batches, sizeof *bw);
+    const int K = 2;
+    float *lp = NULL, *plp = NULL, *scores = NULL;
+    int *ex = NULL, *lab = NULL;
+    if (!bw) rc = dz_cli_failf("out of memory");
+    if (!rc && (dz_model_make_owned(m, &err) != DZ_OK || (labels && dz_prompt_spec_set_labels(&ps, labels, &err) != DZ_OK) ||
+                dz_dataset_load_sst2(data, &ds, &err) != DZ_OK))
+        rc = dz_cli_fail(&err);
+    if (!rc && ds.count < batch * batches)
+        rc = dz_cli_failf("%s: %d examples, fewer than --batch %d x --batches %d", data, ds.count, batch, batches);
+    if (!rc) {
+        dz_dataset first = ds; /* the first examples, in file order (as eval reads them) */
+        first.count = batch * batches;
+        if (dz_class_set_build(&first, &ps, tok, c->max_seq_len, &cs, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    }
+    if (!rc && cs.n_labels != K) rc = dz_cli_failf("bench eval scores %d label words, not %d", K, cs.n_labels);
+    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1};
+    if (!rc && (dz_forward_create_streams(m, batch * K, cs.max_len, 0, flat ? 2 : 4, &f, &err) != DZ_OK ||
+                dz_zo_engine_create(m, f, &zp, &e, &err) != DZ_OK))
+        rc = dz_cli_fail(&err);
+    const size_t rows_cap = (size_t)batch * K * cs.max_len;
+    if (!rc) {
+        lp = malloc(sizeof(float) * rows_cap), plp = malloc(sizeof(float) * rows_cap);
+        scores = malloc(sizeof(float) * (size_t)batch * K);
+        ex = malloc(sizeof(int) * (size_t)batch), lab = malloc(sizeof(int) * (size_t)batch);
+        if (!lp || !plp || !scores || !ex || !lab) rc = dz_cli_failf("out of memory");
+    }
+    for (int i = 0; !rc && i < batches; i++) {
+        eval_batch_work *b = &bw[i];
+        b->ex0 = i * batch;
+        b->t_eval = b->t_step = b->t_ideal[0] = b->t_ideal[1] = b->t_ideal[2] = 1e30;
+        for (int j = 0; j < batch; j++) ex[j] = b->ex0 + j;
+        if (dz_class_batch_init(&b->bb, batch * K, cs.max_len, !flat, &err) != DZ_OK ||
+            dz_class_batch_fill(&b->bb, &cs, ex, batch, &err) != DZ_OK)
+            rc = dz_cli_fail(&err);
+        else eval_batch_tokens(b, &cs, batch);
+    }
+    const dz_weight_source w = dz_model_weights(m);
+    double g_sum = 0.0;
+    /* round 0 warms up; each round interleaves, batch by batch, the eval forward, the ZO
+     * step and the GEMMs of the ideal, so all three see the same moments of a shared machine */
+    for (int r = 0; !rc && r <= repeat; r++)
+        for (int i = 0; !rc && i < batches; i++) {
+            eval_batch_work *b = &bw[i];
+            double t0 = dz_now();
+            if (dz_class_batch_forward(f, &w, &b->bb, lp, plp, &err) != DZ_OK) {
+                rc = dz_cli_fail(&err);
+                break;
+            }
+            double dt = dz_now() - t0;
+            if (r > 0 && dt < b->t_eval) b->t_eval = dt;
+            for (int j = 0; j < batch; j++) lab[j] = cs.labels[b->ex0 + j];
+            class_loss cl = {.bb = &b->bb, .labels = lab, .n = batch, .K = K, .scores = scores};
+            const dz_zo_batch zb = dz_class_batch_zo(&b->bb, class_loss_fn, &cl);
+            dz_zo_step_result res;
+            t0 = dz_now();
+            if (dz_zo_step(e, (uint32_t)(r * batches + i), 0.0f, &zb, &res, &err) != DZ_OK) {
+                rc = dz_cli_fail(&err);
+                break;
+            }
+            dt = dz_now() - t0;
+            if (r > 0 && dt < b->t_step) b->t_step = dt;
+            if (r > 0) g_sum += res.g[0];
+            if (r == 0) continue;
+            double ideal[3];
+            ideal_seconds(c, b, ideal);
+            for (int k = 0; k < 3; k++)
+                if (ideal[k] < b->t_ideal[k]) b->t_ideal[k] = ideal[k];
+        }
+    if (!rc) {
+        double te = 0, ts = 0, ti[3] = {0, 0, 0};
+        long real = 0, padded = 0, head = 0;
+        for (int i = 0; i < batches; i++) {
+            te += bw[i].t_eval, ts += bw[i].t_step, ti[0] += bw[i].t_ideal[0], ti[1] += bw[i].t_ideal[1], ti[2] += bw[i].t_ideal[2];
+            real += bw[i].real_tokens, padded += bw[i].padded_tokens, head += bw[i].head_rows;
+        }
+        te /= batches, ts /= batches, ti[0] /= batches, ti[1] /= batches, ti[2] /= batches;
+        const double ideal = ti[2];
+        if (json) {
+            printf("{\"model\": ");
+            dz_cli_json_string(stdout, model);
+            printf(", \"batch\": %d, \"batches\": %d, \"repeat\": %d, \"threads\": %d, \"layout\": \"%s\", "
+                   "\"real_tokens_per_batch\": %.1f, \"padded_tokens_per_batch\": %.1f, \"head_rows_per_batch\": %.1f, "
+                   "\"ideal_seconds\": %.5f, \"openblas_ideal_seconds\": %.5f, \"distzo_gemm_ideal_seconds\": %.5f, \"eval_seconds\": %.5f, "
+                   "\"step_seconds\": %.5f, \"eval_ratio\": %.4f, \"step_ratio\": %.4f, \"step_over_2_evals\": %.4f, "
+                   "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\"}\n",
+                   batch, batches, repeat, dz_runtime_threads(), flat ? "flat" : "shared prompts", (double)real / batches,
+                   (double)padded / batches, (double)head / batches, ideal, ti[0], ti[1], te, ts, ideal / te, 2 * ideal / ts,
+                   ts / (2 * te), g_sum, dz_bench_reference_core(), dz_runtime_kernels());
+        } else {
+            printf("eval     %s, SST-2 %d batches of %d, %s, %d threads\n", model, batches, batch,
+                   flat ? "every candidate a full sequence" : "candidates continue shared prompts", dz_runtime_threads());
+            printf("gemm     %s\n", dz_runtime_gemm());
+            printf("tokens   %.1f needed per batch (the batch layout pads to %.1f), head on %.1f rows\n",
+                   (double)real / batches, (double)padded / batches, (double)head / batches);
+            printf("ideal    %.2f ms: the Linear GEMMs on the real shapes, the faster of OpenBLAS %s sgemm\n"
+                   "         (%.2f ms) and distzo's GEMM (%.2f ms) shape by shape\n",
+                   1e3 * ideal, dz_bench_reference_core(), 1e3 * ti[0], 1e3 * ti[1]);
+            printf("eval     %.2f ms per batch forward: ideal / eval = %.1f%%\n", 1e3 * te, 100 * ideal / te);
+            printf("step     %.2f ms per ZO step: 2 x ideal / step = %.1f%%, step / (2 x eval) = %.3f\n", 1e3 * ts,
+                   200 * ideal / ts, ts / (2 * te));
+            printf("g        sum of the timed steps %.17g (compare it across builds, --threads, DISTZO_ISA)\n", g_sum);
+        }
+    }
+    for (int i = 0; bw && i < batches; i++) dz_class_batch_free(&bw[i].bb);
+    free(bw), free(lp), free(plp), free(scores), free(ex), free(lab);
+    dz_zo_engine_free(e);
+    dz_forward_free(f);
+    dz_class_set_free(&cs);
+    dz_dataset_free(&ds);
+    dz_tokenizer_free(tok);
+    dz_model_free(m);
+    return rc;
+}
+
 int dz_cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "forward")) return bench_forward(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "step")) return bench_step(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "classify")) return bench_classify(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "eval")) return bench_eval(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: distzo bench forward|step|classify [options]  (`distzo bench forward --help`)\n");
+        printf("usage: distzo bench forward|step|classify|eval [options]  (`distzo bench forward --help`)\n");
         return 0;
     }
-    return dz_cli_failf("bench needs a benchmark: forward, step or classify");
+    return dz_cli_failf("bench needs a benchmark: forward, step, classify or eval");
 }

@@ -4,7 +4,9 @@
  * Streams are independent activation states (the residual stream x and the head's
  * per-row state) that share one workspace: the ZO trainer runs the +eps and -eps
  * forwards as two streams through each block while the block is resident, and the head
- * visits each vocabulary chunk once for all streams. All buffers are sized at creation
+ * visits each vocabulary chunk once for all streams. A stream's rows are its real
+ * positions only, packed sequence after sequence: padding never goes through the layers
+ * (callers still name head rows by their padded index). All buffers are sized at creation
  * (the whole-block weight scratch on first use); a call allocates nothing.
  *
  * Every numeric step is an op of the forward's backend (backend/backend.h), on buffers the
@@ -25,14 +27,17 @@
 enum { HEAD_VOCAB_CHUNK = 4096, HEAD_ROW_CHUNK = 512 };
 
 typedef struct stream {
-    int B, n_new;       /* shape of the last embed */
+    int B, n_new;       /* shape of the last embed: B sequences of n_new positions (padded) */
+    int n_rows;         /* rows of the last embed: only the real positions, packed */
     int *lengths;       /* per sequence: one past its last real position */
     int *start;         /* per sequence: position of its first row */
+    int *row0;          /* [B + 1]: sequence b's rows are [row0[b], row0[b + 1]) */
+    int *row_of;        /* per padded index b * n_new + t: its row, or -1 (padding) */
     int *pos;           /* per row: its position */
     int *slot;          /* per row: its key/value row in the slots, (sequence, position) */
     int parent_stream;  /* the stream whose sequences this one continues, or -1 */
     int *parent;        /* per sequence: its prompt in parent_stream */
-    float *x;           /* [B * n_new, dim] residual stream */
+    float *x;           /* [n_rows, dim] residual stream */
     float *kcache, *vcache; /* key/value slots [max_batch, max_seq, kv_dim]: one layer's, or
                                with a KV cache every layer's ([n_layers][...]) */
     float *hsel;        /* [rows, embed_dim] hidden states entering the head */
@@ -47,6 +52,8 @@ struct dz_forward {
     float *xb, *q, *kn, *vn, *att, *f1, *f2, *emb;
     const float **pk, **pv, **ok, **ov; /* attention's per-sequence slots, [max_batch] each */
     int *start_tmp;                     /* [max_batch] */
+    int *row_tmp;                       /* [max_batch * max_seq]: tokens, then head rows, by row */
+    dz_head_rows *head_sets;            /* [n_streams] */
     float *attn_scratch;
     float *wscratch;    /* fp32 copies of one block's whole tensors (allocated on first use) */
     size_t wscratch_floats, rscratch_floats;
@@ -185,8 +192,11 @@ dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend
         st[s].parent = calloc((size_t)max_batch, sizeof *st[s].parent);
         st[s].pos = calloc(N, sizeof *st[s].pos);
         st[s].slot = calloc(N, sizeof *st[s].slot);
+        st[s].row0 = calloc((size_t)max_batch + 1, sizeof *st[s].row0);
+        st[s].row_of = calloc(N, sizeof *st[s].row_of);
         st[s].parent_stream = -1;
-        if (!st[s].lengths || !st[s].start || !st[s].parent || !st[s].pos || !st[s].slot) ok = 0;
+        if (!st[s].lengths || !st[s].start || !st[s].parent || !st[s].pos || !st[s].slot || !st[s].row0 || !st[s].row_of)
+            ok = 0;
     }
     f->scratch_threads = scratch_threads_for(0);
     take_buffers(f, c, &m->table, &ok);
@@ -201,7 +211,9 @@ dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend
     f->ok = calloc((size_t)max_batch, sizeof *f->ok);
     f->ov = calloc((size_t)max_batch, sizeof *f->ov);
     f->start_tmp = calloc((size_t)max_batch, sizeof *f->start_tmp);
-    if (!f->pk || !f->pv || !f->ok || !f->ov || !f->start_tmp) ok = 0;
+    f->row_tmp = calloc(N, sizeof *f->row_tmp);
+    f->head_sets = calloc((size_t)n_streams, sizeof *f->head_sets);
+    if (!f->pk || !f->pv || !f->ok || !f->ov || !f->start_tmp || !f->row_tmp || !f->head_sets) ok = 0;
     if (!ok) {
         dz_forward_free(f);
         return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate activations for batch %d x %d", max_batch, max_seq);
@@ -231,6 +243,8 @@ void dz_forward_free(dz_forward *f) {
         free(t->parent);
         free(t->pos);
         free(t->slot);
+        free(t->row0);
+        free(t->row_of);
     }
     free(f->st);
     float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb,
@@ -242,6 +256,8 @@ void dz_forward_free(dz_forward *f) {
     free(f->ok);
     free(f->ov);
     free(f->start_tmp);
+    free(f->row_tmp);
+    free(f->head_sets);
     free(f);
 }
 
@@ -307,12 +323,13 @@ static void gather_rows(dz_forward *f, const dz_weight_source *w, int s, int id,
     f->be->upload(buf, rows_at, sizeof(float) * (size_t)n * cols);
 }
 
-/* Token embeddings (projected in if the model has project_in) plus position embeddings. */
+/* Token embeddings (projected in if the model has project_in) plus position embeddings,
+ * of the stream's rows (tokens: one per row). */
 static void embed(dz_forward *f, const dz_weight_source *w, int s, const int *tokens) {
     const dz_model *m = f->m;
     const dz_config *c = &m->cfg;
     stream *st = &f->st[s];
-    const int N = st->B * st->n_new;
+    const int N = st->n_rows;
     const int tok_id = m->ids[c->n_layers][DZ_G_TOK_EMB], pos_id = m->ids[c->n_layers][DZ_G_POS_EMB];
     const int has_proj = m->ids[c->n_layers][DZ_G_PROJ_IN] >= 0;
     /* without projection, straight into x */
@@ -337,12 +354,13 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     const dz_config *c = &f->m->cfg;
     const dz_backend *be = f->be;
     stream *st = &f->st[s];
-    const int N = st->B * st->n_new, d = c->dim;
+    const int N = st->n_rows, d = c->dim;
     const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     const size_t layer_stride = (size_t)f->max_batch * f->max_seq * kvd, slot = (size_t)f->max_seq * kvd;
     const size_t lo = f->kv_cache ? (size_t)l * layer_stride : 0;
     float *kc = st->kcache + lo, *vc = st->vcache + lo;
     float *x = st->x;
+    if (N == 0) return; /* every sequence of the stream is padding here */
 
     /* attention */
     const float *in = x;
@@ -369,7 +387,7 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     dz_attn_args a = {
         .batch = st->B, .n_new = st->n_new, .max_keys = f->max_seq,
         .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
-        .start = st->start, .lengths = st->lengths, .prefix_k = f->pk, .prefix_v = f->pv, .own_k = f->ok,
+        .start = st->start, .lengths = st->lengths, .row0 = st->row0, .prefix_k = f->pk, .prefix_v = f->pv, .own_k = f->ok,
         .own_v = f->ov, .scale = 1.0f / sqrtf((float)c->head_dim), .scratch = f->attn_scratch,
         .scratch_threads = f->scratch_threads,
     };
@@ -436,16 +454,28 @@ dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w,
     st->B = B;
     st->n_new = n_new;
     st->parent_stream = parent_stream;
+    /* Only real positions get rows: padding (positions at or past a sequence's length)
+     * would cost the layers as much as a real token and feed nothing. Every op is row by
+     * row or per sequence, so packing changes no result. */
+    int n = 0;
     for (int b = 0; b < B; b++) {
         st->start[b] = start ? start[b] : 0;
         st->lengths[b] = lengths ? lengths[b] : st->start[b] + n_new;
         st->parent[b] = ps ? parent[b] : -1;
+        st->row0[b] = n;
         for (int t = 0; t < n_new; t++) {
-            st->pos[b * n_new + t] = st->start[b] + t;
-            st->slot[b * n_new + t] = b * f->max_seq + st->start[b] + t;
+            if (st->start[b] + t >= st->lengths[b]) {
+                st->row_of[b * n_new + t] = -1;
+                continue;
+            }
+            st->row_of[b * n_new + t] = n;
+            f->row_tmp[n] = tokens[b * n_new + t];
+            st->pos[n] = st->start[b] + t;
+            st->slot[n++] = b * f->max_seq + st->start[b] + t;
         }
     }
-    embed(f, w, s, tokens);
+    st->row0[B] = st->n_rows = n;
+    embed(f, w, s, f->row_tmp);
     return DZ_OK;
 }
 
@@ -470,10 +500,13 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
     stream *st = &f->st[s];
     const int N = st->B * st->n_new;
     if (nrows < 0 || nrows > N) return dz_fail(err, DZ_ERR_INVALID, "head: %d rows requested of %d", nrows, N);
-    for (int i = 0; i < nrows; i++)
+    for (int i = 0; i < nrows; i++) {
         if (rows[i] < 0 || rows[i] >= N)
             return dz_fail(err, DZ_ERR_INVALID, "head: row %d is outside the %d positions of the last run", rows[i], N);
-    f->be->copy_rows(f->xb, NULL, st->x, rows, nrows, c->dim);
+        if ((f->row_tmp[i] = st->row_of[rows[i]]) < 0)
+            return dz_fail(err, DZ_ERR_INVALID, "head: row %d is padding (at or past its sequence's length)", rows[i]);
+    }
+    f->be->copy_rows(f->xb, NULL, st->x, f->row_tmp, nrows, c->dim);
     const float *g[DZ_ROLE_MAX];
     fetch_small_globals(f, w, s, g);
     if (g[DZ_G_FINAL_NORM_W]) norm(f, f->xb, f->xb, g[DZ_G_FINAL_NORM_W], g[DZ_G_FINAL_NORM_B], nrows);
@@ -482,36 +515,42 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
     return DZ_OK;
 }
 
-/* Streams the head over vocabulary chunks, each chunk visited once for all n_streams
- * streams (in stream order): logits out (stream 0 only, if non-NULL) and/or the online
- * log-sum-exp with each row's target logit (if targets non-NULL). */
-static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, const int *rows,
-                      int nrows, const int *targets, float *logits, float *const *logprobs, dz_error *err) {
+/* Streams the head over vocabulary chunks, each chunk visited once for all the sets (in
+ * their order): logits out (set 0 only, if non-NULL) and/or the online log-sum-exp with
+ * each row's target logit (if the set has targets). */
+static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets, float *logits,
+                      dz_error *err) {
     const dz_model *m = f->m;
     const dz_config *c = &m->cfg;
-    if (n_streams < 1 || n_streams > f->n_streams)
-        return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_streams, f->n_streams);
-    for (int i = 0; i < n_streams; i++)
-        if (streams[i] < 0 || streams[i] >= f->n_streams)
-            return dz_fail(err, DZ_ERR_INVALID, "head: no stream %d", streams[i]);
-    if (targets)
-        for (int i = 0; i < nrows; i++)
-            if (targets[i] < 0 || targets[i] >= c->vocab_size)
-                return dz_fail(err, DZ_ERR_INVALID, "head: target id %d is outside the vocabulary (%d)",
-                               targets[i], c->vocab_size);
-    for (int k = 0; k < n_streams; k++) {
-        const int s = streams[k];
-        dz_status st = head_inputs(f, w, s, rows, nrows, err);
+    if (n_sets < 1 || n_sets > f->n_streams)
+        return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_sets, f->n_streams);
+    for (int i = 0; i < n_sets; i++) {
+        if (sets[i].stream < 0 || sets[i].stream >= f->n_streams)
+            return dz_fail(err, DZ_ERR_INVALID, "head: no stream %d", sets[i].stream);
+        for (int j = 0; j < i; j++)
+            if (sets[j].stream == sets[i].stream)
+                return dz_fail(err, DZ_ERR_INVALID, "head: stream %d listed twice", sets[i].stream);
+        if (sets[i].targets)
+            for (int r = 0; r < sets[i].nrows; r++)
+                if (sets[i].targets[r] < 0 || sets[i].targets[r] >= c->vocab_size)
+                    return dz_fail(err, DZ_ERR_INVALID, "head: target id %d is outside the vocabulary (%d)",
+                                   sets[i].targets[r], c->vocab_size);
+    }
+    for (int k = 0; k < n_sets; k++) {
+        const int s = sets[k].stream;
+        dz_status st = head_inputs(f, w, s, sets[k].rows, sets[k].nrows, err);
         if (st != DZ_OK) return st;
-        f->be->fill(f->st[s].hmax, -INFINITY, (size_t)nrows);
-        f->be->fill(f->st[s].hsum, 0.0f, (size_t)nrows);
+        f->be->fill(f->st[s].hmax, -INFINITY, (size_t)sets[k].nrows);
+        f->be->fill(f->st[s].hsum, 0.0f, (size_t)sets[k].nrows);
     }
     const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
         const int nv = c->vocab_size - v0 < HEAD_VOCAB_CHUNK ? c->vocab_size - v0 : HEAD_VOCAB_CHUNK;
-        for (int k = 0; k < n_streams; k++) {
-            const int s = streams[k];
+        for (int k = 0; k < n_sets; k++) {
+            const int s = sets[k].stream, nrows = sets[k].nrows;
+            const int *targets = sets[k].targets;
             stream *st = &f->st[s];
+            if (nrows == 0) continue;
             const float *host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
             const float *wchunk = f->be->upload_view(f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
@@ -527,31 +566,41 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_streams, c
             }
         }
     }
-    if (targets)
-        for (int k = 0; k < n_streams; k++) {
-            const stream *st = &f->st[streams[k]];
-            f->be->logprob_finish(st->htgt, st->htgt, st->hmax, st->hsum, nrows);
-            f->be->download(logprobs[k], st->htgt, sizeof(float) * (size_t)nrows);
-        }
+    for (int k = 0; k < n_sets; k++) {
+        const stream *st = &f->st[sets[k].stream];
+        if (!sets[k].targets) continue;
+        f->be->logprob_finish(st->htgt, st->htgt, st->hmax, st->hsum, sets[k].nrows);
+        f->be->download(sets[k].logprobs, st->htgt, sizeof(float) * (size_t)sets[k].nrows);
+    }
     return DZ_OK;
 }
 
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
                             float *logits, dz_error *err) {
-    static const int s0 = 0;
-    return head(f, w, 1, &s0, rows, nrows, NULL, logits, NULL, err);
+    const dz_head_rows set = {.stream = 0, .rows = rows, .nrows = nrows};
+    return head(f, w, 1, &set, logits, err);
 }
 
 dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,
                               const int *targets, int nrows, float *logprobs, dz_error *err) {
-    static const int s0 = 0;
-    return head(f, w, 1, &s0, rows, nrows, targets, NULL, &logprobs, err);
+    const dz_head_rows set = {.stream = 0, .rows = rows, .targets = targets, .nrows = nrows, .logprobs = logprobs};
+    return head(f, w, 1, &set, NULL, err);
+}
+
+dz_status dz_forward_logprobs_sets(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets,
+                                   dz_error *err) {
+    return head(f, w, n_sets, sets, NULL, err);
 }
 
 dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams,
                                       const int *rows, const int *targets, int nrows, float *const *logprobs,
                                       dz_error *err) {
-    return head(f, w, n_streams, streams, rows, nrows, targets, NULL, logprobs, err);
+    if (n_streams < 1 || n_streams > f->n_streams)
+        return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_streams, f->n_streams);
+    for (int k = 0; k < n_streams; k++)
+        f->head_sets[k] = (dz_head_rows){.stream = streams[k], .rows = rows, .targets = targets, .nrows = nrows,
+                                         .logprobs = logprobs[k]};
+    return head(f, w, n_streams, f->head_sets, NULL, err);
 }
 
 dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, dz_error *err) {

@@ -44,8 +44,9 @@ static void rows_task(void *ctx, int k, int thread) {
     dz_pass_perturb_span(r->p, r->id, r->i0 + a, len, r->th + a * r->esz, r->wp + a, r->wm + a, r->apply);
 }
 
-/* Rows of a global tensor for stream 0 (theta + eps z) or 1 (theta - eps z). Both are
- * computed together; stream 1's half is kept for the head's next request. */
+/* Rows of a global tensor for even streams (theta + eps z) or odd ones (theta - eps z).
+ * Both are computed together: an even stream's draw keeps the -eps rows in the cache
+ * (until other rows are drawn), which serves the odd streams' requests with a copy. */
 static const float *perturbed_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
     dz_pipeline *p = (dz_pipeline *)self;
     rows_state *rs = &p->rows;
@@ -55,7 +56,6 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
     stream &= 1; /* even streams see +eps, odd ones -eps */
     if (stream == 1 && rs->cache_valid && rs->cache_id == id && rs->cache_row0 == row0 && rs->cache_nrows == nrows) {
         memcpy(scratch, rs->minus_cache, n * sizeof(float));
-        rs->cache_valid = 0;
         return scratch;
     }
     float *wp = stream == 0 ? scratch : rs->minus_cache, *wm = stream == 0 ? rs->minus_cache : scratch;
@@ -73,7 +73,7 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
         rows_job job = {.p = p, .id = id, .apply = apply, .i0 = i0, .n = n, .esz = esz, .th = th, .wp = wp, .wm = wm};
         dz_parallel_for((int)((n + SPAN - 1) / SPAN), rows_task, &job);
     }
-    rs->cache_valid = stream == 0;
+    rs->cache_valid = stream == 0; /* an odd stream's draw used the cache for the +eps half */
     rs->cache_id = id;
     rs->cache_row0 = row0;
     rs->cache_nrows = nrows;

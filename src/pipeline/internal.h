@@ -61,8 +61,11 @@ typedef struct stream_state {
     int gapply;         /* streamed globals: this pass's update is not yet in the store */
 } stream_state;
 
-/* The global rows of a perturbation: stream 1's rows are computed with stream 0's (same
- * z) and kept for its next request; and the first read that failed inside rows(). */
+/* The global rows of a perturbation: the -eps rows are computed with the +eps ones (same
+ * z) and kept until other rows are drawn or the next perturbation begins, so every odd
+ * stream asking for them (prompts and continuations) gets a copy; and the first read that
+ * failed inside rows(). A +eps cache too would spare the continuations' redraw of a head
+ * chunk, for another chunk-sized buffer under --max-resident. */
 typedef struct rows_state {
     float *minus_cache;
     size_t row_floats;

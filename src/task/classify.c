@@ -145,13 +145,14 @@ static int prompt_len(const dz_class_set *cs, int e) {
     return p;
 }
 
-/* Lays out rows [from, len) of a sequence's tokens as sequence i of a padded [n, T] block
- * and records which rows score the last `scored` tokens: rows of position p-1 for token
- * p; a position before `from` is the prompt's last row (tree layout). */
+/* Lays out rows [from, len - 1) of a sequence's tokens as sequence i of a padded [n, T]
+ * block and records which rows score the last `scored` tokens: rows of position p-1 for
+ * token p; a position before `from` is the prompt's last row (tree layout). The last token
+ * is no input: its row would predict past the sequence and no later row attends to it. */
 static void lay_out(dz_class_batch *bb, int i, const dz_cand_seq *s, int from) {
     const int T = bb->T;
     for (int t = 0; t < T; t++) bb->tokens[i * T + t] = from + t < s->len ? s->tokens[from + t] : s->tokens[s->len - 1];
-    bb->lengths[i] = s->len;
+    bb->lengths[i] = s->len - 1;
     bb->seq_first_row[i] = bb->n_rows;
     bb->p_row_of[i] = -1;
     for (int p = s->len - s->cand_len; p < s->len; p++) {
@@ -181,7 +182,7 @@ dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const 
         for (int i = 0; i < bb->n_seqs; i++) {
             const dz_cand_seq *s = cand(cs, examples, i);
             const int from = bb->tree ? prompt_len(cs, examples[i / K]) : 0;
-            T = s->len - from > T ? s->len - from : T;
+            T = s->len - 1 - from > T ? s->len - 1 - from : T; /* 0: every candidate is one token */
             PT = from > PT ? from : PT;
         }
         /* every sequence padded to T from its start must stay within the positions a
@@ -228,12 +229,16 @@ dz_status dz_class_batch_forward(dz_forward *f, const dz_weight_source *w, const
         return st == DZ_OK ? dz_forward_logprobs(f, w, bb->rows, bb->targets, bb->n_rows, logprobs, err) : st;
     }
     static const int both[2] = {0, 1};
+    const int conts = bb->T > 0; /* else the prompts' last rows score every candidate */
     dz_status st = dz_forward_embed_tree(f, 0, w, bb->p_tokens, bb->p_lengths, bb->n_prompts, bb->PT, NULL, -1, NULL, err);
-    if (st == DZ_OK)
+    if (st == DZ_OK && conts)
         st = dz_forward_embed_tree(f, 1, w, bb->tokens, bb->lengths, bb->n_seqs, bb->T, bb->start, 0, bb->parent, err);
-    if (st == DZ_OK) st = dz_forward_layers(f, w, 2, both, err);
-    if (st == DZ_OK) st = dz_forward_logprobs_streams(f, w, 1, &both[0], bb->p_rows, bb->p_targets, bb->n_p_rows, &p_logprobs, err);
-    if (st == DZ_OK) st = dz_forward_logprobs_streams(f, w, 1, &both[1], bb->rows, bb->targets, bb->n_rows, &logprobs, err);
+    if (st == DZ_OK) st = dz_forward_layers(f, w, 1 + conts, both, err);
+    const dz_head_rows sets[2] = {
+        {.stream = 0, .rows = bb->p_rows, .targets = bb->p_targets, .nrows = bb->n_p_rows, .logprobs = p_logprobs},
+        {.stream = 1, .rows = bb->rows, .targets = bb->targets, .nrows = bb->n_rows, .logprobs = logprobs},
+    };
+    if (st == DZ_OK) st = dz_forward_logprobs_sets(f, w, 1 + conts, sets, err);
     return st;
 }
 

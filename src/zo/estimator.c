@@ -16,6 +16,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
     const dz_config *c = dz_model_config(e->m);
     const dz_weight_source src = dz_pipeline_perturbed_source(e->pipe);
     const int tree = b->n_prompts > 0, cs = tree ? 2 : 0; /* continuation streams cs (+), cs+1 (-) */
+    const int conts = !tree || b->T > 0; /* a tree batch of one-token candidates has no continuation rows */
     if (tree && dz_forward_n_streams(e->f) < 4)
         return dz_fail(err, DZ_ERR_INVALID, "zo: a tree batch needs a forward with 4 streams");
     int signs[2], n_signs = 0;
@@ -26,7 +27,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
         const int k = signs[i];
         if (tree) st = dz_forward_embed_tree(e->f, k, &src, b->p_tokens, b->p_lengths, b->n_prompts, b->PT, NULL, -1,
                                              NULL, err);
-        if (st == DZ_OK)
+        if (st == DZ_OK && conts)
             st = dz_forward_embed_tree(e->f, cs + k, &src, b->tokens, b->lengths, b->B, b->T, b->start,
                                        tree ? k : -1, tree ? b->parent : NULL, err);
     }
@@ -37,18 +38,24 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
         for (int i = 0; i < n_signs; i++) {
             const int k = signs[i];
             if (tree) dz_forward_layer(e->f, k, l, w[k]); /* a prompt before its continuations */
-            dz_forward_layer(e->f, cs + k, l, w[k]);
+            if (conts) dz_forward_layer(e->f, cs + k, l, w[k]);
         }
     }
     if ((st = dz_pipeline_end_layers(e->pipe, err)) != DZ_OK) return st;
-    int pstreams[2], cstreams[2];
-    float *plp[2], *lp[2];
+    /* one pass over the head for all streams, each sign's together: the perturbed source
+     * makes a chunk's +eps and -eps rows once for the prompts' and the continuations' rows */
+    dz_head_rows sets[4];
+    int n_sets = 0;
     for (int i = 0; i < n_signs; i++) {
-        pstreams[i] = signs[i], cstreams[i] = cs + signs[i];
-        plp[i] = e->plp[signs[i]], lp[i] = e->lp[signs[i]];
+        const int k = signs[i];
+        if (tree)
+            sets[n_sets++] = (dz_head_rows){.stream = k, .rows = b->p_rows, .targets = b->p_targets,
+                                            .nrows = b->n_p_rows, .logprobs = e->plp[k]};
+        if (conts)
+            sets[n_sets++] = (dz_head_rows){.stream = cs + k, .rows = b->rows, .targets = b->targets,
+                                            .nrows = b->n_rows, .logprobs = e->lp[k]};
     }
-    if (tree) st = dz_forward_logprobs_streams(e->f, &src, n_signs, pstreams, b->p_rows, b->p_targets, b->n_p_rows, plp, err);
-    if (st == DZ_OK) st = dz_forward_logprobs_streams(e->f, &src, n_signs, cstreams, b->rows, b->targets, b->n_rows, lp, err);
+    st = dz_forward_logprobs_sets(e->f, &src, n_sets, sets, err);
     if (st == DZ_OK) st = dz_pipeline_rows_status(e->pipe, err);
     if (st != DZ_OK) return st;
     for (int i = 0; i < n_signs; i++) {

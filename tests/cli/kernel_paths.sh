@@ -4,7 +4,8 @@
 # - at each level: `distzo eval` per-example scores equal with --threads 1 and 2 and with
 #   --no-share-prompt; `distzo train` final weights, seed log and metrics equal with
 #   --threads 1 and 2; `distzo bench classify` reports g bitwise the same with shared
-#   prompts and with full sequences; under mpirun, --pertp 2 and --dp 2 give the single
+#   prompts and with full sequences; `distzo bench eval` the same g with --threads 1 and 2
+#   (needs OpenBLAS, the benchmarks' reference, as test_blas does); under mpirun, --pertp 2 and --dp 2 give the single
 #   process's weights, seed log and metrics;
 # - across levels: every level's eval scores, weights and seed log equal the baseline's
 #   (what an AVX2 and an AVX-512 machine compute is the same);
@@ -83,6 +84,15 @@ for l in "${levels[@]}"; do
     else bad "$l: bench classify: $(cat "$d/bench.json")"; fi
   fi
 
+  # bench eval: real-batch eval forwards and ZO steps (packed rows, one head pass); its g sum
+  # is the steps' g, which must not depend on the thread count or the level
+  for t in 1 2; do
+    runs "$l: bench eval --threads $t" "$d/bench-eval$t.json" "$bin" bench eval --model "$model" --batch 4 \
+      --batches 2 --repeat 1 --threads $t --json || :
+    sed -nE 's/.*"g_sum": ([^,]*),.*/\1/p' "$d/bench-eval$t.json" > "$d/bench-eval-g$t"
+  done
+  same_files "$l: bench eval g, --threads 2 = --threads 1" "$d/bench-eval-g1" "$d/bench-eval-g2"
+
   for layout in "--pertp 2" "--dp 2"; do
     name=mpi$(echo "$layout" | tr -cd '[:alnum:]')
     read -r -a layout_args <<< "$layout"
@@ -97,6 +107,7 @@ for l in "${levels[@]}"; do
     same_files "$l: eval scores = baseline's" "$tmp/baseline/scores1.tsv" "$d/scores1.tsv"
     same_files "$l: trained weights = baseline's" "$(weights "$tmp/baseline/run1")" "$(weights "$d/run1")"
     same_files "$l: seeds.log = baseline's" "$tmp/baseline/run1/seeds.log" "$d/run1/seeds.log"
+    same_files "$l: bench eval g = baseline's" "$tmp/baseline/bench-eval-g1" "$d/bench-eval-g1"
   fi
   echo "# $l: $((SECONDS - t0)) s"
 done
