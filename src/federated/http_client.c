@@ -12,7 +12,7 @@ struct dz_fed_http_client {
     CURL *h;
     char base[1024];
     char ca[4096];                /* "": the system's certificate store */
-    struct curl_slist *headers;
+    struct curl_slist *headers, *post_headers; /* a GET carries only the token */
     uint64_t sent, received;
 };
 
@@ -65,8 +65,11 @@ dz_status dz_fed_http_client_create(const char *base_url, const char *token, con
     char auth[DZ_FED_TOKEN_MAX + 32];
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
     c->headers = curl_slist_append(NULL, auth);
-    c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
-    c->headers = curl_slist_append(c->headers, "Expect:"); /* no 100-continue round trip for small bodies */
+    c->headers = curl_slist_append(c->headers, "Accept:"); /* "Accept:" with no value: curl sends none */
+    c->post_headers = curl_slist_append(NULL, auth);
+    c->post_headers = curl_slist_append(c->post_headers, "Accept:");
+    c->post_headers = curl_slist_append(c->post_headers, "Content-Type: application/json");
+    c->post_headers = curl_slist_append(c->post_headers, "Expect:"); /* no 100-continue round trip */
     *out = c;
     return DZ_OK;
 }
@@ -74,6 +77,7 @@ dz_status dz_fed_http_client_create(const char *base_url, const char *token, con
 void dz_fed_http_client_free(dz_fed_http_client *c) {
     if (!c) return;
     curl_slist_free_all(c->headers);
+    curl_slist_free_all(c->post_headers);
     curl_easy_cleanup(c->h);
     free(c);
 }
@@ -87,7 +91,7 @@ dz_status dz_fed_http_call(dz_fed_http_client *c, const char *method, const char
     CURL *h = c->h;
     curl_easy_reset(h);
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, strcmp(method, "POST") ? c->headers : c->post_headers);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
