@@ -10,6 +10,7 @@ packages=(
   clang libclang-rt-14-dev          # libFuzzer target (CI runs it for a bounded time)
   gnuplot-nox                       # `distzo plot` (loss.png, accuracy.png)
   libopenmpi-dev openmpi-bin        # DistZO2: mpirun -np N distzo train ... (src/parallel)
+  libmicrohttpd-dev libcurl4-openssl-dev  # federated ZO: distzo serve (HTTP server) / join (client)
 )
 missing=()
 for p in "${packages[@]}"; do

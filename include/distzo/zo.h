@@ -71,6 +71,12 @@ void dz_zo_engine_free(dz_zo_engine *e);
  * finite losses, the update with learning rate lr is pending (fused) or applied. */
 dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
                      dz_error *err);
+/* One sample alone, with no update: both perturbed forwards at draw `draw` (z of draw
+ * index `draw`, docs/ZO_RNG.md) on batch b; its losses and g in out->loss_plus[0],
+ * loss_minus[0], g[0]. A federated worker computes its share of a step so; the step's
+ * update then comes back as a logged record (dz_zo_apply). */
+dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, dz_zo_step_result *out,
+                         dz_error *err);
 /* Keeps the layer blocks' master weights in a parameter store on disk (src/store/store.h)
  * instead of the model's memory: each step reads a block into one of two resident slots
  * while the previous block computes, and writes it back once updated. */

@@ -46,5 +46,7 @@ int dz_cmd_train(int argc, char **argv);
 int dz_cmd_export(int argc, char **argv);
 int dz_cmd_plot(int argc, char **argv);
 int dz_cmd_plan(int argc, char **argv);
+int dz_cmd_serve(int argc, char **argv);
+int dz_cmd_join(int argc, char **argv);
 
 #endif

@@ -19,6 +19,8 @@ static const command commands[] = {
     {"init", dz_cmd_init, "write a random-initialized model of a real shape (OPT, LLaMA presets)"},
     {"bench", dz_cmd_bench, "benchmarks: `bench forward` (throughput vs this machine's sgemm)"},
     {"plan", dz_cmd_plan, "which MPI layout fits a cluster: memory, bytes and work per rank per step"},
+    {"serve", dz_cmd_serve, "coordinate a federated run: workers send one-byte projected gradients"},
+    {"join", dz_cmd_join, "work for a federated run (`distzo serve`) on this machine's own data"},
     {"plot", dz_cmd_plot, "draw a run's metrics.jsonl: loss.png and accuracy.png (needs gnuplot)"},
 };
 

@@ -5,7 +5,7 @@
 #include "parallel/agree.h"
 #include "run/trainer.h"
 
-static uint64_t table_hash(const dz_param_table *t) {
+uint64_t dz_trainer_table_hash(const dz_param_table *t) {
     uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)t->count);
     for (int i = 0; i < t->count; i++) {
         h = dz_hash_str(h, t->params[i].hf_name);
@@ -64,7 +64,7 @@ dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err) {
         {"--label-words", dz_hash_str(DZ_HASH_START, d->label_words)},
         {"--seq", dz_hash_u64(DZ_HASH_START, (uint64_t)d->lm_seq)},
         {"--master-dtype", dz_hash_u64(DZ_HASH_START, (uint64_t)c->store.master_dtype)},
-        {"the model's tensor table", table_hash(dz_model_params(tr->m))},
+        {"the model's tensor table", dz_trainer_table_hash(dz_model_params(tr->m))},
         {"the model's weights", weights_sample_hash(tr->m)},
         {"the tokenizer's vocabulary size", dz_hash_u64(DZ_HASH_START, (uint64_t)dz_tokenizer_vocab_size(tr->tok))},
         {"the training data (--data)", data_hash(&tr->pool)},

@@ -220,14 +220,22 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *c, char **str
     *strings = NULL;
     dz_status st = dz_read_file(path, &text, &len, err);
     if (st != DZ_OK) return st;
-    cJSON *o = cJSON_Parse(text);
+    st = dz_run_config_parse(text, len, path, c, strings, err);
+    free(text);
+    return st;
+}
+
+dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz_train_config *c, char **strings,
+                              dz_error *err) {
+    dz_status st = DZ_OK;
+    *strings = NULL;
+    cJSON *o = cJSON_ParseWithLength(text, len);
     char *buf = malloc(len + 1), *end = buf;
     if (!o || !cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
     else if (!buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     dz_train_config_default(c);
     for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, path, c, &end, err);
     cJSON_Delete(o);
-    free(text);
     if (st != DZ_OK) {
         free(buf);
         return st;

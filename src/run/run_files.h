@@ -10,6 +10,10 @@
  * into *strings (free it after use). */
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *cfg, dz_error *err);
 dz_status dz_run_config_read(const char *run_dir, dz_train_config *cfg, char **strings, dz_error *err);
+/* The same from run.json's text (len bytes; path names it in errors): a federated worker
+ * gets its run's settings from the coordinator (src/federated). */
+dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz_train_config *cfg, char **strings,
+                              dz_error *err);
 /* Resume: `given` (the command line over run.json's settings) against `run` (run.json's).
  * A setting that defines the run must be equal (DZ_ERR_INVALID naming its option and both
  * values); steps may only be raised; housekeeping (store placement, checkpoint cadence and

@@ -70,6 +70,21 @@ static float get_f32(const uint8_t *p) {
 
 size_t dz_seedlog_record_bytes(uint32_t q) { return 12 + 4 * (size_t)q; }
 
+void dz_seedlog_encode_record(uint32_t q, uint32_t step, float lr, const float *g, uint8_t *out) {
+    put_u32(out, step);
+    put_f32(out + 4, lr);
+    for (uint32_t j = 0; j < q; j++) put_f32(out + 8 + 4 * j, g[j]);
+    put_u32(out + 8 + 4 * q, dz_crc32(0, out, 8 + 4 * (size_t)q));
+}
+
+int dz_seedlog_decode_record(uint32_t q, const uint8_t *in, uint32_t *step, float *lr, float *g) {
+    if (get_u32(in + 8 + 4 * q) != dz_crc32(0, in, 8 + 4 * (size_t)q)) return -1;
+    *step = get_u32(in);
+    *lr = get_f32(in + 4);
+    for (uint32_t j = 0; j < q; j++) g[j] = get_f32(in + 8 + 4 * j);
+    return 0;
+}
+
 static void encode_header(const dz_seedlog_header *h, uint8_t out[DZ_SEEDLOG_HEADER_BYTES]) {
     memcpy(out, MAGIC, 8);
     put_u32(out + 8, DZ_SEEDLOG_VERSION);
@@ -330,10 +345,7 @@ dz_status dz_seedlog_append(dz_seedlog *log, uint32_t step, float lr, const floa
     if (reserve(log, log->n + 1)) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", log->path);
     const uint32_t q = log->h.q;
     uint8_t *r = log->rec;
-    put_u32(r, step);
-    put_f32(r + 4, lr);
-    for (uint32_t j = 0; j < q; j++) put_f32(r + 8 + 4 * j, g[j]);
-    put_u32(r + 8 + 4 * q, dz_crc32(0, r, 8 + 4 * (size_t)q));
+    dz_seedlog_encode_record(q, step, lr, g, r);
     /* One write() for the record, so a killed process leaves it whole or absent. */
     for (size_t done = 0; done < log->rec_bytes;) {
         ssize_t w = dz_io_write(log->fd, r + done, log->rec_bytes - done);

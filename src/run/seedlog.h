@@ -56,6 +56,11 @@ typedef struct dz_seedlog dz_seedlog;
 
 /* Bytes per record for q samples. */
 size_t dz_seedlog_record_bytes(uint32_t q);
+/* One record in the file's format (dz_seedlog_record_bytes(q) bytes, CRC included): what
+ * append writes, and what a federated coordinator sends its workers (src/federated). */
+void dz_seedlog_encode_record(uint32_t q, uint32_t step, float lr, const float *g, uint8_t *out);
+/* The reverse: 0, or -1 when the record fails its CRC (nothing is then trusted). */
+int dz_seedlog_decode_record(uint32_t q, const uint8_t *in, uint32_t *step, float *lr, float *g);
 
 /* Creates path with header h and no records, atomically, then opens it for appending.
  * Fails if path exists (resume opens it instead). sync_every: fdatasync every that many

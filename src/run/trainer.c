@@ -46,19 +46,16 @@ static dz_status load_tokenizer(dz_trainer *tr, int from_checkpoint, dz_error *e
     return st;
 }
 
-static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *err) {
+dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from_checkpoint, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
-    char path[4200];
-    int ckpt_steps = 0;
     dz_status st = setup_layout(tr, err);
-    if (st == DZ_OK) st = dz_trainer_weights_path(tr, resume, path, sizeof path, &ckpt_steps, err);
     const char *const inputs[] = {c->data.train, c->data.test, c->tokenizer};
-    const dz_weights_spec ws = {.path = path, .master_dtype = c->store.master_dtype, .store = c->store.spec,
+    const dz_weights_spec ws = {.path = weights, .master_dtype = c->store.master_dtype, .store = c->store.spec,
                                 .comm = tr->comm, .inputs = inputs, .n_inputs = 3};
     if (st == DZ_OK) st = dz_setup_weights(&ws, &tr->setup, err);
     if (st != DZ_OK) return st;
     tr->m = dz_setup_model(tr->setup), tr->store = dz_setup_store(tr->setup);
-    if ((st = load_tokenizer(tr, resume && ckpt_steps > 0, err)) != DZ_OK) return st;
+    if ((st = load_tokenizer(tr, from_checkpoint, err)) != DZ_OK) return st;
 
     tr->lm = !strcmp(c->data.task, "lm");
     dz_prompt_spec_default_sst2(&tr->spec);
@@ -99,6 +96,15 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     if (st == DZ_OK && (!tr->order || !tr->batch_ex || !tr->batch_labels || !tr->scores || !tr->eval_pairs ||
                         !tr->eval_preds))
         st = dz_fail(err, DZ_ERR_NOMEM, "train: out of memory");
+    return st;
+}
+
+static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *err) {
+    const dz_train_config *c = &tr->cfg;
+    char path[4200];
+    int ckpt_steps = 0;
+    dz_status st = dz_trainer_weights_path(tr, resume, path, sizeof path, &ckpt_steps, err);
+    if (st == DZ_OK) st = dz_trainer_setup_compute(tr, path, resume && ckpt_steps > 0, err);
     if (st != DZ_OK) return st;
 
     /* the seed log: new, or the source of truth past the checkpoint */
@@ -118,7 +124,7 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     return st;
 }
 
-static void teardown(dz_trainer *tr) {
+void dz_trainer_teardown(dz_trainer *tr) {
     dz_metrics_close(tr->metrics, NULL);
     dz_seedlog_close(tr->log, NULL);
     dz_setup_free(tr->setup);
@@ -243,6 +249,11 @@ static dz_status run_settings(dz_trainer *tr, const dz_train_config *cfg_in, int
                               dz_error *err) {
     dz_status st = DZ_OK;
     if (resume) {
+        char fed[4200];
+        snprintf(fed, sizeof fed, "%s/federated.json", tr->run_dir);
+        if (dz_file_exists(fed)) /* its rounds come from workers' data, which train does not have */
+            return dz_fail(err, DZ_ERR_INVALID, "%s is a federated run (federated.json): continue it with distzo serve "
+                           "--out %s --resume", tr->run_dir, tr->run_dir);
         if (tr->rank0) st = dz_run_lock(tr->run_dir, &tr->lock_fd, err);
         if (st == DZ_OK) st = dz_run_config_read(tr->run_dir, &tr->cfg, strings, err);
         if (st == DZ_OK) st = dz_run_config_resume(tr->run_dir, &tr->cfg, cfg_in, &tr->settings_changed, err);
@@ -301,7 +312,7 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/run.json", tr.run_dir);
     tr.failed_before_write = st != DZ_OK && !resume && !dz_file_exists(probe);
-    teardown(&tr);
+    dz_trainer_teardown(&tr);
     free(strings);
     return st;
 }

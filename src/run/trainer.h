@@ -55,8 +55,17 @@ typedef struct dz_trainer {
     int failed_before_write;          /* a fresh start failed before run.json: leave the folder as it was */
 } dz_trainer;
 
+/* trainer.c: everything a step needs, without the run folder: the layout, the weights
+ * (from `weights`; from_checkpoint: its own tokenizer comes first), the tokenizer, the
+ * data, the engine and the batch buffers (a federated worker is this and no run folder). */
+dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from_checkpoint, dz_error *err);
+/* Frees what dz_train or dz_trainer_setup_compute made (lock_fd -1: no lock to drop). */
+void dz_trainer_teardown(dz_trainer *tr);
+
 /* train_data.c: the training pool's train/dev draw and the test set, as sequences. */
 /* agreement.c: every rank has the same settings, model and data (a no-op in one process). */
+/* A fingerprint of a tensor table: its names and shapes (federated workers use it too). */
+uint64_t dz_trainer_table_hash(const dz_param_table *t);
 dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err);
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err);
 /* The examples (and labels) of step's global batch into tr->batch_ex / batch_labels. */

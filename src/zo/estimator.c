@@ -71,8 +71,9 @@ static void batch_extent(const dz_zo_batch *b, int *n_local, int *n_global) {
     *n_global = b->n_global > 0 ? b->n_global : *n_local;
 }
 
-dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
-                     dz_error *err) {
+/* The losses and g of n samples, draws draw0 .. draw0 + n - 1, into out (no update). */
+static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const dz_zo_batch *b, dz_zo_step_result *out,
+                          dz_error *err) {
     memset(out, 0, sizeof *out);
     out->finite = 1;
     int n_local, n_global;
@@ -80,15 +81,15 @@ dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch
     if (b->example0 < 0 || b->example0 + n_local > n_global)
         return dz_fail(err, DZ_ERR_INVALID, "zo: batch examples [%d, %d) outside the global batch of %d", b->example0,
                        b->example0 + n_local, n_global);
-    const size_t per_sign = 2 * (size_t)n_global, need = (size_t)e->p.q * 2 * per_sign; /* (loss, weight) pairs */
+    const size_t per_sign = 2 * (size_t)n_global, need = (size_t)n * 2 * per_sign; /* (loss, weight) pairs */
     if (need > e->ex_cap) { /* grows once, at the first step of a larger batch */
         double *p = realloc(e->ex_loss, need * sizeof *p);
         if (!p) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
         e->ex_loss = p, e->ex_cap = need;
     }
     memset(e->ex_loss, 0, need * sizeof *e->ex_loss);
-    for (int j = 0; j < e->p.q; j++) {
-        const uint32_t draw = step * (uint32_t)e->p.q + (uint32_t)j;
+    for (int j = 0; j < n; j++) {
+        const uint32_t draw = draw0 + (uint32_t)j;
         double *sample[2] = {e->ex_loss + (size_t)(2 * j) * per_sign, e->ex_loss + (size_t)(2 * j + 1) * per_sign};
         dz_status st = dual_forward(e, draw, b, sample, err);
         if (st != DZ_OK) return st;
@@ -97,7 +98,7 @@ dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch
         dz_status st = e->par.sum(e->par.ctx, e->ex_loss, need, err);
         if (st != DZ_OK) return st;
     }
-    for (int j = 0; j < e->p.q; j++) {
+    for (int j = 0; j < n; j++) {
         double loss[2] = {0.0, 0.0}, weight[2] = {0.0, 0.0};
         for (int k = 0; k < 2; k++) {
             const double *x = e->ex_loss + (size_t)(2 * j + k) * per_sign;
@@ -107,8 +108,19 @@ dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch
         out->g[j] = (float)((out->loss_plus[j] - out->loss_minus[j]) / (2.0 * (double)e->p.eps));
         if (!isfinite(out->loss_plus[j]) || !isfinite(out->loss_minus[j]) || !isfinite(out->g[j])) out->finite = 0;
     }
-    if (!out->finite) return DZ_OK;
-    dz_status st = dz_zo_set_update(e, step, lr, out->g, err);
+    return DZ_OK;
+}
+
+dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, dz_zo_step_result *out,
+                         dz_error *err) {
+    return estimate(e, 1, draw, b, out, err);
+}
+
+dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
+                     dz_error *err) {
+    dz_status st = estimate(e, e->p.q, step * (uint32_t)e->p.q, b, out, err);
+    if (st != DZ_OK || !out->finite) return st;
+    st = dz_zo_set_update(e, step, lr, out->g, err);
     if (st == DZ_OK && !e->p.fuse) st = dz_zo_flush(e, err);
     return st;
 }

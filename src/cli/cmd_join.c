@@ -1,0 +1,72 @@
+/* distzo join: a worker of a federated run (docs/FEDERATED.md). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/common.h"
+#include "distzo/federated.h"
+
+/* DISTZO_TEST_KILL=join:ROUND: this worker dies (SIGKILL) once it has computed its
+ * contribution to that round, before sending it (the tests' worker lost mid-round). */
+typedef struct join_progress {
+    int kill_round;
+} join_progress;
+
+static void on_event(const dz_fed_join_event *ev, void *user) {
+    const join_progress *p = user;
+    if (ev->kind == DZ_FED_COMPUTED && p->kill_round >= 0 && ev->round == p->kill_round) raise(SIGKILL);
+    if (ev->kind == DZ_FED_JOINED) fprintf(stderr, "distzo: joined as machine %u (%d records applied)\n", ev->machine, ev->round);
+    if (ev->kind == DZ_FED_RESYNC) fprintf(stderr, "distzo: resync at %d records\n", ev->round);
+}
+
+int dz_cmd_join(int argc, char **argv) {
+    dz_fed_join_config c = {.retry_for = 60.0};
+    float retry_for = 60.0f;
+    int threads = 0;
+    const char *checksum_file = NULL;
+    const dz_opt opts[] = {
+        {"data", DZ_OPT_STR, &c.data, "this machine's training file (its examples never leave it)"},
+        {"model", DZ_OPT_STR, &c.model, "the base model here (default: the path the coordinator's run names)"},
+        {"token-file", DZ_OPT_STR, &c.token_file, "file whose first line is the coordinator's token"},
+        {"ca-file", DZ_OPT_STR, &c.ca_file, "PEM certificate(s) to trust for an https:// coordinator (default: the system's)"},
+        {"name", DZ_OPT_STR, &c.name, "a name for the coordinator's log (at most 64 characters)"},
+        {"save", DZ_OPT_STR, &c.save, "folder to write this replica's weights to at the end (HF layout)"},
+        {"checksum-file", DZ_OPT_STR, &checksum_file, "file to write the replica's final checksum to (16 hex digits)"},
+        {"retry-for", DZ_OPT_FLOAT, &retry_for, "seconds to keep retrying an unreachable coordinator (default 60)"},
+        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        {0},
+    };
+    const dz_cmd_spec spec = {
+        .name = "join",
+        .usage = "URL --data FILE --token-file F [--model M] [--save DIR]",
+        .summary = "Works for a federated run: replays its log, then computes one-byte projected gradients\n"
+                   "on this machine's data for the slots each round assigns it, until the run is done.",
+        .min_positional = 1,
+        .max_positional = 1,
+        .opts = opts,
+    };
+    const char *pos[1];
+    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
+    if (rc) return rc < 0 ? 2 : 0;
+    c.url = pos[0];
+    c.retry_for = retry_for;
+    if (!(c.retry_for >= 0)) return dz_cli_failf("option --retry-for: %g is negative", (double)retry_for);
+    join_progress p = {.kill_round = -1};
+    const char *kill = getenv("DISTZO_TEST_KILL");
+    if (kill && sscanf(kill, "join:%d", &p.kill_round) != 1) p.kill_round = -1;
+    if ((rc = dz_cli_runtime(threads))) return rc;
+    dz_error err = {0};
+    dz_fed_join_result res;
+    if (dz_fed_join(&c, on_event, &p, &res, &err) != DZ_OK) return dz_cli_fail(&err);
+    if (checksum_file) {
+        char text[32];
+        snprintf(text, sizeof text, "%016llx\n", (unsigned long long)res.checksum);
+        if (dz_write_file_atomic(checksum_file, text, strlen(text), &err) != DZ_OK) return dz_cli_fail(&err);
+    }
+    printf("done: %d records applied, %d contributions, %d rejoins, %d resyncs; network %llu bytes sent, %llu "
+           "received; checksum %016llx\n", res.rounds_applied, res.contributions, res.rejoins, res.resyncs,
+           (unsigned long long)res.bytes_sent, (unsigned long long)res.bytes_received,
+           (unsigned long long)res.checksum);
+    return 0;
+}

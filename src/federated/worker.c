@@ -1,0 +1,356 @@
+/* distzo join: a federated worker (docs/FEDERATED.md). It gets the run's settings from
+ * the coordinator, loads its own copy of the base model and its own data (never sent),
+ * checks that the base model is the run's (fingerprint), replays the coordinator's log,
+ * then, round after round: computes the projected gradient of each slot it was given
+ * (draw round * q + slot, its own batch), sends one byte per slot, and applies the
+ * round's record once the coordinator has logged it. Its replica is a function of the log
+ * alone, so it equals the coordinator's and every other worker's bitwise; the checksum
+ * the coordinator sends is compared after each catch-up, and a difference means a resync
+ * (the base model reloaded, the log replayed). The coordinator unreachable: retried with
+ * backoff for --retry-for seconds; restarted (the worker's id unknown): joined again. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/util.h"
+#include "distzo/federated.h"
+#include "distzo/log.h"
+#include "federated/byte_code.h"
+#include "federated/http.h"
+#include "federated/protocol.h"
+#include "federated/replica.h"
+#include "run/run_files.h"
+#include "run/seedlog.h"
+#include "run/trainer.h"
+
+typedef struct worker {
+    const dz_fed_join_config *cfg;
+    dz_fed_join_cb cb;
+    void *user;
+    dz_fed_http_client *http;
+    dz_fed_run_info info;          /* the run, as the coordinator described it */
+    dz_trainer tr;                 /* the replica, the data and the engine */
+    int have_tr;
+    char *run_strings;
+    uint64_t fingerprint;          /* of the base model here */
+    uint32_t machine;
+    char key[DZ_FED_KEY_CHARS + 1];
+    uint32_t applied;              /* records of the log applied to the replica */
+    int64_t verified;              /* the record count at which the checksum last matched the coordinator's (-1: never) */
+    uint64_t version;              /* of the last state seen */
+    uint64_t computed_version;     /* the state whose slots were last computed (a round opened again has a new one) */
+    int computed;
+    dz_fed_join_result *res;
+    double last_answer;            /* when the coordinator last answered */
+} worker;
+
+static void event(worker *w, int kind, int round, int slots) {
+    if (!w->cb) return;
+    const dz_fed_join_event ev = {.kind = kind, .machine = w->machine, .round = round, .slots = slots};
+    w->cb(&ev, w->user);
+}
+
+static void sleep_s(double s) {
+    struct timespec t = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&t, NULL);
+}
+
+/* One request, retried with backoff (0.1 s doubling to 2 s) while no answer comes or the
+ * coordinator answers 5xx, for up to --retry-for seconds since its last answer. */
+static dz_status call(worker *w, const char *method, const char *path, const char *body, int *status, char **resp,
+                      size_t *len, dz_error *err) {
+    double backoff = 0.1;
+    for (;;) {
+        dz_error e = {0};
+        dz_status st = dz_fed_http_call(w->http, method, path, body, body ? strlen(body) : 0,
+                                        DZ_FED_MAX_WAIT_MS + 10000L, status, resp, len, &e);
+        if (st == DZ_OK && *status < 500) {
+            w->last_answer = dz_now();
+            return DZ_OK;
+        }
+        if (st != DZ_OK && st != DZ_ERR_IO) return dz_fail(err, st, "%s", e.msg);
+        char why[1100];
+        if (st == DZ_OK) {
+            dz_fed_error_message(*resp, *len, why, sizeof why);
+            free(*resp);
+            *resp = NULL;
+        } else {
+            snprintf(why, sizeof why, "%s", e.msg);
+        }
+        if (dz_now() - w->last_answer > w->cfg->retry_for)
+            return dz_fail(err, DZ_ERR_IO, "the coordinator at %s did not answer for %.0f s (--retry-for): %s",
+                           w->cfg->url, w->cfg->retry_for, why);
+        sleep_s(backoff);
+        backoff = backoff * 2 > 2.0 ? 2.0 : backoff * 2;
+    }
+}
+
+/* An answer that is not 200: the coordinator's message as the error. */
+static dz_status refused(worker *w, const char *what, int status, const char *resp, size_t len, dz_error *err) {
+    char msg[600];
+    dz_fed_error_message(resp, len, msg, sizeof msg);
+    if (status == 401)
+        return dz_fail(err, DZ_ERR_INVALID, "the coordinator at %s refused the token (%s): check --token-file",
+                       w->cfg->url, msg);
+    return dz_fail(err, DZ_ERR_INVALID, "%s: the coordinator answered %d: %s", what, status, msg);
+}
+
+/* The replica: the run's settings with this machine's model and data, and nothing of the
+ * run folder. */
+static dz_status load_replica(worker *w, dz_error *err) {
+    dz_trainer *tr = &w->tr;
+    if (w->have_tr) dz_trainer_teardown(tr);
+    free(w->run_strings);
+    w->run_strings = NULL;
+    memset(tr, 0, sizeof *tr);
+    w->have_tr = 1;
+    tr->lock_fd = -1;
+    tr->t0 = dz_now();
+    dz_status st = dz_run_config_parse(w->info.run_json, strlen(w->info.run_json), "the coordinator's run.json",
+                                       &tr->cfg, &w->run_strings, err);
+    if (st != DZ_OK) return st;
+    dz_train_config *c = &tr->cfg;
+    if (w->cfg->model) c->model = w->cfg->model;
+    c->data.train = w->cfg->data, c->data.test = NULL, c->data.dev_examples = 0;
+    c->store.spec = NULL, c->out_dir = NULL, c->layout = (dz_train_layout){0};
+    if ((uint32_t)c->optim.q != w->info.q)
+        return dz_fail(err, DZ_ERR_FORMAT, "the coordinator's run has %d samples per step but %u slots per round",
+                       c->optim.q, w->info.q);
+    if ((st = dz_train_config_check(c, err)) != DZ_OK) return st;
+    if ((st = dz_comm_init(NULL, NULL, 0, 0, &tr->own_comm, err)) != DZ_OK) return st;
+    tr->comm = tr->own_comm, tr->rank0 = 1;
+    if ((st = dz_trainer_setup_compute(tr, c->model, 0, err)) != DZ_OK) return st;
+    if ((st = dz_fed_fingerprint(tr->m, tr->e, &w->fingerprint, err)) != DZ_OK) return st;
+    if (w->fingerprint != w->info.fingerprint)
+        return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
+                       "): pass --model with the model the coordinator serves (%s master weights)", c->model,
+                       w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
+    w->applied = 0, w->verified = -1;
+    return DZ_OK;
+}
+
+/* GET /v1/run and POST /v1/join; the first time also the replica. A rejoin must find the
+ * same run. */
+static dz_status join(worker *w, dz_error *err) {
+    int status;
+    char *resp = NULL;
+    size_t len;
+    dz_fed_run_info info;
+    dz_status st = call(w, "GET", "/v1/run", NULL, &status, &resp, &len, err);
+    if (st == DZ_OK && status != 200) st = refused(w, "GET /v1/run", status, resp, len, err);
+    if (st == DZ_OK) st = dz_fed_run_info_parse(resp, len, &info, err);
+    free(resp);
+    if (st != DZ_OK) return st;
+    if (w->info.run_json) {
+        const int same = info.fingerprint == w->info.fingerprint && info.q == w->info.q &&
+                         info.code == w->info.code && !strcmp(info.run_json, w->info.run_json);
+        free(info.run_json);
+        if (!same) return dz_fail(err, DZ_ERR_INVALID, "the coordinator at %s now serves another run", w->cfg->url);
+    } else {
+        w->info = info;
+        if ((st = load_replica(w, err)) != DZ_OK) return st;
+    }
+    dz_fed_join_req req = {.protocol = DZ_FED_PROTOCOL, .fingerprint = w->fingerprint};
+    snprintf(req.name, sizeof req.name, "%s", w->cfg->name ? w->cfg->name : "");
+    char *body = dz_fed_join_req_json(&req);
+    if (!body) return dz_fail(err, DZ_ERR_NOMEM, "join: out of memory");
+    st = call(w, "POST", "/v1/join", body, &status, &resp, &len, err);
+    free(body);
+    dz_fed_join_resp jr;
+    if (st == DZ_OK && status != 200) st = refused(w, "join", status, resp, len, err);
+    if (st == DZ_OK) st = dz_fed_join_resp_parse(resp, len, &jr, err);
+    free(resp);
+    if (st != DZ_OK) return st;
+    w->machine = jr.machine;
+    memcpy(w->key, jr.key, sizeof w->key);
+    w->version = 0, w->computed = 0, w->verified = -1; /* a coordinator restarted: its checksum again */
+    event(w, DZ_FED_JOINED, (int)w->applied, 0);
+    return DZ_OK;
+}
+
+/* Applies the log's records from w->applied up to count (GET /v1/log pages). */
+static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
+    const uint32_t q = w->info.q;
+    const size_t rb = dz_seedlog_record_bytes(q);
+    float g[DZ_FED_MAX_SLOTS];
+    while (w->applied < count) {
+        char path[128], *resp = NULL;
+        int status;
+        size_t len;
+        snprintf(path, sizeof path, "/v1/log?from=%u&max=%d", w->applied, DZ_FED_MAX_LOG_PAGE);
+        dz_status st = call(w, "GET", path, NULL, &status, &resp, &len, err);
+        if (st == DZ_OK && status != 200) st = refused(w, "GET /v1/log", status, resp, len, err);
+        if (st == DZ_OK && (len % rb != 0 || len == 0))
+            st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: %zu bytes is not a whole number of %zu-byte records", len, rb);
+        for (size_t i = 0; st == DZ_OK && i < len / rb && w->applied < count; i++) {
+            uint32_t step;
+            float lr;
+            if (dz_seedlog_decode_record(q, (const uint8_t *)resp + i * rb, &step, &lr, g) != 0)
+                st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u fails its CRC check", w->applied);
+            else if (step != w->applied)
+                st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u has step %u", w->applied, step);
+            if (st == DZ_OK) st = dz_fed_apply(w->tr.e, step, lr, g, err);
+            if (st == DZ_OK) w->applied++;
+        }
+        free(resp);
+        if (st != DZ_OK) return st;
+    }
+    event(w, DZ_FED_APPLIED, (int)w->applied, 0);
+    return DZ_OK;
+}
+
+/* Tests only: DISTZO_TEST_CORRUPT_REPLICA=N flips one bit of the first tensor once this
+ * replica has applied N records, so that the checksum comparison and the resync can be
+ * shown to work. */
+static void test_fault(worker *w) {
+    static int done;
+    const char *at = getenv("DISTZO_TEST_CORRUPT_REPLICA");
+    if (done || !at || atoi(at) != (int)w->applied) return;
+    unsigned char *mem = dz_model_tensor(w->tr.m, 0);
+    if (!mem) return;
+    const dz_param_table *t = dz_model_params(w->tr.m);
+    mem[(size_t)dz_param_numel(&t->params[0]) / 2 * dz_dtype_size(dz_model_dtype(w->tr.m))] ^= 1;
+    dz_log(DZ_LOG_INFO, "test fault: flipped a bit of %s after %u records", t->params[0].hf_name, w->applied);
+    done = 1;
+}
+
+/* The replica against the coordinator's checksum after `count` records (the replica has
+ * applied exactly those): a difference means a resync, twice means an error. */
+static dz_status verify(worker *w, const dz_fed_round *s, dz_error *err) {
+    uint64_t sum = 0;
+    test_fault(w);
+    dz_status st = dz_fed_checksum(w->tr.e, &sum, err);
+    if (st != DZ_OK || sum == s->checksum) return st;
+    dz_log(DZ_LOG_WARN, "machine %u: replica checksum %016" PRIx64 " after %u records differs from the "
+           "coordinator's %016" PRIx64 ": reloading the base model and replaying the log", w->machine, sum,
+           s->log_count, s->checksum);
+    event(w, DZ_FED_RESYNC, (int)s->log_count, 0);
+    w->res->resyncs++;
+    if ((st = load_replica(w, err)) != DZ_OK || (st = catch_up(w, s->log_count, err)) != DZ_OK) return st;
+    if ((st = dz_fed_checksum(w->tr.e, &sum, err)) != DZ_OK) return st;
+    if (sum != s->checksum)
+        return dz_fail(err, DZ_ERR_INVALID, "machine %u: after a full replay of %u records the replica's checksum "
+                       "%016" PRIx64 " still differs from the coordinator's %016" PRIx64, w->machine, s->log_count,
+                       sum, s->checksum);
+    return DZ_OK;
+}
+
+/* This machine's slots of round r: a batch of its own data and both forwards each. */
+static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
+    dz_trainer *tr = &w->tr;
+    const dz_train_optim *o = &tr->cfg.optim;
+    dz_fed_submit sub = {.machine = w->machine, .round = s->round, .n = s->n_slots};
+    memcpy(sub.key, w->key, sizeof sub.key);
+    double loss = 0;
+    int finite = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        const uint32_t draw = s->round * w->info.q + s->slots[i];
+        dz_trainer_draw_batch(tr, (int)draw); /* the worker's own endless shuffle, indexed by the draw */
+        tr->lo = 0, tr->hi = o->batch;
+        dz_status st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, o->batch, err);
+        if (st != DZ_OK) return st;
+        dz_zo_batch zb = dz_class_batch_zo(&tr->bb, dz_trainer_loss, tr);
+        zb.n_examples = o->batch, zb.example0 = 0, zb.n_global = o->batch;
+        dz_zo_step_result r;
+        if ((st = dz_zo_estimate(tr->e, draw, &zb, &r, err)) != DZ_OK) return st;
+        const float g = r.finite ? r.g[0] : NAN;
+        sub.slots[i] = s->slots[i];
+        if (w->info.code == DZ_FED_CODE_BYTE) {
+            sub.values[i] = dz_fed_byte_encode(g, w->info.g_clip);
+        } else {
+            memcpy(&sub.values[i], &g, sizeof g);
+        }
+        if (r.finite) loss += 0.5 * (r.loss_plus[0] + r.loss_minus[0]), finite++;
+    }
+    sub.loss = finite ? loss / finite : NAN;
+    event(w, DZ_FED_COMPUTED, (int)s->round, s->n_slots);
+    char *body = dz_fed_submit_json(&sub, w->info.code), *resp = NULL;
+    if (!body) return dz_fail(err, DZ_ERR_NOMEM, "submit: out of memory");
+    int status;
+    size_t len;
+    dz_status st = call(w, "POST", "/v1/submit", body, &status, &resp, &len, err);
+    free(body);
+    dz_log(DZ_LOG_DEBUG, "machine %u: round %u submitted: %d %.*s", w->machine, s->round, status,
+           resp ? (int)len : 0, resp ? resp : "");
+    if (st == DZ_OK && status == 200) {
+        w->res->contributions += s->n_slots;
+        event(w, DZ_FED_SUBMITTED, (int)s->round, s->n_slots);
+    } else if (st == DZ_OK && status != 409 && status != 410) { /* 409: closed meanwhile; 410: see the next poll */
+        st = refused(w, "submit", status, resp, len, err);
+    }
+    free(resp);
+    w->computed_version = s->version, w->computed = 1;
+    return st;
+}
+
+static dz_status save(worker *w, dz_error *err) {
+    dz_status st = dz_zo_flush(w->tr.e, err);
+    if (st == DZ_OK && w->cfg->save) st = dz_model_save_hf(w->tr.m, w->cfg->save, err);
+    return st;
+}
+
+dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *user, dz_fed_join_result *res,
+                      dz_error *err) {
+    memset(res, 0, sizeof *res);
+    worker *w = calloc(1, sizeof *w);
+    if (!w) return dz_fail(err, DZ_ERR_NOMEM, "join: out of memory");
+    w->cfg = cfg, w->cb = cb, w->user = user, w->res = res, w->last_answer = dz_now();
+    char token[DZ_FED_TOKEN_MAX + 1];
+    dz_status st = cfg->data ? DZ_OK : dz_fail(err, DZ_ERR_INVALID, "join: --data FILE (this machine's examples) is required");
+    if (st == DZ_OK) st = dz_fed_read_token(cfg->token_file, token, err);
+    if (st == DZ_OK) st = dz_fed_http_client_create(cfg->url, token, cfg->ca_file, &w->http, err);
+    if (st == DZ_OK) st = join(w, err);
+    while (st == DZ_OK) {
+        char path[256], *resp = NULL;
+        int status;
+        size_t len;
+        snprintf(path, sizeof path, "/v1/round?machine=%u&key=%s&applied=%u&version=%016" PRIx64 "&wait_ms=%d",
+                 w->machine, w->key, w->applied, w->version, DZ_FED_MAX_WAIT_MS);
+        st = call(w, "GET", path, NULL, &status, &resp, &len, err);
+        if (st == DZ_OK && status == 410) { /* the coordinator does not know this machine (any more) */
+            free(resp);
+            res->rejoins++;
+            st = join(w, err);
+            continue;
+        }
+        dz_fed_round s;
+        if (st == DZ_OK && status != 200) st = refused(w, "GET /v1/round", status, resp, len, err);
+        if (st == DZ_OK) st = dz_fed_round_parse(resp, len, w->info.q, &s, err);
+        free(resp);
+        if (st != DZ_OK) break;
+        w->version = s.version;
+        dz_log(DZ_LOG_DEBUG, "machine %u: state %" PRIx64 ": round %u, %u records, open %d, %d slots; %u applied",
+               w->machine, s.version, s.round, s.log_count, s.open, s.n_slots, w->applied);
+        if (s.log_count < w->applied) { /* the coordinator lost records (a crash of its machine): start over */
+            dz_log(DZ_LOG_WARN, "machine %u: the coordinator's log has %u records, this replica applied %u: "
+                   "reloading the base model", w->machine, s.log_count, w->applied);
+            res->resyncs++;
+            if ((st = load_replica(w, err)) != DZ_OK) break;
+        }
+        if (s.log_count > w->applied && (st = catch_up(w, s.log_count, err)) != DZ_OK) break;
+        if (w->verified != (int64_t)w->applied) { /* after a catch-up, a join, a rejoin */
+            if ((st = verify(w, &s, err)) != DZ_OK) break;
+            w->verified = w->applied;
+        }
+        if (s.finished) { /* tell the coordinator this replica is complete, then stop */
+            snprintf(path, sizeof path, "/v1/round?machine=%u&key=%s&applied=%u", w->machine, w->key, w->applied);
+            if (call(w, "GET", path, NULL, &status, &resp, &len, err) == DZ_OK) free(resp);
+            break;
+        }
+        if (s.open && s.n_slots > 0 && s.round == w->applied && !(w->computed && s.version == w->computed_version))
+            st = contribute(w, &s, err);
+    }
+    if (st == DZ_OK) st = save(w, err);
+    if (st == DZ_OK) st = dz_fed_checksum(w->tr.e, &res->checksum, err);
+    res->rounds_applied = (int)w->applied;
+    if (w->http) dz_fed_http_bytes(w->http, &res->bytes_sent, &res->bytes_received);
+    if (w->have_tr) dz_trainer_teardown(&w->tr);
+    dz_fed_http_client_free(w->http);
+    free(w->run_strings);
+    free(w->info.run_json);
+    free(w);
+    return st;
+}

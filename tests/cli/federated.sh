@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Federated ZO on loopback (docs/FEDERATED.md): `distzo serve` and three `distzo join`
+# workers on stories260K, each with its own shard of SST-2.
+# - worker 2 is SIGKILLed in round 10 (of 0..39) after computing, before sending (DISTZO_TEST_KILL):
+#   that round closes at its deadline with the others' slots, and training goes on;
+# - worker 3 starts after 10 rounds and catches up from the coordinator's log;
+# - the coordinator is SIGKILLed after 20 rounds (DISTZO_TEST_KILL) and restarted with --resume on the same
+#   address: the workers reconnect (backoff), join again and go on;
+# - worker 3's replica gets one bit flipped after 30 records (DISTZO_TEST_CORRUPT_REPLICA):
+#   its checksum differs from the coordinator's, it reloads the base model and replays;
+# - at the end every live replica equals `distzo export` of the run, byte for byte, and the
+#   seed log has one record per round;
+# - a bad token, a different base model, an unreachable coordinator: a clear error each;
+# - HTTPS with a self-signed certificate: trusted with --ca-file, refused without.
+# Every wait is bounded; the script stops by itself.
+# usage: federated.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
+export OMP_NUM_THREADS=1
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$tmp"' EXIT
+echo "federated-test-token-0123456789" > "$tmp/token"
+echo "some-other-token-0123456789" > "$tmp/badtoken"
+for i in 1 2 3; do
+  { head -1 "$assets/sst2/train.tsv"; sed -n "$((2 + i * 200)),$((201 + i * 200))p" "$assets/sst2/train.tsv"; } > "$tmp/shard$i.tsv"
+done
+rounds=40
+
+# bad command lines: a clear error naming the option or file, before anything starts
+"$bin" serve --token-file "$tmp/token" > "$tmp/b1.txt" 2>&1; grep -q "serve needs --out" "$tmp/b1.txt" &&
+  ok "serve without --out: named" || bad "serve without --out: $(cat "$tmp/b1.txt")"
+"$bin" serve --out "$tmp/bad1" --token-file "$tmp/none" --steps 1 > "$tmp/b2.txt" 2>&1; grep -q "$tmp/none" "$tmp/b2.txt" &&
+  [ ! -e "$tmp/bad1/run.json" ] && ok "a missing token file: named, nothing written" || bad "missing token: $(cat "$tmp/b2.txt")"
+"$bin" serve --out "$tmp/bad2" --token-file "$tmp/token" --listen nowhere --steps 1 > "$tmp/b3.txt" 2>&1
+grep -q "\-\-listen 'nowhere': expected HOST:PORT" "$tmp/b3.txt" && [ ! -e "$tmp/bad2" ] &&
+  ok "a malformed --listen: named, no run folder made" || bad "--listen: $(cat "$tmp/b3.txt")"
+"$bin" serve --out "$tmp/bad4" --token-file "$tmp/token" --model "$tmp/no-such-model.bin" --listen 127.0.0.1:0 \
+  --steps 1 > "$tmp/b6.txt" 2>&1; grep -q "no-such-model.bin" "$tmp/b6.txt" && [ ! -e "$tmp/bad4" ] &&
+  ok "a missing base model: named, no run folder left" || bad "missing model: $(cat "$tmp/b6.txt"; ls -a "$tmp/bad4")"
+"$bin" serve --out "$tmp/bad3" --token-file "$tmp/token" --samples-per-worker 5 --spsa-samples 4 --steps 1 \
+  > "$tmp/b4.txt" 2>&1; grep -q "\-\-samples-per-worker 5" "$tmp/b4.txt" && ok "--samples-per-worker above the slots: named" ||
+  bad "samples per worker: $(cat "$tmp/b4.txt")"
+"$bin" join http://127.0.0.1:1 --token-file "$tmp/token" > "$tmp/b5.txt" 2>&1; grep -q "\-\-data FILE" "$tmp/b5.txt" &&
+  ok "join without --data: named" || bad "join without --data: $(cat "$tmp/b5.txt")"
+serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 3 --batch 4
+       --train-examples 32 --lr 1e-4 --round-timeout 3 --worker-timeout 3 --min-workers 2 --linger 30 --threads 1)
+join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
+
+# wait_for SECONDS COMMAND...: polls until COMMAND succeeds; 1 after SECONDS.
+wait_for() {
+  local until=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    [ $SECONDS -lt $until ] || return 1
+    sleep 0.1
+  done
+}
+rounds_done() { [ -f "$tmp/run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -ge "$1" ]; }
+
+DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0 > "$tmp/serve1.txt" 2>&1 &
+serve_pid=$!
+pids+=($serve_pid)
+wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$tmp/serve1.txt")"
+url=$(cat "$tmp/run/coordinator.url")
+# the errors first, while the coordinator waits for its first worker
+"$bin" join "$url" --data "$tmp/shard1.tsv" --token-file "$tmp/badtoken" --retry-for 5 > "$tmp/e1.txt" 2>&1 &&
+  bad "a bad token was accepted" || { grep -q "refused the token" "$tmp/e1.txt" && ok "a bad token: refused, named" ||
+  bad "bad token: $(cat "$tmp/e1.txt")"; }
+mkdir -p "$tmp/other"
+cp "$assets/stories260K/stories260K.bin" "$assets/stories260K/tok512.bin" "$tmp/other/"
+printf '\x3f' | dd of="$tmp/other/stories260K.bin" bs=1 seek=431 conv=notrunc 2> /dev/null # the 101st embedding float
+"$bin" join "$url" --data "$tmp/shard1.tsv" --model "$tmp/other/stories260K.bin" "${join[@]}" > "$tmp/e2.txt" 2>&1 &&
+  bad "a different base model was accepted" || { grep -q "is not the run's" "$tmp/e2.txt" &&
+  ok "a different base model (one byte): refused, named" || bad "other model: $(cat "$tmp/e2.txt")"; }
+"$bin" join http://127.0.0.1:1 --data "$tmp/shard1.tsv" --token-file "$tmp/token" --retry-for 1 > "$tmp/e3.txt" 2>&1 &&
+  bad "an unreachable coordinator gave success" || { grep -q "did not answer for" "$tmp/e3.txt" &&
+  ok "an unreachable coordinator: an error after --retry-for" || bad "unreachable: $(cat "$tmp/e3.txt")"; }
+
+"$bin" join "$url" --data "$tmp/shard1.tsv" --name w1 --save "$tmp/w1" --checksum-file "$tmp/w1.sum" "${join[@]}" \
+  > "$tmp/w1.txt" 2>&1 &
+w1=$!
+DISTZO_TEST_KILL=join:10 "$bin" join "$url" --data "$tmp/shard2.tsv" --name w2 "${join[@]}" > "$tmp/w2.txt" 2>&1 &
+w2=$!
+pids+=($w1 $w2)
+
+wait_for 120 rounds_done 10 || bad "10 rounds did not happen: $(tail -3 "$tmp/serve1.txt")"
+DISTZO_TEST_CORRUPT_REPLICA=30 "$bin" join "$url" --data "$tmp/shard3.tsv" --name w3 --save "$tmp/w3" --checksum-file "$tmp/w3.sum" "${join[@]}" \
+  > "$tmp/w3.txt" 2>&1 &
+w3=$!
+pids+=($w3)
+
+wait_for 120 bash -c "! kill -0 $serve_pid 2> /dev/null"
+wait $serve_pid
+[ $? -eq 137 ] && rounds_done 20 && ! rounds_done 21 && ok "the coordinator was SIGKILLed after 20 rounds" ||
+  bad "the coordinator was not killed after round 20: $(tail -3 "$tmp/serve1.txt")"
+kill -0 $w1 2> /dev/null && ok "the workers outlive the coordinator's SIGKILL" || bad "worker 1 died with the coordinator"
+"$bin" "${serve[@]}" --listen "${url#http://}" --resume > "$tmp/serve2.txt" 2>&1 &
+serve_pid=$!
+pids+=($serve_pid)
+
+wait_for 240 bash -c "! kill -0 $serve_pid 2> /dev/null" || bad "the restarted coordinator did not finish"
+wait $serve_pid && ok "the restarted coordinator finished the run" || bad "serve --resume: $(tail -5 "$tmp/serve2.txt")"
+grep -q "resumed after round" "$tmp/serve2.txt" && ok "serve --resume continued from the log" ||
+  bad "no resume: $(head -3 "$tmp/serve2.txt")"
+wait $w2
+[ $? -eq 137 ] && ok "worker 2 was killed mid-round (SIGKILL)" || bad "worker 2 was not killed: $(tail -3 "$tmp/w2.txt")"
+grep -q "^round 11/$rounds  1/2 slots" "$tmp/serve1.txt" && ok "the round worker 2 died in closed without its slot" ||
+  bad "round 11: $(grep '^round 11/' "$tmp/serve1.txt")"
+for w in 1 3; do
+  pid=w$w
+  wait ${!pid} && ok "worker $w finished" || bad "worker $w: $(tail -3 "$tmp/w$w.txt")"
+done
+grep -q "rejoins" "$tmp/w1.txt" && ! grep -q " 0 rejoins" "$tmp/w1.txt" && ok "worker 1 joined the restarted coordinator" ||
+  bad "worker 1 did not rejoin: $(tail -1 "$tmp/w1.txt")"
+
+grep -q "test fault: flipped a bit" "$tmp/w3.txt" && grep -q "resync at 30 records" "$tmp/w3.txt" &&
+  ok "worker 3's replica, one bit flipped, differed from the coordinator's checksum and was rebuilt" ||
+  bad "no resync of worker 3: $(grep -E 'fault|resync' "$tmp/w3.txt")"
+"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
+for w in 1 3; do
+  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
+    ok "worker $w's replica equals distzo export of the run, byte for byte" || bad "worker $w's replica differs from export"
+done
+cmp -s "$tmp/w1.sum" "$tmp/w3.sum" && ok "the replicas' checksums agree" || bad "checksums differ"
+"$bin" train --resume --out "$tmp/run" > "$tmp/b7.txt" 2>&1; grep -q "is a federated run" "$tmp/b7.txt" &&
+  ok "train --resume of a federated run: refused, pointing to serve --resume" || bad "train --resume: $(cat "$tmp/b7.txt")"
+moved=$(grep -vc '"g": 0[,}]' "$tmp/run/metrics.jsonl")
+[ "$moved" -ge $((rounds / 2)) ] && ok "$moved of $rounds rounds moved the weights (g != 0)" ||
+  bad "only $moved rounds have g != 0"
+[ "$(stat -c %s "$tmp/run/seeds.log")" -eq $((104 + rounds * (12 + 4 * 3))) ] &&
+  ok "the seed log holds $rounds records of 3 slots" || bad "seeds.log has $(stat -c %s "$tmp/run/seeds.log") bytes"
+# HTTPS: a self-signed certificate for 127.0.0.1; a worker that trusts it (--ca-file) works,
+# one that does not is refused by the certificate check
+need_tool openssl "the HTTPS checks make a self-signed certificate"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/key.pem" -out "$tmp/cert.pem" -days 1 -subj "/CN=127.0.0.1" \
+  -addext "subjectAltName=IP:127.0.0.1" > /dev/null 2>&1 || bad "openssl could not make a certificate"
+"$bin" serve --out "$tmp/tls" --token-file "$tmp/token" --steps 3 --spsa-samples 1 --batch 4 --train-examples 32 \
+  --listen 127.0.0.1:0 --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" --linger 10 --threads 1 > "$tmp/tls.txt" 2>&1 &
+tls_pid=$!
+pids+=($tls_pid)
+wait_for 30 test -s "$tmp/tls/coordinator.url" || bad "the HTTPS coordinator did not start: $(tail -2 "$tmp/tls.txt")"
+tls_url=$(cat "$tmp/tls/coordinator.url")
+case $tls_url in https://*) ok "--tls-cert serves $tls_url" ;; *) bad "--tls-cert serves $tls_url" ;; esac
+"$bin" join "$tls_url" --data "$tmp/shard1.tsv" "${join[@]}" --retry-for 2 > "$tmp/e4.txt" 2>&1 &&
+  bad "a worker trusted an unknown certificate" || { grep -qi "certificate" "$tmp/e4.txt" &&
+  ok "an https coordinator with an untrusted certificate: refused" || bad "untrusted certificate: $(cat "$tmp/e4.txt")"; }
+"$bin" join "$tls_url" --data "$tmp/shard1.tsv" "${join[@]}" --ca-file "$tmp/cert.pem" --save "$tmp/wt" \
+  > "$tmp/wt.txt" 2>&1 || bad "the worker over HTTPS failed: $(tail -2 "$tmp/wt.txt")"
+wait $tls_pid || bad "the HTTPS coordinator failed: $(tail -2 "$tmp/tls.txt")"
+"$bin" export --run "$tmp/tls" -o "$tmp/tls-exported" > /dev/null 2>&1 &&
+  cmp -s "$tmp/tls-exported/model.safetensors" "$tmp/wt/model.safetensors" &&
+  ok "over HTTPS, the replica equals export" || bad "the HTTPS replica differs from export"
+finish

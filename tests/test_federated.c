@@ -1,0 +1,319 @@
+/* The federated protocol's pieces without a network: the one-byte code against
+ * tools/ref_fed_byte_code.py's golden file (every byte decoded, chosen g encoded), and the
+ * message parsers: each message round-trips, and every malformed or out-of-bounds field
+ * is refused naming it. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+
+#include "distzo/util.h"
+#include "federated/byte_code.h"
+#include "federated/protocol.h"
+#include "federated/settings.h"
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static cJSON *golden(void) {
+    char *text = NULL;
+    dz_error err = {0};
+    if (dz_read_file(DZ_TEST_DATA "/federated/byte_code.json", &text, NULL, &err) != DZ_OK) fail_msg("%s", err.msg);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    assert_non_null(o);
+    return o;
+}
+
+static void byte_code_decodes_as_the_reference(void **state) {
+    (void)state;
+    cJSON *o = golden();
+    const cJSON *dec = cJSON_GetObjectItem(o, "decode"), *table;
+    int tables = 0;
+    cJSON_ArrayForEach(table, dec) {
+        const float clip = (float)atof(table->string);
+        assert_int_equal(cJSON_GetArraySize(table), 256);
+        for (int b = 0; b < 256; b++) {
+            const cJSON *want = cJSON_GetArrayItem(table, b);
+            const float got = dz_fed_byte_decode((uint8_t)b, clip);
+            if (cJSON_IsNull(want)) {
+                assert_true(isnan(got));
+            } else if (bits(got) != (uint32_t)want->valuedouble) {
+                fail_msg("clip %g, byte 0x%02x: %a, the reference %a", (double)clip, b, (double)got,
+                         (double)from_bits((uint32_t)want->valuedouble));
+            }
+        }
+        tables++;
+    }
+    assert_int_equal(tables, 2);
+    cJSON_Delete(o);
+}
+
+static void byte_code_encodes_as_the_reference(void **state) {
+    (void)state;
+    cJSON *o = golden();
+    const cJSON *c;
+    int n = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(o, "encode")) {
+        const float clip = (float)cJSON_GetObjectItem(c, "clip")->valuedouble;
+        const float g = from_bits((uint32_t)cJSON_GetObjectItem(c, "g_bits")->valuedouble);
+        const int want = (int)cJSON_GetObjectItem(c, "code")->valuedouble;
+        const int got = dz_fed_byte_encode(g, clip);
+        if (got != want) fail_msg("g %g, clip %g: code 0x%02x, the reference 0x%02x", (double)g, (double)clip, got, want);
+        n++;
+    }
+    assert_true(n >= 40);
+    assert_int_equal(dz_fed_byte_encode(NAN, 64.0f), DZ_FED_BYTE_NONE);
+    assert_int_equal(dz_fed_byte_encode(INFINITY, 64.0f), DZ_FED_BYTE_NONE);
+    cJSON_Delete(o);
+}
+
+/* Within the code's range the decoded value is within half a step (a factor e^(1/32)) of g,
+ * with its sign; above it, the clip. */
+static void byte_code_error_is_half_a_step(void **state) {
+    (void)state;
+    const float clip = 64.0f;
+    const double half_step = exp(1.0 / 32.0) * (1 + 1e-6);
+    for (double a = clip * exp(-7.8); a < clip; a *= 1.0137) {
+        for (int s = -1; s <= 1; s += 2) {
+            const float g = (float)(s * a), d = dz_fed_byte_decode(dz_fed_byte_encode(g, clip), clip);
+            assert_true(d * g > 0);
+            const double r = fabs((double)d / g);
+            if (r > half_step || r < 1 / half_step) fail_msg("g %g decodes to %g", (double)g, (double)d);
+        }
+    }
+    assert_true(dz_fed_byte_decode(dz_fed_byte_encode(1e6f, clip), clip) == clip);
+    assert_true(dz_fed_byte_decode(dz_fed_byte_encode(-1e6f, clip), clip) == -clip);
+}
+
+/* ---- messages ---- */
+
+#define KEY "0123456789abcdef0123456789abcdef"
+
+static void expect_refused(dz_status st, const dz_error *err, const char *needle) {
+    assert_int_not_equal(st, DZ_OK);
+    if (!strstr(err->msg, needle)) fail_msg("the error '%s' does not name '%s'", err->msg, needle);
+}
+
+static dz_status submit(const char *json, uint32_t q, dz_fed_code code, dz_fed_submit *m, dz_error *err) {
+    return dz_fed_submit_parse(json, strlen(json), q, code, m, err);
+}
+
+static void submit_round_trips(void **state) {
+    (void)state;
+    dz_fed_submit s = {.machine = 7, .round = 12, .n = 3, .slots = {4, 5, 6}, .values = {0, 0x85, 255}, .loss = 0.625};
+    memcpy(s.key, KEY, sizeof s.key);
+    char *json = dz_fed_submit_json(&s, DZ_FED_CODE_BYTE);
+    dz_fed_submit back;
+    dz_error err = {0};
+    assert_int_equal(dz_fed_submit_parse(json, strlen(json), 8, DZ_FED_CODE_BYTE, &back, &err), DZ_OK);
+    assert_int_equal(back.machine, 7);
+    assert_int_equal(back.round, 12);
+    assert_int_equal(back.n, 3);
+    assert_memory_equal(back.slots, s.slots, 3 * sizeof(uint32_t));
+    assert_memory_equal(back.values, s.values, 3 * sizeof(uint32_t));
+    assert_string_equal(back.key, KEY);
+    assert_true(back.loss == 0.625);
+    free(json);
+    /* f32: the bits exactly, NaN loss as null */
+    s.values[0] = bits(-3.25f), s.values[1] = 0xFFFFFFFFu, s.values[2] = bits(1e-30f), s.loss = NAN;
+    json = dz_fed_submit_json(&s, DZ_FED_CODE_F32);
+    assert_int_equal(dz_fed_submit_parse(json, strlen(json), 8, DZ_FED_CODE_F32, &back, &err), DZ_OK);
+    assert_memory_equal(back.values, s.values, 3 * sizeof(uint32_t));
+    assert_true(isnan(back.loss));
+    free(json);
+}
+
+static void submit_refuses_bad_fields(void **state) {
+    (void)state;
+    dz_fed_submit m;
+    dz_error err = {0};
+    const char *ok = "{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3]}";
+    assert_int_equal(submit(ok, 4, DZ_FED_CODE_BYTE, &m, &err), DZ_OK);
+    struct {
+        const char *json, *names;
+    } bad[] = {
+        {"", "not a JSON object"},
+        {"[1,2]", "not a JSON object"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3]", "not a JSON object"},
+        {"{\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3]}", "'machine' is missing"},
+        {"{\"machine\":0,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3]}", "'machine'"},
+        {"{\"machine\":1.5,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3]}", "'machine'"},
+        {"{\"machine\":\"1\",\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3]}", "'machine' must be a number"},
+        {"{\"machine\":1e300,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3]}", "'machine'"},
+        {"{\"machine\":1,\"key\":\"0123\",\"round\":0,\"slots\":[0],\"codes\":[3]}", "'key' has 4 characters"},
+        {"{\"machine\":1,\"key\":\"0123456789ABCDEF0123456789abcdef\",\"round\":0,\"slots\":[0],\"codes\":[3]}",
+         "lowercase hex"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":-1,\"slots\":[0],\"codes\":[3]}", "'round'"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[4],\"codes\":[3]}", "'slots[0]'"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0,1,2,3,0],\"codes\":[1,2,3,4,5]}", "at most 4"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[1,1],\"codes\":[3,3]}", "slot 1 is given twice"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0,1],\"codes\":[3]}", "2 slots but 1 values"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[256]}", "'codes[0]'"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"g_bits\":[3]}", "'codes' is missing"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":0,\"codes\":[3]}", "'slots' must be an array"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3],\"loss\":\"x\"}", "'loss'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        expect_refused(submit(bad[i].json, 4, DZ_FED_CODE_BYTE, &m, &err), &err, bad[i].names);
+    }
+    /* f32 takes any 32-bit pattern, nothing above */
+    memset(&err, 0, sizeof err);
+    expect_refused(submit("{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"g_bits\":[4294967296]}", 4,
+                          DZ_FED_CODE_F32, &m, &err), &err, "'g_bits[0]'");
+    /* a body beyond the response bound */
+    memset(&err, 0, sizeof err);
+    expect_refused(dz_fed_submit_parse(ok, (size_t)DZ_FED_MAX_RESPONSE + 1, 4, DZ_FED_CODE_BYTE, &m, &err), &err,
+                   "too long");
+}
+
+static void join_and_run_info(void **state) {
+    (void)state;
+    dz_fed_join_req j = {.protocol = DZ_FED_PROTOCOL, .fingerprint = 0xfedcba9876543210ULL};
+    snprintf(j.name, sizeof j.name, "laptop 3");
+    char *json = dz_fed_join_req_json(&j);
+    dz_fed_join_req back;
+    dz_error err = {0};
+    assert_int_equal(dz_fed_join_req_parse(json, strlen(json), &back, &err), DZ_OK);
+    assert_true(back.fingerprint == j.fingerprint);
+    assert_string_equal(back.name, "laptop 3");
+    free(json);
+    const char *v2 = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"name\":\"\"}";
+    expect_refused(dz_fed_join_req_parse(v2, strlen(v2), &back, &err), &err, "protocol 2");
+    char longname[200];
+    snprintf(longname, sizeof longname, "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"name\":\"%070d\"}", 0);
+    expect_refused(dz_fed_join_req_parse(longname, strlen(longname), &back, &err), &err, "at most 64");
+    const char *ctl = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"name\":\"a\\u0001b\"}";
+    expect_refused(dz_fed_join_req_parse(ctl, strlen(ctl), &back, &err), &err, "not printable");
+
+    dz_fed_run_info r = {.fingerprint = 42, .q = 3, .code = DZ_FED_CODE_F32, .g_clip = 8.5f,
+                         .run_json = "{\"model\":\"m.bin\",\"spsa_samples\":3}"};
+    json = dz_fed_run_info_json(&r);
+    dz_fed_run_info rb;
+    assert_int_equal(dz_fed_run_info_parse(json, strlen(json), &rb, &err), DZ_OK);
+    assert_int_equal(rb.q, 3);
+    assert_int_equal(rb.code, DZ_FED_CODE_F32);
+    assert_true(rb.g_clip == 8.5f && rb.fingerprint == 42);
+    assert_non_null(strstr(rb.run_json, "\"model\":\"m.bin\""));
+    free(rb.run_json);
+    free(json);
+    const char *q0 = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":65,\"code\":\"byte\",\"g_clip\":1,\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(q0, strlen(q0), &rb, &err), &err, "'q'");
+    const char *nr = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,\"run\":[]}";
+    expect_refused(dz_fed_run_info_parse(nr, strlen(nr), &rb, &err), &err, "'run' must be an object");
+    const char *cl = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":-1,\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(cl, strlen(cl), &rb, &err), &err, "'g_clip'");
+    const char *co = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"int8\",\"g_clip\":1,\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(co, strlen(co), &rb, &err), &err, "'code'");
+}
+
+static void round_round_trips(void **state) {
+    (void)state;
+    dz_fed_round s = {.version = 0x1234, .round = 9, .log_count = 9, .open = 1, .checksum = 0x8000000000000001ULL,
+                      .n_slots = 2, .slots = {3, 4}, .deadline_ms = 2500};
+    char *json = dz_fed_round_json(&s);
+    dz_fed_round b;
+    dz_error err = {0};
+    assert_int_equal(dz_fed_round_parse(json, strlen(json), 5, &b, &err), DZ_OK);
+    assert_memory_equal(&b, &s, sizeof s);
+    expect_refused(dz_fed_round_parse(json, strlen(json), 4, &b, &err), &err, "'slots[1]'"); /* slot 4 of q = 4 */
+    free(json);
+}
+
+static void token_files(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dz_fed_XXXXXX", path[64], tok[DZ_FED_TOKEN_MAX + 1];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t", dir);
+    dz_error err = {0};
+    assert_int_equal(dz_write_file_atomic(path, "0123456789abcdefXYZ\nsecond line\n", 33, &err), DZ_OK);
+    assert_int_equal(dz_fed_read_token(path, tok, &err), DZ_OK);
+    assert_string_equal(tok, "0123456789abcdefXYZ");
+    assert_int_equal(dz_write_file_atomic(path, "short\n", 6, &err), DZ_OK);
+    expect_refused(dz_fed_read_token(path, tok, &err), &err, "16..256");
+    assert_int_equal(dz_write_file_atomic(path, "0123456789 abcdefXYZ", 20, &err), DZ_OK);
+    expect_refused(dz_fed_read_token(path, tok, &err), &err, "a space");
+    unlink(path);
+    rmdir(dir);
+    assert_true(dz_fed_secret_equal("abcdef", "abcdef"));
+    assert_false(dz_fed_secret_equal("abcdef", "abcdeg"));
+    assert_false(dz_fed_secret_equal("abcdef", "abcde"));
+    char k1[DZ_FED_KEY_CHARS + 1], k2[DZ_FED_KEY_CHARS + 1];
+    assert_int_equal(dz_fed_new_key(k1), 0);
+    assert_int_equal(dz_fed_new_key(k2), 0);
+    assert_int_equal(strlen(k1), DZ_FED_KEY_CHARS);
+    assert_string_not_equal(k1, k2);
+}
+
+/* federated.json: written and read back equal; a field out of its bounds refused by the
+ * check, a malformed file by the reader, both naming the option or field. */
+static void settings_round_trip_and_bounds(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dz_fedset_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    dz_fed_settings s, back;
+    dz_fed_settings_default(&s);
+    s.samples_per_worker = 2, s.quorum = 3, s.round_timeout = 2.5, s.min_workers = 4, s.worker_timeout = 7;
+    s.code = DZ_FED_CODE_F32, s.g_clip = 12.25f, s.robust_clip = 3;
+    dz_error err = {0};
+    uint64_t fp = 0;
+    assert_int_equal(dz_fed_settings_check(&s, 4, &err), DZ_OK);
+    assert_int_equal(dz_fed_settings_write(dir, &s, 0xabcdef0123456789ULL, &err), DZ_OK);
+    assert_int_equal(dz_fed_settings_read(dir, &back, &fp, &err), DZ_OK);
+    assert_true(fp == 0xabcdef0123456789ULL);
+    assert_int_equal(back.samples_per_worker, 2);
+    assert_int_equal(back.quorum, 3);
+    assert_int_equal(back.min_workers, 4);
+    assert_int_equal(back.code, DZ_FED_CODE_F32);
+    assert_true(back.round_timeout == 2.5 && back.worker_timeout == 7 && back.g_clip == 12.25f && back.robust_clip == 3);
+    struct {
+        dz_fed_settings s;
+        const char *names;
+    } bad[] = {{s, "--samples-per-worker"}, {s, "--quorum"}, {s, "--round-timeout"}, {s, "--min-workers"},
+               {s, "--g-clip"}, {s, "--robust-clip"}};
+    bad[0].s.samples_per_worker = 5, bad[1].s.quorum = 5, bad[2].s.round_timeout = 0, bad[3].s.min_workers = 0;
+    bad[4].s.g_clip = NAN, bad[5].s.robust_clip = 0.5f;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        expect_refused(dz_fed_settings_check(&bad[i].s, 4, &err), &err, bad[i].names);
+    }
+    snprintf(path, sizeof path, "%s/federated.json", dir);
+    const char *broken = "{\"samples_per_worker\": 1, \"quorum\": 0}";
+    assert_int_equal(dz_write_file_atomic(path, broken, strlen(broken), &err), DZ_OK);
+    expect_refused(dz_fed_settings_read(dir, &back, &fp, &err), &err, "'round_timeout'");
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(byte_code_decodes_as_the_reference),
+        cmocka_unit_test(byte_code_encodes_as_the_reference),
+        cmocka_unit_test(byte_code_error_is_half_a_step),
+        cmocka_unit_test(submit_round_trips),
+        cmocka_unit_test(submit_refuses_bad_fields),
+        cmocka_unit_test(join_and_run_info),
+        cmocka_unit_test(round_round_trips),
+        cmocka_unit_test(token_files),
+        cmocka_unit_test(settings_round_trip_and_bounds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
