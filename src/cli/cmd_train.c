@@ -121,7 +121,8 @@ int dz_cmd_train(int argc, char **argv) {
         {"stream-globals", DZ_OPT_FLAG, &c.store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
-        {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out (bitwise as if never stopped; --steps extends it)"},
+        {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
+                                        "may raise them, any other setting given must equal the run's"},
         {"threads", DZ_OPT_INT, &threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
         {"pertp", DZ_OPT_INT, &c.layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c.layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
