@@ -20,6 +20,8 @@ dz_status dz_copy_file(const char *src, const char *dst, dz_error *err);
 
 /* Joins a directory and a file name into out (size cap). Returns 0, or -1 if too long. */
 int dz_path_join(char *out, size_t cap, const char *dir, const char *name);
+/* The folder that holds path, lexically: "a/b/" -> "a", "b" -> ".", "/b" -> "/". */
+void dz_path_parent(const char *path, char *out, size_t cap);
 int dz_file_exists(const char *path);
 /* mkdir -p: creates path and any missing parents. 0 on success (or if it exists). */
 int dz_mkdirs(const char *path);

@@ -156,12 +156,7 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
  * run's settings, so that what the options leave out is what the run evaluated with. */
 static int run_of_checkpoint(const char *model, dz_train_config *run, char **strings) {
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s", model);
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
+    dz_path_parent(model, dir, sizeof dir);
     char probe[4300];
     snprintf(probe, sizeof probe, "%s/run.json", dir);
     if (!dz_is_dir(model) || !dz_file_exists(probe)) return 0;

@@ -116,6 +116,15 @@ int dz_path_join(char *out, size_t cap, const char *dir, const char *name) {
     return (n < 0 || (size_t)n >= cap) ? -1 : 0;
 }
 
+void dz_path_parent(const char *path, char *out, size_t cap) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    while (n > 0 && path[n - 1] != '/') n--;
+    while (n > 1 && path[n - 1] == '/') n--;
+    if (n == 0) snprintf(out, cap, ".");
+    else snprintf(out, cap, "%.*s", (int)n, path);
+}
+
 int dz_file_exists(const char *path) { return access(path, F_OK) == 0; }
 
 /* real is inside root (both resolved): equal, or root followed by '/'. */

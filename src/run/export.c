@@ -79,12 +79,8 @@ static dz_status write_gguf(const dz_model *m, const dz_weight_source *src, cons
  * is), the model's file, or the model's folder (its files would be replaced). */
 static dz_status check_out(const char *run_dir, const char *model, const char *out, dz_error *err) {
     char model_dir[4200];
-    snprintf(model_dir, sizeof model_dir, "%s", model);
-    if (!dz_is_dir(model_dir)) {
-        char *slash = strrchr(model_dir, '/');
-        snprintf(slash ? slash : model_dir, sizeof model_dir - (size_t)(slash ? slash - model_dir : 0), "%s",
-                 slash == model_dir ? "/" : slash ? "" : ".");
-    }
+    if (dz_is_dir(model)) snprintf(model_dir, sizeof model_dir, "%s", model);
+    else dz_path_parent(model, model_dir, sizeof model_dir);
     if (run_dir && dz_path_within(out, run_dir))
         return dz_fail(err, DZ_ERR_INVALID, "-o %s is inside the run folder %s: export reads the run and never "
                        "writes into it; choose another folder", out, run_dir);

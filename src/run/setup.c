@@ -52,10 +52,9 @@ static dz_status existing_store_ok(const char *store_path, const struct stat *st
                        "safetensors file): distzo replaces no file it did not make; remove it or choose another path",
                        store_path);
     dz_safetensors_close(&sf);
-    char beside[4200];
-    snprintf(beside, sizeof beside, "%s", store_path);
-    char *slash = strrchr(beside, '/');
-    snprintf(slash ? slash + 1 : beside, sizeof beside - (size_t)(slash ? slash + 1 - beside : 0), "config.json");
+    char folder[4200], beside[4300];
+    dz_path_parent(store_path, folder, sizeof folder);
+    snprintf(beside, sizeof beside, "%s/config.json", folder);
     if (dz_file_exists(beside))
         return dz_fail(err, DZ_ERR_INVALID, "--store %s holds a model's weights (%s is beside it): distzo replaces no "
                        "file it did not make; choose another path", store_path, beside);
