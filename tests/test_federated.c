@@ -19,6 +19,7 @@
 #include "federated/byte_code.h"
 #include "federated/protocol.h"
 #include "federated/settings.h"
+#include "run/seed_pool.h"
 
 static uint32_t bits(float f) {
     uint32_t u;
@@ -232,10 +233,116 @@ static void round_round_trips(void **state) {
     char *json = dz_fed_round_json(&s);
     dz_fed_round b;
     dz_error err = {0};
-    assert_int_equal(dz_fed_round_parse(json, strlen(json), 5, &b, &err), DZ_OK);
+    assert_int_equal(dz_fed_round_parse(json, strlen(json), 5, 0, &b, &err), DZ_OK);
     assert_memory_equal(&b, &s, sizeof s);
-    expect_refused(dz_fed_round_parse(json, strlen(json), 4, &b, &err), &err, "'slots[1]'"); /* slot 4 of q = 4 */
+    expect_refused(dz_fed_round_parse(json, strlen(json), 4, 0, &b, &err), &err, "'slots[1]'"); /* slot 4 of q = 4 */
+    expect_refused(dz_fed_round_parse(json, strlen(json), 5, 16, &b, &err), &err, "'seeds'"); /* a pool run needs them */
     free(json);
+    s.pool = 16, s.seeds[0] = 15, s.seeds[1] = 0; /* a pool run's round: each slot's seed */
+    json = dz_fed_round_json(&s);
+    assert_int_equal(dz_fed_round_parse(json, strlen(json), 5, 16, &b, &err), DZ_OK);
+    assert_memory_equal(&b, &s, sizeof s);
+    expect_refused(dz_fed_round_parse(json, strlen(json), 5, 15, &b, &err), &err, "'seeds[0]'"); /* seed 15 of K = 15 */
+    expect_refused(dz_fed_round_parse(json, strlen(json), 5, 0, &b, &err), &err, "'seeds' in a run without");
+    free(json);
+    const char *short_seeds = "{\"version\":\"0000000000000001\",\"round\":1,\"log_count\":1,\"open\":true,"
+                              "\"finished\":false,\"checksum\":\"0000000000000001\",\"slots\":[0,1],\"seeds\":[3],"
+                              "\"deadline_ms\":1}";
+    expect_refused(dz_fed_round_parse(short_seeds, strlen(short_seeds), 4, 8, &b, &err), &err, "2 slots but 1 seeds");
+}
+
+/* The run answer of a pool run carries K and the sampling; one without them is a plain run. */
+static void run_info_of_a_pool_run(void **state) {
+    (void)state;
+    const dz_fed_run_info a = {.fingerprint = 7, .q = 4, .code = DZ_FED_CODE_BYTE, .g_clip = 8, .run_json = "{}",
+                               .seed_pool = 4096, .seed_sampling = 1};
+    char *json = dz_fed_run_info_json(&a);
+    dz_fed_run_info b;
+    dz_error err = {0};
+    assert_int_equal(dz_fed_run_info_parse(json, strlen(json), &b, &err), DZ_OK);
+    assert_int_equal(b.seed_pool, 4096);
+    assert_int_equal(b.seed_sampling, 1);
+    free(b.run_json);
+    free(json);
+    const char *big = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                      "\"seed_pool\":4194304,\"seed_sampling\":\"uniform\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(big, strlen(big), &b, &err), &err, "'seed_pool'");
+    const char *samp = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                       "\"seed_pool\":16,\"seed_sampling\":\"greedy\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(samp, strlen(samp), &b, &err), &err, "'seed_sampling'");
+    const char *wide = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":33,\"code\":\"byte\",\"g_clip\":1,"
+                       "\"seed_pool\":16,\"seed_sampling\":\"uniform\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(wide, strlen(wide), &b, &err), &err, "at most 32 slots");
+}
+
+/* GET /v1/pool's body: encoded and decoded bit for bit; a wrong K, length or CRC refused. */
+static void pool_state_round_trips(void **state) {
+    (void)state;
+    const float acc[5] = {0.5f, -0.0f, 1e-30f, -3.25f, 0};
+    uint8_t buf[64];
+    assert_int_equal(dz_fed_pool_state_bytes(5), 40);
+    dz_fed_pool_state_encode(17, 5, acc, buf);
+    float back[5];
+    uint32_t count = 0;
+    dz_error err = {0};
+    assert_int_equal(dz_fed_pool_state_decode(buf, 40, 5, &count, back, &err), DZ_OK);
+    assert_int_equal(count, 17);
+    assert_memory_equal(back, acc, sizeof acc);
+    expect_refused(dz_fed_pool_state_decode(buf, 40, 6, &count, back, &err), &err, "a pool of 5 seeds");
+    expect_refused(dz_fed_pool_state_decode(buf, 36, 5, &count, back, &err), &err, "36 bytes");
+    buf[20] ^= 1;
+    expect_refused(dz_fed_pool_state_decode(buf, 40, 5, &count, back, &err), &err, "CRC");
+}
+
+/* FedKSeed-Pro's probabilities against values worked out by hand, the accumulated scalars,
+ * and the draw: a function of (run seed, round, pool), following the probabilities. */
+static void seed_pool_importance(void **state) {
+    (void)state;
+    dz_seed_pool p;
+    dz_error err = {0};
+    assert_int_equal(dz_seed_pool_init(&p, 4, 2, &err), DZ_OK);
+    /* seed 0: |g| 2 and 4 (mean 3); seed 1: |g| 1; seed 2: a g of 0 (no contribution); seed 3: never drawn */
+    const float r1[4] = {2.0f, -1.0f, 0.0f, 1.0f}, r2[4] = {4.0f, 0.0f, 0.0f, 2.0f};
+    assert_int_equal(dz_seed_pool_add(&p, 0.5f, r1, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_add(&p, 0.5f, r2, &err), DZ_OK);
+    assert_true(p.acc[0] == 3.0f && p.acc[1] == -0.5f && p.acc[2] == 0.0f && p.acc[3] == 0.0f);
+    /* psi = (m - 0) / (3 - 0) = 1, 1/3, 0, 0; p = e^psi / (e + e^(1/3) + 2) */
+    const double want[4] = {0.44460726923480115, 0.2282689832714796, 0.16356187374685965, 0.16356187374685965};
+    double prob[4];
+    dz_seed_pool_probabilities(&p, DZ_SEED_IMPORTANCE, prob);
+    for (int i = 0; i < 4; i++) assert_true(fabs(prob[i] - want[i]) < 1e-15);
+    dz_seed_pool_probabilities(&p, DZ_SEED_UNIFORM, prob);
+    for (int i = 0; i < 4; i++) assert_true(prob[i] == 0.25);
+    const float bad[4] = {1.0f, 1.0f, 4.0f, 0.5f}; /* seed 4 of 4, seed 0.5 */
+    expect_refused(dz_seed_pool_add(&p, 0.5f, bad, &err), &err, "seed 4");
+    /* the draw follows the probabilities, and is the same for the same round */
+    int hits[4] = {0};
+    const int rounds = 20000;
+    uint32_t seeds[2], again[2];
+    for (int r = 0; r < rounds; r++) {
+        dz_seed_pool_draw(&p, DZ_SEED_IMPORTANCE, 7, (uint32_t)r, prob, seeds);
+        dz_seed_pool_draw(&p, DZ_SEED_IMPORTANCE, 7, (uint32_t)r, prob, again);
+        assert_memory_equal(seeds, again, sizeof seeds);
+        hits[seeds[0]]++, hits[seeds[1]]++;
+    }
+    for (int i = 0; i < 4; i++) /* 40000 draws: a standard error below 0.0025 */
+        assert_true(fabs(hits[i] / (2.0 * rounds) - want[i]) < 0.012);
+    dz_seed_pool_draw(&p, DZ_SEED_UNIFORM, 7, 3, prob, seeds);
+    dz_seed_pool_draw(&p, DZ_SEED_UNIFORM, 8, 3, prob, again);
+    assert_true(seeds[0] < 4 && seeds[1] < 4);
+    dz_seed_pool_free(&p);
+    /* all seeds alike (or none drawn yet): uniform */
+    assert_int_equal(dz_seed_pool_init(&p, 3, 1, &err), DZ_OK);
+    dz_seed_pool_probabilities(&p, DZ_SEED_IMPORTANCE, prob);
+    for (int i = 0; i < 3; i++) assert_true(fabs(prob[i] - 1.0 / 3) < 1e-15);
+    dz_seed_pool_free(&p);
+    uint8_t fp[64];
+    dz_seed_pool_log_tag(4096, "federated 0123456789abcdef", fp);
+    assert_string_equal((const char *)fp, "fedkseed 4096 federated 0123456789abcdef");
+    assert_int_equal(dz_seed_pool_log_k(fp), 4096);
+    memset(fp, 0, sizeof fp);
+    memcpy(fp, "federated 0123456789abcdef", 26);
+    assert_int_equal(dz_seed_pool_log_k(fp), 0);
 }
 
 static void token_files(void **state) {
@@ -312,6 +419,9 @@ int main(void) {
         cmocka_unit_test(submit_refuses_bad_fields),
         cmocka_unit_test(join_and_run_info),
         cmocka_unit_test(round_round_trips),
+        cmocka_unit_test(run_info_of_a_pool_run),
+        cmocka_unit_test(pool_state_round_trips),
+        cmocka_unit_test(seed_pool_importance),
         cmocka_unit_test(token_files),
         cmocka_unit_test(settings_round_trip_and_bounds),
     };
