@@ -15,6 +15,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "assets.h"
+#include "distzo/setup.h"
+
 #include "distzo/util.h"
 #include "federated/byte_code.h"
 #include "federated/protocol.h"
@@ -410,6 +413,70 @@ static void settings_round_trip_and_bounds(void **state) {
     rmdir(dir);
 }
 
+/* stories260K with a ZO engine of q = 2 (seed 5), as the coordinator sets it up. */
+static dz_zo_setup *load_260k(void) {
+    char path[4200];
+    test_asset_path(path, sizeof path, "stories260K/stories260K.bin");
+    const dz_weights_spec ws = {.path = path, .master_dtype = DZ_F32};
+    const dz_engine_spec es = {.max_batch = 1, .max_len = 2, .streams = 2,
+                               .zo = {.seed = 5, .eps = 1e-3f, .q = 2, .fuse = 1}};
+    dz_zo_setup *s = NULL;
+    dz_error err = {0};
+    if (dz_setup_weights(&ws, &s, &err) != DZ_OK || dz_setup_engine(s, &es, &err) != DZ_OK) fail_msg("%s", err.msg);
+    return s;
+}
+
+/* The pool's fixed-point weights move along the engine's own z (against dz_zo_apply of
+ * the same update: equal up to float rounding, where a wrong z would be off by the whole
+ * update), and following the scalars step by step gives bitwise what setting them at once
+ * does (seed_pool.h). */
+static void pool_weights_follow_the_engine(void **state) {
+    (void)state;
+    dz_zo_setup *a = load_260k(), *b = load_260k(), *c = load_260k();
+    dz_model *ma = dz_setup_model(a), *mb = dz_setup_model(b), *mc = dz_setup_model(c);
+    dz_seed_pool pool;
+    dz_seed_pool_weights wa, wc;
+    dz_error err = {0};
+    assert_int_equal(dz_seed_pool_init(&pool, 8, 2, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_weights_init(&wa, ma, 5, 0, &pool, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_weights_init(&wc, mc, 5, 0, &pool, &err), DZ_OK);
+    pool.acc[0] = -0.5f; /* seed 0: draw 0, step 0 slot 0 */
+    dz_seed_pool_weights_sync(&wa, &pool);
+    pool.acc[0] = -0.75f, pool.acc[5] = 0.25f; /* seed 5: step 2 slot 1 */
+    dz_seed_pool_weights_sync(&wa, &pool);
+    dz_seed_pool_weights_sync(&wc, &pool); /* at once */
+    const float g0[2] = {-0.75f, 0}, g2[2] = {0, 0.25f};
+    dz_zo_engine *eb = dz_setup_zo_engine(b);
+    assert_int_equal(dz_zo_apply(eb, 0, 1.0f, g0, &err), DZ_OK);
+    assert_int_equal(dz_zo_apply(eb, 2, 1.0f, g2, &err), DZ_OK);
+    assert_int_equal(dz_zo_flush(eb, &err), DZ_OK);
+    const dz_param_table *t = dz_model_params(ma);
+    double moved = 0, worst = 0;
+    int64_t n_all = 0;
+    for (int i = 0; i < t->count; i++) {
+        const int64_t n = dz_param_numel(&t->params[i]);
+        const float *pa = dz_model_tensor(ma, i), *pb = dz_model_tensor(mb, i), *pc = dz_model_tensor(mc, i);
+        assert_memory_equal(pa, pc, (size_t)n * sizeof(float));
+        for (int64_t j = 0; j < n; j++) {
+            /* a few float roundings of values up to a few units (base, the two terms of the update) */
+            const double d = fabs((double)pa[j] - pb[j]);
+            worst = d > worst ? d : worst;
+            moved += fabs((double)pa[j] - wa.base[i][j]);
+        }
+        n_all += n;
+    }
+    moved /= (double)n_all;
+    print_message("pool weights vs dz_zo_apply: worst difference %.3g; mean |update| %.3g\n", worst, moved);
+    assert_true(moved > 0.05); /* |0.75 z0 + 0.25 z5| / 2 is about 0.3 on average */
+    assert_true(worst < 2e-6);  /* a few float roundings; another z would differ by the update itself */
+    dz_seed_pool_weights_free(&wa);
+    dz_seed_pool_weights_free(&wc);
+    dz_seed_pool_free(&pool);
+    dz_setup_free(a);
+    dz_setup_free(b);
+    dz_setup_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(byte_code_decodes_as_the_reference),
@@ -422,8 +489,9 @@ int main(void) {
         cmocka_unit_test(run_info_of_a_pool_run),
         cmocka_unit_test(pool_state_round_trips),
         cmocka_unit_test(seed_pool_importance),
+        cmocka_unit_test(pool_weights_follow_the_engine),
         cmocka_unit_test(token_files),
         cmocka_unit_test(settings_round_trip_and_bounds),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -76,7 +76,7 @@ typedef struct coordinator {
     /* a K-seed pool run (fed.seed_pool > 0; run/seed_pool.h) */
     uint32_t log_q;               /* values per log record: q, or 2q (g, then seed indices) in a pool run */
     dz_seed_pool pool;            /* the scalars of the records logged so far */
-    dz_fed_base_copy base;        /* the replica is rebuilt from it after each round */
+    dz_seed_pool_weights weights; /* the replica as a function of the pool's scalars */
     double *prob;                 /* [K] scratch of the importance draw */
     uint32_t seeds[DZ_FED_MAX_SLOTS]; /* the open round's seed of each slot */
     uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
@@ -402,11 +402,11 @@ static void robust_clip(const coordinator *c, float *g) {
         if (c->present[j] && fabsf(g[j]) > bound) g[j] = g[j] > 0 ? bound : -bound;
 }
 
-/* The replica after one more record: applied (plain), or accumulated and rebuilt (pool). */
+/* The replica after one more record: applied (plain), or accumulated and synced (pool). */
 static dz_status advance(coordinator *c, dz_zo_engine *e, uint32_t step, float lr, const float *vals, dz_error *err) {
     if (!c->fed.seed_pool) return dz_fed_apply(e, step, lr, vals, err);
     dz_status st = dz_seed_pool_add(&c->pool, lr, vals, err);
-    return st == DZ_OK ? dz_fed_pool_rebuild(e, &c->base, &c->pool, err) : st;
+    return st == DZ_OK ? dz_fed_pool_sync(e, &c->weights, &c->pool, err) : st;
 }
 
 /* One round, from waiting for workers to the announced record. */
@@ -486,8 +486,10 @@ static dz_status load_base(coordinator *c, dz_error *err) {
         if (t->optim.wd != 0)
             st = dz_fail(err, DZ_ERR_INVALID, "--seed-pool: weight decay (--wd %g) is not a sum of the pool's scalars; "
                          "use --wd 0", (double)t->optim.wd);
-        if (st == DZ_OK) st = dz_fed_base_copy_make(dz_setup_model(c->setup), &c->base, err);
         if (st == DZ_OK) st = dz_seed_pool_init(&c->pool, c->fed.seed_pool, c->q, err);
+        if (st == DZ_OK)
+            st = dz_seed_pool_weights_init(&c->weights, dz_setup_model(c->setup), t->optim.seed, t->optim.rademacher,
+                                           &c->pool, err);
         c->prob = st == DZ_OK ? calloc(c->fed.seed_pool, sizeof *c->prob) : NULL;
         c->pool_state = st == DZ_OK ? calloc(1, dz_fed_pool_state_bytes(c->fed.seed_pool)) : NULL;
         if (st == DZ_OK && (!c->prob || !c->pool_state)) st = dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
@@ -562,7 +564,7 @@ static dz_status resume_run(coordinator *c, int steps, int *lock_fd, char **stri
         st = c->fed.seed_pool ? dz_seed_pool_add(&c->pool, r.lr, r.g, err) : dz_fed_apply(e, r.step, r.lr, r.g, err);
     }
     if (st == DZ_OK && c->fed.seed_pool) { /* the K scalars onto the base, once */
-        st = dz_fed_pool_rebuild(e, &c->base, &c->pool, err);
+        st = dz_fed_pool_sync(e, &c->weights, &c->pool, err);
         dz_fed_pool_state_encode((uint32_t)dz_seedlog_count(c->log), c->pool.k, c->pool.acc, c->pool_state);
     }
     return st;
@@ -633,7 +635,7 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     if (st == DZ_OK) st = cl;
     dz_setup_free(c->setup);
     dz_seed_pool_free(&c->pool);
-    dz_fed_base_copy_free(&c->base);
+    dz_seed_pool_weights_free(&c->weights);
     free(c->prob);
     free(c->pool_state);
     if (lock_fd >= 0) dz_run_unlock(c->run_dir, lock_fd, 0, 0);

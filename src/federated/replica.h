@@ -16,20 +16,10 @@ dz_status dz_fed_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g,
 /* The replica's checksum (what the coordinator sends with each round). */
 dz_status dz_fed_checksum(dz_zo_engine *e, uint64_t *out, dz_error *err);
 
-/* A K-seed pool replica (run/seed_pool.h): its weights are always the base with the
- * pool's scalars applied, so it keeps a copy of the base model's bytes and rebuilds from
- * it after each round (bitwise what `distzo export` does once). */
-typedef struct dz_fed_base_copy {
-    dz_model *m;
-    unsigned char *bytes;
-    size_t n;
-} dz_fed_base_copy;
-/* The model's weights as they are now (call before any record is applied). */
-dz_status dz_fed_base_copy_make(dz_model *m, dz_fed_base_copy *out, dz_error *err);
-void dz_fed_base_copy_free(dz_fed_base_copy *b);
 struct dz_seed_pool;
-/* The replica's weights := the base with the pool applied. */
-dz_status dz_fed_pool_rebuild(dz_zo_engine *e, const dz_fed_base_copy *base, const struct dz_seed_pool *pool,
-                              dz_error *err);
+struct dz_seed_pool_weights;
+/* A K-seed pool replica's weights := those of the pool's scalars (run/seed_pool.h). */
+dz_status dz_fed_pool_sync(dz_zo_engine *e, struct dz_seed_pool_weights *w, const struct dz_seed_pool *pool,
+                           dz_error *err);
 
 #endif

@@ -48,7 +48,7 @@ typedef struct worker {
     double last_answer;            /* when the coordinator last answered */
     /* a K-seed pool run (info.seed_pool > 0) */
     dz_seed_pool pool;             /* the scalars of the `applied` records */
-    dz_fed_base_copy base;         /* the replica is rebuilt from it */
+    dz_seed_pool_weights weights;  /* the replica as a function of the pool's scalars */
 } worker;
 
 static void event(worker *w, int kind, int round, int slots) {
@@ -108,7 +108,7 @@ static dz_status load_replica(worker *w, dz_error *err) {
     dz_trainer *tr = &w->tr;
     if (w->have_tr) dz_trainer_teardown(tr);
     dz_seed_pool_free(&w->pool);
-    dz_fed_base_copy_free(&w->base);
+    dz_seed_pool_weights_free(&w->weights);
     free(w->run_strings);
     w->run_strings = NULL;
     memset(tr, 0, sizeof *tr);
@@ -134,8 +134,10 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
                        "): pass --model with the model the coordinator serves (%s master weights)", c->model,
                        w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
-    if (w->info.seed_pool && (st = dz_fed_base_copy_make(tr->m, &w->base, err)) != DZ_OK) return st;
     if (w->info.seed_pool && (st = dz_seed_pool_init(&w->pool, w->info.seed_pool, w->info.q, err)) != DZ_OK) return st;
+    if (w->info.seed_pool && (st = dz_seed_pool_weights_init(&w->weights, tr->m, c->optim.seed, c->optim.rademacher,
+                                                             &w->pool, err)) != DZ_OK)
+        return st;
     w->applied = 0, w->verified = -1;
     return DZ_OK;
 }
@@ -200,7 +202,7 @@ static dz_status download_pool(worker *w, dz_error *err) {
 
 /* Applies the log's records from w->applied up to count (GET /v1/log pages). A pool run's
  * replica starts from the K scalars when it has nothing yet, accumulates the records
- * after them and is rebuilt once. */
+ * after them, then brings its weights to the scalars once. */
 static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
     const int pool = w->info.seed_pool != 0;
     const uint32_t q = pool ? 2 * w->info.q : w->info.q;
@@ -233,7 +235,7 @@ static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
         if (st != DZ_OK) return st;
     }
     if (pool) {
-        dz_status st = dz_fed_pool_rebuild(w->tr.e, &w->base, &w->pool, err);
+        dz_status st = dz_fed_pool_sync(w->tr.e, &w->weights, &w->pool, err);
         if (st != DZ_OK) return st;
     }
     event(w, DZ_FED_APPLIED, (int)w->applied, 0);
@@ -390,7 +392,7 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
     if (w->http) dz_fed_http_bytes(w->http, &res->bytes_sent, &res->bytes_received);
     if (w->have_tr) dz_trainer_teardown(&w->tr);
     dz_seed_pool_free(&w->pool);
-    dz_fed_base_copy_free(&w->base);
+    dz_seed_pool_weights_free(&w->weights);
     dz_fed_http_client_free(w->http);
     free(w->run_strings);
     free(w->info.run_json);

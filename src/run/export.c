@@ -113,8 +113,9 @@ static dz_status convert_model(const dz_export_spec *spec, dz_error *err) {
 }
 
 /* A federated K-seed pool run (run/seed_pool.h): its records accumulated into the K
- * scalars, which are applied onto the base once, as every replica of the run does. */
-static dz_status replay_pool(const dz_seedlog *log, uint32_t k, uint32_t q, dz_zo_engine *e, dz_error *err) {
+ * scalars, whose weights are then written onto the base, as every replica of the run holds them. */
+static dz_status replay_pool(const dz_seedlog *log, uint32_t k, const dz_train_config *c, dz_model *m, dz_error *err) {
+    const uint32_t q = (uint32_t)c->optim.q;
     if (dz_seedlog_get_header(log)->q != 2 * q)
         return dz_fail(err, DZ_ERR_FORMAT, "seed log: a seed-pool run of %u slots needs %u values a record, not %u", q,
                        2 * q, dz_seedlog_get_header(log)->q);
@@ -124,7 +125,10 @@ static dz_status replay_pool(const dz_seedlog *log, uint32_t k, uint32_t q, dz_z
         const dz_seedlog_record r = dz_seedlog_get(log, i);
         st = dz_seed_pool_add(&pool, r.lr, r.g, err);
     }
-    if (st == DZ_OK) st = dz_seed_pool_apply(&pool, e, err);
+    dz_seed_pool_weights w = {0};
+    if (st == DZ_OK) st = dz_seed_pool_weights_init(&w, m, c->optim.seed, c->optim.rademacher, &pool, err);
+    if (st == DZ_OK) dz_seed_pool_weights_sync(&w, &pool);
+    dz_seed_pool_weights_free(&w);
     dz_seed_pool_free(&pool);
     return st;
 }
@@ -159,7 +163,7 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     const uint32_t pool_k = st == DZ_OK ? dz_seed_pool_log_k(dz_seedlog_get_header(log)->fingerprint) : 0;
     if (pool_k) {
-        st = replay_pool(log, pool_k, (uint32_t)c.optim.q, dz_setup_zo_engine(s), err);
+        st = replay_pool(log, pool_k, &c, dz_setup_model(s), err);
     } else {
         for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
             const dz_seedlog_record r = dz_seedlog_get(log, i);

@@ -8,6 +8,7 @@
 
 #include "core/hash.h"
 #include "core/rng.h"
+#include "zo/rng.h"
 
 dz_status dz_seed_pool_init(dz_seed_pool *p, uint32_t k, uint32_t q, dz_error *err) {
     memset(p, 0, sizeof *p);
@@ -49,20 +50,86 @@ dz_status dz_seed_pool_add(dz_seed_pool *p, float lr, const float *vals, dz_erro
     return DZ_OK;
 }
 
-dz_status dz_seed_pool_apply(const dz_seed_pool *p, dz_zo_engine *e, dz_error *err) {
-    float g[DZ_ZO_MAX_Q];
-    for (uint32_t s = 0; (uint64_t)s * p->q < p->k; s++) {
-        int any = 0;
-        for (uint32_t j = 0; j < p->q; j++) {
-            const uint64_t i = (uint64_t)s * p->q + j;
-            g[j] = i < p->k ? p->acc[i] : 0.0f;
-            any |= g[j] != 0;
+enum { Z_CHUNK = 16384 };
+
+dz_status dz_seed_pool_weights_init(dz_seed_pool_weights *w, dz_model *m, uint64_t run_seed, int rademacher,
+                                    const dz_seed_pool *p, dz_error *err) {
+    memset(w, 0, sizeof *w);
+    if (dz_model_dtype(m) != DZ_F32)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "seed pool: f32 master weights only (--master-dtype f32), not %s",
+                       dz_dtype_name(dz_model_dtype(m)));
+    const dz_param_table *t = dz_model_params(m);
+    w->m = m, w->run_seed = run_seed, w->rademacher = rademacher, w->k = p->k, w->q = p->q, w->n_tensors = t->count;
+    w->applied = calloc(p->k, sizeof *w->applied);
+    w->base = calloc((size_t)t->count, sizeof *w->base);
+    w->d = calloc((size_t)t->count, sizeof *w->d);
+    w->z = malloc(Z_CHUNK * sizeof *w->z);
+    int ok = w->applied && w->base && w->d && w->z;
+    for (int i = 0; ok && i < t->count; i++) {
+        const size_t n = (size_t)dz_param_numel(&t->params[i]);
+        const float *mem = dz_model_tensor(m, i);
+        if (!mem) {
+            dz_seed_pool_weights_free(w);
+            return dz_fail(err, DZ_ERR_UNSUPPORTED, "seed pool: tensor %s is not in memory", t->params[i].hf_name);
         }
-        if (!any) continue;
-        dz_status st = dz_zo_apply(e, s, 1.0f, g, err);
-        if (st != DZ_OK) return st;
+        w->base[i] = malloc(n * sizeof(float) + 1);
+        w->d[i] = calloc(n + 1, sizeof(int64_t));
+        ok = w->base[i] && w->d[i];
+        if (ok) memcpy(w->base[i], mem, n * sizeof(float));
+    }
+    if (!ok) {
+        dz_seed_pool_weights_free(w);
+        return dz_fail(err, DZ_ERR_NOMEM, "seed pool: out of memory for the base weights and their sums");
     }
     return DZ_OK;
+}
+
+void dz_seed_pool_weights_free(dz_seed_pool_weights *w) {
+    for (int i = 0; i < w->n_tensors; i++) {
+        if (w->base) free(w->base[i]);
+        if (w->d) free(w->d[i]);
+    }
+    free(w->applied);
+    free(w->base);
+    free(w->d);
+    free(w->z);
+    memset(w, 0, sizeof *w);
+}
+
+/* The fixed-point term of one element (seed_pool.h); clamped far beyond any real update. */
+static inline int64_t term(double a, float z, double scale) {
+    double x = a * (double)z * scale;
+    const double lim = 0x1p62;
+    x = x > lim ? lim : x < -lim ? -lim : x;
+    return llrint(x);
+}
+
+void dz_seed_pool_weights_sync(dz_seed_pool_weights *w, const dz_seed_pool *p) {
+    const dz_param_table *t = dz_model_params(w->m);
+    const double scale = 0x1p40 / (double)w->q;
+    const dz_zdist dist = w->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN;
+    int changed = 0;
+    for (uint32_t k = 0; k < w->k; k++) {
+        if (!memcmp(&w->applied[k], &p->acc[k], sizeof(float))) continue;
+        const double a_old = w->applied[k], a_new = p->acc[k];
+        for (int i = 0; i < t->count; i++) {
+            const uint64_t n = (uint64_t)dz_param_numel(&t->params[i]);
+            int64_t *d = w->d[i];
+            for (uint64_t i0 = 0; i0 < n; i0 += Z_CHUNK) {
+                const size_t len = n - i0 < Z_CHUNK ? (size_t)(n - i0) : Z_CHUNK;
+                dz_z_fill(w->z, w->run_seed, (uint32_t)i, k, i0, len, dist);
+                for (size_t j = 0; j < len; j++) d[i0 + j] += term(a_new, w->z[j], scale) - term(a_old, w->z[j], scale);
+            }
+        }
+        w->applied[k] = p->acc[k];
+        changed = 1;
+    }
+    if (!changed) return;
+    for (int i = 0; i < t->count; i++) {
+        const uint64_t n = (uint64_t)dz_param_numel(&t->params[i]);
+        float *mem = dz_model_tensor(w->m, i);
+        for (uint64_t j = 0; j < n; j++) mem[j] = (float)((double)w->base[i][j] - (double)w->d[i][j] * 0x1p-40);
+    }
 }
 
 void dz_seed_pool_probabilities(const dz_seed_pool *p, dz_seed_sampling mode, double *prob) {

@@ -9,13 +9,19 @@
  * Accumulation, in log order, then slot order: for a slot with g != 0 and seed k,
  *     acc[k] = (float)((double)acc[k] + (double)lr * (double)g)
  * (the product of two floats is exact in double, so no FMA or evaluation order can change
- * it). The weights are the base with the K scalars applied in seed order, and nothing
- * else: seeds s*q .. s*q+q-1 are the draws of step s of an ordinary q-sample log, so
- * "applied" is the replay of the pseudo-records (step s, lr 1, g = acc[s*q .. s*q+q-1]),
- * s = 0 .. ceil(K/q)-1, seeds past K taken as 0, a pseudo-record whose q scalars are all 0
- * skipped. Every replica rebuilds its weights so after each round, export does the same
- * once: all of them are bitwise equal, whichever rounds a replica saw one by one and
- * which it received as the K scalars. */
+ * it).
+ *
+ * The weights are a function of the K scalars alone, in fixed point so that order cannot
+ * matter: with z_k(t, i) the run's perturbation of draw k (docs/ZO_RNG.md) and
+ *     term_k(t, i) = llrint((double)acc[k] * (double)z_k(t, i) * (2^40 / q))   (an int64),
+ *     D(t, i) = sum over k of term_k(t, i)                                     (exact),
+ *     w(t, i) = (float)((double)base(t, i) - (double)D(t, i) * 2^-40),
+ * the update -lr * g * z / q of plain rounds summed exactly at 2^-40 resolution. A replica
+ * that follows the rounds adds term(new acc) - term(old acc) for the seeds a round changed;
+ * one that joins adds the K terms at once; export does the same from the log: integer sums
+ * are associative, so all of them hold bitwise the same D and the same weights. f32 master
+ * weights only (a pool replica keeps the base, D and the weights in memory: 16 bytes a
+ * parameter). */
 #ifndef DZ_RUN_SEED_POOL_H
 #define DZ_RUN_SEED_POOL_H
 
@@ -23,6 +29,7 @@
 #include <stdint.h>
 
 #include "distzo/error.h"
+#include "distzo/model.h"
 #include "distzo/zo.h"
 
 #define DZ_SEED_POOL_MAX (1u << 21) /* its state (4 bytes a seed) within a worker's 16 MB answer limit; indices travel as exact floats */
@@ -43,8 +50,26 @@ void dz_seed_pool_free(dz_seed_pool *p);
 /* Adds one record of a pool run: vals = the q g, then the q seed indices. A seed index
  * that is not a whole number in 0..k-1 is DZ_ERR_FORMAT. Non-finite or zero g add nothing. */
 dz_status dz_seed_pool_add(dz_seed_pool *p, float lr, const float *vals, dz_error *err);
-/* The weights of the pool: the engine's weights must be the base model (nothing applied). */
-dz_status dz_seed_pool_apply(const dz_seed_pool *p, dz_zo_engine *e, dz_error *err);
+/* A model's weights kept equal to (base, pool) as above. */
+typedef struct dz_seed_pool_weights {
+    dz_model *m;          /* its tensors are written */
+    uint64_t run_seed;
+    int rademacher;
+    uint32_t k, q;
+    float *applied;       /* [k] the scalars D holds */
+    float **base;         /* per tensor: the base weights */
+    int64_t **d;          /* per tensor: D */
+    float *z;             /* a chunk of z */
+    int n_tensors;
+} dz_seed_pool_weights;
+
+/* m: f32 weights in memory, as loaded (the base); the pool's K and q. */
+dz_status dz_seed_pool_weights_init(dz_seed_pool_weights *w, dz_model *m, uint64_t run_seed, int rademacher,
+                                    const dz_seed_pool *p, dz_error *err);
+void dz_seed_pool_weights_free(dz_seed_pool_weights *w);
+/* The model's weights := those of p's scalars (only the seeds whose scalar changed cost a
+ * pass). Flush the ZO engine before (nothing pending may land on them). */
+void dz_seed_pool_weights_sync(dz_seed_pool_weights *w, const dz_seed_pool *p);
 
 /* FedKSeed-Pro's sampling probabilities into prob[k]: m_i = the seed's mean |g| (0 for a
  * seed without contributions), psi_i = (m_i - min m) / (max m - min m) (0 for all when
