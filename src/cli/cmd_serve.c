@@ -76,6 +76,9 @@ int dz_cmd_serve(int argc, char **argv) {
         {"train-examples", DZ_OPT_INT, &t->data.train_examples, "examples each worker draws from its file (default 1000)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"log-sync-every", DZ_OPT_INT, &t->schedule.log_sync_every, "fsync the seed log every N rounds (default 64)"},
+        {"checkpoint-every", DZ_OPT_INT, &t->schedule.checkpoint_every,
+         "write RUN/checkpoint-N (the weights, for distzo eval) every N rounds (default 1000; 0: never)"},
+        {"keep-checkpoints", DZ_OPT_INT, &t->schedule.keep_checkpoints, "numbered checkpoints to keep (default 1)"},
         {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {0},
     };

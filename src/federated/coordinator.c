@@ -32,6 +32,7 @@
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
+#include "run/setup.h"
 
 typedef struct machine {
     uint32_t id;                  /* 0: a free entry */
@@ -80,6 +81,7 @@ typedef struct coordinator {
     double *prob;                 /* [K] scratch of the importance draw */
     uint32_t seeds[DZ_FED_MAX_SLOTS]; /* the open round's seed of each slot */
     uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
+    dz_tokenizer *tok;            /* the base model's, written into checkpoints (NULL: none found) */
 } coordinator;
 
 /* ---- requests (server threads) -------------------------------------------------------- */
@@ -409,6 +411,20 @@ static dz_status advance(coordinator *c, dz_zo_engine *e, uint32_t step, float l
     return st == DZ_OK ? dz_fed_pool_sync(e, &c->weights, &c->pool, err) : st;
 }
 
+/* RUN/checkpoint-N every --checkpoint-every rounds: the replica's weights in HF layout, for
+ * `distzo eval` while the run goes on (a resume replays the log; it needs no checkpoint). */
+static dz_status checkpoint(coordinator *c, dz_zo_engine *e, uint32_t done, dz_error *err) {
+    const int every = c->train.schedule.checkpoint_every;
+    if (every <= 0 || done % (uint32_t)every != 0) return DZ_OK;
+    char state[128];
+    snprintf(state, sizeof state, "{\"federated\": true, \"rounds_done\": %u}\n", done);
+    dz_status st = dz_zo_flush(e, err);
+    if (st == DZ_OK)
+        st = dz_checkpoint_write(c->run_dir, "checkpoint", (int)done, dz_setup_model(c->setup), c->tok, state, NULL,
+                                 c->train.schedule.keep_checkpoints, err);
+    return st;
+}
+
 /* One round, from waiting for workers to the announced record. */
 static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *err) {
     const double t0 = dz_now();
@@ -445,6 +461,7 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
                                 .seconds = dz_now() - t0, .dev_accuracy = NAN, .test_accuracy = NAN,
                                 .best_dev_accuracy = NAN, .dev_loss = NAN, .test_loss = NAN};
     if (st == DZ_OK) st = dz_metrics_append(c->metrics, &row, err);
+    if (st == DZ_OK) st = checkpoint(c, e, step + 1, err);
     if (st != DZ_OK) return st;
     pthread_mutex_lock(&c->mu);
     c->published = step + 1, c->checksum = sum, c->round = step + 1;
@@ -481,6 +498,11 @@ static dz_status load_base(coordinator *c, dz_error *err) {
     };
     if (st == DZ_OK) st = dz_setup_engine(c->setup, &es, err);
     if (st == DZ_OK) st = dz_fed_fingerprint(dz_setup_model(c->setup), dz_setup_zo_engine(c->setup), &c->fingerprint, err);
+    char tok_path[4200];
+    if (st == DZ_OK && t->schedule.checkpoint_every > 0 && !c->tok &&
+        (t->tokenizer || dz_setup_base_tokenizer(t->model, tok_path, sizeof tok_path, NULL) == DZ_OK) &&
+        dz_tokenizer_load(t->tokenizer ? t->tokenizer : tok_path, 0, &c->tok, NULL) != DZ_OK)
+        c->tok = NULL; /* checkpoints then hold the weights alone */
     c->log_q = c->fed.seed_pool ? 2 * c->q : c->q;
     if (st == DZ_OK && c->fed.seed_pool) {
         if (t->optim.wd != 0)
@@ -638,6 +660,7 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     dz_seed_pool_weights_free(&c->weights);
     free(c->prob);
     free(c->pool_state);
+    dz_tokenizer_free(c->tok);
     if (lock_fd >= 0) dz_run_unlock(c->run_dir, lock_fd, 0, 0);
     free(c->run_json);
     free(strings);

@@ -9,7 +9,8 @@
 #   log's scalars, the workers join again and go on;
 # - worker 1's replica gets one bit flipped after 25 records: its checksum differs, it reloads
 #   the base model and downloads the scalars again;
-# - at the end every replica equals the others and `distzo export` of the run, byte for byte;
+# - at the end every replica equals the others and `distzo export` of the run, byte for byte,
+#   and so does the coordinator's last checkpoint (--checkpoint-every);
 # - the pool and plain modes' option errors are named.
 # Every wait is bounded; the script stops by itself.
 # usage: federated_kseed.sh DISTZO ASSETS
@@ -40,7 +41,7 @@ grep -q "at most 32 slots" "$tmp/b4.txt" && ok "--seed-pool with 33 slots: refus
 
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples $q --batch 4 --seed-pool $k
        --seed-sampling importance --train-examples 32 --lr 1e-3 --round-timeout 3 --worker-timeout 3 --min-workers 2
-       --linger 30 --threads 1)
+       --linger 30 --threads 1 --checkpoint-every 10)
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
 wait_for() {
   local until=$((SECONDS + $1))
@@ -100,6 +101,9 @@ for w in 1 2 3; do
   cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
     ok "worker $w's replica equals distzo export of the pool run, byte for byte" || bad "worker $w's replica differs from export"
 done
+cmp -s "$tmp/exported/model.safetensors" "$tmp/run/checkpoint-30/model.safetensors" && [ ! -e "$tmp/run/checkpoint-20" ] &&
+  ok "the coordinator's checkpoint-30 (--checkpoint-every 10, one kept) equals export" ||
+  bad "checkpoints: $(ls "$tmp/run")"
 cmp -s "$tmp/w1.sum" "$tmp/w2.sum" && cmp -s "$tmp/w1.sum" "$tmp/w3.sum" && ok "the replicas' checksums agree" ||
   bad "checksums differ"
 cmp -s "$tmp/exported/model.safetensors" <("$bin" export --model "$assets/stories260K/stories260K.bin" -o "$tmp/base" \
