@@ -200,8 +200,8 @@ static void join_and_run_info(void **state) {
     assert_true(back.fingerprint == j.fingerprint);
     assert_string_equal(back.name, "laptop 3");
     free(json);
-    const char *v2 = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"name\":\"\"}";
-    expect_refused(dz_fed_join_req_parse(v2, strlen(v2), &back, &err), &err, "protocol 2");
+    const char *v3 = "{\"protocol\":3,\"fingerprint\":\"0000000000000001\",\"name\":\"\"}";
+    expect_refused(dz_fed_join_req_parse(v3, strlen(v3), &back, &err), &err, "protocol 3");
     char longname[200];
     snprintf(longname, sizeof longname, "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"name\":\"%070d\"}", 0);
     expect_refused(dz_fed_join_req_parse(longname, strlen(longname), &back, &err), &err, "at most 64");
@@ -266,14 +266,21 @@ static void run_info_of_a_pool_run(void **state) {
     assert_int_equal(b.seed_pool, 4096);
     assert_int_equal(b.seed_sampling, 1);
     free(b.run_json);
+    assert_non_null(strstr(json, "\"protocol\":2")); /* a worker of protocol 1 refuses it */
     free(json);
-    const char *big = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+    const char *v1 = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                     "\"seed_pool\":16,\"seed_sampling\":\"uniform\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(v1, strlen(v1), &b, &err), &err, "protocol 1 has no field 'seed_pool'");
+    const char *v2 = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                     "\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(v2, strlen(v2), &b, &err), &err, "protocol 2 needs the field 'seed_pool'");
+    const char *big = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
                       "\"seed_pool\":4194304,\"seed_sampling\":\"uniform\",\"run\":{}}";
     expect_refused(dz_fed_run_info_parse(big, strlen(big), &b, &err), &err, "'seed_pool'");
-    const char *samp = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+    const char *samp = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
                        "\"seed_pool\":16,\"seed_sampling\":\"greedy\",\"run\":{}}";
     expect_refused(dz_fed_run_info_parse(samp, strlen(samp), &b, &err), &err, "'seed_sampling'");
-    const char *wide = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":33,\"code\":\"byte\",\"g_clip\":1,"
+    const char *wide = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":33,\"code\":\"byte\",\"g_clip\":1,"
                        "\"seed_pool\":16,\"seed_sampling\":\"uniform\",\"run\":{}}";
     expect_refused(dz_fed_run_info_parse(wide, strlen(wide), &b, &err), &err, "at most 32 slots");
 }

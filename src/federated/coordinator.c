@@ -136,6 +136,9 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
     dz_fed_join_req j;
     dz_error e = {0};
     if (dz_fed_join_req_parse(req->body, req->body_len, &j, &e) != DZ_OK) return respond_error(r, 400, "%s", e.msg);
+    if (c->fed.seed_pool && j.protocol != DZ_FED_PROTOCOL_POOL)
+        return respond_error(r, 400, "this run has a K-seed pool: it needs a worker of protocol %d (this one speaks %d)",
+                             DZ_FED_PROTOCOL_POOL, j.protocol);
     if (j.fingerprint != c->fingerprint)
         return respond_error(r, 403, "the worker's base model (fingerprint %016" PRIx64 ") is not this run's "
                              "(%016" PRIx64 "): join with the run's base model (--model)", j.fingerprint,

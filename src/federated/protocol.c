@@ -157,9 +157,9 @@ dz_status dz_fed_join_req_parse(const char *body, size_t len, dz_fed_join_req *m
     dz_status st = parse_object(body, len, what, &o, err);
     uint32_t protocol = 0;
     if (st == DZ_OK) st = get_u32(o, "protocol", what, 1, 1000000, &protocol, err);
-    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL)
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: protocol %u; this coordinator speaks protocol %d", what, protocol,
-                     DZ_FED_PROTOCOL);
+    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL && protocol != DZ_FED_PROTOCOL_POOL)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: protocol %u; this coordinator speaks protocols %d and %d", what,
+                     protocol, DZ_FED_PROTOCOL, DZ_FED_PROTOCOL_POOL);
     if (st == DZ_OK) st = get_hex64(o, "fingerprint", what, &m->fingerprint, err);
     if (st == DZ_OK) st = get_text(o, "name", what, DZ_FED_MAX_NAME, 0, m->name, err);
     m->protocol = (int)protocol;
@@ -173,7 +173,7 @@ char *dz_fed_run_info_json(const dz_fed_run_info *m) {
         cJSON_Delete(o);
         return NULL;
     }
-    cJSON_AddNumberToObject(o, "protocol", DZ_FED_PROTOCOL);
+    cJSON_AddNumberToObject(o, "protocol", m->seed_pool ? DZ_FED_PROTOCOL_POOL : DZ_FED_PROTOCOL);
     put_hex64(o, "fingerprint", m->fingerprint);
     cJSON_AddNumberToObject(o, "q", m->q);
     cJSON_AddStringToObject(o, "code", dz_fed_code_name(m->code));
@@ -194,9 +194,9 @@ dz_status dz_fed_run_info_parse(const char *body, size_t len, dz_fed_run_info *m
     memset(m, 0, sizeof *m);
     dz_status st = parse_object(body, len, what, &o, err);
     if (st == DZ_OK) st = get_u32(o, "protocol", what, 1, 1000000, &protocol, err);
-    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL)
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: the coordinator speaks protocol %u, this worker %d", what, protocol,
-                     DZ_FED_PROTOCOL);
+    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL && protocol != DZ_FED_PROTOCOL_POOL)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: the coordinator speaks protocol %u, this worker %d and %d", what,
+                     protocol, DZ_FED_PROTOCOL, DZ_FED_PROTOCOL_POOL);
     if (st == DZ_OK) st = get_hex64(o, "fingerprint", what, &m->fingerprint, err);
     if (st == DZ_OK) st = get_u32(o, "q", what, 1, DZ_FED_MAX_SLOTS, &m->q, err);
     if (st == DZ_OK) st = get_text(o, "code", what, 4, 0, code, err);
@@ -206,7 +206,11 @@ dz_status dz_fed_run_info_parse(const char *body, size_t len, dz_fed_run_info *m
     if (st == DZ_OK && (!clip || !cJSON_IsNumber(clip) || !(clip->valuedouble > 0) || !(clip->valuedouble <= 1e30)))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'g_clip' must be a positive number", what);
     if (st == DZ_OK) m->g_clip = (float)clip->valuedouble;
-    if (st == DZ_OK && cJSON_GetObjectItemCaseSensitive(o, "seed_pool")) { /* a pool run */
+    const int pool = cJSON_GetObjectItemCaseSensitive(o, "seed_pool") != NULL;
+    if (st == DZ_OK && pool != (protocol == DZ_FED_PROTOCOL_POOL))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: protocol %u %s field 'seed_pool'", what, protocol,
+                     pool ? "has no" : "needs the");
+    if (st == DZ_OK && pool) { /* a pool run */
         char sampling[12];
         st = get_u32(o, "seed_pool", what, 1, DZ_FED_MAX_POOL, &m->seed_pool, err);
         if (st == DZ_OK && 2 * m->q > DZ_FED_MAX_SLOTS)

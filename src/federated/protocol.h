@@ -34,6 +34,9 @@
 
 enum {
     DZ_FED_PROTOCOL = 1,
+    /* a K-seed pool run's: a worker that knew only protocol 1 would perturb along the wrong
+     * z, so it is refused at GET /v1/run (and a join of protocol 1 at POST /v1/join) */
+    DZ_FED_PROTOCOL_POOL = 2,
     DZ_FED_MAX_BODY = 16384,       /* request body bytes the coordinator reads */
     DZ_FED_MAX_RESPONSE = 1 << 24, /* response bytes a worker reads (a log page: 4096 x 268) */
     DZ_FED_MAX_MACHINES = 256,     /* workers connected at once */
@@ -52,7 +55,7 @@ typedef struct dz_fed_join_req {
 } dz_fed_join_req;
 
 typedef struct dz_fed_run_info {
-    uint64_t fingerprint;
+    uint64_t fingerprint;      /* "protocol" is 1, or 2 with seed_pool */
     uint32_t q;
     dz_fed_code code;
     float g_clip;

@@ -164,7 +164,8 @@ static dz_status join(worker *w, dz_error *err) {
         w->info = info;
         if ((st = load_replica(w, err)) != DZ_OK) return st;
     }
-    dz_fed_join_req req = {.protocol = DZ_FED_PROTOCOL, .fingerprint = w->fingerprint};
+    dz_fed_join_req req = {.protocol = w->info.seed_pool ? DZ_FED_PROTOCOL_POOL : DZ_FED_PROTOCOL,
+                           .fingerprint = w->fingerprint};
     snprintf(req.name, sizeof req.name, "%s", w->cfg->name ? w->cfg->name : "");
     char *body = dz_fed_join_req_json(&req);
     if (!body) return dz_fail(err, DZ_ERR_NOMEM, "join: out of memory");

@@ -11,7 +11,7 @@
 #   the base model and downloads the scalars again;
 # - at the end every replica equals the others and `distzo export` of the run, byte for byte,
 #   and so does the coordinator's last checkpoint (--checkpoint-every);
-# - the pool and plain modes' option errors are named.
+# - the pool mode's option errors are named; a worker of protocol 1 is refused.
 # Every wait is bounded; the script stops by itself.
 # usage: federated_kseed.sh DISTZO ASSETS
 set -u
@@ -58,6 +58,12 @@ serve_pid=$!
 pids+=($serve_pid)
 wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$tmp/serve1.txt")"
 url=$(cat "$tmp/run/coordinator.url")
+if command -v curl > /dev/null; then # a worker of protocol 1 would perturb along the wrong z
+  code=$(curl -s -o "$tmp/p1.txt" -w '%{http_code}' -H "Authorization: Bearer $(cat "$tmp/token")" \
+    -d '{"protocol":1,"fingerprint":"0000000000000001","name":"old"}' "$url/v1/join")
+  [ "$code" = 400 ] && grep -q "needs a worker of protocol 2" "$tmp/p1.txt" && ok "a protocol-1 join of a pool run: refused" ||
+    bad "protocol 1 join: $code $(cat "$tmp/p1.txt")"
+fi
 DISTZO_TEST_CORRUPT_REPLICA=25 "$bin" join "$url" --data "$tmp/shard1.tsv" --name w1 --save "$tmp/w1" \
   --checksum-file "$tmp/w1.sum" "${join[@]}" > "$tmp/w1.txt" 2>&1 &
 w1=$!
