@@ -106,10 +106,14 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
  * strings those point into. */
 static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *c, char **strings, cJSON **doc) {
     const char *own[64];
+    const dz_opt *own_opt[64];
+    char names[64][32]; /* the long names ("quiet" of "quiet|q") */
     int n_own = 0;
-    for (const dz_opt *o = spec->opts; o->name && n_own < 63; o++)
-        if (!dz_train_config_has_key(o->name) && strcmp(o->name, "config") && strcmp(o->name, "resume"))
-            own[n_own++] = o->name;
+    for (const dz_opt *o = spec->opts; o->name && n_own < 63; o++) {
+        snprintf(names[n_own], sizeof names[0], "%.*s", (int)strcspn(o->name, "|"), o->name);
+        if (!dz_train_config_has_key(names[n_own]) && strcmp(names[n_own], "config") && strcmp(names[n_own], "resume"))
+            own_opt[n_own] = o, own[n_own] = names[n_own], n_own++;
+    }
     own[n_own] = NULL;
     dz_error err = {0};
     const char *path = t->config;
@@ -125,10 +129,9 @@ static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *
     toks[n++] = "train";
     for (const cJSON *v = *doc ? (*doc)->child : NULL; v && n < 128 && n_nums < 64; v = v->next) {
         const dz_opt *o = NULL;
+        const char *name = NULL;
         for (int k = 0; k < n_own && !o; k++)
-            if (!strcmp(own[k], v->string))
-                for (const dz_opt *q = spec->opts; q->name; q++)
-                    if (!strcmp(q->name, own[k])) o = q;
+            if (!strcmp(own[k], v->string)) o = own_opt[k], name = own[k];
         if (!o) continue; /* a setting, applied above */
         const char *want = NULL;
         if (o->type == DZ_OPT_FLAG && !cJSON_IsBool(v)) want = "true or false";
@@ -139,7 +142,7 @@ static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *
         else if (o->type == DZ_OPT_FLOAT && !cJSON_IsNumber(v)) want = "a number";
         if (want) return dz_cli_failf("%s: field '%s' must be %s", path, v->string, want);
         if (o->type == DZ_OPT_FLAG && !cJSON_IsTrue(v)) continue;
-        snprintf(nums[n_nums], sizeof nums[0], "--%s", o->name);
+        snprintf(nums[n_nums], sizeof nums[0], "--%s", name);
         toks[n++] = nums[n_nums++];
         if (o->type == DZ_OPT_STR) toks[n++] = v->valuestring;
         else if (o->type != DZ_OPT_FLAG) {
