@@ -2,8 +2,8 @@
  * with a bit-at-a-time CRC of the test's own; the committed event file of a real 2-rank
  * run decoded here, independently of the writer (framing, both CRCs, the protobuf fields),
  * equal to what TensorBoard's own reader read from it (tests/data/tensorboard/
- * run.events.txt, tools/check_tensorboard_events.py) and re-encoded byte for byte by the
- * writer; the writer's files read back whole, and every prefix of one readable up to its
+ * run.events.txt, tools/check_tensorboard_events.py), holding its metrics.jsonl's losses,
+ * and re-encoded byte for byte by the writer; the writer's files read back whole, and every prefix of one readable up to its
  * last whole record.
  *
  * `test_tensorboard FILE` prints FILE's events as the tool does (tests/cli/conventions.sh
@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "core/util.h"
+#include "distzo/metrics.h"
 #include "run/tensorboard.h"
 
 /* ---- an independent reader ---- */
@@ -207,6 +208,19 @@ static void committed_run_as_tensorboard_read_it(void **state) {
     }
     fclose(want);
     assert_int_equal(lines, count);
+    /* the run's metrics.jsonl, written beside it from the same rows: each step's loss */
+    dz_metrics_row *rows;
+    size_t n_rows, losses = 0;
+    dz_error err = {0};
+    assert_int_equal(dz_metrics_read(DZ_TEST_DATA "/tensorboard/metrics.jsonl", &rows, &n_rows, &err), DZ_OK);
+    for (int i = 0; i < count; i++)
+        for (size_t r = 0; r < n_rows; r++)
+            if (!strcmp(ev[i].what, "train/loss") && rows[r].step == ev[i].step) {
+                assert_true(ev[i].value == (float)rows[r].loss);
+                losses++;
+            }
+    assert_int_equal(losses, 4);
+    free(rows);
     assert_true(scalars >= 20);
     assert_int_equal(bytes_rows, 4); /* the 2-rank run exchanged bytes in each of its 4 steps */
     free(buf);

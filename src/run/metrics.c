@@ -323,9 +323,11 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
             if (isfinite(ev[i].v)) used = put_field(line, used, cap, ev[i].k, ev[i].v);
     }
     used += (size_t)snprintf(line + used, cap - used, "}\n");
-    /* (a torn line is dropped on reopen) */
-    dz_status st = write_line(m->fd, m->path, line, used, row->step, err);
-    if (st == DZ_OK) st = append_views(m, row, err);
+    /* The views first, metrics.jsonl last: a resume trusts the jsonl's rows and trims the
+     * CSV to them, so a failure between the two leaves nothing to disagree (a torn line is
+     * dropped on reopen). */
+    dz_status st = append_views(m, row, err);
+    if (st == DZ_OK) st = write_line(m->fd, m->path, line, used, row->step, err);
     if (st != DZ_OK) return st;
     m->last_step = row->step;
     m->unsynced++;

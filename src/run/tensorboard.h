@@ -20,8 +20,10 @@
  *   Value:   1 tag       string  (0x0a, length-delimited), e.g. "train/loss"
  *            2 simple_value float (0x15, 4 bytes LE)
  *
- * A record is written with one write(), so a killed process leaves whole records (at
- * worst a torn last one, which readers report and skip): every prefix stays readable.
+ * Records are queued whole and written with one write() per metrics row (dz_tb_flush), so
+ * a killed process leaves whole records (at worst a torn last one, where readers stop):
+ * every prefix stays readable. A resumed run starts a new file; TensorBoard merges a
+ * folder's files by step.
  * tools/check_tensorboard_events.py reads a file with TensorBoard's own reader; the test
  * tests/test_tensorboard.c checks the CRC against published vectors and decodes the
  * records on its own. */

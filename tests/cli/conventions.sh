@@ -130,8 +130,7 @@ DISTZO_TEST_KILL=0:4 "$bin" train --config cfg.json --seed 5 --out k --checkpoin
 [ -d k/checkpoint-4 ] || bad "the killed run has no checkpoint-4: $(tail -2 k.txt)"
 "$bin" train --config cfg.json --seed 5 --out c --checkpoint-every 2 > c.txt 2>&1 || bad "reference run failed"
 "$bin" train --resume --out k --threads 1 > k2.txt 2>&1 || bad "resume failed: $(tail -1 k2.txt)"
-untimed() { cut -d, -f1-4,7- "$1/metrics.csv"; }
-diff <(untimed k) <(untimed c) > csv.diff && same_run k c 6 &&
+diff <(metrics_csv k) <(metrics_csv c) > csv.diff && same_run k c 6 &&
   [ "$(ls k/events.out.tfevents.* | wc -l)" = 2 ] &&
   ok "after SIGKILL + --resume: metrics.csv and .jsonl = the uninterrupted run's; one event file per start" ||
   bad "resumed metrics.csv differs: $(head -5 csv.diff); $(ls k)"
