@@ -19,7 +19,7 @@
 #include "run/tensorboard.h"
 
 struct dz_metrics {
-    char *path, *csv_path;
+    char *path, *csv_path, *dir;
     int fd, csv_fd;
     dz_tb_writer *tb;
     int64_t last_step;
@@ -194,6 +194,7 @@ static void free_writer(dz_metrics *m) {
     dz_tb_close(m->tb, NULL);
     free(m->path);
     free(m->csv_path);
+    free(m->dir);
     free(m);
 }
 
@@ -211,7 +212,7 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
     char dir[4096];
     dz_path_parent(path, dir, sizeof dir);
     const size_t csv_cap = strlen(dir) + sizeof "/metrics.csv";
-    if (!(m->csv_path = malloc(csv_cap))) {
+    if (!(m->csv_path = malloc(csv_cap)) || !(m->dir = strdup(dir))) {
         free_writer(m);
         return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
@@ -221,7 +222,6 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
     if (st == DZ_OK && (m->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)) < 0)
         st = dz_fail(err, DZ_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));
     if (st == DZ_OK) st = open_csv(m, keep_through, err);
-    if (st == DZ_OK) st = dz_tb_open_in(dir, &m->tb, err);
     if (st != DZ_OK) {
         free_writer(m);
         return st;
@@ -252,7 +252,7 @@ dz_status dz_metrics_sync(dz_metrics *m, dz_error *err) {
     if (dz_io_fsync(m->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", m->path, strerror(errno));
     if (dz_io_fsync(m->csv_fd) != 0)
         return dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", m->csv_path, strerror(errno));
-    dz_status st = dz_tb_flush(m->tb, 1, err);
+    dz_status st = m->tb ? dz_tb_flush(m->tb, 1, err) : DZ_OK;
     if (st == DZ_OK) m->unsynced = 0;
     return st;
 }
@@ -296,6 +296,8 @@ static dz_status append_views(dz_metrics *m, const dz_metrics_row *row, dz_error
     }
     line[used++] = '\n';
     dz_status st = write_line(m->csv_fd, m->csv_path, line, used, row->step, err);
+    if (st == DZ_OK && !m->tb) st = dz_tb_open_in(m->dir, &m->tb, err); /* at the first row: a start with
+                                                                          * nothing to log makes no file */
     const double wall = dz_tb_wall_time();
     for (size_t i = 0; st == DZ_OK && i < sizeof sc / sizeof sc[0]; i++)
         if (sc[i].on && isfinite(sc[i].v)) st = dz_tb_scalar(m->tb, wall, row->step, sc[i].tag, (float)sc[i].v, err);

@@ -16,7 +16,7 @@
  * line, then step,loss,g,lr,seconds,steps_per_s,bytes_per_step,dev_accuracy,test_accuracy,
  * best_dev_accuracy,dev_loss,test_loss; an empty cell: not measured), trimmed on resume as
  * metrics.jsonl is, and a TensorBoard event file (src/run/tensorboard.h), a new one per
- * process start, with the scalars train/loss, train/g, train/lr, train/steps_per_s,
+ * process start that logs a row (made at its first), with the scalars train/loss, train/g, train/lr, train/steps_per_s,
  * train/bytes_per_step (MPI) and eval/dev_accuracy, eval/test_accuracy,
  * eval/best_dev_accuracy (or eval/dev_loss, eval/test_loss). */
 #ifndef DZ_RUN_METRICS_H
