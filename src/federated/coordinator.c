@@ -460,7 +460,7 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
     uint64_t sum = 0;
     if (st == DZ_OK) st = advance(c, e, step, lr_log, g, err);
     if (st == DZ_OK) st = dz_fed_checksum(e, &sum, err);
-    const dz_metrics_row row = {.step = step, .loss = info->loss, .g = gsum / c->n_in, .lr = lr_log,
+    const dz_metrics_row row = {.step = step + 1, .loss = info->loss, .g = gsum / c->n_in, .lr = lr_log,
                                 .seconds = dz_now() - t0, .dev_accuracy = NAN, .test_accuracy = NAN,
                                 .best_dev_accuracy = NAN, .dev_loss = NAN, .test_loss = NAN};
     if (st == DZ_OK) st = dz_metrics_append(c->metrics, &row, err);
@@ -619,7 +619,7 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     c->published = c->round = done;
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->run_dir ? c->run_dir : ".");
     if (st == DZ_OK)
-        st = dz_metrics_open(path, (int64_t)done - 1, c->train.schedule.log_sync_every, &c->metrics, err);
+        st = dz_metrics_open(path, done, c->train.schedule.log_sync_every, &c->metrics, err); /* rows: rounds done */
     if (st == DZ_OK) {
         pthread_mutex_lock(&c->mu);
         c->ready = 1;
