@@ -5,7 +5,8 @@
  * calls are the same walker with parts switched off, so fused and unfused results are equal
  * by construction (and tested). Chunks after the first start on a Philox block boundary, so
  * no block is generated twice. The elementwise loops have no reductions, so every level's
- * variant (backend/cpu_simd.h) gives the same bits. */
+ * variant (backend/cpu_simd.h) gives the same bits; long spans write w+ and w- with
+ * streaming stores (ZO_STREAM_MIN), which changes where the bytes go, not what they are. */
 #include "backend/cpu_zo.h"
 
 #include "backend/cpu_simd.h"
