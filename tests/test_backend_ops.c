@@ -507,8 +507,10 @@ static void ops_are_bitwise_equal_across_levels_and_thread_counts(void **s) {
 
 /* ---- the ZO ops: bitwise the reference's on every backend and level ----------------------- */
 
-/* A span that starts inside a Philox block and crosses the CPU's 1024-element chunks. */
-enum { ZO_N = 2500 };
+/* A span that starts inside a Philox block, crosses the CPU's 1024-element chunks and is
+ * long enough for its streaming stores of w+ / w- (which zo_run offsets from the buffers'
+ * alignment by different amounts, so that both copies start with ordinary stores). */
+enum { ZO_N = 20000, ZO_WP_SHIFT = 3, ZO_WM_SHIFT = 6 };
 static const uint64_t ZO_I0 = 1000003, ZO_SEED = 0x9E3779B97F4A7C15ull;
 static const uint32_t ZO_TENSOR = 17, ZO_DRAW = 41;
 
@@ -528,10 +530,11 @@ typedef struct zo_results {
 
 static void zo_run(const dz_backend *be, const float *theta, const uint16_t *theta_h, zo_results *r) {
     const size_t fb = sizeof(float) * ZO_N, hb = sizeof(uint16_t) * ZO_N;
-    float *th = be->alloc(fb), *wp = be->alloc(fb), *wm = be->alloc(fb);
+    float *th = be->alloc(fb), *wp_buf = be->alloc(fb + 64), *wm_buf = be->alloc(fb + 64);
     uint16_t *h = be->alloc(hb);
     uint32_t *x = be->alloc(sizeof(uint32_t) * ZO_N);
-    assert_true(th && wp && wm && h && x);
+    assert_true(th && wp_buf && wm_buf && h && x);
+    float *wp = wp_buf + ZO_WP_SHIFT, *wm = wm_buf + ZO_WM_SHIFT;
     const float g3[3] = {0.75f, -1.25f, 0.3f}, g1[1] = {-2.0f};
     const dz_zo_update upd3 = {.g = g3, .q = 3, .lr = 1e-2f, .wd = 0.1f, .step = 5};
     const dz_zo_update upd1 = {.g = g1, .q = 1, .lr = 3e-2f, .wd = 0.0f, .step = 9};
@@ -565,7 +568,7 @@ static void zo_run(const dz_backend *be, const float *theta, const uint16_t *the
     be->update_then_perturb_bf16(h, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
     be->download(r->fused_bf16, h, hb);
     be->download(r->fused_bf16_pair[0], wp, fb), be->download(r->fused_bf16_pair[1], wm, fb);
-    be->free(th), be->free(wp), be->free(wm), be->free(h), be->free(x);
+    be->free(th), be->free(wp_buf), be->free(wm_buf), be->free(h), be->free(x);
 }
 
 /* Which part of zo_results the first difference is in. */

@@ -3,10 +3,9 @@
  * dz_isa_active() says, so that tests can run every level on one machine and check that
  * they give the same bits.
  *
- * Philox's rounds are written with GCC vector types, W blocks per vector (one block per
- * 32-bit lane), and the 32x32->64 multiplies with pmuludq on the even and odd lanes: the
- * auto-vectorizer (GCC 12) either emulates 64x64 multiplies or repacks the products with
- * cross-lane shuffles, 3x slower. Everything after the words (Box-Muller, Rademacher) is
+ * Philox's rounds are written with GCC vector types, one block per 64-bit lane, and the
+ * 32x32->64 multiplies with pmuludq: the auto-vectorizer (GCC 12) either emulates 64x64
+ * multiplies or repacks the products with cross-lane shuffles, 3x slower. Everything after the words (Box-Muller, Rademacher) is
  * one plain C body that the vectorizer handles well in each variant. */
 #include "backend/cpu_zo.h"
 
@@ -28,37 +27,44 @@ static void zo_counter_init(zo_counter *c, uint64_t seed, uint32_t purpose, uint
 }
 
 /* Words of blocks j0 .. j0 + ceil(nb / W) W - 1 into x0..x3 (one array per word; nb <=
- * ZO_BATCH). MUL(a, b): the 64-bit products of the even 32-bit lanes of a and b; mulhilo
- * multiplies the even lanes and (shifted down) the odd lanes, and puts the halves back in
- * their lanes with shifts and masks, no cross-lane shuffles. */
+ * ZO_BATCH). Each word sits in the low half of a 64-bit lane, W/2 blocks per vector, in
+ * two vectors: the even blocks and the odd ones. MUL(a, b) multiplies the low halves of
+ * the lanes into full 64-bit products (pmuludq), which ignores the high halves, so a round
+ * is two multiplies, two shifts (hi = p >> 32) and two three-way xors per vector, and
+ * whatever the high halves hold (lo = p as is) never matters. At the end the two vectors'
+ * low halves interleave into W consecutive blocks with a mask and a shift. */
 #define ZO_DEFINE_PHILOX(name, attr, W, MUL)                                                          \
     typedef uint32_t name##_u32v __attribute__((vector_size(4 * (W))));                               \
     typedef uint64_t name##_u64v __attribute__((vector_size(4 * (W))));                               \
-    attr static inline void name##_mulhilo(name##_u32v a, uint32_t m, name##_u32v *hi, name##_u32v *lo) { \
-        const name##_u32v mv = (name##_u32v){0} + m;                                                  \
-        const name##_u32v odd_lanes = (name##_u32v)((name##_u64v){0} + 0xFFFFFFFF00000000ull);       \
-        const name##_u32v e = (name##_u32v)MUL(a, mv), o = (name##_u32v)MUL((name##_u32v)((name##_u64v)a >> 32), mv); \
-        *lo = (e & ~odd_lanes) | (name##_u32v)((name##_u64v)o << 32);                                 \
-        *hi = (name##_u32v)((name##_u64v)e >> 32) | (o & odd_lanes);                                  \
+    attr static inline void name##_rounds(name##_u64v *c0, name##_u64v *c1, name##_u64v *c2,          \
+                                          name##_u64v *c3, const zo_counter *ctr) {                   \
+        const name##_u64v zero = {0}, m0 = zero + DZ_PHILOX_M0, m1 = zero + DZ_PHILOX_M1;            \
+        for (int r = 0; r < 10; r++) {                                                                \
+            const name##_u64v p0 = (name##_u64v)MUL(*c0, m0), p1 = (name##_u64v)MUL(*c2, m1);         \
+            *c0 = (p1 >> 32) ^ *c1 ^ (zero + ctr->k0[r]);                                             \
+            *c1 = p1;                                                                                 \
+            *c2 = (p0 >> 32) ^ *c3 ^ (zero + ctr->k1[r]);                                             \
+            *c3 = p0;                                                                                 \
+        }                                                                                             \
+    }                                                                                                 \
+    attr static inline name##_u32v name##_interleave(name##_u64v even, name##_u64v odd) {            \
+        return (name##_u32v)((even & 0xFFFFFFFFull) | (odd << 32));                                   \
     }                                                                                                 \
     attr static void name##_philox(uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t *x3,           \
                                    const zo_counter *ctr, uint32_t j0, size_t nb) {                   \
-        name##_u32v iota;                                                                             \
-        for (int l = 0; l < (W); l++) iota[l] = (uint32_t)l;                                          \
+        name##_u64v iota;                                                                             \
+        for (int l = 0; l < (W) / 2; l++) iota[l] = 2 * (uint64_t)l;                                  \
+        const name##_u64v zero = {0};                                                                 \
         for (size_t b = 0; b < nb; b += (W)) {                                                        \
-            const name##_u32v zero = {0};                                                             \
-            name##_u32v c0 = iota + (j0 + (uint32_t)b), c1 = zero + ctr->c1, c2 = zero + ctr->c2,     \
-                        c3 = zero + ctr->c3, h0, l0, h1, l1;                                          \
-            for (int r = 0; r < 10; r++) {                                                            \
-                name##_mulhilo(c0, DZ_PHILOX_M0, &h0, &l0);                                           \
-                name##_mulhilo(c2, DZ_PHILOX_M1, &h1, &l1);                                           \
-                c0 = h1 ^ c1 ^ ctr->k0[r];                                                            \
-                c1 = l1;                                                                              \
-                c2 = h0 ^ c3 ^ ctr->k1[r];                                                            \
-                c3 = l0;                                                                              \
-            }                                                                                         \
-            memcpy(x0 + b, &c0, sizeof c0), memcpy(x1 + b, &c1, sizeof c1);                           \
-            memcpy(x2 + b, &c2, sizeof c2), memcpy(x3 + b, &c3, sizeof c3);                           \
+            name##_u64v e0 = iota + (uint64_t)(j0 + (uint32_t)b), e1 = zero + ctr->c1,                \
+                        e2 = zero + ctr->c2, e3 = zero + ctr->c3;                                     \
+            name##_u64v o0 = e0 + 1, o1 = e1, o2 = e2, o3 = e3;                                       \
+            name##_rounds(&e0, &e1, &e2, &e3, ctr);                                                   \
+            name##_rounds(&o0, &o1, &o2, &o3, ctr);                                                   \
+            const name##_u32v w0 = name##_interleave(e0, o0), w1 = name##_interleave(e1, o1);        \
+            const name##_u32v w2 = name##_interleave(e2, o2), w3 = name##_interleave(e3, o3);        \
+            memcpy(x0 + b, &w0, sizeof w0), memcpy(x1 + b, &w1, sizeof w1);                           \
+            memcpy(x2 + b, &w2, sizeof w2), memcpy(x3 + b, &w3, sizeof w3);                           \
         }                                                                                             \
     }
 

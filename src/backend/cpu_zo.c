@@ -5,12 +5,21 @@
  * calls are the same walker with parts switched off, so fused and unfused results are equal
  * by construction (and tested). Chunks after the first start on a Philox block boundary, so
  * no block is generated twice. The elementwise loops have no reductions, so every level's
- * variant (backend/cpu_simd.h) gives the same bits. */
+ * variant (backend/cpu_simd.h) gives the same bits; long spans write w+ and w- with
+ * streaming stores (ZO_STREAM_MIN), which changes where the bytes go, not what they are. */
 #include "backend/cpu_zo.h"
 
 #include "backend/cpu_simd.h"
 
+#include <immintrin.h>
+
 #define ZO_CHUNK 1024
+/* Spans of at least this many elements write w+ and w- with streaming (non-temporal)
+ * stores: the pipeline's working copies (a layer block, a head chunk: megabytes) outgrow
+ * the caches before the forward reads them back, so ordinary stores would first read
+ * every line they write (the read-for-ownership) and then evict it anyway. Stores only:
+ * the values, hence the bits, are the same either way. */
+#define ZO_STREAM_MIN 16384
 
 typedef struct span_io {
     const float *in_f32;     /* theta read from here (f32 master) ... */
@@ -24,8 +33,12 @@ DZ_ISA_VARIANTS(widen_bf16, (float *out, const uint16_t *h, size_t n), (out, h, 
     for (size_t i = 0; i < n; i++) out[i] = dz_zo_u2f((uint32_t)h[i] << 16);
 }
 
-DZ_ISA_VARIANTS(add_scaled, (float *u, float g, const float *z, size_t n), (u, g, z, n)) {
-    for (size_t i = 0; i < n; i++) u[i] = u[i] + g * z[i];
+/* u = u + g z, or u = 0 + g z for the first sample (the same as adding to zeros). */
+DZ_ISA_VARIANTS(add_scaled, (float *u, float g, const float *z, size_t n, int first), (u, g, z, n, first)) {
+    if (first)
+        for (size_t i = 0; i < n; i++) u[i] = 0.0f + g * z[i];
+    else
+        for (size_t i = 0; i < n; i++) u[i] = u[i] + g * z[i];
 }
 
 /* out = th - lr * (u / q [q > 1] + wd * th [wd != 0]); out may alias th. */
@@ -58,19 +71,59 @@ DZ_ISA_VARIANTS(make_pair, (float *wp, float *wm, const float *th, const float *
     }
 }
 
+/* make_pair with streaming stores, one copy at a time (w+ and w- need not share an
+ * alignment): ordinary stores up to dst's first W-float boundary and after the last,
+ * STREAM (an aligned non-temporal store of W floats) in between. The same arithmetic as
+ * make_pair, element by element. */
+#define ZO_DEFINE_STREAM_PAIR(name, attr, W, STREAM)                                                       \
+    typedef float name##_f32v __attribute__((vector_size(4 * (W))));                                       \
+    attr static inline void name##_stream_half(float *dst, const float *th, const float *z, float eps,     \
+                                               size_t n, int minus) {                                      \
+        size_t i = 0;                                                                                      \
+        for (; i < n && ((uintptr_t)(dst + i) & (4 * (W) - 1)); i++)                                       \
+            dst[i] = minus ? th[i] - eps * z[i] : th[i] + eps * z[i];                                      \
+        for (; i + (W) <= n; i += (W)) {                                                                   \
+            name##_f32v t, e;                                                                              \
+            memcpy(&t, th + i, sizeof t), memcpy(&e, z + i, sizeof e);                                     \
+            e = eps * e;                                                                                   \
+            STREAM(dst + i, minus ? t - e : t + e);                                                        \
+        }                                                                                                  \
+        for (; i < n; i++) dst[i] = minus ? th[i] - eps * z[i] : th[i] + eps * z[i];                       \
+    }                                                                                                      \
+    attr static void name##_stream_pair(float *wp, float *wm, const float *th, const float *z, float eps,  \
+                                        size_t n) {                                                        \
+        name##_stream_half(wp, th, z, eps, n, 0);                                                          \
+        name##_stream_half(wm, th, z, eps, n, 1);                                                          \
+    }
+
+#define ZO_STREAM_SSE(p, v) _mm_stream_ps((p), (__m128)(v))
+#define ZO_STREAM_AVX2(p, v) _mm256_stream_ps((p), (__m256)(v))
+#define ZO_STREAM_AVX512(p, v) _mm512_stream_ps((p), (__m512)(v))
+
+ZO_DEFINE_STREAM_PAIR(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_STREAM_SSE)
+ZO_DEFINE_STREAM_PAIR(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_STREAM_AVX2)
+ZO_DEFINE_STREAM_PAIR(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_STREAM_AVX512)
+
+/* The level's streaming make_pair: isa is a constant in each variant. */
+DZ_ISA_VARIANTS(make_pair_streaming, (float *wp, float *wm, const float *th, const float *z, float eps, size_t n),
+                (wp, wm, th, z, eps, n)) {
+    if (isa == DZ_ISA_AVX512) avx512_stream_pair(wp, wm, th, z, eps, n);
+    else if (isa == DZ_ISA_AVX2) avx2_stream_pair(wp, wm, th, z, eps, n);
+    else sse_stream_pair(wp, wm, th, z, eps, n);
+}
+
 /* Elements i .. i+m-1 (m <= ZO_CHUNK), at offset off into the io arrays. */
 static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *upd, float eps, uint64_t seed,
-                  uint32_t tensor, uint32_t next_draw, uint64_t i, dz_zdist dist) {
+                  uint32_t tensor, uint32_t next_draw, uint64_t i, dz_zdist dist, int streaming) {
     float buf[ZO_CHUNK], z[ZO_CHUNK];
     const float *th = io->in_f32 ? io->in_f32 + off : buf;
     if (!io->in_f32) widen_bf16(buf, io->in_bf16 + off, m);
     if (upd) {
         float u[ZO_CHUNK];
-        memset(u, 0, sizeof(float) * m);
         const uint32_t d0 = upd->step * (uint32_t)upd->q;
         for (int j = 0; j < upd->q; j++) {
             dz_cpu_z_fill(z, seed, tensor, d0 + (uint32_t)j, i, m, dist);
-            add_scaled(u, upd->g[j], z, m);
+            add_scaled(u, upd->g[j], z, m, j == 0);
         }
         if (io->out_f32) {
             apply_update(io->out_f32 + off, th, u, m, upd->q, upd->lr, upd->wd);
@@ -84,19 +137,22 @@ static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *u
     }
     if (io->w_plus) {
         dz_cpu_z_fill(z, seed, tensor, next_draw, i, m, dist);
-        make_pair(io->w_plus + off, io->w_minus + off, th, z, eps, m);
+        if (streaming) make_pair_streaming(io->w_plus + off, io->w_minus + off, th, z, eps, m);
+        else make_pair(io->w_plus + off, io->w_minus + off, th, z, eps, m);
     }
 }
 
 static void run_span(const span_io *io, size_t n, const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                      uint32_t next_draw, uint64_t i0, dz_zdist dist) {
+    const int streaming = io->w_plus && n >= ZO_STREAM_MIN;
     for (size_t done = 0; done < n;) {
         const uint64_t i = i0 + done;
         size_t m = ZO_CHUNK - (size_t)(i & 3);
         if (m > n - done) m = n - done;
-        chunk(io, done, m, upd, eps, seed, tensor, next_draw, i, dist);
+        chunk(io, done, m, upd, eps, seed, tensor, next_draw, i, dist, streaming);
         done += m;
     }
+    if (streaming) _mm_sfence(); /* streaming stores are weakly ordered: done before any thread reads them */
 }
 
 void dz_cpu_perturb_pair(const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,

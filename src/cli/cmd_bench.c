@@ -180,6 +180,52 @@ done:
     return rc;
 }
 
+/* The ZO step's element-wise passes at the model's size (every parameter; the working
+ * copy of its largest layer block), and this machine's memory bandwidth, with the same
+ * threads: where the step's time beyond its two forwards goes. */
+static int measure_passes(const dz_model *m, int rounds, dz_bench_zo_passes *out) {
+    const dz_param_table *t = dz_model_params(m);
+    const int layers = dz_model_config(m)->n_layers;
+    size_t block = 0;
+    for (int b = 0; b < layers; b++) {
+        size_t n = 0;
+        for (int i = 0; i < t->count; i++)
+            if (t->params[i].block == b) n += (size_t)dz_param_numel(&t->params[i]);
+        if (n > block) block = n;
+    }
+    dz_error err = {0};
+    if (dz_bench_zo_passes_run((size_t)dz_param_table_numel(t), block, rounds, out, &err) != DZ_OK)
+        return dz_cli_fail(&err);
+    return 0;
+}
+
+/* ", \"passes\": {...}" for a JSON object, or the text lines; step and two_fwd (seconds)
+ * put the fused pass beside what the step adds to its two forwards. */
+static void print_passes(const dz_bench_zo_passes *p, double step, double two_fwd, int json) {
+    const double n = p->elements;
+    if (json) {
+        printf(", \"passes\": {\"parameters\": %.0f, \"zgen_seconds\": %.5f, \"perturb_seconds\": %.5f, "
+               "\"update_seconds\": %.5f, \"fused_seconds\": %.5f, \"perturb_bytes\": %.0f, \"update_bytes\": %.0f, "
+               "\"fused_bytes\": %.0f, \"perturb_gbs\": %.3f, \"update_gbs\": %.3f, \"fused_gbs\": %.3f, "
+               "\"memory_read_gbs\": %.3f, \"memory_copy_gbs\": %.3f, \"step_minus_2_forwards_seconds\": %.5f}",
+               n, p->zgen_s, p->perturb_s, p->update_s, p->fused_s, p->perturb_bytes, p->update_bytes, p->fused_bytes,
+               p->perturb_bytes / p->perturb_s * 1e-9, p->update_bytes / p->update_s * 1e-9,
+               p->fused_bytes / p->fused_s * 1e-9, p->read_gbs, p->copy_gbs, step - two_fwd);
+        return;
+    }
+    printf("passes   per step over %.1fM f32 parameters, the backend's ZO kernels on buffers of their own:\n", n / 1e6);
+    printf("         z alone (2 per parameter)   %8.1f ms  %.2f ns per z\n", 1e3 * p->zgen_s, p->zgen_s / (2 * n) * 1e9);
+    printf("         perturb (1 z, w+ and w-)    %8.1f ms  %5.1f GB/s (%.0f MB)\n", 1e3 * p->perturb_s,
+           p->perturb_bytes / p->perturb_s * 1e-9, p->perturb_bytes / 1e6);
+    printf("         update (1 z)                %8.1f ms  %5.1f GB/s (%.0f MB)\n", 1e3 * p->update_s,
+           p->update_bytes / p->update_s * 1e-9, p->update_bytes / 1e6);
+    printf("         update then perturb (2 z)   %8.1f ms  %5.1f GB/s (%.0f MB): the step's pass\n", 1e3 * p->fused_s,
+           p->fused_bytes / p->fused_s * 1e-9, p->fused_bytes / 1e6);
+    printf("memory   %.1f GB/s read, %.1f GB/s copy (read + written) with the same threads: the step's pass\n"
+           "         moves its bytes at %.0f%% of copy; step - 2 x forward = %.1f ms\n",
+           p->read_gbs, p->copy_gbs, 100 * p->fused_bytes / p->fused_s * 1e-9 / p->copy_gbs, 1e3 * (step - two_fwd));
+}
+
 /* LM loss over every position of a random batch: the work of bench forward. */
 typedef struct lm_batch {
     int n;
@@ -215,7 +261,10 @@ static int bench_step(int argc, char **argv) {
         .name = "bench step",
         .usage = "--model M [--batch B --seq T --threads N]",
         .summary = "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
-                   "perturbed forwards, perturbation and update), with the peak RSS after each phase.",
+                   "perturbed forwards, perturbation and update), with the peak RSS after each phase;\n"
+                   "in memory with f32 masters, also the step's element-wise passes (z alone, perturb,\n"
+                   "update, the fused pass) at the model's size, their bytes moved per step, and this\n"
+                   "machine's memory bandwidth with the same threads.",
         .min_positional = 0,
         .max_positional = 0,
         .opts = opts,
@@ -304,13 +353,19 @@ static int bench_step(int argc, char **argv) {
                    dz_model_bytes_owned(m) / 1e6, train_act / 1e6, rd / 1e6, wr / 1e6, busy_s, io_s, caller_s, wait_s,
                    100 * hidden);
     } else if (!rc) {
+        dz_bench_zo_passes passes;
+        const int with_passes = dt == DZ_F32; /* the passes time f32 masters' kernels */
+        if (with_passes) rc = measure_passes(m, steps, &passes);
+        if (rc) goto step_done;
         if (json)
             printf("{\"model\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
                    "\"fused\": %s, \"forward_seconds\": %.4f, \"step_seconds\": %.4f, \"step_over_2_forwards\": %.4f, "
                    "\"peak_rss_eval_bytes\": %zu, \"peak_rss_train_bytes\": %zu, \"rss_ratio\": %.4f, "
-                   "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g}\n",
+                   "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g",
                    model, batch, seq, dz_runtime_threads(), dz_dtype_name(dt), no_fuse ? "false" : "true", fwd, step,
                    step / (2 * fwd), rss_eval, rss_train, (double)rss_train / rss_eval, eval_act, train_act, g);
+        if (json && with_passes) print_passes(&passes, step, 2 * fwd, 1);
+        if (json) printf("}\n");
         else {
             printf("step     %s, %d x %d tokens, %d threads, %s master, %s\n", model, batch, seq, dz_runtime_threads(),
                    dz_dtype_name(dt), no_fuse ? "unfused" : "fused updates");
@@ -319,8 +374,10 @@ static int bench_step(int argc, char **argv) {
             printf("memory   peak RSS %.1f MB after the forward phase, %.1f MB after training (x%.3f);\n"
                    "         buffers %.1f MB (forward) vs %.1f MB (two streams + working copies)\n",
                    rss_eval / 1e6, rss_train / 1e6, (double)rss_train / rss_eval, eval_act / 1e6, train_act / 1e6);
+            if (with_passes) print_passes(&passes, step, 2 * fwd, 0);
         }
     }
+step_done:
     lm_work_free(&lw);
     dz_setup_free(setup);
     return rc;
@@ -633,6 +690,8 @@ static int bench_eval(int argc, char **argv) {
             for (int k = 0; k < 3; k++)
                 if (ideal[k] < b->t_ideal[k]) b->t_ideal[k] = ideal[k];
         }
+    dz_bench_zo_passes passes;
+    if (!rc) rc = measure_passes(m, repeat, &passes);
     if (!rc) {
         double te = 0, ts = 0, ti[3] = {0, 0, 0};
         long real = 0, padded = 0, head = 0;
@@ -649,10 +708,12 @@ static int bench_eval(int argc, char **argv) {
                    "\"real_tokens_per_batch\": %.1f, \"padded_tokens_per_batch\": %.1f, \"head_rows_per_batch\": %.1f, "
                    "\"ideal_seconds\": %.5f, \"openblas_ideal_seconds\": %.5f, \"distzo_gemm_ideal_seconds\": %.5f, \"eval_seconds\": %.5f, "
                    "\"step_seconds\": %.5f, \"eval_ratio\": %.4f, \"step_ratio\": %.4f, \"step_over_2_evals\": %.4f, "
-                   "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\"}\n",
+                   "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\"",
                    batch, batches, repeat, dz_runtime_threads(), flat ? "flat" : "shared prompts", (double)real / batches,
                    (double)padded / batches, (double)head / batches, ideal, ti[0], ti[1], te, ts, ideal / te, 2 * ideal / ts,
                    ts / (2 * te), g_sum, dz_bench_reference_core(), dz_runtime_kernels());
+            print_passes(&passes, ts, 2 * te, 1);
+            printf("}\n");
         } else {
             printf("eval     %s, SST-2 %d batches of %d, %s, %d threads\n", model, batches, batch,
                    flat ? "every candidate a full sequence" : "candidates continue shared prompts", dz_runtime_threads());
@@ -666,6 +727,7 @@ static int bench_eval(int argc, char **argv) {
             printf("step     %.2f ms per ZO step: 2 x ideal / step = %.1f%%, step / (2 x eval) = %.3f\n", 1e3 * ts,
                    200 * ideal / ts, ts / (2 * te));
             printf("g        sum of the timed steps %.17g (compare it across builds, --threads, DISTZO_ISA)\n", g_sum);
+            print_passes(&passes, ts, 2 * te, 0);
         }
     }
     for (int i = 0; bw && i < batches; i++) dz_class_batch_free(&bw[i].bb);

@@ -5,6 +5,7 @@
 #   --no-share-prompt; `distzo train` final weights, seed log and metrics equal with
 #   --threads 1 and 2; `distzo bench classify` reports g bitwise the same with shared
 #   prompts and with full sequences; `distzo bench eval` the same g with --threads 1 and 2
+#   (and its figures of the ZO passes)
 #   (needs OpenBLAS, the benchmarks' reference, as test_blas does); under mpirun, --pertp 2 and --dp 2 give the single
 #   process's weights, seed log and metrics;
 # - across levels: every level's eval scores, weights and seed log equal the baseline's
@@ -92,6 +93,9 @@ for l in "${levels[@]}"; do
     sed -nE 's/.*"g_sum": ([^,]*),.*/\1/p' "$d/bench-eval$t.json" > "$d/bench-eval-g$t"
   done
   same_files "$l: bench eval g, --threads 2 = --threads 1" "$d/bench-eval-g1" "$d/bench-eval-g2"
+  if grep -qE '"passes": \{"parameters": [1-9][0-9]*, "zgen_seconds": [0-9.]+, ' "$d/bench-eval1.json"; then
+    ok "$l: bench eval reports the ZO passes and the memory bandwidth"
+  else bad "$l: bench eval: no passes in $(head -c 300 "$d/bench-eval1.json")"; fi
 
   for layout in "--pertp 2" "--dp 2"; do
     name=mpi$(echo "$layout" | tr -cd '[:alnum:]')
