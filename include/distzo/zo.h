@@ -25,6 +25,9 @@ enum { DZ_ZO_MAX_Q = 64 };
  * Every choice is a pure function of (seed, step, weights): the seed log replays it. */
 typedef enum dz_zo_estimator { DZ_ZO_MEZO = 0, DZ_ZO_SPARSE = 1, DZ_ZO_LOZO = 2 } dz_zo_estimator;
 enum { DZ_ZO_LOZO_MAX_RANK = 16 };
+/* "mezo", "sparse", "lozo"; parse returns 0, or -1 for another name. */
+const char *dz_zo_estimator_name(dz_zo_estimator e);
+int dz_zo_estimator_parse(const char *name, dz_zo_estimator *out);
 
 typedef struct dz_zo_params {
     uint64_t seed;   /* run seed: keys the perturbation RNG */

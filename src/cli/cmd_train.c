@@ -77,7 +77,7 @@ int dz_cmd_train(int argc, char **argv) {
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
-    const char *schedule = "constant", *test = NULL, *task_file = NULL;
+    const char *schedule = "constant", *test = NULL, *task_file = NULL, *estimator = "mezo";
     int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0, no_share = 0, node_size = 0;
     float wd = 0.0f, rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S;
     const dz_opt opts[] = {
@@ -99,6 +99,10 @@ int dz_cmd_train(int argc, char **argv) {
         {"steps", DZ_OPT_INT, &c.optim.steps, "steps (default 4000)"},
         {"spsa-samples", DZ_OPT_INT, &c.optim.q, "perturbations averaged per step (default 1)"},
         {"perturbation", DZ_OPT_STR, &perturbation, "gaussian (default) or rademacher"},
+        {"estimator", DZ_OPT_STR, &estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
+        {"sparse-density", DZ_OPT_FLOAT, &c.optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
+        {"lozo-rank", DZ_OPT_INT, &c.optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
+        {"lozo-nu", DZ_OPT_INT, &c.optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
         {"schedule", DZ_OPT_STR, &schedule, "lr schedule: constant (default), linear, cosine"},
         {"warmup", DZ_OPT_INT, &c.optim.warmup, "linear warmup steps (default 0)"},
         {"seed", DZ_OPT_INT, &seed, "run seed: the perturbations (default 0)"},
@@ -150,6 +154,7 @@ int dz_cmd_train(int argc, char **argv) {
         model = c.model, data = NULL, test = NULL, task_file = NULL;
         master = dz_dtype_name(c.store.master_dtype);
         perturbation = c.optim.rademacher ? "rademacher" : "gaussian";
+        estimator = dz_zo_estimator_name(c.optim.estimator);
         schedule = c.optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c.optim.lr_schedule == DZ_LR_COSINE ? "cosine"
                                                                                                   : "constant";
         seed = (int)c.optim.seed, data_seed = (int)c.data.seed, wd = c.optim.wd;
@@ -157,6 +162,8 @@ int dz_cmd_train(int argc, char **argv) {
         dz_args_parse(&spec, argc, argv, pos, &npos); /* parsed once already: cannot fail */
     }
     rc = train_settings(&c, resume, model, data, test, task_file, master, perturbation, schedule);
+    if (!rc && dz_zo_estimator_parse(estimator, &c.optim.estimator) != 0)
+        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", estimator);
     if (!rc) {
         c.optim.wd = wd;
         c.optim.seed = (uint64_t)seed;

@@ -2,11 +2,24 @@
  * source and checksum). The step itself is src/zo/estimator.c; the weights' side, the
  * block pipeline, src/pipeline. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util.h"
 #include "zo/internal.h"
 
 _Static_assert((int)DZ_ZO_MAX_Q <= (int)DZ_PIPELINE_MAX_Q, "the pipeline's pending update holds every sample's g");
+
+static const char *const ESTIMATOR_NAMES[] = {[DZ_ZO_MEZO] = "mezo", [DZ_ZO_SPARSE] = "sparse", [DZ_ZO_LOZO] = "lozo"};
+
+const char *dz_zo_estimator_name(dz_zo_estimator e) {
+    return e >= DZ_ZO_MEZO && e <= DZ_ZO_LOZO ? ESTIMATOR_NAMES[e] : "unknown";
+}
+
+int dz_zo_estimator_parse(const char *name, dz_zo_estimator *out) {
+    for (int e = DZ_ZO_MEZO; e <= DZ_ZO_LOZO; e++)
+        if (!strcmp(name, ESTIMATOR_NAMES[e])) return *out = (dz_zo_estimator)e, 0;
+    return -1;
+}
 
 static size_t logprob_rows(const dz_forward *f) { return (size_t)dz_forward_max_batch(f) * dz_forward_max_seq(f); }
 
