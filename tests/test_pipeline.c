@@ -169,7 +169,7 @@ static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->k
 
 /* ---- the reference estimators' z of a 2-D tensor ------------------------------------------ */
 
-enum { SAMPLE = 512 }; /* sparse: a row's threshold from at most this many evenly spaced elements */
+enum { SAMPLE = 128 }; /* sparse: a row's threshold from at most this many evenly spaced elements */
 
 /* The contract's Philox block of element i, counter (i / 4, purpose, tensor, draw). */
 static void philox_block(uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i, uint32_t x[4]) {

@@ -11,7 +11,8 @@
  * LOWRANK (LOZO): z_ij = (sum_k U_ik V_jk) / sqrt(r). U (rows x r) is Gaussian of counter
  *   purpose DZ_PURPOSE_LOZO_U at the draw, element i*r + k; V (cols x r) of purpose
  *   DZ_PURPOSE_LOZO_V at "draw" w = step / nu (step = draw / q), element j*r + k. V is
- *   kept for two windows (slot w % 2), regenerated from the seed when a window starts;
+ *   kept for two windows (slot w % 2), regenerated from the seed when a window starts, and
+ *   stored rank-major (V[k][j]) so that a row's z is r contiguous multiply-adds per element;
  *   U's r values of a row are generated where the row is used.
  *
  * The update keeps the contract's float order (backend/zo_ops.h): u = 0; u = u + g_j z_j;
@@ -26,7 +27,7 @@
 #include "core/util.h"
 #include "pipeline/internal.h"
 
-enum { SEG = 512, SPARSE_SAMPLE = 512 };
+enum { SEG = 512, SPARSE_SAMPLE = 128 };
 
 int dz_sz_applies(const dz_pipeline *p, int id) {
     const dz_param *t = &dz_model_params(p->m)->params[id];
@@ -109,10 +110,17 @@ static void make_window(dz_pipeline *p, uint32_t w) {
     lowrank_state *lr = &p->lowrank;
     if (window_ready(p, w)) return;
     const dz_param_table *t = dz_model_params(p->m);
-    for (int i = 0; i < t->count; i++)
-        if (dz_sz_applies(p, i))
-            dz_sz_gaussians(lr->v[w & 1] + lr->v_off[i], p->z.seed, DZ_PURPOSE_LOZO_V, (uint32_t)i, w, 0,
-                            (size_t)t->params[i].cols * (size_t)p->z.rank);
+    const size_t r = (size_t)p->z.rank;
+    for (int i = 0; i < t->count; i++) {
+        if (!dz_sz_applies(p, i)) continue;
+        const size_t cols = (size_t)t->params[i].cols, n = cols * r;
+        float *v = lr->v[w & 1] + lr->v_off[i], buf[SEG];
+        for (size_t a = 0; a < n; a += SEG) { /* element j*r + k lands at V[k][j] */
+            const size_t len = n - a < SEG ? n - a : SEG;
+            dz_sz_gaussians(buf, p->z.seed, DZ_PURPOSE_LOZO_V, (uint32_t)i, w, a, len);
+            for (size_t e = 0; e < len; e++) v[((a + e) % r) * cols + (a + e) / r] = buf[e];
+        }
+    }
     lr->window[w & 1] = w;
     lr->valid[w & 1] = 1;
 }
@@ -165,9 +173,11 @@ static float kth_smallest(float *x, int n, int k) {
 static float row_threshold(const void *th, int bf16, int64_t cols, float density) {
     float s[SPARSE_SAMPLE];
     const int n = cols < SPARSE_SAMPLE ? (int)cols : SPARSE_SAMPLE;
+    int64_t at = 0, rem = 0; /* at = floor(k cols / n), stepped without a division */
     for (int k = 0; k < n; k++) {
-        const float a = fabsf(theta_at(th, bf16, (size_t)((int64_t)k * cols / n)));
+        const float a = fabsf(theta_at(th, bf16, (size_t)at));
         s[k] = a == a ? a : INFINITY;
+        for (rem += cols; rem >= n; rem -= n) at++;
     }
     int rank = (int)ceilf(density * (float)n) - 1;
     rank = rank < 0 ? 0 : rank >= n ? n - 1 : rank;
@@ -190,12 +200,12 @@ static void z_segment(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
     float u[DZ_PIPELINE_MAX_RANK];
     dz_sz_gaussians(u, p->z.seed, DZ_PURPOSE_LOZO_U, (uint32_t)id, d, (uint64_t)(row * r), (size_t)r);
     const float scale = 1.0f / sqrtf((float)r);
-    for (size_t k = 0; k < len; k++) {
-        const float *vj = v + (size_t)(c + (int64_t)k) * (size_t)r;
-        float s = 0.0f;
-        for (int m = 0; m < r; m++) s = s + u[m] * vj[m];
-        z[k] = s * scale;
+    for (size_t k = 0; k < len; k++) z[k] = 0.0f;
+    for (int m = 0; m < r; m++) { /* z_j = ((0 + u_0 v_0j) + u_1 v_1j) + ...: the same order for every j */
+        const float um = u[m], *vm = v + (size_t)m * (size_t)cols + c;
+        for (size_t k = 0; k < len; k++) z[k] = z[k] + um * vm[k];
     }
+    for (size_t k = 0; k < len; k++) z[k] = z[k] * scale;
 }
 
 static const float *v_of(const dz_pipeline *p, int id, uint32_t step) {
@@ -225,14 +235,21 @@ static void row_piece(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
             }
             if (bf16)
                 p->be->philox_fill(sr, p->z.seed, DZ_PURPOSE_SR, (uint32_t)id, d0, (uint64_t)(row * cols + c0) + a, n);
-            for (size_t k = 0; k < n; k++) {
-                const float x = theta_at(t, bf16, k);
-                float vv = acc[k];
-                if (u->q > 1) vv = vv / (float)u->q;
-                if (u->wd != 0.0f) vv = vv + u->wd * x;
-                const float y = x - u->lr * vv;
-                if (bf16) ((uint16_t *)(void *)t)[k] = dz_bf16_round_stochastic(y, sr[k]);
-                else ((float *)(void *)t)[k] = y;
+            const float qf = (float)u->q, wd = u->wd, lr = u->lr;
+            if (u->q > 1)
+                for (size_t k = 0; k < n; k++) acc[k] = acc[k] / qf;
+            if (bf16) {
+                uint16_t *tb = (uint16_t *)(void *)t;
+                for (size_t k = 0; k < n; k++) {
+                    const float x = theta_at(tb, 1, k), vv = wd != 0.0f ? acc[k] + wd * x : acc[k];
+                    tb[k] = dz_bf16_round_stochastic(x - lr * vv, sr[k]);
+                }
+            } else {
+                float *tf = (float *)(void *)t;
+                for (size_t k = 0; k < n; k++) {
+                    const float x = tf[k], vv = wd != 0.0f ? acc[k] + wd * x : acc[k];
+                    tf[k] = x - lr * vv;
+                }
             }
         }
     }
@@ -243,10 +260,19 @@ static void row_piece(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
         const size_t n = len - a < SEG ? len - a : SEG;
         const char *t = (const char *)th + a * esz;
         z_segment(p, id, cols, row, c0 + (int64_t)a, n, p->draw, t, bf16, tau, v, z);
-        for (size_t k = 0; k < n; k++) {
-            const float x = theta_at(t, bf16, k), e = p->z.eps * z[k];
-            wp[a + k] = x + e;
-            wm[a + k] = x - e;
+        const float eps = p->z.eps;
+        float *pa = wp + a, *ma = wm + a;
+        if (bf16) {
+            for (size_t k = 0; k < n; k++) {
+                const float x = theta_at(t, 1, k), e = eps * z[k];
+                pa[k] = x + e, ma[k] = x - e;
+            }
+        } else {
+            const float *tf = (const float *)(const void *)t;
+            for (size_t k = 0; k < n; k++) {
+                const float x = tf[k], e = eps * z[k];
+                pa[k] = x + e, ma[k] = x - e;
+            }
         }
     }
 }
