@@ -208,9 +208,10 @@ static void z_segment(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
     for (size_t k = 0; k < len; k++) z[k] = z[k] * scale;
 }
 
-static const float *v_of(const dz_pipeline *p, int id, uint32_t step) {
+/* LOWRANK: V of tensor id for the window of `step` (draw >= 0: of that draw's step). */
+static const float *v_of(const dz_pipeline *p, int id, uint32_t step, int64_t draw) {
     if (p->z.shape != DZ_PZ_LOWRANK) return NULL;
-    const uint32_t w = window_of_step(p, step);
+    const uint32_t w = window_of_step(p, draw >= 0 ? (uint32_t)draw / (uint32_t)p->z.q : step);
     return p->lowrank.v[w & 1] + p->lowrank.v_off[id];
 }
 
@@ -224,7 +225,7 @@ static void row_piece(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
     if (u) {
         const uint32_t d0 = u->step * (uint32_t)u->q;
         const float tau = p->z.shape == DZ_PZ_SPARSE ? row_threshold(th, bf16, cols, p->z.density) : 0.0f;
-        const float *v = v_of(p, id, u->step);
+        const float *v = v_of(p, id, u->step, -1);
         for (size_t a = 0; a < len; a += SEG) {
             const size_t n = len - a < SEG ? len - a : SEG;
             char *t = (char *)th + a * esz;
@@ -255,7 +256,7 @@ static void row_piece(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
     }
     if (!wp) return;
     const float tau = p->z.shape == DZ_PZ_SPARSE ? row_threshold(th, bf16, cols, p->z.density) : 0.0f;
-    const float *v = v_of(p, id, p->draw / (uint32_t)p->z.q);
+    const float *v = v_of(p, id, 0, (int64_t)p->draw);
     for (size_t a = 0; a < len; a += SEG) {
         const size_t n = len - a < SEG ? len - a : SEG;
         const char *t = (const char *)th + a * esz;

@@ -131,7 +131,7 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (st == DZ_OK) st = dz_setup_weights(&ws, &s, err);
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
-        .zo = dz_train_zo_params(&c.optim), /* replayed fused: the same bits as unfused */
+        .zo = dz_train_zo_params(&c.optim), /* replay applies each update at once: fused or not, the same bits */
         .max_resident_mb = c.store.max_resident_mb,
         .stream_globals = c.store.stream_globals,
     };
