@@ -13,12 +13,14 @@ from collections import defaultdict
 
 
 def evals(path):
-    rows = []
-    for line in open(path):
-        r = json.loads(line)
-        if "dev_accuracy" in r:
-            rows.append((r["step"] + 1, r["dev_accuracy"], r["test_accuracy"]))
-    return rows
+    """(steps done, dev, test) of each evaluation after training began. metrics.jsonl counts
+    steps from 1 with a step-0 row for the evaluation before training (main since the
+    trainer-conventions merge), or from 0 with no such row (before)."""
+    rows = [json.loads(line) for line in open(path)]
+    one_based = any(r["step"] == 0 and r.get("loss") is None for r in rows)
+    done = lambda r: r["step"] if one_based else r["step"] + 1
+    return [(done(r), r["dev_accuracy"], r["test_accuracy"]) for r in rows
+            if r.get("dev_accuracy") is not None and done(r) > 0]
 
 
 def main(out):
