@@ -16,8 +16,13 @@
  *    store therefore equals RAM;
  *  - replay (dz_zo_apply of the reference's g, as resume and export do), in RAM and over
  *    a store;
- * with f32 masters and bf16 masters (stochastic rounding). */
+ * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
+ * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
+ * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
+ * defines them: a row mask from a sorted sample of |theta| (sparse), U V^T / sqrt(r) with
+ * V of the window step / nu (lozo), then the contract's update and pair in float order. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,10 +80,21 @@ static void mean_nll_cb(const float *lp, const float *plp, void *user, double *o
 
 /* ---- the models ------------------------------------------------------------------------ */
 
+/* An estimator and its knobs as the engine takes them (lozo: nu 2, so the 4 steps cross a
+ * window; rank 3, so a row's U straddles Philox blocks). */
+typedef struct estimator_case {
+    dz_zo_estimator estimator;
+    float density;
+    int rank, nu;
+} estimator_case;
+static const estimator_case MEZO = {DZ_ZO_MEZO, 0.0f, 0, 0}, SPARSE = {DZ_ZO_SPARSE, 0.3f, 0, 0},
+                            LOZO = {DZ_ZO_LOZO, 0.0f, 3, 2};
+
 typedef struct model_case {
     const char *name; /* tests/data/hf/NAME: the shape and the golden batch */
     int n_layers;     /* 0: NAME's committed weights; else random weights of NAME's shape with this many layers */
     dz_dtype dtype;   /* of the masters */
+    estimator_case est;
 } model_case;
 
 /* The folder to load: the committed model, or a random one written once into the scratch folder. */
@@ -150,6 +166,136 @@ static dz_model *load_owned(const char *dir, dz_dtype dt) {
 
 static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING; }
 
+
+/* ---- the reference estimators' z of a 2-D tensor ------------------------------------------ */
+
+enum { SAMPLE = 128 }; /* sparse: a row's threshold from at most this many evenly spaced elements */
+
+/* The contract's Philox block of element i, counter (i / 4, purpose, tensor, draw). */
+static void philox_block(uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i, uint32_t x[4]) {
+    const uint32_t key[2] = {(uint32_t)SEED, (uint32_t)(SEED >> 32)}, ctr[4] = {(uint32_t)(i / 4), purpose, tensor, draw};
+    dz_philox4x32_10(ctr, key, x);
+}
+
+/* Element i's Gaussian of a purpose: Box-Muller on its word pair, the pair's first or second. */
+static float gaussian_at(uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i) {
+    uint32_t x[4];
+    philox_block(purpose, tensor, draw, i, x);
+    const unsigned pair = (unsigned)(i & 2);
+    float z[2];
+    dz_box_muller(x[pair], x[pair + 1], &z[0], &z[1]);
+    return z[i & 1];
+}
+
+static float widen(const void *theta, dz_dtype dt, size_t i) {
+    if (dt == DZ_F32) return ((const float *)theta)[i];
+    const uint32_t u = (uint32_t)((const uint16_t *)theta)[i] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int by_value(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* tau of each row: the ceil(density n)-th smallest |theta| of n evenly spaced elements. */
+static float row_tau(const void *theta, dz_dtype dt, int64_t row, int64_t cols, float density) {
+    float sample[SAMPLE];
+    const int n = cols < SAMPLE ? (int)cols : SAMPLE;
+    for (int k = 0; k < n; k++) {
+        const float a = fabsf(widen(theta, dt, (size_t)(row * cols + (int64_t)k * cols / n)));
+        sample[k] = isnan(a) ? INFINITY : a;
+    }
+    qsort(sample, (size_t)n, sizeof(float), by_value);
+    int r = (int)ceilf(density * (float)n) - 1;
+    return sample[r < 0 ? 0 : r >= n ? n - 1 : r];
+}
+
+/* z of draw `draw` of 2-D tensor id (theta: its current values, for sparse's mask). */
+static void reference_z(const estimator_case *e, const dz_param *t, int id, uint32_t draw, const void *theta,
+                        dz_dtype dt, float *z) {
+    const size_t n = (size_t)dz_param_numel(t);
+    if (e->estimator == DZ_ZO_SPARSE) {
+        dz_z_fill_scalar(z, SEED, (uint32_t)id, draw, 0, n, DIST);
+        for (int64_t row = 0; row < t->rows; row++) {
+            const float tau = row_tau(theta, dt, row, t->cols, e->density);
+            for (int64_t c = 0; c < t->cols; c++) {
+                const size_t i = (size_t)(row * t->cols + c);
+                if (!(fabsf(widen(theta, dt, i)) <= tau)) z[i] = 0.0f;
+            }
+        }
+        return;
+    }
+    const int r = e->rank;
+    const uint32_t window = (draw / Q) / (uint32_t)e->nu;
+    const float scale = 1.0f / sqrtf((float)r);
+    for (int64_t row = 0; row < t->rows; row++)
+        for (int64_t c = 0; c < t->cols; c++) {
+            float s = 0.0f;
+            for (int k = 0; k < r; k++)
+                s = s + gaussian_at(DZ_PURPOSE_LOZO_U, (uint32_t)id, draw, (uint64_t)(row * r + k)) *
+                            gaussian_at(DZ_PURPOSE_LOZO_V, (uint32_t)id, window, (uint64_t)(c * r + k));
+            z[row * t->cols + c] = s * scale;
+        }
+}
+
+static int structured(const estimator_case *e, const dz_param *t) {
+    return e->estimator != DZ_ZO_MEZO && t->rows > 1 && t->cols > 1;
+}
+
+/* w+- = theta +- (eps z) of draw `draw`: the public kernels, or the estimator's z. */
+static void reference_perturb(const estimator_case *e, dz_model *m, int id, uint32_t draw, float *plus, float *minus,
+                              float *z) {
+    const dz_param *t = &dz_model_params(m)->params[id];
+    const dz_dtype dt = dz_model_dtype(m);
+    const size_t n = (size_t)dz_param_numel(t);
+    const void *theta = dz_model_tensor(m, id);
+    if (!structured(e, t)) {
+        if (dt == DZ_BF16) dz_perturb_pair_bf16(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
+        else dz_perturb_pair(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
+        return;
+    }
+    reference_z(e, t, id, draw, theta, dt, z);
+    for (size_t i = 0; i < n; i++) {
+        const float th = widen(theta, dt, i), d = EPS * z[i];
+        plus[i] = th + d, minus[i] = th - d;
+    }
+}
+
+/* The update of `step`: the public kernels, or the contract's update with the estimator's
+ * z_j of the weights before it (zs: Q tensors of scratch). */
+static void reference_update(const estimator_case *e, dz_model *m, int id, uint32_t step, const float *g, float wd,
+                             float *zs) {
+    const dz_param *t = &dz_model_params(m)->params[id];
+    const dz_dtype dt = dz_model_dtype(m);
+    const size_t n = (size_t)dz_param_numel(t);
+    void *theta = dz_model_tensor(m, id);
+    if (!structured(e, t)) {
+        if (dt == DZ_BF16) dz_update_bf16(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
+        else dz_update_f32(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
+        return;
+    }
+    for (int j = 0; j < Q; j++) reference_z(e, t, id, step * Q + (uint32_t)j, theta, dt, zs + (size_t)j * n);
+    for (size_t i = 0; i < n; i++) {
+        const float th = widen(theta, dt, i);
+        float u = 0.0f;
+        for (int j = 0; j < Q; j++) u = u + g[j] * zs[(size_t)j * n + i];
+        float v = u;
+        if (Q > 1) v = v / (float)Q;
+        if (wd != 0.0f) v = v + wd * th;
+        const float y = th - LR * v;
+        if (dt == DZ_F32) {
+            ((float *)theta)[i] = y;
+        } else {
+            uint32_t x[4];
+            philox_block(DZ_PURPOSE_SR, (uint32_t)id, step * Q, i, x);
+            ((uint16_t *)theta)[i] = dz_bf16_round_stochastic(y, x[i & 3]);
+        }
+    }
+}
+
 /* ---- the reference: a plain MeZO loop on the whole model ---------------------------------- */
 
 /* Every tensor of the model perturbed one way, as the forward reads it. */
@@ -164,7 +310,7 @@ static const float *whole_rows(const void *self, int stream, int id, int64_t row
     return wm->w[id] + row0 * wm->t->params[id].cols;
 }
 
-static void plain_mezo(const char *dir, dz_dtype dt, const batch *b, trace *out) {
+static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, const batch *b, trace *out) {
     dz_model *m = load_owned(dir, dt);
     const dz_param_table *t = dz_model_params(m);
     trace_alloc(out, t, dt, b);
@@ -181,17 +327,15 @@ static void plain_mezo(const char *dir, dz_dtype dt, const batch *b, trace *out)
     const whole_model wp = {t, plus}, wm = {t, minus};
     const dz_weight_source src_plus = {whole_rows, &wp}, src_minus = {whole_rows, &wm};
     float *lp = malloc(sizeof(float) * (size_t)b->n_rows);
+    size_t largest = 0;
+    for (int i = 0; i < t->count; i++)
+        if ((size_t)dz_param_numel(&t->params[i]) > largest) largest = (size_t)dz_param_numel(&t->params[i]);
+    float *zs = malloc(sizeof(float) * largest * Q);
+    assert_non_null(zs);
     for (uint32_t step = 0; step < STEPS; step++) {
         for (int j = 0; j < Q; j++) {
             const uint32_t draw = step * Q + (uint32_t)j;
-            for (int i = 0; i < t->count; i++) {
-                const size_t n = (size_t)dz_param_numel(&t->params[i]);
-                if (dt == DZ_BF16)
-                    dz_perturb_pair_bf16(dz_model_tensor(m, i), plus[i], minus[i], n, EPS, SEED, (uint32_t)i, draw, 0,
-                                         DIST);
-                else
-                    dz_perturb_pair(dz_model_tensor(m, i), plus[i], minus[i], n, EPS, SEED, (uint32_t)i, draw, 0, DIST);
-            }
+            for (int i = 0; i < t->count; i++) reference_perturb(est, m, i, draw, plus[i], minus[i], zs);
             eval_logprobs(f, &src_plus, b, lp);
             const double l_plus = mean_nll(lp, b);
             eval_logprobs(f, &src_minus, b, lp);
@@ -199,14 +343,8 @@ static void plain_mezo(const char *dir, dz_dtype dt, const batch *b, trace *out)
             out->loss_plus[step][j] = l_plus, out->loss_minus[step][j] = l_minus;
             out->g[step][j] = (float)((l_plus - l_minus) / (2.0 * (double)EPS));
         }
-        for (int i = 0; i < t->count; i++) {
-            const size_t n = (size_t)dz_param_numel(&t->params[i]);
-            const float wd = decays(&t->params[i]) ? WD : 0.0f;
-            if (dt == DZ_BF16)
-                dz_update_bf16(dz_model_tensor(m, i), n, out->g[step], Q, LR, wd, SEED, (uint32_t)i, step, 0, DIST);
-            else
-                dz_update_f32(dz_model_tensor(m, i), n, out->g[step], Q, LR, wd, SEED, (uint32_t)i, step, 0, DIST);
-        }
+        for (int i = 0; i < t->count; i++)
+            reference_update(est, m, i, step, out->g[step], decays(&t->params[i]) ? WD : 0.0f, zs);
     }
     size_t off = 0;
     for (int i = 0; i < t->count; i++) {
@@ -216,6 +354,7 @@ static void plain_mezo(const char *dir, dz_dtype dt, const batch *b, trace *out)
     const dz_weight_source own = dz_model_weights(m);
     eval_logprobs(f, &own, b, out->eval_lp);
     free(lp);
+    free(zs);
     for (int i = 0; i < t->count; i++) free(plus[i]), free(minus[i]);
     free(plus);
     free(minus);
@@ -265,7 +404,8 @@ static void apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
 }
 
 /* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline. */
-static void engine_open(const char *dir, dz_dtype dt, const pipeline *p, const batch *b, engine_run *r) {
+static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p, const batch *b,
+                        engine_run *r) {
     memset(r, 0, sizeof *r);
     char store_path[600];
     snprintf(store_path, sizeof store_path, "%s/masters.safetensors", g_dir);
@@ -276,7 +416,8 @@ static void engine_open(const char *dir, dz_dtype dt, const pipeline *p, const b
     if (st == DZ_OK) st = dz_forward_create_streams(r->m, b->g.B, b->g.T, 0, 2, &r->f, &err);
     if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
     const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
-                             .fuse = p->fuse};
+                             .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
+                             .lozo_rank = est->rank, .lozo_nu = est->nu};
     if (st == DZ_OK) st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, &err);
     if (st == DZ_OK && p->disk) st = dz_zo_engine_use_store(r->e, r->s, &err);
     if (st != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
@@ -315,10 +456,10 @@ static void engine_masters(engine_run *r, unsigned char *out) {
     }
 }
 
-static void run_pipeline(const char *dir, dz_dtype dt, const pipeline *p, const batch *b, const trace *want,
-                         trace *out) {
+static void run_pipeline(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p, const batch *b,
+                         const trace *want, trace *out) {
     engine_run r;
-    engine_open(dir, dt, p, b, &r);
+    engine_open(dir, dt, est, p, b, &r);
     trace_alloc(out, dz_model_params(r.m), dt, b);
     const dz_zo_batch zb = {.tokens = b->g.tokens, .lengths = b->g.lengths, .B = b->g.B, .T = b->g.T,
                             .rows = b->rows, .targets = b->targets, .n_rows = b->n_rows, .loss = mean_nll_cb,
@@ -386,7 +527,7 @@ static void expect_same_eval(const char *what, const batch *b, const trace *want
 
 /* The reference does train (most master elements move, L+ and L- differ at every draw);
  * else agreement with it would prove little. */
-static void expect_reference_trains(const char *dir, dz_dtype dt, const trace *ref) {
+static void expect_reference_trains(const char *dir, dz_dtype dt, const estimator_case *est, const trace *ref) {
     dz_model *m = load_owned(dir, dt);
     const dz_param_table *t = dz_model_params(m);
     size_t off = 0, moved = 0, total = 0;
@@ -399,7 +540,9 @@ static void expect_reference_trains(const char *dir, dz_dtype dt, const trace *r
     dz_model_free(m);
     printf("  plain loop: %zu of %zu master elements moved; g step 0: %.6g %.6g, step %d: %.6g %.6g\n", moved, total,
            ref->g[0][0], ref->g[0][1], STEPS - 1, ref->g[STEPS - 1][0], ref->g[STEPS - 1][1]);
-    assert_true(moved > total / 2);
+    /* sparse: the unmasked rest moves by weight decay alone, too little for a bf16 step */
+    const double share = est->estimator == DZ_ZO_SPARSE ? est->density / 2.0 : 0.5;
+    assert_true((double)moved > share * (double)total);
     for (int s = 0; s < STEPS; s++)
         for (int j = 0; j < Q; j++) assert_true(ref->loss_plus[s][j] != ref->loss_minus[s][j]);
 }
@@ -410,16 +553,16 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
     batch b;
     batch_load(mc->name, &b);
     trace ref;
-    plain_mezo(dir, mc->dtype, &b, &ref);
-    expect_reference_trains(dir, mc->dtype, &ref);
+    plain_mezo(dir, mc->dtype, &mc->est, &b, &ref);
+    expect_reference_trains(dir, mc->dtype, &mc->est, &ref);
     dz_model *shape = load_owned(dir, mc->dtype);
     for (size_t k = 0; k < sizeof PIPELINES / sizeof PIPELINES[0]; k++) {
         const pipeline *p = &PIPELINES[k];
         char what[1200];
-        snprintf(what, sizeof what, "%s (%d layers) as %s, %s", mc->name, dz_model_config(shape)->n_layers,
-                 dz_dtype_name(mc->dtype), p->name);
+        snprintf(what, sizeof what, "%s %s (%d layers) as %s, %s", dz_zo_estimator_name(mc->est.estimator), mc->name,
+                 dz_model_config(shape)->n_layers, dz_dtype_name(mc->dtype), p->name);
         trace got;
-        run_pipeline(dir, mc->dtype, p, &b, &ref, &got);
+        run_pipeline(dir, mc->dtype, &mc->est, p, &b, &ref, &got);
         expect_same_losses(what, &ref, &got);
         expect_same_masters(what, dz_model_params(shape), mc->dtype, &ref, &got);
         expect_same_eval(what, &b, &ref, &got);
@@ -433,22 +576,43 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
 
 static void opt_committed_f32(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32});
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, MEZO});
 }
 
 static void llama_committed_bf16(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16});
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16, MEZO});
 }
 
 static void opt_5_layers_bf16(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 5, DZ_BF16});
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 5, DZ_BF16, MEZO});
 }
 
 static void llama_5_layers_f32(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32});
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32, MEZO});
+}
+
+/* The structured estimators on a committed model of each family, one per master dtype. */
+static void sparse_opt_f32(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, SPARSE});
+}
+
+static void sparse_llama_bf16(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16, SPARSE});
+}
+
+static void lozo_llama_f32(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32, LOZO});
+}
+
+static void lozo_opt_bf16(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_BF16, LOZO});
 }
 
 static int setup(void **state) {
@@ -467,6 +631,10 @@ int main(void) {
         cmocka_unit_test(llama_committed_bf16),
         cmocka_unit_test(opt_5_layers_bf16),
         cmocka_unit_test(llama_5_layers_f32),
+        cmocka_unit_test(sparse_opt_f32),
+        cmocka_unit_test(sparse_llama_bf16),
+        cmocka_unit_test(lozo_llama_f32),
+        cmocka_unit_test(lozo_opt_bf16),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

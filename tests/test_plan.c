@@ -44,11 +44,16 @@ static void sizes_from_config_equal_allocated(void **state) {
             size_t row_floats = 0;
             assert_int_equal(dz_forward_bytes_for(&c, B, T, kv, ns, 0, &row_floats), dz_forward_bytes(f));
             assert_int_equal(row_floats, dz_forward_row_floats(f));
-            if (ns >= 2) {
-                const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1};
+            const dz_zo_params estimators[] = { /* what each estimator keeps counts too */
+                {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1},
+                {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1, .estimator = DZ_ZO_SPARSE, .sparse_density = 0.5f},
+                {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1, .estimator = DZ_ZO_LOZO, .lozo_rank = 3, .lozo_nu = 4},
+            };
+            for (size_t j = 0; ns >= 2 && j < sizeof estimators / sizeof estimators[0]; j++) {
                 dz_zo_engine *e = NULL;
-                assert_int_equal(dz_zo_engine_create(m, f, &zp, &e, &err), DZ_OK);
-                assert_int_equal(dz_zo_engine_bytes_for(dz_model_params(m), row_floats, (size_t)B * T),
+                assert_int_equal(dz_zo_engine_create(m, f, &estimators[j], &e, &err), DZ_OK);
+                assert_int_equal(dz_zo_engine_bytes_for(dz_model_params(m), row_floats, (size_t)B * T) +
+                                     dz_zo_estimator_bytes_for(dz_model_params(m), &estimators[j]),
                                  dz_zo_engine_bytes(e));
                 dz_zo_engine_free(e);
             }
@@ -137,6 +142,15 @@ static void memory_sums_by_hand(void **state) {
     /* the local batch: ceil(B / D) examples x 2 labels, or the eval batch of 64 */
     assert_int_equal(L->local_batch, 8);
     assert_true(L->forward == (double)dz_forward_bytes_for(&r.cfg, 64, 24, 0, 4, 2, NULL));
+    /* LOZO keeps V (cols x rank) of two windows for every matrix: per layer q, k, v, o and
+     * fc1 have 64 columns, fc2 256; the token and position embeddings 64 each (the head is tied) */
+    const double mezo_engine = L->engine;
+    r.estimator = DZ_ZO_LOZO, r.lozo_rank = 3;
+    assert_int_equal(dz_plan_make(&r, &p, &err), DZ_OK);
+    assert_true(p.l[0].engine - mezo_engine == 2.0 * 3 * (2 * (5 * 64 + 256) + 2 * 64) * 4);
+    r.estimator = DZ_ZO_SPARSE; /* a mask from the weights: nothing kept */
+    assert_int_equal(dz_plan_make(&r, &p, &err), DZ_OK);
+    assert_true(p.l[0].engine == mezo_engine);
     /* disk store: only the global block resident, plus the second pair of working copies
      * of the largest layer and the 8 MB chunk buffer (f32); one process */
     r = request(1, 1, 4096);

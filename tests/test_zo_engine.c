@@ -1,7 +1,9 @@
 /* The ZO engine's properties on a tiny real-shaped model (tests/data/hf/llama_gqa_untied
  * and opt_preln): g against an independent perturbation + plain forward, exact restore,
  * fused == unfused, 1 == 2 threads, every instruction-set level (1 and 2 threads) == the
- * baseline, replay == training, non-finite losses skipped. */
+ * baseline, replay == training, non-finite losses skipped; the last four for every estimator
+ * (MeZO, Sparse-MeZO, LOZO), and Sparse-MeZO at density 1 is MeZO bitwise. (Each
+ * estimator against an independent reference: tests/test_pipeline.c.) */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -157,7 +159,22 @@ static void g_matches_independent_perturbed_forwards(void **state) {
     }
 }
 
-/* Trains `steps` steps; records g per step; returns the weights' checksum. */
+/* The estimators with the knobs the tests use (lozo: nu 2, so runs cross windows). */
+static const dz_zo_params ESTIMATORS[] = {
+    {.estimator = DZ_ZO_MEZO},
+    {.estimator = DZ_ZO_SPARSE, .sparse_density = 0.25f},
+    {.estimator = DZ_ZO_LOZO, .lozo_rank = 2, .lozo_nu = 2},
+};
+enum { N_ESTIMATORS = sizeof ESTIMATORS / sizeof ESTIMATORS[0] };
+static const dz_zo_params *g_est = &ESTIMATORS[0]; /* the estimator train() and replay use */
+
+static dz_zo_params params_of(uint64_t seed, float eps, int q, float wd, int fuse) {
+    dz_zo_params p = *g_est;
+    p.seed = seed, p.eps = eps, p.q = q, p.wd = wd, p.fuse = fuse;
+    return p;
+}
+
+/* Trains `steps` steps with g_est; records g per step; returns the weights' checksum. */
 static uint64_t train(const char *name, dz_dtype dt, int fuse, int threads, int q, int steps, float *g_out) {
     fixture fx;
     load_batch(name, &fx);
@@ -167,7 +184,7 @@ static uint64_t train(const char *name, dz_dtype dt, int fuse, int threads, int 
     dz_zo_engine *e;
     dz_error err = {0};
     assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
-    const dz_zo_params p = {.seed = 3, .eps = 1e-3f, .q = q, .wd = 0.01f, .fuse = fuse};
+    const dz_zo_params p = params_of(3, 1e-3f, q, 0.01f, fuse);
     assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
     const dz_zo_batch zb = batch_of(&fx, mean_nll_cb);
     for (int s = 0; s < steps; s++) {
@@ -185,10 +202,11 @@ static uint64_t train(const char *name, dz_dtype dt, int fuse, int threads, int 
     return sum;
 }
 
-static void fused_unfused_and_thread_counts_are_bitwise_equal(void **state) {
-    (void)state;
+/* With g_est. */
+static void fused_unfused_and_thread_counts_agree(void) {
     enum { S = 6 };
     float g[4][S * 2];
+    printf("  %s\n", dz_zo_estimator_name(g_est->estimator));
     for (int q = 1; q <= 2; q++) {
         const uint64_t a = train("opt_preln", DZ_F32, 1, 1, q, S, g[0]);
         const uint64_t b = train("opt_preln", DZ_F32, 0, 1, q, S, g[1]);
@@ -206,6 +224,15 @@ static void fused_unfused_and_thread_counts_are_bitwise_equal(void **state) {
     assert_memory_equal(g[0], g[1], sizeof(float) * S);
 }
 
+static void fused_unfused_and_thread_counts_are_bitwise_equal(void **state) {
+    (void)state;
+    for (int k = 0; k < N_ESTIMATORS; k++) {
+        g_est = &ESTIMATORS[k];
+        fused_unfused_and_thread_counts_agree();
+    }
+    g_est = &ESTIMATORS[0];
+}
+
 /* Whole steps (forward, perturbation, update, RNG) at every level, with 1 and 2 threads,
  * give the baseline's 2-thread weights and g, f32 and bf16 masters. */
 static void training_is_bitwise_equal_across_levels(void **state) {
@@ -213,25 +240,28 @@ static void training_is_bitwise_equal_across_levels(void **state) {
     enum { S = 4, Q = 2 };
     float want[S * Q], got[S * Q];
     const struct { const char *model; dz_dtype dt; } runs[] = {{"opt_preln", DZ_F32}, {"llama_gqa_untied", DZ_BF16}};
-    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+    for (size_t r = 0; r < N_ESTIMATORS * sizeof runs / sizeof runs[0]; r++) {
+        g_est = &ESTIMATORS[r % N_ESTIMATORS];
         assert_int_equal(dz_isa_force(DZ_ISA_BASELINE, NULL), DZ_OK);
-        const uint64_t baseline = train(runs[r].model, runs[r].dt, 1, 2, Q, S, want);
+        const uint64_t baseline = train(runs[r / N_ESTIMATORS].model, runs[r / N_ESTIMATORS].dt, 1, 2, Q, S, want);
         for (dz_isa isa = DZ_ISA_BASELINE; isa <= dz_isa_best(); isa++)
             for (int threads = 1; threads <= 2; threads++) {
                 if (isa == DZ_ISA_BASELINE && threads == 2) continue; /* the reference itself */
                 assert_int_equal(dz_isa_force(isa, NULL), DZ_OK);
-                const uint64_t sum = train(runs[r].model, runs[r].dt, 1, threads, Q, S, got);
-                printf("  %s at %s, %d thread(s): checksum %016llx, baseline %016llx\n", runs[r].model,
+                const uint64_t sum = train(runs[r / N_ESTIMATORS].model, runs[r / N_ESTIMATORS].dt, 1, threads, Q, S, got);
+                printf("  %s %s at %s, %d thread(s): checksum %016llx, baseline %016llx\n",
+                       dz_zo_estimator_name(g_est->estimator), runs[r / N_ESTIMATORS].model,
                        dz_isa_name(isa), threads, (unsigned long long)sum, (unsigned long long)baseline);
                 assert_true(sum == baseline);
                 assert_memory_equal(got, want, sizeof want);
             }
     }
     assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
+    g_est = &ESTIMATORS[0];
 }
 
-static void replay_equals_training(void **state) {
-    (void)state;
+/* With g_est. */
+static void replay_agrees(void) {
     enum { S = 5 };
     float g[S];
     const uint64_t trained = train("llama_gqa_untied", DZ_F32, 1, 2, 1, S, g);
@@ -240,11 +270,68 @@ static void replay_equals_training(void **state) {
     dz_zo_engine *e;
     dz_error err = {0};
     assert_int_equal(dz_forward_create_streams(m, 1, 2, 0, 2, &f, &err), DZ_OK);
-    const dz_zo_params p = {.seed = 3, .eps = 1e-3f, .q = 1, .wd = 0.01f, .fuse = 1};
+    const dz_zo_params p = params_of(3, 1e-3f, 1, 0.01f, 1);
     assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
     for (int s = 0; s < S; s++) assert_int_equal(dz_zo_apply(e, (uint32_t)s, 1e-3f, &g[s], &err), DZ_OK);
+    printf("  %s: replayed %016llx, trained %016llx\n", dz_zo_estimator_name(g_est->estimator),
+           (unsigned long long)checksum(m), (unsigned long long)trained);
     assert_true(checksum(m) == trained);
     dz_zo_engine_free(e);
+    dz_forward_free(f);
+    dz_model_free(m);
+}
+
+static void replay_equals_training(void **state) {
+    (void)state;
+    for (int k = 0; k < N_ESTIMATORS; k++) {
+        g_est = &ESTIMATORS[k];
+        replay_agrees();
+    }
+    g_est = &ESTIMATORS[0];
+}
+
+/* Every row's whole mask is on at density 1, so Sparse-MeZO is MeZO; and the estimators do
+ * differ from MeZO otherwise. */
+static void sparse_at_density_1_is_mezo(void **state) {
+    (void)state;
+    enum { S = 3, Q = 2 };
+    float g[4][S * Q];
+    const dz_zo_params dense = {.estimator = DZ_ZO_SPARSE, .sparse_density = 1.0f};
+    uint64_t sums[4];
+    const dz_zo_params *runs[4] = {&ESTIMATORS[0], &dense, &ESTIMATORS[1], &ESTIMATORS[2]};
+    for (int k = 0; k < 4; k++) {
+        g_est = runs[k];
+        sums[k] = train("llama_gqa_untied", DZ_BF16, 1, 2, Q, S, g[k]);
+    }
+    g_est = &ESTIMATORS[0];
+    assert_true(sums[0] == sums[1]);
+    assert_memory_equal(g[0], g[1], sizeof g[0]);
+    assert_true(sums[0] != sums[2] && sums[0] != sums[3] && sums[2] != sums[3]);
+}
+
+static void bad_estimator_knobs_are_refused(void **state) {
+    (void)state;
+    dz_model *m = load_owned("opt_preln", DZ_F32);
+    dz_forward *f;
+    dz_error err = {0};
+    assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
+    const dz_zo_params bad[] = {
+        {.seed = 1, .eps = 1e-3f, .q = 1, .estimator = DZ_ZO_SPARSE, .sparse_density = 0.0f},
+        {.seed = 1, .eps = 1e-3f, .q = 1, .estimator = DZ_ZO_SPARSE, .sparse_density = 1.5f},
+        {.seed = 1, .eps = 1e-3f, .q = 1, .estimator = DZ_ZO_LOZO, .lozo_rank = 0, .lozo_nu = 5},
+        {.seed = 1, .eps = 1e-3f, .q = 1, .estimator = DZ_ZO_LOZO, .lozo_rank = DZ_ZO_LOZO_MAX_RANK + 1, .lozo_nu = 5},
+        {.seed = 1, .eps = 1e-3f, .q = 1, .estimator = DZ_ZO_LOZO, .lozo_rank = 2, .lozo_nu = 0},
+        {.seed = 1, .eps = 1e-3f, .q = 1, .estimator = (dz_zo_estimator)7},
+    };
+    static const char *names[] = {"--sparse-density", "--sparse-density", "--lozo-rank", "--lozo-rank", "--lozo-nu",
+                                  "unknown estimator"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        dz_zo_engine *e = NULL;
+        assert_int_equal(dz_zo_engine_create(m, f, &bad[k], &e, &err), DZ_ERR_INVALID);
+        assert_null(e);
+        printf("  refused: %s\n", err.msg);
+        assert_non_null(strstr(err.msg, names[k]));
+    }
     dz_forward_free(f);
     dz_model_free(m);
 }
@@ -279,6 +366,8 @@ int main(void) {
         cmocka_unit_test(training_is_bitwise_equal_across_levels),
         cmocka_unit_test(replay_equals_training),
         cmocka_unit_test(non_finite_loss_skips_the_update),
+        cmocka_unit_test(sparse_at_density_1_is_mezo),
+        cmocka_unit_test(bad_estimator_knobs_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

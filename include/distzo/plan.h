@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "distzo/model.h"
+#include "distzo/zo.h"
 
 /* Fixed memory of one distzo train process beyond what the model shape implies: the
  * binary and its libraries, the GEMM's packing buffers (3.2 MB a thread), the GPT-2
@@ -36,6 +37,8 @@ typedef struct dz_plan_request {
     int seq;               /* longest tokenized example (prompt + label word) */
     int labels;            /* candidates per example */
     int q;                 /* SPSA samples per step */
+    dz_zo_estimator estimator; /* its state counts in the engine (LOZO: two windows' V, lozo_rank wide) */
+    int lozo_rank;
     int eval_batch;        /* sequences per evaluation forward (the trainer's default) */
     int share_prompts;     /* candidates continue their prompt: 4 activation streams, else 2 */
     int threads;           /* threads per rank (attention scratch); <= 0: this machine's */

@@ -33,7 +33,13 @@ typedef struct dz_train_optim {
     int rademacher, fuse;     /* Rademacher +-1 instead of Gaussian z; updates fused into the next step */
     uint64_t seed;            /* run seed: the perturbations */
     int max_bad_steps;        /* stop after this many non-finite losses in a row */
+    dz_zo_estimator estimator; /* MeZO (default), Sparse-MeZO or LOZO (distzo/zo.h) */
+    float sparse_density;     /* sparse: fraction of each row perturbed */
+    int lozo_rank, lozo_nu;   /* lozo: rank of U V^T, steps between refreshes of V */
 } dz_train_optim;
+
+/* The engine's parameters for the run's optimizer settings. */
+dz_zo_params dz_train_zo_params(const dz_train_optim *o);
 
 /* Where the master weights live. */
 typedef struct dz_train_store {

@@ -16,6 +16,19 @@
 
 enum { DZ_ZO_MAX_Q = 64 };
 
+/* The estimator's perturbation of 2-D tensors (vectors always get MeZO's dense z):
+ * MEZO    dense z (Gaussian or Rademacher) on every element;
+ * SPARSE  Sparse-MeZO: MeZO's z on the sparse_density fraction of each row with the
+ *         smallest |theta| (the mask recomputed from the current weights at every pass);
+ * LOZO    low-rank z = U V^T / sqrt(r) per matrix: U (rows x r) of each draw, V (cols x r)
+ *         of the step's window of lozo_nu steps, both Gaussian from the run seed.
+ * Every choice is a pure function of (seed, step, weights): the seed log replays it. */
+typedef enum dz_zo_estimator { DZ_ZO_MEZO = 0, DZ_ZO_SPARSE = 1, DZ_ZO_LOZO = 2 } dz_zo_estimator;
+enum { DZ_ZO_LOZO_MAX_RANK = 16 };
+/* "mezo", "sparse", "lozo"; parse returns 0, or -1 for another name. */
+const char *dz_zo_estimator_name(dz_zo_estimator e);
+int dz_zo_estimator_parse(const char *name, dz_zo_estimator *out);
+
 typedef struct dz_zo_params {
     uint64_t seed;   /* run seed: keys the perturbation RNG */
     float eps;       /* perturbation scale (MeZO default 1e-3) */
@@ -23,6 +36,9 @@ typedef struct dz_zo_params {
     int rademacher;  /* 0: Gaussian z, 1: Rademacher +-1 */
     float wd;        /* weight decay (skips biases and norm weights) */
     int fuse;        /* 1: defer each update into the next step's pass; 0: apply it at once */
+    dz_zo_estimator estimator;
+    float sparse_density; /* SPARSE: fraction of each row perturbed, (0, 1] */
+    int lozo_rank, lozo_nu; /* LOZO: rank r (1..DZ_ZO_LOZO_MAX_RANK), V refreshed every nu steps */
 } dz_zo_params;
 
 /* The losses of one forward from the log-probs the caller asked for: logprobs[n_rows] of
@@ -120,6 +136,8 @@ size_t dz_zo_engine_bytes(const dz_zo_engine *e);
 /* The same from the model's table and its forward's shape (row_floats =
  * dz_forward_row_floats, rows = max_batch * max_seq), without a store's buffers. */
 size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t rows);
+/* What the estimator of p adds (LOZO: two windows' V of every matrix; else 0). */
+size_t dz_zo_estimator_bytes_for(const dz_param_table *t, const dz_zo_params *p);
 /* What a disk store adds to them, masters of dtype: the second pair of fp32 working copies
  * (the I/O thread fills block l+1's while layer l computes) and the bounded chunk buffer
  * its transfers go through. */

@@ -22,8 +22,8 @@
 
 typedef enum dz_zdist { DZ_Z_GAUSSIAN = 0, DZ_Z_RADEMACHER = 1 } dz_zdist;
 
-/* Counter word c1. */
-enum { DZ_PURPOSE_Z = 0, DZ_PURPOSE_SR = 1 };
+/* Counter word c1: z, stochastic rounding, LOZO's U and V (src/pipeline/structured_z.c). */
+enum { DZ_PURPOSE_Z = 0, DZ_PURPOSE_SR = 1, DZ_PURPOSE_LOZO_U = 2, DZ_PURPOSE_LOZO_V = 3 };
 
 #define DZ_PHILOX_M0 0xD2511F53u
 #define DZ_PHILOX_M1 0xCD9E8D57u

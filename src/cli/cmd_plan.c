@@ -69,7 +69,7 @@ static void print_table(const char *model, const dz_plan_request *r, const dz_pl
 }
 
 int dz_cmd_plan(int argc, char **argv) {
-    const char *model = NULL, *store = "ram", *master = "f32";
+    const char *model = NULL, *store = "ram", *master = "f32", *estimator = "mezo";
     int json = 0;
     float mem_gb = 0.0f, overhead_mb = -1.0f, overhead_mpi_mb = -1.0f;
     dz_plan_request r;
@@ -78,6 +78,7 @@ int dz_cmd_plan(int argc, char **argv) {
     dz_train_config_default(&tc);
     r.batch = tc.optim.batch, r.eval_batch = tc.schedule.eval_batch, r.q = tc.optim.q;
     r.share_prompts = tc.data.share_prompts;
+    r.lozo_rank = tc.optim.lozo_rank;
     r.seq = 0;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model folder or llama2.c .bin (only its config is read), or a preset name"},
@@ -90,6 +91,8 @@ int dz_cmd_plan(int argc, char **argv) {
         {"labels", DZ_OPT_INT, &r.labels, "candidate labels per example (default 2)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"spsa-samples", DZ_OPT_INT, &r.q, "perturbations per step (default 1)"},
+        {"estimator", DZ_OPT_STR, &estimator, "mezo (default), sparse or lozo: what the estimator keeps counts in the engine"},
+        {"lozo-rank", DZ_OPT_INT, &r.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"threads", DZ_OPT_INT, &r.threads, "threads per rank (default: this machine's cores)"},
         {"overhead-mb", DZ_OPT_FLOAT, &overhead_mb, "fixed MB per process (default: measured, see docs/PLANNER.md)"},
         {"overhead-mpi-mb", DZ_OPT_FLOAT, &overhead_mpi_mb, "the same under mpirun"},
@@ -116,6 +119,10 @@ int dz_cmd_plan(int argc, char **argv) {
     else return dz_cli_failf("option --store: '%s' is not ram or disk", store);
     if (dz_dtype_parse(master, &r.master) != 0 || (r.master != DZ_F32 && r.master != DZ_BF16))
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
+    if (dz_zo_estimator_parse(estimator, &r.estimator) != 0)
+        return dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", estimator);
+    if (r.lozo_rank < 1 || r.lozo_rank > DZ_ZO_LOZO_MAX_RANK)
+        return dz_cli_failf("option --lozo-rank: %d is outside 1..%d", r.lozo_rank, DZ_ZO_LOZO_MAX_RANK);
     if (r.q > DZ_ZO_MAX_Q) return dz_cli_failf("option --spsa-samples: %d is above %d", r.q, DZ_ZO_MAX_Q);
     if (overhead_mb >= 0.0f) r.overhead = overhead_mb * 1048576.0;
     if (overhead_mpi_mb >= 0.0f) r.overhead_mpi = overhead_mpi_mb * 1048576.0;

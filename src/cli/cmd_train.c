@@ -80,7 +80,7 @@ static void on_progress(const dz_train_progress *p, void *user) {
 
 /* The command line's own settings (those not in dz_train_config, or named differently). */
 typedef struct train_opts {
-    const char *model, *data, *out, *master, *perturbation, *schedule, *test, *task_file, *config;
+    const char *model, *data, *out, *master, *perturbation, *schedule, *test, *task_file, *config, *estimator;
     int seed, data_seed, resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
     float wd, rank_timeout;
 } train_opts;
@@ -94,6 +94,7 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
     t->model = c->model;
     t->master = dz_dtype_name(c->store.master_dtype);
     t->perturbation = c->optim.rademacher ? "rademacher" : "gaussian";
+    t->estimator = dz_zo_estimator_name(c->optim.estimator);
     t->schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
                                                                                                   : "constant";
     t->seed = (int)c->optim.seed, t->data_seed = (int)c->data.seed, t->wd = c->optim.wd;
@@ -164,6 +165,7 @@ int dz_cmd_train(int argc, char **argv) {
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     train_opts t = {.out = "runs/default", .master = "f32", .perturbation = "gaussian", .schedule = "constant",
+                    .estimator = "mezo",
                     .data_seed = 42, .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
     const dz_opt opts[] = {
         {"config", DZ_OPT_STR, &t.config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
@@ -186,6 +188,10 @@ int dz_cmd_train(int argc, char **argv) {
         {"steps", DZ_OPT_INT, &c.optim.steps, "steps (default 4000)"},
         {"spsa-samples", DZ_OPT_INT, &c.optim.q, "perturbations averaged per step (default 1)"},
         {"perturbation", DZ_OPT_STR, &t.perturbation, "gaussian (default) or rademacher"},
+        {"estimator", DZ_OPT_STR, &t.estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
+        {"sparse-density", DZ_OPT_FLOAT, &c.optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
+        {"lozo-rank", DZ_OPT_INT, &c.optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
+        {"lozo-nu", DZ_OPT_INT, &c.optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
         {"schedule", DZ_OPT_STR, &t.schedule, "lr schedule: constant (default), linear, cosine"},
         {"warmup", DZ_OPT_INT, &c.optim.warmup, "linear warmup steps (default 0)"},
         {"seed", DZ_OPT_INT, &t.seed, "run seed: the perturbations (default 0)"},
@@ -252,6 +258,8 @@ int dz_cmd_train(int argc, char **argv) {
     }
     if (!rc && (t.resume || t.config)) dz_args_parse(&spec, argc, argv, pos, &npos); /* parsed once already: cannot fail */
     if (!rc) rc = train_settings(&c, &t);
+    if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
+        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);
     if (!rc) {
         c.optim.wd = t.wd;
         c.optim.seed = (uint64_t)t.seed;

@@ -15,6 +15,7 @@ void dz_plan_request_default(dz_plan_request *r) {
     r->batch = 16;
     r->labels = 2;
     r->q = 1;
+    r->lozo_rank = 2;
     r->eval_batch = 64;
     r->share_prompts = 1;
     r->overhead = DZ_PLAN_OVERHEAD_MB * 1048576.0;
@@ -69,7 +70,9 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     size_t row_floats = 0;
     L->forward = (double)dz_forward_bytes_for(&r->cfg, max_batch, r->seq, 0, r->share_prompts ? 4 : 2, r->threads,
                                               &row_floats);
-    L->engine = (double)dz_zo_engine_bytes_for(t, row_floats, (size_t)max_batch * r->seq);
+    const dz_zo_params est = {.q = r->q, .estimator = r->estimator, .lozo_rank = r->lozo_rank, .lozo_nu = 1};
+    L->engine = (double)dz_zo_engine_bytes_for(t, row_floats, (size_t)max_batch * r->seq) +
+                (double)dz_zo_estimator_bytes_for(t, &est);
     /* with shared masters the node's ranks also share one pair of working copies */
     L->node_work = L->shared_masters ? (double)dz_zo_engine_bytes_for(t, 0, 0) : 0.0;
     L->engine -= L->node_work;

@@ -28,19 +28,19 @@ static void *global_theta(dz_pipeline *p, int id, int64_t row0, int64_t nrows, u
     return NULL;
 }
 
-/* Elements [0, n) of global rows as SPAN-element tasks (task k: elements k*SPAN...). */
+/* Elements [0, n) of global rows as tasks of `piece` elements (whole rows under SPARSE). */
 typedef struct rows_job {
     const dz_pipeline *p;
     int id, apply;
     uint64_t i0;
-    size_t n, esz;
+    size_t n, esz, piece;
     char *th;
     float *wp, *wm;
 } rows_job;
 
 static void rows_task(void *ctx, int k, int thread) {
     const rows_job *r = ctx;
-    const size_t a = (size_t)k * SPAN, len = r->n - a < SPAN ? r->n - a : SPAN;
+    const size_t a = (size_t)k * r->piece, len = r->n - a < r->piece ? r->n - a : r->piece;
     dz_pass_perturb_span(r->p, r->id, r->i0 + a, len, r->th + a * r->esz, r->wp + a, r->wm + a, r->apply);
 }
 
@@ -70,8 +70,10 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
     if (n < PARALLEL_ROWS_MIN) {
         dz_pass_perturb_span(p, id, i0, n, th, wp, wm, apply);
     } else {
-        rows_job job = {.p = p, .id = id, .apply = apply, .i0 = i0, .n = n, .esz = esz, .th = th, .wp = wp, .wm = wm};
-        dz_parallel_for((int)((n + SPAN - 1) / SPAN), rows_task, &job);
+        const size_t piece = dz_ws_span_elems(&dz_model_params(p->m)->params[id], p->z.shape == DZ_PZ_SPARSE);
+        rows_job job = {.p = p, .id = id, .apply = apply, .i0 = i0, .n = n, .esz = esz, .piece = piece, .th = th,
+                        .wp = wp, .wm = wm};
+        dz_parallel_for((int)((n + piece - 1) / piece), rows_task, &job);
     }
     rs->cache_valid = stream == 0; /* an odd stream's draw used the cache for the +eps half */
     rs->cache_id = id;

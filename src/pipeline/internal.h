@@ -6,6 +6,7 @@
  * perturbation.c  one perturbation's walk over the blocks (begin, layer, end)
  * global_rows.c   the weight sources: perturbed global rows, the masters as they are
  * checksum.c      span hashes and the masters' checksum
+ * structured_z.c  the sparse and low-rank z of 2-D tensors
  * residency.c     byte counts
  * pipeline.c      creation and release */
 #ifndef DZ_PIPELINE_INTERNAL_H
@@ -82,6 +83,15 @@ typedef struct node_share {
     void *ctx;
 } node_share;
 
+/* LOWRANK: V of every matrix for two windows of steps (slot w % 2), regenerated from the
+ * seed when a window starts. */
+typedef struct lowrank_state {
+    float *v[2];
+    size_t *v_off; /* per tensor: its V's offset in a slot */
+    uint32_t window[2];
+    int valid[2];
+} lowrank_state;
+
 struct dz_pipeline {
     dz_model *m;
     const dz_backend *be; /* the forward's: its ZO ops perturb and update the spans */
@@ -92,13 +102,14 @@ struct dz_pipeline {
     stream_state io;
     rows_state rows;
     node_share node;
+    lowrank_state lowrank;
     size_t bytes;
 };
 
 static inline int dz_masters_bf16(const dz_pipeline *p) { return dz_model_dtype(p->m) == DZ_BF16; }
 
 /* working_set.c */
-dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, dz_error *err);
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, dz_error *err);
 void dz_ws_free(working_set *ws);
 size_t dz_ws_max_layer_floats(const dz_param_table *t);
 /* Element i0 of a tensor the model holds (not one in the store). */
@@ -145,6 +156,25 @@ dz_status dz_stream_stage(dz_pipeline *p, int l, dz_error *err);
 
 /* global_rows.c */
 void dz_rows_record(dz_pipeline *p, const dz_error *err);
+
+/* structured_z.c */
+/* Tensor id gets the structured z (a 2-D tensor under SPARSE or LOWRANK). */
+int dz_sz_applies(const dz_pipeline *p, int id);
+/* Checks the shape's knobs against the table; LOWRANK allocates its V. */
+dz_status dz_sz_create(dz_pipeline *p, dz_error *err);
+void dz_sz_free(dz_pipeline *p);
+/* Before a pass (caller's thread, nothing running): LOWRANK's V for the pending update's
+ * window and, with perturb, draw's (flushing first if both want one slot). */
+dz_status dz_sz_prepare(dz_pipeline *p, int perturb, uint32_t draw, dz_error *err);
+/* The span kernel: elements [i0, i0 + n) of tensor id at th (SPARSE: whole rows), the update
+ * u (NULL: none) applied in place, then w+/w- (wp NULL: none) of the current draw. */
+void dz_sz_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
+                const dz_zo_update *u);
+/* Gaussians of counter purpose `purpose` for elements i0 .. i0+n-1 (z's word mapping). */
+void dz_sz_gaussians(float *out, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i0,
+                     size_t n);
+/* Elements per span of tensor t: SPAN, or (SPARSE) the most whole rows that fit. */
+size_t dz_ws_span_elems(const dz_param *t, int whole_rows);
 
 /* residency.c: dz_pipeline_planned_bytes with the forward's row_floats. */
 size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);

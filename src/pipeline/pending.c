@@ -14,7 +14,7 @@ dz_status dz_pipeline_set_update(dz_pipeline *p, const dz_zo_update *u, dz_error
     pu->rule.g = pu->g;
     memset(pu->applied, 0, (size_t)p->ws.n_blocks);
     pu->pending = 1;
-    return DZ_OK;
+    return dz_sz_prepare(p, 0, 0, err);
 }
 
 /* The pending update of block b alone (no perturbation): in the store chunk by chunk,

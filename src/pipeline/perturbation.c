@@ -8,6 +8,8 @@
 
 dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err) {
     const int g = p->ws.n_blocks - 1;
+    dz_status sst = dz_sz_prepare(p, 1, draw, err);
+    if (sst != DZ_OK) return sst;
     p->draw = draw;
     p->rows.cache_valid = 0;
     p->rows.failed = 0;

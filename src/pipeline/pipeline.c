@@ -13,7 +13,8 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     p->be = dz_forward_backend(f);
     p->z = *z;
     const int n_blocks = dz_model_config(m)->n_layers + 1;
-    dz_status st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, err);
+    dz_status st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, z->shape == DZ_PZ_SPARSE, err);
+    if (st == DZ_OK) st = dz_sz_create(p, err);
     if (st == DZ_OK) {
         p->rows.row_floats = dz_forward_row_floats(f);
         p->rows.minus_cache = dz_alloc(p->rows.row_floats * sizeof(float));
@@ -26,7 +27,7 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
         dz_pipeline_free(p);
         return st;
     }
-    p->bytes = dz_res_bytes(m, p->rows.row_floats, NULL, 0);
+    p->bytes = dz_res_bytes(m, p->rows.row_floats, NULL, 0) + dz_pipeline_shape_bytes_for(dz_model_params(m), z);
     *out = p;
     return DZ_OK;
 }
@@ -34,6 +35,7 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
 void dz_pipeline_free(dz_pipeline *p) {
     if (!p) return;
     dz_ws_free(&p->ws);
+    dz_sz_free(p);
     dz_free(p->io.chunk);
     dz_free(p->io.gtheta);
     dz_free(p->rows.minus_cache);

@@ -32,14 +32,25 @@
 
 /* The most samples a pending update combines (g[0..q-1]). */
 enum { DZ_PIPELINE_MAX_Q = 64 };
+/* The highest rank of a LOWRANK perturbation. */
+enum { DZ_PIPELINE_MAX_RANK = 16 };
 
 typedef struct dz_pipeline dz_pipeline;
 
-/* The perturbation the working copies carry: z of (seed, tensor, draw, element). */
+/* The z of 2-D tensors (structured_z.c; vectors always get DENSE). */
+typedef enum dz_pipeline_zshape { DZ_PZ_DENSE = 0, DZ_PZ_SPARSE = 1, DZ_PZ_LOWRANK = 2 } dz_pipeline_zshape;
+
+/* The perturbation the working copies carry: z of (seed, tensor, draw, element), shaped
+ * (SPARSE: masked by the row's magnitudes; LOWRANK: U V^T, U of the draw, V of the window
+ * (draw / q) / nu). */
 typedef struct dz_pipeline_perturbation {
     uint64_t seed;
     float eps;
     dz_zdist dist;
+    dz_pipeline_zshape shape;
+    float density; /* SPARSE: fraction of each row perturbed */
+    int rank, nu;  /* LOWRANK */
+    int q;         /* draws per step (the window of a draw) */
 } dz_pipeline_perturbation;
 
 /* m's masters (owned, f32 or bf16: the caller checks) in memory; f gives the row buffer's
@@ -106,6 +117,8 @@ dz_status dz_pipeline_checksum_slice(dz_pipeline *p, int slice, int n_slices, ui
 /* A pair of fp32 working copies of the largest layer block and the -eps row cache
  * (row_floats = dz_forward_row_floats). */
 size_t dz_pipeline_bytes_for(const dz_param_table *t, size_t row_floats);
+/* What the perturbation's shape adds (LOWRANK: V of two windows for every matrix). */
+size_t dz_pipeline_shape_bytes_for(const dz_param_table *t, const dz_pipeline_perturbation *z);
 /* What a disk store of masters in dtype adds: the second pair and the chunk buffer. */
 size_t dz_pipeline_store_bytes_for(const dz_param_table *t, dz_dtype dtype);
 /* What dz_pipeline_create + dz_pipeline_use_store(s) allocate for m and f (s NULL: no

@@ -23,7 +23,8 @@ dz_status dz_pipeline_use_store(dz_pipeline *p, dz_store *s, dz_error *err) {
         return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate the second pair of working copies");
     if (p->io.stream_globals && !(p->io.gtheta = dz_alloc(p->rows.row_floats * esz)))
         return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate the global block's row buffer");
-    p->bytes = dz_res_bytes(p->m, p->rows.row_floats, s, p->io.stream_globals);
+    p->bytes = dz_res_bytes(p->m, p->rows.row_floats, s, p->io.stream_globals) +
+               dz_pipeline_shape_bytes_for(dz_model_params(p->m), &p->z);
     p->io.store = s;
     return DZ_OK;
 }

@@ -20,10 +20,18 @@ size_t dz_ws_max_layer_floats(const dz_param_table *t) {
     return best;
 }
 
-dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, dz_error *err) {
+size_t dz_ws_span_elems(const dz_param *t, int whole_rows) {
+    if (!whole_rows || t->rows <= 1 || t->cols > SPAN) return SPAN;
+    return (size_t)(SPAN / t->cols * t->cols);
+}
+
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, dz_error *err) {
     ws->n_blocks = n_blocks;
     size_t count = 0;
-    for (int i = 0; i < t->count; i++) count += ((size_t)dz_param_numel(&t->params[i]) + SPAN - 1) / SPAN;
+    for (int i = 0; i < t->count; i++) {
+        const size_t step = dz_ws_span_elems(&t->params[i], whole_rows);
+        count += ((size_t)dz_param_numel(&t->params[i]) + step - 1) / step;
+    }
     ws->spans = malloc(sizeof *ws->spans * (count ? count : 1));
     if (n_blocks < 1) return dz_fail(err, DZ_ERR_INVALID, "zo: a model without blocks");
     ws->block_first_span = calloc((size_t)n_blocks + 1, sizeof *ws->block_first_span);
@@ -38,7 +46,8 @@ dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, dz
             const size_t n = (size_t)dz_param_numel(&t->params[i]);
             ws->tensor_off[i] = off;
             off += n;
-            for (size_t a = 0; a < n; a += SPAN) ws->spans[k++] = (span){i, a, n - a < SPAN ? n - a : SPAN};
+            const size_t step = dz_ws_span_elems(&t->params[i], whole_rows);
+            for (size_t a = 0; a < n; a += step) ws->spans[k++] = (span){i, a, n - a < step ? n - a : step};
         }
     }
     ws->block_first_span[n_blocks] = (int)k;

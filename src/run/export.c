@@ -153,8 +153,7 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (st == DZ_OK) st = dz_setup_weights(&ws, &s, err);
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
-        .zo = {.seed = c.optim.seed, .eps = c.optim.eps, .q = c.optim.q, .rademacher = c.optim.rademacher,
-               .wd = c.optim.wd, .fuse = 1},
+        .zo = dz_train_zo_params(&c.optim), /* replay applies each update at once: fused or not, the same bits */
         .max_resident_mb = c.store.max_resident_mb,
         .stream_globals = c.store.stream_globals,
     };

@@ -85,6 +85,10 @@ static const run_field FIELDS[] = {
     FIELD("max_resident_mb", "--max-resident", F_INT, store.max_resident_mb, RESUME_FREE, 0),
     FIELD("stream_globals", "--stream-globals", F_INT, store.stream_globals, RESUME_FREE, 1),
     FIELD("keep_checkpoints", "--keep-checkpoints", F_INT, schedule.keep_checkpoints, RESUME_FREE, 1),
+    {"estimator", "--estimator", F_INT, offsetof(dz_train_config, optim.estimator), RESUME_SAME, 1, "mezo|sparse|lozo"},
+    FIELD("sparse_density", "--sparse-density", F_FLOAT, optim.sparse_density, RESUME_SAME, 1),
+    FIELD("lozo_rank", "--lozo-rank", F_INT, optim.lozo_rank, RESUME_SAME, 1),
+    FIELD("lozo_nu", "--lozo-nu", F_INT, optim.lozo_nu, RESUME_SAME, 1),
 };
 #undef FIELD
 #undef CHOICE

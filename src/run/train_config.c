@@ -14,11 +14,18 @@ void dz_train_config_default(dz_train_config *c) {
     *c = (dz_train_config){
         .data = {.task = "sst2", .train_examples = 1000, .dev_examples = 500, .seed = 42, .share_prompts = 1},
         .optim = {.lr = 1e-5f, .eps = 1e-3f, .batch = 16, .steps = 4000, .q = 1, .fuse = 1,
-                  .lr_schedule = DZ_LR_CONSTANT, .seed = 0, .max_bad_steps = 5},
+                  .lr_schedule = DZ_LR_CONSTANT, .seed = 0, .max_bad_steps = 5, .estimator = DZ_ZO_MEZO,
+                  .sparse_density = 0.25f, .lozo_rank = 2, .lozo_nu = 50},
         .store = {.master_dtype = DZ_F32},
         .schedule = {.eval_every = 500, .eval_batch = 64, .checkpoint_every = 1000, .keep_checkpoints = 1,
                      .log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT},
     };
+}
+
+dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
+    return (dz_zo_params){.seed = o->seed, .eps = o->eps, .q = o->q, .rademacher = o->rademacher, .wd = o->wd,
+                          .fuse = o->fuse, .estimator = o->estimator, .sparse_density = o->sparse_density,
+                          .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu};
 }
 
 dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
@@ -42,6 +49,11 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (o->warmup < 0) return dz_fail(err, DZ_ERR_INVALID, "--warmup %d is negative", o->warmup);
     if (o->q < 1 || o->q > DZ_ZO_MAX_Q)
         return dz_fail(err, DZ_ERR_INVALID, "--spsa-samples %d is outside 1..%d", o->q, DZ_ZO_MAX_Q);
+    if (!(o->sparse_density > 0.0f && o->sparse_density <= 1.0f))
+        return dz_fail(err, DZ_ERR_INVALID, "--sparse-density %g is outside (0, 1]", o->sparse_density);
+    if (o->lozo_rank < 1 || o->lozo_rank > DZ_ZO_LOZO_MAX_RANK)
+        return dz_fail(err, DZ_ERR_INVALID, "--lozo-rank %d is outside 1..%d", o->lozo_rank, DZ_ZO_LOZO_MAX_RANK);
+    if (o->lozo_nu < 1) return dz_fail(err, DZ_ERR_INVALID, "--lozo-nu %d: must be at least 1", o->lozo_nu);
     if (o->max_bad_steps < 1)
         return dz_fail(err, DZ_ERR_INVALID, "--max-bad-steps %d: must be at least 1", o->max_bad_steps);
     const dz_train_schedule *s = &c->schedule;

@@ -2,11 +2,24 @@
  * source and checksum). The step itself is src/zo/estimator.c; the weights' side, the
  * block pipeline, src/pipeline. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/util.h"
 #include "zo/internal.h"
 
 _Static_assert((int)DZ_ZO_MAX_Q <= (int)DZ_PIPELINE_MAX_Q, "the pipeline's pending update holds every sample's g");
+
+static const char *const ESTIMATOR_NAMES[] = {[DZ_ZO_MEZO] = "mezo", [DZ_ZO_SPARSE] = "sparse", [DZ_ZO_LOZO] = "lozo"};
+
+const char *dz_zo_estimator_name(dz_zo_estimator e) {
+    return e >= DZ_ZO_MEZO && e <= DZ_ZO_LOZO ? ESTIMATOR_NAMES[e] : "unknown";
+}
+
+int dz_zo_estimator_parse(const char *name, dz_zo_estimator *out) {
+    for (int e = DZ_ZO_MEZO; e <= DZ_ZO_LOZO; e++)
+        if (!strcmp(name, ESTIMATOR_NAMES[e])) return *out = (dz_zo_estimator)e, 0;
+    return -1;
+}
 
 static size_t logprob_rows(const dz_forward *f) { return (size_t)dz_forward_max_batch(f) * dz_forward_max_seq(f); }
 
@@ -15,6 +28,8 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     if (p->q < 1 || p->q > DZ_ZO_MAX_Q)
         return dz_fail(err, DZ_ERR_INVALID, "zo: --spsa-samples %d is outside 1..%d", p->q, DZ_ZO_MAX_Q);
     if (!(p->eps > 0.0f)) return dz_fail(err, DZ_ERR_INVALID, "zo: --eps must be positive");
+    if (p->estimator != DZ_ZO_MEZO && p->estimator != DZ_ZO_SPARSE && p->estimator != DZ_ZO_LOZO)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: unknown estimator %d", (int)p->estimator);
     if (dz_model_dtype(m) != DZ_F32 && dz_model_dtype(m) != DZ_BF16)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: master weights must be f32 or bf16, not %s",
                        dz_dtype_name(dz_model_dtype(m)));
@@ -26,8 +41,7 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     e->f = f;
     e->p = *p;
     e->par.signs = 3;
-    const dz_pipeline_perturbation z = {
-        .seed = p->seed, .eps = p->eps, .dist = p->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN};
+    const dz_pipeline_perturbation z = dz_zo_perturbation_of(p);
     dz_status st = dz_pipeline_create(m, f, &z, &e->pipe, err);
     const size_t rows = logprob_rows(f);
     for (int sign = 0; st == DZ_OK && sign < 2; sign++) {

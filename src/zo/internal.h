@@ -22,6 +22,18 @@ struct dz_zo_engine {
  * the pipeline's pending update. */
 dz_status dz_zo_set_update(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err);
 
+/* The pipeline's perturbation for the estimator of p. */
+static inline dz_pipeline_perturbation dz_zo_perturbation_of(const dz_zo_params *p) {
+    static const dz_pipeline_zshape shapes[] = {[DZ_ZO_MEZO] = DZ_PZ_DENSE, [DZ_ZO_SPARSE] = DZ_PZ_SPARSE,
+                                                [DZ_ZO_LOZO] = DZ_PZ_LOWRANK};
+    const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_LOZO;
+    return (dz_pipeline_perturbation){.seed = p->seed, .eps = p->eps,
+                                      .dist = p->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN,
+                                      .shape = known ? shapes[p->estimator] : DZ_PZ_DENSE,
+                                      .density = p->sparse_density, .rank = p->lozo_rank, .nu = p->lozo_nu,
+                                      .q = p->q};
+}
+
 /* The log-prob vectors the estimator keeps (rows = max_batch * max_seq of the forward). */
 static inline size_t dz_zo_logprob_bytes(size_t rows) { return 4 * rows * sizeof(float); }
 

@@ -8,6 +8,11 @@ size_t dz_zo_engine_bytes_for(const dz_param_table *t, size_t row_floats, size_t
     return dz_pipeline_bytes_for(t, row_floats) + dz_zo_logprob_bytes(rows);
 }
 
+size_t dz_zo_estimator_bytes_for(const dz_param_table *t, const dz_zo_params *p) {
+    const dz_pipeline_perturbation z = dz_zo_perturbation_of(p);
+    return dz_pipeline_shape_bytes_for(t, &z);
+}
+
 size_t dz_zo_store_bytes_for(const dz_param_table *t, dz_dtype dtype) { return dz_pipeline_store_bytes_for(t, dtype); }
 
 dz_zo_resident dz_zo_resident_bytes(const dz_model *m, const dz_forward *f, const struct dz_store *s,
