@@ -3,9 +3,9 @@
 # each in a network namespace of its own, made here (the "hosts"), joined by a bridge in the
 # coordinator's namespace, addresses 169.254.77.0/24 that exist only inside them. No host
 # reaches another over loopback: every byte crosses a veth link.
-# - worker 1 is cut off (its link set down) for 3 s in the middle of the run: its requests
-#   fail, it retries with backoff, the coordinator forgets it (--worker-timeout) and the
-#   rounds go on with the others; when the link is back it joins again and catches up;
+# - worker 1 is cut off (its link set down) in the middle of the run: its requests fail, it
+#   retries with backoff, the coordinator forgets it (--worker-timeout) and the rounds go on
+#   with the others; when the link is back it joins again and catches up;
 # - worker 2 is SIGKILLed in round 8 after computing, before sending;
 # - worker 3 starts after 10 rounds and catches up from the log;
 # - at the end every live replica equals `distzo export` of the run, byte for byte.
@@ -47,7 +47,7 @@ echo "federated-hosts-token-0123456789" > "$tmp/token"
 for i in 1 2 3; do
   { head -1 "$assets/sst2/train.tsv"; sed -n "$((2 + i * 200)),$((201 + i * 200))p" "$assets/sst2/train.tsv"; } > "$tmp/shard$i.tsv"
 done
-rounds=60
+rounds=400
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 3 --batch 4
        --train-examples 32 --lr 1e-4 --round-timeout 2 --worker-timeout 2 --min-workers 1 --linger 30 --threads 1)
 join=(--token-file "$tmp/token" --retry-for 40 --threads 1)
@@ -86,13 +86,18 @@ on "${hosts[3]}" "$bin" join "$url" --data "$tmp/shard3.tsv" --name w3 --save "$
 w3=$!
 pids+=($w3)
 wait_for 120 rounds_done 14 || bad "14 rounds did not happen: $(tail -3 "$tmp/serve.txt")"
-# cut worker 1's host off for 3 s: the rounds go on with worker 3 alone, and worker 1 comes back
+# cut worker 1's host off until the coordinator has forgotten it (--worker-timeout) and two more
+# rounds have closed with worker 3 alone; then its link comes back
+w1_id=$(grep -o "machine [0-9]* (w1) joined" "$tmp/serve.txt" | grep -o "[0-9]*")
 ip -n "${hosts[0]}" link set "v${ns}1" down
 cut_at=$(wc -l < "$tmp/run/metrics.jsonl")
-sleep 3
+wait_for 60 grep -q "machine $w1_id gone" "$tmp/serve.txt" || bad "the coordinator did not notice worker 1's host was cut off"
+gone_at=$(wc -l < "$tmp/run/metrics.jsonl")
+wait_for 60 rounds_done $((gone_at + 2)) || bad "no rounds closed without worker 1"
 during=$(($(wc -l < "$tmp/run/metrics.jsonl") - cut_at))
 ip -n "${hosts[0]}" link set "v${ns}1" up
-[ "$during" -ge 1 ] && ok "while worker 1's host was cut off, $during rounds closed without it" ||
+rounds_done $rounds && bad "the run ended while worker 1 was cut off (make it longer)"
+[ "$during" -ge 2 ] && ok "while worker 1's host was cut off, it was forgotten and $during rounds closed without it" ||
   bad "no round closed while worker 1 was cut off"
 
 wait_for 240 bash -c "! kill -0 $serve_pid 2> /dev/null" || bad "the coordinator did not finish"
