@@ -85,6 +85,9 @@ static const run_field FIELDS[] = {
     FIELD("max_resident_mb", "--max-resident", F_INT, store.max_resident_mb, RESUME_FREE, 0),
     FIELD("stream_globals", "--stream-globals", F_INT, store.stream_globals, RESUME_FREE, 1),
     FIELD("keep_checkpoints", "--keep-checkpoints", F_INT, schedule.keep_checkpoints, RESUME_FREE, 1),
+    FIELD("objective", "--objective", F_STR, data.objective, RESUME_SAME, 1),
+    FIELD("demos", "--demos", F_INT, data.demos, RESUME_SAME, 1),
+    FIELD("gen_tokens", "--gen-tokens", F_INT, data.gen_tokens, RESUME_SAME, 1),
 };
 #undef FIELD
 #undef CHOICE
