@@ -148,6 +148,18 @@ void dz_qa_set_free(dz_qa_set *s);
  * the whole sequence (no KV cache: any forward will do). */
 dz_status dz_qa_answer(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const int *prompt,
                        int n_prompt, int max_new, int *work, float *logits, char *out, int cap, dz_error *err);
+/* One greedy answer being decoded (dz_qa_answer's rule, shared with training's decoding
+ * under each perturbation): text into buf[cap]. step takes the argmax of logits[vocab] as
+ * the token after prev and returns it (the caller appends it), or -1 when the answer
+ * ended before it (EOS, or a newline: the text is cut there); done is set once it has
+ * ended or max_new tokens are taken. answer: the text, whitespace stripped. */
+typedef struct dz_qa_decoder {
+    char *text;
+    int len, cap, n_new, max_new, done;
+} dz_qa_decoder;
+void dz_qa_decoder_start(dz_qa_decoder *d, char *buf, int cap, int max_new);
+int dz_qa_decoder_step(dz_qa_decoder *d, const dz_tokenizer *tok, int prev, const float *logits, int vocab);
+const char *dz_qa_decoder_answer(dz_qa_decoder *d);
 /* Examples [lo, hi) of s: f1[e - lo] and em[e - lo], the best over each one's answers. */
 dz_status dz_qa_evaluate(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const dz_qa_set *s, int lo,
                          int hi, int max_new, double *f1, double *em, dz_error *err);

@@ -65,9 +65,6 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if ((!strcmp(obj, "accuracy") && (gen || lm)) || (!strcmp(obj, "f1") && !gen))
         return dz_fail(err, DZ_ERR_INVALID, "--objective %s does not apply to the task %s (accuracy: classification; "
                        "f1: squad, drop)", obj, d->task);
-    if (!strcmp(obj, "f1"))
-        return dz_fail(err, DZ_ERR_INVALID, "--objective f1: the greedy answer under each perturbation needs decoding "
-                       "inside the block pipeline, which distzo does not do yet (use ce for %s)", d->task);
     if (d->demos < 0 || d->demos > 32) return dz_fail(err, DZ_ERR_INVALID, "--demos %d is outside 0..32", d->demos);
     if (d->demos > 0 && lm) return dz_fail(err, DZ_ERR_INVALID, "--demos does not apply to the lm task");
     if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);

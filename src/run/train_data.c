@@ -93,6 +93,8 @@ dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     dev.count = drawn.count - ntrain;
     /* demonstrations come from the training examples: MeZO's ICL draws them from its train set */
     st = build_one(tr, &train, &train, 1, 0x1ULL, &tr->train, NULL, err);
+    if (st == DZ_OK && tr->objective == DZ_OBJ_F1) /* the same examples, decoded at each step */
+        st = build_one(tr, &train, &train, 1, 0x1ULL, NULL, &tr->train_qa, err);
     if (st == DZ_OK && dev.count > 0) st = build_one(tr, &dev, &train, 0, 0x2ULL, &tr->dev, tr->gen ? &tr->dev_qa : NULL, err);
     if (st == DZ_OK && d->test)
         st = build_one(tr, &tr->test, &train, 0, 0x3ULL, &tr->testset, tr->gen ? &tr->test_qa : NULL, err);

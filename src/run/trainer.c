@@ -94,6 +94,7 @@ dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from
     st = dz_setup_engine(tr->setup, &es, err);
     tr->f = dz_setup_forward(tr->setup), tr->e = dz_setup_zo_engine(tr->setup);
     if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, max_len, share, err); /* the forward's positions */
+    if (st == DZ_OK && tr->objective == DZ_OBJ_F1) st = dz_trainer_decode_init(tr, local, err);
     int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
     if (tr->dev_qa.n_examples > n_eval) n_eval = tr->dev_qa.n_examples;
     if (tr->test_qa.n_examples > n_eval) n_eval = tr->test_qa.n_examples;
@@ -144,6 +145,8 @@ void dz_trainer_teardown(dz_trainer *tr) {
     dz_class_set_free(&tr->dev);
     dz_class_set_free(&tr->testset);
     dz_qa_set_free(&tr->dev_qa);
+    dz_qa_set_free(&tr->train_qa);
+    dz_trainer_decode_free(tr);
     dz_qa_set_free(&tr->test_qa);
     dz_dataset_free(&tr->pool);
     dz_dataset_free(&tr->test);
@@ -202,7 +205,13 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         const float lr = dz_lr_at(o->lr_schedule, o->lr, o->warmup, o->steps, step);
         dz_zo_step_result r;
         const uint64_t sent = dz_comm_bytes_sent(tr->comm);
-        if ((st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err)) != DZ_OK) break;
+        if (tr->objective == DZ_OBJ_F1) { /* minus the F1 of the greedy answers under each perturbation */
+            const dz_zo_decode zd = dz_trainer_decode_batch(tr);
+            st = dz_zo_step_decode(tr->e, (uint32_t)step, lr, &zd, &r, err);
+        } else {
+            st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err);
+        }
+        if (st != DZ_OK) break;
         step_bytes += dz_comm_bytes_sent(tr->comm) - sent, steps_run++;
         float g_log[DZ_ZO_MAX_Q];
         double loss = 0.0, gmean = 0.0;

@@ -14,6 +14,15 @@
 
 enum { DZ_OBJ_CE, DZ_OBJ_ACCURACY, DZ_OBJ_F1 };
 
+/* --objective f1: each sign's sequences, decoders and answers of this rank's examples. */
+typedef struct dz_trainer_decode {
+    int *tokens[2], *lengths[2];
+    unsigned char *done[2];
+    dz_qa_decoder *dec[2];
+    char *text[2];
+    float *logits;
+} dz_trainer_decode;
+
 /* The best model so far by the dev score (accuracy, or minus the mean NLL for LM). */
 typedef struct dz_best {
     double dev, test;
@@ -34,6 +43,8 @@ typedef struct dz_trainer {
     int gen;                          /* a generation preset: trained as prompt/completion, scored by F1 */
     int objective;                    /* DZ_OBJ_* */
     dz_qa_set dev_qa, test_qa;        /* generation: the sets scored by F1 / EM */
+    dz_qa_set train_qa;               /* --objective f1: the training examples' prompts and answers */
+    dz_trainer_decode dec;
     double last_em;                   /* generation: the exact match of the last evaluation */
     dz_prompt_spec spec;
     dz_dataset pool, test;
@@ -81,6 +92,12 @@ void dz_trainer_draw_batch(dz_trainer *tr, int step);
 int dz_trainer_gen_tokens(const dz_trainer *tr);
 /* The engine's loss callback (dz_zo_loss_fn; user = the trainer). */
 void dz_trainer_loss(const float *logprobs, const float *p_logprobs, void *user, double *out);
+
+/* train_decode.c: --objective f1's buffers for a share of `local` examples, and the
+ * engine's decoding batch of the step drawn (tr->batch_ex, lo, hi). */
+dz_status dz_trainer_decode_init(dz_trainer *tr, int local, dz_error *err);
+void dz_trainer_decode_free(dz_trainer *tr);
+dz_zo_decode dz_trainer_decode_batch(dz_trainer *tr);
 
 /* evaluate.c: the selection score of a set (NaN for an empty one), the same for any
  * number of ranks. */

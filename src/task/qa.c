@@ -172,35 +172,59 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
+void dz_qa_decoder_start(dz_qa_decoder *d, char *buf, int cap, int max_new) {
+    *d = (dz_qa_decoder){.text = buf, .cap = cap, .max_new = max_new};
+    buf[0] = '\0';
+}
+
+int dz_qa_decoder_step(dz_qa_decoder *d, const dz_tokenizer *tok, int prev, const float *logits, int vocab) {
+    if (d->done) return -1;
+    const int id = argmax(logits, vocab);
+    if (id == dz_tokenizer_eos(tok)) {
+        d->done = 1;
+        return -1;
+    }
+    char piece[256];
+    const char *p = dz_tokenizer_decode(tok, prev, id, piece, sizeof piece);
+    const char *nl = p ? strchr(p, '\n') : NULL;
+    const size_t pn = p ? (nl ? (size_t)(nl - p) : strlen(p)) : 0;
+    if (d->len + pn + 1 < (size_t)d->cap) memcpy(d->text + d->len, p, pn), d->len += (int)pn, d->text[d->len] = '\0';
+    if (nl) {
+        d->done = 1;
+        return -1;
+    }
+    if (++d->n_new >= d->max_new) d->done = 1; /* this token is the last */
+    return id;
+}
+
+const char *dz_qa_decoder_answer(dz_qa_decoder *d) {
+    /* MeZO strips the decoded answer */
+    int a = 0, len = d->len;
+    while (a < len && is_space((unsigned char)d->text[a])) a++;
+    while (len > a && is_space((unsigned char)d->text[len - 1])) len--;
+    d->text[len] = '\0';
+    return d->text + a;
+}
+
 dz_status dz_qa_answer(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const int *prompt,
                        int n_prompt, int max_new, int *work, float *logits, char *out, int cap, dz_error *err) {
     const int max_seq = dz_forward_max_seq(f), V = dz_model_config(dz_forward_model(f))->vocab_size;
-    const int eos = dz_tokenizer_eos(tok);
-    int n = n_prompt, len = 0;
-    out[0] = '\0';
+    int n = n_prompt;
+    dz_qa_decoder d;
+    dz_qa_decoder_start(&d, out, cap, max_new);
     memcpy(work, prompt, sizeof(int) * (size_t)n_prompt);
     dz_status st = DZ_OK;
-    for (int t = 0; t < max_new && n < max_seq && st == DZ_OK; t++) {
+    while (!d.done && n < max_seq && max_new > 0) {
         /* the whole sequence again: a training forward keeps no KV cache */
         if ((st = dz_forward_run(f, w, work, NULL, 1, n, 0, err)) != DZ_OK) break;
         const int row = n - 1;
         if ((st = dz_forward_logits(f, w, &row, 1, logits, err)) != DZ_OK) break;
-        const int id = argmax(logits, V);
-        if (id == eos) break;
-        char piece[256];
-        const char *p = dz_tokenizer_decode(tok, work[n - 1], id, piece, sizeof piece);
-        const char *nl = p ? strchr(p, '\n') : NULL;
-        const size_t pn = p ? (nl ? (size_t)(nl - p) : strlen(p)) : 0;
-        if (len + pn + 1 < (size_t)cap) memcpy(out + len, p, pn), len += (int)pn, out[len] = '\0';
-        if (nl) break;
+        const int id = dz_qa_decoder_step(&d, tok, work[n - 1], logits, V);
+        if (id < 0) break;
         work[n++] = id;
     }
-    /* MeZO strips the decoded answer */
-    int a = 0;
-    while (a < len && is_space((unsigned char)out[a])) a++;
-    while (len > a && is_space((unsigned char)out[len - 1])) len--;
-    memmove(out, out + a, (size_t)(len - a));
-    out[len - a] = '\0';
+    const char *a = dz_qa_decoder_answer(&d);
+    memmove(out, a, strlen(a) + 1);
     return st;
 }
 

@@ -5,6 +5,10 @@
 #   uninterrupted one (weights, metrics, seed log); export replays it to the same weights.
 # - a generation preset (squad, the fixture of tests/data/tasks/SQuAD) trains on its
 #   answers, reports F1 and EM, and resumes and replays bitwise the same way.
+# - --objective f1 (loss = minus the F1 of the greedy answers under each perturbation) on
+#   a SQuAD-layout fixture stories260K answers in part (tests/data/tasks/story_qa): with
+#   eps near 0 the step's loss is minus the evaluation's F1 of the same examples; a run
+#   resumes and replays bitwise, and its steps move the weights (some g is not 0).
 # - the classification presets train from their release folders (--task rte --data RTE/),
 #   a preset refuses --template, --demos K puts K demonstrations before each prompt.
 # usage: tasks.sh DISTZO ASSETS FIXTURES
@@ -41,6 +45,17 @@ awk -F'"loss": ' 'NF > 1 { split($2, v, ","); x = -v[1] * 8; if (v[1] > 0 || v[1
 resumes_bitwise squad --task squad --data "$fx/SQuAD" --train-examples 2 --dev-examples 1 --batch 2 --gen-tokens 6 "${common[@]}"
 grep -q "generation: dev F1 [0-9.]* EM [0-9.]*, test F1 [0-9.]* EM [0-9.]*" "$tmp/squad-a.txt" &&
   ok "squad: evaluation reports F1 and EM" || bad "squad: no F1/EM line: $(grep -i f1 "$tmp/squad-a.txt" | head -2)"
+
+sq=(--task squad --data "$fx/story_qa" --objective f1 --train-examples 3 --dev-examples 1 --batch 3 --gen-tokens 8 --threads 1)
+"$bin" train "${sq[@]}" --train-examples 4 --dev-examples 0 --batch 4 --steps 1 --eps 1e-7 --lr 0 --eval-every 1 --out "$tmp/f1-zero" > "$tmp/f1-zero.txt" 2>&1
+l=$(grep -o '"loss": [^,]*' "$tmp/f1-zero/metrics.jsonl" | grep -o '[-0-9.e]*$')
+f=$(grep -o 'test F1 [0-9.]*' "$tmp/f1-zero.txt" | head -1 | grep -o '[0-9.]*$')
+awk -v l="$l" -v f="$f" 'BEGIN { exit !(l != "" && f != "" && f > 0 && (l + f) < 1e-4 && (l + f) > -1e-4) }' &&
+  ok "f1 objective: the step's loss at eps ~ 0 is minus the evaluation's F1 ($l vs $f)" ||
+  bad "f1 objective: step loss '$l' vs evaluation F1 '$f'"
+resumes_bitwise f1 "${sq[@]}" --eps 3e-4 --lr 1e-4 --eval-every 3
+grep -o '"g": [^,]*' "$tmp/f1-a/metrics.jsonl" | grep -qv '"g": 0$' && ok "f1 objective: a step's g is not 0" ||
+  bad "f1 objective: every g is 0"
 
 for t in rte:RTE cb:CB boolq:BoolQ wsc:WSC wic:WiC multirc:MultiRC copa:COPA record:ReCoRD drop:DROP; do
   name=${t%%:*} dir=${t##*:}
