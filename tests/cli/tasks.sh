@@ -53,6 +53,12 @@ f=$(grep -o 'test F1 [0-9.]*' "$tmp/f1-zero.txt" | head -1 | grep -o '[0-9.]*$')
 awk -v l="$l" -v f="$f" 'BEGIN { exit !(l != "" && f != "" && f > 0 && (l + f) < 1e-4 && (l + f) > -1e-4) }' &&
   ok "f1 objective: the step's loss at eps ~ 0 is minus the evaluation's F1 ($l vs $f)" ||
   bad "f1 objective: step loss '$l' vs evaluation F1 '$f'"
+ef=$("$bin" eval --task squad --data "$fx/story_qa" --gen-tokens 8 --threads 1 --json 2>/dev/null | grep -o '"f1": [0-9.]*' | grep -o '[0-9.]*$')
+awk -v a="$ef" -v b="$f" 'BEGIN { exit !(a != "" && (a - b) < 1e-4 && (b - a) < 1e-4) }' &&
+  ok "eval --task squad --data story_qa/ reports the training's evaluation F1 ($ef)" || bad "eval F1 '$ef' vs the run's '$f'"
+"$bin" eval --task copa --data "$fx/COPA" --predictions "$tmp/copa.tsv" > /dev/null 2>&1 &&
+  [ "$(head -1 "$tmp/copa.tsv" | cut -f4-)" = "$(printf 'score0\tscore1')" ] && [ "$(wc -l < "$tmp/copa.tsv")" = 3 ] &&
+  ok "eval --task copa scores each example's own alternatives" || bad "eval --task copa: $(head -2 "$tmp/copa.tsv")"
 resumes_bitwise f1 "${sq[@]}" --eps 3e-4 --lr 1e-4 --eval-every 3
 grep -o '"g": [^,]*' "$tmp/f1-a/metrics.jsonl" | grep -qv '"g": 0$' && ok "f1 objective: a step's g is not 0" ||
   bad "f1 objective: every g is 0"
