@@ -121,6 +121,46 @@ static void f1_and_exact_match_are_squad_v1_1s(void **state) {
     cJSON_Delete(g);
 }
 
+/* --demos: each example's text is k demonstrations of other pool examples (prompt + gold
+ * answer + blank line), then its own prompt; the same seed draws the same ones. */
+static void demos_are_other_examples_with_their_answers(void **state) {
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/tasks/COPA/train.jsonl", DZ_TEST_DATA);
+    dz_dataset ds, shown, again;
+    dz_error err = {0};
+    assert_int_equal(dz_dataset_load_preset(dz_task_preset_find("copa"), path, &ds, &err), DZ_OK);
+    dz_prompt_spec spec;
+    dz_prompt_spec_preset(&spec);
+    assert_int_equal(dz_dataset_with_demos(&ds, &ds, &spec, 2, 7, 1, &shown, &err), DZ_OK);
+    assert_int_equal(dz_dataset_with_demos(&ds, &ds, &spec, 2, 7, 1, &again, &err), DZ_OK);
+    assert_int_equal(shown.count, ds.count);
+    for (int e = 0; e < ds.count; e++) {
+        const char *t = shown.items[e].text;
+        assert_string_equal(t, again.items[e].text);
+        int used = -1;
+        for (int d = 0; d < 2; d++) { /* a demonstration block: some other example's prompt and gold alternative */
+            int found = -1;
+            for (int j = 0; j < ds.count && found < 0; j++) {
+                char block[1024];
+                snprintf(block, sizeof block, "%s%s\n\n", ds.items[j].text, ds.items[j].cands[ds.items[j].label]);
+                if (!strncmp(t, block, strlen(block))) found = j, t += strlen(block);
+            }
+            assert_true(found >= 0);
+            assert_int_not_equal(found, e);
+            assert_int_not_equal(found, used);
+            used = found;
+        }
+        assert_string_equal(t, ds.items[e].text); /* then the example's own prompt */
+        assert_int_equal(shown.items[e].label, ds.items[e].label);
+        assert_int_equal(shown.items[e].n_cands, 2);
+    }
+    dz_dataset_free(&again);
+    assert_int_equal(dz_dataset_with_demos(&ds, &ds, &spec, 4, 7, 1, &again, &err), DZ_ERR_INVALID); /* 3 others */
+    dz_dataset_free(&shown);
+    dz_dataset_free(&ds);
+}
+
 typedef struct fixture {
     dz_model *m;
     dz_tokenizer *tok;
@@ -259,6 +299,7 @@ int main(void) {
         cmocka_unit_test(presets_match_mezo_templates),
         cmocka_unit_test(preset_errors_name_file_line_and_field),
         cmocka_unit_test(f1_and_exact_match_are_squad_v1_1s),
+        cmocka_unit_test(demos_are_other_examples_with_their_answers),
         cmocka_unit_test(own_candidates_score_as_their_tokens_mean_logprob),
         cmocka_unit_test(greedy_answer_is_generate_cut_at_newline),
     };
