@@ -3,10 +3,12 @@
 # W workers, each with a disjoint shard of SST-2's training set, for R rounds of W slots;
 # then the same examples in one process (`distzo train`, q = W samples per step). Prints
 # the round time, the bytes per round of each worker (HTTP headers included) and the test
-# accuracy of each run's exported weights on SST-2's dev set.
-# usage: bench/federated.sh DISTZO ASSETS [ROUNDS=300] [WORKERS=4] [CODES="byte f32"]
+# accuracy of each run's exported weights on SST-2's dev set. MODES: byte and f32 (the g's
+# code), kseed and kseed-pro (one-byte g, a pool of POOL_K seeds, default 4096: uniform or
+# importance sampling).
+# usage: bench/federated.sh DISTZO ASSETS [ROUNDS=300] [WORKERS=4] [MODES="byte f32"]
 set -u
-bin=$1 assets=$2 rounds=${3:-300} workers=${4:-4} codes=${5:-byte f32}
+bin=$1 assets=$2 rounds=${3:-300} workers=${4:-4} codes=${5:-byte f32} pool_k=${POOL_K:-4096}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
@@ -18,9 +20,14 @@ for i in $(seq 1 "$workers"); do
 done
 accuracy() { "$bin" eval "$1" --task sst2 --label-words bad,good --data "$assets/sst2/dev.tsv" 2>&1 | grep -Eo 'accuracy [0-9.]+%' | head -1; }
 for code in $codes; do
+  case $code in
+    kseed) mode=(--g-code byte --seed-pool "$pool_k" --seed-sampling uniform) ;;
+    kseed-pro) mode=(--g-code byte --seed-pool "$pool_k" --seed-sampling importance) ;;
+    *) mode=(--g-code "$code") ;;
+  esac
   t0=$(date +%s.%N)
   "$bin" serve --out "$tmp/run-$code" --listen 127.0.0.1:0 --token-file "$tmp/token" --steps "$rounds" \
-    --spsa-samples "$workers" --min-workers "$workers" --batch $batch --train-examples $per --lr $lr --g-code "$code" \
+    --spsa-samples "$workers" --min-workers "$workers" --batch $batch --train-examples $per --lr $lr "${mode[@]}" \
     --threads 1 > "$tmp/serve-$code.txt" 2>&1 &
   serve=$!
   until [ -s "$tmp/run-$code/coordinator.url" ]; do sleep 0.1; done
@@ -34,7 +41,7 @@ for code in $codes; do
   t1=$(date +%s.%N)
   e0=$(date +%s.%N)
   "$bin" export --run "$tmp/run-$code" -o "$tmp/out-$code" > /dev/null
-  echo "replaying the $rounds records (what a joining worker does after downloading $((rounds * (12 + 4 * workers))) bytes): $(echo "$(date +%s.%N) - $e0" | bc) s for the whole export"
+  echo "$code: export of the $rounds records: $(echo "$(date +%s.%N) - $e0" | bc) s; the log $(( $(stat -c %s "$tmp/run-$code/seeds.log") - 104 )) bytes"
   sent=$(grep -ho 'network [0-9]* bytes sent, [0-9]* received' "$tmp"/w*-"$code".txt |
          awk '{s += $2; r += $5} END {printf "%.0f %.0f", s, r}')
   read -r s r <<< "$sent"

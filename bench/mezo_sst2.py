@@ -33,8 +33,8 @@ name, fsync'd and renamed). --resume continues from state.pt; with the same thre
 continuation is the one the uninterrupted run would have made.
 
 --check N evaluates nothing and trains nothing: it prints the unperturbed loss of the batches
-of steps 0..N-1 at the initial weights (compare with distzo's metrics.jsonl: its step-0 loss
-is at the same weights, perturbed by +-eps) and, with --predictions FILE, writes the per-example
+of steps 0..N-1 at the initial weights (compare with distzo's metrics.jsonl: its step-1 row's
+loss is at the same weights, perturbed by +-eps) and, with --predictions FILE, writes the per-example
 scores on --test in the layout of `distzo eval --predictions` to compare example by example.
 """
 

@@ -11,6 +11,7 @@ packages=(
   gnuplot-nox                       # `distzo plot` (loss.png, accuracy.png)
   libopenmpi-dev openmpi-bin        # DistZO2: mpirun -np N distzo train ... (src/parallel)
   libmicrohttpd-dev libcurl4-openssl-dev  # federated ZO: distzo serve (HTTP server) / join (client)
+  openssl iproute2                  # tests: the HTTPS certificate; separate hosts as network namespaces
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -15,10 +15,14 @@
 
 #include <cjson/cJSON.h>
 
+#include "assets.h"
+#include "distzo/setup.h"
+
 #include "distzo/util.h"
 #include "federated/byte_code.h"
 #include "federated/protocol.h"
 #include "federated/settings.h"
+#include "run/seed_pool.h"
 
 static uint32_t bits(float f) {
     uint32_t u;
@@ -196,8 +200,8 @@ static void join_and_run_info(void **state) {
     assert_true(back.fingerprint == j.fingerprint);
     assert_string_equal(back.name, "laptop 3");
     free(json);
-    const char *v2 = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"name\":\"\"}";
-    expect_refused(dz_fed_join_req_parse(v2, strlen(v2), &back, &err), &err, "protocol 2");
+    const char *v3 = "{\"protocol\":3,\"fingerprint\":\"0000000000000001\",\"name\":\"\"}";
+    expect_refused(dz_fed_join_req_parse(v3, strlen(v3), &back, &err), &err, "protocol 3");
     char longname[200];
     snprintf(longname, sizeof longname, "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"name\":\"%070d\"}", 0);
     expect_refused(dz_fed_join_req_parse(longname, strlen(longname), &back, &err), &err, "at most 64");
@@ -232,10 +236,123 @@ static void round_round_trips(void **state) {
     char *json = dz_fed_round_json(&s);
     dz_fed_round b;
     dz_error err = {0};
-    assert_int_equal(dz_fed_round_parse(json, strlen(json), 5, &b, &err), DZ_OK);
+    assert_int_equal(dz_fed_round_parse(json, strlen(json), 5, 0, &b, &err), DZ_OK);
     assert_memory_equal(&b, &s, sizeof s);
-    expect_refused(dz_fed_round_parse(json, strlen(json), 4, &b, &err), &err, "'slots[1]'"); /* slot 4 of q = 4 */
+    expect_refused(dz_fed_round_parse(json, strlen(json), 4, 0, &b, &err), &err, "'slots[1]'"); /* slot 4 of q = 4 */
+    expect_refused(dz_fed_round_parse(json, strlen(json), 5, 16, &b, &err), &err, "'seeds'"); /* a pool run needs them */
     free(json);
+    s.pool = 16, s.seeds[0] = 15, s.seeds[1] = 0; /* a pool run's round: each slot's seed */
+    json = dz_fed_round_json(&s);
+    assert_int_equal(dz_fed_round_parse(json, strlen(json), 5, 16, &b, &err), DZ_OK);
+    assert_memory_equal(&b, &s, sizeof s);
+    expect_refused(dz_fed_round_parse(json, strlen(json), 5, 15, &b, &err), &err, "'seeds[0]'"); /* seed 15 of K = 15 */
+    expect_refused(dz_fed_round_parse(json, strlen(json), 5, 0, &b, &err), &err, "'seeds' in a run without");
+    free(json);
+    const char *short_seeds = "{\"version\":\"0000000000000001\",\"round\":1,\"log_count\":1,\"open\":true,"
+                              "\"finished\":false,\"checksum\":\"0000000000000001\",\"slots\":[0,1],\"seeds\":[3],"
+                              "\"deadline_ms\":1}";
+    expect_refused(dz_fed_round_parse(short_seeds, strlen(short_seeds), 4, 8, &b, &err), &err, "2 slots but 1 seeds");
+}
+
+/* The run answer of a pool run carries K and the sampling; one without them is a plain run. */
+static void run_info_of_a_pool_run(void **state) {
+    (void)state;
+    const dz_fed_run_info a = {.fingerprint = 7, .q = 4, .code = DZ_FED_CODE_BYTE, .g_clip = 8, .run_json = "{}",
+                               .seed_pool = 4096, .seed_sampling = 1};
+    char *json = dz_fed_run_info_json(&a);
+    dz_fed_run_info b;
+    dz_error err = {0};
+    assert_int_equal(dz_fed_run_info_parse(json, strlen(json), &b, &err), DZ_OK);
+    assert_int_equal(b.seed_pool, 4096);
+    assert_int_equal(b.seed_sampling, 1);
+    free(b.run_json);
+    assert_non_null(strstr(json, "\"protocol\":2")); /* a worker of protocol 1 refuses it */
+    free(json);
+    const char *v1 = "{\"protocol\":1,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                     "\"seed_pool\":16,\"seed_sampling\":\"uniform\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(v1, strlen(v1), &b, &err), &err, "protocol 1 has no field 'seed_pool'");
+    const char *v2 = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                     "\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(v2, strlen(v2), &b, &err), &err, "protocol 2 needs the field 'seed_pool'");
+    const char *big = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                      "\"seed_pool\":4194304,\"seed_sampling\":\"uniform\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(big, strlen(big), &b, &err), &err, "'seed_pool'");
+    const char *samp = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":2,\"code\":\"byte\",\"g_clip\":1,"
+                       "\"seed_pool\":16,\"seed_sampling\":\"greedy\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(samp, strlen(samp), &b, &err), &err, "'seed_sampling'");
+    const char *wide = "{\"protocol\":2,\"fingerprint\":\"0000000000000001\",\"q\":33,\"code\":\"byte\",\"g_clip\":1,"
+                       "\"seed_pool\":16,\"seed_sampling\":\"uniform\",\"run\":{}}";
+    expect_refused(dz_fed_run_info_parse(wide, strlen(wide), &b, &err), &err, "at most 32 slots");
+}
+
+/* GET /v1/pool's body: encoded and decoded bit for bit; a wrong K, length or CRC refused. */
+static void pool_state_round_trips(void **state) {
+    (void)state;
+    const float acc[5] = {0.5f, -0.0f, 1e-30f, -3.25f, 0};
+    uint8_t buf[64];
+    assert_int_equal(dz_fed_pool_state_bytes(5), 40);
+    dz_fed_pool_state_encode(17, 5, acc, buf);
+    float back[5];
+    uint32_t count = 0;
+    dz_error err = {0};
+    assert_int_equal(dz_fed_pool_state_decode(buf, 40, 5, &count, back, &err), DZ_OK);
+    assert_int_equal(count, 17);
+    assert_memory_equal(back, acc, sizeof acc);
+    expect_refused(dz_fed_pool_state_decode(buf, 40, 6, &count, back, &err), &err, "a pool of 5 seeds");
+    expect_refused(dz_fed_pool_state_decode(buf, 36, 5, &count, back, &err), &err, "36 bytes");
+    buf[20] ^= 1;
+    expect_refused(dz_fed_pool_state_decode(buf, 40, 5, &count, back, &err), &err, "CRC");
+}
+
+/* FedKSeed-Pro's probabilities against values worked out by hand, the accumulated scalars,
+ * and the draw: a function of (run seed, round, pool), following the probabilities. */
+static void seed_pool_importance(void **state) {
+    (void)state;
+    dz_seed_pool p;
+    dz_error err = {0};
+    assert_int_equal(dz_seed_pool_init(&p, 4, 2, &err), DZ_OK);
+    /* seed 0: |g| 2 and 4 (mean 3); seed 1: |g| 1; seed 2: a g of 0 (no contribution); seed 3: never drawn */
+    const float r1[4] = {2.0f, -1.0f, 0.0f, 1.0f}, r2[4] = {4.0f, 0.0f, 0.0f, 2.0f};
+    assert_int_equal(dz_seed_pool_add(&p, 0.5f, r1, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_add(&p, 0.5f, r2, &err), DZ_OK);
+    assert_true(p.acc[0] == 3.0f && p.acc[1] == -0.5f && p.acc[2] == 0.0f && p.acc[3] == 0.0f);
+    /* psi = (m - 0) / (3 - 0) = 1, 1/3, 0, 0; p = e^psi / (e + e^(1/3) + 2) */
+    const double want[4] = {0.44460726923480115, 0.2282689832714796, 0.16356187374685965, 0.16356187374685965};
+    double prob[4];
+    dz_seed_pool_probabilities(&p, DZ_SEED_IMPORTANCE, prob);
+    for (int i = 0; i < 4; i++) assert_true(fabs(prob[i] - want[i]) < 1e-15);
+    dz_seed_pool_probabilities(&p, DZ_SEED_UNIFORM, prob);
+    for (int i = 0; i < 4; i++) assert_true(prob[i] == 0.25);
+    const float bad[4] = {1.0f, 1.0f, 4.0f, 0.5f}; /* seed 4 of 4, seed 0.5 */
+    expect_refused(dz_seed_pool_add(&p, 0.5f, bad, &err), &err, "seed 4");
+    /* the draw follows the probabilities, and is the same for the same round */
+    int hits[4] = {0};
+    const int rounds = 20000;
+    uint32_t seeds[2], again[2];
+    for (int r = 0; r < rounds; r++) {
+        dz_seed_pool_draw(&p, DZ_SEED_IMPORTANCE, 7, (uint32_t)r, prob, seeds);
+        dz_seed_pool_draw(&p, DZ_SEED_IMPORTANCE, 7, (uint32_t)r, prob, again);
+        assert_memory_equal(seeds, again, sizeof seeds);
+        hits[seeds[0]]++, hits[seeds[1]]++;
+    }
+    for (int i = 0; i < 4; i++) /* 40000 draws: a standard error below 0.0025 */
+        assert_true(fabs(hits[i] / (2.0 * rounds) - want[i]) < 0.012);
+    dz_seed_pool_draw(&p, DZ_SEED_UNIFORM, 7, 3, prob, seeds);
+    dz_seed_pool_draw(&p, DZ_SEED_UNIFORM, 8, 3, prob, again);
+    assert_true(seeds[0] < 4 && seeds[1] < 4);
+    dz_seed_pool_free(&p);
+    /* all seeds alike (or none drawn yet): uniform */
+    assert_int_equal(dz_seed_pool_init(&p, 3, 1, &err), DZ_OK);
+    dz_seed_pool_probabilities(&p, DZ_SEED_IMPORTANCE, prob);
+    for (int i = 0; i < 3; i++) assert_true(fabs(prob[i] - 1.0 / 3) < 1e-15);
+    dz_seed_pool_free(&p);
+    uint8_t fp[64];
+    dz_seed_pool_log_tag(4096, "federated 0123456789abcdef", fp);
+    assert_string_equal((const char *)fp, "fedkseed 4096 federated 0123456789abcdef");
+    assert_int_equal(dz_seed_pool_log_k(fp), 4096);
+    memset(fp, 0, sizeof fp);
+    memcpy(fp, "federated 0123456789abcdef", 26);
+    assert_int_equal(dz_seed_pool_log_k(fp), 0);
 }
 
 static void token_files(void **state) {
@@ -303,6 +420,70 @@ static void settings_round_trip_and_bounds(void **state) {
     rmdir(dir);
 }
 
+/* stories260K with a ZO engine of q = 2 (seed 5), as the coordinator sets it up. */
+static dz_zo_setup *load_260k(void) {
+    char path[4200];
+    test_asset_path(path, sizeof path, "stories260K/stories260K.bin");
+    const dz_weights_spec ws = {.path = path, .master_dtype = DZ_F32};
+    const dz_engine_spec es = {.max_batch = 1, .max_len = 2, .streams = 2,
+                               .zo = {.seed = 5, .eps = 1e-3f, .q = 2, .fuse = 1}};
+    dz_zo_setup *s = NULL;
+    dz_error err = {0};
+    if (dz_setup_weights(&ws, &s, &err) != DZ_OK || dz_setup_engine(s, &es, &err) != DZ_OK) fail_msg("%s", err.msg);
+    return s;
+}
+
+/* The pool's fixed-point weights move along the engine's own z (against dz_zo_apply of
+ * the same update: equal up to float rounding, where a wrong z would be off by the whole
+ * update), and following the scalars step by step gives bitwise what setting them at once
+ * does (seed_pool.h). */
+static void pool_weights_follow_the_engine(void **state) {
+    (void)state;
+    dz_zo_setup *a = load_260k(), *b = load_260k(), *c = load_260k();
+    dz_model *ma = dz_setup_model(a), *mb = dz_setup_model(b), *mc = dz_setup_model(c);
+    dz_seed_pool pool;
+    dz_seed_pool_weights wa, wc;
+    dz_error err = {0};
+    assert_int_equal(dz_seed_pool_init(&pool, 8, 2, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_weights_init(&wa, ma, 5, 0, &pool, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_weights_init(&wc, mc, 5, 0, &pool, &err), DZ_OK);
+    pool.acc[0] = -0.5f; /* seed 0: draw 0, step 0 slot 0 */
+    dz_seed_pool_weights_sync(&wa, &pool);
+    pool.acc[0] = -0.75f, pool.acc[5] = 0.25f; /* seed 5: step 2 slot 1 */
+    dz_seed_pool_weights_sync(&wa, &pool);
+    dz_seed_pool_weights_sync(&wc, &pool); /* at once */
+    const float g0[2] = {-0.75f, 0}, g2[2] = {0, 0.25f};
+    dz_zo_engine *eb = dz_setup_zo_engine(b);
+    assert_int_equal(dz_zo_apply(eb, 0, 1.0f, g0, &err), DZ_OK);
+    assert_int_equal(dz_zo_apply(eb, 2, 1.0f, g2, &err), DZ_OK);
+    assert_int_equal(dz_zo_flush(eb, &err), DZ_OK);
+    const dz_param_table *t = dz_model_params(ma);
+    double moved = 0, worst = 0;
+    int64_t n_all = 0;
+    for (int i = 0; i < t->count; i++) {
+        const int64_t n = dz_param_numel(&t->params[i]);
+        const float *pa = dz_model_tensor(ma, i), *pb = dz_model_tensor(mb, i), *pc = dz_model_tensor(mc, i);
+        assert_memory_equal(pa, pc, (size_t)n * sizeof(float));
+        for (int64_t j = 0; j < n; j++) {
+            /* a few float roundings of values up to a few units (base, the two terms of the update) */
+            const double d = fabs((double)pa[j] - pb[j]);
+            worst = d > worst ? d : worst;
+            moved += fabs((double)pa[j] - wa.base[i][j]);
+        }
+        n_all += n;
+    }
+    moved /= (double)n_all;
+    print_message("pool weights vs dz_zo_apply: worst difference %.3g; mean |update| %.3g\n", worst, moved);
+    assert_true(moved > 0.05); /* |0.75 z0 + 0.25 z5| / 2 is about 0.3 on average */
+    assert_true(worst < 2e-6);  /* a few float roundings; another z would differ by the update itself */
+    dz_seed_pool_weights_free(&wa);
+    dz_seed_pool_weights_free(&wc);
+    dz_seed_pool_free(&pool);
+    dz_setup_free(a);
+    dz_setup_free(b);
+    dz_setup_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(byte_code_decodes_as_the_reference),
@@ -312,8 +493,12 @@ int main(void) {
         cmocka_unit_test(submit_refuses_bad_fields),
         cmocka_unit_test(join_and_run_info),
         cmocka_unit_test(round_round_trips),
+        cmocka_unit_test(run_info_of_a_pool_run),
+        cmocka_unit_test(pool_state_round_trips),
+        cmocka_unit_test(seed_pool_importance),
+        cmocka_unit_test(pool_weights_follow_the_engine),
         cmocka_unit_test(token_files),
         cmocka_unit_test(settings_round_trip_and_bounds),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

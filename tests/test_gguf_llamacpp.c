@@ -1,7 +1,8 @@
 /* distzo's GGUF export against llama.cpp itself. tools/check_gguf_llamacpp.py had distzo
  * export models from the assets (stories260K, SmolLM2-135M) as f32/f16/bf16/q8_0 .gguf files,
  * (and a stories260K run trained 2 steps, `distzo export --run`, trained here again with
- * dz_train and the same settings) ran them in llama.cpp (llama-cpp-python, CPU) and recorded the file's size and CRC-32,
+ * dz_train and the same settings; and random Qwen2 and Llama-2-family models from `distzo init`
+ * with the small tokenizer.json fixtures, made here again with the same calls) ran them in llama.cpp (llama-cpp-python, CPU) and recorded the file's size and CRC-32,
  * llama.cpp's prompt ids, its greedy continuation and its top logits at every position
  * (tests/data/gguf_llamacpp/<case>.json). Here distzo regenerates each file from the
  * assets (it must be the same file, byte for byte: size and CRC-32), loads it and checks:
@@ -33,6 +34,7 @@
 #include "run/seedlog.h"
 #include "temp_dir.h"
 #include "assets.h"
+#include "tokenizer_test_util.h"
 
 /* |distzo - llama.cpp| <= atol + rtol * |llama.cpp| on every recorded logit (the top 20 ids
  * at every position). Measured maxima of |d| (llama-cpp-python 0.3.36, this machine):
@@ -121,6 +123,76 @@ static void train_as_the_tool_did(const cJSON *t, const char *model, char *run, 
     assert_int_equal(res.steps_done, c.optim.steps);
 }
 
+/* The random model `distzo init` made for the tool (the same calls): preset, seed, layers and
+ * a tokenizer of tests/data, written as a Hugging Face folder into dir. */
+static void init_as_the_tool_did(const cJSON *init, char *dir, size_t cap) {
+    dz_config cfg;
+    dz_error err = {0};
+    if (dz_config_preset(item(init, "preset")->valuestring, &cfg, &err) != DZ_OK) fail_msg("%s", err.msg);
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(init, "layers");
+    if (layers && layers->valueint) cfg.n_layers = layers->valueint;
+    char tok_path[512];
+    snprintf(tok_path, sizeof tok_path, "%s/%s", DZ_TEST_DATA, item(init, "tokenizer")->valuestring);
+    snprintf(dir, cap, "%s/init", g_dir);
+    dz_model *m = NULL;
+    dz_tokenizer *tok = NULL;
+    if (dz_tokenizer_load(tok_path, cfg.vocab_size, &tok, &err) != DZ_OK ||
+        dz_model_init_random(&cfg, DZ_F32, (uint64_t)item(init, "seed")->valuedouble, 0.02f, &m, &err) != DZ_OK ||
+        dz_model_save_hf(m, dir, &err) != DZ_OK || dz_tokenizer_save_hf(tok, dir, &err) != DZ_OK)
+        fail_msg("init: %s", err.msg);
+    dz_model_free(m);
+    dz_tokenizer_free(tok);
+}
+
+/* Every row of the tokenizer's golden file (Hugging Face's ids), tokenized by distzo from the
+ * exported file, against what the file's consumer does. llama.cpp may differ from Hugging Face
+ * only where the tool could say why: text that NFC normalization changes (Qwen2's
+ * tokenizer.json normalizes to NFC; llama.cpp's qwen2 tokenizer, and so a GGUF file, does
+ * not: there distzo must give llama.cpp's ids), or a letter newer than llama.cpp's Unicode
+ * tables (distzo's are Unicode 16, as Hugging Face's: not compared). Every other row: all
+ * three agree. */
+static void check_tokenize(const char *name, const cJSON *t, const dz_tokenizer *tok) {
+    enum { CAP = 8192 };
+    golden g;
+    golden_load(&g, strchr(item(t, "golden")->valuestring, '/') + 1);
+    assert_int_equal(g.count, item(t, "rows")->valueint);
+    const cJSON **llama = calloc((size_t)g.count, sizeof *llama);
+    int *want = malloc(CAP * sizeof *want), *got = malloc(CAP * sizeof *got);
+    char *newer = calloc((size_t)g.count, 1);
+    assert_non_null(llama);
+    assert_non_null(newer);
+    const cJSON *d;
+    int n_differ = 0, n_nfc = 0, bad = 0;
+    cJSON_ArrayForEach(d, item(t, "differ")) {
+        const int row = item(d, "row")->valueint;
+        const char *why = item(d, "why")->valuestring;
+        assert_true(row >= 0 && row < g.count);
+        if (!strcmp(why, "unexplained")) fail_msg("%s: llama.cpp differs on row %d (\"%.60s\")", name, row, g.text[row]);
+        if (!strcmp(why, "nfc")) llama[row] = item(d, "ids"), n_nfc++;
+        else newer[row] = 1;
+        n_differ++;
+    }
+    for (int i = 0; i < g.count; i++) {
+        if (newer[i]) continue;
+        int nw = llama[i] ? cJSON_GetArraySize(llama[i]) : golden_ids(&g, i, "ids", want, CAP);
+        for (int k = 0; llama[i] && k < nw && k < CAP; k++) want[k] = cJSON_GetArrayItem(llama[i], k)->valueint;
+        dz_error err = {0};
+        const int ng = dz_tokenizer_encode_flags(tok, g.text[i], DZ_ENCODE_BOS, got, CAP, &err);
+        if (ng != nw || memcmp(got, want, (size_t)nw * sizeof *got))
+            if (++bad <= 5) print_error("%s: row %d (\"%.60s\"): distzo %d ids, want %d (%s's)\n", name, i, g.text[i], ng,
+                                        nw, llama[i] ? "llama.cpp" : "Hugging Face");
+    }
+    if (bad) fail_msg("%s: distzo's tokenizer from the exported file is wrong on %d of %d rows", name, bad, g.count);
+    print_message("%s: %d golden rows: llama.cpp = Hugging Face on %d; of the other %d, %d NFC (distzo = llama.cpp "
+                  "there), %d newer Unicode (not compared); distzo from the .gguf right on the rest\n", name, g.count, g.count - n_differ,
+                  n_differ, n_nfc, n_differ - n_nfc);
+    free(llama);
+    free(newer);
+    free(want);
+    free(got);
+    golden_free(&g);
+}
+
 static void check_case(const char *name) {
     char gpath[512], src[512], out[512];
     snprintf(gpath, sizeof gpath, "%s/gguf_llamacpp/%s.json", DZ_TEST_DATA, name);
@@ -129,7 +201,8 @@ static void check_case(const char *name) {
     cJSON *g = cJSON_Parse(text);
     assert_non_null(g);
     const char *type = item(g, "type")->valuestring;
-    test_asset_path(src, sizeof src, item(g, "source")->valuestring);
+    const cJSON *init = cJSON_GetObjectItemCaseSensitive(g, "init");
+    if (!init) test_asset_path(src, sizeof src, item(g, "source")->valuestring);
     const tolerance *tol = NULL;
     for (size_t k = 0; k < sizeof k_tol / sizeof k_tol[0]; k++)
         if (!strcmp(k_tol[k].type, type)) tol = &k_tol[k];
@@ -141,6 +214,7 @@ static void check_case(const char *name) {
     char run[600];
     const cJSON *train = cJSON_GetObjectItemCaseSensitive(g, "train");
     if (train) train_as_the_tool_did(train, src, run, sizeof run);
+    if (init) init_as_the_tool_did(init, src, sizeof src);
     /* "via": exported in that type first, then that file converted to `type` */
     const cJSON *via = cJSON_GetObjectItemCaseSensitive(g, "via");
     char first[600];
@@ -220,6 +294,8 @@ static void check_case(const char *name) {
         dz_forward_free(f);
     }
     assert_true(picks > 0);
+    const cJSON *tokenize = cJSON_GetObjectItemCaseSensitive(g, "tokenize");
+    if (tokenize) check_tokenize(name, tokenize, tok);
     print_message("%s: max |distzo - llama.cpp| logit %.3g (relative to max(|logit|, 1): %.3g); greedy picks %d/%d "
                   "identical\n", name, worst, worst_rel, exact, picks);
     dz_tokenizer_free(tok);
@@ -239,6 +315,8 @@ static void smollm2_f16(void **state) { (void)state, check_case("smollm2_f16"); 
 static void smollm2_bf16(void **state) { (void)state, check_case("smollm2_bf16"); }
 static void smollm2_q8_0(void **state) { (void)state, check_case("smollm2_q8_0"); }
 static void smollm2_q8_0_as_f32(void **state) { (void)state, check_case("smollm2_q8_0_as_f32"); }
+static void qwen2_tiny_f32(void **state) { (void)state, check_case("qwen2_tiny_f32"); }
+static void llama_tiny_spm_f32(void **state) { (void)state, check_case("llama_tiny_spm_f32"); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -248,6 +326,7 @@ int main(void) {
         cmocka_unit_test(smollm2_f32),     cmocka_unit_test(smollm2_f16),     cmocka_unit_test(smollm2_bf16),
         cmocka_unit_test(smollm2_q8_0),
         cmocka_unit_test(smollm2_q8_0_as_f32),
+        cmocka_unit_test(qwen2_tiny_f32),  cmocka_unit_test(llama_tiny_spm_f32),
     };
     return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -153,7 +153,8 @@ static void train_one(const cJSON *run) {
     size_t n_rows = 0;
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     if (dz_metrics_read(path, &rows, &n_rows, &err) != DZ_OK) fail_msg("%s", err.msg);
-    assert_int_equal(n_rows, n_steps);
+    assert_int_equal(n_rows, n_steps + 1); /* row 0: the evaluation before training; row s + 1: step s */
+    assert_int_equal(rows[0].step, 0);
 
     float g_dz[64], g_ref[64];
     int k = 0;
@@ -170,10 +171,12 @@ static void train_one(const cJSON *run) {
             x[j] = expected_for(cJSON_GetArrayItem(item(rs, "draws"), j), g_dz, g_ref, c.optim.eps);
             loss += 0.5 * (x[j].lp + x[j].lm) / c.optim.q;
         }
-        printf("    step %d loss %.9g | %.9g; %.9g\n", s, rows[s].loss, loss, num(rs, "loss"));
+        const dz_metrics_row *row = &rows[s + 1];
+        assert_int_equal(row->step, s + 1);
+        printf("    step %d loss %.9g | %.9g; %.9g\n", s, row->loss, loss, num(rs, "loss"));
         for (int j = 0; j < c.optim.q; j++)
             printf("      draw %d g %.9g | %.9g; %.9g\n", k + j, r.g[j], x[j].g, x[j].g_raw);
-        expect_close(rows[s].loss, loss, LOSS_RTOL, "loss (mean of L+, L-)", name, s, -1);
+        expect_close(row->loss, loss, LOSS_RTOL, "loss (mean of L+, L-)", name, s, -1);
         for (int j = 0; j < c.optim.q; j++) {
             expect_close(r.g[j], x[j].g, G_RTOL, "g", name, s, j);
             g_dz[k] = r.g[j];

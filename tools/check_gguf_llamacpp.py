@@ -2,7 +2,7 @@
 """llama.cpp itself as the reference for distzo's GGUF export (tests/test_gguf_llamacpp.c).
 
     /work/venv/bin/python tools/check_gguf_llamacpp.py [--distzo build/distzo] [--assets DIR]
-        [--out tests/data/gguf_llamacpp] [--cases NAME,...]
+        [--out tests/data/gguf_llamacpp] [--test-data tests/data] [--cases NAME,...]
 
 needs llama-cpp-python (pip install llama-cpp-python; it builds llama.cpp) and numpy.
 (The committed recordings came from llama-cpp-python 0.3.36's own sources and the libllama /
@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import tempfile
+import unicodedata
 import zlib
 
 import numpy as np
@@ -58,6 +59,21 @@ CASES = {
     "smollm2_q8_0_as_f32": (SMOL, "f32"),
 }
 VIA = {"smollm2_q8_0_as_f32": "q8_0"}
+# Random models of the Qwen2 and Llama-2 families (`distzo init`) carrying the small tokenizer.json
+# fixtures of tests/data/tokenizer/hf_small: the Qwen2 architecture (q/k/v biases, NEOX rotary)
+# and a SentencePiece-style tokenizer.json (Metaspace, byte fallback, merges without scores)
+# exported as llama.cpp's "llama" tokenizer. llama.cpp also tokenizes every row of the
+# tokenizer's golden file (Hugging Face's ids): the rows where it differs are recorded.
+INIT = {
+    "qwen2_tiny_f32": ({"preset": "qwen2-tiny", "seed": 1, "tokenizer": "tokenizer/hf_small/qwen2",
+                        "golden": "tokenizer/hf_qwen2_golden.jsonl"},
+                       [("The capital of France is", False), ("a<|endoftext|>b", True)]),
+    "llama_tiny_spm_f32": ({"preset": "llama-tiny", "layers": 2, "seed": 1, "tokenizer": "tokenizer/hf_small/llama2",
+                            "golden": "tokenizer/hf_llama2_golden.jsonl"},
+                           [("Once upon a time, there was a", False), ("The cat sat on the", False)]),
+}
+for _name, (_init, _prompts) in INIT.items():
+    CASES[_name] = ((None, _prompts), "f32")
 
 
 def crc32_file(path):
@@ -96,11 +112,42 @@ def run_prompt(llm, text, special):
     }
 
 
+def tokenize_golden(llm, golden, assets):
+    """llama.cpp's ids for every row of a tokenizer golden file (the text rows and the SST-2 dev
+    sentences, with BOS where the file adds one). Only the rows where they are not Hugging
+    Face's are kept, with why: "newer_unicode" (the text has a character Python's Unicode
+    database (14.0 in Python 3.11) does not know: a letter of Unicode 15/16, which HF's Oniguruma
+    tables know and llama.cpp's do not), else "nfc" (NFC normalization changes the text:
+    Qwen2's tokenizer.json normalizes to NFC, llama.cpp's qwen2 tokenizer does not), else
+    "unexplained"."""
+    dev = dict(sst2_dev(assets))
+    rows, differ = 0, []
+    with open(golden, encoding="utf-8") as f:
+        for k, line in enumerate(f):
+            r = json.loads(line)
+            text = r["text"] if "text" in r else dev[r["sst2_dev_line"]]
+            ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+            rows += 1
+            if ids != r["ids"]:
+                why = ("newer_unicode" if any(unicodedata.category(c) == "Cn" for c in text)
+                       else "nfc" if unicodedata.normalize("NFC", text) != text else "unexplained")
+                differ.append({"row": k, "ids": ids, "why": why})
+    return {"golden": os.path.relpath(golden, os.path.dirname(os.path.dirname(golden))), "rows": rows,
+            "differ": differ}
+
+
+def sst2_dev(assets):
+    with open(os.path.join(assets, "sst2", "dev.tsv"), encoding="utf-8", newline="") as f:
+        lines = f.read().split("\n")
+    return [(n, line.split("\t", 1)[0]) for n, line in enumerate(lines, start=1) if n > 1 and line]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--distzo", default="build/distzo")
     ap.add_argument("--assets", default=os.environ.get("DISTZO_ASSETS", "../shared/assets"))
     ap.add_argument("--out", default="tests/data/gguf_llamacpp")
+    ap.add_argument("--test-data", default="tests/data")
     ap.add_argument("--cases", default=",".join(CASES))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -109,7 +156,16 @@ def main():
             (src, prompts), ty = CASES[name]
             path = os.path.join(tmp, name + ".gguf")
             trained = "trained" in name
-            if trained:
+            init = INIT.get(name, (None,))[0]
+            if init:
+                model = os.path.join(tmp, name, "init")  # general.name "init", as the C test names it
+                subprocess.run([a.distzo, "init", "--preset", init["preset"], "--seed", str(init["seed"]),
+                                "--layers", str(init.get("layers", 0)), "--tokenizer",
+                                os.path.join(a.test_data, init["tokenizer"]), "-o", model, "--threads", "2"],
+                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run([a.distzo, "export", "--model", model, "-o", path, "--type", ty, "--threads", "2"],
+                               check=True)
+            elif trained:
                 t, run = TRAIN, os.path.join(tmp, name + ".run")
                 subprocess.run([a.distzo, "train", "--model", os.path.join(a.assets, src), "--data",
                                 os.path.join(a.assets, t["data"]), "--test", os.path.join(a.assets, t["data"]),
@@ -138,7 +194,7 @@ def main():
                         type_k=F32, type_v=F32, flash_attn=False)
             res = {
                 "case": name,
-                "source": src,
+                **({"source": src} if src else {"init": init}),
                 "type": ty,
                 **({"train": TRAIN} if trained else {}),
                 **({"via": VIA[name]} if name in VIA else {}),
@@ -147,6 +203,8 @@ def main():
                 "llama_cpp_python": llama_cpp.__version__,
                 "prompts": [run_prompt(llm, t, s) for t, s in prompts],
             }
+            if init:
+                res["tokenize"] = tokenize_golden(llm, os.path.join(a.test_data, init["golden"]), a.assets)
             del llm
             os.unlink(path)
             with open(os.path.join(a.out, name + ".json"), "w") as f:

@@ -29,6 +29,8 @@ typedef struct dz_fed_settings {
     dz_fed_code code;
     float g_clip;           /* the byte code's largest |g| (default 64) */
     float robust_clip;      /* > 0: each |g| of a round at most this many times the round's median |g| (0: off) */
+    uint32_t seed_pool;     /* > 0: FedKSeed, perturbations only from this many seeds (0: off) */
+    int seed_sampling;      /* the pool's: 0 uniform, 1 importance (FedKSeed-Pro) */
 } dz_fed_settings;
 
 void dz_fed_settings_default(dz_fed_settings *s);

@@ -1,5 +1,6 @@
-/* A run's metrics.jsonl, read back (distzo plot, monitoring): one row per training step.
- * The format, and how the trainer writes it: src/run/metrics.h. */
+/* A run's metrics.jsonl, read back (distzo plot, monitoring): one row per training step,
+ * numbered as the checkpoints (step N: after N steps), and a step-0 row with the scores
+ * before training. The format, and how the trainer writes it: src/run/metrics.h. */
 #ifndef DISTZO_METRICS_H
 #define DISTZO_METRICS_H
 
@@ -9,7 +10,7 @@
 #include "distzo/error.h"
 
 typedef struct dz_metrics_row {
-    int64_t step;
+    int64_t step;   /* steps done: 1 for the first step's row; 0: the evaluation before training */
     double loss;    /* training loss of the step (the unperturbed or mean of +/- losses: the trainer's choice) */
     double g;       /* projected gradient (the mean over the step's samples when q > 1) */
     double lr;
@@ -17,6 +18,9 @@ typedef struct dz_metrics_row {
     int has_eval;   /* 1: the dev_* fields below are written */
     double dev_accuracy, test_accuracy, best_dev_accuracy; /* classification; NaN: not written */
     double dev_loss, test_loss;                            /* causal LM (mean NLL); NaN: not written */
+    double steps_per_s;  /* training steps per second so far (evaluations excluded); 0: unknown. Only in
+                          * metrics.csv and the TensorBoard events, never in metrics.jsonl (timing) */
+    double step_bytes;   /* bytes this rank exchanged in the step (MPI); 0: none. Likewise */
 } dz_metrics_row;
 
 /* Reads every row of path (null or missing values as NaN; has_eval when dev_accuracy is

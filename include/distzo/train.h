@@ -87,8 +87,10 @@ void dz_train_config_default(dz_train_config *c);
 dz_status dz_train_config_check(const dz_train_config *c, dz_error *err);
 
 typedef struct dz_train_progress {
-    int step, steps;          /* steps done, total */
+    int step, steps;          /* steps done, total; step 0 (has_eval, no loss): the evaluation before training */
     double loss, g, lr, seconds;
+    int steps_run;            /* training steps this process ran (a resume's replayed ones not counted) */
+    double steps_per_s;       /* their rate, evaluations and checkpoints left out (0: none yet) */
     int has_eval;             /* scores: accuracy, or minus the mean NLL for LM (higher is better) */
     double dev_accuracy, test_accuracy, best_dev_accuracy;
     int replayed;             /* steps replayed from the log on resume (first callback) */
@@ -101,8 +103,10 @@ typedef struct dz_train_result {
     int steps_done;
     double zero_shot_dev, zero_shot_test;
     double final_dev, final_test, best_dev, best_test;
-    int best_step;
+    int best_step;            /* 0: the model before training */
     double seconds;
+    int steps_run;            /* training steps this process ran, in step_seconds (evaluations left out) */
+    double step_seconds;
     int lm;                   /* the scores are minus mean NLLs */
     double step_bytes;        /* payload this rank sent per training step (0 in one process) */
     int was_finished;         /* a resume found every step already done (--steps extends a run) */
@@ -124,6 +128,16 @@ dz_status dz_train(const dz_train_config *cfg, int resume, dz_train_progress_cb 
 /* The settings of the run in run_dir (its run.json) into c; c's strings point into
  * *strings, which the caller frees. What a resume starts from. */
 dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **strings, dz_error *err);
+/* train --config FILE: a JSON object of settings over c, through run.json's own field
+ * table: each key is run.json's (a run's run.json restarts it) or the train option's name
+ * without "--" ({"lr": 1e-5, "steps": 100, "perturbation": "rademacher", "no-fuse": true}).
+ * Keys in caller_keys (NULL-terminated) are left to the caller; any other unknown key, or
+ * a value of the wrong type, is refused naming path and key. c's strings point into
+ * *strings, which the caller frees. */
+dz_status dz_train_config_load_file(const char *path, dz_train_config *c, const char *const *caller_keys,
+                                    char **strings, dz_error *err);
+/* 1 when dz_train_config_load_file takes key as a setting (else it is the caller's). */
+int dz_train_config_has_key(const char *key);
 
 /* Replays the seed log of run_dir onto the base model of its run.json (or base, if
  * given) and writes the trained weights to out_dir in HF layout. With store_spec

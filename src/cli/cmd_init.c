@@ -10,8 +10,8 @@
 
 #include "cli/common.h"
 
-/* The tokenizer each preset family is used with, from the assets. The Llama-2 vocabulary
- * presets (32,000 ids) have none there: init says so, and train/eval/generate refuse the
+/* The tokenizer each preset family is used with, from the assets. The Llama-2 and Qwen2
+ * vocabulary presets have none there: init says so, and train/eval/generate refuse the
  * folder until one is given (--tokenizer here, or to each of them). */
 static const struct preset_tokenizer {
     const char *preset; /* a preset name, or a prefix ending in '-' */
@@ -21,6 +21,8 @@ static const struct preset_tokenizer {
     {"opt-", "gpt2-bpe/dict.txt", "GPT-2 byte-level BPE with OPT's ids (vocab.json + merges.txt)"},
     {"smollm2-135m", "smollm2-135m/hf-tokenizer", "SmolLM2's own (tokenizer.json)"},
     {"llama-", NULL, "Llama-2's 32,000-token tokenizer.model (TinyLlama's), which the assets do not have"},
+    {"qwen2-", NULL, "Qwen2's tokenizer.json (151,646 tokens), which the assets do not have"},
+    {"qwen2.5-", NULL, "Qwen2.5's tokenizer.json (151,665 tokens), which the assets do not have"},
 };
 
 static const struct preset_tokenizer *tokenizer_of(const char *preset) {
@@ -74,7 +76,7 @@ int dz_cmd_init(int argc, char **argv) {
     char presets[512];
     snprintf(presets, sizeof presets, "Writes a random model in Hugging Face layout (config.json + model.safetensors) with a\n"
              "tokenizer: --tokenizer, else the preset's from the assets (OPT: GPT-2 BPE with OPT's ids;\n"
-             "smollm2-135m: SmolLM2's; llama-*: none there, pass Llama-2's).\nPresets: %s.", dz_preset_names());
+             "smollm2-135m: SmolLM2's; llama-* and qwen2*: none there, pass the family's).\nPresets: %s.", dz_preset_names());
     const dz_cmd_spec spec = {
         .name = "init",
         .usage = "--preset NAME -o DIR [options]",

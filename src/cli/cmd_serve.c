@@ -32,8 +32,8 @@ int dz_cmd_serve(int argc, char **argv) {
     t->optim.steps = 0;
     dz_fed_settings_default(&c.fed);
     const char *model = NULL, *out = NULL, *master = "f32", *perturbation = "gaussian", *schedule = "constant";
-    const char *task_file = NULL, *code = "byte";
-    int seed = 0, data_seed = 42, threads = 0;
+    const char *task_file = NULL, *code = "byte", *sampling = NULL;
+    int seed = 0, data_seed = 42, threads = 0, seed_pool = -1;
     float wd = 0.0f, round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
     const dz_opt opts[] = {
         {"out", DZ_OPT_STR, &out, "run folder: run.json, federated.json, seeds.log, metrics.jsonl"},
@@ -64,6 +64,9 @@ int dz_cmd_serve(int argc, char **argv) {
         {"g-code", DZ_OPT_STR, &code, "how g travels: byte (default; sign + log-magnitude) or f32"},
         {"g-clip", DZ_OPT_FLOAT, &c.fed.g_clip, "largest |g| taken (the byte code's range; default 64)"},
         {"robust-clip", DZ_OPT_FLOAT, &c.fed.robust_clip, "each |g| at most this many times the round's median |g| (>= 1; default 0: off)"},
+        {"seed-pool", DZ_OPT_INT, &seed_pool, "FedKSeed: perturbations only from K seeds; a joining worker downloads K "
+         "scalars, not the log (K = 1..2^21; default off, 4096 with --seed-sampling)"},
+        {"seed-sampling", DZ_OPT_STR, &sampling, "the pool's seed draw: uniform (default) or importance (FedKSeed-Pro)"},
         {"linger", DZ_OPT_FLOAT, &linger, "seconds to keep serving after the last round for workers to catch up (default 10)"},
         {"perturbation", DZ_OPT_STR, &perturbation, "gaussian (default) or rademacher"},
         {"schedule", DZ_OPT_STR, &schedule, "lr schedule: constant (default), linear, cosine"},
@@ -73,6 +76,9 @@ int dz_cmd_serve(int argc, char **argv) {
         {"train-examples", DZ_OPT_INT, &t->data.train_examples, "examples each worker draws from its file (default 1000)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"log-sync-every", DZ_OPT_INT, &t->schedule.log_sync_every, "fsync the seed log every N rounds (default 64)"},
+        {"checkpoint-every", DZ_OPT_INT, &t->schedule.checkpoint_every,
+         "write RUN/checkpoint-N (the weights, for distzo eval) every N rounds (default 1000; 0: never)"},
+        {"keep-checkpoints", DZ_OPT_INT, &t->schedule.keep_checkpoints, "numbered checkpoints to keep (default 1)"},
         {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
         {0},
     };
@@ -107,6 +113,11 @@ int dz_cmd_serve(int argc, char **argv) {
     if (!strcmp(code, "byte")) c.fed.code = DZ_FED_CODE_BYTE;
     else if (!strcmp(code, "f32")) c.fed.code = DZ_FED_CODE_F32;
     else return dz_cli_failf("option --g-code: '%s' is not byte or f32", code);
+    if (seed_pool == 0 || seed_pool < -1) return dz_cli_failf("option --seed-pool: %d is not 1..2097152 seeds", seed_pool);
+    if (seed_pool > 0 || sampling) c.fed.seed_pool = seed_pool > 0 ? (uint32_t)seed_pool : 4096u;
+    if (sampling && !strcmp(sampling, "importance")) c.fed.seed_sampling = 1;
+    else if (sampling && strcmp(sampling, "uniform"))
+        return dz_cli_failf("option --seed-sampling: '%s' is not uniform or importance", sampling);
     if (t->optim.steps == 0 && !c.resume) t->optim.steps = 1000;
     t->model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
     if (realpath(t->model, abs_model)) t->model = abs_model;

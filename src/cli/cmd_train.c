@@ -8,11 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/common.h"
 
 typedef struct progress {
     int tty;
     int last_line_step;
+    int log_every;        /* --log-every: a line every N steps (0: piped, every steps/20; a tty: the bar only) */
+    int quiet;            /* --quiet: no progress, no evaluation lines */
+    FILE *out;            /* stdout, or stderr under --json (stdout is then the summary's alone) */
     int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP[:stop]: this rank dies (SIGKILL), or with
                            * ":stop" stops responding (SIGSTOP), after that step */
     int kill_signal;
@@ -25,27 +30,42 @@ static void fmt_eta(double secs, char *buf, size_t cap) {
     else snprintf(buf, cap, "%.1fh", secs / 3600);
 }
 
+/* An evaluation's line (step 0: before training). */
+static void eval_line(const progress *pr, const dz_train_progress *p, double rate) {
+    if (pr->tty) fprintf(stderr, "\r\033[K");
+    char loss[48] = "before training", speed[32] = "";
+    if (p->step > 0) snprintf(loss, sizeof loss, "loss %.4f", p->loss);
+    if (p->step > 0) snprintf(speed, sizeof speed, "  (%.1f steps/s)", rate);
+    if (p->lm)
+        fprintf(pr->out, "step %d/%d  %s  dev loss %.4f  test loss %.4f  best dev loss %.4f%s\n", p->step, p->steps,
+                loss, -p->dev_accuracy, -p->test_accuracy, -p->best_dev_accuracy, speed);
+    else
+        fprintf(pr->out, "step %d/%d  %s  dev acc %.4f  test acc %.4f  best dev %.4f%s\n", p->step, p->steps, loss,
+                p->dev_accuracy, p->test_accuracy, p->best_dev_accuracy, speed);
+    fflush(pr->out);
+}
+
 static void on_progress(const dz_train_progress *p, void *user) {
     progress *pr = user;
     if (pr->kill_step > 0 && p->step == pr->kill_step && !p->replayed) raise(pr->kill_signal);
-    if (pr->rank != 0) return; /* rank 0 speaks for the job */
+    if (pr->rank != 0 || pr->quiet) return; /* rank 0 speaks for the job */
     if (p->replayed) {
         fprintf(stderr, "distzo: resuming at step %d of %d\n", p->step, p->steps);
+        pr->last_line_step = p->step;
         return;
     }
+    const double rate = p->steps_per_s; /* training steps only: evaluations do not slow the ETA's rate */
+    if (p->has_eval) eval_line(pr, p, rate);
     if (p->step == 0) return;
-    const double rate = p->seconds > 0 ? p->step / p->seconds : 0.0;
     char eta[32];
     fmt_eta(rate > 0 ? (p->steps - p->step) / rate : NAN, eta, sizeof eta);
-    if (p->has_eval) {
+    const int every = pr->log_every > 0 ? pr->log_every : pr->tty ? 0 : p->steps >= 20 ? p->steps / 20 : 1;
+    if (every > 0 && (p->step - pr->last_line_step >= every || p->step == p->steps)) {
         if (pr->tty) fprintf(stderr, "\r\033[K");
-        if (p->lm)
-            printf("step %d/%d  loss %.4f  dev loss %.4f  test loss %.4f  best dev loss %.4f  (%.1f steps/s)\n", p->step,
-                   p->steps, p->loss, -p->dev_accuracy, -p->test_accuracy, -p->best_dev_accuracy, rate);
-        else
-            printf("step %d/%d  loss %.4f  dev acc %.4f  test acc %.4f  best dev %.4f  (%.1f steps/s)\n", p->step,
-                   p->steps, p->loss, p->dev_accuracy, p->test_accuracy, p->best_dev_accuracy, rate);
-        fflush(stdout);
+        fprintf(pr->out, "step %d/%d  loss %.4f  g %+.4e  lr %.3e  %.1f steps/s  ETA %s\n", p->step, p->steps, p->loss,
+                p->g, p->lr, rate, eta);
+        fflush(pr->out);
+        pr->last_line_step = p->step;
     }
     if (pr->tty) {
         const int width = 24, filled = (int)((double)width * p->step / p->steps);
@@ -55,18 +75,85 @@ static void on_progress(const dz_train_progress *p, void *user) {
         fprintf(stderr, "\r[%s] %d/%d  %.1f steps/s  loss %.4f  g %+.3e  lr %.2e  ETA %s\033[K", bar, p->step, p->steps,
                 rate, p->loss, p->g, p->lr, eta);
         fflush(stderr);
-    } else if (p->step - pr->last_line_step >= (p->steps >= 20 ? p->steps / 20 : 1) || p->step == p->steps) {
-        printf("step %d/%d  loss %.4f  g %+.4e  lr %.3e  %.1f steps/s  ETA %s\n", p->step, p->steps, p->loss, p->g,
-               p->lr, rate, eta);
-        fflush(stdout);
-        pr->last_line_step = p->step;
     }
 }
 
-static int train_settings(dz_train_config *c, int resume, const char *model, const char *data, const char *test,
-                          const char *task_file, const char *master, const char *perturbation, const char *schedule);
-static int train_run(dz_train_config *c, int resume, int node_size, int threads, float rank_timeout,
-                     const char *out);
+/* The command line's own settings (those not in dz_train_config, or named differently). */
+typedef struct train_opts {
+    const char *model, *data, *out, *master, *perturbation, *schedule, *test, *task_file, *config;
+    int seed, data_seed, resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
+    float wd, rank_timeout;
+} train_opts;
+
+static int train_settings(dz_train_config *c, const train_opts *t);
+static int train_run(dz_train_config *c, const train_opts *t);
+
+/* The options' values from settings (run.json's or a --config file's): what the command
+ * line then goes over. */
+static void options_from_settings(train_opts *t, const dz_train_config *c) {
+    t->model = c->model;
+    t->master = dz_dtype_name(c->store.master_dtype);
+    t->perturbation = c->optim.rademacher ? "rademacher" : "gaussian";
+    t->schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
+                                                                                                  : "constant";
+    t->seed = (int)c->optim.seed, t->data_seed = (int)c->data.seed, t->wd = c->optim.wd;
+    t->no_fuse = !c->optim.fuse, t->no_share = !c->data.share_prompts;
+}
+
+/* --config FILE: its settings over c (dz_train_config_load_file, run.json's field table),
+ * then its keys for the command line's own options (--out, --threads, --log-every...)
+ * through the option parser, as if given first on the command line. *doc keeps the
+ * strings those point into. */
+static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *c, char **strings, cJSON **doc) {
+    const char *own[64];
+    const dz_opt *own_opt[64];
+    char names[64][32]; /* the long names ("quiet" of "quiet|q") */
+    int n_own = 0;
+    for (const dz_opt *o = spec->opts; o->name && n_own < 63; o++) {
+        snprintf(names[n_own], sizeof names[0], "%.*s", (int)strcspn(o->name, "|"), o->name);
+        if (!dz_train_config_has_key(names[n_own]) && strcmp(names[n_own], "config") && strcmp(names[n_own], "resume"))
+            own_opt[n_own] = o, own[n_own] = names[n_own], n_own++;
+    }
+    own[n_own] = NULL;
+    dz_error err = {0};
+    const char *path = t->config;
+    if (dz_train_config_load_file(path, c, own, strings, &err) != DZ_OK) return dz_cli_fail(&err);
+    options_from_settings(t, c);
+    t->data = c->data.train, t->test = c->data.test;
+    char *text = NULL;
+    if (dz_read_file(path, &text, NULL, &err) != DZ_OK) return dz_cli_fail(&err);
+    *doc = cJSON_Parse(text); /* parsed and checked once already */
+    free(text);
+    char *toks[130], nums[64][32];
+    int n = 0, n_nums = 0;
+    toks[n++] = "train";
+    for (const cJSON *v = *doc ? (*doc)->child : NULL; v && n < 128 && n_nums < 64; v = v->next) {
+        const dz_opt *o = NULL;
+        const char *name = NULL;
+        for (int k = 0; k < n_own && !o; k++)
+            if (!strcmp(own[k], v->string)) o = own_opt[k], name = own[k];
+        if (!o) continue; /* a setting, applied above */
+        const char *want = NULL;
+        if (o->type == DZ_OPT_FLAG && !cJSON_IsBool(v)) want = "true or false";
+        else if (o->type == DZ_OPT_STR && !cJSON_IsString(v)) want = "a string";
+        else if (o->type == DZ_OPT_INT && !(cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+                                            fabs(v->valuedouble) <= INT_MAX))
+            want = "an integer";
+        else if (o->type == DZ_OPT_FLOAT && !cJSON_IsNumber(v)) want = "a number";
+        if (want) return dz_cli_failf("%s: field '%s' must be %s", path, v->string, want);
+        if (o->type == DZ_OPT_FLAG && !cJSON_IsTrue(v)) continue;
+        snprintf(nums[n_nums], sizeof nums[0], "--%s", name);
+        toks[n++] = nums[n_nums++];
+        if (o->type == DZ_OPT_STR) toks[n++] = v->valuestring;
+        else if (o->type != DZ_OPT_FLAG) {
+            snprintf(nums[n_nums], sizeof nums[0], o->type == DZ_OPT_INT ? "%.0f" : "%.9g", v->valuedouble);
+            toks[n++] = nums[n_nums++];
+        }
+    }
+    const char *pos[1];
+    int npos;
+    return dz_args_parse(spec, n, toks, pos, &npos) ? 2 : 0;
+}
 
 int dz_cmd_train(int argc, char **argv) {
     dz_train_config c;
@@ -76,48 +163,53 @@ int dz_cmd_train(int argc, char **argv) {
     c.optim.steps = -1; /* 4000 unless given; on --resume, only a given --steps extends the run */
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
-    const char *model = NULL, *data = NULL, *out = "runs/default", *master = "f32", *perturbation = "gaussian";
-    const char *schedule = "constant", *test = NULL, *task_file = NULL;
-    int seed = 0, data_seed = 42, resume = 0, no_fuse = 0, threads = 0, no_share = 0, node_size = 0;
-    float wd = 0.0f, rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S;
+    train_opts t = {.out = "runs/default", .master = "f32", .perturbation = "gaussian", .schedule = "constant",
+                    .data_seed = 42, .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
     const dz_opt opts[] = {
-        {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
+        {"config", DZ_OPT_STR, &t.config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
+                                          "\"no-fuse\": true}), or a run's run.json to restart it; the command line overrides it"},
+        {"model", DZ_OPT_STR, &t.model, "model (default: stories260K from the assets)"},
         {"task", DZ_OPT_STR, &c.data.task, "sst2 (tsv), classify (jsonl), lm (text; jsonl text or prompt/completion), or "
          "a MeZO preset: rte, cb, boolq, wsc, wic, multirc, copa, record (SuperGLUE jsonl), squad, drop (docs/TASKS.md)"},
         {"objective", DZ_OPT_STR, &c.data.objective, "what a step minimises: ce (default), accuracy (minus the batch's "
-         "accuracy: non-differentiable, classification)"},
+         "accuracy; classification) or f1 (minus the greedy answers' F1; squad, drop): non-differentiable"},
         {"demos", DZ_OPT_INT, &c.data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
         {"gen-tokens", DZ_OPT_INT, &c.data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
         {"seq", DZ_OPT_INT, &c.data.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
-        {"data", DZ_OPT_STR, &data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
-        {"test", DZ_OPT_STR, &test, "file to report accuracy on (default: dev.tsv beside the training file)"},
+        {"data", DZ_OPT_STR, &t.data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
+        {"test", DZ_OPT_STR, &t.test, "file to report accuracy on (default: dev.tsv beside the training file)"},
         {"template", DZ_OPT_STR, &c.data.template_, "prompt template with {text} (default \"{text} It was\")"},
         {"label-words", DZ_OPT_STR, &c.data.label_words, "comma-separated label words (default bad,good)"},
-        {"task-file", DZ_OPT_STR, &task_file, "JSON with template, label_words, text_key, label_key"},
+        {"task-file", DZ_OPT_STR, &t.task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &c.data.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &c.data.label_key, "jsonl label key (default label)"},
         {"tokenizer", DZ_OPT_STR, &c.tokenizer, "tokenizer (default: the model's own)"},
         {"lr", DZ_OPT_FLOAT, &c.optim.lr, "learning rate (default 3e-5)"},
         {"eps", DZ_OPT_FLOAT, &c.optim.eps, "perturbation scale (default 1e-3)"},
-        {"weight-decay", DZ_OPT_FLOAT, &wd, "weight decay, not on biases and norms (default 0)"},
+        {"weight-decay", DZ_OPT_FLOAT, &t.wd, "weight decay, not on biases and norms (default 0)"},
         {"batch", DZ_OPT_INT, &c.optim.batch, "examples per step (default 16)"},
         {"steps", DZ_OPT_INT, &c.optim.steps, "steps (default 4000)"},
         {"spsa-samples", DZ_OPT_INT, &c.optim.q, "perturbations averaged per step (default 1)"},
-        {"perturbation", DZ_OPT_STR, &perturbation, "gaussian (default) or rademacher"},
-        {"schedule", DZ_OPT_STR, &schedule, "lr schedule: constant (default), linear, cosine"},
+        {"perturbation", DZ_OPT_STR, &t.perturbation, "gaussian (default) or rademacher"},
+        {"schedule", DZ_OPT_STR, &t.schedule, "lr schedule: constant (default), linear, cosine"},
         {"warmup", DZ_OPT_INT, &c.optim.warmup, "linear warmup steps (default 0)"},
-        {"seed", DZ_OPT_INT, &seed, "run seed: the perturbations (default 0)"},
-        {"data-seed", DZ_OPT_INT, &data_seed, "seed of the example draw and order (default 42)"},
+        {"seed", DZ_OPT_INT, &t.seed, "run seed: the perturbations (default 0)"},
+        {"data-seed", DZ_OPT_INT, &t.data_seed, "seed of the example draw and order (default 42)"},
         {"train-examples", DZ_OPT_INT, &c.data.train_examples, "training examples drawn (default 1000)"},
         {"dev-examples", DZ_OPT_INT, &c.data.dev_examples, "model-selection examples drawn (default 500)"},
-        {"eval-every", DZ_OPT_INT, &c.schedule.eval_every, "steps between evaluations (default 500; 0 = at the end)"},
+        {"eval-every", DZ_OPT_INT, &c.schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
+                                                            "one more before training (step 0) and after the last step"},
         {"checkpoint-every", DZ_OPT_INT, &c.schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
         {"keep-checkpoints", DZ_OPT_INT, &c.schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
-        {"log-sync-every", DZ_OPT_INT, &c.schedule.log_sync_every, "fsync the seed log every N steps (default 64)"},
+        {"log-sync-every", DZ_OPT_INT, &c.schedule.log_sync_every, "fsync the seed log and metrics every N steps (default 64)"},
+        {"log-every", DZ_OPT_INT, &t.log_every, "a progress line every N steps (default: on a terminal a live bar, "
+                                                "piped every steps/20)"},
+        {"quiet|q", DZ_OPT_FLAG, &t.quiet, "no progress or evaluation lines, only warnings, errors and the summary"},
+        {"json", DZ_OPT_FLAG, &t.json, "print the summary as JSON on stdout (progress then goes to stderr)"},
         {"max-bad-steps", DZ_OPT_INT, &c.optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
-        {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
-        {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply each update at once instead of fusing it into the next step"},
-        {"no-share-prompt", DZ_OPT_FLAG, &no_share, "run every candidate as a full sequence (MeZO's way)"},
+        {"master-dtype", DZ_OPT_STR, &t.master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
+        {"no-fuse", DZ_OPT_FLAG, &t.no_fuse, "apply each update at once instead of fusing it into the next step"},
+        {"no-share-prompt", DZ_OPT_FLAG, &t.no_share, "run every candidate as a full sequence (MeZO's way)"},
         {"store", DZ_OPT_STR, &c.store.spec,
          "ram (default), disk:PATH or disk-nocache:PATH: master weights in a file, streamed (nocache: the file's pages "
          "are dropped from the page cache as they are used)"},
@@ -125,22 +217,24 @@ int dz_cmd_train(int argc, char **argv) {
          "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
         {"stream-globals", DZ_OPT_FLAG, &c.store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
-        {"out", DZ_OPT_STR, &out, "run folder (default runs/default)"},
-        {"resume", DZ_OPT_FLAG, &resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
-                                        "may raise them, any other setting given must equal the run's"},
-        {"threads", DZ_OPT_INT, &threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
+        {"out", DZ_OPT_STR, &t.out, "run folder (default runs/default)"},
+        {"resume", DZ_OPT_FLAG, &t.resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
+                                          "may raise them, any other setting given must equal the run's"},
+        {"threads", DZ_OPT_INT, &t.threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
         {"pertp", DZ_OPT_INT, &c.layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c.layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c.layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
-        {"node-size", DZ_OPT_INT, &node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
-        {"rank-timeout", DZ_OPT_FLOAT, &rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
+        {"node-size", DZ_OPT_INT, &t.node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
+        {"rank-timeout", DZ_OPT_FLOAT, &t.rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
         {0},
     };
     const dz_cmd_spec spec = {
         .name = "train",
-        .usage = "[--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
+        .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
         .summary = "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
-                   "RUN_DIR gets run.json, seeds.log, metrics.jsonl, checkpoint-N/ and best/ (HF layout).",
+                   "RUN_DIR gets run.json (the settings, resolved), seeds.log, metrics.jsonl, metrics.csv,\n"
+                   "events.out.tfevents.* (TensorBoard: tensorboard --logdir RUN_DIR), checkpoint-N/ and best/\n"
+                   "(HF layout). Steps count from 1 as checkpoint-N does; step 0 is the evaluation before training.",
         .min_positional = 0,
         .max_positional = 0,
         .opts = opts,
@@ -148,37 +242,42 @@ int dz_cmd_train(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
-    char *run_strings = NULL; /* on --resume: run.json's settings are the defaults, the command line goes over them */
+    char *run_strings = NULL, *config_strings = NULL; /* run.json's / the config's settings are the defaults */
+    cJSON *config_doc = NULL;
     dz_error err = {0};
-    if (resume) {
-        if (dz_train_config_load(out, &c, &run_strings, &err) != DZ_OK) return dz_cli_fail(&err);
-        model = c.model, data = NULL, test = NULL, task_file = NULL;
-        master = dz_dtype_name(c.store.master_dtype);
-        perturbation = c.optim.rademacher ? "rademacher" : "gaussian";
-        schedule = c.optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c.optim.lr_schedule == DZ_LR_COSINE ? "cosine"
-                                                                                                  : "constant";
-        seed = (int)c.optim.seed, data_seed = (int)c.data.seed, wd = c.optim.wd;
-        no_fuse = !c.optim.fuse, no_share = !c.data.share_prompts;
-        dz_args_parse(&spec, argc, argv, pos, &npos); /* parsed once already: cannot fail */
+    if (t.resume && t.config)
+        return dz_cli_failf("--config with --resume: a resumed run keeps its run.json settings (to start a new run "
+                            "from them: --config %s/run.json --out NEW)", t.out);
+    if (t.resume) {
+        if (dz_train_config_load(t.out, &c, &run_strings, &err) != DZ_OK) return dz_cli_fail(&err);
+        options_from_settings(&t, &c);
+        t.data = NULL, t.test = NULL, t.task_file = NULL;
+    } else if (t.config) {
+        rc = load_config(&spec, &t, &c, &config_strings, &config_doc);
     }
-    rc = train_settings(&c, resume, model, data, test, task_file, master, perturbation, schedule);
+    if (!rc && (t.resume || t.config)) dz_args_parse(&spec, argc, argv, pos, &npos); /* parsed once already: cannot fail */
+    if (!rc) rc = train_settings(&c, &t);
     if (!rc) {
-        c.optim.wd = wd;
-        c.optim.seed = (uint64_t)seed;
-        c.data.seed = (uint64_t)data_seed;
-        c.optim.fuse = !no_fuse;
-        c.data.share_prompts = !no_share;
-        c.out_dir = out;
-        rc = train_run(&c, resume, node_size, threads, rank_timeout, out);
+        c.optim.wd = t.wd;
+        c.optim.seed = (uint64_t)t.seed;
+        c.data.seed = (uint64_t)t.data_seed;
+        c.optim.fuse = !t.no_fuse;
+        c.data.share_prompts = !t.no_share;
+        c.out_dir = t.out;
+        rc = train_run(&c, &t);
     }
     free(run_strings);
+    free(config_strings);
+    cJSON_Delete(config_doc);
     return rc;
 }
 
 /* The settings from the options: names to enums, the defaults' paths, absolute paths
  * (run.json keeps them, so --resume works from any directory). */
-static int train_settings(dz_train_config *c, int resume, const char *model, const char *data, const char *test,
-                          const char *task_file, const char *master, const char *perturbation, const char *schedule) {
+static int train_settings(dz_train_config *c, const train_opts *t) {
+    const int resume = t->resume;
+    const char *model = t->model, *data = t->data, *test = t->test, *task_file = t->task_file, *master = t->master;
+    const char *perturbation = t->perturbation, *schedule = t->schedule;
     static char model_buf[4096], data_buf[4096], train_buf[4200], test_buf[4200];
     static char abs_model[PATH_MAX], abs_train[PATH_MAX], abs_test[PATH_MAX], abs_tok[PATH_MAX];
     dz_train_data *d = &c->data;
@@ -225,9 +324,68 @@ static int train_settings(dz_train_config *c, int resume, const char *model, con
     return 0;
 }
 
+/* A score as the user reads it (accuracy, or the loss for LM: the trainer's scores are
+ * minus the loss), null or n/a when there is none. */
+static double shown(const dz_train_result *r, double score) { return r->lm ? -score : score; }
+
+static void json_number(double v) {
+    if (isfinite(v)) printf("%.6g", v);
+    else printf("null");
+}
+
+/* train --json: one object on stdout. */
+static void summary_json(const train_opts *t, const dz_train_result *r, const uint64_t *rss, int ranks) {
+    printf("{\"run\": ");
+    dz_cli_json_string(stdout, t->out);
+    printf(", \"already_finished\": %s, \"steps\": %d, \"steps_run\": %d, \"seconds\": %.3f, \"steps_per_s\": ",
+           r->was_finished ? "true" : "false", r->steps_done, r->steps_run, r->seconds);
+    json_number(r->step_seconds > 0 ? r->steps_run / r->step_seconds : NAN);
+    printf(", \"metric\": \"%s\"", r->lm ? "loss" : "accuracy");
+    const struct { const char *name; double dev, test; } at[] = {
+        {"before", r->zero_shot_dev, r->zero_shot_test}, {"final", r->final_dev, r->final_test},
+        {"best", r->best_dev, r->best_test}};
+    for (int i = 0; i < 3; i++) {
+        printf(", \"%s\": {", at[i].name);
+        if (i == 2) printf("\"step\": %d, ", r->best_step);
+        printf("\"dev\": ");
+        json_number(shown(r, at[i].dev));
+        printf(", \"test\": ");
+        json_number(shown(r, at[i].test));
+        printf("}");
+    }
+    printf(", \"peak_rss_bytes\": [");
+    for (int k = 0; k < ranks; k++) printf("%s%llu", k ? ", " : "", (unsigned long long)rss[k]);
+    printf("], \"bytes_per_step\": %.0f}\n", r->step_bytes);
+    fflush(stdout);
+}
+
+static void summary_text(const train_opts *t, const dz_train_result *r, const uint64_t *rss, int ranks,
+                         unsigned long long sent) {
+    if (ranks > 0) {
+        printf("memory: peak RSS");
+        for (int k = 0; k < ranks && k < 16; k++) printf("%s %.1f MB", k ? "," : "", rss[k] / 1048576.0);
+        printf(ranks > 1 ? " (ranks 0..%d; shared weights count in each)\n" : "\n", ranks - 1);
+        if (ranks > 1)
+            printf("network: rank 0 exchanged %.0f bytes per step (%llu in all, setup and evaluations included)\n",
+                   r->step_bytes, sent);
+    }
+    if (r->was_finished) {
+        printf("nothing to do: the run in %s already finished its %d steps (pass a larger --steps to extend it)\n",
+               t->out, r->steps_done);
+        return;
+    }
+    const double v[3] = {shown(r, r->zero_shot_test), shown(r, r->final_test), shown(r, r->best_test)};
+    char txt[3][32];
+    for (int i = 0; i < 3; i++) snprintf(txt[i], sizeof txt[i], isfinite(v[i]) ? "%.4f" : "n/a", v[i]);
+    printf("done: %d steps in %.1f s; test %s before %s, final %s, at best dev (step %d) %s; run in %s\n",
+           r->steps_done, r->seconds, r->lm ? "loss" : "accuracy", txt[0], txt[1], r->best_step, txt[2], t->out);
+}
+
 /* The job: the communicator, threads, the run, its summary. */
-static int train_run(dz_train_config *c, int resume, int node_size, int threads, float rank_timeout,
-                     const char *out) {
+static int train_run(dz_train_config *c, const train_opts *t) {
+    const int resume = t->resume, node_size = t->node_size;
+    int threads = t->threads;
+    const float rank_timeout = t->rank_timeout;
     int rc;
     dz_error err = {0};
     dz_comm *comm = NULL;
@@ -240,7 +398,7 @@ static int train_run(dz_train_config *c, int resume, int node_size, int threads,
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
-    if (rank != 0) dz_log_set_level(DZ_LOG_WARN);
+    if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
     if ((rc = dz_cli_runtime(threads))) {
         dz_comm_finalize(comm);
         return rc;
@@ -248,7 +406,12 @@ static int train_run(dz_train_config *c, int resume, int node_size, int threads,
     if (rank == 0 && ranks > 1)
         dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm),
                dz_runtime_threads(), dz_comm_backend(comm));
-    progress pr = {.tty = rank == 0 && isatty(2), .rank = rank, .kill_signal = SIGKILL};
+    progress pr = {.tty = rank == 0 && !t->quiet && isatty(2), .rank = rank, .kill_signal = SIGKILL,
+                   .log_every = t->log_every, .quiet = t->quiet, .out = t->json ? stderr : stdout};
+    if (t->log_every < 0) {
+        dz_comm_finalize(comm);
+        return dz_cli_failf("option --log-every: %d is negative", t->log_every);
+    }
     const char *kill = getenv("DISTZO_TEST_KILL");
     int kill_rank = -1;
     char how[8] = "";
@@ -268,30 +431,15 @@ static int train_run(dz_train_config *c, int resume, int node_size, int threads,
         return rc;
     }
     uint64_t *rss = calloc((size_t)ranks, sizeof *rss); /* each rank's peak, gathered by a sum with zeros */
+    int have_rss = 0;
     if (rss) {
         rss[rank] = dz_cli_peak_rss();
-        if (dz_comm_sum_u64(comm, rss, (size_t)ranks, &err) == DZ_OK && rank == 0) {
-            printf("memory: peak RSS");
-            for (int r = 0; r < ranks && r < 16; r++) printf("%s %.1f MB", r ? "," : "", rss[r] / 1048576.0);
-            printf(ranks > 1 ? " (ranks 0..%d; shared weights count in each)\n" : "\n", ranks - 1);
-            if (ranks > 1)
-                printf("network: rank 0 exchanged %.0f bytes per step (%llu in all, setup and evaluations included)\n",
-                       res.step_bytes, (unsigned long long)dz_comm_bytes_sent(comm));
-        }
-        free(rss);
+        have_rss = dz_comm_sum_u64(comm, rss, (size_t)ranks, &err) == DZ_OK;
     }
+    const unsigned long long sent = (unsigned long long)dz_comm_bytes_sent(comm);
     dz_comm_finalize(comm);
-    if (rank != 0) return 0;
-    if (res.was_finished) {
-        printf("nothing to do: the run in %s already finished its %d steps (pass a larger --steps to extend it)\n", out,
-               res.steps_done);
-        return 0;
-    }
-    const double sign = res.lm ? -1.0 : 1.0;
-    const double v[3] = {sign * res.zero_shot_test, sign * res.final_test, sign * res.best_test};
-    char txt[3][32];
-    for (int i = 0; i < 3; i++) snprintf(txt[i], sizeof txt[i], isfinite(v[i]) ? "%.4f" : "n/a", v[i]);
-    printf("done: %d steps in %.1f s; test %s before %s, final %s, at best dev (step %d) %s; run in %s\n",
-           res.steps_done, res.seconds, res.lm ? "loss" : "accuracy", txt[0], txt[1], res.best_step, txt[2], out);
+    if (rank == 0 && t->json) summary_json(t, &res, rss, have_rss ? ranks : 0);
+    else if (rank == 0) summary_text(t, &res, rss, have_rss ? ranks : 0, sent);
+    free(rss);
     return 0;
 }

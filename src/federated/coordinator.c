@@ -30,7 +30,9 @@
 #include "federated/settings.h"
 #include "run/metrics.h"
 #include "run/run_files.h"
+#include "run/seed_pool.h"
 #include "run/seedlog.h"
+#include "run/setup.h"
 
 typedef struct machine {
     uint32_t id;                  /* 0: a free entry */
@@ -72,6 +74,14 @@ typedef struct coordinator {
     uint8_t present[DZ_FED_MAX_SLOTS];
     double loss_sum;
     int loss_n;
+    /* a K-seed pool run (fed.seed_pool > 0; run/seed_pool.h) */
+    uint32_t log_q;               /* values per log record: q, or 2q (g, then seed indices) in a pool run */
+    dz_seed_pool pool;            /* the scalars of the records logged so far */
+    dz_seed_pool_weights weights; /* the replica as a function of the pool's scalars */
+    double *prob;                 /* [K] scratch of the importance draw */
+    uint32_t seeds[DZ_FED_MAX_SLOTS]; /* the open round's seed of each slot */
+    uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
+    dz_tokenizer *tok;            /* the base model's, written into checkpoints (NULL: none found) */
 } coordinator;
 
 /* ---- requests (server threads) -------------------------------------------------------- */
@@ -117,7 +127,8 @@ static machine *find_machine(coordinator *c, uint32_t id, const char *key, dz_fe
 
 static void handle_run(coordinator *c, dz_fed_http_response *r) {
     const dz_fed_run_info info = {.fingerprint = c->fingerprint, .q = c->q, .code = c->fed.code,
-                                  .g_clip = c->fed.g_clip, .run_json = c->run_json};
+                                  .g_clip = c->fed.g_clip, .run_json = c->run_json, .seed_pool = c->fed.seed_pool,
+                                  .seed_sampling = c->fed.seed_sampling};
     respond(r, 200, dz_fed_run_info_json(&info));
 }
 
@@ -125,6 +136,9 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
     dz_fed_join_req j;
     dz_error e = {0};
     if (dz_fed_join_req_parse(req->body, req->body_len, &j, &e) != DZ_OK) return respond_error(r, 400, "%s", e.msg);
+    if (c->fed.seed_pool && j.protocol != DZ_FED_PROTOCOL_POOL)
+        return respond_error(r, 400, "this run has a K-seed pool: it needs a worker of protocol %d (this one speaks %d)",
+                             DZ_FED_PROTOCOL_POOL, j.protocol);
     if (j.fingerprint != c->fingerprint)
         return respond_error(r, 403, "the worker's base model (fingerprint %016" PRIx64 ") is not this run's "
                              "(%016" PRIx64 "): join with the run's base model (--model)", j.fingerprint,
@@ -178,9 +192,11 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         m->applied = (uint32_t)applied;
         dz_fed_round s = {.version = c->version, .round = c->round, .log_count = c->published, .open = c->open,
                           .finished = c->finished, .checksum = c->checksum};
+        s.pool = c->fed.seed_pool;
         if (c->open && !m->submitted) {
             s.n_slots = m->n_slots;
             memcpy(s.slots, m->slots, sizeof s.slots);
+            for (int k = 0; k < m->n_slots; k++) s.seeds[k] = c->seeds[m->slots[k]];
             const double left = c->deadline - dz_now();
             s.deadline_ms = left > 0 ? (uint32_t)(left * 1000.0) : 0;
         }
@@ -253,14 +269,26 @@ static void handle_log(coordinator *c, const dz_fed_http_request *req, dz_fed_ht
     pthread_mutex_lock(&c->mu);
     const uint32_t count = c->published;
     const uint32_t n = (uint32_t)from >= count ? 0 : (uint32_t)(count - from < max ? count - from : max);
-    const size_t rb = dz_seedlog_record_bytes(c->q);
+    const size_t rb = dz_seedlog_record_bytes(c->log_q);
     uint8_t *buf = malloc(n * rb + 1);
     for (uint32_t i = 0; buf && i < n; i++) {
         const dz_seedlog_record rec = dz_seedlog_get(c->log, (size_t)from + i);
-        dz_seedlog_encode_record(c->q, rec.step, rec.lr, rec.g, buf + i * rb);
+        dz_seedlog_encode_record(c->log_q, rec.step, rec.lr, rec.g, buf + i * rb);
     }
     pthread_mutex_unlock(&c->mu);
     r->status = buf ? 200 : 500, r->body = (char *)buf, r->len = buf ? n * rb : 0;
+    r->content_type = "application/octet-stream";
+}
+
+/* A pool run's K scalars after the published records: what a joining worker downloads. */
+static void handle_pool(coordinator *c, dz_fed_http_response *r) {
+    if (!c->fed.seed_pool) return respond_error(r, 404, "this run has no seed pool (GET /v1/log is its state)");
+    const size_t n = dz_fed_pool_state_bytes(c->fed.seed_pool);
+    uint8_t *buf = malloc(n);
+    pthread_mutex_lock(&c->mu);
+    if (buf) memcpy(buf, c->pool_state, n);
+    pthread_mutex_unlock(&c->mu);
+    r->status = buf ? 200 : 500, r->body = (char *)buf, r->len = buf ? n : 0;
     r->content_type = "application/octet-stream";
 }
 
@@ -276,6 +304,7 @@ static void on_request(void *user, const dz_fed_http_request *req, dz_fed_http_r
     if (get && !strcmp(req->path, "/v1/round")) return handle_round(c, req, r);
     if (!get && !strcmp(req->path, "/v1/submit")) return handle_submit(c, req, r);
     if (get && !strcmp(req->path, "/v1/log")) return handle_log(c, req, r);
+    if (get && !strcmp(req->path, "/v1/pool")) return handle_pool(c, r);
     respond_error(r, 404, "no %s %s (see docs/FEDERATED.md)", req->method, req->path);
 }
 
@@ -334,6 +363,9 @@ static void open_round(coordinator *c) {
         for (int s = 0; s < per; s++) m->slots[m->n_slots++] = slot++;
     }
     c->n_assigned = (int)slot, c->n_in = 0, c->loss_sum = 0, c->loss_n = 0;
+    if (c->fed.seed_pool) /* a round opened again draws the same seeds: they depend on the log alone */
+        dz_seed_pool_draw(&c->pool, (dz_seed_sampling)c->fed.seed_sampling, c->train.optim.seed, c->round, c->prob,
+                          c->seeds);
     memset(c->g, 0, sizeof c->g);
     memset(c->present, 0, sizeof c->present);
     c->open = 1;
@@ -375,6 +407,27 @@ static void robust_clip(const coordinator *c, float *g) {
         if (c->present[j] && fabsf(g[j]) > bound) g[j] = g[j] > 0 ? bound : -bound;
 }
 
+/* The replica after one more record: applied (plain), or accumulated and synced (pool). */
+static dz_status advance(coordinator *c, dz_zo_engine *e, uint32_t step, float lr, const float *vals, dz_error *err) {
+    if (!c->fed.seed_pool) return dz_fed_apply(e, step, lr, vals, err);
+    dz_status st = dz_seed_pool_add(&c->pool, lr, vals, err);
+    return st == DZ_OK ? dz_fed_pool_sync(e, &c->weights, &c->pool, err) : st;
+}
+
+/* RUN/checkpoint-N every --checkpoint-every rounds: the replica's weights in HF layout, for
+ * `distzo eval` while the run goes on (a resume replays the log; it needs no checkpoint). */
+static dz_status checkpoint(coordinator *c, dz_zo_engine *e, uint32_t done, dz_error *err) {
+    const int every = c->train.schedule.checkpoint_every;
+    if (every <= 0 || done % (uint32_t)every != 0) return DZ_OK;
+    char state[128];
+    snprintf(state, sizeof state, "{\"federated\": true, \"rounds_done\": %u}\n", done);
+    dz_status st = dz_zo_flush(e, err);
+    if (st == DZ_OK)
+        st = dz_checkpoint_write(c->run_dir, "checkpoint", (int)done, dz_setup_model(c->setup), c->tok, state, NULL,
+                                 c->train.schedule.keep_checkpoints, err);
+    return st;
+}
+
 /* One round, from waiting for workers to the announced record. */
 static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *err) {
     const double t0 = dz_now();
@@ -391,11 +444,12 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
     const dz_train_optim *o = &c->train.optim;
     const float lr = dz_lr_at(o->lr_schedule, o->lr, o->warmup, o->steps, (int)c->round);
     const float lr_log = (float)((double)lr * (double)c->q / (double)c->n_in); /* the mean of what came */
-    float g[DZ_FED_MAX_SLOTS];
+    float g[DZ_FED_MAX_SLOTS]; /* the record: the q g, then (a pool run) the q seed indices */
     double gsum = 0;
     for (uint32_t j = 0; j < c->q; j++) g[j] = c->present[j] ? c->g[j] : 0.0f;
     robust_clip(c, g);
     for (uint32_t j = 0; j < c->q; j++) gsum += g[j];
+    for (uint32_t j = 0; c->fed.seed_pool && j < c->q; j++) g[c->q + j] = (float)c->seeds[j];
     const uint32_t step = c->round;
     *info = (dz_fed_round_info){.round = (int)step + 1, .rounds = o->steps, .contributions = c->n_in,
                                 .slots = c->n_assigned, .workers = connected(c),
@@ -404,15 +458,17 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
     pthread_mutex_unlock(&c->mu);
     dz_zo_engine *e = dz_setup_zo_engine(c->setup);
     uint64_t sum = 0;
-    if (st == DZ_OK) st = dz_fed_apply(e, step, lr_log, g, err);
+    if (st == DZ_OK) st = advance(c, e, step, lr_log, g, err);
     if (st == DZ_OK) st = dz_fed_checksum(e, &sum, err);
-    const dz_metrics_row row = {.step = step, .loss = info->loss, .g = gsum / c->n_in, .lr = lr_log,
+    const dz_metrics_row row = {.step = step + 1, .loss = info->loss, .g = gsum / c->n_in, .lr = lr_log,
                                 .seconds = dz_now() - t0, .dev_accuracy = NAN, .test_accuracy = NAN,
                                 .best_dev_accuracy = NAN, .dev_loss = NAN, .test_loss = NAN};
     if (st == DZ_OK) st = dz_metrics_append(c->metrics, &row, err);
+    if (st == DZ_OK) st = checkpoint(c, e, step + 1, err);
     if (st != DZ_OK) return st;
     pthread_mutex_lock(&c->mu);
     c->published = step + 1, c->checksum = sum, c->round = step + 1;
+    if (c->fed.seed_pool) dz_fed_pool_state_encode(c->published, c->pool.k, c->pool.acc, c->pool_state);
     c->version++;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -423,10 +479,13 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
 /* ---- the run folder -------------------------------------------------------------------- */
 
 static dz_seedlog_header log_header(const coordinator *c) {
-    dz_seedlog_header h = {.run_seed = c->train.optim.seed, .q = c->q,
+    dz_seedlog_header h = {.run_seed = c->train.optim.seed, .q = c->log_q,
                            .dist = c->train.optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
                            .eps = c->train.optim.eps, .start_step = 0};
-    snprintf((char *)h.fingerprint, sizeof h.fingerprint, "federated %016" PRIx64, c->fingerprint);
+    char text[64];
+    snprintf(text, sizeof text, "federated %016" PRIx64, c->fingerprint);
+    if (c->fed.seed_pool) dz_seed_pool_log_tag(c->fed.seed_pool, text, h.fingerprint); /* export reads it as a pool run's */
+    else memcpy(h.fingerprint, text, strlen(text) + 1);
     return h;
 }
 
@@ -442,6 +501,25 @@ static dz_status load_base(coordinator *c, dz_error *err) {
     };
     if (st == DZ_OK) st = dz_setup_engine(c->setup, &es, err);
     if (st == DZ_OK) st = dz_fed_fingerprint(dz_setup_model(c->setup), dz_setup_zo_engine(c->setup), &c->fingerprint, err);
+    char tok_path[4200];
+    if (st == DZ_OK && t->schedule.checkpoint_every > 0 && !c->tok &&
+        (t->tokenizer || dz_setup_base_tokenizer(t->model, tok_path, sizeof tok_path, NULL) == DZ_OK) &&
+        dz_tokenizer_load(t->tokenizer ? t->tokenizer : tok_path, 0, &c->tok, NULL) != DZ_OK)
+        c->tok = NULL; /* checkpoints then hold the weights alone */
+    c->log_q = c->fed.seed_pool ? 2 * c->q : c->q;
+    if (st == DZ_OK && c->fed.seed_pool) {
+        if (t->optim.wd != 0)
+            st = dz_fail(err, DZ_ERR_INVALID, "--seed-pool: weight decay (--wd %g) is not a sum of the pool's scalars; "
+                         "use --wd 0", (double)t->optim.wd);
+        if (st == DZ_OK) st = dz_seed_pool_init(&c->pool, c->fed.seed_pool, c->q, err);
+        if (st == DZ_OK)
+            st = dz_seed_pool_weights_init(&c->weights, dz_setup_model(c->setup), t->optim.seed, t->optim.rademacher,
+                                           &c->pool, err);
+        c->prob = st == DZ_OK ? calloc(c->fed.seed_pool, sizeof *c->prob) : NULL;
+        c->pool_state = st == DZ_OK ? calloc(1, dz_fed_pool_state_bytes(c->fed.seed_pool)) : NULL;
+        if (st == DZ_OK && (!c->prob || !c->pool_state)) st = dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
+        if (st == DZ_OK) dz_fed_pool_state_encode(0, c->pool.k, c->pool.acc, c->pool_state);
+    }
     return st;
 }
 
@@ -508,7 +586,11 @@ static dz_status resume_run(coordinator *c, int steps, int *lock_fd, char **stri
     dz_zo_engine *e = st == DZ_OK ? dz_setup_zo_engine(c->setup) : NULL;
     for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(c->log); i++) {
         const dz_seedlog_record r = dz_seedlog_get(c->log, i);
-        st = dz_fed_apply(e, r.step, r.lr, r.g, err);
+        st = c->fed.seed_pool ? dz_seed_pool_add(&c->pool, r.lr, r.g, err) : dz_fed_apply(e, r.step, r.lr, r.g, err);
+    }
+    if (st == DZ_OK && c->fed.seed_pool) { /* the K scalars onto the base, once */
+        st = dz_fed_pool_sync(e, &c->weights, &c->pool, err);
+        dz_fed_pool_state_encode((uint32_t)dz_seedlog_count(c->log), c->pool.k, c->pool.acc, c->pool_state);
     }
     return st;
 }
@@ -537,7 +619,7 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     c->published = c->round = done;
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->run_dir ? c->run_dir : ".");
     if (st == DZ_OK)
-        st = dz_metrics_open(path, (int64_t)done - 1, c->train.schedule.log_sync_every, &c->metrics, err);
+        st = dz_metrics_open(path, done, c->train.schedule.log_sync_every, &c->metrics, err); /* rows: rounds done */
     if (st == DZ_OK) {
         pthread_mutex_lock(&c->mu);
         c->ready = 1;
@@ -577,6 +659,11 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     cl = dz_seedlog_close(c->log, st == DZ_OK ? err : NULL);
     if (st == DZ_OK) st = cl;
     dz_setup_free(c->setup);
+    dz_seed_pool_free(&c->pool);
+    dz_seed_pool_weights_free(&c->weights);
+    free(c->prob);
+    free(c->pool_state);
+    dz_tokenizer_free(c->tok);
     if (lock_fd >= 0) dz_run_unlock(c->run_dir, lock_fd, 0, 0);
     free(c->run_json);
     free(strings);

@@ -13,6 +13,7 @@
 
 #include "core/io.h"
 #include "distzo/util.h"
+#include "run/seedlog.h"
 
 /* ---- reading fields ---------------------------------------------------------------- */
 
@@ -156,9 +157,9 @@ dz_status dz_fed_join_req_parse(const char *body, size_t len, dz_fed_join_req *m
     dz_status st = parse_object(body, len, what, &o, err);
     uint32_t protocol = 0;
     if (st == DZ_OK) st = get_u32(o, "protocol", what, 1, 1000000, &protocol, err);
-    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL)
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: protocol %u; this coordinator speaks protocol %d", what, protocol,
-                     DZ_FED_PROTOCOL);
+    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL && protocol != DZ_FED_PROTOCOL_POOL)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: protocol %u; this coordinator speaks protocols %d and %d", what,
+                     protocol, DZ_FED_PROTOCOL, DZ_FED_PROTOCOL_POOL);
     if (st == DZ_OK) st = get_hex64(o, "fingerprint", what, &m->fingerprint, err);
     if (st == DZ_OK) st = get_text(o, "name", what, DZ_FED_MAX_NAME, 0, m->name, err);
     m->protocol = (int)protocol;
@@ -172,11 +173,15 @@ char *dz_fed_run_info_json(const dz_fed_run_info *m) {
         cJSON_Delete(o);
         return NULL;
     }
-    cJSON_AddNumberToObject(o, "protocol", DZ_FED_PROTOCOL);
+    cJSON_AddNumberToObject(o, "protocol", m->seed_pool ? DZ_FED_PROTOCOL_POOL : DZ_FED_PROTOCOL);
     put_hex64(o, "fingerprint", m->fingerprint);
     cJSON_AddNumberToObject(o, "q", m->q);
     cJSON_AddStringToObject(o, "code", dz_fed_code_name(m->code));
     cJSON_AddNumberToObject(o, "g_clip", m->g_clip);
+    if (m->seed_pool) {
+        cJSON_AddNumberToObject(o, "seed_pool", m->seed_pool);
+        cJSON_AddStringToObject(o, "seed_sampling", m->seed_sampling ? "importance" : "uniform");
+    }
     cJSON_AddItemToObject(o, "run", run);
     return finish(o);
 }
@@ -189,9 +194,9 @@ dz_status dz_fed_run_info_parse(const char *body, size_t len, dz_fed_run_info *m
     memset(m, 0, sizeof *m);
     dz_status st = parse_object(body, len, what, &o, err);
     if (st == DZ_OK) st = get_u32(o, "protocol", what, 1, 1000000, &protocol, err);
-    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL)
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: the coordinator speaks protocol %u, this worker %d", what, protocol,
-                     DZ_FED_PROTOCOL);
+    if (st == DZ_OK && protocol != DZ_FED_PROTOCOL && protocol != DZ_FED_PROTOCOL_POOL)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: the coordinator speaks protocol %u, this worker %d and %d", what,
+                     protocol, DZ_FED_PROTOCOL, DZ_FED_PROTOCOL_POOL);
     if (st == DZ_OK) st = get_hex64(o, "fingerprint", what, &m->fingerprint, err);
     if (st == DZ_OK) st = get_u32(o, "q", what, 1, DZ_FED_MAX_SLOTS, &m->q, err);
     if (st == DZ_OK) st = get_text(o, "code", what, 4, 0, code, err);
@@ -201,6 +206,22 @@ dz_status dz_fed_run_info_parse(const char *body, size_t len, dz_fed_run_info *m
     if (st == DZ_OK && (!clip || !cJSON_IsNumber(clip) || !(clip->valuedouble > 0) || !(clip->valuedouble <= 1e30)))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'g_clip' must be a positive number", what);
     if (st == DZ_OK) m->g_clip = (float)clip->valuedouble;
+    const int pool = cJSON_GetObjectItemCaseSensitive(o, "seed_pool") != NULL;
+    if (st == DZ_OK && pool != (protocol == DZ_FED_PROTOCOL_POOL))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: protocol %u %s field 'seed_pool'", what, protocol,
+                     pool ? "has no" : "needs the");
+    if (st == DZ_OK && pool) { /* a pool run */
+        char sampling[12];
+        st = get_u32(o, "seed_pool", what, 1, DZ_FED_MAX_POOL, &m->seed_pool, err);
+        if (st == DZ_OK && 2 * m->q > DZ_FED_MAX_SLOTS)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: a seed-pool run has at most %d slots, not %u", what,
+                         DZ_FED_MAX_SLOTS / 2, m->q);
+        if (st == DZ_OK) st = get_text(o, "seed_sampling", what, 10, 0, sampling, err);
+        if (st == DZ_OK && strcmp(sampling, "uniform") && strcmp(sampling, "importance"))
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'seed_sampling': '%s' is not uniform or importance", what,
+                         sampling);
+        m->seed_sampling = st == DZ_OK && !strcmp(sampling, "importance");
+    }
     const cJSON *run = st == DZ_OK ? need(o, "run", what, err) : NULL;
     if (st == DZ_OK && (!run || !cJSON_IsObject(run)))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'run' must be an object (the run's run.json)", what);
@@ -237,11 +258,12 @@ char *dz_fed_round_json(const dz_fed_round *m) {
     cJSON_AddBoolToObject(o, "finished", m->finished);
     put_hex64(o, "checksum", m->checksum);
     put_u32_array(o, "slots", m->slots, m->n_slots);
+    if (m->pool) put_u32_array(o, "seeds", m->seeds, m->n_slots);
     cJSON_AddNumberToObject(o, "deadline_ms", m->deadline_ms);
     return finish(o);
 }
 
-dz_status dz_fed_round_parse(const char *body, size_t len, uint32_t q, dz_fed_round *m, dz_error *err) {
+dz_status dz_fed_round_parse(const char *body, size_t len, uint32_t q, uint32_t pool, dz_fed_round *m, dz_error *err) {
     const char *what = "round answer";
     cJSON *o;
     memset(m, 0, sizeof *m);
@@ -253,6 +275,15 @@ dz_status dz_fed_round_parse(const char *body, size_t len, uint32_t q, dz_fed_ro
     if (st == DZ_OK) st = get_bool(o, "finished", what, &m->finished, err);
     if (st == DZ_OK) st = get_hex64(o, "checksum", what, &m->checksum, err);
     if (st == DZ_OK) st = get_u32_array(o, "slots", what, (int)q, 0, q - 1, m->slots, &m->n_slots, err);
+    if (st == DZ_OK && !pool && cJSON_GetObjectItemCaseSensitive(o, "seeds"))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'seeds' in a run without a seed pool", what);
+    if (st == DZ_OK && pool) {
+        int n_seeds = 0;
+        st = get_u32_array(o, "seeds", what, (int)q, 0, pool - 1, m->seeds, &n_seeds, err);
+        if (st == DZ_OK && n_seeds != m->n_slots)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: %d slots but %d seeds", what, m->n_slots, n_seeds);
+        m->pool = pool;
+    }
     if (st == DZ_OK) st = get_u32(o, "deadline_ms", what, 0, INT32_MAX, &m->deadline_ms, err);
     cJSON_Delete(o);
     return st;
@@ -302,6 +333,51 @@ dz_status dz_fed_submit_parse(const char *body, size_t len, uint32_t q, dz_fed_c
     }
     cJSON_Delete(o);
     return st;
+}
+
+size_t dz_fed_pool_state_bytes(uint32_t k) { return DZ_FED_POOL_HEADER + 4 * (size_t)k + 4; }
+
+static void put_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void dz_fed_pool_state_encode(uint32_t log_count, uint32_t k, const float *acc, uint8_t *out) {
+    memcpy(out, "DZKSEED1", 8);
+    put_le32(out + 8, log_count);
+    put_le32(out + 12, k);
+    for (uint32_t i = 0; i < k; i++) {
+        uint32_t bits;
+        memcpy(&bits, &acc[i], 4);
+        put_le32(out + DZ_FED_POOL_HEADER + 4 * (size_t)i, bits);
+    }
+    const size_t n = DZ_FED_POOL_HEADER + 4 * (size_t)k;
+    put_le32(out + n, dz_crc32(0, out, n));
+}
+
+dz_status dz_fed_pool_state_decode(const uint8_t *in, size_t len, uint32_t k, uint32_t *log_count, float *acc,
+                                   dz_error *err) {
+    const char *what = "GET /v1/pool";
+    if (len < DZ_FED_POOL_HEADER + 4 || memcmp(in, "DZKSEED1", 8) != 0)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %zu bytes that do not start with DZKSEED1", what, len);
+    if (get_le32(in + 12) != k)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: a pool of %u seeds, the run has %u", what, get_le32(in + 12), k);
+    if (len != dz_fed_pool_state_bytes(k))
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %zu bytes, expected %zu for %u seeds", what, len,
+                       dz_fed_pool_state_bytes(k), k);
+    const size_t n = DZ_FED_POOL_HEADER + 4 * (size_t)k;
+    if (dz_crc32(0, in, n) != get_le32(in + n)) return dz_fail(err, DZ_ERR_FORMAT, "%s: the CRC does not match", what);
+    for (uint32_t i = 0; i < k; i++) {
+        const uint32_t bits = get_le32(in + DZ_FED_POOL_HEADER + 4 * (size_t)i);
+        memcpy(&acc[i], &bits, 4);
+        if (!isfinite(acc[i])) return dz_fail(err, DZ_ERR_FORMAT, "%s: seed %u's scalar is not finite", what, i);
+    }
+    *log_count = get_le32(in + 8);
+    if (*log_count > INT32_MAX) return dz_fail(err, DZ_ERR_FORMAT, "%s: log_count %u is too large", what, *log_count);
+    return DZ_OK;
 }
 
 char *dz_fed_error_json(const char *message) {

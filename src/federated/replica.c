@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "core/hash.h"
+#include "run/seed_pool.h"
 #include "run/trainer.h"
 
 dz_status dz_fed_fingerprint(const dz_model *m, dz_zo_engine *e, uint64_t *out, dz_error *err) {
@@ -22,4 +23,10 @@ dz_status dz_fed_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g,
 dz_status dz_fed_checksum(dz_zo_engine *e, uint64_t *out, dz_error *err) {
     *out = 0;
     return dz_zo_checksum_slice(e, 0, 1, out, err);
+}
+
+dz_status dz_fed_pool_sync(dz_zo_engine *e, dz_seed_pool_weights *w, const dz_seed_pool *pool, dz_error *err) {
+    dz_status st = dz_zo_flush(e, err); /* nothing pending may land on the weights written */
+    if (st == DZ_OK) dz_seed_pool_weights_sync(w, pool);
+    return st;
 }

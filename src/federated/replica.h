@@ -16,4 +16,10 @@ dz_status dz_fed_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g,
 /* The replica's checksum (what the coordinator sends with each round). */
 dz_status dz_fed_checksum(dz_zo_engine *e, uint64_t *out, dz_error *err);
 
+struct dz_seed_pool;
+struct dz_seed_pool_weights;
+/* A K-seed pool replica's weights := those of the pool's scalars (run/seed_pool.h). */
+dz_status dz_fed_pool_sync(dz_zo_engine *e, struct dz_seed_pool_weights *w, const struct dz_seed_pool *pool,
+                           dz_error *err);
+
 #endif

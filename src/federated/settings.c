@@ -10,6 +10,7 @@
 
 #include "distzo/util.h"
 #include "federated/protocol.h"
+#include "run/seed_pool.h"
 
 void dz_fed_settings_default(dz_fed_settings *s) {
     *s = (dz_fed_settings){.samples_per_worker = 1, .quorum = 0, .round_timeout = 30.0, .min_workers = 1,
@@ -32,6 +33,13 @@ dz_status dz_fed_settings_check(const dz_fed_settings *s, int q, dz_error *err) 
         return dz_fail(err, DZ_ERR_INVALID, "--robust-clip %g: must be 0 (off) or at least 1", (double)s->robust_clip);
     if (!(s->g_clip > 0 && isfinite(s->g_clip)))
         return dz_fail(err, DZ_ERR_INVALID, "--g-clip %g: must be a positive number", (double)s->g_clip);
+    if (s->seed_pool > DZ_SEED_POOL_MAX)
+        return dz_fail(err, DZ_ERR_INVALID, "--seed-pool %u: must be 1..%u seeds", s->seed_pool, DZ_SEED_POOL_MAX);
+    if (s->seed_pool && 2 * q > DZ_FED_MAX_SLOTS) /* a pool record holds q g and q seed indices */
+        return dz_fail(err, DZ_ERR_INVALID, "--seed-pool: at most %d slots per round (--spsa-samples %d)",
+                       DZ_FED_MAX_SLOTS / 2, q);
+    if (s->seed_sampling != DZ_SEED_UNIFORM && s->seed_sampling != DZ_SEED_IMPORTANCE)
+        return dz_fail(err, DZ_ERR_INVALID, "--seed-sampling: must be uniform or importance");
     return DZ_OK;
 }
 
@@ -48,6 +56,10 @@ dz_status dz_fed_settings_write(const char *run_dir, const dz_fed_settings *s, u
     cJSON_AddStringToObject(o, "code", dz_fed_code_name(s->code));
     cJSON_AddNumberToObject(o, "g_clip", s->g_clip);
     cJSON_AddNumberToObject(o, "robust_clip", s->robust_clip);
+    if (s->seed_pool) {
+        cJSON_AddNumberToObject(o, "seed_pool", s->seed_pool);
+        cJSON_AddStringToObject(o, "seed_sampling", dz_seed_sampling_name((dz_seed_sampling)s->seed_sampling));
+    }
     cJSON_AddStringToObject(o, "base_fingerprint", fp);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -91,6 +103,15 @@ dz_status dz_fed_settings_read(const char *run_dir, dz_fed_settings *s, uint64_t
     if (st == DZ_OK && rc && (!cJSON_IsNumber(rc) || !isfinite(rc->valuedouble)))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'robust_clip' must be a number", path);
     if (st == DZ_OK && rc) s->robust_clip = (float)rc->valuedouble;
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(o, "seed_pool"); /* optional: off when absent */
+    const cJSON *sampling = cJSON_GetObjectItemCaseSensitive(o, "seed_sampling");
+    dz_seed_sampling mode = DZ_SEED_UNIFORM;
+    if (st == DZ_OK && pool && (!cJSON_IsNumber(pool) || !(pool->valuedouble >= 1 && pool->valuedouble <= DZ_SEED_POOL_MAX) ||
+                                pool->valuedouble != floor(pool->valuedouble)))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'seed_pool' must be a whole number 1..%u", path, DZ_SEED_POOL_MAX);
+    if (st == DZ_OK && pool && (!cJSON_IsString(sampling) || dz_seed_sampling_parse(sampling->valuestring, &mode) != 0))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'seed_sampling' must be \"uniform\" or \"importance\"", path);
+    if (st == DZ_OK && pool) s->seed_pool = (uint32_t)pool->valuedouble, s->seed_sampling = (int)mode;
     if (st == DZ_OK) {
         *fingerprint = strtoull(fp->valuestring, NULL, 16);
         s->samples_per_worker = (int)v[0], s->quorum = (int)v[1], s->round_timeout = v[2];

@@ -23,6 +23,7 @@
 #include "federated/protocol.h"
 #include "federated/replica.h"
 #include "run/run_files.h"
+#include "run/seed_pool.h"
 #include "run/seedlog.h"
 #include "run/trainer.h"
 
@@ -45,6 +46,9 @@ typedef struct worker {
     int computed;
     dz_fed_join_result *res;
     double last_answer;            /* when the coordinator last answered */
+    /* a K-seed pool run (info.seed_pool > 0) */
+    dz_seed_pool pool;             /* the scalars of the `applied` records */
+    dz_seed_pool_weights weights;  /* the replica as a function of the pool's scalars */
 } worker;
 
 static void event(worker *w, int kind, int round, int slots) {
@@ -103,6 +107,8 @@ static dz_status refused(worker *w, const char *what, int status, const char *re
 static dz_status load_replica(worker *w, dz_error *err) {
     dz_trainer *tr = &w->tr;
     if (w->have_tr) dz_trainer_teardown(tr);
+    dz_seed_pool_free(&w->pool);
+    dz_seed_pool_weights_free(&w->weights);
     free(w->run_strings);
     w->run_strings = NULL;
     memset(tr, 0, sizeof *tr);
@@ -130,6 +136,10 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
                        "): pass --model with the model the coordinator serves (%s master weights)", c->model,
                        w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
+    if (w->info.seed_pool && (st = dz_seed_pool_init(&w->pool, w->info.seed_pool, w->info.q, err)) != DZ_OK) return st;
+    if (w->info.seed_pool && (st = dz_seed_pool_weights_init(&w->weights, tr->m, c->optim.seed, c->optim.rademacher,
+                                                             &w->pool, err)) != DZ_OK)
+        return st;
     w->applied = 0, w->verified = -1;
     return DZ_OK;
 }
@@ -148,14 +158,16 @@ static dz_status join(worker *w, dz_error *err) {
     if (st != DZ_OK) return st;
     if (w->info.run_json) {
         const int same = info.fingerprint == w->info.fingerprint && info.q == w->info.q &&
-                         info.code == w->info.code && !strcmp(info.run_json, w->info.run_json);
+                         info.code == w->info.code && info.seed_pool == w->info.seed_pool &&
+                         !strcmp(info.run_json, w->info.run_json);
         free(info.run_json);
         if (!same) return dz_fail(err, DZ_ERR_INVALID, "the coordinator at %s now serves another run", w->cfg->url);
     } else {
         w->info = info;
         if ((st = load_replica(w, err)) != DZ_OK) return st;
     }
-    dz_fed_join_req req = {.protocol = DZ_FED_PROTOCOL, .fingerprint = w->fingerprint};
+    dz_fed_join_req req = {.protocol = w->info.seed_pool ? DZ_FED_PROTOCOL_POOL : DZ_FED_PROTOCOL,
+                           .fingerprint = w->fingerprint};
     snprintf(req.name, sizeof req.name, "%s", w->cfg->name ? w->cfg->name : "");
     char *body = dz_fed_join_req_json(&req);
     if (!body) return dz_fail(err, DZ_ERR_NOMEM, "join: out of memory");
@@ -173,11 +185,36 @@ static dz_status join(worker *w, dz_error *err) {
     return DZ_OK;
 }
 
-/* Applies the log's records from w->applied up to count (GET /v1/log pages). */
+/* A pool run's replica from scratch: GET /v1/pool, the K scalars of the first N records
+ * (instead of N records of the log). */
+static dz_status download_pool(worker *w, dz_error *err) {
+    char *resp = NULL;
+    int status;
+    size_t len;
+    dz_status st = call(w, "GET", "/v1/pool", NULL, &status, &resp, &len, err);
+    if (st == DZ_OK && status != 200) st = refused(w, "GET /v1/pool", status, resp, len, err);
+    uint32_t count = 0;
+    if (st == DZ_OK) st = dz_fed_pool_state_decode((const uint8_t *)resp, len, w->pool.k, &count, w->pool.acc, err);
+    free(resp);
+    if (st == DZ_OK) w->applied = count;
+    if (st == DZ_OK)
+        dz_log(DZ_LOG_INFO, "machine %u: the pool's %u scalars (%zu bytes) in place of %u records of the log",
+               w->machine, w->pool.k, len, count);
+    return st;
+}
+
+/* Applies the log's records from w->applied up to count (GET /v1/log pages). A pool run's
+ * replica starts from the K scalars when it has nothing yet, accumulates the records
+ * after them, then brings its weights to the scalars once. */
 static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
-    const uint32_t q = w->info.q;
+    const int pool = w->info.seed_pool != 0;
+    const uint32_t q = pool ? 2 * w->info.q : w->info.q;
     const size_t rb = dz_seedlog_record_bytes(q);
     float g[DZ_FED_MAX_SLOTS];
+    if (pool && w->applied == 0) {
+        dz_status st = download_pool(w, err);
+        if (st != DZ_OK) return st;
+    }
     while (w->applied < count) {
         char path[128], *resp = NULL;
         int status;
@@ -194,10 +231,14 @@ static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
                 st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u fails its CRC check", w->applied);
             else if (step != w->applied)
                 st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u has step %u", w->applied, step);
-            if (st == DZ_OK) st = dz_fed_apply(w->tr.e, step, lr, g, err);
+            if (st == DZ_OK) st = pool ? dz_seed_pool_add(&w->pool, lr, g, err) : dz_fed_apply(w->tr.e, step, lr, g, err);
             if (st == DZ_OK) w->applied++;
         }
         free(resp);
+        if (st != DZ_OK) return st;
+    }
+    if (pool) {
+        dz_status st = dz_fed_pool_sync(w->tr.e, &w->weights, &w->pool, err);
         if (st != DZ_OK) return st;
     }
     event(w, DZ_FED_APPLIED, (int)w->applied, 0);
@@ -232,6 +273,7 @@ static dz_status verify(worker *w, const dz_fed_round *s, dz_error *err) {
     event(w, DZ_FED_RESYNC, (int)s->log_count, 0);
     w->res->resyncs++;
     if ((st = load_replica(w, err)) != DZ_OK || (st = catch_up(w, s->log_count, err)) != DZ_OK) return st;
+    if (w->applied != s->log_count) return DZ_OK; /* a pool state past s: checked with the next state */
     if ((st = dz_fed_checksum(w->tr.e, &sum, err)) != DZ_OK) return st;
     if (sum != s->checksum)
         return dz_fail(err, DZ_ERR_INVALID, "machine %u: after a full replay of %u records the replica's checksum "
@@ -249,8 +291,9 @@ static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
     double loss = 0;
     int finite = 0;
     for (int i = 0; i < s->n_slots; i++) {
-        const uint32_t draw = s->round * w->info.q + s->slots[i];
+        uint32_t draw = s->round * w->info.q + s->slots[i];
         dz_trainer_draw_batch(tr, (int)draw); /* the worker's own endless shuffle, indexed by the draw */
+        if (w->info.seed_pool) draw = s->seeds[i]; /* a pool run: seed k is the run seed's draw k */
         tr->lo = 0, tr->hi = o->batch;
         dz_status st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, o->batch, err);
         if (st != DZ_OK) return st;
@@ -320,7 +363,7 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
         }
         dz_fed_round s;
         if (st == DZ_OK && status != 200) st = refused(w, "GET /v1/round", status, resp, len, err);
-        if (st == DZ_OK) st = dz_fed_round_parse(resp, len, w->info.q, &s, err);
+        if (st == DZ_OK) st = dz_fed_round_parse(resp, len, w->info.q, w->info.seed_pool, &s, err);
         free(resp);
         if (st != DZ_OK) break;
         w->version = s.version;
@@ -333,7 +376,8 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
             if ((st = load_replica(w, err)) != DZ_OK) break;
         }
         if (s.log_count > w->applied && (st = catch_up(w, s.log_count, err)) != DZ_OK) break;
-        if (w->verified != (int64_t)w->applied) { /* after a catch-up, a join, a rejoin */
+        /* after a catch-up, a join, a rejoin; a pool state newer than s is checked with the next state */
+        if (w->verified != (int64_t)w->applied && w->applied == s.log_count) {
             if ((st = verify(w, &s, err)) != DZ_OK) break;
             w->verified = w->applied;
         }
@@ -350,6 +394,8 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
     res->rounds_applied = (int)w->applied;
     if (w->http) dz_fed_http_bytes(w->http, &res->bytes_sent, &res->bytes_received);
     if (w->have_tr) dz_trainer_teardown(&w->tr);
+    dz_seed_pool_free(&w->pool);
+    dz_seed_pool_weights_free(&w->weights);
     dz_fed_http_client_free(w->http);
     free(w->run_strings);
     free(w->info.run_json);

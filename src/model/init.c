@@ -27,7 +27,14 @@ typedef struct preset {
           .pre_norm = 1, .final_norm = 1, .norm_eps = 1e-5f, .rope_theta = 10000.0f, .bos_id = 1,        \
           .eos_id = 2, .pad_id = -1}}
 
-/* Shapes of the published models (OPT: Zhang et al. 2022; TinyLlama 1.1B; SmolLM2-135M). */
+#define QWEN2_PRESET(nm, d, f, l, h, kv, seq)                                                          \
+    {nm, {.arch = DZ_ARCH_LLAMA, .vocab_size = 151936, .dim = d, .hidden_dim = f, .n_layers = l,         \
+          .n_heads = h, .n_kv_heads = kv, .head_dim = (d) / (h), .max_seq_len = seq, .embed_dim = d,     \
+          .pre_norm = 1, .final_norm = 1, .norm_eps = 1e-6f, .rope_theta = 1000000.0f, .tied_head = 1,   \
+          .qkv_bias = 1, .bos_id = -1, .eos_id = 151643, .pad_id = -1}}
+
+/* Shapes of the published models (OPT: Zhang et al. 2022; TinyLlama 1.1B; SmolLM2-135M;
+ * Qwen2.5-0.5B). The -tiny presets keep their family's vocabulary and shape rules. */
 static const preset presets[] = {
     OPT_PRESET("opt-tiny", 64, 256, 2, 4, 64, 1),
     OPT_PRESET("opt-125m", 768, 3072, 12, 12, 768, 1),
@@ -41,10 +48,14 @@ static const preset presets[] = {
                       .n_heads = 9, .n_kv_heads = 3, .head_dim = 64, .max_seq_len = 8192, .embed_dim = 576,
                       .pre_norm = 1, .final_norm = 1, .norm_eps = 1e-5f, .rope_theta = 100000.0f, .tied_head = 1,
                       .bos_id = 1, .eos_id = 2, .pad_id = -1}},
+    /* Qwen2 / Qwen2.5 (Alibaba): q/k/v biases, GQA, tied head, RoPE base 1e6, no BOS */
+    QWEN2_PRESET("qwen2-tiny", 64, 256, 2, 4, 2, 2048),
+    QWEN2_PRESET("qwen2.5-0.5b", 896, 4864, 24, 14, 2, 32768),
 };
 
 const char *dz_preset_names(void) {
-    return "opt-tiny, opt-125m, opt-350m, opt-1.3b, opt-2.7b, llama-tiny, llama-1.1b, smollm2-135m";
+    return "opt-tiny, opt-125m, opt-350m, opt-1.3b, opt-2.7b, llama-tiny, llama-1.1b, smollm2-135m, qwen2-tiny, "
+           "qwen2.5-0.5b";
 }
 
 dz_status dz_config_preset(const char *name, dz_config *out, dz_error *err) {

@@ -68,19 +68,20 @@ dz_status dz_trainer_restore_best(dz_trainer *tr, double base_dev, double base_t
     snprintf(mp, sizeof mp, "%s/metrics.jsonl", tr->run_dir);
     dz_metrics_row *rows = NULL;
     size_t n = 0;
-    int64_t last = -1;
+    int64_t last = 0; /* rows count steps done; row 0 is the evaluation before training */
     if (st == DZ_OK && dz_file_exists(mp)) st = dz_metrics_read(mp, &rows, &n, err);
     for (size_t i = 0; st == DZ_OK && i < n; i++) {
         last = rows[i].step > last ? rows[i].step : last;
         const double score = row_score(tr, &rows[i]);
-        if (rows[i].step + 1 > tr->ckpt_steps && score > tr->best.dev) {
-            tr->best.dev = score, tr->best.step = (int)rows[i].step + 1;
+        if (rows[i].step > tr->ckpt_steps && score > tr->best.dev) {
+            tr->best.dev = score, tr->best.step = (int)rows[i].step;
             tr->best.test = tr->lm ? -rows[i].test_loss : rows[i].test_accuracy;
         }
     }
     free(rows);
-    /* steps logged without their metrics row (killed while evaluating or writing best/) */
-    const int64_t keep = last > (int64_t)tr->ckpt_steps - 1 ? last : (int64_t)tr->ckpt_steps - 1;
+    /* steps logged without their metrics row (killed while evaluating or writing best/):
+     * the seed log keeps step indices 0..keep */
+    const int64_t keep = (last > (int64_t)tr->ckpt_steps ? last : (int64_t)tr->ckpt_steps) - 1;
     if (st == DZ_OK && (int64_t)dz_seedlog_next_step(tr->log) - 1 > keep)
         st = dz_seedlog_truncate_after(tr->log, keep, err);
     return st;

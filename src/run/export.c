@@ -14,6 +14,7 @@
 #include "format/gguf_write.h"
 #include "model/save_gguf.h"
 #include "run/run_files.h"
+#include "run/seed_pool.h"
 #include "run/seedlog.h"
 #include "run/setup.h"
 #include "store/store.h"
@@ -111,6 +112,27 @@ static dz_status convert_model(const dz_export_spec *spec, dz_error *err) {
     return st;
 }
 
+/* A federated K-seed pool run (run/seed_pool.h): its records accumulated into the K
+ * scalars, whose weights are then written onto the base, as every replica of the run holds them. */
+static dz_status replay_pool(const dz_seedlog *log, uint32_t k, const dz_train_config *c, dz_model *m, dz_error *err) {
+    const uint32_t q = (uint32_t)c->optim.q;
+    if (dz_seedlog_get_header(log)->q != 2 * q)
+        return dz_fail(err, DZ_ERR_FORMAT, "seed log: a seed-pool run of %u slots needs %u values a record, not %u", q,
+                       2 * q, dz_seedlog_get_header(log)->q);
+    dz_seed_pool pool;
+    dz_status st = dz_seed_pool_init(&pool, k, q, err);
+    for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
+        const dz_seedlog_record r = dz_seedlog_get(log, i);
+        st = dz_seed_pool_add(&pool, r.lr, r.g, err);
+    }
+    dz_seed_pool_weights w = {0};
+    if (st == DZ_OK) st = dz_seed_pool_weights_init(&w, m, c->optim.seed, c->optim.rademacher, &pool, err);
+    if (st == DZ_OK) dz_seed_pool_weights_sync(&w, &pool);
+    dz_seed_pool_weights_free(&w);
+    dz_seed_pool_free(&pool);
+    return st;
+}
+
 dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (!spec->out) return dz_fail(err, DZ_ERR_INVALID, "export: no output path");
     if (!spec->run_dir) {
@@ -139,9 +161,14 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (st == DZ_OK) st = dz_setup_engine(s, &es, err);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
-    for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
-        const dz_seedlog_record r = dz_seedlog_get(log, i);
-        if (isfinite(r.g[0])) st = dz_zo_apply(dz_setup_zo_engine(s), r.step, r.lr, r.g, err);
+    const uint32_t pool_k = st == DZ_OK ? dz_seed_pool_log_k(dz_seedlog_get_header(log)->fingerprint) : 0;
+    if (pool_k) {
+        st = replay_pool(log, pool_k, &c, dz_setup_model(s), err);
+    } else {
+        for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
+            const dz_seedlog_record r = dz_seedlog_get(log, i);
+            if (isfinite(r.g[0])) st = dz_zo_apply(dz_setup_zo_engine(s), r.step, r.lr, r.g, err);
+        }
     }
     dz_store *store = s ? dz_setup_store(s) : NULL;
     dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(c.tokenizer, base) : NULL;

@@ -1,4 +1,5 @@
-/* metrics.jsonl writer and reader (format in metrics.h). */
+/* metrics.jsonl writer and reader, with the metrics.csv and TensorBoard views of the same
+ * rows (formats in metrics.h). */
 #include "run/metrics.h"
 
 #include <errno.h>
@@ -15,13 +16,18 @@
 #include "core/io.h"
 #include "core/util.h"
 #include "distzo/log.h"
+#include "run/tensorboard.h"
 
 struct dz_metrics {
-    char *path;
-    int fd;
+    char *path, *csv_path, *dir;
+    int fd, csv_fd;
+    dz_tb_writer *tb;
     int64_t last_step;
     int sync_every, unsynced;
 };
+
+static const char CSV_HEADER[] = "step,loss,g,lr,seconds,steps_per_s,bytes_per_step,dev_accuracy,test_accuracy,"
+                                 "best_dev_accuracy,dev_loss,test_loss\n";
 
 /* ---- reading ---- */
 
@@ -150,6 +156,48 @@ static dz_status trim_file(dz_metrics *m, int64_t keep_through, dz_error *err) {
     return st;
 }
 
+/* metrics.csv: the header, then the whole lines with step <= keep_through (a line cut
+ * short by a crash is dropped); created with its header when missing. */
+static dz_status open_csv(dz_metrics *m, int64_t keep_through, dz_error *err) {
+    dz_status st = DZ_OK;
+    if (!dz_file_exists(m->csv_path)) {
+        st = dz_write_file_atomic(m->csv_path, CSV_HEADER, strlen(CSV_HEADER), err);
+    } else {
+        char *buf;
+        size_t len, used = 0;
+        if ((st = dz_read_file(m->csv_path, &buf, &len, err)) != DZ_OK) return st;
+        for (size_t off = 0; off < len;) {
+            const char *nl = memchr(buf + off, '\n', len - off);
+            if (!nl) break; /* torn */
+            const size_t llen = (size_t)(nl - (buf + off)) + 1;
+            char *end;
+            const long long step = strtoll(buf + off, &end, 10);
+            const int header = off == 0 && !strncmp(buf, "step,", 5);
+            if (header || (end != buf + off && *end == ',' && step <= keep_through)) {
+                memmove(buf + used, buf + off, llen);
+                used += llen;
+            }
+            off += llen;
+        }
+        if (used == 0) memcpy(buf, CSV_HEADER, used = strlen(CSV_HEADER)); /* fits: the file had more than 0 bytes */
+        if (used != len) st = dz_write_file_atomic(m->csv_path, buf, used, err);
+        free(buf);
+    }
+    if (st == DZ_OK && (m->csv_fd = open(m->csv_path, O_WRONLY | O_APPEND | O_CLOEXEC)) < 0)
+        st = dz_fail(err, DZ_ERR_IO, "%s: cannot open for appending: %s", m->csv_path, strerror(errno));
+    return st;
+}
+
+static void free_writer(dz_metrics *m) {
+    if (m->fd >= 0) close(m->fd);
+    if (m->csv_fd >= 0) close(m->csv_fd);
+    dz_tb_close(m->tb, NULL);
+    free(m->path);
+    free(m->csv_path);
+    free(m->dir);
+    free(m);
+}
+
 dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every, dz_metrics **out, dz_error *err) {
     *out = NULL;
     if (!path || sync_every < 0) return dz_fail(err, DZ_ERR_INVALID, "metrics: need a path and sync_every >= 0");
@@ -158,16 +206,24 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
         free(m);
         return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
-    m->fd = -1;
+    m->fd = m->csv_fd = -1;
     m->last_step = INT64_MIN;
     m->sync_every = sync_every;
+    char dir[4096];
+    dz_path_parent(path, dir, sizeof dir);
+    const size_t csv_cap = strlen(dir) + sizeof "/metrics.csv";
+    if (!(m->csv_path = malloc(csv_cap)) || !(m->dir = strdup(dir))) {
+        free_writer(m);
+        return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(m->csv_path, csv_cap, "%s/metrics.csv", dir);
     dz_status st = dz_file_exists(path) ? trim_file(m, keep_through, err)
                                         : dz_write_file_atomic(path, "", 0, err); /* durable directory entry */
     if (st == DZ_OK && (m->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)) < 0)
         st = dz_fail(err, DZ_ERR_IO, "%s: cannot open for appending: %s", path, strerror(errno));
+    if (st == DZ_OK) st = open_csv(m, keep_through, err);
     if (st != DZ_OK) {
-        free(m->path);
-        free(m);
+        free_writer(m);
         return st;
     }
     *out = m;
@@ -194,8 +250,58 @@ static size_t put_field(char *line, size_t used, size_t cap, const char *key, do
 dz_status dz_metrics_sync(dz_metrics *m, dz_error *err) {
     if (m->unsynced == 0) return DZ_OK;
     if (dz_io_fsync(m->fd) != 0) return dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", m->path, strerror(errno));
-    m->unsynced = 0;
+    if (dz_io_fsync(m->csv_fd) != 0)
+        return dz_fail(err, DZ_ERR_IO, "%s: fsync failed: %s", m->csv_path, strerror(errno));
+    dz_status st = m->tb ? dz_tb_flush(m->tb, 1, err) : DZ_OK;
+    if (st == DZ_OK) m->unsynced = 0;
+    return st;
+}
+
+/* One whole line in one write(): a killed process leaves whole lines only. */
+static dz_status write_line(int fd, const char *path, const char *line, size_t len, int64_t step, dz_error *err) {
+    for (size_t done = 0; done < len;) {
+        ssize_t w = dz_io_write(fd, line + done, len - done);
+        if (w <= 0)
+            return dz_fail(err, DZ_ERR_IO, "%s: writing step %" PRId64 " failed: %s", path, step,
+                           w < 0 ? strerror(errno) : "no progress");
+        done += (size_t)w;
+    }
     return DZ_OK;
+}
+
+/* A CSV cell: the value, or nothing when it was not measured. */
+static size_t put_cell(char *line, size_t used, size_t cap, double v, int measured) {
+    line[used++] = ',';
+    if (measured && isfinite(v)) used += (size_t)put_value(line + used, cap - used, v);
+    return used;
+}
+
+/* The row's metrics.csv line and TensorBoard scalars. */
+static dz_status append_views(dz_metrics *m, const dz_metrics_row *row, dz_error *err) {
+    const struct { const char *tag; double v; int on; } sc[] = { /* in metrics.csv's column order */
+        {"train/loss", row->loss, 1}, {"train/g", row->g, 1}, {"train/lr", row->lr, 1},
+        {"train/steps_per_s", row->steps_per_s, row->steps_per_s > 0},
+        {"train/bytes_per_step", row->step_bytes, row->step_bytes > 0},
+        {"eval/dev_accuracy", row->dev_accuracy, row->has_eval}, {"eval/test_accuracy", row->test_accuracy, row->has_eval},
+        {"eval/best_dev_accuracy", row->best_dev_accuracy, row->has_eval},
+        {"eval/dev_loss", row->dev_loss, row->has_eval}, {"eval/test_loss", row->test_loss, row->has_eval},
+    };
+    char line[512];
+    const size_t cap = sizeof line;
+    size_t used = (size_t)snprintf(line, cap, "%" PRId64, row->step);
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        if (i == 3) /* seconds, after lr */
+            used += (size_t)snprintf(line + used, cap - used, isfinite(row->seconds) ? ",%.3f" : ",", row->seconds);
+        used = put_cell(line, used, cap, sc[i].v, sc[i].on);
+    }
+    line[used++] = '\n';
+    dz_status st = write_line(m->csv_fd, m->csv_path, line, used, row->step, err);
+    if (st == DZ_OK && !m->tb) st = dz_tb_open_in(m->dir, &m->tb, err); /* at the first row: a start with
+                                                                          * nothing to log makes no file */
+    const double wall = dz_tb_wall_time();
+    for (size_t i = 0; st == DZ_OK && i < sizeof sc / sizeof sc[0]; i++)
+        if (sc[i].on && isfinite(sc[i].v)) st = dz_tb_scalar(m->tb, wall, row->step, sc[i].tag, (float)sc[i].v, err);
+    return st == DZ_OK ? dz_tb_flush(m->tb, 0, err) : st;
 }
 
 dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err) {
@@ -219,14 +325,12 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
             if (isfinite(ev[i].v)) used = put_field(line, used, cap, ev[i].k, ev[i].v);
     }
     used += (size_t)snprintf(line + used, cap - used, "}\n");
-    /* One write() per line: a killed process leaves whole lines only (a torn one is dropped on reopen). */
-    for (size_t done = 0; done < used;) {
-        ssize_t w = dz_io_write(m->fd, line + done, used - done);
-        if (w <= 0)
-            return dz_fail(err, DZ_ERR_IO, "%s: writing step %" PRId64 " failed: %s", m->path, row->step,
-                           w < 0 ? strerror(errno) : "no progress");
-        done += (size_t)w;
-    }
+    /* The views first, metrics.jsonl last: a resume trusts the jsonl's rows and trims the
+     * CSV to them, so a failure between the two leaves nothing to disagree (a torn line is
+     * dropped on reopen). */
+    dz_status st = append_views(m, row, err);
+    if (st == DZ_OK) st = write_line(m->fd, m->path, line, used, row->step, err);
+    if (st != DZ_OK) return st;
     m->last_step = row->step;
     m->unsynced++;
     if (m->sync_every > 0 && m->unsynced >= m->sync_every) return dz_metrics_sync(m, err);
@@ -236,8 +340,11 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
 dz_status dz_metrics_close(dz_metrics *m, dz_error *err) {
     if (!m) return DZ_OK;
     dz_status st = dz_metrics_sync(m, err);
-    close(m->fd);
-    free(m->path);
-    free(m);
+    if (m->tb) {
+        dz_status cl = dz_tb_close(m->tb, st == DZ_OK ? err : NULL);
+        m->tb = NULL;
+        if (st == DZ_OK) st = cl;
+    }
+    free_writer(m);
     return st;
 }

@@ -1,5 +1,8 @@
-/* RUN_DIR/metrics.jsonl: one JSON object per training step, for plots and monitoring.
+/* RUN_DIR/metrics.jsonl: one JSON object per training step, for plots and monitoring;
+ * "step" counts the steps done (1-based, as checkpoint-N), and step 0 is the evaluation
+ * before training (no loss, g or lr):
  *
+ *   {"step": 0, "loss": null, "g": null, "lr": null, "seconds": 1.5, "dev_accuracy": 0.5, ...}
  *   {"step": 12, "loss": 0.693147, "g": -0.0123, "lr": 1e-06, "seconds": 4.125}
  *   {"step": 500, ..., "dev_accuracy": 0.812, "test_accuracy": 0.41, "best_dev_accuracy": 0.82}
  *
@@ -7,7 +10,15 @@
  * same float; a non-finite value is written as null. "seconds" (wall time since the run
  * started, %.3f) is the only field that differs between a resumed run and an
  * uninterrupted one. Each line is flushed to the kernel when written (a killed process
- * loses nothing) and fsync'd every sync_every lines. */
+ * loses nothing) and fsync'd every sync_every lines.
+ *
+ * The same writer keeps two views of the rows beside it: RUN_DIR/metrics.csv (a header
+ * line, then step,loss,g,lr,seconds,steps_per_s,bytes_per_step,dev_accuracy,test_accuracy,
+ * best_dev_accuracy,dev_loss,test_loss; an empty cell: not measured), trimmed on resume as
+ * metrics.jsonl is, and a TensorBoard event file (src/run/tensorboard.h), a new one per
+ * process start that logs a row (made at its first), with the scalars train/loss, train/g, train/lr, train/steps_per_s,
+ * train/bytes_per_step (MPI) and eval/dev_accuracy, eval/test_accuracy,
+ * eval/best_dev_accuracy (or eval/dev_loss, eval/test_loss). */
 #ifndef DZ_RUN_METRICS_H
 #define DZ_RUN_METRICS_H
 
@@ -21,7 +32,7 @@
 
 typedef struct dz_metrics dz_metrics;
 
-/* Opens path for appending (creating it). Lines with step > keep_through are dropped
+/* Opens path (and metrics.csv and a new event file beside it) for appending (creating it). Lines with step > keep_through are dropped
  * first, as is a torn tail (lines cut short by a crash), by an atomic rewrite: on resume
  * pass the last step the run has state for (the seed log's last step), so the file then
  * continues exactly as an uninterrupted run's would. A new run passes its first step - 1.

@@ -176,21 +176,39 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
     return st;
 }
 
-/* One field of run.json into c; strings are copied to *strings_end (room was made for
- * the whole file). */
-static dz_status read_field(const run_field *f, const cJSON *o, const char *path, dz_train_config *c,
-                            char **strings_end, dz_error *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->key);
+/* The index of name in a choice's "a|b|c", or -1. */
+static int choice_index(const char *names, const char *name) {
+    int k = 0;
+    for (const char *n = names; n; n = strchr(n, '|') ? strchr(n, '|') + 1 : NULL, k++)
+        if (strlen(name) == strcspn(n, "|") && !strncmp(n, name, strlen(name))) return k;
+    return -1;
+}
+
+/* One value v (named key in messages) into field f of c; strings are copied to
+ * *strings_end (room was made for the whole file). inverted: the key is a --no-X
+ * option, whose true is the setting's 0. A choice takes its value's name or index, an
+ * integer setting true or false too. */
+static dz_status read_value(const run_field *f, const cJSON *v, const char *key, int inverted, const char *path,
+                            dz_train_config *c, char **strings_end, dz_error *err) {
     void *p = field_ptr(f, c);
-    if (!v) {
-        if (f->optional) return DZ_OK;
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", path, f->key);
+    if (inverted || (cJSON_IsBool(v) && f->kind == F_INT)) {
+        if (!cJSON_IsBool(v) && !(cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)))
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be true or false", path, key);
+        *(int *)p = (cJSON_IsBool(v) ? cJSON_IsTrue(v) : v->valuedouble == 1) != inverted;
+        return DZ_OK;
+    }
+    if (f->names && cJSON_IsString(v)) {
+        const int k = choice_index(f->names, v->valuestring);
+        if (k < 0) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': '%s' is not one of %s", path, key, v->valuestring, f->names);
+        if (f->kind == F_SCHEDULE) *(dz_lr_schedule *)p = (dz_lr_schedule)k;
+        else *(int *)p = k;
+        return DZ_OK;
     }
     if (f->kind == F_STR || f->kind == F_DTYPE) {
-        if (!cJSON_IsString(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a string", path, f->key);
+        if (!cJSON_IsString(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a string", path, key);
         if (f->kind == F_DTYPE) {
             if (dz_dtype_parse(v->valuestring, (dz_dtype *)p) != 0)
-                return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': unknown dtype '%s'", path, f->key, v->valuestring);
+                return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': unknown dtype '%s'", path, key, v->valuestring);
             return DZ_OK;
         }
         const size_t n = strlen(v->valuestring) + 1;
@@ -199,13 +217,13 @@ static dz_status read_field(const run_field *f, const cJSON *o, const char *path
         *strings_end += n;
         return DZ_OK;
     }
-    if (!cJSON_IsNumber(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a number", path, f->key);
+    if (!cJSON_IsNumber(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a number", path, key);
     const double x = v->valuedouble;
     const int integral = f->kind != F_FLOAT;
     const double lo = f->kind == F_U64 ? 0.0 : f->kind == F_SCHEDULE ? DZ_LR_CONSTANT : INT_MIN;
     const double hi = f->kind == F_U64 ? 18446744073709551615.0 : f->kind == F_SCHEDULE ? DZ_LR_COSINE : INT_MAX;
     if (!isfinite(x) || (integral && (x != floor(x) || x < lo || x > hi)))
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %g is not a valid value", path, f->key, x);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %g is not a valid value", path, key, x);
     switch (f->kind) {
     case F_INT: *(int *)p = (int)x; break;
     case F_FLOAT: *(float *)p = (float)x; break;
@@ -213,6 +231,70 @@ static dz_status read_field(const run_field *f, const cJSON *o, const char *path
     case F_SCHEDULE: *(dz_lr_schedule *)p = (dz_lr_schedule)(int)x; break;
     default: break;
     }
+    return DZ_OK;
+}
+
+/* One field of run.json (by its key) into c. */
+static dz_status read_field(const run_field *f, const cJSON *o, const char *path, dz_train_config *c,
+                            char **strings_end, dz_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->key);
+    if (v) return read_value(f, v, f->key, 0, path, c, strings_end, err);
+    if (f->optional) return DZ_OK;
+    return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", path, f->key);
+}
+
+/* The field a config file's key names: run.json's key, or its train option without the
+ * dashes (*inverted: a --no-X option). NULL: none. */
+static const run_field *field_by_key(const char *key, int *inverted) {
+    *inverted = 0;
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (!strcmp(key, FIELDS[i].key)) return &FIELDS[i];
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const char *opt = FIELDS[i].option;
+        if (!strncmp(opt, "--", 2) && !strcmp(key, opt + 2)) {
+            *inverted = !strncmp(opt, "--no-", 5);
+            return &FIELDS[i];
+        }
+    }
+    return NULL;
+}
+
+int dz_run_config_has_key(const char *key) {
+    int inverted;
+    return field_by_key(key, &inverted) != NULL;
+}
+
+dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *const *caller_keys, char **strings,
+                              dz_error *err) {
+    char *text;
+    size_t len;
+    *strings = NULL;
+    dz_status st = dz_read_file(path, &text, &len, err);
+    if (st != DZ_OK) return st;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    char *buf = malloc(len + 1), *end = buf;
+    free(text);
+    if (!o || !cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
+    else if (!buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    for (const cJSON *v = o ? o->child : NULL; st == DZ_OK && v; v = v->next) {
+        int inverted;
+        const run_field *f = field_by_key(v->string, &inverted);
+        if (f) {
+            st = read_value(f, v, v->string, inverted, path, c, &end, err);
+            continue;
+        }
+        int theirs = 0;
+        for (const char *const *k = caller_keys; k && *k && !theirs; k++) theirs = !strcmp(*k, v->string);
+        if (!theirs)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: unknown key '%s' (keys are train's option names, e.g. \"lr\", "
+                         "\"steps\", or run.json's)", path, v->string);
+    }
+    cJSON_Delete(o);
+    if (st != DZ_OK) {
+        free(buf);
+        return st;
+    }
+    *strings = buf;
     return DZ_OK;
 }
 

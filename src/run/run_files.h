@@ -14,6 +14,16 @@ dz_status dz_run_config_read(const char *run_dir, dz_train_config *cfg, char **s
  * gets its run's settings from the coordinator (src/federated). */
 dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz_train_config *cfg, char **strings,
                               dz_error *err);
+/* A settings file (train --config): a JSON object applied over cfg (not reset first).
+ * Each key is run.json's (so a run's own run.json restarts it) or the train option's name
+ * without "--" ("lr", "weight-decay", "perturbation": "rademacher", "no-fuse": true); every
+ * key is optional. Keys in caller_keys (NULL-terminated; NULL: none) are skipped, left to
+ * the caller (the command line's own options); any other key is refused (DZ_ERR_FORMAT
+ * naming path and key), as is a value of the wrong type. Strings point into *strings. */
+dz_status dz_run_config_apply(const char *path, dz_train_config *cfg, const char *const *caller_keys, char **strings,
+                              dz_error *err);
+/* 1 when dz_run_config_apply takes key as a setting. */
+int dz_run_config_has_key(const char *key);
 /* Resume: `given` (the command line over run.json's settings) against `run` (run.json's).
  * A setting that defines the run must be equal (DZ_ERR_INVALID naming its option and both
  * values); steps may only be raised; housekeeping (store placement, checkpoint cadence and

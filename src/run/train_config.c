@@ -81,3 +81,10 @@ dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **s
     if (!dz_is_dir(run_dir)) return dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no such run folder to resume", run_dir);
     return dz_run_config_read(run_dir, c, strings, err);
 }
+
+dz_status dz_train_config_load_file(const char *path, dz_train_config *c, const char *const *caller_keys,
+                                    char **strings, dz_error *err) {
+    return dz_run_config_apply(path, c, caller_keys, strings, err);
+}
+
+int dz_train_config_has_key(const char *key) { return dz_run_config_has_key(key); }

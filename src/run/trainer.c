@@ -132,7 +132,10 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     if (!resume && tr->rank0 && st == DZ_OK) st = dz_seedlog_create(path, &h, sync_every, &tr->log, err);
     if (resume) st = dz_trainer_resume(tr, &h, path, ckpt_steps, start_step, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
-    if (st == DZ_OK && tr->rank0) st = dz_metrics_open(path, (int64_t)*start_step - 1, sync_every, &tr->metrics, err);
+    /* rows are numbered by steps done: keep those the run has state for; from step 0, none
+     * (the evaluation before training is logged again) */
+    const int64_t keep = *start_step > 0 ? *start_step : -1;
+    if (st == DZ_OK && tr->rank0) st = dz_metrics_open(path, keep, sync_every, &tr->metrics, err);
     return st;
 }
 
@@ -177,6 +180,35 @@ static dz_status evaluate_both(dz_trainer *tr, double *dev, double *test, dz_err
     return st == DZ_OK ? dz_trainer_evaluate(tr, &tr->testset, test, err) : st;
 }
 
+/* An evaluation's scores into the row and the progress report. */
+static void eval_fields(const dz_trainer *tr, double dev, double test, double best_dev, dz_metrics_row *row,
+                        dz_train_progress *p) {
+    row->has_eval = 1;
+    if (tr->lm) {
+        row->dev_loss = -dev, row->test_loss = -test;
+    } else {
+        row->dev_accuracy = dev, row->test_accuracy = test, row->best_dev_accuracy = best_dev;
+    }
+    p->has_eval = 1, p->dev_accuracy = dev, p->test_accuracy = test, p->best_dev_accuracy = best_dev;
+}
+
+/* The evaluation before training: metrics row 0 (no loss). */
+static dz_status zero_shot(dz_trainer *tr, int resume, dz_best *best, dz_train_progress_cb cb, void *user,
+                           dz_train_result *res, dz_error *err) {
+    dz_status st = evaluate_both(tr, &res->zero_shot_dev, &res->zero_shot_test, err);
+    if (st != DZ_OK) return st;
+    if (!resume) best->dev = isfinite(res->zero_shot_dev) ? res->zero_shot_dev : -INFINITY, best->test = res->zero_shot_test;
+    dz_metrics_row row = {.step = 0, .loss = NAN, .g = NAN, .lr = NAN, .seconds = dz_now() - tr->t0,
+                          .dev_accuracy = NAN, .test_accuracy = NAN, .best_dev_accuracy = NAN, .dev_loss = NAN,
+                          .test_loss = NAN};
+    dz_train_progress p = {.step = 0, .steps = tr->cfg.optim.steps, .loss = NAN, .g = NAN, .lr = NAN,
+                           .seconds = row.seconds, .lm = tr->lm};
+    eval_fields(tr, res->zero_shot_dev, res->zero_shot_test, best->dev, &row, &p);
+    if (tr->rank0) st = dz_metrics_append(tr->metrics, &row, err);
+    if (st == DZ_OK && cb) cb(&p, user);
+    return st;
+}
+
 static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb cb, void *user, dz_train_result *res,
                      dz_error *err) {
     const dz_train_config *c = &tr->cfg;
@@ -185,17 +217,15 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     dz_best best = {.dev = -INFINITY, .test = NAN, .step = 0};
     int bad = 0, steps_run = 0;
     uint64_t step_bytes = 0;
+    double step_seconds = 0.0; /* in training steps only: the rate and ETA leave evaluations out */
     dz_status st = DZ_OK;
     res->zero_shot_dev = res->zero_shot_test = res->final_dev = res->final_test = NAN;
     res->was_finished = resume && start >= o->steps; /* nothing to do: say so rather than report a fresh result */
-    if (start == 0 && !resume) {
-        if ((st = evaluate_both(tr, &res->zero_shot_dev, &res->zero_shot_test, err)) != DZ_OK) return st;
-        best.dev = isfinite(res->zero_shot_dev) ? res->zero_shot_dev : -INFINITY, best.test = res->zero_shot_test;
-    } else { /* resume: as the uninterrupted run had it */
-        best = tr->best;
-    }
+    if (resume) best = tr->best; /* as the uninterrupted run had it */
+    if (start == 0 && (st = zero_shot(tr, resume, &best, cb, user, res, err)) != DZ_OK) return st;
     res->steps_done = start;
     for (int step = start; step < o->steps && st == DZ_OK; step++) {
+        const double t_step = dz_now();
         dz_trainer_draw_batch(tr, step);
         dz_layout_share(o->batch, tr->lay.d, tr->lay.group, &tr->lo, &tr->hi); /* this group's share */
         st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex + tr->lo, tr->hi - tr->lo, err);
@@ -212,7 +242,8 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err);
         }
         if (st != DZ_OK) break;
-        step_bytes += dz_comm_bytes_sent(tr->comm) - sent, steps_run++;
+        const uint64_t this_bytes = dz_comm_bytes_sent(tr->comm) - sent;
+        step_bytes += this_bytes, steps_run++;
         float g_log[DZ_ZO_MAX_Q];
         double loss = 0.0, gmean = 0.0;
         for (int j = 0; j < o->q; j++) {
@@ -221,9 +252,11 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             gmean += (double)r.g[j] / o->q;
         }
         if (tr->rank0 && (st = dz_seedlog_append(tr->log, (uint32_t)step, lr, g_log, err)) != DZ_OK) break;
+        step_seconds += dz_now() - t_step;
+        const int done = step + 1;
         if (!r.finite) {
             bad++;
-            dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", step,
+            dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", done,
                    r.loss_plus[0], r.loss_minus[0], bad);
             if (bad >= o->max_bad_steps) {
                 if ((st = dz_trainer_checkpoint(tr, "checkpoint", step + 1, &best, err)) != DZ_OK) break;
@@ -234,26 +267,21 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         } else {
             bad = 0;
         }
-        dz_metrics_row row = {.step = step, .loss = loss, .g = gmean, .lr = lr, .seconds = dz_now() - tr->t0,
+        const double rate = step_seconds > 0 ? steps_run / step_seconds : 0.0;
+        dz_metrics_row row = {.step = done, .loss = loss, .g = gmean, .lr = lr, .seconds = dz_now() - tr->t0,
                               .dev_accuracy = NAN, .test_accuracy = NAN, .best_dev_accuracy = NAN, .dev_loss = NAN,
-                              .test_loss = NAN};
-        dz_train_progress p = {.step = step + 1, .steps = o->steps, .loss = loss, .g = gmean, .lr = lr,
-                               .seconds = row.seconds, .lm = tr->lm};
-        const int done = step + 1;
-        if (every->eval_every > 0 && (done % every->eval_every == 0 || done == o->steps)) {
+                              .test_loss = NAN, .steps_per_s = rate, .step_bytes = (double)this_bytes};
+        dz_train_progress p = {.step = done, .steps = o->steps, .loss = loss, .g = gmean, .lr = lr,
+                               .seconds = row.seconds, .lm = tr->lm, .steps_run = steps_run, .steps_per_s = rate};
+        /* every eval_every steps and after the last (eval_every 0: only then) */
+        if (done == o->steps || (every->eval_every > 0 && done % every->eval_every == 0)) {
             double dev, test;
             if ((st = evaluate_both(tr, &dev, &test, err)) != DZ_OK) break;
             if (isfinite(dev) && dev > best.dev) { /* a non-finite score never becomes best/ */
                 best = (dz_best){.dev = dev, .test = test, .step = done};
                 st = dz_trainer_checkpoint(tr, "best", done, &best, err);
             }
-            row.has_eval = 1;
-            if (tr->lm) {
-                row.dev_loss = -dev, row.test_loss = -test;
-            } else {
-                row.dev_accuracy = dev, row.test_accuracy = test, row.best_dev_accuracy = best.dev;
-            }
-            p.has_eval = 1, p.dev_accuracy = dev, p.test_accuracy = test, p.best_dev_accuracy = best.dev;
+            eval_fields(tr, dev, test, best.dev, &row, &p);
             res->final_dev = dev, res->final_test = test;
         }
         if (st == DZ_OK && tr->rank0) st = dz_metrics_append(tr->metrics, &row, err);
@@ -267,10 +295,9 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     if (st == DZ_OK) st = dz_zo_flush(tr->e, err);
     if (st == DZ_OK && start >= o->steps && tr->ckpt_steps < o->steps && every->checkpoint_every > 0)
         st = dz_trainer_checkpoint(tr, "checkpoint", o->steps, &best, err); /* killed before the last one */
-    if (st == DZ_OK && res->steps_done > 0 && every->eval_every <= 0 && !res->was_finished) /* one at the end */
-        st = evaluate_both(tr, &res->final_dev, &res->final_test, err);
     res->best_dev = best.dev, res->best_test = best.test, res->best_step = best.step, res->lm = tr->lm;
     res->step_bytes = steps_run ? (double)step_bytes / steps_run : 0.0;
+    res->steps_run = steps_run, res->step_seconds = step_seconds;
     return st;
 }
 

@@ -252,6 +252,70 @@ static dz_status declare_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
     return st;
 }
 
+/* ---- SentencePiece-style tokenizer.json (Llama-2, TinyLlama, Mistral): merges, no scores ---- */
+
+/* llama.cpp's "llama" tokenizer merges the adjacent pair whose joined text is the token with
+ * the highest score; Hugging Face merges the pair of the lowest merge rank. Scoring each token
+ * by -(the rank of the first merge that makes it) makes the two pick the same pairs (the
+ * converter from SentencePiece ranks merges by the merged piece's score). A token no merge
+ * makes (a character, a byte, an added token) gets the lowest score: llama.cpp never prefers
+ * it to a merge. */
+static dz_status declare_char_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_writer *w, dz_error *err) {
+    if (tok->metaspace_split)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED,
+                       "GGUF export: this tokenizer.json splits words at U+2581 (Metaspace split) before its merges; "
+                       "llama.cpp's SentencePiece tokenizer merges across words: export with --format hf");
+    const dz_pairmap *m = &tok->merges;
+    strlist l = {0};
+    float *scores = malloc((size_t)n_vocab * sizeof *scores);
+    int32_t *types = malloc((size_t)n_vocab * sizeof *types);
+    int bad = sl_init(&l, n_vocab) || !scores || !types;
+    for (int id = 0; !bad && id < n_vocab; id++) scores[id] = -1e9f;
+    for (uint32_t i = 0; !bad && m->e && i <= m->mask; i++) {
+        const dz_pair_entry *e = &m->e[i];
+        if (e->key != UINT64_MAX && e->merged >= 0 && e->merged < n_vocab && -(float)e->rank - 1.0f > scores[e->merged])
+            scores[e->merged] = -(float)e->rank - 1.0f;
+    }
+    for (int id = 0; !bad && id < n_vocab; id++) {
+        int len, type = id < tok->pieces.n ? added_type(tok, id) : 0;
+        const char *s = id < tok->pieces.n ? (type ? dz_pieces_get(&tok->pieces, id, &len) : bpe_bytes(tok, id, &len)) : NULL;
+        if (!s) {
+            pad_token(&l, id);
+            types[id] = DZ_TOKEN_UNUSED;
+            continue;
+        }
+        sl_add(&l, s, len); /* the piece as tokenizer.json writes it: U+2581 for " ", <0xXX> for bytes */
+        if (!type) {
+            const int is_byte = len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>';
+            type = id == tok->special[DZ_SPECIAL_UNK] ? DZ_TOKEN_UNKNOWN
+                   : id == tok->special[DZ_SPECIAL_BOS] || id == tok->special[DZ_SPECIAL_EOS] ? DZ_TOKEN_CONTROL
+                   : is_byte ? DZ_TOKEN_BYTE : DZ_TOKEN_NORMAL;
+        }
+        types[id] = type;
+    }
+    dz_status st = DZ_OK;
+    if (!bad) {
+        dz_gguf_put_string(w, "tokenizer.ggml.model", "llama");
+        bad = sl_put(&l, w, "tokenizer.ggml.tokens");
+    }
+    if (!bad) {
+        dz_gguf_put_f32s(w, "tokenizer.ggml.scores", scores, (size_t)n_vocab);
+        dz_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)n_vocab);
+        put_id(w, "tokenizer.ggml.bos_token_id", tok->special[DZ_SPECIAL_BOS]);
+        put_id(w, "tokenizer.ggml.eos_token_id", tok->special[DZ_SPECIAL_EOS]);
+        put_id(w, "tokenizer.ggml.padding_token_id", tok->special[DZ_SPECIAL_PAD]);
+        put_id(w, "tokenizer.ggml.unknown_token_id", tok->special[DZ_SPECIAL_UNK]);
+        dz_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", tok->bos >= 0);
+        dz_gguf_put_bool(w, "tokenizer.ggml.add_eos_token", 0);
+        dz_gguf_put_bool(w, "tokenizer.ggml.add_space_prefix", tok->prepend != DZ_PREPEND_NEVER);
+    }
+    if (bad) st = dz_fail(err, DZ_ERR_NOMEM, "GGUF export: out of memory for the tokenizer");
+    sl_free(&l);
+    free(scores);
+    free(types);
+    return st;
+}
+
 dz_status dz_tokenizer_gguf_declare(const dz_tokenizer *tok, int n_vocab, dz_gguf_writer *w, dz_error *err) {
     if (tok->vocab_size > n_vocab)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "GGUF export: the tokenizer has %d ids but the model's embedding only %d rows",
@@ -260,11 +324,7 @@ dz_status dz_tokenizer_gguf_declare(const dz_tokenizer *tok, int n_vocab, dz_ggu
     case DZ_TOK_LLAMA2C:
     case DZ_TOK_SENTENCEPIECE: return declare_spm(tok, n_vocab, w, err);
     case DZ_TOK_HF_BPE:
-        if (tok->char_bpe)
-            return dz_fail(err, DZ_ERR_UNSUPPORTED,
-                           "GGUF export: a SentencePiece-style tokenizer.json (merges without scores) has no llama.cpp "
-                           "tokenizer model yet; export with --format hf");
-        return declare_bpe(tok, n_vocab, w, err);
+        return tok->char_bpe ? declare_char_bpe(tok, n_vocab, w, err) : declare_bpe(tok, n_vocab, w, err);
     case DZ_TOK_GPT2_BPE:
         if (tok->id_map)
             return dz_fail(err, DZ_ERR_UNSUPPORTED, "GGUF export: OPT's fairseq token ids have no llama.cpp tokenizer model");

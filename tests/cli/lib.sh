@@ -44,11 +44,16 @@ need_tool() { command -v "$1" > /dev/null || { echo "FAIL: $1 not found on PATH 
 # metrics RUN: metrics.jsonl without its timing field.
 metrics() { sed -E 's/, "seconds": [^,}]*//' "$1/metrics.jsonl" 2>/dev/null; }
 
+# metrics_csv RUN: metrics.csv without its timing columns (seconds, steps/s) and the bytes
+# a layout exchanges.
+metrics_csv() { cut -d, -f1-4,8- "$1/metrics.csv" 2>/dev/null; }
+
 # same_run A B STEPS: the two run folders have the same final weights and metrics (and
 # seed logs, where both have one).
 same_run() {
   cmp -s "$1/checkpoint-$3/model.safetensors" "$2/checkpoint-$3/model.safetensors" &&
     diff -q <(metrics "$1") <(metrics "$2") > /dev/null &&
+    diff -q <(metrics_csv "$1") <(metrics_csv "$2") > /dev/null &&
     { [ ! -f "$1/seeds.log" ] || [ ! -f "$2/seeds.log" ] || cmp -s "$1/seeds.log" "$2/seeds.log"; }
 }
 

@@ -28,8 +28,8 @@ mkdir -p "$w" && roundtrip_texts > "$w/roundtrip.jsonl" && roundtrip_prompt > "$
 prompt=$(roundtrip_prompt)
 text1=$(cat "$data/text1.txt")
 
-# the test loss metrics.jsonl logged after step N (row N-1)
-logged_loss() { sed -n "$(($2))p" "$1/metrics.jsonl" | sed -E 's/.*"test_loss": ([^,}]*).*/\1/'; }
+# the test loss metrics.jsonl logged after step N (its row "step": N; rows count steps done)
+logged_loss() { grep "^{\"step\": $2," "$1/metrics.jsonl" | sed -E 's/.*"test_loss": ([^,}]*).*/\1/'; }
 # the mean NLL distzo eval prints for the prompt (eval_nll MODEL [--predictions FILE])
 eval_nll() { "$bin" eval "$@" --task lm --data "$w/roundtrip_prompt.txt" --json 2> /dev/null | sed -E 's/.*"nll": ([^,]*),.*/\1/'; }
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'; }
@@ -113,7 +113,7 @@ head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
   --train-examples 16 --dev-examples 16 --batch 4 --steps 2 --eval-every 1 --checkpoint-every 2 --lr 1e-3 --seed 6 \
   --out "$tmp/cls" > /dev/null 2>&1 || bad "classify: training failed"
 b=$(sed -E 's/.*"best_step": ([0-9]+).*/\1/' "$tmp/cls/best/trainer_state.json" 2> /dev/null)
-want=$(sed -n "${b:-0}p" "$tmp/cls/metrics.jsonl" 2> /dev/null | sed -E 's/.*"test_accuracy": ([^,}]*).*/\1/')
+want=$(grep "^{\"step\": ${b:-none}," "$tmp/cls/metrics.jsonl" 2> /dev/null | sed -E 's/.*"test_accuracy": ([^,}]*).*/\1/')
 got=$("$bin" eval "$tmp/cls/best" --data "$tmp/test.tsv" --label-words bad,good --json 2> /dev/null |
       sed -E 's/.*"accuracy": ([^,]*),.*/\1/')
 [ -n "$b" ] && [ "$b" -gt 0 ] && near "$got" "$want" 1e-6 &&
