@@ -18,6 +18,15 @@ typedef struct dz_example {
     int label;      /* class index; -1 for unlabelled text (LM, GLUE test split) */
     char *completion; /* LM prompt/completion pairs: text is the prompt; else NULL */
     int line;       /* line of the source file it came from (messages) */
+    /* Classification with candidates of its own (COPA's alternatives, ReCoRD's entities):
+     * cands[n_cands], each the text that follows the prompt; label indexes them. NULL:
+     * the prompt spec's label words. */
+    char **cands;
+    int n_cands;
+    /* Generation (SQuAD, DROP): the gold answers[n_answers] the output is scored
+     * against (F1 / exact match); NULL otherwise. */
+    char **answers;
+    int n_answers;
 } dz_example;
 
 typedef struct dz_dataset {
@@ -32,8 +41,9 @@ typedef struct dz_dataset {
 dz_status dz_dataset_load_sst2(const char *path, dz_dataset *out, dz_error *err);
 /* jsonl: one JSON object per line with a non-blank string under text_key and, if
  * label_key is non-NULL, a non-negative integer label under label_key (a JSON integer,
- * or a string holding a decimal integer); label -1 when label_key is NULL. Blank lines
- * are skipped; at least one object. */
+ * or a string holding a decimal integer); label -1 when label_key is NULL. An object may
+ * carry its own "candidates" (a list of 2.. non-empty strings, each appended to the prompt
+ * as it is): its label then indexes them. Blank lines are skipped; at least one object. */
 dz_status dz_dataset_load_jsonl(const char *path, const char *text_key, const char *label_key,
                                 dz_dataset *out, dz_error *err);
 /* Plain text: the whole file (verbatim, minus a BOM) is one example with label -1. A file
@@ -47,6 +57,12 @@ dz_status dz_dataset_load_text(const char *path, dz_dataset *out, dz_error *err)
 dz_status dz_dataset_require_labels(const dz_dataset *ds, dz_error *err);
 /* Frees the strings and zeroes *ds; safe on a zeroed or already freed dataset. */
 void dz_dataset_free(dz_dataset *ds);
+/* Appends a deep copy of ex (text, completion, candidates, answers) to ds; *cap is the
+ * caller's running capacity (0 for an empty dataset). */
+dz_status dz_dataset_append(dz_dataset *ds, int *cap, const dz_example *ex, dz_error *err);
+/* Replaces ex's list (cands or answers, by `which`) with copies of strs[n]. */
+typedef enum { DZ_EXAMPLE_CANDS, DZ_EXAMPLE_ANSWERS } dz_example_list;
+dz_status dz_example_set_list(dz_example *ex, dz_example_list which, const char *const *strs, int n, dz_error *err);
 
 /* MeZO-style subsample: min(n, src->count) examples drawn without replacement (a partial
  * Fisher-Yates shuffle driven by splitmix64 seeded with seed), copied into *out in drawn
@@ -58,8 +74,10 @@ dz_status dz_dataset_sample(const dz_dataset *src, int n, uint64_t seed, dz_data
  * candidate i's full text = prompt + label_words[i] (label words carry their own
  * leading space, e.g. " terrible"). */
 enum { DZ_MAX_LABELS = 16 };
+enum { DZ_MAX_CANDS = 256 }; /* an example's own candidates (ReCoRD passages name dozens of entities) */
 typedef struct dz_prompt_spec {
     char template_[512];              /* default "{text} It was" */
+    int verbatim;                     /* the text is the whole prompt, used as is (task presets) */
     int n_labels;
     char label_words[DZ_MAX_LABELS][64]; /* default " terrible", " great" */
 } dz_prompt_spec;
@@ -75,5 +93,31 @@ dz_status dz_prompt_spec_set_template(dz_prompt_spec *spec, const char *tmpl, dz
  * trailing whitespace is dropped first, as MeZO's templates strip() the sentence.
  * Returns the length, or -1 (out = "") if it does not fit. */
 int dz_prompt_render(const dz_prompt_spec *spec, const char *text, char *out, int cap);
+
+/* MeZO's ICL prompts (--demos): a copy of ds in which each example's text is k
+ * demonstrations drawn from pool (seeded by seed and the example's index; without the
+ * example itself when exclude_self, pool being ds), each its rendered prompt and gold
+ * answer (its candidate, completion or label word) followed by "\n\n", then the
+ * example's rendered prompt: build it with a verbatim spec. */
+dz_status dz_dataset_with_demos(const dz_dataset *ds, const dz_dataset *pool, const dz_prompt_spec *spec, int k,
+                                uint64_t seed, int exclude_self, dz_dataset *out, dz_error *err);
+
+/* MeZO's task presets (docs/TASKS.md): RTE, CB, BoolQ, WSC, WiC, MultiRC, COPA, ReCoRD
+ * (SuperGLUE's jsonl), SQuAD (v1.1 json), DROP (json); SST-2 is the "sst2" task. */
+typedef struct dz_task_preset {
+    const char *name;                   /* "rte" */
+    const char *train_file, *test_file; /* in the release's folder: "train.jsonl", "val.jsonl" */
+    int generation;                     /* answers generated and scored by F1 / exact match */
+} dz_task_preset;
+/* NULL if name is not a preset. */
+const dz_task_preset *dz_task_preset_find(const char *name);
+/* A preset's file as examples: text = the whole prompt of MeZO's template (use it with
+ * dz_prompt_spec_preset); classification: the verbalizer's words as the example's
+ * candidates and label the gold index; generation: the gold answers and completion
+ * " answers[0]\n" (the training target). Errors name the file, line (the question's
+ * ordinal in a json file) and field. */
+dz_status dz_dataset_load_preset(const dz_task_preset *p, const char *path, dz_dataset *out, dz_error *err);
+/* The spec of preset examples: their text is the prompt, as it is. */
+void dz_prompt_spec_preset(dz_prompt_spec *spec);
 
 #endif

@@ -232,6 +232,9 @@ void dz_forward_layer(dz_forward *f, int s, int layer, const float *const *t);
  * logits[nrows, vocab]. */
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
                             float *logits, dz_error *err);
+/* The same for stream `stream` (dz_forward_logits is stream 0). */
+dz_status dz_forward_logits_stream(dz_forward *f, const dz_weight_source *w, int stream, const int *rows, int nrows,
+                                   float *logits, dz_error *err);
 /* log p(targets[i] | row rows[i]) for each i: the head is streamed over the vocabulary
  * in chunks, so no [rows x vocab] buffer exists. */
 dz_status dz_forward_logprobs(dz_forward *f, const dz_weight_source *w, const int *rows,

@@ -17,10 +17,14 @@ typedef struct dz_cand_seq {
     int cand_len;
 } dz_cand_seq;
 
-/* Every example x every candidate, tokenized once. seqs[e * n_labels + k]. */
+/* Every example x every candidate, tokenized once. Example e's candidates are
+ * seqs[dz_class_first(cs, e) + k], k < dz_class_count(cs, e): the spec's label words, or
+ * the example's own candidates (their number varies by example). */
 typedef struct dz_class_set {
-    int n_examples, n_labels;
+    int n_examples, n_labels; /* n_labels: the most candidates of any example */
     dz_cand_seq *seqs;
+    int n_seqs;               /* entries of seqs this set owns */
+    int *cand_first;          /* [n_examples + 1] indexes into seqs; NULL: n_labels per example, seqs[e * n_labels + k] */
     int *labels;
     int max_len;
     int truncated;      /* sequences whose context was cut from the left to fit */
@@ -34,6 +38,14 @@ typedef struct dz_class_set {
 dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, const dz_tokenizer *tok,
                              int max_len, dz_class_set *out, dz_error *err);
 void dz_class_set_free(dz_class_set *cs);
+static inline int dz_class_first(const dz_class_set *cs, int e) {
+    return cs->cand_first ? cs->cand_first[e] : e * cs->n_labels;
+}
+static inline int dz_class_count(const dz_class_set *cs, int e) {
+    return dz_class_first(cs, e + 1) - dz_class_first(cs, e);
+}
+/* Examples [lo, hi) of cs, sharing its sequences (not to be freed). */
+dz_class_set dz_class_set_view(const dz_class_set *cs, int lo, int hi);
 
 /* One batch of candidate sequences laid out for the forward pass: tokens [n_seqs, T]
  * right-padded, and the rows/targets whose log-probs score the candidates. Buffers are
@@ -54,6 +66,8 @@ typedef struct dz_class_batch {
     int *p_tokens, *p_lengths, *p_rows, *p_targets;
     int *start, *parent;
     int *p_row_of;      /* per continuation: its entry in p_rows, or -1 */
+    int n_examples;     /* examples in the batch; example e's sequences are [ex_first[e], ex_first[e+1]) */
+    int *ex_first;
 } dz_class_batch;
 
 /* max_len: the positions a sequence may take in the forward (its max_seq). A tree batch
@@ -61,7 +75,8 @@ typedef struct dz_class_batch {
  * example beside one with a longer continuation) is laid out plainly instead. */
 dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, int share_prompts, dz_error *err);
 void dz_class_batch_free(dz_class_batch *bb);
-/* The candidate sequences of examples[0..n) (n * n_labels sequences, example-major). */
+/* The candidate sequences of examples[0..n) (every candidate of each, example-major;
+ * parent[i] is sequence i's example in the batch). */
 dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const int *examples, int n, dz_error *err);
 /* scores[i] = mean log-prob of sequence i's candidate tokens, from logprobs[n_rows] (and,
  * in the tree layout, p_logprobs[n_p_rows] of the prompts' rows; else NULL). */
@@ -81,7 +96,8 @@ void dz_class_example_losses(const float *scores, const int *labels, int n, int 
 int dz_class_predict(const float *scores, int K);
 /* Scores every candidate, batch sequences at a time (whole examples per batch), and the
  * classification accuracy over the labelled examples: predictions (dz_class_predict)
- * written to preds if non-NULL, scores to scores [n_examples*n_labels] if non-NULL. */
+ * written to preds if non-NULL, scores to scores if non-NULL (example e's at
+ * dz_class_first(cs, e) - dz_class_first(cs, 0): n_examples * n_labels with label words). */
 dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
                             int *preds, float *scores, double *accuracy, dz_error *err);
 
@@ -103,6 +119,50 @@ void dz_lm_example_losses(const dz_class_batch *bb, const float *logprobs, doubl
  * per-sequence pairs in order; the pairs go to ex[2 * n_examples] if non-NULL. */
 dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *set, int batch, double *ex,
                          double *nll, dz_error *err);
+
+/* Generation tasks (SQuAD, DROP), scored as the SQuAD v1.1 evaluation script does:
+ * normalize_answer = ASCII lowercase, ASCII punctuation removed, the words a/an/the
+ * removed, whitespace collapsed (non-ASCII letters are not lowercased); out holds at most
+ * cap - 1 bytes. */
+size_t dz_qa_normalize(const char *s, char *out, size_t cap);
+/* Token F1 of the normalized strings (0 when they share no token, also when both are
+ * empty) and exact match; dz_qa_best: the maxima over golds[n]. */
+double dz_qa_f1(const char *pred, const char *gold);
+int dz_qa_exact(const char *pred, const char *gold);
+void dz_qa_best(const char *pred, char *const *golds, int n, double *f1, double *em);
+
+/* A generation set: each example's prompt tokens (encode(text, bos), cut from the left
+ * to leave max_new positions) and a copy of the examples (their answers). */
+typedef struct dz_qa_set {
+    int n_examples;
+    int **prompts, *prompt_len;
+    dz_dataset data;
+    int truncated, truncated_line;
+} dz_qa_set;
+dz_status dz_qa_set_build(const dz_dataset *ds, const dz_tokenizer *tok, int max_len, int max_new, dz_qa_set *out,
+                          dz_error *err);
+void dz_qa_set_free(dz_qa_set *s);
+/* The greedy answer after prompt[n_prompt]: up to max_new tokens, stopped before EOS,
+ * at the first newline (cut there) or at the forward's length; decoded, whitespace
+ * stripped, into out[cap]. work: max_seq ints; logits: vocab floats. Each token reruns
+ * the whole sequence (no KV cache: any forward will do). */
+dz_status dz_qa_answer(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const int *prompt,
+                       int n_prompt, int max_new, int *work, float *logits, char *out, int cap, dz_error *err);
+/* One greedy answer being decoded (dz_qa_answer's rule, shared with training's decoding
+ * under each perturbation): text into buf[cap]. step takes the argmax of logits[vocab] as
+ * the token after prev and returns it (the caller appends it), or -1 when the answer
+ * ended before it (EOS, or a newline: the text is cut there); done is set once it has
+ * ended or max_new tokens are taken. answer: the text, whitespace stripped. */
+typedef struct dz_qa_decoder {
+    char *text;
+    int len, cap, n_new, max_new, done;
+} dz_qa_decoder;
+void dz_qa_decoder_start(dz_qa_decoder *d, char *buf, int cap, int max_new);
+int dz_qa_decoder_step(dz_qa_decoder *d, const dz_tokenizer *tok, int prev, const float *logits, int vocab);
+const char *dz_qa_decoder_answer(dz_qa_decoder *d);
+/* Examples [lo, hi) of s: f1[e - lo] and em[e - lo], the best over each one's answers. */
+dz_status dz_qa_evaluate(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const dz_qa_set *s, int lo,
+                         int hi, int max_new, double *f1, double *em, dz_error *err);
 
 /* Sampling: temperature 0 is greedy; otherwise nucleus sampling with top_p. */
 typedef struct dz_sampler {

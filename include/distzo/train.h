@@ -13,7 +13,8 @@
 
 /* What a run learns from: the task, its files and how examples are drawn. */
 typedef struct dz_train_data {
-    const char *task;         /* "sst2" (tsv), "classify" (jsonl) or "lm" (text, or jsonl text / prompt+completion) */
+    const char *task;         /* "sst2" (tsv), "classify" (jsonl), "lm" (text, or jsonl text / prompt+completion),
+                               * or a preset (dz_task_preset_find: "rte", "copa", "squad", ...) */
     const char *train;        /* training pool: train_examples + dev_examples are drawn from it */
     const char *test;         /* reported accuracy (GLUE dev for SST-2); NULL: none */
     const char *template_, *label_words, *text_key, *label_key; /* NULL: SST-2 defaults */
@@ -21,6 +22,12 @@ typedef struct dz_train_data {
     uint64_t seed;            /* the example draw and the order of every epoch */
     int lm_seq;               /* LM: tokens per training window (0: the model's maximum) */
     int share_prompts;        /* classification: each example's prompt computed once for all its candidates */
+    /* What a step minimises: NULL or "ce" (cross-entropy over the candidates; token NLL of
+     * the answer for generation), "accuracy" (minus the batch's accuracy) or "f1" (minus
+     * the greedy answers' F1; generation tasks): a ZO step needs only a number. */
+    const char *objective;
+    int demos;                /* MeZO's ICL: demonstrations drawn from the training pool before each prompt */
+    int gen_tokens;           /* generation: most answer tokens (0: 50) */
 } dz_train_data;
 
 /* The ZO optimizer: MeZO's SPSA step and its learning rate. */

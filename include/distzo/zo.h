@@ -70,6 +70,27 @@ typedef struct dz_zo_batch {
     const int *start, *parent;
 } dz_zo_batch;
 
+/* A batch scored by what the model generates (non-differentiable objectives: the F1 of
+ * a greedy answer): B sequences per sign, grown pass by pass under that sign's
+ * perturbation. Every pass runs the pipeline at the step's draw over each sign's live
+ * sequences (whole, no KV cache) and hands the logits of each one's last position to
+ * next, which appends a token to tokens[sign] / lengths[sign] or sets done[sign][b].
+ * reset(sign) puts the prompts back (before each sample); loss(sign, losses) writes a
+ * (loss, weight) pair per example as dz_zo_loss_fn does. */
+enum { DZ_ZO_MAX_DECODE = 256 };
+typedef struct dz_zo_decode {
+    int B, T;                    /* sequences, and the positions each may grow to (the row stride of tokens) */
+    int *tokens[2], *lengths[2]; /* per sign: [B, T] and [B] */
+    unsigned char *done[2];      /* per sign: [B] */
+    int max_passes;
+    float *logits;               /* [B, vocab]: the caller's buffer */
+    void (*reset)(void *user, int sign);
+    void (*next)(void *user, int sign, int b, const float *logits);
+    void (*loss)(void *user, int sign, double *losses);
+    void *user;
+    int n_examples, example0, n_global; /* as dz_zo_batch's */
+} dz_zo_decode;
+
 typedef struct dz_zo_step_result {
     double loss_plus[DZ_ZO_MAX_Q], loss_minus[DZ_ZO_MAX_Q];
     float g[DZ_ZO_MAX_Q];
@@ -87,6 +108,9 @@ void dz_zo_engine_free(dz_zo_engine *e);
  * finite losses, the update with learning rate lr is pending (fused) or applied. */
 dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
                      dz_error *err);
+/* The same step on a decoding batch. */
+dz_status dz_zo_step_decode(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_decode *d, dz_zo_step_result *out,
+                            dz_error *err);
 /* One sample alone, with no update: both perturbed forwards at draw `draw` (z of draw
  * index `draw`, docs/ZO_RNG.md) on batch b; its losses and g in out->loss_plus[0],
  * loss_minus[0], g[0]. A federated worker computes its share of a step so; the step's

@@ -10,19 +10,27 @@
 
 typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
-    int limit, batch, threads, json, share_prompts;
+    int limit, batch, threads, json, share_prompts, gen_tokens;
+    const dz_task_preset *preset;
 } eval_opts;
 
 static int load_dataset(const eval_opts *o, dz_dataset *ds) {
     dz_error err = {0};
     dz_status st;
-    if (!strcmp(o->task, "sst2")) st = dz_dataset_load_sst2(o->data, ds, &err);
+    if (o->preset) st = dz_dataset_load_preset(o->preset, o->data, ds, &err);
+    else if (!strcmp(o->task, "sst2")) st = dz_dataset_load_sst2(o->data, ds, &err);
     else if (!strcmp(o->task, "classify")) st = dz_dataset_load_jsonl(o->data, o->text_key, o->label_key, ds, &err);
     else st = dz_dataset_load_text(o->data, ds, &err);
     if (st != DZ_OK) return dz_cli_fail(&err);
-    if (o->limit > 0 && o->limit < ds->count) {
-        for (int i = o->limit; i < ds->count; i++) free(ds->items[i].text);
-        ds->count = o->limit;
+    if (o->limit > 0 && o->limit < ds->count) { /* the first limit examples, as a copy */
+        dz_dataset first = {0};
+        int cap = 0;
+        first.path = strdup(ds->path);
+        st = first.path ? DZ_OK : dz_fail(&err, DZ_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < o->limit && st == DZ_OK; i++) st = dz_dataset_append(&first, &cap, &ds->items[i], &err);
+        dz_dataset_free(ds);
+        *ds = first;
+        if (st != DZ_OK) return dz_cli_fail(&err);
     }
     return 0;
 }
@@ -35,7 +43,7 @@ static int write_predictions(const char *path, const dz_class_set *cs, const int
     fprintf(f, "\n");
     for (int e = 0; e < cs->n_examples; e++) {
         fprintf(f, "%d\t%d\t%d", e, cs->labels[e], preds[e]);
-        for (int k = 0; k < cs->n_labels; k++) fprintf(f, "\t%.9g", scores[(size_t)e * cs->n_labels + k]);
+        for (int k = 0; k < dz_class_count(cs, e); k++) fprintf(f, "\t%.9g", scores[dz_class_first(cs, e) + k]);
         fprintf(f, "\n");
     }
     return fclose(f) == 0 ? 0 : dz_cli_failf("%s: write failed", path);
@@ -45,6 +53,7 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     dz_error err = {0};
     dz_prompt_spec spec;
     dz_prompt_spec_default_sst2(&spec);
+    if (o->preset) dz_prompt_spec_preset(&spec);
     if (o->template_ && dz_prompt_spec_set_template(&spec, o->template_, &err) != DZ_OK) return dz_cli_fail(&err);
     if (o->labels && dz_prompt_spec_set_labels(&spec, o->labels, &err) != DZ_OK) return dz_cli_fail(&err);
     dz_class_set cs;
@@ -55,7 +64,7 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     if (per > cs.n_examples) per = cs.n_examples; /* a batch never needs more rows than the data */
     dz_forward *f = NULL;
     int *preds = malloc(sizeof(int) * (size_t)(cs.n_examples + 1));
-    float *scores = malloc(sizeof(float) * (size_t)(cs.n_examples * cs.n_labels + 1));
+    float *scores = malloc(sizeof(float) * (size_t)(dz_class_first(&cs, cs.n_examples) + 1));
     double acc = 0.0;
     int rc = 0;
     if (!preds || !scores) rc = dz_cli_failf("out of memory");
@@ -83,7 +92,9 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
         } else {
             printf("%s: %d examples, accuracy %.2f%% (%.1f s)\n", o->data, cs.n_examples, 100.0 * acc, secs);
             printf("predicted:");
-            for (int k = 0; k < cs.n_labels; k++) printf(" '%s' %d", spec.label_words[k], counts[k]);
+            for (int k = 0; k < cs.n_labels; k++)
+                if (o->preset) printf(" %d: %d", k, counts[k]); /* the examples' own candidates */
+                else printf(" '%s' %d", spec.label_words[k], counts[k]);
             printf("\n");
             if (cs.truncated)
                 printf("%d sequences were cut from the left to fit the model's %d positions (the first: %s:%d)\n",
@@ -152,6 +163,39 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     return rc;
 }
 
+/* Generation presets (squad, drop): F1 and exact match of the greedy answers. */
+static int eval_qa(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
+    dz_error err = {0};
+    const int max_seq = dz_model_config(m)->max_seq_len, want = o->gen_tokens > 0 ? o->gen_tokens : 50;
+    const int max_new = want < max_seq / 2 ? want : max_seq / 2;
+    dz_qa_set qs;
+    const double t0 = dz_now();
+    if (dz_qa_set_build(ds, tok, max_seq, max_new, &qs, &err) != DZ_OK) return dz_cli_fail(&err);
+    double *f1 = malloc(sizeof(double) * (size_t)(qs.n_examples + 1)), *em = malloc(sizeof(double) * (size_t)(qs.n_examples + 1));
+    dz_forward *f = NULL;
+    int rc = f1 && em ? 0 : dz_cli_failf("out of memory");
+    if (!rc && dz_forward_create(m, 1, max_seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    dz_weight_source w = dz_model_weights(m);
+    if (!rc && dz_qa_evaluate(f, &w, tok, &qs, 0, qs.n_examples, max_new, f1, em, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    double sf = 0.0, se = 0.0;
+    for (int e = 0; !rc && e < qs.n_examples; e++) sf += f1[e], se += em[e]; /* in order */
+    const int n = qs.n_examples > 0 ? qs.n_examples : 1;
+    if (!rc && o->json) {
+        printf("{\"task\": \"%s\", \"data\": ", o->task);
+        dz_cli_json_string(stdout, o->data);
+        printf(", \"examples\": %d, \"f1\": %.6f, \"exact_match\": %.6f, \"seconds\": %.3f}\n", qs.n_examples,
+               sf / n, se / n, dz_now() - t0);
+    } else if (!rc) {
+        printf("%s: %d examples, F1 %.2f%%, exact match %.2f%% (%.1f s)\n", o->data, qs.n_examples, 100.0 * sf / n,
+               100.0 * se / n, dz_now() - t0);
+    }
+    dz_forward_free(f);
+    free(f1);
+    free(em);
+    dz_qa_set_free(&qs);
+    return rc;
+}
+
 /* MODEL is a checkpoint of a run (RUN/best, RUN/checkpoint-N beside RUN/run.json): the
  * run's settings, so that what the options leave out is what the run evaluated with. */
 static int run_of_checkpoint(const char *model, dz_train_config *run, char **strings) {
@@ -174,7 +218,9 @@ int dz_cmd_eval(int argc, char **argv) {
     eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1};
     int no_share = 0;
     const dz_opt opts[] = {
-        {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl)"},
+        {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl), or a MeZO preset "
+         "(rte, cb, boolq, wsc, wic, multirc, copa, record, squad, drop: docs/TASKS.md)"},
+        {"gen-tokens", DZ_OPT_INT, &o.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
         {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples (0: all)"},
         {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
@@ -219,8 +265,16 @@ int dz_cmd_eval(int argc, char **argv) {
     o.share_prompts = !no_share;
     if (!o.text_key) o.text_key = "text";
     if (!o.label_key) o.label_key = "label";
-    if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm"))
-        return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm", o.task);
+    o.preset = dz_task_preset_find(o.task);
+    if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm") && !o.preset)
+        return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm or a preset", o.task);
+    if (o.preset && (o.template_ || o.labels))
+        return dz_cli_failf("--task %s: the preset has its own template and words", o.task);
+    char preset_buf[4200];
+    if (o.preset && o.data && dz_is_dir(o.data)) { /* a release folder: its evaluation split */
+        snprintf(preset_buf, sizeof preset_buf, "%s/%s", o.data, o.preset->test_file);
+        o.data = preset_buf;
+    }
     if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
     if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
     char model_buf[4096], data_buf[4096];
@@ -235,7 +289,8 @@ int dz_cmd_eval(int argc, char **argv) {
     if ((rc = dz_cli_load(model, o.dtype, o.tokenizer, 1, &m, &tok))) return rc;
     dz_dataset ds = {0};
     rc = load_dataset(&o, &ds);
-    if (!rc) rc = strcmp(o.task, "lm") ? eval_classify(&o, m, tok, &ds) : eval_lm(&o, m, tok, &ds);
+    if (!rc && o.preset && o.preset->generation) rc = eval_qa(&o, m, tok, &ds);
+    else if (!rc) rc = strcmp(o.task, "lm") ? eval_classify(&o, m, tok, &ds) : eval_lm(&o, m, tok, &ds);
     dz_dataset_free(&ds);
     dz_tokenizer_free(tok);
     dz_model_free(m);

@@ -171,7 +171,12 @@ int dz_cmd_train(int argc, char **argv) {
         {"config", DZ_OPT_STR, &t.config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
                                           "\"no-fuse\": true}), or a run's run.json to restart it; the command line overrides it"},
         {"model", DZ_OPT_STR, &t.model, "model (default: stories260K from the assets)"},
-        {"task", DZ_OPT_STR, &c.data.task, "sst2 (tsv), classify (jsonl) or lm (text; jsonl text or prompt/completion)"},
+        {"task", DZ_OPT_STR, &c.data.task, "sst2 (tsv), classify (jsonl), lm (text; jsonl text or prompt/completion), or "
+         "a MeZO preset: rte, cb, boolq, wsc, wic, multirc, copa, record (SuperGLUE jsonl), squad, drop (docs/TASKS.md)"},
+        {"objective", DZ_OPT_STR, &c.data.objective, "what a step minimises: ce (default), accuracy (minus the batch's "
+         "accuracy; classification) or f1 (minus the greedy answers' F1; squad, drop): non-differentiable"},
+        {"demos", DZ_OPT_INT, &c.data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
+        {"gen-tokens", DZ_OPT_INT, &c.data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
         {"seq", DZ_OPT_INT, &c.data.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
         {"data", DZ_OPT_STR, &t.data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &t.test, "file to report accuracy on (default: dev.tsv beside the training file)"},
@@ -287,7 +292,8 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     int rc;
     if (task_file && (rc = dz_cli_task_file(task_file, &d->template_, &d->label_words, &d->text_key, &d->label_key)))
         return rc;
-    if (!d->label_words && strcmp(d->task, "lm")) d->label_words = "bad,good";
+    const dz_task_preset *preset = dz_task_preset_find(d->task);
+    if (!d->label_words && strcmp(d->task, "lm") && !preset) d->label_words = "bad,good";
     if (c->optim.steps == -1) c->optim.steps = 4000;
     if (dz_dtype_parse(master, &c->store.master_dtype) != 0 || c->store.master_dtype == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
@@ -298,11 +304,17 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     else if (!strcmp(schedule, "linear")) c->optim.lr_schedule = DZ_LR_LINEAR;
     else if (!strcmp(schedule, "cosine")) c->optim.lr_schedule = DZ_LR_COSINE;
     else return dz_cli_failf("option --schedule: '%s' is not constant, linear or cosine", schedule);
-    if (strcmp(d->task, "sst2") && strcmp(d->task, "classify") && strcmp(d->task, "lm"))
-        return dz_cli_failf("option --task: '%s' is not sst2, classify or lm", d->task);
+    if (strcmp(d->task, "sst2") && strcmp(d->task, "classify") && strcmp(d->task, "lm") && !preset)
+        return dz_cli_failf("option --task: '%s' is not sst2, classify, lm or a preset (rte, cb, boolq, wsc, wic, "
+                            "multirc, copa, record, squad, drop)", d->task);
     c->model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
     if (!data && !resume) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
-    if (data && dz_is_dir(data)) {
+    if (data && dz_is_dir(data) && preset) { /* the release's own file names */
+        snprintf(test_buf, sizeof test_buf, "%s/%s", data, preset->test_file);
+        snprintf(train_buf, sizeof train_buf, "%s/%s", data, preset->train_file);
+        d->train = train_buf;
+        d->test = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
+    } else if (data && dz_is_dir(data)) {
         snprintf(test_buf, sizeof test_buf, "%s/dev.%s", data, strcmp(d->task, "sst2") ? "jsonl" : "tsv");
         snprintf(train_buf, sizeof train_buf, "%s/train.%s", data, strcmp(d->task, "sst2") ? "jsonl" : "tsv");
         d->train = train_buf;

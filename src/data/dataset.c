@@ -102,6 +102,8 @@ dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, 
     ds->items[ds->count].label = label;
     ds->items[ds->count].line = line;
     ds->items[ds->count].completion = NULL;
+    ds->items[ds->count].cands = ds->items[ds->count].answers = NULL;
+    ds->items[ds->count].n_cands = ds->items[ds->count].n_answers = 0;
     ds->count++;
     return DZ_OK;
 }
@@ -122,11 +124,45 @@ dz_status dz_dataset_require_labels(const dz_dataset *ds, dz_error *err) {
     return DZ_OK;
 }
 
+static void free_list(char **strs, int n) {
+    for (int i = 0; i < n; i++) free(strs[i]);
+    free(strs);
+}
+
+dz_status dz_example_set_list(dz_example *ex, dz_example_list which, const char *const *strs, int n, dz_error *err) {
+    char **copy = calloc((size_t)(n > 0 ? n : 1), sizeof *copy);
+    int ok = copy != NULL;
+    for (int i = 0; ok && i < n; i++) ok = (copy[i] = strdup(strs[i])) != NULL;
+    if (!ok) {
+        free_list(copy, n);
+        return dz_fail(err, DZ_ERR_NOMEM, "out of memory for an example's list");
+    }
+    char ***dst = which == DZ_EXAMPLE_CANDS ? &ex->cands : &ex->answers;
+    int *dn = which == DZ_EXAMPLE_CANDS ? &ex->n_cands : &ex->n_answers;
+    free_list(*dst, *dn);
+    *dst = copy, *dn = n;
+    return DZ_OK;
+}
+
+dz_status dz_dataset_append(dz_dataset *ds, int *cap, const dz_example *ex, dz_error *err) {
+    dz_status st = dz_dataset_push(ds, cap, ex->text, strlen(ex->text), ex->label, ex->line, err);
+    dz_example *dst = st == DZ_OK ? &ds->items[ds->count - 1] : NULL;
+    if (st == DZ_OK && ex->completion && !(dst->completion = strdup(ex->completion)))
+        st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", ds->path);
+    if (st == DZ_OK && ex->cands)
+        st = dz_example_set_list(dst, DZ_EXAMPLE_CANDS, (const char *const *)ex->cands, ex->n_cands, err);
+    if (st == DZ_OK && ex->answers)
+        st = dz_example_set_list(dst, DZ_EXAMPLE_ANSWERS, (const char *const *)ex->answers, ex->n_answers, err);
+    return st;
+}
+
 void dz_dataset_free(dz_dataset *ds) {
     if (!ds) return;
     for (int i = 0; i < ds->count; i++) {
         free(ds->items[i].text);
         free(ds->items[i].completion);
+        free_list(ds->items[i].cands, ds->items[i].n_cands);
+        free_list(ds->items[i].answers, ds->items[i].n_answers);
     }
     free(ds->items);
     free(ds->path);

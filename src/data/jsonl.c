@@ -22,6 +22,27 @@ static int label_value(const cJSON *v) {
     return -1;
 }
 
+/* An example's own candidates: a list of 2..DZ_MAX_CANDS non-empty strings, the label
+ * (if any) one of their indexes. */
+static dz_status parse_candidates(const dz_line_reader *r, const cJSON *v, int label, dz_example *ex, dz_error *err) {
+    const int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (n < 2 || n > DZ_MAX_CANDS)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"candidates\" must be a list of 2 to %d strings", r->path,
+                       r->lineno, DZ_MAX_CANDS);
+    const char *strs[DZ_MAX_CANDS];
+    for (int i = 0; i < n; i++) {
+        const cJSON *c = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsString(c) || !c->valuestring[0])
+            return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"candidates\": entry %d is not a non-empty string",
+                           r->path, r->lineno, i);
+        strs[i] = c->valuestring;
+    }
+    if (label >= n)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: label %d, but the example has only %d candidates", r->path,
+                       r->lineno, label, n);
+    return dz_example_set_list(ex, DZ_EXAMPLE_CANDS, strs, n, err);
+}
+
 static dz_status parse_line(const dz_line_reader *r, const char *line, const char *text_key,
                             const char *label_key, dz_dataset *out, int *cap, dz_error *err) {
     const char *path = r->path;
@@ -48,6 +69,8 @@ static dz_status parse_line(const dz_line_reader *r, const char *line, const cha
                      path, ln, label_key);
     if (st == DZ_OK)
         st = dz_dataset_push(out, cap, text->valuestring, strlen(text->valuestring), label, ln, err);
+    const cJSON *cands = st == DZ_OK ? cJSON_GetObjectItemCaseSensitive(obj, "candidates") : NULL;
+    if (cands) st = parse_candidates(r, cands, label, &out->items[out->count - 1], err);
     cJSON_Delete(obj);
     return st;
 }

@@ -27,10 +27,7 @@ dz_status dz_dataset_sample(const dz_dataset *src, int n, uint64_t seed, dz_data
     int cap = 0;
     dz_status st = dz_dataset_init(out, path, err);
     for (int i = 0; i < n && st == DZ_OK; i++) {
-        const dz_example *ex = &src->items[order[i]];
-        st = dz_dataset_push(out, &cap, ex->text, strlen(ex->text), ex->label, ex->line, err);
-        if (st == DZ_OK && ex->completion && !(out->items[out->count - 1].completion = strdup(ex->completion)))
-            st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+        st = dz_dataset_append(out, &cap, &src->items[order[i]], err);
     }
     free(order);
     if (st != DZ_OK) dz_dataset_free(out);

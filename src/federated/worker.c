@@ -129,6 +129,8 @@ static dz_status load_replica(worker *w, dz_error *err) {
     if ((st = dz_comm_init(NULL, NULL, 0, 0, &tr->own_comm, err)) != DZ_OK) return st;
     tr->comm = tr->own_comm, tr->rank0 = 1;
     if ((st = dz_trainer_setup_compute(tr, c->model, 0, err)) != DZ_OK) return st;
+    if (tr->objective == DZ_OBJ_F1) /* a slot is one dual forward: no decoding under the perturbations */
+        return dz_fail(err, DZ_ERR_INVALID, "--objective f1 is not supported by federated workers (ce or accuracy are)");
     if ((st = dz_fed_fingerprint(tr->m, tr->e, &w->fingerprint, err)) != DZ_OK) return st;
     if (w->fingerprint != w->info.fingerprint)
         return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64

@@ -577,7 +577,12 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
 
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,
                             float *logits, dz_error *err) {
-    const dz_head_rows set = {.stream = 0, .rows = rows, .nrows = nrows};
+    return dz_forward_logits_stream(f, w, 0, rows, nrows, logits, err);
+}
+
+dz_status dz_forward_logits_stream(dz_forward *f, const dz_weight_source *w, int s, const int *rows, int nrows,
+                                   float *logits, dz_error *err) {
+    const dz_head_rows set = {.stream = s, .rows = rows, .nrows = nrows};
     return head(f, w, 1, &set, logits, err);
 }
 

@@ -8,15 +8,6 @@
 #include "parallel/comm.h"
 #include "run/trainer.h"
 
-/* Examples [lo, hi) of a set, sharing its sequences. */
-static dz_class_set class_view(const dz_class_set *cs, int lo, int hi) {
-    dz_class_set v = *cs;
-    v.n_examples = hi - lo;
-    v.seqs = cs->seqs + (size_t)lo * cs->n_labels;
-    v.labels = cs->labels + lo;
-    return v;
-}
-
 dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *score, dz_error *err) {
     *score = NAN;
     const int n = cs->n_examples;
@@ -28,7 +19,7 @@ dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *sc
     dz_layout_share(n, tr->lay.n, tr->lay.rank, &lo, &hi);
     double *pairs = tr->eval_pairs;
     memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
-    const dz_class_set v = class_view(cs, lo, hi);
+    const dz_class_set v = dz_class_set_view(cs, lo, hi);
     const int eval_batch = tr->cfg.schedule.eval_batch;
     if (hi > lo && tr->lm) {
         double nll;
@@ -47,5 +38,30 @@ dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *sc
     for (int i = 0; i < n; i++) a += pairs[2 * i], b += pairs[2 * i + 1];
     if (tr->lm) *score = b > 0 ? -(a / b) : NAN;
     else *score = b > 0 ? a / b : 0.0;
+    return DZ_OK;
+}
+
+dz_status dz_trainer_evaluate_qa(dz_trainer *tr, const dz_qa_set *s, double *f1, double *em, dz_error *err) {
+    *f1 = *em = NAN;
+    const int n = s->n_examples;
+    if (n == 0) return DZ_OK;
+    dz_status st = dz_zo_flush(tr->e, err);
+    if (st != DZ_OK) return st;
+    const dz_weight_source w = dz_zo_master_source(tr->e);
+    int lo, hi;
+    dz_layout_share(n, tr->lay.n, tr->lay.rank, &lo, &hi);
+    double *pairs = tr->eval_pairs; /* (f1, em) per example */
+    memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
+    for (int e = lo; e < hi && st == DZ_OK; e++) {
+        double f, x;
+        st = dz_qa_evaluate(tr->f, &w, tr->tok, s, e, e + 1, dz_trainer_gen_tokens(tr), &f, &x, err);
+        pairs[2 * (size_t)e] = f, pairs[2 * (size_t)e + 1] = x;
+    }
+    if (st == DZ_OK) st = dz_zo_source_status(tr->e, err);
+    if (st == DZ_OK) st = dz_comm_sum_f64(tr->comm, pairs, 2 * (size_t)n, err);
+    if (st != DZ_OK) return st;
+    double a = 0.0, b = 0.0;
+    for (int i = 0; i < n; i++) a += pairs[2 * i], b += pairs[2 * i + 1];
+    *f1 = a / n, *em = b / n;
     return DZ_OK;
 }

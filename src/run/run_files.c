@@ -89,6 +89,9 @@ static const run_field FIELDS[] = {
     FIELD("sparse_density", "--sparse-density", F_FLOAT, optim.sparse_density, RESUME_SAME, 1),
     FIELD("lozo_rank", "--lozo-rank", F_INT, optim.lozo_rank, RESUME_SAME, 1),
     FIELD("lozo_nu", "--lozo-nu", F_INT, optim.lozo_nu, RESUME_SAME, 1),
+    FIELD("objective", "--objective", F_STR, data.objective, RESUME_SAME, 1),
+    FIELD("demos", "--demos", F_INT, data.demos, RESUME_SAME, 1),
+    FIELD("gen_tokens", "--gen-tokens", F_INT, data.gen_tokens, RESUME_SAME, 1),
 };
 #undef FIELD
 #undef CHOICE

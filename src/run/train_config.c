@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "distzo/log.h"
 #include "distzo/train.h"
@@ -68,6 +69,17 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "--keep-checkpoints %d: keep at least 1", s->keep_checkpoints);
     if (s->eval_batch < 1) return dz_fail(err, DZ_ERR_INVALID, "eval batch %d: must be at least 1", s->eval_batch);
     if (d->lm_seq == 1) return dz_fail(err, DZ_ERR_INVALID, "--seq 1: a window needs at least 2 tokens");
+    const dz_task_preset *preset = dz_task_preset_find(d->task);
+    const int gen = preset && preset->generation, lm = d->task && !strcmp(d->task, "lm");
+    const char *obj = d->objective ? d->objective : "ce";
+    if (strcmp(obj, "ce") && strcmp(obj, "accuracy") && strcmp(obj, "f1"))
+        return dz_fail(err, DZ_ERR_INVALID, "--objective '%s': not ce, accuracy or f1", obj);
+    if ((!strcmp(obj, "accuracy") && (gen || lm)) || (!strcmp(obj, "f1") && !gen))
+        return dz_fail(err, DZ_ERR_INVALID, "--objective %s does not apply to the task %s (accuracy: classification; "
+                       "f1: squad, drop)", obj, d->task);
+    if (d->demos < 0 || d->demos > 32) return dz_fail(err, DZ_ERR_INVALID, "--demos %d is outside 0..32", d->demos);
+    if (d->demos > 0 && lm) return dz_fail(err, DZ_ERR_INVALID, "--demos does not apply to the lm task");
+    if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);
     if (o->warmup > o->steps)
         dz_log(DZ_LOG_WARN, "--warmup %d is longer than the run's %d steps: the learning rate never reaches --lr",
                o->warmup, o->steps);

@@ -4,6 +4,7 @@
  * on. Step t uses examples t*batch .. t*batch+batch-1 of an endless sequence of epochs,
  * each a seeded shuffle of the training examples, so the data of a step depends on
  * nothing but t. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/rng.h"
@@ -13,6 +14,7 @@
 static dz_status load_examples(const dz_trainer *tr, const char *path, dz_dataset *ds, dz_error *err) {
     const dz_train_data *d = &tr->cfg.data;
     if (tr->lm) return dz_dataset_load_text(path, ds, err);
+    if (tr->preset) return dz_dataset_load_preset(tr->preset, path, ds, err);
     if (!strcmp(d->task, "sst2")) return dz_dataset_load_sst2(path, ds, err);
     return dz_dataset_load_jsonl(path, d->text_key ? d->text_key : "text", d->label_key ? d->label_key : "label", ds,
                                  err);
@@ -23,20 +25,57 @@ static dz_status load_examples(const dz_trainer *tr, const char *path, dz_datase
 static dz_status build_set(const dz_trainer *tr, const dz_dataset *ds, dz_class_set *out, dz_error *err) {
     const int model_len = dz_model_config(tr->m)->max_seq_len;
     const int max_len = tr->lm && tr->cfg.data.lm_seq > 0 ? tr->cfg.data.lm_seq : model_len;
-    dz_status st = tr->lm ? dz_lm_set_build(ds, tr->tok, max_len, out, err)
-                          : dz_class_set_build(ds, &tr->spec, tr->tok, model_len, out, err);
+    const int as_lm = tr->lm || tr->gen;
+    dz_status st = as_lm ? dz_lm_set_build(ds, tr->tok, max_len, out, err)
+                         : dz_class_set_build(ds, &tr->spec, tr->tok, model_len, out, err);
     if (st == DZ_OK && out->truncated && tr->rank0)
         dz_log(DZ_LOG_WARN, "%s:%d: longer than %d tokens (%s): cut from the left to fit, keeping %s; %d sequence%s "
                "of this file cut so", ds->path ? ds->path : "data", out->truncated_line, max_len,
-               max_len == model_len ? "the model's maximum" : "--seq", tr->lm ? "BOS and the completion" : "BOS and the label word",
+               max_len == model_len ? "the model's maximum" : "--seq", as_lm ? "BOS and the completion" : "BOS and the label word",
                out->truncated, out->truncated == 1 ? "" : "s");
+    return st;
+}
+
+/* A generation task's evaluation set: prompts leaving room for the answer. */
+static dz_status build_qa(const dz_trainer *tr, const dz_dataset *ds, dz_qa_set *out, dz_error *err) {
+    const int model_len = dz_model_config(tr->m)->max_seq_len;
+    dz_status st = dz_qa_set_build(ds, tr->tok, model_len, dz_trainer_gen_tokens(tr), out, err);
+    if (st == DZ_OK && out->truncated && tr->rank0)
+        dz_log(DZ_LOG_WARN, "%s:%d: prompt cut from the left to leave %d answer tokens; %d prompt%s of this file cut so",
+               ds->path ? ds->path : "data", out->truncated_line, dz_trainer_gen_tokens(tr), out->truncated,
+               out->truncated == 1 ? "" : "s");
+    return st;
+}
+
+int dz_trainer_gen_tokens(const dz_trainer *tr) {
+    const int model_len = dz_model_config(tr->m)->max_seq_len, want = tr->cfg.data.gen_tokens > 0 ? tr->cfg.data.gen_tokens : 50;
+    return want < model_len / 2 ? want : model_len / 2; /* a short model keeps half its positions for the prompt */
+}
+
+/* One evaluation or training set as the task wants it, after --demos. */
+static dz_status build_one(dz_trainer *tr, const dz_dataset *ds, const dz_dataset *train, int exclude_self,
+                           uint64_t salt, dz_class_set *cs, dz_qa_set *qa, dz_error *err) {
+    const int k = tr->cfg.data.demos;
+    dz_dataset shown;
+    const dz_dataset *use = ds;
+    dz_prompt_spec spec = tr->spec;
+    if (k > 0) {
+        dz_status st = dz_dataset_with_demos(ds, train, &tr->spec, k, tr->cfg.data.seed ^ salt, exclude_self, &shown, err);
+        if (st != DZ_OK) return st;
+        use = &shown;
+        tr->spec.verbatim = 1; /* the texts are whole prompts now */
+        snprintf(tr->spec.template_, sizeof tr->spec.template_, "%s", "{text}");
+    }
+    dz_status st = qa ? build_qa(tr, use, qa, err) : build_set(tr, use, cs, err);
+    tr->spec = spec;
+    if (k > 0) dz_dataset_free(&shown);
     return st;
 }
 
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     const dz_train_data *d = &tr->cfg.data;
     dz_status st = load_examples(tr, d->train, &tr->pool, err);
-    if (st == DZ_OK && !tr->lm) st = dz_dataset_require_labels(&tr->pool, err); /* train and dev rows */
+    if (st == DZ_OK && !tr->lm && !tr->gen) st = dz_dataset_require_labels(&tr->pool, err); /* train and dev rows */
     if (st == DZ_OK && d->test) st = load_examples(tr, d->test, &tr->test, err);
     if (st != DZ_OK) return st;
     dz_dataset drawn;
@@ -52,9 +91,13 @@ dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     train.count = ntrain;
     dev.items = drawn.items + ntrain;
     dev.count = drawn.count - ntrain;
-    st = build_set(tr, &train, &tr->train, err);
-    if (st == DZ_OK && dev.count > 0) st = build_set(tr, &dev, &tr->dev, err);
-    if (st == DZ_OK && d->test) st = build_set(tr, &tr->test, &tr->testset, err);
+    /* demonstrations come from the training examples: MeZO's ICL draws them from its train set */
+    st = build_one(tr, &train, &train, 1, 0x1ULL, &tr->train, NULL, err);
+    if (st == DZ_OK && tr->objective == DZ_OBJ_F1) /* the same examples, decoded at each step */
+        st = build_one(tr, &train, &train, 1, 0x1ULL, NULL, &tr->train_qa, err);
+    if (st == DZ_OK && dev.count > 0) st = build_one(tr, &dev, &train, 0, 0x2ULL, &tr->dev, tr->gen ? &tr->dev_qa : NULL, err);
+    if (st == DZ_OK && d->test)
+        st = build_one(tr, &tr->test, &train, 0, 0x3ULL, &tr->testset, tr->gen ? &tr->test_qa : NULL, err);
     dz_dataset_free(&drawn);
     return st;
 }
@@ -80,18 +123,23 @@ void dz_trainer_draw_batch(dz_trainer *tr, int step) {
     }
 }
 
-/* (loss, weight) of each of this rank's examples: cross-entropy and 1, or an LM window's
+/* (loss, weight) of each of this rank's examples: cross-entropy and 1 (or, with
+ * --objective accuracy, minus whether the prediction is right, and 1), or an LM window's
  * summed NLL and its token count. */
 void dz_trainer_loss(const float *logprobs, const float *p_logprobs, void *user, double *out) {
     dz_trainer *tr = user;
-    if (tr->lm) {
+    if (tr->lm || tr->gen) {
         dz_lm_example_losses(&tr->bb, logprobs, out);
         return;
     }
-    const int K = tr->train.n_labels;
-    dz_class_batch_scores(&tr->bb, logprobs, p_logprobs, tr->scores);
+    const dz_class_batch *bb = &tr->bb;
+    dz_class_batch_scores(bb, logprobs, p_logprobs, tr->scores);
     for (int e = 0; e < tr->hi - tr->lo; e++) {
-        dz_class_example_losses(tr->scores + (size_t)e * K, tr->batch_labels + tr->lo + e, 1, K, &out[2 * e]);
+        const float *s = tr->scores + bb->ex_first[e];
+        const int K = bb->ex_first[e + 1] - bb->ex_first[e];
+        const int label = tr->batch_labels[tr->lo + e];
+        if (tr->objective == DZ_OBJ_ACCURACY) out[2 * e] = -(double)(dz_class_predict(s, K) == label);
+        else dz_class_example_losses(s, &label, 1, K, &out[2 * e]);
         out[2 * e + 1] = 1.0;
     }
 }

@@ -58,7 +58,15 @@ dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from
     if ((st = load_tokenizer(tr, from_checkpoint, err)) != DZ_OK) return st;
 
     tr->lm = !strcmp(c->data.task, "lm");
+    tr->preset = dz_task_preset_find(c->data.task);
+    tr->gen = tr->preset && tr->preset->generation;
+    const char *obj = c->data.objective ? c->data.objective : "ce";
+    tr->objective = !strcmp(obj, "accuracy") ? DZ_OBJ_ACCURACY : !strcmp(obj, "f1") ? DZ_OBJ_F1 : DZ_OBJ_CE;
+    if (tr->preset && (c->data.template_ || c->data.label_words))
+        return dz_fail(err, DZ_ERR_INVALID, "--task %s: the preset has its own template and words (--template and "
+                       "--label-words are for sst2 and classify)", tr->preset->name);
     dz_prompt_spec_default_sst2(&tr->spec);
+    if (tr->preset) dz_prompt_spec_preset(&tr->spec);
     if (c->data.template_ && (st = dz_prompt_spec_set_template(&tr->spec, c->data.template_, err)) != DZ_OK)
         return st;
     if (c->data.label_words && (st = dz_prompt_spec_set_labels(&tr->spec, c->data.label_words, err)) != DZ_OK)
@@ -71,7 +79,8 @@ dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from
     int max_len = tr->train.max_len;
     if (tr->dev.max_len > max_len) max_len = tr->dev.max_len;
     if (tr->testset.max_len > max_len) max_len = tr->testset.max_len;
-    const int share = !tr->lm && c->data.share_prompts; /* candidates continue their example's prompt */
+    if (tr->gen) max_len = dz_model_config(tr->m)->max_seq_len; /* prompts and their greedy answers */
+    const int share = !tr->lm && !tr->gen && c->data.share_prompts; /* candidates continue their example's prompt */
     const dz_engine_spec es = {
         .max_batch = local * K > eval_batch ? local * K : eval_batch,
         .max_len = max_len,
@@ -84,7 +93,10 @@ dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from
     st = dz_setup_engine(tr->setup, &es, err);
     tr->f = dz_setup_forward(tr->setup), tr->e = dz_setup_zo_engine(tr->setup);
     if (st == DZ_OK) st = dz_class_batch_init(&tr->bb, local * K, max_len, share, err); /* the forward's positions */
-    const int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
+    if (st == DZ_OK && tr->objective == DZ_OBJ_F1) st = dz_trainer_decode_init(tr, local, err);
+    int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
+    if (tr->dev_qa.n_examples > n_eval) n_eval = tr->dev_qa.n_examples;
+    if (tr->test_qa.n_examples > n_eval) n_eval = tr->test_qa.n_examples;
     tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
     tr->batch_ex = malloc(sizeof(int) * (size_t)batch);
     tr->batch_labels = malloc(sizeof(int) * (size_t)batch);
@@ -134,6 +146,10 @@ void dz_trainer_teardown(dz_trainer *tr) {
     dz_class_set_free(&tr->train);
     dz_class_set_free(&tr->dev);
     dz_class_set_free(&tr->testset);
+    dz_qa_set_free(&tr->dev_qa);
+    dz_qa_set_free(&tr->train_qa);
+    dz_trainer_decode_free(tr);
+    dz_qa_set_free(&tr->test_qa);
     dz_dataset_free(&tr->pool);
     dz_dataset_free(&tr->test);
     dz_tokenizer_free(tr->tok);
@@ -150,6 +166,15 @@ void dz_trainer_teardown(dz_trainer *tr) {
 
 /* Dev and test scores of the current weights. */
 static dz_status evaluate_both(dz_trainer *tr, double *dev, double *test, dz_error *err) {
+    if (tr->gen) {
+        double em[2];
+        dz_status st = dz_trainer_evaluate_qa(tr, &tr->dev_qa, dev, &em[0], err);
+        if (st == DZ_OK) st = dz_trainer_evaluate_qa(tr, &tr->test_qa, test, &em[1], err);
+        if (st == DZ_OK && tr->rank0)
+            dz_log(DZ_LOG_INFO, "generation: dev F1 %.4f EM %.4f, test F1 %.4f EM %.4f", *dev, em[0], *test, em[1]);
+        tr->last_em = em[1];
+        return st;
+    }
     dz_status st = dz_trainer_evaluate(tr, &tr->dev, dev, err);
     return st == DZ_OK ? dz_trainer_evaluate(tr, &tr->testset, test, err) : st;
 }
@@ -209,7 +234,13 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         const float lr = dz_lr_at(o->lr_schedule, o->lr, o->warmup, o->steps, step);
         dz_zo_step_result r;
         const uint64_t sent = dz_comm_bytes_sent(tr->comm);
-        if ((st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err)) != DZ_OK) break;
+        if (tr->objective == DZ_OBJ_F1) { /* minus the F1 of the greedy answers under each perturbation */
+            const dz_zo_decode zd = dz_trainer_decode_batch(tr);
+            st = dz_zo_step_decode(tr->e, (uint32_t)step, lr, &zd, &r, err);
+        } else {
+            st = dz_zo_step(tr->e, (uint32_t)step, lr, &zb, &r, err);
+        }
+        if (st != DZ_OK) break;
         const uint64_t this_bytes = dz_comm_bytes_sent(tr->comm) - sent;
         step_bytes += this_bytes, steps_run++;
         float g_log[DZ_ZO_MAX_Q];

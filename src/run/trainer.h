@@ -12,6 +12,17 @@
 #include "run/metrics.h"
 #include "run/seedlog.h"
 
+enum { DZ_OBJ_CE, DZ_OBJ_ACCURACY, DZ_OBJ_F1 };
+
+/* --objective f1: each sign's sequences, decoders and answers of this rank's examples. */
+typedef struct dz_trainer_decode {
+    int *tokens[2], *lengths[2];
+    unsigned char *done[2];
+    dz_qa_decoder *dec[2];
+    char *text[2];
+    float *logits;
+} dz_trainer_decode;
+
 /* The best model so far by the dev score (accuracy, or minus the mean NLL for LM). */
 typedef struct dz_best {
     double dev, test;
@@ -28,6 +39,13 @@ typedef struct dz_trainer {
     dz_zo_engine *e;
     dz_tokenizer *tok;
     int lm;                           /* causal-LM fine-tuning, else prompt classification */
+    const dz_task_preset *preset;     /* --task is one of MeZO's presets (NULL: sst2, classify, lm) */
+    int gen;                          /* a generation preset: trained as prompt/completion, scored by F1 */
+    int objective;                    /* DZ_OBJ_* */
+    dz_qa_set dev_qa, test_qa;        /* generation: the sets scored by F1 / EM */
+    dz_qa_set train_qa;               /* --objective f1: the training examples' prompts and answers */
+    dz_trainer_decode dec;
+    double last_em;                   /* generation: the exact match of the last evaluation */
     dz_prompt_spec spec;
     dz_dataset pool, test;
     dz_class_set train, dev, testset; /* dev = model selection, test = reported */
@@ -70,12 +88,22 @@ dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err);
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err);
 /* The examples (and labels) of step's global batch into tr->batch_ex / batch_labels. */
 void dz_trainer_draw_batch(dz_trainer *tr, int step);
+/* Generation: the most answer tokens of a greedy answer (--gen-tokens, at most half the model's positions). */
+int dz_trainer_gen_tokens(const dz_trainer *tr);
 /* The engine's loss callback (dz_zo_loss_fn; user = the trainer). */
 void dz_trainer_loss(const float *logprobs, const float *p_logprobs, void *user, double *out);
+
+/* train_decode.c: --objective f1's buffers for a share of `local` examples, and the
+ * engine's decoding batch of the step drawn (tr->batch_ex, lo, hi). */
+dz_status dz_trainer_decode_init(dz_trainer *tr, int local, dz_error *err);
+void dz_trainer_decode_free(dz_trainer *tr);
+dz_zo_decode dz_trainer_decode_batch(dz_trainer *tr);
 
 /* evaluate.c: the selection score of a set (NaN for an empty one), the same for any
  * number of ranks. */
 dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *score, dz_error *err);
+/* Generation: the mean F1 and exact match of the greedy answers (NaN for an empty set). */
+dz_status dz_trainer_evaluate_qa(dz_trainer *tr, const dz_qa_set *s, double *f1, double *em, dz_error *err);
 
 /* checkpoint.c: run_dir/checkpoint-N/ (name "checkpoint") or best/ with the weights
  * after steps_done steps and the best-so-far. Collective (every rank flushes). */

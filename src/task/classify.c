@@ -1,6 +1,7 @@
 /* MeZO-style prompt classification: one sequence per (example, candidate); the score
  * of a candidate is the mean log-prob of its tokens given everything before them. */
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,36 +35,58 @@ static int truncate_left(dz_cand_seq *s, int max_len) {
     return 1;
 }
 
+/* The candidate texts of an example: its own, or the spec's label words. */
+static int n_cands_of(const dz_example *ex, const dz_prompt_spec *spec) {
+    return ex->cands ? ex->n_cands : spec->n_labels;
+}
+static const char *cand_text(const dz_example *ex, const dz_prompt_spec *spec, int k) {
+    return ex->cands ? ex->cands[k] : spec->label_words[k];
+}
+
 static dz_status build_example(const dz_dataset *ds, const dz_example *ex, const dz_prompt_spec *spec,
                                const dz_tokenizer *tok, int max_len, dz_cand_seq *seqs, dz_class_set *out,
                                dz_error *err) {
-    char prompt[PROMPT_CAP], full[PROMPT_CAP + 64];
     const char *path = ds->path ? ds->path : "dataset";
-    if (dz_prompt_render(spec, ex->text, prompt, sizeof prompt) < 0)
+    char *prompt = malloc(PROMPT_CAP), *full = NULL;
+    if (!prompt) return dz_fail(err, DZ_ERR_NOMEM, "out of memory building a prompt");
+    if (dz_prompt_render(spec, ex->text, prompt, PROMPT_CAP) < 0) {
+        free(prompt);
         return dz_fail(err, DZ_ERR_INVALID, "%s:%d: text of %zu bytes is too long for a prompt (at most %d)", path,
                        ex->line, strlen(ex->text), PROMPT_CAP);
+    }
     int *ctx = NULL, nctx = 0;
     dz_status st = encode_alloc(tok, prompt, &ctx, &nctx, err);
-    for (int k = 0; k < spec->n_labels && st == DZ_OK; k++) {
-        snprintf(full, sizeof full, "%s%s", prompt, spec->label_words[k]);
+    const size_t plen = strlen(prompt);
+    for (int k = 0; k < n_cands_of(ex, spec) && st == DZ_OK; k++) {
+        const char *word = cand_text(ex, spec, k);
+        char *grown = realloc(full, plen + strlen(word) + 1);
+        if (!grown) {
+            st = dz_fail(err, DZ_ERR_NOMEM, "out of memory building a prompt");
+            break;
+        }
+        full = grown;
+        memcpy(full, prompt, plen);
+        strcpy(full + plen, word);
         dz_cand_seq *s = &seqs[k];
         st = encode_alloc(tok, full, &s->tokens, &s->len, err);
         if (st != DZ_OK) break;
         int pre = common_prefix(ctx, nctx, s->tokens, s->len);
         if (pre == s->len || pre < 1) {
-            st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: label word '%s' adds no tokens after the prompt", path, ex->line,
-                         spec->label_words[k]);
+            st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: candidate '%s' adds no tokens after the prompt", path, ex->line,
+                         word);
             break;
         }
         s->cand_len = s->len - pre;
         if (s->cand_len + 1 > max_len) {
-            st = dz_fail(err, DZ_ERR_INVALID, "label word '%s' is longer than the sequence limit %d",
-                         spec->label_words[k], max_len);
+            st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: candidate '%.60s' is longer than the sequence limit %d", path,
+                         ex->line, word, max_len);
             break;
         }
         if (truncate_left(s, max_len) && !out->truncated++) out->truncated_line = ex->line;
     }
     free(ctx);
+    free(prompt);
+    free(full);
     return st;
 }
 
@@ -71,35 +94,56 @@ dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, c
                              int max_len, dz_class_set *out, dz_error *err) {
     memset(out, 0, sizeof *out);
     out->n_examples = ds->count;
-    out->n_labels = spec->n_labels;
-    out->seqs = calloc((size_t)ds->count * spec->n_labels, sizeof *out->seqs);
-    out->labels = calloc((size_t)ds->count, sizeof *out->labels);
-    if (!out->seqs || !out->labels) {
+    out->cand_first = malloc(sizeof(int) * (size_t)(ds->count + 1));
+    out->labels = calloc((size_t)ds->count + 1, sizeof *out->labels);
+    size_t total = 0;
+    for (int e = 0; out->cand_first && e < ds->count; e++) {
+        const int k = n_cands_of(&ds->items[e], spec);
+        out->cand_first[e] = (int)total;
+        total += (size_t)k;
+        if (k > out->n_labels) out->n_labels = k;
+    }
+    if (out->cand_first) out->cand_first[ds->count] = (int)total;
+    out->seqs = calloc(total + 1, sizeof *out->seqs);
+    out->n_seqs = (int)total;
+    if (!out->seqs || !out->labels || !out->cand_first || total > (size_t)INT_MAX) {
         dz_class_set_free(out);
         return dz_fail(err, DZ_ERR_NOMEM, "out of memory building %d prompts", ds->count);
     }
     for (int e = 0; e < ds->count; e++) {
-        dz_cand_seq *seqs = &out->seqs[(size_t)e * spec->n_labels];
-        dz_status st = build_example(ds, &ds->items[e], spec, tok, max_len, seqs, out, err);
-        if (st == DZ_OK && (ds->items[e].label < -1 || ds->items[e].label >= spec->n_labels))
-            st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: label %d, but only %d label words are given",
-                         ds->path ? ds->path : "dataset", ds->items[e].line, ds->items[e].label, spec->n_labels);
+        const dz_example *ex = &ds->items[e];
+        dz_cand_seq *seqs = &out->seqs[out->cand_first[e]];
+        const int K = n_cands_of(ex, spec);
+        dz_status st = build_example(ds, ex, spec, tok, max_len, seqs, out, err);
+        if (st == DZ_OK && (ex->label < -1 || ex->label >= K))
+            st = dz_fail(err, DZ_ERR_INVALID, "%s:%d: label %d, but only %d %s are given", ds->path ? ds->path : "dataset",
+                         ex->line, ex->label, K, ex->cands ? "candidates" : "label words");
         if (st != DZ_OK) {
             dz_class_set_free(out);
             return st;
         }
-        out->labels[e] = ds->items[e].label;
-        for (int k = 0; k < spec->n_labels; k++)
+        out->labels[e] = ex->label;
+        for (int k = 0; k < K; k++)
             if (seqs[k].len > out->max_len) out->max_len = seqs[k].len;
     }
     return DZ_OK;
 }
 
+dz_class_set dz_class_set_view(const dz_class_set *cs, int lo, int hi) {
+    dz_class_set v = *cs;
+    v.n_examples = hi - lo;
+    v.labels = cs->labels + lo;
+    if (cs->cand_first) v.cand_first = cs->cand_first + lo; /* indexes stay those of cs->seqs */
+    else v.seqs = cs->seqs + (size_t)lo * cs->n_labels;
+    return v;
+}
+
 void dz_class_set_free(dz_class_set *cs) {
     if (cs->seqs)
-        for (int i = 0; i < cs->n_examples * cs->n_labels; i++) free(cs->seqs[i].tokens);
+        for (int i = 0; i < cs->n_seqs; i++) free(cs->seqs[i].tokens);
     free(cs->seqs);
     free(cs->labels);
+    free(cs->cand_first);
     memset(cs, 0, sizeof *cs);
 }
 
@@ -110,7 +154,8 @@ dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, int
     bb->max_len = max_len;
     bb->share_prompts = share_prompts;
     int **ints[] = {&bb->tokens, &bb->rows, &bb->targets, &bb->p_tokens, &bb->p_rows, &bb->p_targets};
-    int **small[] = {&bb->lengths, &bb->seq_first_row, &bb->p_lengths, &bb->start, &bb->parent, &bb->p_row_of};
+    int **small[] = {&bb->lengths, &bb->seq_first_row, &bb->p_lengths, &bb->start, &bb->parent, &bb->p_row_of,
+                     &bb->ex_first};
     int ok = 1;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) ok &= (*ints[i] = malloc(sizeof(int) * cap)) != NULL;
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
@@ -122,22 +167,19 @@ dz_status dz_class_batch_init(dz_class_batch *bb, int max_seqs, int max_len, int
 
 void dz_class_batch_free(dz_class_batch *bb) {
     int *all[] = {bb->tokens, bb->lengths, bb->rows, bb->targets, bb->seq_first_row, bb->p_tokens, bb->p_lengths,
-                  bb->p_rows, bb->p_targets, bb->start, bb->parent, bb->p_row_of};
+                  bb->p_rows, bb->p_targets, bb->start, bb->parent, bb->p_row_of, bb->ex_first};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memset(bb, 0, sizeof *bb);
-}
-
-static const dz_cand_seq *cand(const dz_class_set *cs, const int *examples, int i) {
-    return &cs->seqs[(size_t)examples[i / cs->n_labels] * cs->n_labels + i % cs->n_labels];
 }
 
 /* The shared prompt length of example e: the candidates' common prefix, ending before
  * any candidate's scored tokens; 0 if there is none to share. */
 static int prompt_len(const dz_class_set *cs, int e) {
-    const dz_cand_seq *k0 = &cs->seqs[(size_t)e * cs->n_labels];
+    const int first = dz_class_first(cs, e), K = dz_class_count(cs, e);
+    const dz_cand_seq *k0 = &cs->seqs[first];
     int p = k0->len - k0->cand_len;
-    for (int k = 1; k < cs->n_labels; k++) {
-        const dz_cand_seq *q = &cs->seqs[(size_t)e * cs->n_labels + k];
+    for (int k = 1; k < K; k++) {
+        const dz_cand_seq *q = &cs->seqs[first + k];
         int i = 0;
         while (i < p && i < q->len - q->cand_len && q->tokens[i] == k0->tokens[i]) i++;
         p = i;
@@ -168,42 +210,52 @@ static void lay_out(dz_class_batch *bb, int i, const dz_cand_seq *s, int from) {
 }
 
 dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const int *examples, int n, dz_error *err) {
-    const int K = cs->n_labels;
-    if (n * K > bb->max_seqs)
-        return dz_fail(err, DZ_ERR_INVALID, "batch of %d examples x %d candidates exceeds %d sequences", n, K,
-                       bb->max_seqs);
-    bb->n_seqs = n * K;
+    int total = 0;
+    for (int e = 0; e < n; e++) total += dz_class_count(cs, examples[e]);
+    if (total > bb->max_seqs)
+        return dz_fail(err, DZ_ERR_INVALID, "batch of %d examples with %d candidates in all exceeds %d sequences", n,
+                       total, bb->max_seqs);
+    bb->n_seqs = total;
+    bb->n_examples = n;
     bb->n_rows = bb->n_p_rows = 0;
-    bb->tree = bb->share_prompts && K > 1;
+    for (int e = 0, i = 0; e < n; e++) { /* example e's sequences, and each sequence's example */
+        bb->ex_first[e] = i;
+        for (int k = 0; k < dz_class_count(cs, examples[e]); k++) bb->parent[i++] = e;
+    }
+    bb->ex_first[n] = total;
+    bb->tree = bb->share_prompts && cs->n_labels > 1;
     for (int e = 0; bb->tree && e < n; e++) bb->tree = prompt_len(cs, examples[e]) > 0;
     int T = 0, PT = 0;
     for (int pass = 0; pass < 2; pass++) {
         T = PT = 0;
         for (int i = 0; i < bb->n_seqs; i++) {
-            const dz_cand_seq *s = cand(cs, examples, i);
-            const int from = bb->tree ? prompt_len(cs, examples[i / K]) : 0;
+            const int e = bb->parent[i];
+            const dz_cand_seq *s = &cs->seqs[dz_class_first(cs, examples[e]) + i - bb->ex_first[e]];
+            const int from = bb->tree ? prompt_len(cs, examples[e]) : 0;
             T = s->len - 1 - from > T ? s->len - 1 - from : T; /* 0: every candidate is one token */
             PT = from > PT ? from : PT;
         }
         /* every sequence padded to T from its start must stay within the positions a
-         * sequence may have (a long example beside a short one): else the plain layout */
-        if (!bb->tree || PT + T <= bb->max_len) break;
+         * sequence may have (a long example beside a short one), and the prompts' rows
+         * must outnumber the candidates they score (many candidates after a short
+         * prompt): else the plain layout */
+        if (!bb->tree || (PT + T <= bb->max_len && bb->n_seqs <= n * PT)) break;
         bb->tree = 0;
     }
     bb->T = T;
     bb->PT = PT;
     bb->n_prompts = bb->tree ? n : 0;
     for (int e = 0; e < bb->n_prompts; e++) {
-        const dz_cand_seq *s = &cs->seqs[(size_t)examples[e] * K];
+        const dz_cand_seq *s = &cs->seqs[dz_class_first(cs, examples[e])];
         const int plen = prompt_len(cs, examples[e]);
         for (int t = 0; t < PT; t++) bb->p_tokens[e * PT + t] = t < plen ? s->tokens[t] : s->tokens[plen - 1];
         bb->p_lengths[e] = plen;
     }
     for (int i = 0; i < bb->n_seqs; i++) {
-        const int from = bb->tree ? prompt_len(cs, examples[i / K]) : 0;
+        const int e = bb->parent[i];
+        const int from = bb->tree ? prompt_len(cs, examples[e]) : 0;
         bb->start[i] = from;
-        bb->parent[i] = i / K;
-        lay_out(bb, i, cand(cs, examples, i), from);
+        lay_out(bb, i, &cs->seqs[dz_class_first(cs, examples[e]) + i - bb->ex_first[e]], from);
     }
     bb->seq_first_row[bb->n_seqs] = bb->n_rows;
     return DZ_OK;
@@ -273,28 +325,29 @@ int dz_class_predict(const float *scores, int K) {
 
 dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_class_set *cs, int batch,
                             int *preds, float *scores, double *accuracy, dz_error *err) {
-    const int total = cs->n_examples * cs->n_labels;
-    /* Whole examples per batch so a batch never splits a candidate group. */
-    int per = batch / cs->n_labels;
-    if (per < 1) per = 1;
-    if (per > cs->n_examples) per = cs->n_examples > 0 ? cs->n_examples : 1;
+    const int first0 = cs->n_examples > 0 ? dz_class_first(cs, 0) : 0;
+    const int total = cs->n_examples > 0 ? dz_class_first(cs, cs->n_examples) - first0 : 0;
+    /* Whole examples per batch so a batch never splits a candidate group; an example with
+     * more candidates than the batch is a batch of its own. */
+    const int max_seqs = batch > cs->n_labels ? batch : cs->n_labels;
     dz_class_batch bb;
     /* the batch's limit is the forward's positions: a tree batch falls back to the plain
      * layout only where its padding would not fit them */
-    dz_status st = dz_class_batch_init(&bb, per * cs->n_labels, dz_forward_max_seq(f), dz_forward_n_streams(f) >= 2,
-                                       err);
+    dz_status st = dz_class_batch_init(&bb, max_seqs, dz_forward_max_seq(f), dz_forward_n_streams(f) >= 2, err);
     if (st != DZ_OK) return st;
     float *all = scores ? scores : malloc(sizeof(float) * (size_t)(total > 0 ? total : 1));
-    float *lp = malloc(sizeof(float) * (size_t)per * cs->n_labels * cs->max_len);
-    float *plp = malloc(sizeof(float) * (size_t)per * cs->n_labels * cs->max_len);
-    int *ids = malloc(sizeof(int) * (size_t)per);
+    float *lp = malloc(sizeof(float) * (size_t)max_seqs * cs->max_len);
+    float *plp = malloc(sizeof(float) * (size_t)max_seqs * cs->max_len);
+    int *ids = malloc(sizeof(int) * (size_t)max_seqs);
     if (!all || !lp || !plp || !ids) st = dz_fail(err, DZ_ERR_NOMEM, "out of memory");
-    for (int e = 0; e < cs->n_examples && st == DZ_OK; e += per) {
-        const int ne = cs->n_examples - e < per ? cs->n_examples - e : per;
+    for (int e = 0, ne; e < cs->n_examples && st == DZ_OK; e += ne) {
+        int seqs = dz_class_count(cs, e);
+        ne = 1;
+        while (e + ne < cs->n_examples && seqs + dz_class_count(cs, e + ne) <= max_seqs) seqs += dz_class_count(cs, e + ne++);
         for (int i = 0; i < ne; i++) ids[i] = e + i;
         st = dz_class_batch_fill(&bb, cs, ids, ne, err);
         if (st == DZ_OK) st = dz_class_batch_forward(f, w, &bb, lp, plp, err);
-        if (st == DZ_OK) dz_class_batch_scores(&bb, lp, plp, all + (size_t)e * cs->n_labels);
+        if (st == DZ_OK) dz_class_batch_scores(&bb, lp, plp, all + dz_class_first(cs, e) - first0);
     }
     dz_class_batch_free(&bb);
     free(lp);
@@ -302,7 +355,7 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
     free(ids);
     int correct = 0, labelled = 0;
     for (int e = 0; e < cs->n_examples && st == DZ_OK; e++) {
-        const int best = dz_class_predict(all + (size_t)e * cs->n_labels, cs->n_labels);
+        const int best = dz_class_predict(all + dz_class_first(cs, e) - first0, dz_class_count(cs, e));
         if (preds) preds[e] = best;
         if (cs->labels[e] >= 0) {
             labelled++;

@@ -52,6 +52,7 @@ static dz_status push_seq(dz_class_set *s, int *cap, const int *tokens, int len,
     memcpy(q->tokens, tokens, sizeof(int) * (size_t)len);
     q->len = len;
     q->cand_len = scored;
+    s->n_seqs++;
     s->labels[s->n_examples++] = -1;
     if (len > s->max_len) s->max_len = len;
     return DZ_OK;

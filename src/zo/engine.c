@@ -66,6 +66,8 @@ void dz_zo_engine_free(dz_zo_engine *e) {
         dz_free(e->plp[k]);
     }
     free(e->ex_loss);
+    free(e->dec_tokens[0]);
+    free(e->dec_tokens[1]);
     free(e);
 }
 

@@ -65,19 +65,81 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
     return DZ_OK;
 }
 
-/* The batch's shape in the global batch, zeros meaning one example, the whole batch. */
-static void batch_extent(const dz_zo_batch *b, int *n_local, int *n_global) {
-    *n_local = b->n_examples > 0 ? b->n_examples : 1;
-    *n_global = b->n_global > 0 ? b->n_global : *n_local;
+/* Greedy decoding under each perturbation: pass after pass, both signs' sequences (each
+ * grown by its own greedy tokens) run through the block pipeline at the same draw, the
+ * last live row of each gives its logits to d->next; then d->loss gives the pairs. Each
+ * pass recomputes the whole sequences (the streams keep no KV cache). */
+static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_decode *d, double *out[2],
+                                dz_error *err) {
+    const dz_config *c = dz_model_config(e->m);
+    const dz_weight_source src = dz_pipeline_perturbed_source(e->pipe);
+    int signs[2], n_signs = 0;
+    for (int k = 0; k < 2; k++)
+        if (e->par.signs & (1 << k)) signs[n_signs++] = k;
+    dz_status st = DZ_OK;
+    for (int i = 0; i < n_signs; i++) d->reset(d->user, signs[i]);
+    for (int pass = 0; pass < d->max_passes && st == DZ_OK; pass++) {
+        int live[2] = {0, 0}, T[2] = {0, 0};
+        for (int i = 0; i < n_signs; i++) { /* each sign's live sequences, packed [n, T] */
+            const int k = signs[i];
+            for (int b = 0; b < d->B; b++) {
+                if (d->done[k][b]) continue;
+                T[k] = d->lengths[k][b] > T[k] ? d->lengths[k][b] : T[k];
+                e->dec_rows[k][live[k]++] = b;
+            }
+            for (int j = 0; j < live[k]; j++) {
+                const int b = e->dec_rows[k][j];
+                for (int t = 0; t < T[k]; t++)
+                    e->dec_tokens[k][j * T[k] + t] = d->tokens[k][(size_t)b * d->T + (t < d->lengths[k][b] ? t : 0)];
+                e->dec_len[k][j] = d->lengths[k][b];
+            }
+        }
+        if (live[0] + live[1] == 0) break;
+        st = dz_pipeline_begin(e->pipe, draw, err);
+        for (int i = 0; st == DZ_OK && i < n_signs; i++)
+            if (live[signs[i]])
+                st = dz_forward_embed(e->f, signs[i], &src, e->dec_tokens[signs[i]], e->dec_len[signs[i]], live[signs[i]],
+                                      T[signs[i]], 0, err);
+        for (int l = 0; st == DZ_OK && l < c->n_layers; l++) {
+            const float *w[2][DZ_L_COUNT];
+            if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) break;
+            for (int i = 0; i < n_signs; i++)
+                if (live[signs[i]]) dz_forward_layer(e->f, signs[i], l, w[signs[i]]);
+        }
+        if (st == DZ_OK) st = dz_pipeline_end_layers(e->pipe, err);
+        for (int i = 0; st == DZ_OK && i < n_signs; i++) {
+            const int k = signs[i];
+            if (!live[k]) continue;
+            int rows[DZ_ZO_MAX_DECODE];
+            for (int j = 0; j < live[k]; j++) rows[j] = j * T[k] + e->dec_len[k][j] - 1;
+            st = dz_forward_logits_stream(e->f, &src, k, rows, live[k], d->logits, err);
+            if (st == DZ_OK) st = dz_pipeline_rows_status(e->pipe, err);
+            for (int j = 0; st == DZ_OK && j < live[k]; j++)
+                d->next(d->user, k, e->dec_rows[k][j], d->logits + (size_t)j * c->vocab_size);
+        }
+    }
+    for (int i = 0; st == DZ_OK && i < n_signs; i++) d->loss(d->user, signs[i], out[signs[i]] + 2 * (size_t)d->example0);
+    return st;
+}
+
+/* One sample of either kind of batch. */
+typedef struct sample_batch {
+    const dz_zo_batch *b;
+    const dz_zo_decode *d;
+    int n_examples, example0, n_global;
+} sample_batch;
+
+static dz_status run_sample(dz_zo_engine *e, uint32_t draw, const sample_batch *sb, double *out[2], dz_error *err) {
+    return sb->b ? dual_forward(e, draw, sb->b, out, err) : decode_forward(e, draw, sb->d, out, err);
 }
 
 /* The losses and g of n samples, draws draw0 .. draw0 + n - 1, into out (no update). */
-static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const dz_zo_batch *b, dz_zo_step_result *out,
+static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const sample_batch *b, dz_zo_step_result *out,
                           dz_error *err) {
     memset(out, 0, sizeof *out);
     out->finite = 1;
-    int n_local, n_global;
-    batch_extent(b, &n_local, &n_global);
+    /* the batch's shape in the global batch, zeros meaning one example, the whole batch */
+    const int n_local = b->n_examples > 0 ? b->n_examples : 1, n_global = b->n_global > 0 ? b->n_global : n_local;
     if (b->example0 < 0 || b->example0 + n_local > n_global)
         return dz_fail(err, DZ_ERR_INVALID, "zo: batch examples [%d, %d) outside the global batch of %d", b->example0,
                        b->example0 + n_local, n_global);
@@ -91,7 +153,7 @@ static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const dz_zo_ba
     for (int j = 0; j < n; j++) {
         const uint32_t draw = draw0 + (uint32_t)j;
         double *sample[2] = {e->ex_loss + (size_t)(2 * j) * per_sign, e->ex_loss + (size_t)(2 * j + 1) * per_sign};
-        dz_status st = dual_forward(e, draw, b, sample, err);
+        dz_status st = run_sample(e, draw, b, sample, err);
         if (st != DZ_OK) return st;
     }
     if (e->par.sum) { /* every rank holds only its examples and signs; the others are zeros */
@@ -111,16 +173,46 @@ static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const dz_zo_ba
     return DZ_OK;
 }
 
-dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, dz_zo_step_result *out,
-                         dz_error *err) {
-    return estimate(e, 1, draw, b, out, err);
+static sample_batch of_batch(const dz_zo_batch *b) {
+    return (sample_batch){.b = b, .n_examples = b->n_examples, .example0 = b->example0, .n_global = b->n_global};
 }
 
-dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
-                     dz_error *err) {
-    dz_status st = estimate(e, e->p.q, step * (uint32_t)e->p.q, b, out, err);
+dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, dz_zo_step_result *out,
+                         dz_error *err) {
+    const sample_batch sb = of_batch(b);
+    return estimate(e, 1, draw, &sb, out, err);
+}
+
+static dz_status step_with(dz_zo_engine *e, uint32_t step, float lr, const sample_batch *sb, dz_zo_step_result *out,
+                           dz_error *err) {
+    dz_status st = estimate(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
     if (st != DZ_OK || !out->finite) return st;
     st = dz_zo_set_update(e, step, lr, out->g, err);
     if (st == DZ_OK && !e->p.fuse) st = dz_zo_flush(e, err);
     return st;
+}
+
+dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
+                     dz_error *err) {
+    const sample_batch sb = of_batch(b);
+    return step_with(e, step, lr, &sb, out, err);
+}
+
+dz_status dz_zo_step_decode(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_decode *d, dz_zo_step_result *out,
+                            dz_error *err) {
+    if (d->B < 1 || d->B > DZ_ZO_MAX_DECODE || d->T > dz_forward_max_seq(e->f) || d->B > dz_forward_max_batch(e->f))
+        return dz_fail(err, DZ_ERR_INVALID, "zo: a decoding batch of %d x %d does not fit the forward (%d x %d, at most "
+                       "%d sequences)", d->B, d->T, dz_forward_max_batch(e->f), dz_forward_max_seq(e->f),
+                       DZ_ZO_MAX_DECODE);
+    const size_t need = (size_t)d->B * d->T;
+    if (need > e->dec_cap) { /* grows once, at the first step */
+        for (int k = 0; k < 2; k++) {
+            int *t = realloc(e->dec_tokens[k], need * sizeof *t);
+            if (!t) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+            e->dec_tokens[k] = t;
+        }
+        e->dec_cap = need;
+    }
+    const sample_batch sb = {.d = d, .n_examples = d->n_examples, .example0 = d->example0, .n_global = d->n_global};
+    return step_with(e, step, lr, &sb, out, err);
 }

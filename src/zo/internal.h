@@ -16,6 +16,9 @@ struct dz_zo_engine {
     float *lp[2], *plp[2]; /* log-probs of each sign: continuation rows, prompt rows */
     double *ex_loss;       /* per-example (loss, weight) pairs of a step: [q][2 signs][n_global][2] */
     size_t ex_cap;
+    int *dec_tokens[2];    /* decoding: each sign's live sequences packed [live, T] */
+    size_t dec_cap;
+    int dec_rows[2][DZ_ZO_MAX_DECODE], dec_len[2][DZ_ZO_MAX_DECODE];
 };
 
 /* The update of step `step` (g[0..q-1], learning rate lr, the run's weight decay) becomes
