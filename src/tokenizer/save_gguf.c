@@ -73,6 +73,25 @@ static void put_id(dz_gguf_writer *w, const char *key, int id) {
     if (id >= 0) dz_gguf_put_u32(w, key, (uint32_t)id);
 }
 
+/* The declared ids and the BOS/EOS flags, the same for every tokenizer model. */
+static void put_specials(dz_gguf_writer *w, const dz_tokenizer *tok, int unk) {
+    put_id(w, "tokenizer.ggml.bos_token_id", tok->special[DZ_SPECIAL_BOS]);
+    put_id(w, "tokenizer.ggml.eos_token_id", tok->special[DZ_SPECIAL_EOS]);
+    put_id(w, "tokenizer.ggml.padding_token_id", tok->special[DZ_SPECIAL_PAD]);
+    put_id(w, "tokenizer.ggml.unknown_token_id", unk);
+    dz_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", tok->bos >= 0);
+    dz_gguf_put_bool(w, "tokenizer.ggml.add_eos_token", 0);
+}
+
+/* llama.cpp's "llama" (SentencePiece) vocabulary: tokens, scores, types; -1 when out of memory. */
+static int put_llama_vocab(dz_gguf_writer *w, strlist *l, const float *scores, const int32_t *types, int n_vocab) {
+    dz_gguf_put_string(w, "tokenizer.ggml.model", "llama");
+    if (sl_put(l, w, "tokenizer.ggml.tokens")) return -1;
+    dz_gguf_put_f32s(w, "tokenizer.ggml.scores", scores, (size_t)n_vocab);
+    dz_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)n_vocab);
+    return 0;
+}
+
 /* ---- SentencePiece: llama2.c and tokenizer.model ---- */
 
 static int spm_type(const dz_tokenizer *tok, int id) {
@@ -116,22 +135,12 @@ static dz_status declare_spm(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
         sl_add(&l, buf, m);
     }
     dz_status st = DZ_OK;
+    if (!bad) bad = put_llama_vocab(w, &l, scores, types, n_vocab);
     if (!bad) {
-        dz_gguf_put_string(w, "tokenizer.ggml.model", "llama");
-        bad = sl_put(&l, w, "tokenizer.ggml.tokens");
-    }
-    if (!bad) {
-        dz_gguf_put_f32s(w, "tokenizer.ggml.scores", scores, (size_t)n_vocab);
-        dz_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)n_vocab);
-        put_id(w, "tokenizer.ggml.bos_token_id", tok->special[DZ_SPECIAL_BOS]);
-        put_id(w, "tokenizer.ggml.eos_token_id", tok->special[DZ_SPECIAL_EOS]);
-        put_id(w, "tokenizer.ggml.padding_token_id", tok->special[DZ_SPECIAL_PAD]);
         int unk = tok->special[DZ_SPECIAL_UNK];
         for (int id = 0; unk < 0 && id < tok->vocab_size; id++)
             if (types[id] == DZ_TOKEN_UNKNOWN) unk = id;
-        put_id(w, "tokenizer.ggml.unknown_token_id", unk);
-        dz_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", tok->bos >= 0);
-        dz_gguf_put_bool(w, "tokenizer.ggml.add_eos_token", 0);
+        put_specials(w, tok, unk);
         dz_gguf_put_bool(w, "tokenizer.ggml.add_space_prefix", tok->dummy_prefix);
     }
     if (bad) st = dz_fail(err, DZ_ERR_NOMEM, "GGUF export: out of memory for the tokenizer");
@@ -171,6 +180,14 @@ static const char *bpe_bytes(const dz_tokenizer *tok, int id, int *len) {
     return dz_pieces_get(tok->kind == DZ_TOK_HF_BPE ? &tok->bpe : &tok->pieces, id, len);
 }
 
+/* Token id's string: an added token's text (type: its GGUF type), else its BPE piece (type 0);
+ * NULL past the tokenizer's ids (the embedding's padding rows). */
+static const char *token_text(const dz_tokenizer *tok, int id, int *type, int *len) {
+    *type = id < tok->pieces.n ? added_type(tok, id) : 0;
+    if (id >= tok->pieces.n) return NULL;
+    return *type ? dz_pieces_get(&tok->pieces, id, len) : bpe_bytes(tok, id, len);
+}
+
 static dz_status declare_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_writer *w, dz_error *err) {
     const char *pre = pre_name(tok);
     if (!pre)
@@ -189,8 +206,8 @@ static dz_status declare_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
     char *buf = malloc(4 * (size_t)maxlen + 16);
     int bad = sl_init(&l, n_vocab) | sl_init(&ml, m->count) | !types | !e | !buf;
     for (int id = 0; !bad && id < n_vocab; id++) {
-        int len, type = id < tok->pieces.n ? added_type(tok, id) : 0;
-        const char *s = id < tok->pieces.n ? (type ? dz_pieces_get(&tok->pieces, id, &len) : bpe_bytes(tok, id, &len)) : NULL;
+        int len, type;
+        const char *s = token_text(tok, id, &type, &len);
         if (!s) {
             pad_token(&l, id);
             types[id] = DZ_TOKEN_UNUSED;
@@ -233,14 +250,7 @@ static dz_status declare_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
         dz_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)n_vocab);
         bad = sl_put(&ml, w, "tokenizer.ggml.merges");
     }
-    if (!bad) {
-        put_id(w, "tokenizer.ggml.bos_token_id", tok->special[DZ_SPECIAL_BOS]);
-        put_id(w, "tokenizer.ggml.eos_token_id", tok->special[DZ_SPECIAL_EOS]);
-        put_id(w, "tokenizer.ggml.padding_token_id", tok->special[DZ_SPECIAL_PAD]);
-        put_id(w, "tokenizer.ggml.unknown_token_id", tok->special[DZ_SPECIAL_UNK]);
-        dz_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", tok->bos >= 0);
-        dz_gguf_put_bool(w, "tokenizer.ggml.add_eos_token", 0);
-    }
+    if (!bad) put_specials(w, tok, tok->special[DZ_SPECIAL_UNK]);
     if (bad == 2) st = dz_fail(err, DZ_ERR_UNSUPPORTED, "GGUF export: a merge names a token without bytes");
     else if (bad) st = dz_fail(err, DZ_ERR_NOMEM, "GGUF export: out of memory for the tokenizer");
     sl_free(&l);
@@ -277,8 +287,8 @@ static dz_status declare_char_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_
             scores[e->merged] = -(float)e->rank - 1.0f;
     }
     for (int id = 0; !bad && id < n_vocab; id++) {
-        int len, type = id < tok->pieces.n ? added_type(tok, id) : 0;
-        const char *s = id < tok->pieces.n ? (type ? dz_pieces_get(&tok->pieces, id, &len) : bpe_bytes(tok, id, &len)) : NULL;
+        int len, type;
+        const char *s = token_text(tok, id, &type, &len);
         if (!s) {
             pad_token(&l, id);
             types[id] = DZ_TOKEN_UNUSED;
@@ -294,19 +304,9 @@ static dz_status declare_char_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_
         types[id] = type;
     }
     dz_status st = DZ_OK;
+    if (!bad) bad = put_llama_vocab(w, &l, scores, types, n_vocab);
     if (!bad) {
-        dz_gguf_put_string(w, "tokenizer.ggml.model", "llama");
-        bad = sl_put(&l, w, "tokenizer.ggml.tokens");
-    }
-    if (!bad) {
-        dz_gguf_put_f32s(w, "tokenizer.ggml.scores", scores, (size_t)n_vocab);
-        dz_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)n_vocab);
-        put_id(w, "tokenizer.ggml.bos_token_id", tok->special[DZ_SPECIAL_BOS]);
-        put_id(w, "tokenizer.ggml.eos_token_id", tok->special[DZ_SPECIAL_EOS]);
-        put_id(w, "tokenizer.ggml.padding_token_id", tok->special[DZ_SPECIAL_PAD]);
-        put_id(w, "tokenizer.ggml.unknown_token_id", tok->special[DZ_SPECIAL_UNK]);
-        dz_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", tok->bos >= 0);
-        dz_gguf_put_bool(w, "tokenizer.ggml.add_eos_token", 0);
+        put_specials(w, tok, tok->special[DZ_SPECIAL_UNK]);
         dz_gguf_put_bool(w, "tokenizer.ggml.add_space_prefix", tok->prepend != DZ_PREPEND_NEVER);
     }
     if (bad) st = dz_fail(err, DZ_ERR_NOMEM, "GGUF export: out of memory for the tokenizer");

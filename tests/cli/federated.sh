@@ -17,15 +17,14 @@
 set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/federated_lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
 export OMP_NUM_THREADS=1
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$tmp"' EXIT
 echo "federated-test-token-0123456789" > "$tmp/token"
 echo "some-other-token-0123456789" > "$tmp/badtoken"
-for i in 1 2 3; do
-  { head -1 "$assets/sst2/train.tsv"; sed -n "$((2 + i * 200)),$((201 + i * 200))p" "$assets/sst2/train.tsv"; } > "$tmp/shard$i.tsv"
-done
+make_shards "$assets"
 rounds=40
 
 # bad command lines: a clear error naming the option or file, before anything starts
@@ -48,16 +47,6 @@ serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-s
        --train-examples 32 --lr 1e-4 --round-timeout 3 --worker-timeout 3 --min-workers 2 --linger 30 --threads 1)
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
 
-# wait_for SECONDS COMMAND...: polls until COMMAND succeeds; 1 after SECONDS.
-wait_for() {
-  local until=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    [ $SECONDS -lt $until ] || return 1
-    sleep 0.1
-  done
-}
-rounds_done() { [ -f "$tmp/run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -ge "$1" ]; }
 
 DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0 > "$tmp/serve1.txt" 2>&1 &
 serve_pid=$!

@@ -15,6 +15,7 @@
 set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/federated_lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
 export OMP_NUM_THREADS=1
 need_tool ip "the hosts are network namespaces (iproute2)"
@@ -44,22 +45,11 @@ done
 on() { local h=$1; shift; ip netns exec "$h" "$@"; }
 
 echo "federated-hosts-token-0123456789" > "$tmp/token"
-for i in 1 2 3; do
-  { head -1 "$assets/sst2/train.tsv"; sed -n "$((2 + i * 200)),$((201 + i * 200))p" "$assets/sst2/train.tsv"; } > "$tmp/shard$i.tsv"
-done
+make_shards "$assets"
 rounds=400
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 3 --batch 4
        --train-examples 32 --lr 1e-4 --round-timeout 2 --worker-timeout 2 --min-workers 1 --linger 30 --threads 1)
 join=(--token-file "$tmp/token" --retry-for 40 --threads 1)
-wait_for() {
-  local until=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    [ $SECONDS -lt $until ] || return 1
-    sleep 0.1
-  done
-}
-rounds_done() { [ -f "$tmp/run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -ge "$1" ]; }
 
 on "${hosts[0]}" "$bin" "${serve[@]}" --listen 169.254.77.1:0 > "$tmp/serve.txt" 2>&1 &
 serve_pid=$!
