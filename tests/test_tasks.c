@@ -249,6 +249,47 @@ static void own_candidates_score_as_their_tokens_mean_logprob(void **state) {
     dz_dataset_free(&ds);
 }
 
+/* ReCoRD: a query two entities answer ("Obama", "Barack Obama"): the first in sorted order
+ * is the label (the training target), and a prediction of either is correct, as MeZO
+ * scores it; the third entity is not. */
+static void record_every_answering_entity_is_correct(void **state) {
+    (void)state;
+    fixture *fx = model();
+    char path[] = "/tmp/dz_record_XXXXXX";
+    assert_non_null(mkdtemp(path));
+    char file[64];
+    snprintf(file, sizeof file, "%s/val.jsonl", path);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("{\"passage\": {\"text\": \"Barack Obama met Obama fans in Paris.\", \"entities\": [{\"start\": 0, "
+          "\"end\": 11}, {\"start\": 17, \"end\": 21}, {\"start\": 31, \"end\": 35}]}, \"qas\": [{\"query\": "
+          "\"@placeholder spoke.\", \"answers\": [{\"start\": 17, \"end\": 21, \"text\": \"Obama\"}, {\"start\": 0, "
+          "\"end\": 11, \"text\": \"Barack Obama\"}]}]}\n", f);
+    fclose(f);
+    dz_dataset ds;
+    dz_error err = {0};
+    if (dz_dataset_load_preset(dz_task_preset_find("record"), file, &ds, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ds.count, 1);
+    assert_int_equal(ds.items[0].n_cands, 3);
+    assert_string_equal(ds.items[0].cands[0], " Barack Obama spoke.");
+    assert_int_equal(ds.items[0].label, 0);
+    dz_prompt_spec spec;
+    dz_prompt_spec_default_sst2(&spec);
+    assert_int_equal(dz_prompt_spec_set_template(&spec, "{text}", &err), DZ_OK);
+    dz_class_set cs;
+    assert_int_equal(dz_class_set_build(&ds, &spec, fx->tok, 256, &cs, &err), DZ_OK);
+    assert_true(dz_class_correct(&cs, 0, 0));
+    assert_true(dz_class_correct(&cs, 0, 1));
+    assert_false(dz_class_correct(&cs, 0, 2));
+    assert_false(dz_class_correct(&cs, 0, -1));
+    const dz_class_set v = dz_class_set_view(&cs, 0, 1);
+    assert_true(dz_class_correct(&v, 0, 1));
+    dz_class_set_free(&cs);
+    dz_dataset_free(&ds);
+    unlink(file);
+    rmdir(path);
+}
+
 static void greedy_answer_is_generate_cut_at_newline(void **state) {
     (void)state;
     fixture *fx = model();
@@ -301,6 +342,7 @@ int main(void) {
         cmocka_unit_test(f1_and_exact_match_are_squad_v1_1s),
         cmocka_unit_test(demos_are_other_examples_with_their_answers),
         cmocka_unit_test(own_candidates_score_as_their_tokens_mean_logprob),
+        cmocka_unit_test(record_every_answering_entity_is_correct),
         cmocka_unit_test(greedy_answer_is_generate_cut_at_newline),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);

@@ -24,7 +24,9 @@ typedef struct dz_example {
     char **cands;
     int n_cands;
     /* Generation (SQuAD, DROP): the gold answers[n_answers] the output is scored
-     * against (F1 / exact match); NULL otherwise. */
+     * against (F1 / exact match). With candidates of its own: the candidates that are
+     * also correct, as their texts (ReCoRD: every entity that answers the query; label is
+     * the first, the training target, as in MeZO). NULL otherwise. */
     char **answers;
     int n_answers;
 } dz_example;

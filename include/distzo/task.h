@@ -15,6 +15,7 @@ typedef struct dz_cand_seq {
     int *tokens;
     int len;
     int cand_len;
+    int gold; /* a correct candidate: the label's, or one of the example's other correct answers */
 } dz_cand_seq;
 
 /* Every example x every candidate, tokenized once. Example e's candidates are
@@ -43,6 +44,10 @@ static inline int dz_class_first(const dz_class_set *cs, int e) {
 }
 static inline int dz_class_count(const dz_class_set *cs, int e) {
     return dz_class_first(cs, e + 1) - dz_class_first(cs, e);
+}
+/* Whether prediction pred (an index of example e's candidates, -1: none) is correct. */
+static inline int dz_class_correct(const dz_class_set *cs, int e, int pred) {
+    return pred >= 0 && pred < dz_class_count(cs, e) && cs->seqs[dz_class_first(cs, e) + pred].gold;
 }
 /* Examples [lo, hi) of cs, sharing its sequences (not to be freed). */
 dz_class_set dz_class_set_view(const dz_class_set *cs, int lo, int hi);

@@ -237,8 +237,9 @@ static int sort_unique(char **v, int n) {
 }
 
 /* ReCoRD: one example per query; the candidates are " " + the query with @placeholder
- * replaced by each entity of the passage (MeZO's ReCoRDTemplateGPT3); the label is the
- * first entity (in sorted order) that is an answer. */
+ * replaced by each entity of the passage (MeZO's ReCoRDTemplateGPT3); the label (the
+ * training target) is the first entity (in sorted order) that is an answer, and every
+ * entity that is an answer counts as correct (the example's answers). */
 static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
     const cJSON *passage = field(r, o, "passage", is_obj, "an object");
     const char *text = str(r, passage, "text");
@@ -276,12 +277,14 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
     }
     sb_str(&prompt, "\n-");
     char **cands = calloc((size_t)n + 1, sizeof *cands);
+    const char **gold = calloc((size_t)n + 1, sizeof *gold); /* the candidates that answer a query */
+    if (!cands || !gold) b->oom = 1;
     const cJSON *qa;
     cJSON_ArrayForEach(qa, qas) {
-        if (r->st != DZ_OK || !cands) break;
+        if (r->st != DZ_OK || !cands || !gold) break;
         const char *query = str(r, qa, "query");
         const cJSON *answers = field(r, qa, "answers", is_arr, "a list");
-        int label = -1;
+        int label = -1, n_gold = 0;
         for (int k = 0; k < n && r->st == DZ_OK; k++) {
             sb_clear(&cand);
             sb_str(&cand, " ");
@@ -295,10 +298,13 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
             free(cands[k]);
             if (!(cands[k] = strdup(cand.s ? cand.s : ""))) b->oom = 1;
             const cJSON *a;
+            int answer = 0;
             cJSON_ArrayForEach(a, answers) {
                 const cJSON *t = cJSON_GetObjectItemCaseSensitive(a, "text");
-                if (label < 0 && cJSON_IsString(t) && !strcmp(t->valuestring, ent[k])) label = k;
+                answer |= cJSON_IsString(t) && !strcmp(t->valuestring, ent[k]);
             }
+            if (answer && label < 0) label = k;
+            if (answer) gold[n_gold++] = cands[k];
         }
         if (r->st == DZ_OK && cJSON_GetArraySize(answers) > 0 && label < 0)
             r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s:%d: no answer of the query is one of the passage's entities",
@@ -308,9 +314,13 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
         sb_add(b, prompt.s ? prompt.s : "", prompt.n);
         if (prompt.oom) b->oom = 1;
         if (push(out, cap, r, b, label, (const char *const *)cands, n, NULL, 0) != DZ_OK) break;
+        /* every entity that answers the query counts as correct (MeZO's evaluation) */
+        if ((r->st = dz_example_set_list(&out->items[out->count - 1], DZ_EXAMPLE_ANSWERS, (const char *const *)gold,
+                                         n_gold, r->err)) != DZ_OK)
+            break;
     }
     for (int k = 0; k < n; k++) free(ent[k]), free(cands ? cands[k] : NULL);
-    free(ent), free(cands), free(prompt.s), free(cand.s);
+    free(ent), free(cands), free(gold), free(prompt.s), free(cand.s);
     return r->st;
 }
 

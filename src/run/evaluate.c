@@ -27,7 +27,7 @@ dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *sc
     } else if (hi > lo) {
         st = dz_class_evaluate(tr->f, &w, &v, eval_batch, tr->eval_preds, NULL, NULL, err);
         for (int i = 0; st == DZ_OK && i < hi - lo; i++) {
-            pairs[2 * (size_t)(lo + i)] = v.labels[i] >= 0 && tr->eval_preds[i] == v.labels[i];
+            pairs[2 * (size_t)(lo + i)] = v.labels[i] >= 0 && dz_class_correct(&v, i, tr->eval_preds[i]);
             pairs[2 * (size_t)(lo + i) + 1] = v.labels[i] >= 0;
         }
     }

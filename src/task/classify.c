@@ -123,8 +123,12 @@ dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, c
             return st;
         }
         out->labels[e] = ex->label;
-        for (int k = 0; k < K; k++)
+        for (int k = 0; k < K; k++) {
             if (seqs[k].len > out->max_len) out->max_len = seqs[k].len;
+            seqs[k].gold = k == ex->label;
+            for (int a = 0; ex->cands && ex->answers && a < ex->n_answers; a++)
+                seqs[k].gold |= !strcmp(ex->cands[k], ex->answers[a]);
+        }
     }
     return DZ_OK;
 }
@@ -359,7 +363,7 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
         if (preds) preds[e] = best;
         if (cs->labels[e] >= 0) {
             labelled++;
-            correct += best == cs->labels[e];
+            correct += dz_class_correct(cs, e, best);
         }
     }
     if (accuracy) *accuracy = labelled ? (double)correct / labelled : 0.0;
