@@ -57,8 +57,9 @@ dz_status dz_trainer_restore_best(dz_trainer *tr, double base_dev, double base_t
         if (!cJSON_IsNumber(bd) || !cJSON_IsNumber(bs)) {
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: best_dev/best_step missing", sp);
         } else {
-            tr->best.dev = bd->valuedouble, tr->best.step = bs->valueint;
-            tr->best.test = cJSON_IsNumber(bt) ? bt->valuedouble : NAN;
+            /* -1e300 is how state_json writes "none yet" (JSON has no -inf) */
+            tr->best.dev = bd->valuedouble <= -1e300 ? -INFINITY : bd->valuedouble, tr->best.step = bs->valueint;
+            tr->best.test = cJSON_IsNumber(bt) && bt->valuedouble > -1e300 ? bt->valuedouble : NAN;
         }
         cJSON_Delete(o);
     } else {

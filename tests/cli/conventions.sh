@@ -8,7 +8,7 @@
 #   row N; `distzo plot` then draws both plots.
 # - metrics.csv holds the same rows; the TensorBoard event file, decoded by
 #   test_tensorboard's own reader, the same scalars; after a SIGKILL and --resume,
-#   metrics.csv (without timing) equals the uninterrupted run's.
+#   metrics.csv (without timing) equals the uninterrupted run's, also without a selection set.
 # - --log-every N prints every N steps, --quiet no progress, the rate (steps/s, ETA) leaves
 #   the evaluation before training out; --json prints one summary object whose figures are
 #   the run's own (metrics.jsonl, best/).
@@ -134,5 +134,11 @@ diff <(metrics_csv k) <(metrics_csv c) > csv.diff && same_run k c 6 &&
   [ "$(ls k/events.out.tfevents.* | wc -l)" = 2 ] &&
   ok "after SIGKILL + --resume: metrics.csv and .jsonl = the uninterrupted run's; one event file per start" ||
   bad "resumed metrics.csv differs: $(head -5 csv.diff); $(ls k)"
+# no selection set (--dev-examples 0): no best score yet; a resume must not turn that into one
+nodev=(--config cfg.json --dev-examples 0 --eval-every 2 --checkpoint-every 2)
+"$bin" train "${nodev[@]}" --steps 4 --out nd1 > /dev/null 2>&1 && "$bin" train "${nodev[@]}" --steps 2 --out nd2   > /dev/null 2>&1 && "$bin" train --resume --out nd2 --steps 4 > /dev/null 2>&1 || bad "the --dev-examples 0 runs failed"
+same_run nd1 nd2 4 && ! grep -q best_dev_accuracy nd2/metrics.jsonl &&
+  ok "--dev-examples 0, resumed: metrics as the uninterrupted run's (no best_dev_accuracy)" ||
+  bad "--dev-examples 0 resume: $(diff <(metrics nd1) <(metrics nd2) | head -3)"
 
 finish
