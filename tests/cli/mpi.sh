@@ -22,7 +22,7 @@ common=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev
 # Under ASan, processes started by mpirun skip leak checking: Open MPI's components keep
 # allocations past MPI_Finalize and are unloaded before LeakSanitizer could name them.
 # Memory errors are still caught; the single-process runs here keep leak checking.
-mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "$@"; }
+mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 600 mpirun --oversubscribe -np "$@"; }
 check() { # name reference run: weights, metrics and seed log equal after 12 steps
   if same_run "$2" "$3" 12; then ok "$1"; else bad "$1"; fi
 }
