@@ -20,8 +20,11 @@ static void on_round(const dz_fed_round_info *r, void *user) {
         fflush(stdout);
         return;
     }
-    printf("round %d/%d  %d/%d slots  %d workers  loss %.4f  %.3f s\n", r->round, r->rounds, r->contributions,
-           r->slots, r->workers, r->loss, r->seconds);
+    if (r->round == 0) printf("round 0/%d  before training", r->rounds);
+    else printf("round %d/%d  %d/%d slots  %d workers  loss %.4f", r->round, r->rounds, r->contributions, r->slots,
+                r->workers, r->loss);
+    if (r->has_eval) printf("  test %s %.4f", r->lm ? "loss" : "acc", r->test_score);
+    printf("  %.3f s\n", r->seconds);
     fflush(stdout);
 }
 
@@ -57,8 +60,7 @@ int dz_cmd_serve(int argc, char **argv) {
          "scalars, not the log (K = 1..2^21; default off, 4096 with --seed-sampling)"},
         {"seed-sampling", DZ_OPT_STR, &sampling, "the pool's seed draw: uniform (default) or importance (FedKSeed-Pro)"},
         {"linger", DZ_OPT_FLOAT, &linger, "seconds to keep serving after the last round for workers to catch up (default 10)"},
-        {"test", DZ_OPT_STR, &t->data.test, "labelled examples of the coordinator's own to evaluate the replica on (workers never see them)"},
-        {"dev-examples", DZ_OPT_INT, &t->data.dev_examples, "with --test: evaluate on this many examples drawn from it (data seed; default 0: all)"},
+        {"test", DZ_OPT_STR, &t->data.test, "labelled examples of the coordinator's own (workers never see them): the replica's accuracy on them goes to metrics.jsonl"},
         {"eval-every", DZ_OPT_INT, &t->schedule.eval_every, "with --test: rounds between evaluations (default 0: at the end); "
                                                              "one more before the first round (row 0) and after the last"},
         {"log-sync-every", DZ_OPT_INT, &t->schedule.log_sync_every, "fsync the seed log every N rounds (default 64)"},
@@ -78,7 +80,7 @@ int dz_cmd_serve(int argc, char **argv) {
                    "on their own data; each round becomes one seed-log record (`distzo export` replays it).",
         .opts = opts,
     };
-    t->data.dev_examples = 0, t->schedule.eval_every = 0;
+    t->data.dev_examples = 0, t->schedule.eval_every = 0; /* no selection set: the coordinator has no training data */
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
