@@ -7,7 +7,8 @@
 # of `distzo export` of the run's seed log cut to its first N records (row 0: of the base
 # model); rows are numbered 1.. by rounds done, row 0 before the first round, the last round
 # always evaluated, none duplicated by the resume; and the weights did move the accuracy
-# (else the comparison would show nothing). Every wait is bounded.
+# (else the comparison would show nothing); the workers end with the coordinator. Every
+# wait is bounded.
 # usage: federated_eval.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -45,7 +46,11 @@ wait $serve_pid 2> /dev/null
 serve_pid=$!
 pids+=($serve_pid)
 wait $serve_pid && ok "the resumed coordinator finished" || bad "resumed coordinator: $(tail -3 "$tmp/serve2.txt")"
+ended=$SECONDS
 for p in "${pids[@]:1}"; do wait "$p" 2> /dev/null; done
+# the last worker to catch up tells a coordinator that may be gone already: once, not for --retry-for 60 s
+[ $((SECONDS - ended)) -lt 20 ] && ok "the workers ended with the coordinator ($((SECONDS - ended)) s after it)" ||
+  bad "the workers ended $((SECONDS - ended)) s after the coordinator"
 grep -q "test acc" "$tmp/serve2.txt" && ok "the progress lines name the test accuracy" ||
   bad "no test accuracy in the progress lines: $(tail -3 "$tmp/serve2.txt")"
 
