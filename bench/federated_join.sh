@@ -16,7 +16,7 @@ export OMP_NUM_THREADS=1
 echo "bench-federated-token-0123456789" > "$tmp/token"
 { head -1 "$assets/sst2/train.tsv"; sed -n "2,201p" "$assets/sst2/train.tsv"; } > "$tmp/shard.tsv"
 common=(--token-file "$tmp/token" --listen 127.0.0.1:0 --spsa-samples 4 --samples-per-worker 4 --batch 1
-        --train-examples 64 --lr 1e-4 --linger 5 --round-timeout 600 --worker-timeout 600 --threads 1
+        --train-examples 64 --lr 1e-4 --linger 60 --round-timeout 600 --worker-timeout 600 --threads 1
         ${MODEL:+--model "$MODEL"})
 serve_until() { # serve_until RUN ROUNDS [serve options]: a coordinator for RUN up to ROUNDS (pid in serve_pid)
   local run=$1 n=$2
@@ -44,6 +44,6 @@ for mode in plain pool; do
     wait $serve_pid
     got=$(grep -o '[0-9]* received' "$tmp/late.txt" | grep -o '[0-9]*')
     printf '%s: log of %d records: the late worker took %.2f s (%.2f s of CPU), received %s bytes\n' "$mode" "$n" \
-      "$(echo "$t1 - $t0" | bc)" "$(awk '{print $1 + $2}' "$tmp/cpu.txt")" "$got"
+      "$(echo "$t1 - $t0" | bc)" "$(tail -1 "$tmp/cpu.txt" | awk '{print $1 + $2}')" "$got"
   done
 done
