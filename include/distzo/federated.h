@@ -52,6 +52,8 @@ typedef struct dz_fed_round_info {
     double loss, seconds;    /* mean training loss of the contributions; seconds the round took */
     int replayed;            /* first call after a resume: rounds replayed from the log */
     const char *url;         /* first call: where the coordinator listens */
+    int has_eval, lm;        /* --test: the replica was evaluated after this round (round 0: before the first) */
+    double test_score;       /* its test accuracy (lm: loss) */
 } dz_fed_round_info;
 
 typedef void (*dz_fed_round_cb)(const dz_fed_round_info *r, void *user);

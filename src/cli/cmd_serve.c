@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/common.h"
+#include "cli/train_options.h"
 #include "distzo/federated.h"
 
 /* DISTZO_TEST_KILL=serve:ROUND: the coordinator dies (SIGKILL) once that many rounds are
@@ -19,8 +20,11 @@ static void on_round(const dz_fed_round_info *r, void *user) {
         fflush(stdout);
         return;
     }
-    printf("round %d/%d  %d/%d slots  %d workers  loss %.4f  %.3f s\n", r->round, r->rounds, r->contributions,
-           r->slots, r->workers, r->loss, r->seconds);
+    if (r->round == 0) printf("round 0/%d  before training", r->rounds);
+    else printf("round %d/%d  %d/%d slots  %d workers  loss %.4f", r->round, r->rounds, r->contributions, r->slots,
+                r->workers, r->loss);
+    if (r->has_eval) printf("  test %s %.4f", r->lm ? "loss" : "acc", r->test_score);
+    printf("  %.3f s\n", r->seconds);
     fflush(stdout);
 }
 
@@ -30,12 +34,13 @@ int dz_cmd_serve(int argc, char **argv) {
     dz_train_config_default(t);
     t->optim.lr = 3e-5f;
     t->optim.steps = 0;
+    t->optim.q = 4;
     dz_fed_settings_default(&c.fed);
-    const char *model = NULL, *out = NULL, *master = "f32", *perturbation = "gaussian", *schedule = "constant";
-    const char *task_file = NULL, *code = "byte", *sampling = NULL;
-    int seed = 0, data_seed = 42, threads = 0, seed_pool = -1;
-    float wd = 0.0f, round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
-    const dz_opt opts[] = {
+    dz_cli_train_values v = dz_cli_train_values_default();
+    const char *model = NULL, *out = NULL, *code = "byte", *sampling = NULL;
+    int threads = 0, seed_pool = -1;
+    float round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
+    const dz_opt own[] = {
         {"out", DZ_OPT_STR, &out, "run folder: run.json, federated.json, seeds.log, metrics.jsonl"},
         {"listen", DZ_OPT_STR, &c.listen, "HOST:PORT to serve on (default 127.0.0.1:8470; port 0: any free one)"},
         {"token-file", DZ_OPT_STR, &c.token_file, "file whose first line is the token every worker must send"},
@@ -43,19 +48,6 @@ int dz_cmd_serve(int argc, char **argv) {
         {"tls-key", DZ_OPT_STR, &c.tls_key, "PEM private key of --tls-cert"},
         {"resume", DZ_OPT_FLAG, &c.resume, "continue the run in --out from its seed log (its settings are kept; --steps may grow)"},
         {"model", DZ_OPT_STR, &model, "base model (default: stories260K from the assets); every worker needs the same"},
-        {"task", DZ_OPT_STR, &t->data.task, "sst2 (tsv), classify (jsonl) or lm: what the workers' data holds"},
-        {"seq", DZ_OPT_INT, &t->data.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
-        {"template", DZ_OPT_STR, &t->data.template_, "prompt template with {text} (default \"{text} It was\")"},
-        {"label-words", DZ_OPT_STR, &t->data.label_words, "comma-separated label words (default bad,good)"},
-        {"task-file", DZ_OPT_STR, &task_file, "JSON with template, label_words, text_key, label_key"},
-        {"text-key", DZ_OPT_STR, &t->data.text_key, "jsonl text key (default text)"},
-        {"label-key", DZ_OPT_STR, &t->data.label_key, "jsonl label key (default label)"},
-        {"lr", DZ_OPT_FLOAT, &t->optim.lr, "learning rate (default 3e-5)"},
-        {"eps", DZ_OPT_FLOAT, &t->optim.eps, "perturbation scale (default 1e-3)"},
-        {"weight-decay", DZ_OPT_FLOAT, &wd, "weight decay, not on biases and norms (default 0)"},
-        {"batch", DZ_OPT_INT, &t->optim.batch, "examples per slot, from the worker's own data (default 16)"},
-        {"steps", DZ_OPT_INT, &t->optim.steps, "rounds (default 1000)"},
-        {"spsa-samples", DZ_OPT_INT, &t->optim.q, "slots per round, 1..64: the most contributions a round takes (default 4)"},
         {"samples-per-worker", DZ_OPT_INT, &c.fed.samples_per_worker, "slots each worker gets per round (default 1)"},
         {"quorum", DZ_OPT_INT, &c.fed.quorum, "close a round once this many slots are in (default 0: every assigned one)"},
         {"round-timeout", DZ_OPT_FLOAT, &round_timeout, "seconds after which a round closes with what it has (default 30)"},
@@ -68,20 +60,19 @@ int dz_cmd_serve(int argc, char **argv) {
          "scalars, not the log (K = 1..2^21; default off, 4096 with --seed-sampling)"},
         {"seed-sampling", DZ_OPT_STR, &sampling, "the pool's seed draw: uniform (default) or importance (FedKSeed-Pro)"},
         {"linger", DZ_OPT_FLOAT, &linger, "seconds to keep serving after the last round for workers to catch up (default 10)"},
-        {"perturbation", DZ_OPT_STR, &perturbation, "gaussian (default) or rademacher"},
-        {"schedule", DZ_OPT_STR, &schedule, "lr schedule: constant (default), linear, cosine"},
-        {"warmup", DZ_OPT_INT, &t->optim.warmup, "linear warmup rounds (default 0)"},
-        {"seed", DZ_OPT_INT, &seed, "run seed: the perturbations (default 0)"},
-        {"data-seed", DZ_OPT_INT, &data_seed, "seed of each worker's example draw and order (default 42)"},
-        {"train-examples", DZ_OPT_INT, &t->data.train_examples, "examples each worker draws from its file (default 1000)"},
-        {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
+        {"test", DZ_OPT_STR, &t->data.test, "labelled examples of the coordinator's own (workers never see them): the replica's accuracy on them goes to metrics.jsonl"},
+        {"eval-every", DZ_OPT_INT, &t->schedule.eval_every, "with --test: rounds between evaluations (default 0: at the end); "
+                                                             "one more before the first round (row 0) and after the last"},
         {"log-sync-every", DZ_OPT_INT, &t->schedule.log_sync_every, "fsync the seed log every N rounds (default 64)"},
         {"checkpoint-every", DZ_OPT_INT, &t->schedule.checkpoint_every,
          "write RUN/checkpoint-N (the weights, for distzo eval) every N rounds (default 1000; 0: never)"},
         {"keep-checkpoints", DZ_OPT_INT, &t->schedule.keep_checkpoints, "numbered checkpoints to keep (default 1)"},
         {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
-        {0},
     };
+    enum { N_OWN = sizeof own / sizeof own[0] };
+    dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
+    memcpy(opts, own, sizeof own);
+    dz_cli_train_options(opts + N_OWN, t, &v, DZ_CLI_SERVE);
     const dz_cmd_spec spec = {
         .name = "serve",
         .usage = "--out RUN_DIR --token-file F [--listen HOST:PORT] [--resume] [training settings]",
@@ -89,27 +80,12 @@ int dz_cmd_serve(int argc, char **argv) {
                    "on their own data; each round becomes one seed-log record (`distzo export` replays it).",
         .opts = opts,
     };
-    t->optim.q = 4;
+    t->data.dev_examples = 0, t->schedule.eval_every = 0; /* no selection set: the coordinator has no training data */
     const char *pos[1];
     int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
     if (rc) return rc < 0 ? 2 : 0;
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");
-    static char model_buf[4096], abs_model[PATH_MAX], abs_tok[PATH_MAX];
-    if (task_file &&
-        (rc = dz_cli_task_file(task_file, &t->data.template_, &t->data.label_words, &t->data.text_key, &t->data.label_key)))
-        return rc;
-    if (!t->data.label_words && strcmp(t->data.task, "lm")) t->data.label_words = "bad,good";
-    if (strcmp(t->data.task, "sst2") && strcmp(t->data.task, "classify") && strcmp(t->data.task, "lm"))
-        return dz_cli_failf("option --task: '%s' is not sst2, classify or lm", t->data.task);
-    if (dz_dtype_parse(master, &t->store.master_dtype) != 0 || t->store.master_dtype == DZ_F16)
-        return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
-    if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
-        return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation);
-    t->optim.rademacher = !strcmp(perturbation, "rademacher");
-    if (!strcmp(schedule, "constant")) t->optim.lr_schedule = DZ_LR_CONSTANT;
-    else if (!strcmp(schedule, "linear")) t->optim.lr_schedule = DZ_LR_LINEAR;
-    else if (!strcmp(schedule, "cosine")) t->optim.lr_schedule = DZ_LR_COSINE;
-    else return dz_cli_failf("option --schedule: '%s' is not constant, linear or cosine", schedule);
+    if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
     if (!strcmp(code, "byte")) c.fed.code = DZ_FED_CODE_BYTE;
     else if (!strcmp(code, "f32")) c.fed.code = DZ_FED_CODE_F32;
     else return dz_cli_failf("option --g-code: '%s' is not byte or f32", code);
@@ -119,11 +95,9 @@ int dz_cmd_serve(int argc, char **argv) {
     else if (sampling && strcmp(sampling, "uniform"))
         return dz_cli_failf("option --seed-sampling: '%s' is not uniform or importance", sampling);
     if (t->optim.steps == 0 && !c.resume) t->optim.steps = 1000;
-    t->model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
-    if (realpath(t->model, abs_model)) t->model = abs_model;
-    if (t->tokenizer && realpath(t->tokenizer, abs_tok)) t->tokenizer = abs_tok;
-    t->optim.wd = wd, t->optim.seed = (uint64_t)seed, t->data.seed = (uint64_t)data_seed;
-    t->data.dev_examples = 0, t->data.train = NULL, t->data.test = NULL;
+    static char abs_test[PATH_MAX];
+    if (t->data.test && realpath(t->data.test, abs_test)) t->data.test = abs_test;
+    t->data.train = NULL;
     t->out_dir = out;
     c.fed.round_timeout = round_timeout, c.fed.worker_timeout = worker_timeout, c.linger = linger;
     if ((rc = dz_cli_runtime(threads))) return rc;

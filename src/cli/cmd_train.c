@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/common.h"
+#include "cli/train_options.h"
 
 typedef struct progress {
     int tty;
@@ -80,9 +81,10 @@ static void on_progress(const dz_train_progress *p, void *user) {
 
 /* The command line's own settings (those not in dz_train_config, or named differently). */
 typedef struct train_opts {
-    const char *model, *data, *out, *master, *perturbation, *schedule, *test, *task_file, *config, *estimator;
-    int seed, data_seed, resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
-    float wd, rank_timeout;
+    dz_cli_train_values v; /* those train shares with serve */
+    const char *model, *data, *out, *test, *config, *estimator;
+    int resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
+    float rank_timeout;
 } train_opts;
 
 static int train_settings(dz_train_config *c, const train_opts *t);
@@ -92,12 +94,12 @@ static int train_run(dz_train_config *c, const train_opts *t);
  * line then goes over. */
 static void options_from_settings(train_opts *t, const dz_train_config *c) {
     t->model = c->model;
-    t->master = dz_dtype_name(c->store.master_dtype);
-    t->perturbation = c->optim.rademacher ? "rademacher" : "gaussian";
+    t->v.master = dz_dtype_name(c->store.master_dtype);
+    t->v.perturbation = c->optim.rademacher ? "rademacher" : "gaussian";
     t->estimator = dz_zo_estimator_name(c->optim.estimator);
-    t->schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
-                                                                                                  : "constant";
-    t->seed = (int)c->optim.seed, t->data_seed = (int)c->data.seed, t->wd = c->optim.wd;
+    t->v.schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
+                                                                                                    : "constant";
+    t->v.seed = (int)c->optim.seed, t->v.data_seed = (int)c->data.seed, t->v.wd = c->optim.wd;
     t->no_fuse = !c->optim.fuse, t->no_share = !c->data.share_prompts;
 }
 
@@ -164,44 +166,23 @@ int dz_cmd_train(int argc, char **argv) {
     c.optim.steps = -1; /* 4000 unless given; on --resume, only a given --steps extends the run */
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
-    train_opts t = {.out = "runs/default", .master = "f32", .perturbation = "gaussian", .schedule = "constant",
-                    .estimator = "mezo",
-                    .data_seed = 42, .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
-    const dz_opt opts[] = {
+    train_opts t = {.v = dz_cli_train_values_default(), .out = "runs/default", .estimator = "mezo",
+                    .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
+    const dz_opt own[] = {
         {"config", DZ_OPT_STR, &t.config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
                                           "\"no-fuse\": true}), or a run's run.json to restart it; the command line overrides it"},
         {"model", DZ_OPT_STR, &t.model, "model (default: stories260K from the assets)"},
-        {"task", DZ_OPT_STR, &c.data.task, "sst2 (tsv), classify (jsonl), lm (text; jsonl text or prompt/completion), or "
-         "a MeZO preset: rte, cb, boolq, wsc, wic, multirc, copa, record (SuperGLUE jsonl), squad, drop (docs/TASKS.md)"},
         {"objective", DZ_OPT_STR, &c.data.objective, "what a step minimises: ce (default), accuracy (minus the batch's "
          "accuracy; classification) or f1 (minus the greedy answers' F1; squad, drop): non-differentiable"},
         {"demos", DZ_OPT_INT, &c.data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
         {"gen-tokens", DZ_OPT_INT, &c.data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
-        {"seq", DZ_OPT_INT, &c.data.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
         {"data", DZ_OPT_STR, &t.data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &t.test, "file to report accuracy on (default: dev.tsv beside the training file)"},
-        {"template", DZ_OPT_STR, &c.data.template_, "prompt template with {text} (default \"{text} It was\")"},
-        {"label-words", DZ_OPT_STR, &c.data.label_words, "comma-separated label words (default bad,good)"},
-        {"task-file", DZ_OPT_STR, &t.task_file, "JSON with template, label_words, text_key, label_key"},
-        {"text-key", DZ_OPT_STR, &c.data.text_key, "jsonl text key (default text)"},
-        {"label-key", DZ_OPT_STR, &c.data.label_key, "jsonl label key (default label)"},
         {"tokenizer", DZ_OPT_STR, &c.tokenizer, "tokenizer (default: the model's own)"},
-        {"lr", DZ_OPT_FLOAT, &c.optim.lr, "learning rate (default 3e-5)"},
-        {"eps", DZ_OPT_FLOAT, &c.optim.eps, "perturbation scale (default 1e-3)"},
-        {"weight-decay", DZ_OPT_FLOAT, &t.wd, "weight decay, not on biases and norms (default 0)"},
-        {"batch", DZ_OPT_INT, &c.optim.batch, "examples per step (default 16)"},
-        {"steps", DZ_OPT_INT, &c.optim.steps, "steps (default 4000)"},
-        {"spsa-samples", DZ_OPT_INT, &c.optim.q, "perturbations averaged per step (default 1)"},
-        {"perturbation", DZ_OPT_STR, &t.perturbation, "gaussian (default) or rademacher"},
         {"estimator", DZ_OPT_STR, &t.estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
         {"sparse-density", DZ_OPT_FLOAT, &c.optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c.optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c.optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
-        {"schedule", DZ_OPT_STR, &t.schedule, "lr schedule: constant (default), linear, cosine"},
-        {"warmup", DZ_OPT_INT, &c.optim.warmup, "linear warmup steps (default 0)"},
-        {"seed", DZ_OPT_INT, &t.seed, "run seed: the perturbations (default 0)"},
-        {"data-seed", DZ_OPT_INT, &t.data_seed, "seed of the example draw and order (default 42)"},
-        {"train-examples", DZ_OPT_INT, &c.data.train_examples, "training examples drawn (default 1000)"},
         {"dev-examples", DZ_OPT_INT, &c.data.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c.schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
                                                             "one more before training (step 0) and after the last step"},
@@ -213,7 +194,6 @@ int dz_cmd_train(int argc, char **argv) {
         {"quiet|q", DZ_OPT_FLAG, &t.quiet, "no progress or evaluation lines, only warnings, errors and the summary"},
         {"json", DZ_OPT_FLAG, &t.json, "print the summary as JSON on stdout (progress then goes to stderr)"},
         {"max-bad-steps", DZ_OPT_INT, &c.optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
-        {"master-dtype", DZ_OPT_STR, &t.master, "master weights: f32 (default) or bf16 (stochastic rounding)"},
         {"no-fuse", DZ_OPT_FLAG, &t.no_fuse, "apply each update at once instead of fusing it into the next step"},
         {"no-share-prompt", DZ_OPT_FLAG, &t.no_share, "run every candidate as a full sequence (MeZO's way)"},
         {"store", DZ_OPT_STR, &c.store.spec,
@@ -232,8 +212,11 @@ int dz_cmd_train(int argc, char **argv) {
         {"verify-every", DZ_OPT_INT, &c.layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
         {"node-size", DZ_OPT_INT, &t.node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
         {"rank-timeout", DZ_OPT_FLOAT, &t.rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
-        {0},
     };
+    enum { N_OWN = sizeof own / sizeof own[0] };
+    dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
+    memcpy(opts, own, sizeof own);
+    dz_cli_train_options(opts + N_OWN, &c, &t.v, DZ_CLI_TRAIN);
     const dz_cmd_spec spec = {
         .name = "train",
         .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
@@ -257,7 +240,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (t.resume) {
         if (dz_train_config_load(t.out, &c, &run_strings, &err) != DZ_OK) return dz_cli_fail(&err);
         options_from_settings(&t, &c);
-        t.data = NULL, t.test = NULL, t.task_file = NULL;
+        t.data = NULL, t.test = NULL, t.v.task_file = NULL;
     } else if (t.config) {
         rc = load_config(&spec, &t, &c, &config_strings, &config_doc);
     }
@@ -266,9 +249,6 @@ int dz_cmd_train(int argc, char **argv) {
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);
     if (!rc) {
-        c.optim.wd = t.wd;
-        c.optim.seed = (uint64_t)t.seed;
-        c.data.seed = (uint64_t)t.data_seed;
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;
         c.out_dir = t.out;
@@ -284,30 +264,14 @@ int dz_cmd_train(int argc, char **argv) {
  * (run.json keeps them, so --resume works from any directory). */
 static int train_settings(dz_train_config *c, const train_opts *t) {
     const int resume = t->resume;
-    const char *model = t->model, *data = t->data, *test = t->test, *task_file = t->task_file, *master = t->master;
-    const char *perturbation = t->perturbation, *schedule = t->schedule;
-    static char model_buf[4096], data_buf[4096], train_buf[4200], test_buf[4200];
-    static char abs_model[PATH_MAX], abs_train[PATH_MAX], abs_test[PATH_MAX], abs_tok[PATH_MAX];
+    const char *data = t->data, *test = t->test;
+    static char data_buf[4096], train_buf[4200], test_buf[4200];
+    static char abs_train[PATH_MAX], abs_test[PATH_MAX];
     dz_train_data *d = &c->data;
-    int rc;
-    if (task_file && (rc = dz_cli_task_file(task_file, &d->template_, &d->label_words, &d->text_key, &d->label_key)))
-        return rc;
-    const dz_task_preset *preset = dz_task_preset_find(d->task);
-    if (!d->label_words && strcmp(d->task, "lm") && !preset) d->label_words = "bad,good";
     if (c->optim.steps == -1) c->optim.steps = 4000;
-    if (dz_dtype_parse(master, &c->store.master_dtype) != 0 || c->store.master_dtype == DZ_F16)
-        return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
-    if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
-        return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation);
-    c->optim.rademacher = !strcmp(perturbation, "rademacher");
-    if (!strcmp(schedule, "constant")) c->optim.lr_schedule = DZ_LR_CONSTANT;
-    else if (!strcmp(schedule, "linear")) c->optim.lr_schedule = DZ_LR_LINEAR;
-    else if (!strcmp(schedule, "cosine")) c->optim.lr_schedule = DZ_LR_COSINE;
-    else return dz_cli_failf("option --schedule: '%s' is not constant, linear or cosine", schedule);
-    if (strcmp(d->task, "sst2") && strcmp(d->task, "classify") && strcmp(d->task, "lm") && !preset)
-        return dz_cli_failf("option --task: '%s' is not sst2, classify, lm or a preset (rte, cb, boolq, wsc, wic, "
-                            "multirc, copa, record, squad, drop)", d->task);
-    c->model = model ? model : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
+    int rc = dz_cli_train_apply(c, &t->v, DZ_CLI_TRAIN, t->model);
+    if (rc) return rc;
+    const dz_task_preset *preset = dz_task_preset_find(d->task);
     if (!data && !resume) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
     if (data && dz_is_dir(data) && preset) { /* the release's own file names */
         snprintf(test_buf, sizeof test_buf, "%s/%s", data, preset->test_file);
@@ -325,10 +289,8 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     } else if (test) {
         d->test = test;
     }
-    if (realpath(c->model, abs_model)) c->model = abs_model;
     if (d->train && realpath(d->train, abs_train)) d->train = abs_train;
     if (d->test && realpath(d->test, abs_test)) d->test = abs_test;
-    if (c->tokenizer && realpath(c->tokenizer, abs_tok)) c->tokenizer = abs_tok;
     return 0;
 }
 

@@ -33,6 +33,7 @@
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
 #include "run/setup.h"
+#include "run/trainer.h"
 
 typedef struct machine {
     uint32_t id;                  /* 0: a free entry */
@@ -82,6 +83,7 @@ typedef struct coordinator {
     uint32_t seeds[DZ_FED_MAX_SLOTS]; /* the open round's seed of each slot */
     uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
     dz_tokenizer *tok;            /* the base model's, written into checkpoints (NULL: none found) */
+    dz_trainer *eval;             /* --test: the replica set up as train's is, to evaluate it (owns setup); NULL: none */
 } coordinator;
 
 /* ---- requests (server threads) -------------------------------------------------------- */
@@ -428,6 +430,21 @@ static dz_status checkpoint(coordinator *c, dz_zo_engine *e, uint32_t done, dz_e
     return st;
 }
 
+/* --test: the replica's test score into row (every --eval-every rounds, after the last and
+ * before the first); info gets it for the progress line. */
+static dz_status evaluate(coordinator *c, uint32_t done, dz_metrics_row *row, dz_fed_round_info *info, dz_error *err) {
+    const int every = c->train.schedule.eval_every;
+    info->test_score = NAN;
+    if (!c->eval || !(done == 0 || done == (uint32_t)c->train.optim.steps || (every > 0 && done % (uint32_t)every == 0)))
+        return DZ_OK;
+    double dev, test;
+    dz_status st = dz_trainer_evaluate_sets(c->eval, &dev, &test, err);
+    if (st == DZ_OK) dz_trainer_eval_row(c->eval, dev, test, NAN, row);
+    info->has_eval = st == DZ_OK, info->test_score = row->test_accuracy, info->lm = c->eval->lm;
+    if (c->eval->lm) info->test_score = row->test_loss;
+    return st;
+}
+
 /* One round, from waiting for workers to the announced record. */
 static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *err) {
     const double t0 = dz_now();
@@ -460,9 +477,10 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
     uint64_t sum = 0;
     if (st == DZ_OK) st = advance(c, e, step, lr_log, g, err);
     if (st == DZ_OK) st = dz_fed_checksum(e, &sum, err);
-    const dz_metrics_row row = {.step = step + 1, .loss = info->loss, .g = gsum / c->n_in, .lr = lr_log,
+    dz_metrics_row row = {.step = step + 1, .loss = info->loss, .g = gsum / c->n_in, .lr = lr_log,
                                 .seconds = dz_now() - t0, .dev_accuracy = NAN, .test_accuracy = NAN,
                                 .best_dev_accuracy = NAN, .dev_loss = NAN, .test_loss = NAN};
+    if (st == DZ_OK) st = evaluate(c, step + 1, &row, info, err);
     if (st == DZ_OK) st = dz_metrics_append(c->metrics, &row, err);
     if (st == DZ_OK) st = checkpoint(c, e, step + 1, err);
     if (st != DZ_OK) return st;
@@ -489,17 +507,33 @@ static dz_seedlog_header log_header(const coordinator *c) {
     return h;
 }
 
+/* With --test, the replica is an evaluation-only trainer's (the test set, its tokenizer, a
+ * forward as large as evaluation needs): train's evaluation then scores it. */
+static dz_status load_evaluator(coordinator *c, dz_error *err) {
+    dz_trainer *tr = c->eval = calloc(1, sizeof *tr);
+    if (!tr) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
+    tr->lock_fd = -1;
+    tr->t0 = dz_now();
+    tr->cfg = c->train;
+    tr->cfg.data.train = NULL, tr->cfg.out_dir = NULL, tr->cfg.layout = (dz_train_layout){0};
+    dz_status st = dz_comm_init(NULL, NULL, 0, 0, &tr->own_comm, err);
+    tr->comm = tr->own_comm, tr->rank0 = 1;
+    if (st == DZ_OK) st = dz_trainer_setup_compute(tr, c->train.model, 0, err);
+    c->setup = tr->setup;
+    return st;
+}
+
 /* The replica over the base model, and its fingerprint. */
 static dz_status load_base(coordinator *c, dz_error *err) {
     const dz_train_config *t = &c->train;
     const dz_weights_spec ws = {.path = t->model, .master_dtype = t->store.master_dtype};
-    dz_status st = dz_setup_weights(&ws, &c->setup, err);
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
         .zo = {.seed = t->optim.seed, .eps = t->optim.eps, .q = t->optim.q, .rademacher = t->optim.rademacher,
                .wd = t->optim.wd, .fuse = 1},
     };
-    if (st == DZ_OK) st = dz_setup_engine(c->setup, &es, err);
+    dz_status st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
+    if (st == DZ_OK && !c->eval) st = dz_setup_engine(c->setup, &es, err);
     if (st == DZ_OK) st = dz_fed_fingerprint(dz_setup_model(c->setup), dz_setup_zo_engine(c->setup), &c->fingerprint, err);
     char tok_path[4200];
     if (st == DZ_OK && t->schedule.checkpoint_every > 0 && !c->tok &&
@@ -619,7 +653,8 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     c->published = c->round = done;
     snprintf(path, sizeof path, "%s/metrics.jsonl", c->run_dir ? c->run_dir : ".");
     if (st == DZ_OK)
-        st = dz_metrics_open(path, done, c->train.schedule.log_sync_every, &c->metrics, err); /* rows: rounds done */
+        st = dz_metrics_open(path, done > 0 ? (int64_t)done : -1, c->train.schedule.log_sync_every, &c->metrics,
+                             err); /* rows: rounds done (none yet: row 0 is written again) */
     if (st == DZ_OK) {
         pthread_mutex_lock(&c->mu);
         c->ready = 1;
@@ -631,6 +666,16 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
         const dz_fed_round_info first = {.round = (int)done, .rounds = c->train.optim.steps, .replayed = (int)done,
                                          .url = url};
         cb(&first, user);
+    }
+    if (st == DZ_OK && done == 0 && c->eval) { /* row 0: the base model, before the first round */
+        dz_metrics_row row = {.step = 0, .loss = NAN, .g = NAN, .lr = NAN, .seconds = 0, .dev_accuracy = NAN,
+                              .test_accuracy = NAN, .best_dev_accuracy = NAN, .dev_loss = NAN, .test_loss = NAN};
+        dz_fed_round_info info = {.round = 0, .rounds = c->train.optim.steps, .loss = NAN};
+        const double t0 = dz_now();
+        st = evaluate(c, 0, &row, &info, err);
+        row.seconds = info.seconds = dz_now() - t0;
+        if (st == DZ_OK) st = dz_metrics_append(c->metrics, &row, err);
+        if (st == DZ_OK && cb) cb(&info, user);
     }
     while (st == DZ_OK && c->round < (uint32_t)c->train.optim.steps) {
         dz_fed_round_info info;
@@ -658,7 +703,9 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     if (st == DZ_OK) st = cl;
     cl = dz_seedlog_close(c->log, st == DZ_OK ? err : NULL);
     if (st == DZ_OK) st = cl;
-    dz_setup_free(c->setup);
+    if (c->eval) dz_trainer_teardown(c->eval); /* its setup is c->setup */
+    else dz_setup_free(c->setup);
+    free(c->eval);
     dz_seed_pool_free(&c->pool);
     dz_seed_pool_weights_free(&c->weights);
     free(c->prob);

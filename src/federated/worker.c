@@ -383,7 +383,11 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
         }
         if (s.finished) { /* tell the coordinator this replica is complete, then stop */
             snprintf(path, sizeof path, "/v1/round?machine=%u&key=%s&applied=%u", w->machine, w->key, w->applied);
-            if (call(w, "GET", path, NULL, &status, &resp, &len, err) == DZ_OK) free(resp);
+            /* once, not retried: the coordinator stops once no worker is behind, and the last one's
+             * word may come after that (with call() it waited --retry-for seconds for nothing) */
+            dz_error ignored = {0};
+            if (dz_fed_http_call(w->http, "GET", path, NULL, 0, 2000L, &status, &resp, &len, &ignored) == DZ_OK)
+                free(resp);
             break;
         }
         if (s.open && s.n_slots > 0 && s.round == w->applied && !(w->computed && s.version == w->computed_version))

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "distzo/log.h"
 #include "parallel/comm.h"
 #include "run/trainer.h"
 
@@ -64,4 +65,27 @@ dz_status dz_trainer_evaluate_qa(dz_trainer *tr, const dz_qa_set *s, double *f1,
     for (int i = 0; i < n; i++) a += pairs[2 * i], b += pairs[2 * i + 1];
     *f1 = a / n, *em = b / n;
     return DZ_OK;
+}
+
+dz_status dz_trainer_evaluate_sets(dz_trainer *tr, double *dev, double *test, dz_error *err) {
+    if (tr->gen) {
+        double em[2];
+        dz_status st = dz_trainer_evaluate_qa(tr, &tr->dev_qa, dev, &em[0], err);
+        if (st == DZ_OK) st = dz_trainer_evaluate_qa(tr, &tr->test_qa, test, &em[1], err);
+        if (st == DZ_OK && tr->rank0)
+            dz_log(DZ_LOG_INFO, "generation: dev F1 %.4f EM %.4f, test F1 %.4f EM %.4f", *dev, em[0], *test, em[1]);
+        tr->last_em = em[1];
+        return st;
+    }
+    dz_status st = dz_trainer_evaluate(tr, &tr->dev, dev, err);
+    return st == DZ_OK ? dz_trainer_evaluate(tr, &tr->testset, test, err) : st;
+}
+
+void dz_trainer_eval_row(const dz_trainer *tr, double dev, double test, double best_dev, dz_metrics_row *row) {
+    row->has_eval = 1;
+    if (tr->lm) {
+        row->dev_loss = -dev, row->test_loss = -test;
+    } else {
+        row->dev_accuracy = dev, row->test_accuracy = test, row->best_dev_accuracy = best_dev;
+    }
 }

@@ -74,6 +74,13 @@ static dz_status build_one(dz_trainer *tr, const dz_dataset *ds, const dz_datase
 
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     const dz_train_data *d = &tr->cfg.data;
+    if (!d->train) { /* an evaluation-only trainer (the federated coordinator): the test set alone */
+        dz_status st = d->test ? load_examples(tr, d->test, &tr->test, err)
+                               : dz_fail(err, DZ_ERR_INVALID, "a trainer without training data needs a test file");
+        return st == DZ_OK ? build_one(tr, &tr->test, &tr->test, 0, 0x3ULL, &tr->testset,
+                                       tr->gen ? &tr->test_qa : NULL, err)
+                           : st;
+    }
     dz_status st = load_examples(tr, d->train, &tr->pool, err);
     if (st == DZ_OK && !tr->lm && !tr->gen) st = dz_dataset_require_labels(&tr->pool, err); /* train and dev rows */
     if (st == DZ_OK && d->test) st = load_examples(tr, d->test, &tr->test, err);

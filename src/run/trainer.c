@@ -75,7 +75,8 @@ dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from
     if ((st = dz_trainer_check_agreement(tr, err)) != DZ_OK) return st;
 
     const int batch = c->optim.batch, eval_batch = c->schedule.eval_batch;
-    const int K = tr->train.n_labels, local = (batch + tr->lay.d - 1) / tr->lay.d; /* the largest share */
+    const int K = tr->train.n_examples ? tr->train.n_labels : tr->testset.n_labels; /* evaluation only: the test's */
+    const int local = (batch + tr->lay.d - 1) / tr->lay.d; /* the largest share */
     int max_len = tr->train.max_len;
     if (tr->dev.max_len > max_len) max_len = tr->dev.max_len;
     if (tr->testset.max_len > max_len) max_len = tr->testset.max_len;
@@ -97,7 +98,7 @@ dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from
     int n_eval = tr->dev.n_examples > tr->testset.n_examples ? tr->dev.n_examples : tr->testset.n_examples;
     if (tr->dev_qa.n_examples > n_eval) n_eval = tr->dev_qa.n_examples;
     if (tr->test_qa.n_examples > n_eval) n_eval = tr->test_qa.n_examples;
-    tr->order = malloc(sizeof(int) * (size_t)tr->train.n_examples);
+    tr->order = malloc(sizeof(int) * (size_t)(tr->train.n_examples > 0 ? tr->train.n_examples : 1));
     tr->batch_ex = malloc(sizeof(int) * (size_t)batch);
     tr->batch_labels = malloc(sizeof(int) * (size_t)batch);
     tr->scores = malloc(sizeof(float) * (size_t)local * K);
@@ -164,37 +165,17 @@ void dz_trainer_teardown(dz_trainer *tr) {
     dz_comm_finalize(tr->own_comm);
 }
 
-/* Dev and test scores of the current weights. */
-static dz_status evaluate_both(dz_trainer *tr, double *dev, double *test, dz_error *err) {
-    if (tr->gen) {
-        double em[2];
-        dz_status st = dz_trainer_evaluate_qa(tr, &tr->dev_qa, dev, &em[0], err);
-        if (st == DZ_OK) st = dz_trainer_evaluate_qa(tr, &tr->test_qa, test, &em[1], err);
-        if (st == DZ_OK && tr->rank0)
-            dz_log(DZ_LOG_INFO, "generation: dev F1 %.4f EM %.4f, test F1 %.4f EM %.4f", *dev, em[0], *test, em[1]);
-        tr->last_em = em[1];
-        return st;
-    }
-    dz_status st = dz_trainer_evaluate(tr, &tr->dev, dev, err);
-    return st == DZ_OK ? dz_trainer_evaluate(tr, &tr->testset, test, err) : st;
-}
-
 /* An evaluation's scores into the row and the progress report. */
 static void eval_fields(const dz_trainer *tr, double dev, double test, double best_dev, dz_metrics_row *row,
                         dz_train_progress *p) {
-    row->has_eval = 1;
-    if (tr->lm) {
-        row->dev_loss = -dev, row->test_loss = -test;
-    } else {
-        row->dev_accuracy = dev, row->test_accuracy = test, row->best_dev_accuracy = best_dev;
-    }
+    dz_trainer_eval_row(tr, dev, test, best_dev, row);
     p->has_eval = 1, p->dev_accuracy = dev, p->test_accuracy = test, p->best_dev_accuracy = best_dev;
 }
 
 /* The evaluation before training: metrics row 0 (no loss). */
 static dz_status zero_shot(dz_trainer *tr, int resume, dz_best *best, dz_train_progress_cb cb, void *user,
                            dz_train_result *res, dz_error *err) {
-    dz_status st = evaluate_both(tr, &res->zero_shot_dev, &res->zero_shot_test, err);
+    dz_status st = dz_trainer_evaluate_sets(tr, &res->zero_shot_dev, &res->zero_shot_test, err);
     if (st != DZ_OK) return st;
     if (!resume) best->dev = isfinite(res->zero_shot_dev) ? res->zero_shot_dev : -INFINITY, best->test = res->zero_shot_test;
     dz_metrics_row row = {.step = 0, .loss = NAN, .g = NAN, .lr = NAN, .seconds = dz_now() - tr->t0,
@@ -275,7 +256,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         /* every eval_every steps and after the last (eval_every 0: only then) */
         if (done == o->steps || (every->eval_every > 0 && done % every->eval_every == 0)) {
             double dev, test;
-            if ((st = evaluate_both(tr, &dev, &test, err)) != DZ_OK) break;
+            if ((st = dz_trainer_evaluate_sets(tr, &dev, &test, err)) != DZ_OK) break;
             if (isfinite(dev) && dev > best.dev) { /* a non-finite score never becomes best/ */
                 best = (dz_best){.dev = dev, .test = test, .step = done};
                 st = dz_trainer_checkpoint(tr, "best", done, &best, err);

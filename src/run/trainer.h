@@ -104,6 +104,10 @@ dz_zo_decode dz_trainer_decode_batch(dz_trainer *tr);
 dz_status dz_trainer_evaluate(dz_trainer *tr, const dz_class_set *cs, double *score, dz_error *err);
 /* Generation: the mean F1 and exact match of the greedy answers (NaN for an empty set). */
 dz_status dz_trainer_evaluate_qa(dz_trainer *tr, const dz_qa_set *s, double *f1, double *em, dz_error *err);
+/* The dev and test scores of the current weights (accuracy, minus the LM loss, or F1). */
+dz_status dz_trainer_evaluate_sets(dz_trainer *tr, double *dev, double *test, dz_error *err);
+/* An evaluation's scores into a metrics row as the user reads them (LM: the losses). */
+void dz_trainer_eval_row(const dz_trainer *tr, double dev, double test, double best_dev, dz_metrics_row *row);
 
 /* checkpoint.c: run_dir/checkpoint-N/ (name "checkpoint") or best/ with the weights
  * after steps_done steps and the best-so-far. Collective (every rank flushes). */

@@ -1,0 +1,34 @@
+/* The training settings `distzo train` and `distzo serve` both take: one table of options
+ * (each command says in its own words what a step, a batch, a worker's data are) and one
+ * place that turns their values into a dz_train_config. */
+#ifndef DZ_CLI_TRAIN_OPTIONS_H
+#define DZ_CLI_TRAIN_OPTIONS_H
+
+#include "cli/args.h"
+#include "distzo/distzo.h"
+
+/* The option values that are not dz_train_config fields as they are (names, or other types). */
+typedef struct dz_cli_train_values {
+    const char *master, *perturbation, *schedule, *task_file;
+    int seed, data_seed;
+    float wd;
+} dz_cli_train_values;
+
+/* The command the options are for: their help says what a step and its data are there,
+ * and only train takes MeZO's task presets. */
+typedef enum dz_cli_train_command { DZ_CLI_TRAIN, DZ_CLI_SERVE } dz_cli_train_command;
+
+enum { DZ_CLI_TRAIN_OPTS = 20 }; /* the entries dz_cli_train_options writes */
+
+/* The defaults of the values (f32, gaussian, constant, seed 0, data seed 42, no weight decay). */
+dz_cli_train_values dz_cli_train_values_default(void);
+/* Writes the shared options (task, prompt, optimiser, seeds, master dtype) into out
+ * (DZ_CLI_TRAIN_OPTS entries), bound to c and v. Returns the count written. */
+int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v, dz_cli_train_command cmd);
+/* v into c: the task file read, names to enums (an unknown one is an error naming its
+ * option), the default label words, seeds and weight decay. Then the model (model_path, default the assets' stories260K) and
+ * tokenizer as absolute paths (run.json keeps them). Returns 0, or the exit status. */
+int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_train_command cmd,
+                       const char *model_path);
+
+#endif
