@@ -153,8 +153,8 @@ static float theta_at(const void *th, int bf16, size_t k) {
 /* The k-th smallest (0-based) of n non-negative floats given as bit patterns (their order
  * is the integers'), found bit by bit from the top: bit b of the answer is 0 iff more than
  * k patterns are <= (the bits found so far, b clear, all lower bits set). 31 counting
- * passes over a 128-sample row vectorize and never branch on the data, unlike a
- * quickselect (whose mispredictions made the threshold most of a sparse pass). */
+ * passes over a 128-sample row vectorize and never branch on the data, unlike the
+ * quickselect this replaced (its pivot branches mispredict on random weights). */
 DZ_ISA_VARIANTS(kth_smallest_bits, (int32_t *out, const int32_t *s, int n, int k), (out, s, n, k)) {
     int32_t ans = 0;
     for (int b = 30; b >= 0; b--) {
@@ -170,11 +170,10 @@ DZ_ISA_VARIANTS(kth_smallest_bits, (int32_t *out, const int32_t *s, int n, int k
 static float row_threshold(const void *th, int bf16, int64_t cols, float density) {
     int32_t s[SPARSE_SAMPLE];
     const int n = cols < SPARSE_SAMPLE ? (int)cols : SPARSE_SAMPLE;
-    int64_t at = 0, rem = 0; /* at = floor(k cols / n), stepped without a division */
-    for (int k = 0; k < n; k++) {
+    for (int64_t k = 0; k < n; k++) { /* element floor(k cols / n): n is SPARSE_SAMPLE or cols */
+        const int64_t at = n == SPARSE_SAMPLE ? k * cols / SPARSE_SAMPLE : k;
         const float a = fabsf(theta_at(th, bf16, (size_t)at));
         s[k] = (int32_t)dz_zo_f2u(a == a ? a : INFINITY);
-        for (rem += cols; rem >= n; rem -= n) at++;
     }
     int rank = (int)ceilf(density * (float)n) - 1;
     rank = rank < 0 ? 0 : rank >= n ? n - 1 : rank;
