@@ -95,23 +95,25 @@ typedef struct model_case {
     int n_layers;     /* 0: NAME's committed weights; else random weights of NAME's shape with this many layers */
     dz_dtype dtype;   /* of the masters */
     estimator_case est;
+    int hidden_dim;   /* 0: NAME's FFN width; else random weights with this one (rows wider than a chunk) */
 } model_case;
 
 /* The folder to load: the committed model, or a random one written once into the scratch folder. */
 static void model_dir(const model_case *mc, char *out, size_t cap) {
     char src[1024];
     snprintf(src, sizeof src, "%s/hf/%s", DZ_TEST_DATA, mc->name);
-    if (!mc->n_layers) {
+    if (!mc->n_layers && !mc->hidden_dim) {
         snprintf(out, cap, "%s", src);
         return;
     }
-    snprintf(out, cap, "%s/%s_%d_layers", g_dir, mc->name, mc->n_layers);
+    snprintf(out, cap, "%s/%s_%d_layers_%d_ffn", g_dir, mc->name, mc->n_layers, mc->hidden_dim);
     if (access(out, F_OK) == 0) return;
     dz_config cfg;
     dz_model *m = NULL;
     dz_error err = {0};
     assert_int_equal(dz_config_load(src, &cfg, &err), DZ_OK);
-    cfg.n_layers = mc->n_layers;
+    if (mc->n_layers) cfg.n_layers = mc->n_layers;
+    if (mc->hidden_dim) cfg.hidden_dim = mc->hidden_dim;
     if (dz_model_init_random(&cfg, DZ_F32, 5, 0.05f, &m, &err) != DZ_OK || dz_model_save_hf(m, out, &err) != DZ_OK)
         fail_msg("%s: %s", out, err.msg);
     dz_model_free(m);
@@ -576,43 +578,55 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
 
 static void opt_committed_f32(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, MEZO});
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, MEZO, 0});
 }
 
 static void llama_committed_bf16(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16, MEZO});
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16, MEZO, 0});
 }
 
 static void opt_5_layers_bf16(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 5, DZ_BF16, MEZO});
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 5, DZ_BF16, MEZO, 0});
 }
 
 static void llama_5_layers_f32(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32, MEZO});
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32, MEZO, 0});
 }
 
 /* The structured estimators on a committed model of each family, one per master dtype. */
 static void sparse_opt_f32(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, SPARSE});
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, SPARSE, 0});
 }
 
 static void sparse_llama_bf16(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16, SPARSE});
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 0, DZ_BF16, SPARSE, 0});
 }
 
 static void lozo_llama_f32(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32, LOZO});
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 5, DZ_F32, LOZO, 0});
 }
 
 static void lozo_opt_bf16(void **state) {
     (void)state;
-    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_BF16, LOZO});
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_BF16, LOZO, 0});
+}
+
+/* FFN rows of 1100 columns: the threshold samples 128 of them (every 8.6th) and the span
+ * kernels cut each row into two chunks; the committed models' rows are 128 wide at most. */
+static void sparse_wide_rows_llama_bf16(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"llama_gqa_untied", 2, DZ_BF16, SPARSE, 1100});
+}
+
+static void lozo_wide_rows_opt_f32(void **state) {
+    (void)state;
+    every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 2, DZ_F32, LOZO, 1100});
 }
 
 static int setup(void **state) {
@@ -635,6 +649,8 @@ int main(void) {
         cmocka_unit_test(sparse_llama_bf16),
         cmocka_unit_test(lozo_llama_f32),
         cmocka_unit_test(lozo_opt_bf16),
+        cmocka_unit_test(sparse_wide_rows_llama_bf16),
+        cmocka_unit_test(lozo_wide_rows_opt_f32),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
