@@ -82,33 +82,6 @@ static void matmul_with_bias_on(const dz_backend *be) {
 }
 ON_HOST_BACKENDS(matmul_with_bias)
 
-/* Weights in panels (backend.h), laid out here from the layout's formula: the product is
- * the row-major one, and pack_panel writes exactly that layout. */
-static void matmul_panels_on(const dz_backend *be) {
-    const int shapes[][3] = {{1, 32, 1}, {17, 64, 65}, {130, 96, 300}};
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
-        const int M = shapes[k][0], N = shapes[k][1], K = shapes[k][2];
-        float *x = randn((size_t)M * K, 41, 1), *w = randn((size_t)N * K, 42, 1), *b = randn(N, 43, 1);
-        float *wp = malloc(sizeof(float) * N * K), *y = malloc(sizeof(float) * M * N);
-        float *slice = malloc(sizeof(float) * DZ_PANEL * K);
-        double *want = malloc(sizeof(double) * M * N);
-        for (int n = 0; n < N; n++)
-            for (int t = 0; t < K; t++) wp[(n / DZ_PANEL) * DZ_PANEL * K + t * DZ_PANEL + n % DZ_PANEL] = w[n * K + t];
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) {
-                double acc = b[j];
-                for (int t = 0; t < K; t++) acc += (double)x[i * K + t] * w[j * K + t];
-                want[i * N + j] = acc;
-            }
-        be->matmul_panels(y, x, wp, b, M, N, K);
-        assert_true(max_rel_err(y, want, (size_t)M * N) < 1e-5 * sqrt(K));
-        be->pack_panel(slice, w + (size_t)(N - DZ_PANEL) * K, K, K); /* the last panel's rows */
-        assert_memory_equal(slice, wp + (size_t)(N - DZ_PANEL) * K, sizeof(float) * DZ_PANEL * K);
-        free(x), free(w), free(b), free(wp), free(y), free(slice), free(want);
-    }
-}
-ON_HOST_BACKENDS(matmul_panels)
-
 static void norms_on(const dz_backend *be) {
     const int rows = 5, dim = 77;
     float *x = randn(rows * dim, 4, 3), *w = randn(dim, 5, 1), *b = randn(dim, 6, 1);
@@ -648,7 +621,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exp_is_accurate),
         cmocka_unit_test(matmul_with_bias),
-        cmocka_unit_test(matmul_panels),
         cmocka_unit_test(norms),
         cmocka_unit_test(rope_half_split),
         cmocka_unit_test(attention_gqa_padding_prefix),

@@ -88,57 +88,6 @@ static void rows_do_not_depend_on_m_offset_or_threads(void **s) {
     free(x), free(w), free(b), free(want), free(got);
 }
 
-/* w[N][K] in the panel layout gemm.h defines, written here from its formula. */
-static float *to_panels(const float *w, int N, int K) {
-    float *wp = malloc(sizeof(float) * ((size_t)N * K + 1));
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++)
-            wp[(size_t)(n / DZ_GEMM_PANEL) * DZ_GEMM_PANEL * K + (size_t)k * DZ_GEMM_PANEL + n % DZ_GEMM_PANEL] =
-                w[(size_t)n * K + k];
-    return wp;
-}
-
-/* Weights handed over in panels give the promised chain too, on every path and thread
- * count (N a multiple of the panel; K across blocks, ragged, a multiple of 512). */
-static void panels_give_the_promised_chain(void **s) {
-    (void)s;
-    static const int pshapes[][3] = {{1, 32, 1}, {13, 64, 17}, {7, 96, 513}, {29, 32, 769}, {37, 192, 1536},
-                                     {100, 576, 576}, {5, 1536, 40}, {2, 32, 0}};
-    for (int isa = DZ_ISA_BASELINE; isa <= (int)dz_isa_best(); isa++) {
-        assert_int_equal(dz_isa_force((dz_isa)isa, NULL), DZ_OK);
-        for (size_t c = 0; c < sizeof pshapes / sizeof pshapes[0]; c++) {
-            const int M = pshapes[c][0], N = pshapes[c][1], K = pshapes[c][2];
-            float *x = randn((size_t)M * K, 21 + c), *w = randn((size_t)N * K, 22 + c), *b = randn(N, 23 + c);
-            float *wp = to_panels(w, N, K);
-            float *want = malloc(sizeof(float) * M * N), *got = malloc(sizeof(float) * M * N);
-            reference_chain(want, x, w, b, M, N, K);
-            memset(got, 0xff, sizeof(float) * M * N);
-            dz_gemm_linear_panels_serial((dz_isa)isa, got, x, wp, b, M, N, K);
-            if (memcmp(got, want, sizeof(float) * M * N))
-                fail_msg("%s: panels %d x %d x %d differ from the k-order FMA chain", dz_isa_name((dz_isa)isa), M, N, K);
-            for (int threads = 1; threads <= 3; threads++) {
-                dz_set_num_threads(threads);
-                memset(got, 0xff, sizeof(float) * M * N);
-                dz_gemm_linear_panels(got, x, wp, b, M, N, K);
-                if (memcmp(got, want, sizeof(float) * M * N))
-                    fail_msg("%s, %d threads: panels %d x %d x %d differ", dz_isa_name((dz_isa)isa), threads, M, N, K);
-            }
-            /* the pass that writes panels: a slice of columns [k0, k0 + kb) of 32 rows */
-            if (K >= 3) {
-                const int k0 = 1, kb = K - 2;
-                float *slice = malloc(sizeof(float) * (size_t)kb * DZ_GEMM_PANEL);
-                dz_gemm_pack_panel(slice, w + k0, K, kb);
-                if (memcmp(slice, wp + (size_t)k0 * DZ_GEMM_PANEL, sizeof(float) * (size_t)kb * DZ_GEMM_PANEL))
-                    fail_msg("%s: dz_gemm_pack_panel of 32 x %d differs from the layout", dz_isa_name((dz_isa)isa), kb);
-                free(slice);
-            }
-            free(x), free(w), free(b), free(wp), free(want), free(got);
-        }
-    }
-    assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
-    dz_set_num_threads(2);
-}
-
 /* The chain is a good product too: within fp32 rounding of a double-precision sum. */
 static void close_to_the_exact_product(void **s) {
     (void)s;
@@ -182,7 +131,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_path_gives_the_promised_chain),
         cmocka_unit_test(rows_do_not_depend_on_m_offset_or_threads),
-        cmocka_unit_test(panels_give_the_promised_chain),
         cmocka_unit_test(close_to_the_exact_product),
         cmocka_unit_test(forcing_a_path_the_cpu_lacks_fails),
     };

@@ -226,10 +226,7 @@ dz_status dz_forward_embed(dz_forward *f, int s, const dz_weight_source *w, cons
 dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w, const int *tokens,
                                 const int *lengths, int B, int n_new, const int *start, int parent_stream,
                                 const int *parent, dz_error *err);
-/* Layer `layer` of stream s with the layer's tensors t[role] (NULL: the role is absent);
- * roles whose bit (1 << role) is set in panels hold their matrix in the backend's panel
- * layout (backend.h, matmul_panels), the others row-major. */
-void dz_forward_layer(dz_forward *f, int s, int layer, const float *const *t, unsigned panels);
+void dz_forward_layer(dz_forward *f, int s, int layer, const float *const *t);
 
 /* Logits of the given rows (indices into the B*n_new positions of the last run):
  * logits[nrows, vocab]. */

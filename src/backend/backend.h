@@ -51,9 +51,6 @@ typedef struct dz_attn_args {
     int scratch_threads;
 } dz_attn_args;
 
-/* Rows per weight panel (matmul_panels). */
-enum { DZ_PANEL = 32 };
-
 typedef struct dz_backend {
     const char *name;
     /* Backend buffers are host memory that host code may read and write directly. */
@@ -79,15 +76,6 @@ typedef struct dz_backend {
     /* ---- the forward ---- */
     /* y[M,N] = x[M,K] . w[N,K]^T (+ bias[N] if non-NULL). Row-major, Linear layout. */
     void (*matmul)(float *y, const float *x, const float *w, const float *bias, int M, int N, int K);
-    /* The same product with w in panels of DZ_PANEL rows (N a multiple of DZ_PANEL): panel p
-     * holds rows [p P, p P + P) k-major, w[n][k] at (n / P) P K + k P + n % P. It is the
-     * layout a CPU GEMM packs weights into, so weights written this way once (the ZO
-     * pipeline's perturbed working copies) are not packed again by every product. NULL: the
-     * backend takes row-major weights only, and the pipeline writes those. */
-    void (*matmul_panels)(float *y, const float *x, const float *wp, const float *bias, int M, int N, int K);
-    /* rows[0, P) x [0, kb) (row stride ld) into dst[kb][P]: columns k0 .. k0 + kb - 1 of a
-     * panel, whose place is panel + k0 P. Set with matmul_panels. */
-    void (*pack_panel)(float *dst, const float *rows, int ld, int kb);
     void (*layernorm)(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
     void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int dim, float eps);
     /* Rotates x[rows, n_heads*head_dim] in place, pairs (i, i + head_dim/2) of each head

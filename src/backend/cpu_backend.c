@@ -43,10 +43,6 @@ static void cpu_matmul(float *y, const float *x, const float *w, const float *bi
     dz_gemm_linear(y, x, w, bias, M, N, K);
 }
 
-static void cpu_matmul_panels(float *y, const float *x, const float *wp, const float *bias, int M, int N, int K) {
-    dz_gemm_linear_panels(y, x, wp, bias, M, N, K);
-}
-
 static void layernorm_row(void *ctx, int r, int thread) {
     const row_op *o = ctx;
     const int dim = o->dim;
@@ -328,8 +324,6 @@ static const dz_backend cpu_backend = {
     .download = cpu_download,
     .synchronize = cpu_synchronize,
     .matmul = cpu_matmul,
-    .matmul_panels = cpu_matmul_panels,
-    .pack_panel = dz_gemm_pack_panel,
     .layernorm = cpu_layernorm,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,

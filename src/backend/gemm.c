@@ -17,7 +17,6 @@
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +32,8 @@ enum { GEMM_KC = 768, GEMM_MC = 240, GEMM_NC = 768, GEMM_MR_MAX = 12, GEMM_NR_MA
 
 /* One micro-tile: c[0..mr) x [0..NR) (row stride ldc) = (first ? 0 : c) + a . pb over kc,
  * then + bias[0..NR) when bias is non-NULL (the last K block). a: mr rows of x (row
- * stride lda, read in place: broadcasts need no packing), pb: kc rows of NR columns
- * (k-major, row stride ldb: NR when packed here, DZ_GEMM_PANEL in a caller's panels). */
-typedef void (*gemm_tile_fn)(int mr, int kc, const float *a, int lda, const float *pb, int ldb, float *c, int ldc,
+ * stride lda, read in place: broadcasts need no packing), pb: kc x NR (k-major). */
+typedef void (*gemm_tile_fn)(int mr, int kc, const float *a, int lda, const float *pb, float *c, int ldc,
                              int first, const float *bias);
 
 typedef struct gemm_kernel {
@@ -57,7 +55,7 @@ typedef struct gemm_kernel {
  * constant in each instantiation (see GEMM_DISPATCH), so acc lives in registers. */
 #define GEMM_DEFINE_TILE(isa, ATTR, VT, LANES, MR, LOAD, STORE, ZERO, SET1, FMA, ADD)                          \
     ATTR GEMM_INLINE void isa##_tile_rows(const int mr, int kc, const float *a, int lda, const float *pb,        \
-                                          int ldb, float *c, int ldc, int first, const float *bias) {            \
+                                          float *c, int ldc, int first, const float *bias) {                     \
         VT acc[MR][2];                                                                                           \
         for (int i = 0; i < mr; i++) /* the tile's rows of y: in cache by the time it is stored */              \
             __builtin_prefetch(c + (size_t)i * ldc, 1), __builtin_prefetch(c + (size_t)i * ldc + 2 * LANES - 1, 1); \
@@ -66,7 +64,7 @@ typedef struct gemm_kernel {
             acc[i][1] = first ? ZERO() : LOAD(c + (size_t)i * ldc + LANES);                                       \
         }                                                                                                        \
         _Pragma("GCC unroll 4") for (int k = 0; k < kc; k++) {                                                   \
-            const VT b0 = LOAD(pb + (size_t)k * ldb), b1 = LOAD(pb + (size_t)k * ldb + LANES);                    \
+            const VT b0 = LOAD(pb + (size_t)k * 2 * LANES), b1 = LOAD(pb + (size_t)k * 2 * LANES + LANES);        \
             for (int i = 0; i < mr; i++) {                                                                       \
                 const VT ai = SET1(a[(size_t)i * lda + k]);                                                      \
                 acc[i][0] = FMA(ai, b0, acc[i][0]);                                                              \
@@ -85,10 +83,10 @@ typedef struct gemm_kernel {
 
 /* The tile function of an ISA: a switch that gives each row count its own constant. */
 #define GEMM_CASE(isa, n) \
-    case n: isa##_tile_rows(n, kc, a, lda, pb, ldb, c, ldc, first, bias); break;
+    case n: isa##_tile_rows(n, kc, a, lda, pb, c, ldc, first, bias); break;
 #define GEMM_DEFINE_DISPATCH(isa, ATTR, CASES)                                                              \
-    ATTR static void isa##_tile(int mr, int kc, const float *a, int lda, const float *pb, int ldb, float *c,   \
-                                int ldc, int first, const float *bias) {                                    \
+    ATTR static void isa##_tile(int mr, int kc, const float *a, int lda, const float *pb, float *c, int ldc,   \
+                                int first, const float *bias) {                                             \
         switch (mr) { CASES }                                                                               \
     }
 
@@ -245,29 +243,21 @@ static const gemm_kernel gemm_kernels[DZ_ISA_COUNT] = {
     [DZ_ISA_AVX512] = {12, 32, avx512_tile, pack_w_avx2, "avx512 12x32"},
 };
 
-_Static_assert((int)DZ_GEMM_PANEL == (int)DZ_PANEL, "the GEMM's panels are the backend's");
-
 typedef struct gemm_args {
     float *y;
     const float *x, *w, *bias;
     int M, N, K;
-    int panels; /* w is in DZ_GEMM_PANEL-row panels (gemm.h), read in place: no packing */
 } gemm_args;
-
-/* Where column n's rows k >= p0 start in panels of w (N, K): its panel, then its column. */
-static const float *panel_at(const gemm_args *g, int n, int p0) {
-    return g->w + (size_t)(n / DZ_GEMM_PANEL) * DZ_GEMM_PANEL * g->K + (size_t)p0 * DZ_GEMM_PANEL + n % DZ_GEMM_PANEL;
-}
 
 /* One tile of y at (row, col) with mr rows and nc_tile valid columns. Partial-width tiles
  * go through ws->tile so the kernel always writes NR columns. */
 static void run_tile(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int row, int col, int mr,
-                     int ncols, const float *a, int lda, int kc, const float *pb, int ldb, int first, int last) {
+                     int ncols, const float *a, int lda, int kc, const float *pb, int first, int last) {
     float *c = g->y + (size_t)row * g->N + col;
     const float *bias = NULL;
     if (ncols == kr->nr) {
         if (last && g->bias) bias = g->bias + col;
-        kr->tile(mr, kc, a, lda, pb, ldb, c, g->N, first, bias);
+        kr->tile(mr, kc, a, lda, pb, c, g->N, first, bias);
         return;
     }
     if (last && g->bias) {
@@ -277,7 +267,7 @@ static void run_tile(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args 
     }
     if (!first)
         for (int i = 0; i < mr; i++) memcpy(ws->tile + (size_t)i * kr->nr, c + (size_t)i * g->N, sizeof(float) * (size_t)ncols);
-    kr->tile(mr, kc, a, lda, pb, ldb, ws->tile, kr->nr, first, bias);
+    kr->tile(mr, kc, a, lda, pb, ws->tile, kr->nr, first, bias);
     for (int i = 0; i < mr; i++) memcpy(c + (size_t)i * g->N, ws->tile + (size_t)i * kr->nr, sizeof(float) * (size_t)ncols);
 }
 
@@ -291,7 +281,7 @@ static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_arg
         for (int pc = 0; pc < g->K; pc += GEMM_KC) {
             const int kc = g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC;
             const int first = pc == 0, last = pc + kc == g->K;
-            if (!g->panels) kr->pack_w(ws->pb, g->w, g->N, g->K, jc, nc, pc, kc, nr);
+            kr->pack_w(ws->pb, g->w, g->N, g->K, jc, nc, pc, kc, nr);
             for (int ic = m0; ic < m1; ic += mc_max) {
                 const int mc = m1 - ic < mc_max ? m1 - ic : mc_max;
                 const float *xb = g->x + (size_t)ic * g->K + pc;
@@ -304,9 +294,7 @@ static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_arg
                     const int ncols = nc - jr < nr ? nc - jr : nr;
                     for (int ir = 0; ir < mc; ir += mr)
                         run_tile(kr, ws, g, ic + ir, jc + jr, mc - ir < mr ? mc - ir : mr, ncols,
-                                 xb + (size_t)ir * lda, lda, kc,
-                                 g->panels ? panel_at(g, jc + jr, pc) : ws->pb + (size_t)jr * kc,
-                                 g->panels ? DZ_GEMM_PANEL : nr, first, last);
+                                 xb + (size_t)ir * lda, lda, kc, ws->pb + (size_t)jr * kc, first, last);
                 }
             }
         }
@@ -319,17 +307,13 @@ static void gemm_empty(const gemm_args *g) {
         for (int n = 0; n < g->N; n++) g->y[(size_t)i * g->N + n] = 0.0f + (g->bias ? g->bias[n] : 0.0f);
 }
 
-static float w_at(const gemm_args *g, int n, int k) {
-    return g->panels ? *panel_at(g, n, k) : g->w[(size_t)n * g->K + k];
-}
-
 /* Plain loops with the same chain: used only if a thread cannot get its packing buffers
  * (out of memory), so the result is still exact, just slow. */
 static void gemm_unpacked(const gemm_args *g, int m0, int m1, int n0, int n1) {
     for (int i = m0; i < m1; i++)
         for (int n = n0; n < n1; n++) {
             float acc = 0.0f;
-            for (int k = 0; k < g->K; k++) acc = fmaf(g->x[(size_t)i * g->K + k], w_at(g, n, k), acc);
+            for (int k = 0; k < g->K; k++) acc = fmaf(g->x[(size_t)i * g->K + k], g->w[(size_t)n * g->K + k], acc);
             g->y[(size_t)i * g->N + n] = g->bias ? acc + g->bias[n] : acc;
         }
 }
@@ -343,21 +327,13 @@ static void gemm_part(const gemm_kernel *kr, const gemm_args *g, int m0, int m1,
         gemm_unpacked(g, m0, m1, n0, n1);
 }
 
-static void gemm_serial(dz_isa isa, const gemm_args *g) {
-    if (g->M <= 0 || g->N <= 0) return;
-    if (g->K <= 0) return gemm_empty(g);
-    if (isa <= DZ_ISA_AUTO || isa >= DZ_ISA_COUNT) isa = dz_isa_active();
-    gemm_part(&gemm_kernels[isa], g, 0, g->M, 0, g->N);
-}
-
 void dz_gemm_linear_serial(dz_isa isa, float *y, const float *x, const float *w, const float *bias, int M, int N,
                            int K) {
-    gemm_serial(isa, &(gemm_args){y, x, w, bias, M, N, K, 0});
-}
-
-void dz_gemm_linear_panels_serial(dz_isa isa, float *y, const float *x, const float *wp, const float *bias, int M,
-                                  int N, int K) {
-    gemm_serial(isa, &(gemm_args){y, x, wp, bias, M, N, K, 1});
+    if (M <= 0 || N <= 0) return;
+    const gemm_args g = {y, x, w, bias, M, N, K};
+    if (K <= 0) return gemm_empty(&g);
+    if (isa <= DZ_ISA_AUTO || isa >= DZ_ISA_COUNT) isa = dz_isa_active();
+    gemm_part(&gemm_kernels[isa], &g, 0, M, 0, N);
 }
 
 /* Thread t of nt gets a block of panels of N and, when there are fewer panels than
@@ -388,51 +364,15 @@ static void gemm_share(void *ctx, int share, int thread) {
     gemm_part(c->kr, c->g, m0, m1, n0, n1);
 }
 
-static void gemm_parallel(const gemm_args *gp) {
-    const gemm_args g = *gp;
-    if (g.M <= 0 || g.N <= 0) return;
-    if (g.K <= 0) return gemm_empty(&g);
+void dz_gemm_linear(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
+    if (M <= 0 || N <= 0) return;
+    const gemm_args g = {y, x, w, bias, M, N, K};
+    if (K <= 0) return gemm_empty(&g);
     const gemm_kernel *kr = &gemm_kernels[dz_isa_active()];
     const int threads = dz_parallel_threads();
-    if (threads <= 1 || (double)g.M * g.N * g.K < 32768.0) return gemm_part(kr, &g, 0, g.M, 0, g.N);
+    if (threads <= 1 || (double)M * N * K < 32768.0) return gemm_part(kr, &g, 0, M, 0, N);
     const gemm_call call = {kr, &g, threads};
     dz_parallel_for(threads, gemm_share, (void *)&call);
-}
-
-void dz_gemm_linear(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
-    gemm_parallel(&(gemm_args){y, x, w, bias, M, N, K, 0});
-}
-
-void dz_gemm_linear_panels(float *y, const float *x, const float *wp, const float *bias, int M, int N, int K) {
-    gemm_parallel(&(gemm_args){y, x, wp, bias, M, N, K, 1});
-}
-
-/* rows[0..DZ_GEMM_PANEL) x [0..kb) (row stride ld) into dst[kb][DZ_GEMM_PANEL]: the packing
- * above, once, for a caller that keeps the panels (it is pure data movement: same values
- * whichever routine moves them). */
-/* The panels are written for a GEMM that runs after the whole block is filled (megabytes
- * later), so they go out with streaming stores, whole lines at a time: packed first into a
- * small buffer (L1), then copied, which spares the read-for-ownership of every line. */
-enum { PANEL_PIECE = 64 }; /* k rows per piece: 8 KB */
-
-__attribute__((target("avx2"))) GEMM_UNCHECKED static void stream_lines(float *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i += 8) _mm256_stream_ps(dst + i, _mm256_load_ps(src + i));
-}
-
-void dz_gemm_pack_panel(float *dst, const float *rows, int ld, int kb) {
-    const dz_isa isa = dz_isa_active();
-    const gemm_kernel *kr = &gemm_kernels[isa == DZ_ISA_BASELINE ? DZ_ISA_BASELINE : DZ_ISA_AVX2];
-    if (isa == DZ_ISA_BASELINE || ((uintptr_t)dst & 31)) {
-        kr->pack_w(dst, rows, DZ_GEMM_PANEL, ld, 0, DZ_GEMM_PANEL, 0, kb, DZ_GEMM_PANEL);
-        return;
-    }
-    _Alignas(64) float piece[PANEL_PIECE * DZ_GEMM_PANEL];
-    for (int k0 = 0; k0 < kb; k0 += PANEL_PIECE) {
-        const int n = kb - k0 < PANEL_PIECE ? kb - k0 : PANEL_PIECE;
-        kr->pack_w(piece, rows + k0, DZ_GEMM_PANEL, ld, 0, DZ_GEMM_PANEL, 0, n, DZ_GEMM_PANEL);
-        stream_lines(dst + (size_t)k0 * DZ_GEMM_PANEL, piece, (size_t)n * DZ_GEMM_PANEL);
-    }
-    _mm_sfence(); /* streaming stores are weakly ordered: done before any thread reads them */
 }
 
 const char *dz_gemm_describe(void) {

@@ -24,20 +24,6 @@ void dz_gemm_linear(float *y, const float *x, const float *w, const float *bias,
 void dz_gemm_linear_serial(dz_isa isa, float *y, const float *x, const float *w, const float *bias, int M, int N,
                            int K);
 
-/* Weights in panels, the layout the kernels read (what dz_gemm_linear packs w into on every
- * call): for N a multiple of DZ_GEMM_PANEL, panel p holds rows [p P, p P + P) of w[N, K]
- * k-major, so w[n][k] lies at (n / P) P K + k P + n % P (P = DZ_GEMM_PANEL). A caller that
- * writes its weights this way once (the ZO pipeline's perturbed working copies) spares the
- * GEMM that pass; the arithmetic and so the bits are dz_gemm_linear's. Every ISA reads the
- * same panels (its NR divides P). */
-enum { DZ_GEMM_PANEL = 32 }; /* == DZ_PANEL of backend.h (checked in gemm.c) */
-void dz_gemm_linear_panels(float *y, const float *x, const float *wp, const float *bias, int M, int N, int K);
-void dz_gemm_linear_panels_serial(dz_isa isa, float *y, const float *x, const float *wp, const float *bias, int M,
-                                  int N, int K);
-/* Rows [0, DZ_GEMM_PANEL) x columns [0, kb) of rows (row stride ld) into dst[kb][DZ_GEMM_PANEL]:
- * a slice of a panel (columns k0.. of a panel go at panel + k0 DZ_GEMM_PANEL). */
-void dz_gemm_pack_panel(float *dst, const float *rows, int ld, int kb);
-
 /* A line for `info` and `bench`: the micro-kernel in use and its order, e.g.
  * "distzo avx512 12x32 micro-kernel, one FMA chain per output in k order (fixed order)". */
 const char *dz_gemm_describe(void);

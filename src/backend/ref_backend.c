@@ -32,21 +32,6 @@ static void ref_matmul(float *y, const float *x, const float *w, const float *bi
         }
 }
 
-static void ref_matmul_panels(float *y, const float *x, const float *wp, const float *bias, int M, int N, int K) {
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            const float *col = wp + (size_t)(j / DZ_PANEL) * DZ_PANEL * K + j % DZ_PANEL;
-            double acc = bias ? bias[j] : 0.0;
-            for (int k = 0; k < K; k++) acc += (double)x[(size_t)i * K + k] * col[(size_t)k * DZ_PANEL];
-            y[(size_t)i * N + j] = (float)acc;
-        }
-}
-
-static void ref_pack_panel(float *dst, const float *rows, int ld, int kb) {
-    for (int k = 0; k < kb; k++)
-        for (int r = 0; r < DZ_PANEL; r++) dst[(size_t)k * DZ_PANEL + r] = rows[(size_t)r * ld + k];
-}
-
 static void ref_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * dim;
@@ -285,8 +270,6 @@ static const dz_backend ref_backend = {
     .download = ref_upload,
     .synchronize = ref_synchronize,
     .matmul = ref_matmul,
-    .matmul_panels = ref_matmul_panels,
-    .pack_panel = ref_pack_panel,
     .layernorm = ref_layernorm,
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,

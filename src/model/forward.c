@@ -350,14 +350,7 @@ static void norm(const dz_forward *f, float *y, const float *x, const float *wt,
     else f->be->rmsnorm(y, x, wt, rows, c->dim, c->norm_eps);
 }
 
-/* y = x t[role]^T + bias through the layout the role's matrix is in. */
-static void linear(const dz_forward *f, unsigned panels, int role, float *y, const float *x, const float *const *t,
-                   const float *bias, int M, int N, int K) {
-    if (panels & (1u << role)) f->be->matmul_panels(y, x, t[role], bias, M, N, K);
-    else f->be->matmul(y, x, t[role], bias, M, N, K);
-}
-
-void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t, unsigned panels) {
+void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     const dz_config *c = &f->m->cfg;
     const dz_backend *be = f->be;
     stream *st = &f->st[s];
@@ -375,9 +368,9 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t, unsign
         norm(f, f->xb, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
         in = f->xb;
     }
-    linear(f, panels, DZ_L_WQ, f->q, in, t, t[DZ_L_BQ], N, qd, d);
-    linear(f, panels, DZ_L_WK, f->kn, in, t, t[DZ_L_BK], N, kvd, d);
-    linear(f, panels, DZ_L_WV, f->vn, in, t, t[DZ_L_BV], N, kvd, d);
+    be->matmul(f->q, in, t[DZ_L_WQ], t[DZ_L_BQ], N, qd, d);
+    be->matmul(f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
+    be->matmul(f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
     if (c->arch == DZ_ARCH_LLAMA) {
         be->rope(f->q, N, st->pos, c->n_heads, c->head_dim, c->rope_theta);
         be->rope(f->kn, N, st->pos, c->n_kv_heads, c->head_dim, c->rope_theta);
@@ -399,7 +392,7 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t, unsign
         .scratch_threads = f->scratch_threads,
     };
     be->attention(f->att, f->q, &a);
-    linear(f, panels, DZ_L_WO, f->xb, f->att, t, t[DZ_L_BO], N, d, qd);
+    be->matmul(f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
     be->add(x, f->xb, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
 
@@ -411,14 +404,14 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t, unsign
     }
     const size_t nh = (size_t)N * c->hidden_dim;
     if (c->arch == DZ_ARCH_OPT) {
-        linear(f, panels, DZ_L_W_UP, f->f1, in, t, t[DZ_L_B_UP], N, c->hidden_dim, d);
+        be->matmul(f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], N, c->hidden_dim, d);
         be->relu(f->f1, nh);
     } else {
-        linear(f, panels, DZ_L_W_GATE, f->f1, in, t, NULL, N, c->hidden_dim, d);
-        linear(f, panels, DZ_L_W_UP, f->f2, in, t, NULL, N, c->hidden_dim, d);
+        be->matmul(f->f1, in, t[DZ_L_W_GATE], NULL, N, c->hidden_dim, d);
+        be->matmul(f->f2, in, t[DZ_L_W_UP], NULL, N, c->hidden_dim, d);
         be->swiglu(f->f1, f->f2, nh);
     }
-    linear(f, panels, DZ_L_W_DOWN, f->att, f->f1, t, t[DZ_L_B_DOWN], N, d, c->hidden_dim);
+    be->matmul(f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
     be->add(x, f->att, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
     be->synchronize(); /* the caller may rewrite t's buffers once this returns */
@@ -621,7 +614,7 @@ dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_stre
     for (int l = 0; st == DZ_OK && l < f->m->cfg.n_layers; l++)
         for (int k = 0; st == DZ_OK && k < n_streams; k++) {
             st = fetch_block(f, w, streams[k], l, DZ_L_COUNT, t, err);
-            if (st == DZ_OK) dz_forward_layer(f, streams[k], l, t, 0);
+            if (st == DZ_OK) dz_forward_layer(f, streams[k], l, t);
         }
     return st;
 }

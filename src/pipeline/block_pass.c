@@ -16,49 +16,17 @@ static dz_zo_update update_for(const dz_pipeline *p, int id) {
     return u;
 }
 
-/* Columns of a panel pass at a time: the scratch pair (2 x 32 x PANEL_COLS floats, on the
- * stack) stays in L1/L2 between being written and being laid into the panels. */
-enum { PANEL_COLS = 256 };
-
-static void perturb_rows(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
-                         const dz_zo_update *u);
-
-/* A panel tensor's span (whole panels, dz_ws_build): the element-wise pass of each panel's
- * rows, a column block at a time, into a row-major scratch pair, then laid into the panels.
- * Every element gets the arithmetic of the row-major pass; only where w+- land differs.
- * wp/wm point at the span's place in the working copies, which is where its panels start. */
-static void perturb_panels(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
-                           const dz_zo_update *u) {
-    const size_t K = (size_t)dz_model_params(p->m)->params[id].cols, esz = dz_dtype_size(dz_model_dtype(p->m));
-    float rp[DZ_PANEL * PANEL_COLS], rm[DZ_PANEL * PANEL_COLS];
-    for (size_t g = 0; g < n; g += DZ_PANEL * K)
-        for (size_t k0 = 0; k0 < K; k0 += PANEL_COLS) {
-            const size_t kb = K - k0 < PANEL_COLS ? K - k0 : PANEL_COLS;
-            for (size_t r = 0; r < DZ_PANEL; r++) {
-                const size_t e = g + r * K + k0;
-                perturb_rows(p, id, i0 + e, kb, (char *)th + e * esz, rp + r * PANEL_COLS, rm + r * PANEL_COLS, u);
-            }
-            p->be->pack_panel(wp + g + k0 * DZ_PANEL, rp, PANEL_COLS, (int)kb);
-            p->be->pack_panel(wm + g + k0 * DZ_PANEL, rm, PANEL_COLS, (int)kb);
-        }
-}
-
 void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
                           int apply) {
     const dz_zo_update u = update_for(p, id);
-    if (wp && p->ws.panel[id]) perturb_panels(p, id, i0, n, th, wp, wm, apply ? &u : NULL);
-    else perturb_rows(p, id, i0, n, th, wp, wm, apply ? &u : NULL);
-}
-
-/* w+/w- of elements [i0, i0 + n) laid out as they are (row-major). */
-static void perturb_rows(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
-                         const dz_zo_update *u) {
     if (dz_sz_applies(p, id))
-        dz_sz_span(p, id, i0, n, th, wp, wm, u);
+        dz_sz_span(p, id, i0, n, th, wp, wm, apply ? &u : NULL);
     else if (dz_masters_bf16(p))
-        p->be->update_then_perturb_bf16(th, wp, wm, n, u, p->z.eps, p->z.seed, (uint32_t)id, p->draw, i0, p->z.dist);
+        p->be->update_then_perturb_bf16(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw,
+                                        i0, p->z.dist);
     else
-        p->be->update_then_perturb_f32(th, wp, wm, n, u, p->z.eps, p->z.seed, (uint32_t)id, p->draw, i0, p->z.dist);
+        p->be->update_then_perturb_f32(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw, i0,
+                                       p->z.dist);
 }
 
 /* The pending update of span s, whose first element lies at th. */
@@ -118,15 +86,14 @@ static void run_spans(int parallel, int n, dz_task_fn fn, void *ctx) {
     for (int k = 0; k < n; k++) fn(ctx, k, 0);
 }
 
-/* Spans [a, b) of block blk, up to GCHUNK_SPANS x SPAN elements at a time: read the chunk (the spans are
+/* Spans [a, b) of block blk, GCHUNK_SPANS at a time: read the chunk (the spans are
  * adjacent: a block is one byte range in table order), run the pass on each span where it
  * lies in the chunk, write the chunk back if it changed. */
 dz_status dz_pass_chunks(dz_pipeline *p, int blk, int a, int b, const dz_pass *pass, dz_error *err) {
     const size_t esz = dz_dtype_size(dz_model_dtype(p->m));
     const span *spans = p->ws.spans;
-    for (int s0 = a, s1; s0 < b; s0 = s1) {
-        size_t elems = spans[s0].n; /* spans differ in size (panels): as many as the buffer holds */
-        for (s1 = s0 + 1; s1 < b && elems + spans[s1].n <= (size_t)GCHUNK_SPANS * SPAN; s1++) elems += spans[s1].n;
+    for (int s0 = a; s0 < b; s0 += GCHUNK_SPANS) {
+        const int s1 = b - s0 < GCHUNK_SPANS ? b : s0 + GCHUNK_SPANS;
         const size_t off = span_offset(p, &spans[s0]);
         const size_t len = span_offset(p, &spans[s1 - 1]) + spans[s1 - 1].n * esz - off;
         dz_status st = dz_store_read_range(p->io.store, blk, off, len, p->io.chunk, err);

@@ -41,8 +41,6 @@ typedef struct working_set {
                                    * always, pair 1 with a store (block l uses pair l % 2, so the
                                    * I/O thread fills block l+1's while layer l computes) */
     size_t block_floats;          /* floats in each: the largest layer block */
-    unsigned char *panel;         /* per tensor: its working copies are in the backend's panel layout
-                                   * (backend.h), which the forward's GEMMs read without packing */
     int own_work;                 /* pair 0 is this pipeline's (not a node's shared one) */
 } working_set;
 
@@ -111,12 +109,7 @@ struct dz_pipeline {
 static inline int dz_masters_bf16(const dz_pipeline *p) { return dz_model_dtype(p->m) == DZ_BF16; }
 
 /* working_set.c */
-/* whole_rows: spans of whole rows (the sparse estimator's per-row masks); panels: the layer
- * matrices whose rows fill whole panels are perturbed into panels, in spans of whole panels. */
-dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, int panels,
-                      dz_error *err);
-/* Layer l's roles whose working copies are panels (bit 1 << role). */
-unsigned dz_ws_layer_panels(const working_set *ws, int l);
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, dz_error *err);
 void dz_ws_free(working_set *ws);
 size_t dz_ws_max_layer_floats(const dz_param_table *t);
 /* Element i0 of a tensor the model holds (not one in the store). */

@@ -48,8 +48,6 @@ dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT]
     return DZ_OK;
 }
 
-unsigned dz_pipeline_layer_panels(const dz_pipeline *p, int l) { return dz_ws_layer_panels(&p->ws, l); }
-
 dz_status dz_pipeline_end_layers(dz_pipeline *p, dz_error *err) {
     p->upd.pending = 0; /* every block has it now */
     dz_status st = p->io.store ? dz_store_wait(p->io.store, err) : DZ_OK;

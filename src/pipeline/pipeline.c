@@ -13,9 +13,7 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     p->be = dz_forward_backend(f);
     p->z = *z;
     const int n_blocks = dz_model_config(m)->n_layers + 1;
-    /* panels where the backend reads them and z is MeZO's (the structured z write rows) */
-    const int panels = p->be->matmul_panels && p->be->pack_panel && z->shape == DZ_PZ_DENSE;
-    dz_status st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, z->shape == DZ_PZ_SPARSE, panels, err);
+    dz_status st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, z->shape == DZ_PZ_SPARSE, err);
     if (st == DZ_OK) st = dz_sz_create(p, err);
     if (st == DZ_OK) {
         p->rows.row_floats = dz_forward_row_floats(f);

@@ -96,9 +96,6 @@ dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err);
  * (NULL for a role the layer lacks), valid until the next call (which starts refilling
  * them: the caller is then done with layer l). */
 dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err);
-/* The roles of layer l whose working copies are in the backend's panel layout (bit
- * 1 << role; backend.h, matmul_panels): what dz_forward_layer's panels argument takes. */
-unsigned dz_pipeline_layer_panels(const dz_pipeline *p, int l);
 dz_status dz_pipeline_end_layers(dz_pipeline *p, dz_error *err);
 /* Rows of the global block as the perturbation sees them: even streams theta + eps z,
  * odd ones theta - eps z (a pending update in the copy when the store has not got it). */

@@ -25,30 +25,11 @@ size_t dz_ws_span_elems(const dz_param *t, int whole_rows) {
     return (size_t)(SPAN / t->cols * t->cols);
 }
 
-/* A layer's matrix whose rows fill whole panels: its working copies can be panels (rows no
- * longer than SPAN, so that a panel's span fits the store's chunk buffer). */
-static int panel_shaped(const dz_param *t, int n_layers) {
-    return t->block < n_layers && t->kind == DZ_PARAM_MATRIX && t->rows >= DZ_PANEL && t->rows % DZ_PANEL == 0 &&
-           t->cols <= SPAN;
-}
-
-/* Elements per span of tensor t: a panel tensor's spans are whole panels (a span's place in
- * the working copies is then the same in either layout), at least one. */
-static size_t span_elems(const working_set *ws, int id, const dz_param *t, int whole_rows) {
-    if (!ws->panel[id]) return dz_ws_span_elems(t, whole_rows);
-    const size_t panel = (size_t)DZ_PANEL * (size_t)t->cols;
-    return panel >= SPAN ? panel : SPAN / panel * panel;
-}
-
-dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, int panels,
-                      dz_error *err) {
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, dz_error *err) {
     ws->n_blocks = n_blocks;
-    ws->panel = calloc((size_t)(t->count ? t->count : 1), 1);
-    if (!ws->panel) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
-    for (int i = 0; i < t->count; i++) ws->panel[i] = panels && panel_shaped(&t->params[i], n_blocks - 1);
     size_t count = 0;
     for (int i = 0; i < t->count; i++) {
-        const size_t step = span_elems(ws, i, &t->params[i], whole_rows);
+        const size_t step = dz_ws_span_elems(&t->params[i], whole_rows);
         count += ((size_t)dz_param_numel(&t->params[i]) + step - 1) / step;
     }
     ws->spans = malloc(sizeof *ws->spans * (count ? count : 1));
@@ -65,7 +46,7 @@ dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, in
             const size_t n = (size_t)dz_param_numel(&t->params[i]);
             ws->tensor_off[i] = off;
             off += n;
-            const size_t step = span_elems(ws, i, &t->params[i], whole_rows);
+            const size_t step = dz_ws_span_elems(&t->params[i], whole_rows);
             for (size_t a = 0; a < n; a += step) ws->spans[k++] = (span){i, a, n - a < step ? n - a : step};
         }
     }
@@ -84,15 +65,7 @@ dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, in
     return DZ_OK;
 }
 
-unsigned dz_ws_layer_panels(const working_set *ws, int l) {
-    unsigned mask = 0;
-    for (int r = 0; r < DZ_L_COUNT; r++)
-        if (ws->layer_ids[l][r] >= 0 && ws->panel[ws->layer_ids[l][r]]) mask |= 1u << r;
-    return mask;
-}
-
 void dz_ws_free(working_set *ws) {
-    free(ws->panel);
     free(ws->spans);
     free(ws->block_first_span);
     free(ws->tensor_off);

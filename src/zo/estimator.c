@@ -35,11 +35,10 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
     for (int l = 0; l < c->n_layers; l++) {
         const float *w[2][DZ_L_COUNT];
         if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) return st;
-        const unsigned panels = dz_pipeline_layer_panels(e->pipe, l);
         for (int i = 0; i < n_signs; i++) {
             const int k = signs[i];
-            if (tree) dz_forward_layer(e->f, k, l, w[k], panels); /* a prompt before its continuations */
-            if (conts) dz_forward_layer(e->f, cs + k, l, w[k], panels);
+            if (tree) dz_forward_layer(e->f, k, l, w[k]); /* a prompt before its continuations */
+            if (conts) dz_forward_layer(e->f, cs + k, l, w[k]);
         }
     }
     if ((st = dz_pipeline_end_layers(e->pipe, err)) != DZ_OK) return st;
@@ -104,9 +103,8 @@ static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_deco
         for (int l = 0; st == DZ_OK && l < c->n_layers; l++) {
             const float *w[2][DZ_L_COUNT];
             if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) break;
-            const unsigned panels = dz_pipeline_layer_panels(e->pipe, l);
             for (int i = 0; i < n_signs; i++)
-                if (live[signs[i]]) dz_forward_layer(e->f, signs[i], l, w[signs[i]], panels);
+                if (live[signs[i]]) dz_forward_layer(e->f, signs[i], l, w[signs[i]]);
         }
         if (st == DZ_OK) st = dz_pipeline_end_layers(e->pipe, err);
         for (int i = 0; st == DZ_OK && i < n_signs; i++) {
