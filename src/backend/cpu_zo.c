@@ -10,6 +10,7 @@
 #include "backend/cpu_zo.h"
 
 #include "backend/cpu_simd.h"
+#include "backend/cpu_zo_update.h"
 
 #include <immintrin.h>
 
@@ -31,27 +32,6 @@ typedef struct span_io {
 
 DZ_ISA_VARIANTS(widen_bf16, (float *out, const uint16_t *h, size_t n), (out, h, n)) {
     for (size_t i = 0; i < n; i++) out[i] = dz_zo_u2f((uint32_t)h[i] << 16);
-}
-
-/* u = u + g z, or u = 0 + g z for the first sample (the same as adding to zeros). */
-DZ_ISA_VARIANTS(add_scaled, (float *u, float g, const float *z, size_t n, int first), (u, g, z, n, first)) {
-    if (first)
-        for (size_t i = 0; i < n; i++) u[i] = 0.0f + g * z[i];
-    else
-        for (size_t i = 0; i < n; i++) u[i] = u[i] + g * z[i];
-}
-
-/* out = th - lr * (u / q [q > 1] + wd * th [wd != 0]); out may alias th. */
-DZ_ISA_VARIANTS(apply_update, (float *out, const float *th, const float *u, size_t n, int q, float lr, float wd),
-                (out, th, u, n, q, lr, wd)) {
-    const float fq = (float)q;
-    const int mean = q > 1, decay = wd != 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float v = u[i];
-        if (mean) v = v / fq;
-        if (decay) v = v + wd * th[i];
-        out[i] = th[i] - lr * v;
-    }
 }
 
 /* h = stochastic_round(th, x); th = widen(h), the value the rest of the step sees. */
@@ -123,14 +103,14 @@ static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *u
         const uint32_t d0 = upd->step * (uint32_t)upd->q;
         for (int j = 0; j < upd->q; j++) {
             dz_cpu_z_fill(z, seed, tensor, d0 + (uint32_t)j, i, m, dist);
-            add_scaled(u, upd->g[j], z, m, j == 0);
+            dz_zo_add_scaled(u, upd->g[j], z, m, j == 0);
         }
         if (io->out_f32) {
-            apply_update(io->out_f32 + off, th, u, m, upd->q, upd->lr, upd->wd);
+            dz_zo_apply_update(io->out_f32 + off, th, u, m, upd->q, upd->lr, upd->wd);
             th = io->out_f32 + off;
         } else {
             uint32_t x[ZO_CHUNK];
-            apply_update(buf, buf, u, m, upd->q, upd->lr, upd->wd);
+            dz_zo_apply_update(buf, buf, u, m, upd->q, upd->lr, upd->wd);
             dz_cpu_philox_fill(x, seed, DZ_PURPOSE_SR, tensor, d0, i, m);
             round_bf16(io->out_bf16 + off, buf, x, m);
         }

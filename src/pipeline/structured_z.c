@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "backend/cpu_simd.h"
+#include "backend/cpu_zo_update.h"
 #include "core/util.h"
 #include "pipeline/internal.h"
 
@@ -204,27 +205,6 @@ DZ_ISA_VARIANTS(lowrank_z, (float *z, const float *u, const float *v, size_t ld,
     for (size_t k = 0; k < n; k++) z[k] = z[k] * scale;
 }
 
-/* acc = acc + g z, or 0 + g z for the first draw (the same as adding to zeros). */
-DZ_ISA_VARIANTS(accumulate_gz, (float *acc, float g, const float *z, size_t n, int first), (acc, g, z, n, first)) {
-    if (first)
-        for (size_t k = 0; k < n; k++) acc[k] = 0.0f + g * z[k];
-    else
-        for (size_t k = 0; k < n; k++) acc[k] = acc[k] + g * z[k];
-}
-
-/* out = x - lr (acc / q [q > 1] + wd x [wd != 0]); out may be x or acc. */
-DZ_ISA_VARIANTS(update_chunk, (float *out, const float *x, const float *acc, size_t n, int q, float lr, float wd),
-                (out, x, acc, n, q, lr, wd)) {
-    const float qf = (float)q;
-    const int mean = q > 1, decay = wd != 0.0f;
-    for (size_t k = 0; k < n; k++) {
-        float v = acc[k];
-        if (mean) v = v / qf;
-        if (decay) v = v + wd * x[k];
-        out[k] = x[k] - lr * v;
-    }
-}
-
 DZ_ISA_VARIANTS(round_chunk_bf16, (uint16_t *h, const float *x, const uint32_t *sr, size_t n), (h, x, sr, n)) {
     for (size_t k = 0; k < n; k++) h[k] = dz_bf16_round_stochastic(x[k], sr[k]);
 }
@@ -285,14 +265,14 @@ static void row_piece(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
             const float *x = chunk_values(t, bf16, n, xb);
             for (int j = 0; j < u->q; j++) {
                 z_segment(p, id, cols, row, c0 + (int64_t)a, n, d0 + (uint32_t)j, x, tau, v, z);
-                accumulate_gz(acc, u->g[j], z, n, j == 0);
+                dz_zo_add_scaled(acc, u->g[j], z, n, j == 0);
             }
             if (bf16) {
                 p->be->philox_fill(sr, p->z.seed, DZ_PURPOSE_SR, (uint32_t)id, d0, (uint64_t)(row * cols + c0) + a, n);
-                update_chunk(acc, x, acc, n, u->q, u->lr, u->wd);
+                dz_zo_apply_update(acc, x, acc, n, u->q, u->lr, u->wd);
                 round_chunk_bf16((uint16_t *)(void *)t, acc, sr, n);
             } else {
-                update_chunk((float *)(void *)t, x, acc, n, u->q, u->lr, u->wd);
+                dz_zo_apply_update((float *)(void *)t, x, acc, n, u->q, u->lr, u->wd);
             }
         }
     }
