@@ -30,10 +30,6 @@ typedef struct span_io {
     float *w_plus, *w_minus; /* NULL: no pair */
 } span_io;
 
-DZ_ISA_VARIANTS(widen_bf16, (float *out, const uint16_t *h, size_t n), (out, h, n)) {
-    for (size_t i = 0; i < n; i++) out[i] = dz_zo_u2f((uint32_t)h[i] << 16);
-}
-
 /* h = stochastic_round(th, x); th = widen(h), the value the rest of the step sees. */
 DZ_ISA_VARIANTS(round_bf16, (uint16_t *h, float *th, const uint32_t *x, size_t n), (h, th, x, n)) {
     for (size_t i = 0; i < n; i++) {
@@ -42,19 +38,10 @@ DZ_ISA_VARIANTS(round_bf16, (uint16_t *h, float *th, const uint32_t *x, size_t n
     }
 }
 
-DZ_ISA_VARIANTS(make_pair, (float *wp, float *wm, const float *th, const float *z, float eps, size_t n),
-                (wp, wm, th, z, eps, n)) {
-    for (size_t i = 0; i < n; i++) {
-        const float e = eps * z[i];
-        wp[i] = th[i] + e;
-        wm[i] = th[i] - e;
-    }
-}
-
-/* make_pair with streaming stores, one copy at a time (w+ and w- need not share an
+/* dz_zo_make_pair with streaming stores, one copy at a time (w+ and w- need not share an
  * alignment): ordinary stores up to dst's first W-float boundary and after the last,
  * STREAM (an aligned non-temporal store of W floats) in between. The same arithmetic as
- * make_pair, element by element. */
+ * dz_zo_make_pair, element by element. */
 #define ZO_DEFINE_STREAM_PAIR(name, attr, W, STREAM)                                                       \
     typedef float name##_f32v __attribute__((vector_size(4 * (W))));                                       \
     attr static inline void name##_stream_half(float *dst, const float *th, const float *z, float eps,     \
@@ -84,7 +71,7 @@ ZO_DEFINE_STREAM_PAIR(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_STREAM_SSE)
 ZO_DEFINE_STREAM_PAIR(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_STREAM_AVX2)
 ZO_DEFINE_STREAM_PAIR(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_STREAM_AVX512)
 
-/* The level's streaming make_pair: isa is a constant in each variant. */
+/* The level's streaming dz_zo_make_pair: isa is a constant in each variant. */
 DZ_ISA_VARIANTS(make_pair_streaming, (float *wp, float *wm, const float *th, const float *z, float eps, size_t n),
                 (wp, wm, th, z, eps, n)) {
     if (isa == DZ_ISA_AVX512) avx512_stream_pair(wp, wm, th, z, eps, n);
@@ -97,7 +84,7 @@ static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *u
                   uint32_t tensor, uint32_t next_draw, uint64_t i, dz_zdist dist, int streaming) {
     float buf[ZO_CHUNK], z[ZO_CHUNK];
     const float *th = io->in_f32 ? io->in_f32 + off : buf;
-    if (!io->in_f32) widen_bf16(buf, io->in_bf16 + off, m);
+    if (!io->in_f32) dz_zo_widen_bf16(buf, io->in_bf16 + off, m);
     if (upd) {
         float u[ZO_CHUNK];
         const uint32_t d0 = upd->step * (uint32_t)upd->q;
@@ -118,7 +105,7 @@ static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *u
     if (io->w_plus) {
         dz_cpu_z_fill(z, seed, tensor, next_draw, i, m, dist);
         if (streaming) make_pair_streaming(io->w_plus + off, io->w_minus + off, th, z, eps, m);
-        else make_pair(io->w_plus + off, io->w_minus + off, th, z, eps, m);
+        else dz_zo_make_pair(io->w_plus + off, io->w_minus + off, th, z, eps, m);
     }
 }
 

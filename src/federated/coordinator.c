@@ -440,8 +440,8 @@ static dz_status evaluate(coordinator *c, uint32_t done, dz_metrics_row *row, dz
     double dev, test;
     dz_status st = dz_trainer_evaluate_sets(c->eval, &dev, &test, err);
     if (st == DZ_OK) dz_trainer_eval_row(c->eval, dev, test, NAN, row);
-    info->has_eval = st == DZ_OK, info->test_score = row->test_accuracy, info->lm = c->eval->lm;
-    if (c->eval->lm) info->test_score = row->test_loss;
+    info->has_eval = st == DZ_OK, info->lm = c->eval->lm;
+    info->test_score = c->eval->lm ? row->test_loss : row->test_accuracy;
     return st;
 }
 
@@ -512,12 +512,9 @@ static dz_seedlog_header log_header(const coordinator *c) {
 static dz_status load_evaluator(coordinator *c, dz_error *err) {
     dz_trainer *tr = c->eval = calloc(1, sizeof *tr);
     if (!tr) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
-    tr->lock_fd = -1;
-    tr->t0 = dz_now();
     tr->cfg = c->train;
     tr->cfg.data.train = NULL, tr->cfg.out_dir = NULL, tr->cfg.layout = (dz_train_layout){0};
-    dz_status st = dz_comm_init(NULL, NULL, 0, 0, &tr->own_comm, err);
-    tr->comm = tr->own_comm, tr->rank0 = 1;
+    dz_status st = dz_trainer_begin(tr, NULL, err);
     if (st == DZ_OK) st = dz_trainer_setup_compute(tr, c->train.model, 0, err);
     c->setup = tr->setup;
     return st;

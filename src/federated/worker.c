@@ -113,9 +113,9 @@ static dz_status load_replica(worker *w, dz_error *err) {
     w->run_strings = NULL;
     memset(tr, 0, sizeof *tr);
     w->have_tr = 1;
-    tr->lock_fd = -1;
-    tr->t0 = dz_now();
-    dz_status st = dz_run_config_parse(w->info.run_json, strlen(w->info.run_json), "the coordinator's run.json",
+    dz_status st = dz_trainer_begin(tr, NULL, err);
+    if (st != DZ_OK) return st;
+    st = dz_run_config_parse(w->info.run_json, strlen(w->info.run_json), "the coordinator's run.json",
                                        &tr->cfg, &w->run_strings, err);
     if (st != DZ_OK) return st;
     dz_train_config *c = &tr->cfg;
@@ -126,8 +126,6 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_FORMAT, "the coordinator's run has %d samples per step but %u slots per round",
                        c->optim.q, w->info.q);
     if ((st = dz_train_config_check(c, err)) != DZ_OK) return st;
-    if ((st = dz_comm_init(NULL, NULL, 0, 0, &tr->own_comm, err)) != DZ_OK) return st;
-    tr->comm = tr->own_comm, tr->rank0 = 1;
     if ((st = dz_trainer_setup_compute(tr, c->model, 0, err)) != DZ_OK) return st;
     if (tr->objective == DZ_OBJ_F1) /* a slot is one dual forward: no decoding under the perturbations */
         return dz_fail(err, DZ_ERR_INVALID, "--objective f1 is not supported by federated workers (ce or accuracy are)");

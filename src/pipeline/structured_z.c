@@ -185,10 +185,6 @@ static float row_threshold(const void *th, int bf16, int64_t cols, float density
 
 /* ---- Elementwise kernels of a chunk ------------------------------------------------- */
 
-DZ_ISA_VARIANTS(widen_chunk, (float *x, const uint16_t *h, size_t n), (x, h, n)) {
-    for (size_t k = 0; k < n; k++) x[k] = dz_zo_u2f((uint32_t)h[k] << 16);
-}
-
 /* SPARSE: z where |theta| <= tau (NaN: never), else 0. */
 DZ_ISA_VARIANTS(mask_z, (float *z, const float *x, float tau, size_t n), (z, x, tau, n)) {
     for (size_t k = 0; k < n; k++) z[k] = fabsf(x[k]) <= tau ? z[k] : 0.0f;
@@ -207,14 +203,6 @@ DZ_ISA_VARIANTS(lowrank_z, (float *z, const float *u, const float *v, size_t ld,
 
 DZ_ISA_VARIANTS(round_chunk_bf16, (uint16_t *h, const float *x, const uint32_t *sr, size_t n), (h, x, sr, n)) {
     for (size_t k = 0; k < n; k++) h[k] = dz_bf16_round_stochastic(x[k], sr[k]);
-}
-
-DZ_ISA_VARIANTS(pair_chunk, (float *wp, float *wm, const float *x, const float *z, float eps, size_t n),
-                (wp, wm, x, z, eps, n)) {
-    for (size_t k = 0; k < n; k++) {
-        const float e = eps * z[k];
-        wp[k] = x[k] + e, wm[k] = x[k] - e;
-    }
 }
 
 /* ---- The span kernel ----------------------------------------------------------------- */
@@ -237,7 +225,7 @@ static void z_segment(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
 /* theta of a chunk as floats: an f32 master itself, a bf16 one widened into buf. */
 static const float *chunk_values(const void *t, int bf16, size_t n, float *buf) {
     if (!bf16) return (const float *)t;
-    widen_chunk(buf, (const uint16_t *)t, n);
+    dz_zo_widen_bf16(buf, (const uint16_t *)t, n);
     return buf;
 }
 
@@ -283,7 +271,7 @@ static void row_piece(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
         const size_t n = len - a < SEG ? len - a : SEG;
         const float *x = chunk_values((const char *)th + a * esz, bf16, n, xb);
         z_segment(p, id, cols, row, c0 + (int64_t)a, n, p->draw, x, tau, v, z);
-        pair_chunk(wp + a, wm + a, x, z, p->z.eps, n);
+        dz_zo_make_pair(wp + a, wm + a, x, z, p->z.eps, n);
     }
 }
 

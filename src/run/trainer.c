@@ -320,20 +320,28 @@ static dz_status run_settings(dz_trainer *tr, const dz_train_config *cfg_in, int
     return st;
 }
 
+dz_status dz_trainer_begin(dz_trainer *tr, dz_comm *comm, dz_error *err) {
+    tr->t0 = dz_now();
+    tr->lock_fd = -1;
+    tr->comm = comm;
+    if (!comm) {
+        dz_status st = dz_comm_init(NULL, NULL, 0, 0, &tr->own_comm, err);
+        if (st != DZ_OK) return st;
+        tr->comm = tr->own_comm;
+    }
+    tr->rank0 = dz_comm_rank(tr->comm) == 0;
+    return DZ_OK;
+}
+
 dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_cb cb, void *user,
                    dz_train_result *res, dz_error *err) {
     dz_trainer tr;
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
-    tr.t0 = dz_now();
-    tr.lock_fd = -1;
+    dz_status st = dz_trainer_begin(&tr, cfg_in->layout.comm, err);
+    if (st != DZ_OK) return st;
     snprintf(tr.run_dir, sizeof tr.run_dir, "%s", cfg_in->out_dir);
     char *strings = NULL;
-    dz_status st = DZ_OK;
-    tr.comm = cfg_in->layout.comm;
-    if (!tr.comm && (st = dz_comm_init(NULL, NULL, 0, 0, &tr.own_comm, err)) != DZ_OK) return st;
-    if (!tr.comm) tr.comm = tr.own_comm;
-    tr.rank0 = dz_comm_rank(tr.comm) == 0;
     st = run_settings(&tr, cfg_in, resume, &strings, err);
     int ok = st == DZ_OK; /* every rank stops if rank 0 could not set up the run folder */
     if (dz_comm_bcast(tr.comm, &ok, sizeof ok, 0, err) == DZ_OK && !ok && st == DZ_OK)

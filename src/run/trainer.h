@@ -77,6 +77,10 @@ typedef struct dz_trainer {
  * (from `weights`; from_checkpoint: its own tokenizer comes first), the tokenizer, the
  * data, the engine and the batch buffers (a federated worker is this and no run folder). */
 dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from_checkpoint, dz_error *err);
+/* A zeroed trainer's start: its clock, no run-folder lock yet, and its communicator (comm,
+ * or NULL: a one-process group of its own). dz_train, a federated worker's replica and a
+ * coordinator's evaluator all begin here. */
+dz_status dz_trainer_begin(dz_trainer *tr, dz_comm *comm, dz_error *err);
 /* Frees what dz_train or dz_trainer_setup_compute made (lock_fd -1: no lock to drop). */
 void dz_trainer_teardown(dz_trainer *tr);
 
