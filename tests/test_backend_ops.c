@@ -124,7 +124,9 @@ static void rope_half_split_on(const dz_backend *be) {
             }
     int pos[6];
     for (int r = 0; r < rows; r++) pos[r] = pos0 + r % per_seq;
-    be->rope(x, rows, pos, heads, hd, 10000.0f);
+    float table[(5 + 3) * 8];
+    dz_rope_table_fill(table, pos0 + per_seq, hd, 10000.0f);
+    be->rope(x, rows, pos, heads, hd, table);
     assert_true(max_rel_err(x, want, rows * heads * hd) < 1e-6);
     free(x), free(want);
 }
@@ -246,7 +248,7 @@ static void ops_are_bitwise_equal_across_thread_counts(void **s) {
 
 /* Shapes that reach every vector loop's body and its tail: rows of 77 (no multiple of 8 or
  * 16), heads of 40 with 1 to 40 keys, 9000 activations (two 4096-element spans and a rest). */
-enum { OP_ROWS = 37, OP_DIM = 77, OP_N = 9000, ROPE_HEADS = 3, ROPE_HD = 26, LSE_A = 300, LSE_B = 413, MM_N = 45 };
+enum { OP_ROWS = 37, OP_DIM = 77, OP_N = 9000, ROPE_HEADS = 3, ROPE_HD = 26, ROPE_POS = 50, LSE_A = 300, LSE_B = 413, MM_N = 45 };
 enum { ATT_B = 3, ATT_NEW = 21, ATT_T = 40, ATT_H = 4, ATT_KV = 2, ATT_HD = 40 };
 enum { SLOT_ROWS = 2 * OP_ROWS + 3 }; /* copy_rows' scatter target */
 
@@ -254,7 +256,7 @@ static const int att_start[ATT_B] = {0, 13, 19}, att_len[ATT_B] = {21, 30, 40}; 
 
 /* Host data of every op (the same on every backend). */
 typedef struct op_host {
-    float *x, *w, *b, *rot, *act, *up, *lse_a, *lse_b, *q, *k, *v, *mm_w;
+    float *x, *w, *b, *rot, *act, *up, *lse_a, *lse_b, *q, *k, *v, *mm_w, *rope_cs;
     int pos[OP_ROWS], scatter[OP_ROWS], gather[OP_ROWS], targets[OP_ROWS];
 } op_host;
 
@@ -262,7 +264,7 @@ typedef struct op_host {
 typedef struct op_inputs {
     const dz_backend *be;
     const op_host *h;
-    float *x, *w, *b, *rot, *act, *up, *lse_a, *lse_b, *q, *k, *v, *mm_w, *scratch;
+    float *x, *w, *b, *rot, *act, *up, *lse_a, *lse_b, *q, *k, *v, *mm_w, *rope_cs, *scratch;
     const float *pk[ATT_B], *pv[ATT_B], *ok[ATT_B], *ov[ATT_B];
     dz_attn_args attn;
 } op_inputs;
@@ -276,8 +278,11 @@ static void op_host_make(op_host *h) {
     h->q = randn((size_t)ATT_B * ATT_NEW * ATT_H * ATT_HD, 28, 1);
     h->k = randn(ATT_B * slot, 29, 1), h->v = randn(ATT_B * slot, 30, 1);
     h->mm_w = randn(MM_N * OP_DIM, 32, 1);
+    h->rope_cs = malloc(sizeof(float) * ROPE_POS * ROPE_HD);
+    assert_non_null(h->rope_cs);
+    dz_rope_table_fill(h->rope_cs, ROPE_POS, ROPE_HD, 10000.0f);
     for (int r = 0; r < OP_ROWS; r++) {
-        h->pos[r] = (r * 7) % 50;
+        h->pos[r] = (r * 7) % ROPE_POS;
         h->scatter[r] = (r * 2 + 3) % SLOT_ROWS; /* distinct: 2 is invertible mod 77 */
         h->gather[r] = (r * 5) % OP_ROWS;        /* a permutation */
         h->targets[r] = (r * 97) % (LSE_A + LSE_B);
@@ -285,7 +290,7 @@ static void op_host_make(op_host *h) {
 }
 
 static void op_host_free(op_host *h) {
-    float *p[] = {h->x, h->w, h->b, h->rot, h->act, h->up, h->lse_a, h->lse_b, h->q, h->k, h->v, h->mm_w};
+    float *p[] = {h->x, h->w, h->b, h->rot, h->act, h->up, h->lse_a, h->lse_b, h->q, h->k, h->v, h->mm_w, h->rope_cs};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
 }
 
@@ -306,6 +311,7 @@ static void op_inputs_make(op_inputs *in, const dz_backend *be, const op_host *h
     in->q = upload_floats(be, h->q, (size_t)ATT_B * ATT_NEW * ATT_H * ATT_HD);
     in->k = upload_floats(be, h->k, ATT_B * slot), in->v = upload_floats(be, h->v, ATT_B * slot);
     in->mm_w = upload_floats(be, h->mm_w, MM_N * OP_DIM);
+    in->rope_cs = upload_floats(be, h->rope_cs, ROPE_POS * ROPE_HD);
     in->scratch = be->alloc(sizeof(float) * dz_attn_scratch_floats(ATT_HD, ATT_T) * 2);
     const int prefix_slot[ATT_B] = {0, 1, 0}; /* sequence 2 continues sequence 0's slot */
     for (int b = 0; b < ATT_B; b++) {
@@ -320,7 +326,7 @@ static void op_inputs_make(op_inputs *in, const dz_backend *be, const op_host *h
 
 static void op_inputs_free(op_inputs *in) {
     float *p[] = {in->x, in->w, in->b, in->rot, in->act, in->up, in->lse_a, in->lse_b, in->q, in->k, in->v, in->mm_w,
-                  in->scratch};
+                  in->rope_cs, in->scratch};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) in->be->free(p[i]);
 }
 
@@ -334,7 +340,7 @@ static void run_layernorm(const op_inputs *in, float *out) {
 static void run_rmsnorm(const op_inputs *in, float *out) { in->be->rmsnorm(out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f); }
 static void run_rope(const op_inputs *in, float *out) {
     in->be->upload(out, in->h->rot, sizeof(float) * OP_ROWS * ROPE_HEADS * ROPE_HD);
-    in->be->rope(out, OP_ROWS, in->h->pos, ROPE_HEADS, ROPE_HD, 10000.0f);
+    in->be->rope(out, OP_ROWS, in->h->pos, ROPE_HEADS, ROPE_HD, in->rope_cs);
 }
 static void run_attention(const op_inputs *in, float *out) { in->be->attention(out, in->q, &in->attn); }
 static void run_relu(const op_inputs *in, float *out) {

@@ -79,8 +79,9 @@ typedef struct dz_backend {
     void (*layernorm)(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
     void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int dim, float eps);
     /* Rotates x[rows, n_heads*head_dim] in place, pairs (i, i + head_dim/2) of each head
-     * (the HF layout); row r is at position pos[r]. */
-    void (*rope)(float *x, int rows, const int *pos, int n_heads, int head_dim, float theta);
+     * (the HF layout); row r is at position pos[r], whose angles' cosines and sines are row
+     * pos[r] of cos_sin (a buffer filled by dz_rope_table_fill). */
+    void (*rope)(float *x, int rows, const int *pos, int n_heads, int head_dim, const float *cos_sin);
     /* out[B*n_new, n_heads*head_dim] = causal softmax(q k^T * scale) v, q [B*n_new,
      * n_heads*head_dim]; the key/value slots already hold every position queried. */
     void (*attention)(float *out, const float *q, const dz_attn_args *a);
@@ -149,6 +150,13 @@ const dz_backend *dz_backend_ref(void);
 int dz_backend_count(void);
 const dz_backend *dz_backend_at(int i); /* NULL outside 0 .. count-1 */
 const dz_backend *dz_backend_by_name(const char *name); /* NULL if none */
+
+/* The rotary angles' cosines and sines for positions 0 .. n_pos-1 (host memory, a row of
+ * head_dim floats per position: cos_sin[p * head_dim + i] = cos(a), cos_sin[p * head_dim +
+ * head_dim/2 + i] = sin(a) for i < head_dim/2), with the angle a = p * theta^(-2i/head_dim)
+ * in double as Hugging Face and llama2.c compute it, each value rounded to float once. A forward fills its
+ * table once; the rows of every layer and sequence look their angles up there. */
+void dz_rope_table_fill(float *cos_sin, int n_pos, int head_dim, float theta);
 
 /* Attention scratch one thread needs. */
 static inline size_t dz_attn_scratch_floats(int head_dim, int cache_len) {

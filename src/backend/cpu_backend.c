@@ -81,40 +81,29 @@ static void cpu_rmsnorm(float *y, const float *x, const float *w, int rows, int 
     dz_parallel_for(rows, rmsnorm_row, &o);
 }
 
-enum { ROPE_TABLE_MAX = 256 }; /* frequencies computed once per call up to this head_dim / 2 */
-
 typedef struct rope_op {
     float *x;
     const int *positions;
     int n_heads, head_dim;
-    float theta;
-    double freq[ROPE_TABLE_MAX];
+    const float *cos_sin;
 } rope_op;
-
-/* Same frequency formula as HF and llama2.c: theta^(-2i/d), in double. */
-static double rope_freq(float theta, int i, int head_dim) { return pow((double)theta, -2.0 * i / head_dim); }
 
 static void rope_row(void *ctx, int r, int thread) {
     const rope_op *o = ctx;
-    const int n_heads = o->n_heads, head_dim = o->head_dim, half = head_dim / 2, pos = o->positions[r];
-    for (int i = 0; i < half; i++) {
-        const double freq = i < ROPE_TABLE_MAX ? o->freq[i] : rope_freq(o->theta, i, head_dim);
-        double ang = pos * freq;
-        float c = (float)cos(ang), s = (float)sin(ang);
-        for (int h = 0; h < n_heads; h++) {
-            float *v = o->x + (size_t)r * n_heads * head_dim + (size_t)h * head_dim;
-            const int ia = i, ib = i + half;
-            float x0 = v[ia], x1 = v[ib];
-            v[ia] = x0 * c - x1 * s;
-            v[ib] = x0 * s + x1 * c;
+    const int half = o->head_dim / 2;
+    const float *c = o->cos_sin + (size_t)o->positions[r] * o->head_dim, *s = c + half;
+    for (int h = 0; h < o->n_heads; h++) {
+        float *v = o->x + ((size_t)r * o->n_heads + h) * o->head_dim;
+        for (int i = 0; i < half; i++) {
+            const float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * c[i] - x1 * s[i];
+            v[i + half] = x0 * s[i] + x1 * c[i];
         }
     }
 }
 
-/* The frequencies are the same pow() calls as per row, made once: the same bits. */
-static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int head_dim, float theta) {
-    rope_op o = {x, positions, n_heads, head_dim, theta, {0}};
-    for (int i = 0; i < head_dim / 2 && i < ROPE_TABLE_MAX; i++) o.freq[i] = rope_freq(theta, i, head_dim);
+static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int head_dim, const float *cos_sin) {
+    rope_op o = {x, positions, n_heads, head_dim, cos_sin};
     dz_parallel_for(rows, rope_row, &o);
 }
 

@@ -54,16 +54,16 @@ static void ref_rmsnorm(float *y, const float *x, const float *w, int rows, int 
     }
 }
 
-static void ref_rope(float *x, int rows, const int *pos, int n_heads, int head_dim, float theta) {
+static void ref_rope(float *x, int rows, const int *pos, int n_heads, int head_dim, const float *cos_sin) {
     const int half = head_dim / 2;
     for (int r = 0; r < rows; r++)
         for (int h = 0; h < n_heads; h++) {
             float *v = x + ((size_t)r * n_heads + h) * head_dim;
+            const float *cs = cos_sin + (size_t)pos[r] * head_dim;
             for (int i = 0; i < half; i++) {
-                const double ang = pos[r] * pow((double)theta, -2.0 * i / head_dim);
-                const double x0 = v[i], x1 = v[i + half];
-                v[i] = (float)(x0 * cos(ang) - x1 * sin(ang));
-                v[i + half] = (float)(x0 * sin(ang) + x1 * cos(ang));
+                const double x0 = v[i], x1 = v[i + half], c = cs[i], s = cs[half + i];
+                v[i] = (float)(x0 * c - x1 * s);
+                v[i + half] = (float)(x0 * s + x1 * c);
             }
         }
 }

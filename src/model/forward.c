@@ -55,6 +55,7 @@ struct dz_forward {
     int *row_tmp;                       /* [max_batch * max_seq]: tokens, then head rows, by row */
     dz_head_rows *head_sets;            /* [n_streams] */
     float *attn_scratch;
+    float *rope_cs;     /* LLaMA: the rotary cosines and sines of positions 0 .. max_seq-1 */
     float *wscratch;    /* fp32 copies of one block's whole tensors (allocated on first use) */
     size_t wscratch_floats, rscratch_floats;
     float *rscratch;    /* fp32 rows read by row (a head chunk, a position embedding) or the
@@ -117,6 +118,7 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
     f->f1 = take(f, N * c->hidden_dim, ok);
     if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, ok); /* the gated FFN's second half */
     f->emb = take(f, N * c->embed_dim, ok);
+    if (c->arch == DZ_ARCH_LLAMA) f->rope_cs = take(f, (size_t)f->max_seq * c->head_dim, ok);
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, f->max_seq), ok);
     f->rscratch = take(f, rs, ok);
     f->rscratch_floats = rs;
@@ -141,6 +143,19 @@ static size_t stage_floats(const dz_forward *f, const dz_config *c) {
 static int scratch_threads_for(int threads) {
     if (threads > 0) return threads;
     return dz_parallel_threads() > dz_parallel_cpus() ? dz_parallel_threads() : dz_parallel_cpus();
+}
+
+/* The rotary table, computed on the host once (straight into it with host buffers). */
+static int fill_rope_table(dz_forward *f, const dz_config *c) {
+    const size_t n = (size_t)f->max_seq * c->head_dim;
+    float *host = f->be->host_buffers ? f->rope_cs : malloc(n * sizeof(float));
+    if (!host) return 0;
+    dz_rope_table_fill(host, f->max_seq, c->head_dim, c->rope_theta);
+    if (host != f->rope_cs) {
+        f->be->upload(f->rope_cs, host, n * sizeof(float));
+        free(host);
+    }
+    return 1;
 }
 
 size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int kv_cache, int n_streams, int threads,
@@ -206,6 +221,7 @@ dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend
         f->bytes += n * sizeof(float);
         if (!f->stage) ok = 0;
     }
+    if (ok && f->rope_cs && !fill_rope_table(f, c)) ok = 0;
     f->pk = calloc((size_t)max_batch, sizeof *f->pk);
     f->pv = calloc((size_t)max_batch, sizeof *f->pv);
     f->ok = calloc((size_t)max_batch, sizeof *f->ok);
@@ -247,7 +263,7 @@ void dz_forward_free(dz_forward *f) {
         free(t->row_of);
     }
     free(f->st);
-    float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb,
+    float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->rope_cs,
                      f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->free(bufs[i]);
     dz_free(f->stage);
@@ -372,8 +388,8 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     be->matmul(f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
     be->matmul(f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
     if (c->arch == DZ_ARCH_LLAMA) {
-        be->rope(f->q, N, st->pos, c->n_heads, c->head_dim, c->rope_theta);
-        be->rope(f->kn, N, st->pos, c->n_kv_heads, c->head_dim, c->rope_theta);
+        be->rope(f->q, N, st->pos, c->n_heads, c->head_dim, f->rope_cs);
+        be->rope(f->kn, N, st->pos, c->n_kv_heads, c->head_dim, f->rope_cs);
     }
     be->copy_rows(kc, st->slot, f->kn, NULL, N, kvd); /* keys and values into the slots, by position */
     be->copy_rows(vc, st->slot, f->vn, NULL, N, kvd);
