@@ -35,10 +35,12 @@ static void reference_chain(float *y, const float *x, const float *w, const floa
 }
 
 /* Shapes: 1 x 1 x 1, edge rows and columns for every MR/NR, K past one block (768) with a
- * ragged end, K a multiple of 512 (rows copied), the model widths. */
+ * ragged end, K a multiple of 512 (rows copied), the model widths; and M of NR/2 .. NR rows
+ * (the few-rows path: 25, 29, 31 and 20 rows on AVX-512, 12, 13 and 10 on AVX2, 5, 7 and 6 on
+ * the baseline), with K past a block and K a multiple of 512 among them. */
 static const int shapes[][3] = {{1, 1, 1},      {3, 5, 7},      {13, 33, 17},  {25, 65, 64},   {7, 100, 513},
                                 {12, 32, 768},  {29, 47, 769},  {5, 49, 1600}, {37, 96, 3072}, {31, 192, 576},
-                                {64, 1536, 40}, {2, 3, 0}};
+                                {64, 1536, 40}, {2, 3, 0},      {20, 70, 1024}, {10, 9, 512},  {6, 19, 2048}};
 
 static void every_path_gives_the_promised_chain(void **s) {
     (void)s;

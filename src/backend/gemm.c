@@ -271,7 +271,22 @@ static void run_tile(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args 
     for (int i = 0; i < mr; i++) memcpy(c + (size_t)i * g->N, ws->tile + (size_t)i * kr->nr, sizeof(float) * (size_t)ncols);
 }
 
-/* y[m0..m1) x [n0..n1) on the calling thread. */
+/* Rows [n_first, n_first + rows) x columns [p0, p0 + kc) of w, a panel's source, requested
+ * into L2 a slice at a time (slice `part` of `parts`): the micro-kernel's tiles of one panel
+ * then hide the memory latency of the next panel's packing. Only a hint: no bits depend on it. */
+static void prefetch_panel_part(const float *w, int N, int K, int n_first, int rows, int p0, int kc, int part,
+                                int parts) {
+    if (n_first >= N) return;
+    if (rows > N - n_first) rows = N - n_first;
+    const int r0 = (int)((long)rows * part / parts), r1 = (int)((long)rows * (part + 1) / parts);
+    for (int r = r0; r < r1; r++) {
+        const char *row = (const char *)(w + (size_t)(n_first + r) * K + p0);
+        for (size_t b = 0; b < sizeof(float) * (size_t)kc; b += 64) __builtin_prefetch(row + b, 0, 2);
+    }
+}
+
+/* y[m0..m1) x [n0..n1) on the calling thread. Each panel of w is packed just before the
+ * first row block uses it, while its predecessor's tiles prefetch its source rows. */
 static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1, int n0,
                        int n1) {
     const int mr = kr->mr, nr = kr->nr, mc_max = GEMM_MC / mr * mr;
@@ -281,9 +296,12 @@ static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_arg
         for (int pc = 0; pc < g->K; pc += GEMM_KC) {
             const int kc = g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC;
             const int first = pc == 0, last = pc + kc == g->K;
-            kr->pack_w(ws->pb, g->w, g->N, g->K, jc, nc, pc, kc, nr);
+            /* the panel after the last one of this block: the next K block's, else the next N block's */
+            const int next_n = last ? jc + GEMM_NC : jc, next_p = last ? 0 : pc + kc;
+            const int next_kc = g->K - next_p < GEMM_KC ? g->K - next_p : GEMM_KC;
             for (int ic = m0; ic < m1; ic += mc_max) {
-                const int mc = m1 - ic < mc_max ? m1 - ic : mc_max;
+                const int mc = m1 - ic < mc_max ? m1 - ic : mc_max, pack = ic == m0;
+                const int tiles = (mc + mr - 1) / mr;
                 const float *xb = g->x + (size_t)ic * g->K + pc;
                 if (copy_x) {
                     for (int i = 0; i < mc; i++)
@@ -292,9 +310,18 @@ static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_arg
                 }
                 for (int jr = 0; jr < nc; jr += nr) {
                     const int ncols = nc - jr < nr ? nc - jr : nr;
-                    for (int ir = 0; ir < mc; ir += mr)
-                        run_tile(kr, ws, g, ic + ir, jc + jr, mc - ir < mr ? mc - ir : mr, ncols,
-                                 xb + (size_t)ir * lda, lda, kc, ws->pb + (size_t)jr * kc, first, last);
+                    float *panel = ws->pb + (size_t)jr * kc;
+                    if (pack) kr->pack_w(panel, g->w, g->N, g->K, jc + jr, ncols, pc, kc, nr);
+                    const int more = jr + nr < nc;
+                    for (int ir = 0, t = 0; ir < mc; ir += mr, t++) {
+                        run_tile(kr, ws, g, ic + ir, jc + jr, mc - ir < mr ? mc - ir : mr, ncols, xb + (size_t)ir * lda,
+                                 lda, kc, panel, first, last);
+                        if (!pack) continue;
+                        if (more)
+                            prefetch_panel_part(g->w, jc + nc, g->K, jc + jr + nr, nr, pc, kc, t, tiles);
+                        else if (next_n < n1)
+                            prefetch_panel_part(g->w, n1, g->K, next_n, nr, next_p, next_kc, t, tiles);
+                    }
                 }
             }
         }
@@ -318,13 +345,45 @@ static void gemm_unpacked(const gemm_args *g, int m0, int m1, int n0, int n1) {
         }
 }
 
+/* A few rows (nr/2 .. nr of them: a head over the scored rows): y^T = w x^T, with w's rows
+ * as the micro-kernel's broadcast operand, read in place, and x packed once into a single
+ * panel of its rows; nothing of w is packed, which would cost more than these rows'
+ * arithmetic. Each output is still one FMA chain over k in order from +0 (fma is symmetric
+ * in its factors), then + bias, as in gemm_range. The whole of K runs in one kernel call. */
+static int few_rows_fit(const gemm_kernel *kr, int rows, int K) {
+    return rows >= kr->nr / 2 && rows <= kr->nr && (size_t)K * kr->nr <= (size_t)GEMM_KC * (GEMM_NC + GEMM_NR_MAX) &&
+           (size_t)kr->mr * (K + 16) <= (size_t)GEMM_MC * GEMM_X_STRIDE;
+}
+
+static void gemm_few_rows(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1, int n0,
+                          int n1) {
+    const int mr = kr->mr, nr = kr->nr, K = g->K, rows = m1 - m0;
+    const int copy_w = K % 512 == 0, lda = copy_w ? K + 16 : K; /* the L1 sets, as copy_x in gemm_range */
+    kr->pack_w(ws->pb, g->x + (size_t)m0 * K, rows, K, 0, nr, 0, K, nr);
+    for (int n = n0; n < n1; n += mr) {
+        const int wr = n1 - n < mr ? n1 - n : mr;
+        const float *a = g->w + (size_t)n * K;
+        if (copy_w) {
+            for (int i = 0; i < wr; i++) memcpy(ws->px + (size_t)i * lda, a + (size_t)i * K, sizeof(float) * (size_t)K);
+            a = ws->px;
+        }
+        kr->tile(wr, K, a, lda, ws->pb, ws->tile, nr, 1, NULL);
+        for (int j = 0; j < rows; j++) {
+            float *y = g->y + (size_t)(m0 + j) * g->N + n;
+            for (int i = 0; i < wr; i++) y[i] = g->bias ? ws->tile[(size_t)i * nr + j] + g->bias[n + i] : ws->tile[(size_t)i * nr + j];
+        }
+    }
+}
+
 static void gemm_part(const gemm_kernel *kr, const gemm_args *g, int m0, int m1, int n0, int n1) {
     if (m0 >= m1 || n0 >= n1) return;
     gemm_workspace *ws = workspace();
-    if (ws)
-        gemm_range(kr, ws, g, m0, m1, n0, n1);
-    else
+    if (!ws)
         gemm_unpacked(g, m0, m1, n0, n1);
+    else if (few_rows_fit(kr, m1 - m0, g->K))
+        gemm_few_rows(kr, ws, g, m0, m1, n0, n1);
+    else
+        gemm_range(kr, ws, g, m0, m1, n0, n1);
 }
 
 void dz_gemm_linear_serial(dz_isa isa, float *y, const float *x, const float *w, const float *bias, int M, int N,
