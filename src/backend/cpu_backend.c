@@ -108,7 +108,7 @@ static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int 
 }
 
 /* In-place softmax of each row's first visible[i] entries; the rest of the row is zeroed.
- * Inlined into attend_head's variants. */
+ * Inlined into attend_group's variants. */
 DZ_ISA_INLINE void softmax_prefix(float *s, int cols, int visible) {
     float mx = -INFINITY;
     for (int j = 0; j < visible; j++) mx = s[j] > mx ? s[j] : mx;
@@ -125,21 +125,21 @@ DZ_ISA_INLINE void softmax_prefix(float *s, int cols, int visible) {
     for (; j < cols; j++) s[j] = 0.0f;
 }
 
-/* One (sequence, head) pair. Keys are first transposed into kt[hd][kpad] so that each
- * query's scores accumulate over d with 16 keys per vector op; values are summed with
- * the head dimension as the vector. Query rows at padding positions get zeros. Per
- * element the summation order is fixed. */
-DZ_ISA_VARIANTS(attend_head, (float *out, const float *q, float *scratch, int b, int h, const dz_attn_args *a),
-                (out, q, scratch, b, h, a)) {
+/* One sequence and one key/value head with the query heads that share it (GQA). Keys are
+ * first transposed, once for the group, into kt[hd][kpad] so that each query's scores
+ * accumulate over d with 16 keys per vector op; values are summed with the head dimension
+ * as the vector. Query rows at padding positions get zeros. Per element the summation
+ * order is fixed. */
+DZ_ISA_VARIANTS(attend_group, (float *out, const float *q, float *scratch, int b, int kvh, const dz_attn_args *a),
+                (out, q, scratch, b, kvh, a)) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
-    const int kvh = h / (a->n_heads / a->n_kv_heads), start = a->start[b], len = a->lengths[b];
+    const int group = a->n_heads / a->n_kv_heads, start = a->start[b], len = a->lengths[b];
     const size_t row0 = a->row0 ? (size_t)a->row0[b] : (size_t)b * a->n_new;
     const int rows = a->row0 ? a->row0[b + 1] - a->row0[b] : a->n_new;
-    const float *qb = q + row0 * qstride + (size_t)h * hd;
-    float *ob = out + row0 * qstride + (size_t)h * hd;
     int nq = len - start < rows ? len - start : rows; /* real query rows */
     if (nq < 0) nq = 0;
-    for (int i = nq; i < rows; i++) memset(ob + (size_t)i * qstride, 0, sizeof(float) * hd);
+    for (int h = kvh * group; h < (kvh + 1) * group; h++)
+        for (int i = nq; i < rows; i++) memset(out + (row0 + i) * qstride + (size_t)h * hd, 0, sizeof(float) * hd);
     if (nq == 0) return;
     const int kmax = start + nq, kpad = (kmax + 15) / 16 * 16;
     const float *pk = a->prefix_k[b], *pv = a->prefix_v[b], *ok = a->own_k[b], *ov = a->own_v[b];
@@ -149,23 +149,24 @@ DZ_ISA_VARIANTS(attend_head, (float *out, const float *q, float *scratch, int b,
         for (int j = 0; j < kmax; j++) row[j] = (j < start ? pk : ok)[(size_t)j * kvstride + (size_t)kvh * hd + d];
         for (int j = kmax; j < kpad; j++) row[j] = 0.0f;
     }
-    for (int i = 0; i < nq; i++) {
-        const float *qi = qb + (size_t)i * qstride;
-        float *oi = ob + (size_t)i * qstride;
-        const int nk = start + i + 1, nkpad = (nk + 15) / 16 * 16;
-        for (int j = 0; j < nkpad; j++) sc[j] = 0.0f;
-        for (int d = 0; d < hd; d++) {
-            const float qd = qi[d], *row = kt + (size_t)d * kpad;
-            for (int j = 0; j < nkpad; j++) sc[j] += qd * row[j];
+    for (int h = kvh * group; h < (kvh + 1) * group; h++)
+        for (int i = 0; i < nq; i++) {
+            const float *qi = q + (row0 + i) * qstride + (size_t)h * hd;
+            float *oi = out + (row0 + i) * qstride + (size_t)h * hd;
+            const int nk = start + i + 1, nkpad = (nk + 15) / 16 * 16;
+            for (int j = 0; j < nkpad; j++) sc[j] = 0.0f;
+            for (int d = 0; d < hd; d++) {
+                const float qd = qi[d], *row = kt + (size_t)d * kpad;
+                for (int j = 0; j < nkpad; j++) sc[j] += qd * row[j];
+            }
+            for (int j = 0; j < nk; j++) sc[j] *= a->scale;
+            softmax_prefix(sc, nk, nk);
+            for (int d = 0; d < hd; d++) oi[d] = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                const float p = sc[j], *vj = (j < start ? pv : ov) + (size_t)j * kvstride + (size_t)kvh * hd;
+                for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
+            }
         }
-        for (int j = 0; j < nk; j++) sc[j] *= a->scale;
-        softmax_prefix(sc, nk, nk);
-        for (int d = 0; d < hd; d++) oi[d] = 0.0f;
-        for (int j = 0; j < nk; j++) {
-            const float p = sc[j], *vj = (j < start ? pv : ov) + (size_t)j * kvstride + (size_t)kvh * hd;
-            for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
-        }
-    }
 }
 
 typedef struct attn_op {
@@ -175,15 +176,15 @@ typedef struct attn_op {
     int chunks;
 } attn_op;
 
-/* Chunk c of the (sequence, head) pairs, a contiguous range, with scratch slot c: the
- * slot follows the task, so no thread needs to know its id. */
+/* Chunk c of the (sequence, key/value head) pairs, a contiguous range, with scratch slot
+ * c: the slot follows the task, so no thread needs to know its id. */
 static void attend_chunk(void *ctx, int c, int thread) {
     const attn_op *o = ctx;
     const dz_attn_args *a = o->a;
-    const int64_t pairs = (int64_t)a->batch * a->n_heads;
+    const int64_t pairs = (int64_t)a->batch * a->n_kv_heads;
     float *scratch = a->scratch + (size_t)c * dz_attn_scratch_floats(a->head_dim, a->max_keys);
     for (int t = (int)(pairs * c / o->chunks); t < (int)(pairs * (c + 1) / o->chunks); t++)
-        attend_head(o->out, o->q, scratch, t / a->n_heads, t % a->n_heads, a);
+        attend_group(o->out, o->q, scratch, t / a->n_kv_heads, t % a->n_kv_heads, a);
 }
 
 /* One chunk per thread, as many as there are scratch slots. */
