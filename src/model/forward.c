@@ -145,17 +145,12 @@ static int scratch_threads_for(int threads) {
     return dz_parallel_threads() > dz_parallel_cpus() ? dz_parallel_threads() : dz_parallel_cpus();
 }
 
-/* The rotary table, computed on the host once (straight into it with host buffers). */
-static int fill_rope_table(dz_forward *f, const dz_config *c) {
-    const size_t n = (size_t)f->max_seq * c->head_dim;
-    float *host = f->be->host_buffers ? f->rope_cs : malloc(n * sizeof(float));
-    if (!host) return 0;
+/* The rotary table, computed on the host once: in the staging buffer (the table itself
+ * with host buffers, where the upload copies nothing). */
+static void fill_rope_table(dz_forward *f, const dz_config *c) {
+    float *host = staged(f, f->rope_cs);
     dz_rope_table_fill(host, f->max_seq, c->head_dim, c->rope_theta);
-    if (host != f->rope_cs) {
-        f->be->upload(f->rope_cs, host, n * sizeof(float));
-        free(host);
-    }
-    return 1;
+    f->be->upload(f->rope_cs, host, (size_t)f->max_seq * c->head_dim * sizeof(float));
 }
 
 size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int kv_cache, int n_streams, int threads,
@@ -221,7 +216,7 @@ dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend
         f->bytes += n * sizeof(float);
         if (!f->stage) ok = 0;
     }
-    if (ok && f->rope_cs && !fill_rope_table(f, c)) ok = 0;
+    if (ok && f->rope_cs) fill_rope_table(f, c);
     f->pk = calloc((size_t)max_batch, sizeof *f->pk);
     f->pv = calloc((size_t)max_batch, sizeof *f->pv);
     f->ok = calloc((size_t)max_batch, sizeof *f->ok);
