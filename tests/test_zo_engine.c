@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "core/isa.h"
+#include "distzo/util.h"
 #include "distzo/zo.h"
 #include "backend/backend.h"
 #include "zo/rng.h"
@@ -131,7 +132,13 @@ static void g_matches_independent_perturbed_forwards(void **state) {
         assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
         const dz_zo_batch zb = batch_of(&fx, mean_nll_cb);
         dz_zo_step_result r;
+        const double t0 = dz_now();
         assert_int_equal(dz_zo_step(e, 5, 0.0f, &zb, &r, &err), DZ_OK); /* lr 0: weights must come back exact */
+        const double wall = dz_now() - t0;
+        /* the phases are disjoint laps inside the call: each one ran, and together they fit in it */
+        const dz_zo_step_time *tm = &r.time;
+        assert_true(tm->begin > 0 && tm->pass > 0 && tm->layers > 0 && tm->head > 0);
+        assert_true(tm->begin + tm->pass + tm->layers + tm->head <= wall);
         assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
         assert_true(checksum(m) == before); /* the master is never perturbed in place */
         const double lp = ref_loss(m, &fx, 11, 5, 1e-2f, +1.0), lm = ref_loss(m, &fx, 11, 5, 1e-2f, -1.0);

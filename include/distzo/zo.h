@@ -91,10 +91,20 @@ typedef struct dz_zo_decode {
     int n_examples, example0, n_global; /* as dz_zo_batch's */
 } dz_zo_decode;
 
+/* Where a step's wall time went, seconds summed over its samples (and decoding passes):
+ * what `distzo bench eval` reports. */
+typedef struct dz_zo_step_time {
+    double begin;  /* the global block's pending update (or, from a store, its preparation) and the embeddings */
+    double pass;   /* the layer blocks' element-wise pass: the pending update, then w+ and w- */
+    double layers; /* the layers' forwards, every sign and stream */
+    double head;   /* the head over every sign's rows: the perturbed vocabulary chunks and their GEMMs */
+} dz_zo_step_time;
+
 typedef struct dz_zo_step_result {
     double loss_plus[DZ_ZO_MAX_Q], loss_minus[DZ_ZO_MAX_Q];
     float g[DZ_ZO_MAX_Q];
     int finite;      /* 0: some loss was not finite; no update was recorded */
+    dz_zo_step_time time;
 } dz_zo_step_result;
 
 typedef struct dz_zo_engine dz_zo_engine;

@@ -517,6 +517,7 @@ typedef struct eval_batch_work {
     dz_class_batch bb;
     int ex0, real_tokens, padded_tokens, head_rows;
     double t_eval, t_step, t_ideal[3]; /* best seconds seen; the ideal: OpenBLAS, distzo's GEMM, the faster per shape */
+    dz_zo_step_time step_time;         /* the phases of the fastest step */
 } eval_batch_work;
 
 /* The Linear shapes of one forward over M tokens and H head rows (src/model/forward.c). */
@@ -682,7 +683,7 @@ static int bench_eval(int argc, char **argv) {
                 break;
             }
             dt = dz_now() - t0;
-            if (r > 0 && dt < b->t_step) b->t_step = dt;
+            if (r > 0 && dt < b->t_step) b->t_step = dt, b->step_time = res.time;
             if (r > 0) g_sum += res.g[0];
             if (r == 0) continue;
             double ideal[3];
@@ -694,13 +695,19 @@ static int bench_eval(int argc, char **argv) {
     if (!rc) rc = measure_passes(m, repeat, &passes);
     if (!rc) {
         double te = 0, ts = 0, ti[3] = {0, 0, 0};
+        dz_zo_step_time ph = {0};
         long real = 0, padded = 0, head = 0;
         for (int i = 0; i < batches; i++) {
             te += bw[i].t_eval, ts += bw[i].t_step, ti[0] += bw[i].t_ideal[0], ti[1] += bw[i].t_ideal[1], ti[2] += bw[i].t_ideal[2];
+            ph.begin += bw[i].step_time.begin / batches, ph.pass += bw[i].step_time.pass / batches;
+            ph.layers += bw[i].step_time.layers / batches, ph.head += bw[i].step_time.head / batches;
             real += bw[i].real_tokens, padded += bw[i].padded_tokens, head += bw[i].head_rows;
         }
         te /= batches, ts /= batches, ti[0] /= batches, ti[1] /= batches, ti[2] /= batches;
         const double ideal = ti[2];
+        /* what a step would take if its forwards ran at the ideal's speed and it added only
+         * the z it must draw (2 per parameter, docs/ZO_RNG.md): the most 2 x ideal / step can be */
+        const double ceiling = 2 * ideal / (2 * ideal + passes.zgen_s);
         if (json) {
             printf("{\"model\": ");
             dz_cli_json_string(stdout, model);
@@ -708,10 +715,12 @@ static int bench_eval(int argc, char **argv) {
                    "\"real_tokens_per_batch\": %.1f, \"padded_tokens_per_batch\": %.1f, \"head_rows_per_batch\": %.1f, "
                    "\"ideal_seconds\": %.5f, \"openblas_ideal_seconds\": %.5f, \"distzo_gemm_ideal_seconds\": %.5f, \"eval_seconds\": %.5f, "
                    "\"step_seconds\": %.5f, \"eval_ratio\": %.4f, \"step_ratio\": %.4f, \"step_over_2_evals\": %.4f, "
-                   "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\"",
+                   "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\", \"step_phases_seconds\": {\"begin\": %.5f, "
+                   "\"pass\": %.5f, \"layers\": %.5f, \"head\": %.5f}, \"step_ceiling\": %.4f",
                    batch, batches, repeat, dz_runtime_threads(), flat ? "flat" : "shared prompts", (double)real / batches,
                    (double)padded / batches, (double)head / batches, ideal, ti[0], ti[1], te, ts, ideal / te, 2 * ideal / ts,
-                   ts / (2 * te), g_sum, dz_bench_reference_core(), dz_runtime_kernels());
+                   ts / (2 * te), g_sum, dz_bench_reference_core(), dz_runtime_kernels(), ph.begin, ph.pass, ph.layers,
+                   ph.head, ceiling);
             print_passes(&passes, ts, 2 * te, 1);
             printf("}\n");
         } else {
@@ -726,6 +735,11 @@ static int bench_eval(int argc, char **argv) {
             printf("eval     %.2f ms per batch forward: ideal / eval = %.1f%%\n", 1e3 * te, 100 * ideal / te);
             printf("step     %.2f ms per ZO step: 2 x ideal / step = %.1f%%, step / (2 x eval) = %.3f\n", 1e3 * ts,
                    200 * ideal / ts, ts / (2 * te));
+            printf("         the fastest steps' phases: the layers' forwards %.1f ms (both signs), the blocks' pass\n"
+                   "         (update, then w+ / w-) %.1f, the head %.1f, the global block's update and the embeddings %.1f\n",
+                   1e3 * ph.layers, 1e3 * ph.pass, 1e3 * ph.head, 1e3 * ph.begin);
+            printf("ceiling  2 x ideal / (2 x ideal + z alone) = %.1f%%: a step whose forwards ran at the ideal's speed\n"
+                   "         and that added only the z it must draw (passes below)\n", 100 * ceiling);
             printf("g        sum of the timed steps %.17g (compare it across builds, --threads, DISTZO_ISA)\n", g_sum);
             print_passes(&passes, ts, 2 * te, 0);
         }

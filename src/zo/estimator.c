@@ -6,13 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distzo/util.h"
 #include "zo/internal.h"
+
+/* Adds the seconds since *t0 to *acc and restarts the clock. */
+static void lap(double *acc, double *t0) {
+    const double t = dz_now();
+    *acc += t - *t0;
+    *t0 = t;
+}
 
 /* One sample: both perturbed forwards block by block, then the per-example losses of each
  * sign this rank computes (into out[sign][example0 ...]). Streams: with a tree batch 0/1
  * are the prompts (+/-) and 2/3 the continuations; the weight source perturbs by the
  * stream's parity. */
-static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, double *out[2], dz_error *err) {
+static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, double *out[2],
+                              dz_zo_step_time *tm, dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
     const dz_weight_source src = dz_pipeline_perturbed_source(e->pipe);
     const int tree = b->n_prompts > 0, cs = tree ? 2 : 0; /* continuation streams cs (+), cs+1 (-) */
@@ -22,6 +31,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
     int signs[2], n_signs = 0;
     for (int k = 0; k < 2; k++)
         if (e->par.signs & (1 << k)) signs[n_signs++] = k;
+    double t0 = dz_now();
     dz_status st = dz_pipeline_begin(e->pipe, draw, err);
     for (int i = 0; st == DZ_OK && i < n_signs; i++) {
         const int k = signs[i];
@@ -32,16 +42,20 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
                                        tree ? k : -1, tree ? b->parent : NULL, err);
     }
     if (st != DZ_OK) return st;
+    lap(&tm->begin, &t0);
     for (int l = 0; l < c->n_layers; l++) {
         const float *w[2][DZ_L_COUNT];
         if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) return st;
+        lap(&tm->pass, &t0);
         for (int i = 0; i < n_signs; i++) {
             const int k = signs[i];
             if (tree) dz_forward_layer(e->f, k, l, w[k]); /* a prompt before its continuations */
             if (conts) dz_forward_layer(e->f, cs + k, l, w[k]);
         }
+        lap(&tm->layers, &t0);
     }
     if ((st = dz_pipeline_end_layers(e->pipe, err)) != DZ_OK) return st;
+    lap(&tm->pass, &t0); /* a store's last write-back */
     /* one pass over the head for all streams, each sign's together: the perturbed source
      * makes a chunk's +eps and -eps rows once for the prompts' and the continuations' rows */
     dz_head_rows sets[4];
@@ -58,6 +72,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
     st = dz_forward_logprobs_sets(e->f, &src, n_sets, sets, err);
     if (st == DZ_OK) st = dz_pipeline_rows_status(e->pipe, err);
     if (st != DZ_OK) return st;
+    lap(&tm->head, &t0);
     for (int i = 0; i < n_signs; i++) {
         const int k = signs[i];
         b->loss(e->lp[k], tree ? e->plp[k] : NULL, b->user, out[k] + 2 * (size_t)b->example0);
@@ -70,7 +85,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
  * last live row of each gives its logits to d->next; then d->loss gives the pairs. Each
  * pass recomputes the whole sequences (the streams keep no KV cache). */
 static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_decode *d, double *out[2],
-                                dz_error *err) {
+                                dz_zo_step_time *tm, dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
     const dz_weight_source src = dz_pipeline_perturbed_source(e->pipe);
     int signs[2], n_signs = 0;
@@ -95,18 +110,23 @@ static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_deco
             }
         }
         if (live[0] + live[1] == 0) break;
+        double t0 = dz_now();
         st = dz_pipeline_begin(e->pipe, draw, err);
         for (int i = 0; st == DZ_OK && i < n_signs; i++)
             if (live[signs[i]])
                 st = dz_forward_embed(e->f, signs[i], &src, e->dec_tokens[signs[i]], e->dec_len[signs[i]], live[signs[i]],
                                       T[signs[i]], 0, err);
+        lap(&tm->begin, &t0);
         for (int l = 0; st == DZ_OK && l < c->n_layers; l++) {
             const float *w[2][DZ_L_COUNT];
             if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) break;
+            lap(&tm->pass, &t0);
             for (int i = 0; i < n_signs; i++)
                 if (live[signs[i]]) dz_forward_layer(e->f, signs[i], l, w[signs[i]]);
+            lap(&tm->layers, &t0);
         }
         if (st == DZ_OK) st = dz_pipeline_end_layers(e->pipe, err);
+        lap(&tm->pass, &t0);
         for (int i = 0; st == DZ_OK && i < n_signs; i++) {
             const int k = signs[i];
             if (!live[k]) continue;
@@ -117,6 +137,7 @@ static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_deco
             for (int j = 0; st == DZ_OK && j < live[k]; j++)
                 d->next(d->user, k, e->dec_rows[k][j], d->logits + (size_t)j * c->vocab_size);
         }
+        lap(&tm->head, &t0);
     }
     for (int i = 0; st == DZ_OK && i < n_signs; i++) d->loss(d->user, signs[i], out[signs[i]] + 2 * (size_t)d->example0);
     return st;
@@ -129,8 +150,9 @@ typedef struct sample_batch {
     int n_examples, example0, n_global;
 } sample_batch;
 
-static dz_status run_sample(dz_zo_engine *e, uint32_t draw, const sample_batch *sb, double *out[2], dz_error *err) {
-    return sb->b ? dual_forward(e, draw, sb->b, out, err) : decode_forward(e, draw, sb->d, out, err);
+static dz_status run_sample(dz_zo_engine *e, uint32_t draw, const sample_batch *sb, double *out[2],
+                            dz_zo_step_time *tm, dz_error *err) {
+    return sb->b ? dual_forward(e, draw, sb->b, out, tm, err) : decode_forward(e, draw, sb->d, out, tm, err);
 }
 
 /* The losses and g of n samples, draws draw0 .. draw0 + n - 1, into out (no update). */
@@ -153,7 +175,7 @@ static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const sample_b
     for (int j = 0; j < n; j++) {
         const uint32_t draw = draw0 + (uint32_t)j;
         double *sample[2] = {e->ex_loss + (size_t)(2 * j) * per_sign, e->ex_loss + (size_t)(2 * j + 1) * per_sign};
-        dz_status st = run_sample(e, draw, b, sample, err);
+        dz_status st = run_sample(e, draw, b, sample, &out->time, err);
         if (st != DZ_OK) return st;
     }
     if (e->par.sum) { /* every rank holds only its examples and signs; the others are zeros */
