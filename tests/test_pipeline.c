@@ -327,7 +327,7 @@ static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, 
     dz_error err = {0};
     assert_int_equal(dz_forward_create(m, b->g.B, b->g.T, 0, &f, &err), DZ_OK);
     const whole_model wp = {t, plus}, wm = {t, minus};
-    const dz_weight_source src_plus = {whole_rows, &wp}, src_minus = {whole_rows, &wm};
+    const dz_weight_source src_plus = {.rows = whole_rows, .self = &wp}, src_minus = {.rows = whole_rows, .self = &wm};
     float *lp = malloc(sizeof(float) * (size_t)b->n_rows);
     size_t largest = 0;
     for (int i = 0; i < t->count; i++)

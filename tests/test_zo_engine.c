@@ -108,7 +108,7 @@ static double ref_loss(const dz_model *m, fixture *fx, uint64_t seed, uint32_t d
     dz_error err = {0};
     assert_int_equal(dz_forward_create(m, B, T, 0, &f, &err), DZ_OK);
     ref_source rs = {m, seed, draw, eps, sign};
-    dz_weight_source w = {ref_rows, &rs};
+    dz_weight_source w = {.rows = ref_rows, .self = &rs};
     float lp[B * T];
     assert_int_equal(dz_forward_run(f, &w, fx->tokens, fx->lengths, B, T, 0, &err), DZ_OK);
     assert_int_equal(dz_forward_logprobs(f, &w, fx->rows, fx->targets, fx->n_rows, lp, &err), DZ_OK);

@@ -162,10 +162,14 @@ dz_status dz_model_save_hf(const dz_model *m, const char *dir, dz_error *err);
 /* Rows [row0, row0+nrows) of tensor id as fp32, as forward stream `stream` sees them:
  * either a pointer into fp32 storage or scratch (nrows*cols floats), filled. The model's
  * own source reads the stored weights for every stream; the ZO trainer's source gives
- * stream 0 theta + eps*z and stream 1 theta - eps*z. */
+ * stream 0 theta + eps*z and stream 1 theta - eps*z. view (optional, may be NULL) gives
+ * the same rows without a copy when the source already holds them (the trainer's -eps
+ * rows, made with the +eps ones), read-only and valid until the source's next call; NULL
+ * when it does not. */
 typedef struct dz_weight_source {
     const float *(*rows)(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch);
     const void *self;
+    const float *(*view)(const void *self, int stream, int id, int64_t row0, int64_t nrows);
 } dz_weight_source;
 
 dz_weight_source dz_model_weights(const dz_model *m);

@@ -562,7 +562,8 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
             const int *targets = sets[k].targets;
             stream *st = &f->st[s];
             if (nrows == 0) continue;
-            const float *host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
+            const float *host = w->view ? w->view(w->self, s, head_id, v0, nv) : NULL; /* a step's -eps chunk */
+            if (!host) host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
             const float *wchunk = f->be->upload_view(f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
                 const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;

@@ -302,6 +302,5 @@ static const float *model_rows(const void *self, int stream, int id, int64_t row
 }
 
 dz_weight_source dz_model_weights(const dz_model *m) {
-    dz_weight_source w = {model_rows, m};
-    return w;
+    return (dz_weight_source){.rows = model_rows, .self = m};
 }

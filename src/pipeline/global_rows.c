@@ -44,20 +44,30 @@ static void rows_task(void *ctx, int k, int thread) {
     dz_pass_perturb_span(r->p, r->id, r->i0 + a, len, r->th + a * r->esz, r->wp + a, r->wm + a, r->apply);
 }
 
+/* The cached -eps rows if they are these rows of an odd stream, else NULL. */
+static const float *perturbed_view(const void *self, int stream, int id, int64_t row0, int64_t nrows) {
+    const rows_state *rs = &((const dz_pipeline *)self)->rows;
+    const int hit = (stream & 1) && rs->cache_valid && rs->cache_id == id && rs->cache_row0 == row0 &&
+                    rs->cache_nrows == nrows;
+    return hit ? rs->minus_cache : NULL;
+}
+
 /* Rows of a global tensor for even streams (theta + eps z) or odd ones (theta - eps z).
  * Both are computed together: an even stream's draw keeps the -eps rows in the cache
- * (until other rows are drawn), which serves the odd streams' requests with a copy. */
+ * (until other rows are drawn), which serves the odd streams' requests (a view, or here
+ * a copy). */
 static const float *perturbed_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
     dz_pipeline *p = (dz_pipeline *)self;
     rows_state *rs = &p->rows;
     const int64_t cols = dz_model_params(p->m)->params[id].cols;
     const uint64_t i0 = (uint64_t)(row0 * cols);
     const size_t n = (size_t)(nrows * cols);
-    stream &= 1; /* even streams see +eps, odd ones -eps */
-    if (stream == 1 && rs->cache_valid && rs->cache_id == id && rs->cache_row0 == row0 && rs->cache_nrows == nrows) {
-        memcpy(scratch, rs->minus_cache, n * sizeof(float));
+    const float *cached = perturbed_view(self, stream, id, row0, nrows);
+    if (cached) {
+        memcpy(scratch, cached, n * sizeof(float));
         return scratch;
     }
+    stream &= 1; /* even streams see +eps, odd ones -eps */
     float *wp = stream == 0 ? scratch : rs->minus_cache, *wm = stream == 0 ? rs->minus_cache : scratch;
     char *th = global_theta(p, id, row0, nrows, i0);
     if (!th) { /* the caller sees zeros; the step reports the error */
@@ -82,7 +92,9 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
     return scratch;
 }
 
-dz_weight_source dz_pipeline_perturbed_source(dz_pipeline *p) { return (dz_weight_source){perturbed_rows, p}; }
+dz_weight_source dz_pipeline_perturbed_source(dz_pipeline *p) {
+    return (dz_weight_source){.rows = perturbed_rows, .self = p, .view = perturbed_view};
+}
 
 /* The masters as evaluation sees them: resident tensors in place, the others read from
  * the store. */
@@ -106,5 +118,5 @@ static const float *master_rows(const void *self, int stream, int id, int64_t ro
 
 dz_weight_source dz_pipeline_master_source(const dz_pipeline *p) {
     if (!p->io.store) return dz_model_weights(p->m);
-    return (dz_weight_source){master_rows, p};
+    return (dz_weight_source){.rows = master_rows, .self = p};
 }
