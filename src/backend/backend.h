@@ -160,7 +160,7 @@ void dz_rope_table_fill(float *cos_sin, int n_pos, int head_dim, float theta);
 
 /* Attention scratch one thread needs. */
 static inline size_t dz_attn_scratch_floats(int head_dim, int cache_len) {
-    return (size_t)(head_dim + 1) * (size_t)(cache_len + 16);
+    return (size_t)(head_dim + 4) * (size_t)(cache_len + 16); /* keys transposed, 4 query rows' scores */
 }
 
 /* Number of threads compute may use (distzo's pool, src/core/threads.h, and BLAS);

@@ -125,11 +125,65 @@ DZ_ISA_INLINE void softmax_prefix(float *s, int cols, int visible) {
     for (; j < cols; j++) s[j] = 0.0f;
 }
 
+/* Attention works on blocks of ATTN_ROWS query rows: their scores (16 keys at a time) and
+ * their outputs (16 head dimensions at a time) accumulate in registers, each key row and
+ * value row loaded once for the block. attn_v16 is a GCC vector that each ISA variant
+ * splits into its own registers (1 zmm, 2 ymm, 4 xmm); its lanes are plain IEEE floats. */
+enum { ATTN_ROWS = 4 };
+typedef float attn_v16 __attribute__((vector_size(64)));
+
+#define V16_LOAD(v, p) memcpy(&(v), (p), sizeof(attn_v16)) /* unaligned */
+
+/* Scores of the block's rows q[r] against keys [0, 16 * tiles) of kt[hd][kpad], into
+ * sc + r * kpad: each score is the products summed over d in order, from 0. */
+DZ_ISA_INLINE void block_scores(float *sc, const float *const q[ATTN_ROWS], const float *kt, int kpad, int hd,
+                                int tiles) {
+    for (int t = 0; t < tiles; t++) {
+        attn_v16 acc[ATTN_ROWS] = {{0}};
+        for (int d = 0; d < hd; d++) {
+            attn_v16 k;
+            V16_LOAD(k, kt + (size_t)d * kpad + 16 * t);
+            for (int r = 0; r < ATTN_ROWS; r++) acc[r] += q[r][d] * k;
+        }
+        for (int r = 0; r < ATTN_ROWS; r++) memcpy(sc + (size_t)r * kpad + 16 * t, &acc[r], sizeof acc[r]);
+    }
+}
+
+/* Outputs o[r] = sum over keys j < nk0 + r of p[r][j] v_j, in key order, from 0 (nk0: the
+ * keys of the block's first row; row r sees r more). v(j) is value row j. */
+DZ_ISA_INLINE void block_values(float *const o[ATTN_ROWS], const float *sc, int kpad, int nr, int nk0, int hd,
+                                const float *pv, const float *ov, int start, size_t vstride) {
+    int d0 = 0;
+    for (; d0 + 16 <= hd; d0 += 16) {
+        attn_v16 acc[ATTN_ROWS] = {{0}};
+        int j = 0;
+        for (; j < nk0; j++) { /* the keys every row of the block sees */
+            attn_v16 v;
+            V16_LOAD(v, (j < start ? pv : ov) + (size_t)j * vstride + d0);
+            for (int r = 0; r < ATTN_ROWS; r++) acc[r] += sc[(size_t)r * kpad + j] * v;
+        }
+        for (int r = 1; r < nr; r++) /* and each later row's own last keys */
+            for (int jj = j; jj < nk0 + r; jj++) {
+                attn_v16 v;
+                V16_LOAD(v, (jj < start ? pv : ov) + (size_t)jj * vstride + d0);
+                acc[r] += sc[(size_t)r * kpad + jj] * v;
+            }
+        for (int r = 0; r < nr; r++) memcpy(o[r] + d0, &acc[r], sizeof acc[r]);
+    }
+    for (int r = 0; r < nr; r++) /* a head dimension that is no multiple of 16: its last ones */
+        for (int d = d0; d < hd; d++) {
+            float acc = 0.0f;
+            for (int j = 0; j < nk0 + r; j++)
+                acc += sc[(size_t)r * kpad + j] * ((j < start ? pv : ov) + (size_t)j * vstride)[d];
+            o[r][d] = acc;
+        }
+}
+
 /* One sequence and one key/value head with the query heads that share it (GQA). Keys are
- * first transposed, once for the group, into kt[hd][kpad] so that each query's scores
- * accumulate over d with 16 keys per vector op; values are summed with the head dimension
- * as the vector. Query rows at padding positions get zeros. Per element the summation
- * order is fixed. */
+ * first transposed, once for the group, into kt[hd][kpad]; then each head's query rows go
+ * in blocks of ATTN_ROWS (block_scores, the softmax of each row, block_values). Query
+ * rows at padding positions get zeros. Per element the summation order is fixed: the
+ * same bits as one row at a time. */
 DZ_ISA_VARIANTS(attend_group, (float *out, const float *q, float *scratch, int b, int kvh, const dz_attn_args *a),
                 (out, q, scratch, b, kvh, a)) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, kvstride = a->n_kv_heads * hd;
@@ -150,22 +204,21 @@ DZ_ISA_VARIANTS(attend_group, (float *out, const float *q, float *scratch, int b
         for (int j = kmax; j < kpad; j++) row[j] = 0.0f;
     }
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
-        for (int i = 0; i < nq; i++) {
-            const float *qi = q + (row0 + i) * qstride + (size_t)h * hd;
-            float *oi = out + (row0 + i) * qstride + (size_t)h * hd;
-            const int nk = start + i + 1, nkpad = (nk + 15) / 16 * 16;
-            for (int j = 0; j < nkpad; j++) sc[j] = 0.0f;
-            for (int d = 0; d < hd; d++) {
-                const float qd = qi[d], *row = kt + (size_t)d * kpad;
-                for (int j = 0; j < nkpad; j++) sc[j] += qd * row[j];
+        for (int i0 = 0; i0 < nq; i0 += ATTN_ROWS) {
+            const int nr = nq - i0 < ATTN_ROWS ? nq - i0 : ATTN_ROWS, nk0 = start + i0 + 1;
+            const float *qr[ATTN_ROWS];
+            float *orow[ATTN_ROWS];
+            for (int r = 0; r < ATTN_ROWS; r++) { /* a short block repeats its last row (not stored) */
+                const size_t at = (row0 + i0 + (r < nr ? r : nr - 1)) * qstride + (size_t)h * hd;
+                qr[r] = q + at, orow[r] = out + at;
             }
-            for (int j = 0; j < nk; j++) sc[j] *= a->scale;
-            softmax_prefix(sc, nk, nk);
-            for (int d = 0; d < hd; d++) oi[d] = 0.0f;
-            for (int j = 0; j < nk; j++) {
-                const float p = sc[j], *vj = (j < start ? pv : ov) + (size_t)j * kvstride + (size_t)kvh * hd;
-                for (int d = 0; d < hd; d++) oi[d] += p * vj[d];
+            block_scores(sc, qr, kt, kpad, hd, (nk0 + nr - 1 + 15) / 16);
+            for (int r = 0; r < nr; r++) {
+                float *s = sc + (size_t)r * kpad;
+                for (int j = 0; j < nk0 + r; j++) s[j] *= a->scale;
+                softmax_prefix(s, nk0 + r, nk0 + r);
             }
+            block_values(orow, sc, kpad, nr, nk0, hd, pv + (size_t)kvh * hd, ov + (size_t)kvh * hd, start, kvstride);
         }
 }
 
