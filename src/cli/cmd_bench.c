@@ -437,12 +437,12 @@ static int time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int 
 }
 
 static int bench_classify(int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *labels = "bad,good";
+    const char *model = NULL, *data = NULL, *labels = DZ_DEFAULT_LABEL_WORDS;
     int batch = 16, steps = 20, threads = 0, json = 0;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
         {"data", DZ_OPT_STR, &data, "SST-2 tsv (default: the assets' train.tsv)"},
-        {"label-words", DZ_OPT_STR, &labels, "label words (default bad,good)"},
+        {"label-words", DZ_OPT_STR, &labels, "label words (default " DZ_DEFAULT_LABEL_WORDS ")"},
         {"batch", DZ_OPT_INT, &batch, "examples per step (default 16)"},
         {"steps", DZ_OPT_INT, &steps, "timed steps (default 20, after one warm-up)"},
         {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
@@ -575,7 +575,7 @@ static int bench_eval(int argc, char **argv) {
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model: .gguf, HF folder or .bin (default: the assets' SmolLM2-135M GGUF)"},
         {"data", DZ_OPT_STR, &data, "SST-2 tsv (default: the assets' sst2/dev.tsv); its first batch x batches examples"},
-        {"label-words", DZ_OPT_STR, &labels, "label words (default MeZO's ' terrible',' great')"},
+        {"label-words", DZ_OPT_STR, &labels, "label words (default " DZ_DEFAULT_LABEL_WORDS ")"},
         {"batch", DZ_OPT_INT, &batch, "examples per batch (default 16)"},
         {"batches", DZ_OPT_INT, &batches, "batches (default 4)"},
         {"repeat", DZ_OPT_INT, &repeat, "rounds over the batches, the best of each kept (default 3, after a warm-up)"},

@@ -114,7 +114,7 @@ head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
   --out "$tmp/cls" > /dev/null 2>&1 || bad "classify: training failed"
 b=$(sed -E 's/.*"best_step": ([0-9]+).*/\1/' "$tmp/cls/best/trainer_state.json" 2> /dev/null)
 want=$(grep "^{\"step\": ${b:-none}," "$tmp/cls/metrics.jsonl" 2> /dev/null | sed -E 's/.*"test_accuracy": ([^,}]*).*/\1/')
-got=$("$bin" eval "$tmp/cls/best" --data "$tmp/test.tsv" --label-words bad,good --json 2> /dev/null |
+got=$("$bin" eval "$tmp/cls/best" --data "$tmp/test.tsv" --json 2> /dev/null |
       sed -E 's/.*"accuracy": ([^,]*),.*/\1/')
 [ -n "$b" ] && [ "$b" -gt 0 ] && near "$got" "$want" 1e-6 &&
   ok "classify: eval best/ (step $b) = the run's test accuracy there ($got)" || bad "classify: best/ step '$b': '$got', the run logged '$want'"
