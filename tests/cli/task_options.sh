@@ -85,4 +85,28 @@ grep -o '"dev_accuracy": [0-9.]*' "$tmp/small/metrics.jsonl" | grep -o '[0-9.]*$
   [ -f "$tmp/small/best/model.safetensors" ] && ok "the drawn dev set is evaluated at every step (k/13) and best/ is written" ||
   bad "dev scores $(grep -o '"dev_accuracy": [^,]*' "$tmp/small/metrics.jsonl" | tr '\n' ' '); $(ls "$tmp/small")"
 
+# ---- generate --chat: the model's chat template (27.20) ----
+"$bin" generate "$model" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat.txt" 2>&1
+[ $? = 1 ] && grep -q "stories260K.bin: --chat: the tokenizer carries no chat template" "$tmp/nochat.txt" &&
+  ok "generate --chat refuses a model without a chat template, naming it" || bad "no template: $(tail -1 "$tmp/nochat.txt")"
+"$bin" generate "$model" --system S -n 1 --threads 1 > "$tmp/nosys.txt" 2>&1
+[ $? = 1 ] && grep -q "option --system: a system message needs --chat" "$tmp/nosys.txt" && ok "--system without --chat is refused" ||
+  bad "--system alone: $(tail -1 "$tmp/nosys.txt")"
+if have_assets "$assets" smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf; then
+  smol=$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
+  ids() { "$bin" generate "$smol" "$@" -n 1 --temperature 0 --threads 1 --json 2>/dev/null |
+            grep -o '"prompt_tokens": \[[0-9, ]*\]' | grep -o '\[.*\]' | tr -d '[] '; }
+  # ChatML as SmolLM2's template writes it: <|im_start|> (id 1) and <|im_end|> (id 2) split the
+  # text, each part encoded alone (SmolLM2 adds no BOS): the ids of the text
+  # "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
+  want="1,$(ids --prompt $'system\nBe brief.'),2,$(ids --prompt $'\n'),1,$(ids --prompt $'user\nHi there'),2,$(ids --prompt $'\n'),1,$(ids --prompt $'assistant\n')"
+  got=$(ids --chat --system "Be brief." --prompt "Hi there")
+  [ -n "$got" ] && [ "$got" = "$want" ] && ok "generate --chat --system: the prompt's ids are the ChatML text's ($got)" ||
+    bad "--chat ids '$got', the ChatML text's '$want'"
+  own=$(ids --chat --prompt "Hi there")
+  [ -n "$own" ] && [ "$own" = "$(ids --chat --system "You are a helpful AI assistant named SmolLM, trained by Hugging Face" --prompt "Hi there")" ] &&
+    ok "generate --chat without --system: the template's own system message, as transformers renders it" ||
+    bad "--chat without --system: '$own'"
+fi
+
 finish
