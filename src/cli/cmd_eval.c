@@ -328,8 +328,8 @@ int dz_cmd_eval(int argc, char **argv) {
     if (rc) return rc < 0 ? 2 : 0;
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
-    eval_opts as_given = o;
-    as_given.share_prompts = !no_share;
+    o.share_prompts = !no_share;
+    const eval_opts as_given = o; /* before a run's checkpoint fills in the run's settings */
     dz_train_config run;
     char *run_strings = NULL;
     if (npos && run_of_checkpoint(pos[0], &run, &run_strings)) { /* a run's checkpoint: evaluated as the run did */
@@ -340,7 +340,6 @@ int dz_cmd_eval(int argc, char **argv) {
             if (!*mine[i]) *mine[i] = theirs[i];
     }
     if (!o.task) o.task = "sst2";
-    o.share_prompts = !no_share;
     if (!o.text_key) o.text_key = "text";
     if (!o.label_key) o.label_key = "label";
     o.preset = dz_task_preset_find(o.task);
