@@ -95,6 +95,9 @@ dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
         dz_log(DZ_LOG_WARN, "%s has %d examples, fewer than the %d train + %d dev asked for: drawn (data seed %llu) "
                "into %d train and %d dev, in the proportion asked (--train-examples and --dev-examples set it)",
                d->train, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain, ndev);
+    if (!d->test && ndev > 0 && tr->rank0)
+        dz_log(DZ_LOG_INFO, "no --test file: the run reports its %d dev examples' scores (best/ by them); test scores "
+               "are n/a", ndev);
     dz_dataset train = drawn, dev = drawn;
     train.count = ntrain;
     dev.items = drawn.items + ntrain;

@@ -77,7 +77,8 @@ awk -F'\t' 'NR > 1 && NR <= 41 { s = $1; gsub(/\\/, "\\\\", s); gsub(/"/, "\\\""
   --threads 1 --out "$tmp/small" > "$tmp/small.txt" 2>&1 || bad "train on 40 examples failed: $(tail -1 "$tmp/small.txt")"
 # 1000 + 500 asked of 40: 40 * 500 / 1500 = 13.3 -> 13 dev, 27 train
 grep -q "has 40 examples, fewer than the 1000 train + 500 dev asked for: drawn (data seed 42) into 27 train and 13 dev" \
-  "$tmp/small.txt" && ok "a 40-example file is split 27 train + 13 dev, and a line says so" ||
+  "$tmp/small.txt" && grep -q "no --test file: the run reports its 13 dev examples' scores" "$tmp/small.txt" &&
+  ok "a 40-example file is split 27 train + 13 dev; lines say so and that test scores are n/a" ||
   bad "no split line: $(grep -i examples "$tmp/small.txt" | head -2)"
 # every dev accuracy logged is a multiple of 1/13: the dev set has 13 examples
 grep -o '"dev_accuracy": [0-9.]*' "$tmp/small/metrics.jsonl" | grep -o '[0-9.]*$' |
