@@ -57,11 +57,11 @@ static char *default_system(const char *t) {
     return NULL;
 }
 
-/* s without its surrounding whitespace, as Jinja's trim and Python's strip() */
-static void put_trimmed(FILE *f, const char *s) {
+/* s, or (trim) s without its surrounding whitespace, as Jinja's trim and Python's strip() */
+static void put(FILE *f, const char *s, int trim) {
     size_t a = 0, b = strlen(s);
-    while (a < b && strchr(" \t\n\r", s[a])) a++;
-    while (b > a && strchr(" \t\n\r", s[b - 1])) b--;
+    while (trim && a < b && strchr(" \t\n\r", s[a])) a++;
+    while (trim && b > a && strchr(" \t\n\r", s[b - 1])) b--;
     fwrite(s + a, 1, b - a, f);
 }
 
@@ -84,14 +84,23 @@ static void layout(FILE *f, const dz_tokenizer *tok, dz_chat_style s, const char
     case DZ_CHAT_LLAMA2: { /* meta-llama/Llama-2-*-chat: bos + "[INST] <<SYS>>\n..\n<</SYS>>\n\n" + user + " [/INST]" */
         const int strip = has(t, ".strip()");
         fputs("[INST] ", f);
-        if (sys) fputs("<<SYS>>\n", f), strip ? put_trimmed(f, sys) : (void)fputs(sys, f), fputs("\n<</SYS>>\n\n", f);
-        strip ? put_trimmed(f, user) : (void)fputs(user, f);
+        if (sys) {
+            fputs("<<SYS>>\n", f);
+            put(f, sys, strip);
+            fputs("\n<</SYS>>\n\n", f);
+        }
+        put(f, user, strip);
         fputs(" [/INST]", f);
         break;
     }
     case DZ_CHAT_LLAMA3: /* each message's content is trimmed */
-        if (sys) fputs("<|start_header_id|>system<|end_header_id|>\n\n", f), put_trimmed(f, sys), fputs("<|eot_id|>", f);
-        fputs("<|start_header_id|>user<|end_header_id|>\n\n", f), put_trimmed(f, user);
+        if (sys) {
+            fputs("<|start_header_id|>system<|end_header_id|>\n\n", f);
+            put(f, sys, 1);
+            fputs("<|eot_id|>", f);
+        }
+        fputs("<|start_header_id|>user<|end_header_id|>\n\n", f);
+        put(f, user, 1);
         fputs("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", f);
         break;
     case DZ_CHAT_ZEPHYR: {
