@@ -1,8 +1,8 @@
 /* Progress of a long operation (an evaluation, a seed log's replay). The library reports;
  * the program shows it (a bar, lines) through a sink it sets. Nothing is shown without a
  * sink, below the logger's info level (--quiet, ranks other than 0), or for an operation
- * that ends within the delay (2 s unless set), so short ones stay quiet. One thread's:
- * begin, add and end are called from the thread that runs the operation. */
+ * that ends within the delay (2 s unless set), so short ones stay quiet. Each thread has
+ * its own running operation: begin, add and end come from the thread that runs it. */
 #ifndef DISTZO_PROGRESS_H
 #define DISTZO_PROGRESS_H
 

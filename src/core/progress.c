@@ -11,7 +11,7 @@
 static dz_progress_sink g_sink;
 static void *g_user;
 static double g_delay = 2.0;
-static dz_progress *g_current; /* the outermost operation running, or NULL */
+static _Thread_local dz_progress *g_current; /* the outermost operation running, or NULL */
 
 void dz_progress_set_sink(dz_progress_sink sink, void *user) { g_sink = sink, g_user = user; }
 
