@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "distzo/log.h"
 #include "distzo/progress.h"
 
 void dz_cli_fmt_duration(double secs, char *buf, size_t cap) {
@@ -54,6 +55,13 @@ static void show_lines(const dz_progress_report *r) {
             r->unit, (int)(100 * r->done / r->total), t);
 }
 
+/* On a terminal a message first clears the line a bar may be drawn on. */
+static void log_line(dz_log_level level, const char *msg, void *user) {
+    (void)user;
+    static const char *names[] = {"debug", "info", "warning", "error"};
+    fprintf(stderr, "\r\033[Kdistzo: %s: %s\n", names[level], msg);
+}
+
 static void show(const dz_progress_report *r, void *tty) {
     if (*(const int *)tty) show_bar(r);
     else show_lines(r);
@@ -67,4 +75,5 @@ void dz_cli_progress_init(void) {
     static int tty;
     tty = isatty(2);
     dz_progress_set_sink(show, &tty);
+    if (tty) dz_log_set_sink(log_line, NULL);
 }

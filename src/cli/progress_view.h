@@ -6,8 +6,9 @@
 
 #include <stddef.h>
 
-/* The sink for every command: a bar when stderr is a terminal, else lines. The delay
- * before anything shows: 2 s, or $DISTZO_PROGRESS_AFTER seconds (tests set 0). */
+/* The sink for every command: a bar when stderr is a terminal (the logger's messages then
+ * clear its line first), else lines. The delay before anything shows: 2 s, or
+ * $DISTZO_PROGRESS_AFTER seconds (tests set 0). */
 void dz_cli_progress_init(void);
 
 /* "45s", "12m", "1.5h"; "?" for an unknown (NaN, negative) duration. */
