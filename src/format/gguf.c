@@ -350,24 +350,13 @@ dz_status dz_gguf_parse(const char *path, const void *buf, size_t size, dz_gguf 
 
 dz_status dz_gguf_open(const char *path, dz_gguf *out, dz_error *err) {
     memset(out, 0, sizeof *out);
-    const int fd = dz_open_regular(path, err);
-    if (fd < 0) return err ? err->code : DZ_ERR_IO;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        const int e = errno;
-        close(fd);
-        return dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    const size_t size = (size_t)sb.st_size;
-    if (size < 24) {
-        close(fd);
+    void *map;
+    size_t size;
+    dz_status st = dz_map_file(path, 24, &map, &size, err);
+    if (st == DZ_ERR_FORMAT)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: file is %zu bytes, too short for a GGUF header", path, size);
-    }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int e = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED) return dz_fail(err, DZ_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
-    const dz_status st = dz_gguf_parse(path, map, size, out, err);
+    if (st != DZ_OK) return st;
+    st = dz_gguf_parse(path, map, size, out, err);
     if (st != DZ_OK) {
         munmap(map, size);
         return st;

@@ -296,25 +296,14 @@ dz_status dz_safetensors_parse(const char *path, const void *buf, size_t size, d
 
 dz_status dz_safetensors_open(const char *path, dz_safetensors *out, dz_error *err) {
     memset(out, 0, sizeof *out);
-    int fd = dz_open_regular(path, err);
-    if (fd < 0) return err ? err->code : DZ_ERR_IO;
-    struct stat stt;
-    if (fstat(fd, &stt) != 0) {
-        int e = errno;
-        close(fd);
-        return dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    size_t size = (size_t)stt.st_size;
-    if (size < 8) {
-        close(fd);
+    void *map;
+    size_t size;
+    dz_status s = dz_map_file(path, 8, &map, &size, err);
+    if (s == DZ_ERR_FORMAT)
         return dz_fail(err, DZ_ERR_FORMAT,
                        "%s: file is %zu bytes, too short for the 8-byte header length", path, size);
-    }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED) return dz_fail(err, DZ_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
-    dz_status s = dz_safetensors_parse(path, map, size, out, err);
+    if (s != DZ_OK) return s;
+    s = dz_safetensors_parse(path, map, size, out, err);
     if (s != DZ_OK) {
         munmap(map, size);
         return s;
