@@ -2,6 +2,7 @@
  * backend's GEMM. */
 #include "distzo/runtime.h"
 
+#include "backend/backend.h"
 #include "backend/gemm.h"
 #include "core/cpu_features.h"
 #include "core/isa.h"
