@@ -329,9 +329,12 @@ static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
     return st;
 }
 
+/* --save: the replica's weights in HF layout with the tokenizer this worker loaded, as
+ * `distzo export` writes them, so `distzo eval` reads the folder as it is. */
 static dz_status save(worker *w, dz_error *err) {
     dz_status st = dz_zo_flush(w->tr.e, err);
     if (st == DZ_OK && w->cfg->save) st = dz_model_save_hf(w->tr.m, w->cfg->save, err);
+    if (st == DZ_OK && w->cfg->save && w->tr.tok) st = dz_tokenizer_save_hf(w->tr.tok, w->cfg->save, err);
     return st;
 }
 
