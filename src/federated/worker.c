@@ -63,7 +63,8 @@ static void sleep_s(double s) {
 }
 
 /* One request, retried with backoff (0.1 s doubling to 2 s) while no answer comes or the
- * coordinator answers 5xx, for up to --retry-for seconds since its last answer. */
+ * coordinator answers 5xx or 429 (too many joins from this address for now), for up to
+ * --retry-for seconds since its last other answer. */
 static dz_status call(worker *w, const char *method, const char *path, const char *body, int *status, char **resp,
                       size_t *len, dz_error *err) {
     double backoff = 0.1;
@@ -71,7 +72,7 @@ static dz_status call(worker *w, const char *method, const char *path, const cha
         dz_error e = {0};
         dz_status st = dz_fed_http_call(w->http, method, path, body, body ? strlen(body) : 0,
                                         DZ_FED_MAX_WAIT_MS + 10000L, status, resp, len, &e);
-        if (st == DZ_OK && *status < 500) {
+        if (st == DZ_OK && *status < 500 && *status != 429) {
             w->last_answer = dz_now();
             return DZ_OK;
         }
