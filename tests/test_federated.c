@@ -427,23 +427,22 @@ static void settings_round_trip_and_bounds(void **state) {
 static void admission_caps_joins_and_slots(void **state) {
     (void)state;
     static dz_fed_admission a;
+    enum { CAP = 3 };
     memset(&a, 0, sizeof a);
-    a.max_joins = 3;
-    for (int i = 0; i < 3; i++) assert_true(dz_fed_admit_join(&a, "10.0.0.1", 100.0 + i) == 0);
-    assert_true(fabs(dz_fed_admit_join(&a, "10.0.0.1", 110.0) - 50.0) < 1e-9); /* the window began at 100 */
-    assert_true(dz_fed_admit_join(&a, "10.0.0.2", 110.0) == 0);                /* another address: its own count */
-    assert_true(dz_fed_admit_join(&a, "10.0.0.1", 160.0) == 0);                /* a new minute */
-    assert_true(dz_fed_admit_join(&a, "10.0.0.1", 161.0) == 0);
+    for (int i = 0; i < 3; i++) assert_true(dz_fed_admit_join(&a, "10.0.0.1", 100.0 + i, CAP) == 0);
+    assert_true(fabs(dz_fed_admit_join(&a, "10.0.0.1", 110.0, CAP) - 50.0) < 1e-9); /* the window began at 100 */
+    assert_true(dz_fed_admit_join(&a, "10.0.0.2", 110.0, CAP) == 0);                /* another address: its own count */
+    assert_true(dz_fed_admit_join(&a, "10.0.0.1", 160.0, CAP) == 0);                /* a new minute */
+    assert_true(dz_fed_admit_join(&a, "10.0.0.1", 161.0, CAP) == 0);
     char addr[DZ_FED_JOIN_WINDOWS][24];
     memset(&a, 0, sizeof a);
-    a.max_joins = 1;
     for (int i = 0; i < DZ_FED_JOIN_WINDOWS; i++) {
         snprintf(addr[i], sizeof addr[i], "10.1.%d.%d", i / 256, i % 256);
-        assert_true(dz_fed_admit_join(&a, addr[i], 200.0 + i * 0.01) == 0);
+        assert_true(dz_fed_admit_join(&a, addr[i], 200.0 + i * 0.01, 1) == 0);
     }
-    const double full = dz_fed_admit_join(&a, "10.2.0.0", 210.0); /* every entry in use: until the oldest frees */
+    const double full = dz_fed_admit_join(&a, "10.2.0.0", 210.0, 1); /* every entry in use: until the oldest frees */
     assert_true(fabs(full - 50.0) < 1e-9);
-    assert_true(dz_fed_admit_join(&a, "10.2.0.0", 260.0) == 0);
+    assert_true(dz_fed_admit_join(&a, "10.2.0.0", 260.0, 1) == 0);
     /* in id order: proven workers always; new ones caught up and within 2 of their address */
     const dz_fed_candidate m[] = {{"A", 0, 1}, {"A", 1, 0}, {"A", 0, 0}, {"A", 0, 1}, {"A", 0, 1}, {"B", 0, 1},
                                   {"A", 1, 1}};

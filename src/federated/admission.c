@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-double dz_fed_admit_join(dz_fed_admission *a, const char *addr, double now) {
+double dz_fed_admit_join(dz_fed_admission *a, const char *addr, double now, int max_joins) {
     dz_fed_join_window *mine = NULL, *free_entry = NULL;
     double soonest = DZ_FED_JOIN_WINDOW_S;
     for (int i = 0; i < DZ_FED_JOIN_WINDOWS; i++) {
@@ -16,7 +16,7 @@ double dz_fed_admit_join(dz_fed_admission *a, const char *addr, double now) {
             soonest = w->start + DZ_FED_JOIN_WINDOW_S - now;
     }
     if (mine) {
-        if (mine->joins >= a->max_joins) return mine->start + DZ_FED_JOIN_WINDOW_S - now;
+        if (mine->joins >= max_joins) return mine->start + DZ_FED_JOIN_WINDOW_S - now;
         mine->joins++;
         return 0;
     }

@@ -20,19 +20,19 @@ typedef struct dz_fed_join_window {
 } dz_fed_join_window;
 
 typedef struct dz_fed_admission {
-    int max_joins;                       /* per address and window */
     dz_fed_join_window w[DZ_FED_JOIN_WINDOWS];
 } dz_fed_admission;
 
-/* A join from addr at time now (seconds): 0 admitted (and counted); else the seconds until
- * the address's window ends (over the cap) or until an entry frees (every one in use). */
-double dz_fed_admit_join(dz_fed_admission *a, const char *addr, double now);
+/* A join from addr at time now (seconds), at most max_joins per address and window: 0
+ * admitted (and counted); else the seconds until the address's window ends (over the cap)
+ * or until an entry frees (every one in use). */
+double dz_fed_admit_join(dz_fed_admission *a, const char *addr, double now, int max_joins);
 
 /* One connected worker, as the slot assignment sees it. */
 typedef struct dz_fed_candidate {
     const char *addr;
     int proven;                          /* it has submitted in this session */
-    int caught_up;                       /* it said it applied every published record */
+    int caught_up;                       /* it said it applied every published record (but the newest) */
 } dz_fed_candidate;
 
 /* eligible[i] for the n workers in machine-id order: proven ones; new ones that are caught

@@ -48,6 +48,8 @@ typedef struct machine {
     int polling;                  /* a round request of it is waiting: it is alive */
     char addr[DZ_FED_ADDRESS_CHARS]; /* the client address it joined from */
     int proven;                   /* it has delivered a value: slots without the new workers' cap */
+    uint32_t applied_asked;       /* `applied` of its latest round request as it came (applied: as it is answered,
+                                   * which the linger at the end waits on) */
 } machine;
 
 typedef struct coordinator {
@@ -152,7 +154,7 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
     char addr[DZ_FED_ADDRESS_CHARS];
     dz_fed_http_peer(req, addr, sizeof addr);
     pthread_mutex_lock(&c->mu);
-    const double wait = dz_fed_admit_join(&c->admission, addr, dz_now());
+    const double wait = dz_fed_admit_join(&c->admission, addr, dz_now(), c->fed.max_joins_per_client);
     machine *m = NULL;
     for (int i = 0; i < DZ_FED_MAX_MACHINES && !m && wait <= 0; i++)
         if (c->m[i].id == 0) m = &c->m[i];
@@ -173,8 +175,8 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
     }
     pthread_mutex_unlock(&c->mu);
     if (wait > 0)
-        return respond_error(r, 429, "%s has joined %d times within a minute, the most --max-joins-per-client allows: "
-                             "try again in %.0f s", addr, c->fed.max_joins_per_client, ceil(wait));
+        return respond_error(r, 429, "%s: %d joins within a minute, the most --max-joins-per-client allows: try again in "
+                             "%.0f s", addr, c->fed.max_joins_per_client, ceil(wait));
     if (!m) return respond_error(r, 503, "the coordinator has %d workers connected, its maximum", DZ_FED_MAX_MACHINES);
     if (no_key) return respond_error(r, 500, "cannot read /dev/urandom for a key");
     dz_log(DZ_LOG_INFO, "machine %u%s%s%s joined from %s", out.machine, *j.name ? " (" : "", j.name, *j.name ? ")" : "",
@@ -190,7 +192,7 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         return respond_error(r, 400, "round request: 'machine' (1..2^31-1) and 'applied' (a count) are required");
     pthread_mutex_lock(&c->mu);
     machine *m = find_machine(c, (uint32_t)id, dz_fed_http_arg(req, "key"), r);
-    if (m) m->applied = (uint32_t)applied; /* caught up (or not) already while it waits */
+    if (m) m->applied_asked = (uint32_t)applied; /* caught up (or not) already while it waits */
     if (m && version && wait_ms > 0) { /* long poll: wait for news, still counting as seen */
         const uint64_t known = strtoull(version, NULL, 16);
         struct timespec until;
@@ -200,7 +202,8 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         m->polling++;
         while (c->version == known)
             if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
-        m->polling--;
+        if (m->id == (uint32_t)id) m->polling--;
+        else m = find_machine(c, (uint32_t)id, NULL, r); /* forgotten meanwhile (its entry may be another's): 410 */
     }
     if (m) {
         m->last_seen = dz_now();
@@ -364,9 +367,10 @@ static int eligible_workers(const coordinator *c, int *order) {
             order[j] = order[j - 1], order[j - 1] = t;
         }
     dz_fed_candidate cand[DZ_FED_MAX_MACHINES] = {{0}};
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++) { /* caught up: but for the record just published, which it has not heard of yet */
         const machine *m = &c->m[order[k]];
-        cand[k] = (dz_fed_candidate){.addr = m->addr, .proven = m->proven, .caught_up = m->applied == c->published};
+        cand[k] = (dz_fed_candidate){.addr = m->addr, .proven = m->proven,
+                                     .caught_up = (uint64_t)m->applied_asked + 1 >= c->published};
     }
     dz_fed_eligible(cand, n, c->fed.max_joins_per_client, ok);
     int kept = 0;
@@ -678,7 +682,6 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->train = cfg->train, c->fed = cfg->fed, c->run_dir = cfg->train.out_dir, c->next_id = 1;
-    c->admission.max_joins = cfg->fed.max_joins_per_client;
     c->q = (uint32_t)cfg->train.optim.q;
     char token[DZ_FED_TOKEN_MAX + 1], url[320], path[4200], *strings = NULL;
     int lock_fd = -1;

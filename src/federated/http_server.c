@@ -53,6 +53,9 @@ typedef struct conn_state {
 
 /* ---- the header deadline ---- */
 
+/* A connection opens: watched, its headers due in DZ_FED_HTTP_HEADER_DEADLINE_S. It
+ * closes: no longer watched. libmicrohttpd (0.9.75, MHD_cleanup_connections) notifies the
+ * close before it closes the socket, so a watched descriptor is always its connection's. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
     dz_fed_http_server *s = cls;

@@ -63,8 +63,9 @@ static void sleep_s(double s) {
 }
 
 /* One request, retried with backoff (0.1 s doubling to 2 s) while no answer comes or the
- * coordinator answers 5xx or 429 (too many joins from this address for now), for up to
- * --retry-for seconds since its last other answer. */
+ * coordinator answers 5xx, for up to --retry-for seconds since its last answer; and for as
+ * long as it answers 429 (this address's joins are spent for the minute: an answer, so
+ * --retry-for does not run out while the window passes). */
 static dz_status call(worker *w, const char *method, const char *path, const char *body, int *status, char **resp,
                       size_t *len, dz_error *err) {
     double backoff = 0.1;
@@ -82,6 +83,8 @@ static dz_status call(worker *w, const char *method, const char *path, const cha
             dz_fed_error_message(*resp, *len, why, sizeof why);
             free(*resp);
             *resp = NULL;
+            if (*status == 429 && backoff == 0.1) dz_log(DZ_LOG_INFO, "%s %s: waiting (%s)", method, path, why);
+            if (*status == 429) w->last_answer = dz_now();
         } else {
             snprintf(why, sizeof why, "%s", e.msg);
         }
