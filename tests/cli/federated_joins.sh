@@ -13,10 +13,7 @@ bin=$1 assets=$2
 . "$(dirname "$0")/federated_lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
 need_tool curl "the fake workers are curl requests"
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; [ -n "${DZ_KEEP:-}" ] || rm -rf "$tmp"' EXIT
-echo "joins-test-token-0123456789ab" > "$tmp/token"
+fed_begin "joins-test-token-0123456789ab"
 make_shards "$assets"
 rounds=10
 "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 2 --batch 4 --train-examples 32 \

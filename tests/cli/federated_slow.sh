@@ -15,10 +15,7 @@ bin=$1 assets=$2
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
 need_tool curl "the valid request is made with curl"
 need_tool python3 "the slow clients are python3 sockets"
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; [ -n "${DZ_KEEP:-}" ] || rm -rf "$tmp"' EXIT
-echo "slow-test-token-0123456789abc" > "$tmp/token"
+fed_begin "slow-test-token-0123456789abc"
 make_shards "$assets"
 "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps 4 --spsa-samples 2 --min-workers 2 --batch 4 --train-examples 32 \
   --round-timeout 5 --linger 5 --listen 127.0.0.1:0 --threads 1 > "$tmp/serve.txt" 2>&1 &
