@@ -120,8 +120,8 @@ int dz_cmd_plot(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     const char *run = pos[0];
     char default_out[4200];
     if (!out_dir) { /* beside the run, never in it: plot is one of the run folder's readers */

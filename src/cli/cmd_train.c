@@ -99,7 +99,7 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
     t->estimator = dz_zo_estimator_name(c->optim.estimator);
     t->v.schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
                                                                                                     : "constant";
-    t->v.seed = (int)c->optim.seed, t->v.data_seed = (int)c->data.seed, t->v.wd = c->optim.wd;
+    t->v.seed = c->optim.seed, t->v.data_seed = c->data.seed, t->v.wd = c->optim.wd;
     t->no_fuse = !c->optim.fuse, t->no_share = !c->data.share_prompts;
 }
 
@@ -163,7 +163,7 @@ int dz_cmd_train(int argc, char **argv) {
     dz_train_config_default(&c);
     /* Settings found to work for stories260K on SST-2 (see README): MeZO's. */
     c.optim.lr = 3e-5f;
-    c.optim.steps = -1; /* 4000 unless given; on --resume, only a given --steps extends the run */
+    /* c.optim.steps: 4000 (the default) unless given; on --resume, run.json's unless given */
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     train_opts t = {.v = dz_cli_train_values_default(), .out = "runs/default", .estimator = "mezo",
@@ -206,7 +206,7 @@ int dz_cmd_train(int argc, char **argv) {
         {"out", DZ_OPT_STR, &t.out, "run folder (default runs/default)"},
         {"resume", DZ_OPT_FLAG, &t.resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
                                           "may raise them, any other setting given must equal the run's"},
-        {"threads", DZ_OPT_INT, &t.threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
+        dz_cli_threads_option(&t.threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
         {"pertp", DZ_OPT_INT, &c.layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c.layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c.layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
@@ -229,8 +229,9 @@ int dz_cmd_train(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
+    rc = 0;
     char *run_strings = NULL, *config_strings = NULL; /* run.json's / the config's settings are the defaults */
     cJSON *config_doc = NULL;
     dz_error err = {0};
@@ -268,7 +269,6 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     static char data_buf[4096], train_buf[4200], test_buf[4200];
     static char abs_train[PATH_MAX], abs_test[PATH_MAX];
     dz_train_data *d = &c->data;
-    if (c->optim.steps == -1) c->optim.steps = 4000;
     int rc = dz_cli_train_apply(c, &t->v, DZ_CLI_TRAIN, t->model);
     if (rc) return rc;
     const dz_task_preset *preset = dz_task_preset_find(d->task);
@@ -369,7 +369,7 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_runtime(threads))) {
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;
     }

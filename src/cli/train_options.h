@@ -10,7 +10,7 @@
 /* The option values that are not dz_train_config fields as they are (names, or other types). */
 typedef struct dz_cli_train_values {
     const char *master, *perturbation, *schedule, *task_file;
-    int seed, data_seed;
+    uint64_t seed, data_seed; /* 0..2^63-1 */
     float wd;
 } dz_cli_train_values;
 
