@@ -28,6 +28,24 @@ static void on_round(const dz_fed_round_info *r, void *user) {
     fflush(stdout);
 }
 
+/* The federated settings from their options: the g code, the seed pool, the rounds. */
+static int fed_options(dz_fed_serve_config *c, const char *code, int seed_pool, const char *sampling) {
+    dz_train_config *t = &c->train;
+    if (!strcmp(code, "byte")) c->fed.code = DZ_FED_CODE_BYTE;
+    else if (!strcmp(code, "f32")) c->fed.code = DZ_FED_CODE_F32;
+    else return dz_cli_failf("option --g-code: '%s' is not byte or f32", code);
+    if (seed_pool != DZ_OPT_UNSET && seed_pool < 1)
+        return dz_cli_failf("option --seed-pool: %d is not 1..2097152 seeds", seed_pool);
+    if (seed_pool > 0 || sampling) c->fed.seed_pool = seed_pool > 0 ? (uint32_t)seed_pool : 4096u;
+    if (sampling && !strcmp(sampling, "importance")) c->fed.seed_sampling = 1;
+    else if (sampling && strcmp(sampling, "uniform"))
+        return dz_cli_failf("option --seed-sampling: '%s' is not uniform or importance", sampling);
+    if (t->optim.steps != DZ_OPT_UNSET && t->optim.steps < 1)
+        return dz_cli_failf("option --steps: %d: run at least 1 round", t->optim.steps);
+    if (t->optim.steps == DZ_OPT_UNSET) t->optim.steps = c->resume ? 0 : 1000; /* 0: the run's own */
+    return 0;
+}
+
 int dz_cmd_serve(int argc, char **argv) {
     dz_fed_serve_config c = {.listen = "127.0.0.1:8470", .linger = 10.0};
     dz_train_config *t = &c.train;
@@ -86,18 +104,7 @@ int dz_cmd_serve(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
-    if (!strcmp(code, "byte")) c.fed.code = DZ_FED_CODE_BYTE;
-    else if (!strcmp(code, "f32")) c.fed.code = DZ_FED_CODE_F32;
-    else return dz_cli_failf("option --g-code: '%s' is not byte or f32", code);
-    if (seed_pool != DZ_OPT_UNSET && seed_pool < 1)
-        return dz_cli_failf("option --seed-pool: %d is not 1..2097152 seeds", seed_pool);
-    if (seed_pool > 0 || sampling) c.fed.seed_pool = seed_pool > 0 ? (uint32_t)seed_pool : 4096u;
-    if (sampling && !strcmp(sampling, "importance")) c.fed.seed_sampling = 1;
-    else if (sampling && strcmp(sampling, "uniform"))
-        return dz_cli_failf("option --seed-sampling: '%s' is not uniform or importance", sampling);
-    if (t->optim.steps != DZ_OPT_UNSET && t->optim.steps < 1)
-        return dz_cli_failf("option --steps: %d: run at least 1 round", t->optim.steps);
-    if (t->optim.steps == DZ_OPT_UNSET) t->optim.steps = c.resume ? 0 : 1000; /* 0: the run's own */
+    if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;
     static char abs_test[PATH_MAX];
     if (t->data.test && realpath(t->data.test, abs_test)) t->data.test = abs_test;
     t->data.train = NULL;

@@ -94,9 +94,15 @@ const char *dz_cli_model_arg(const char *path, char *buf, size_t cap, int *rc) {
     snprintf(probe, sizeof probe, "%s/config.json", path);
     if (dz_file_exists(probe)) return path; /* a model folder that also holds a run.json */
     snprintf(buf, cap, "%s/best", path);
-    if (!dz_is_dir(buf)) {
+    if (!dz_is_dir(buf)) { /* the newest checkpoint, as LATEST names it, is what to suggest */
+        char latest[64] = "checkpoint-N", *text = NULL;
+        dz_error err = {0};
+        snprintf(probe, sizeof probe, "%s/LATEST", path);
+        if (dz_read_file(probe, &text, NULL, &err) == DZ_OK && strncmp(text, "checkpoint-", 11) == 0)
+            snprintf(latest, sizeof latest, "%.*s", (int)strcspn(text, "\r\n"), text);
+        free(text);
         *rc = dz_cli_failf("%s is a run folder with no best/ checkpoint yet: name one of its checkpoints "
-                           "(%s/checkpoint-N), or write the weights with `distzo export --run %s -o DIR`", path, path,
+                           "(%s/%s), or write the weights with `distzo export --run %s -o DIR`", path, path, latest,
                            path);
         return path;
     }
