@@ -215,7 +215,7 @@ static int run_of_checkpoint(const char *model, dz_train_config *run, char **str
 }
 
 int dz_cmd_eval(int argc, char **argv) {
-    eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1};
+    eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1, .gen_tokens = DZ_OPT_UNSET}; /* unset: 50 */
     int no_share = 0;
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl), or a MeZO preset "
@@ -281,6 +281,8 @@ int dz_cmd_eval(int argc, char **argv) {
     }
     if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
     if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
+    if (o.gen_tokens != DZ_OPT_UNSET && o.gen_tokens < 1)
+        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", o.gen_tokens);
     char model_buf[4096], data_buf[4096];
     const char *model = model_arg ? model_arg : dz_cli_default_model(model_buf, sizeof model_buf);
     if (!o.data) {

@@ -80,7 +80,7 @@ int dz_cmd_plan(int argc, char **argv) {
     r.batch = tc.optim.batch, r.eval_batch = tc.schedule.eval_batch, r.q = tc.optim.q;
     r.share_prompts = tc.data.share_prompts;
     r.lozo_rank = tc.optim.lozo_rank;
-    r.seq = 0;
+    r.seq = DZ_OPT_UNSET; /* 64, or the model's maximum, unless given */
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model folder or llama2.c .bin (only its config is read), or a preset name"},
         {"nodes", DZ_OPT_INT, &r.nodes, "nodes (default 1)"},
@@ -114,6 +114,7 @@ int dz_cmd_plan(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!model) return dz_cli_failf("plan needs --model M_OR_PRESET (a model path or one of: %s)", dz_preset_names());
     if (!(mem_gb > 0.0f)) return dz_cli_failf("option --mem-per-node: needs a positive number of GB");
+    if (r.seq != DZ_OPT_UNSET && r.seq < 1) return dz_cli_failf("option --seq: %d tokens; give at least 1", r.seq);
     r.mem_per_node = (double)mem_gb * 1073741824.0;
     if (!strcmp(store, "ram")) r.disk_store = 0;
     else if (!strcmp(store, "disk") || !strncmp(store, "disk:", 5)) r.disk_store = 1;
@@ -137,7 +138,7 @@ int dz_cmd_plan(int argc, char **argv) {
         return dz_cli_failf("option --model: '%s' is neither a model path nor a preset (presets: %s)", model,
                             dz_preset_names());
     }
-    if (r.seq == 0) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
+    if (r.seq == DZ_OPT_UNSET) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
     dz_plan p;
     if (dz_plan_make(&r, &p, &err) != DZ_OK) return dz_cli_fail(&err);
     if (json) print_json(model, &r, &p);

@@ -102,6 +102,7 @@ int dz_cmd_serve(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
     if (rc >= 0) return rc;
+    if ((rc = dz_cli_train_given(t))) return rc;
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
     if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;

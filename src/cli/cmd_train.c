@@ -224,6 +224,7 @@ int dz_cmd_train(int argc, char **argv) {
                     .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
     dz_opt opts[TRAIN_OPTS_CAP] = {{0}};
     train_option_table(opts, &c, &t);
+    c.data.gen_tokens = DZ_OPT_UNSET; /* 0 (run.json's "50") unless given */
     const dz_cmd_spec spec = {
         .name = "train",
         .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
@@ -238,7 +239,10 @@ int dz_cmd_train(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
     if (rc >= 0) return rc;
-    rc = 0;
+    if (c.data.gen_tokens != DZ_OPT_UNSET && c.data.gen_tokens < 1) /* given, before a config or run.json sets it */
+        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", c.data.gen_tokens);
+    if (c.data.gen_tokens == DZ_OPT_UNSET) c.data.gen_tokens = 0; /* run.json's "the default, 50" */
+    if ((rc = dz_cli_train_given(&c))) return rc;
     char *run_strings = NULL, *config_strings = NULL; /* run.json's / the config's settings are the defaults */
     cJSON *config_doc = NULL;
     dz_error err = {0};

@@ -52,7 +52,14 @@ int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v
         {"master-dtype", DZ_OPT_STR, &v->master, help[H_MASTER][k]},
     };
     memcpy(out, opts, sizeof opts);
+    c->data.lm_seq = DZ_OPT_UNSET;
     return DZ_CLI_TRAIN_OPTS;
+}
+
+int dz_cli_train_given(dz_train_config *c) {
+    if (c->data.lm_seq == DZ_OPT_UNSET) c->data.lm_seq = 0; /* run.json's "the model's maximum" */
+    else if (c->data.lm_seq < 2) return dz_cli_failf("option --seq: %d tokens; a window needs at least 2", c->data.lm_seq);
+    return 0;
 }
 
 int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_train_command cmd,

@@ -33,6 +33,14 @@ refused "plan --overhead-mb -1 (was: the measured default)" "option --overhead-m
   "$bin" plan --model opt-125m --mem-per-node 8 --overhead-mb -1
 refused "plan --overhead-mpi-mb -1" "option --overhead-mpi-mb: -1" -- \
   "$bin" plan --model opt-125m --mem-per-node 8 --overhead-mpi-mb -1
+# 0 that stood for the default where 0 is no value: refused when given
+refused "train --seq 0 (was: the model's maximum)" "option --seq: 0 tokens" -- \
+  "$bin" train "${tiny[@]}" --task lm --seq 0 --steps 1 --out "$tmp/q1"
+refused "serve --seq 0" "option --seq: 0 tokens" -- "$bin" serve --task lm --seq 0 --out "$tmp/q2"
+refused "train --gen-tokens 0 (was: 50)" "option --gen-tokens: 0 tokens" -- \
+  "$bin" train "${tiny[@]}" --gen-tokens 0 --steps 1 --out "$tmp/q3"
+refused "eval --gen-tokens -3 (was: 50)" "option --gen-tokens: -3 tokens" -- "$bin" eval "$stories" --gen-tokens -3 --limit 2
+refused "plan --seq 0 (was: 64)" "option --seq: 0 tokens" -- "$bin" plan --model opt-125m --mem-per-node 8 --seq 0
 a=$("$bin" plan --model opt-125m --mem-per-node 8 --json 2>&1)
 b=$("$bin" plan --model opt-125m --mem-per-node 8 --overhead-mb 0 --json 2>&1)
 [ "$a" != "$b" ] && grep -q '"overhead_bytes": 0,' <<<"$b" && ok "plan --overhead-mb 0 is a value, not the default" ||
