@@ -87,7 +87,7 @@ int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_
                             presets ? " or a preset (rte, cb, boolq, wsc, wic, multirc, copa, record, squad, drop)"
                                     : " (the tasks a federated run takes)");
     c->optim.wd = v->wd, c->optim.seed = v->seed, d->seed = v->data_seed;
-    c->model = model_path ? model_path : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
+    c->model = model_path ? model_path : dz_cli_default_model(model_buf, sizeof model_buf);
     if (realpath(c->model, abs_model)) c->model = abs_model;
     if (c->tokenizer && realpath(c->tokenizer, abs_tok)) c->tokenizer = abs_tok;
     return 0;
