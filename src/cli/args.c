@@ -55,11 +55,11 @@ static int set_int(const dz_cmd_spec *spec, const dz_opt *o, const char *v) {
 
 /* A seed: 0..2^63-1 exactly (a double would round those above 2^53). */
 static int set_seed(const dz_cmd_spec *spec, const dz_opt *o, const char *v) {
-    char *end = NULL;
-    errno = 0;
     if (!integer_text(v)) return bad_value(spec, o, v, "is not an integer");
-    const unsigned long long x = *v == '-' ? 0 : strtoull(v, &end, 10);
-    if (*v == '-' ? strspn(v + 1, "0") != strlen(v + 1) : errno || *end || x > (unsigned long long)DZ_OPT_SEED_MAX) {
+    const int negative = *v == '-' && strspn(v + 1, "0") != strlen(v + 1); /* "-0" is 0 */
+    errno = 0;
+    const unsigned long long x = negative ? 0 : strtoull(v + (*v == '-'), NULL, 10);
+    if (negative || errno || x > (unsigned long long)DZ_OPT_SEED_MAX) {
         fprintf(stderr, "distzo %s: option --%.*s: '%s' is outside 0..%lld (a seed is a 63-bit integer)\n", spec->name,
                 name_len(o), o->name, v, (long long)DZ_OPT_SEED_MAX);
         return -1;
