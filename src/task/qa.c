@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distzo/progress.h"
 #include "distzo/task.h"
 
 enum { ANSWER_CAP = 4096 };
@@ -246,6 +247,7 @@ dz_status dz_qa_evaluate_answers(dz_forward *f, const dz_weight_source *w, const
             dz_qa_best(answer, s->data.items[e].answers, s->data.items[e].n_answers, &f1[e - lo], &em[e - lo]);
         if (st == DZ_OK && answers && !(answers[e - lo] = strdup(answer)))
             st = dz_fail(err, DZ_ERR_NOMEM, "out of memory");
+        dz_progress_add(1);
     }
     free(work);
     free(logits);
