@@ -300,6 +300,61 @@ static int refuse_unused(const eval_opts *o, const eval_opts *mine, int argc, ch
     return 0;
 }
 
+/* A run's checkpoint: what the options leave out is what the run evaluated with. */
+static void fill_from_run(eval_opts *o, const dz_train_config *run) {
+    const char **mine[] = {&o->task, &o->template_, &o->labels, &o->text_key, &o->label_key, &o->data};
+    const char *theirs[] = {run->data.task, run->data.template_, run->data.label_words, run->data.text_key,
+                            run->data.label_key, run->data.test};
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
+        if (!*mine[i]) *mine[i] = theirs[i];
+}
+
+/* The task, its defaults and a preset release folder's evaluation split (into preset_buf);
+ * 0, or the exit status after naming the option that cannot be. */
+static int resolve_task(eval_opts *o, char *preset_buf, size_t cap) {
+    if (!o->task) o->task = "sst2";
+    if (!o->text_key) o->text_key = "text";
+    if (!o->label_key) o->label_key = "label";
+    o->preset = dz_task_preset_find(o->task);
+    if (strcmp(o->task, "sst2") && strcmp(o->task, "classify") && strcmp(o->task, "lm") && !o->preset)
+        return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm or a preset", o->task);
+    if (o->preset && (o->template_ || o->labels))
+        return dz_cli_failf("--task %s: the preset has its own template and words", o->task);
+    if (o->preset && o->data && dz_is_dir(o->data)) { /* a release folder: its evaluation split */
+        snprintf(preset_buf, cap, "%s/%s", o->data, o->preset->test_file);
+        o->data = preset_buf;
+    }
+    if (o->batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o->batch);
+    if (o->limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o->limit);
+    if (o->gen_tokens != DZ_OPT_UNSET && o->gen_tokens < 1)
+        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", o->gen_tokens);
+    return 0;
+}
+
+/* MODEL (default: the assets' stories260K) on the data (default: the assets' SST-2 dev
+ * set, sst2 only), as the task scores it. */
+static int evaluate(eval_opts *o, const char *model_arg) {
+    char model_buf[4096], data_buf[4096];
+    const char *model = model_arg ? model_arg : dz_cli_default_model(model_buf, sizeof model_buf);
+    if (!o->data) {
+        if (strcmp(o->task, "sst2")) return dz_cli_failf("--task %s needs --data FILE", o->task);
+        o->data = dz_cli_asset("sst2/dev.tsv", data_buf, sizeof data_buf);
+    }
+    dz_model *m;
+    dz_tokenizer *tok;
+    const dz_cli_preamble p = {.threads = o->threads, .model = model, .dtype = o->dtype, .tokenizer = o->tokenizer};
+    int rc = dz_cli_start(&p, &m, &tok);
+    if (rc) return rc;
+    dz_dataset ds = {0};
+    rc = load_dataset(o, &ds);
+    if (!rc && o->preset && o->preset->generation) rc = eval_qa(o, m, tok, &ds);
+    else if (!rc) rc = strcmp(o->task, "lm") ? eval_classify(o, m, tok, &ds) : eval_lm(o, m, tok, &ds);
+    dz_dataset_free(&ds);
+    dz_tokenizer_free(tok);
+    dz_model_free(m);
+    return rc;
+}
+
 int dz_cmd_eval(int argc, char **argv) {
     eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1, .gen_tokens = DZ_OPT_UNSET}; /* unset: 50 */
     int no_share = 0;
@@ -341,57 +396,16 @@ int dz_cmd_eval(int argc, char **argv) {
         return rc;
     o.share_prompts = !no_share;
     const eval_opts as_given = o; /* before a run's checkpoint fills in the run's settings */
-    dz_train_config run;
-    char *run_strings = NULL;
-    char run_best[4200];
+    char run_best[4200], preset_buf[4200];
     rc = 0;
     const char *model_arg = npos ? dz_cli_model_arg(pos[0], run_best, sizeof run_best, &rc) : NULL; /* RUN: RUN/best */
     if (rc) return rc;
-    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) { /* a run's checkpoint: evaluated as the run did */
-        const char **mine[] = {&o.task, &o.template_, &o.labels, &o.text_key, &o.label_key, &o.data};
-        const char *theirs[] = {run.data.task, run.data.template_, run.data.label_words, run.data.text_key,
-                                run.data.label_key, run.data.test};
-        for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
-            if (!*mine[i]) *mine[i] = theirs[i];
-    }
-    if (!o.task) o.task = "sst2";
-    if (!o.text_key) o.text_key = "text";
-    if (!o.label_key) o.label_key = "label";
-    o.preset = dz_task_preset_find(o.task);
-    if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm") && !o.preset)
-        return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm or a preset", o.task);
-    if (o.preset && (o.template_ || o.labels))
-        return dz_cli_failf("--task %s: the preset has its own template and words", o.task);
-    char preset_buf[4200];
-    if (o.preset && o.data && dz_is_dir(o.data)) { /* a release folder: its evaluation split */
-        snprintf(preset_buf, sizeof preset_buf, "%s/%s", o.data, o.preset->test_file);
-        o.data = preset_buf;
-    }
-    if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
-    if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
-    if (o.gen_tokens != DZ_OPT_UNSET && o.gen_tokens < 1)
-        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", o.gen_tokens);
-    if ((rc = refuse_unused(&o, &as_given, argc, argv))) return rc;
-    char model_buf[4096], data_buf[4096];
-    const char *model = model_arg ? model_arg : dz_cli_default_model(model_buf, sizeof model_buf);
-    if (!o.data) {
-        if (strcmp(o.task, "sst2")) return dz_cli_failf("--task %s needs --data FILE", o.task);
-        o.data = dz_cli_asset("sst2/dev.tsv", data_buf, sizeof data_buf);
-    }
-    dz_model *m;
-    dz_tokenizer *tok;
-    const dz_cli_preamble p = {.threads = o.threads, .model = model, .dtype = o.dtype, .tokenizer = o.tokenizer};
-    if ((rc = dz_cli_start(&p, &m, &tok))) {
-        free(run_strings);
-        return rc;
-    }
-    dz_dataset ds = {0};
-    rc = load_dataset(&o, &ds);
-    if (!rc && o.preset && o.preset->generation) rc = eval_qa(&o, m, tok, &ds);
-    else if (!rc) rc = strcmp(o.task, "lm") ? eval_classify(&o, m, tok, &ds) : eval_lm(&o, m, tok, &ds);
-    dz_dataset_free(&ds);
-    dz_tokenizer_free(tok);
-    dz_model_free(m);
+    dz_train_config run;
+    char *run_strings = NULL; /* the run's settings that o then points into */
+    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) fill_from_run(&o, &run);
+    rc = resolve_task(&o, preset_buf, sizeof preset_buf);
+    if (!rc) rc = refuse_unused(&o, &as_given, argc, argv);
+    if (!rc) rc = evaluate(&o, model_arg);
     free(run_strings);
     return rc;
 }
