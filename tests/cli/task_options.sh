@@ -4,7 +4,8 @@
 #   " great"): a run's step-0 test accuracy is eval's on the same rows, and both are the
 #   Python reference's (tests/data/stories260k/sst2_dev_zeroshot.tsv, tools/ref_llama2c.py);
 # - eval --task squad --predictions writes each question's answer, F1, EM and golds, and
-#   eval refuses the options a task does not use;
+#   eval refuses the options a task does not use; every task's --predictions file is
+#   written atomically;
 # - a small jsonl with no dev file gets a dev set drawn from it (seeded, said in a line),
 #   and best/ is written;
 # - generate --chat applies the model's chat template (SmolLM2's ChatML): the prompt's
@@ -69,6 +70,27 @@ refused "for squad" --no-share-prompt --task squad --data "$qa" --no-share-promp
 refused "for sst2" --text-key --text-key sentence --limit 1
 refused "for lm" --label-words --task lm --data "$assets/sst2/dev.tsv" --label-words a,b
 refused "for copa" --gen-tokens --task copa --data "$data/tasks/COPA" --gen-tokens=3
+
+# ---- --predictions written atomically (tmp, flush, rename), for every task ----
+# A hard link stands for a reader that holds the old file: an atomic write replaces the
+# name and leaves the old file whole; writing in place (fopen "w") would change it.
+printf 'Once upon a time there was a cat.\nShe liked to sleep in the sun.\n' > "$tmp/two.txt"
+for task in sst2 lm; do
+  args=(--limit 3) want="index	label	prediction	score0	score1" rows=4
+  [ $task = lm ] && args=(--task lm --data "$tmp/two.txt") want="example	position	token	logprob" rows=
+  echo old > "$tmp/pred_$task.tsv" && ln "$tmp/pred_$task.tsv" "$tmp/held_$task.tsv"
+  "$bin" eval "${args[@]}" --threads 1 --predictions "$tmp/pred_$task.tsv" > "$tmp/pred_$task.txt" 2>&1 ||
+    bad "eval --task $task --predictions failed: $(tail -1 "$tmp/pred_$task.txt")"
+  n=$(wc -l < "$tmp/pred_$task.tsv")
+  [ "$(cat "$tmp/held_$task.tsv")" = old ] && [ "$(head -1 "$tmp/pred_$task.tsv")" = "$want" ] &&
+    [ "$n" = "${rows:-$n}" ] && [ "$n" -gt 1 ] && ! ls "$tmp"/pred_$task.tsv.tmp* > /dev/null 2>&1 &&
+    ok "eval --task $task --predictions: written by rename ($n lines), the old file untouched, no temporary left" ||
+    bad "$task predictions: old file now '$(head -1 "$tmp/held_$task.tsv")', new '$(head -1 "$tmp/pred_$task.tsv")' ($n lines)"
+done
+"$bin" eval --limit 3 --threads 1 --predictions "$tmp/no/such/p.tsv" > "$tmp/nodir.txt" 2>&1
+[ $? = 1 ] && grep -q "no/such/p.tsv: cannot write predictions: .*no/such is not a folder this process can write" "$tmp/nodir.txt" &&
+  ! grep -q accuracy "$tmp/nodir.txt" && ok "--predictions into a missing folder is refused before the evaluation" ||
+  bad "--predictions into a missing folder: $(tail -1 "$tmp/nodir.txt")"
 
 # ---- a small jsonl with no dev file keeps a dev set (27.17) ----
 awk -F'\t' 'NR > 1 && NR <= 41 { s = $1; gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); printf "{\"text\": \"%s\", \"label\": %d}\n", s, $2 }' \
