@@ -25,14 +25,19 @@ typedef struct progress {
     int kill_signal;
 } progress;
 
-/* An evaluation's scores, the end of its step's line. */
+/* One score of a step's line (the trainer's scores are minus the loss for LM), n/a when
+ * there is none. */
+static void score(const progress *pr, const char *name, int lm, double v) {
+    if (isfinite(v)) fprintf(pr->out, "  %s %.4f", name, lm ? -v : v);
+    else fprintf(pr->out, "  %s n/a", name);
+}
+
+/* An evaluation's scores, the end of its step's line; a run with no test file has no test
+ * score (the run said so at its start), so that part is left out. */
 static void eval_scores(const progress *pr, const dz_train_progress *p) {
-    if (p->lm)
-        fprintf(pr->out, "  dev loss %.4f  test loss %.4f  best dev loss %.4f", -p->dev_accuracy, -p->test_accuracy,
-                -p->best_dev_accuracy);
-    else
-        fprintf(pr->out, "  dev acc %.4f  test acc %.4f  best dev %.4f", p->dev_accuracy, p->test_accuracy,
-                p->best_dev_accuracy);
+    score(pr, p->lm ? "dev loss" : "dev acc", p->lm, p->dev_accuracy);
+    if (isfinite(p->test_accuracy)) score(pr, p->lm ? "test loss" : "test acc", p->lm, p->test_accuracy);
+    score(pr, p->lm ? "best dev loss" : "best dev", p->lm, p->best_dev_accuracy);
 }
 
 /* A step's one line: its loss, g, lr, the rate and ETA when a line is due (full), and its

@@ -7,7 +7,7 @@
 #   eval refuses the options a task does not use; every task's --predictions file is
 #   written atomically;
 # - a small jsonl with no dev file gets a dev set drawn from it (seeded, said in a line),
-#   and best/ is written;
+#   and best/ is written; its progress lines leave the missing test score out;
 # - generate --chat applies the model's chat template (SmolLM2's ChatML): the prompt's
 #   ids are those of the ChatML text written out here.
 # usage: task_options.sh DISTZO ASSETS DATA
@@ -107,6 +107,11 @@ grep -o '"dev_accuracy": [0-9.]*' "$tmp/small/metrics.jsonl" | grep -o '[0-9.]*$
   awk '{ x = $1 * 13; if (x - int(x + 0.5) > 1e-4 || int(x + 0.5) - x > 1e-4) bad = 1; n++ } END { exit bad || n != 5 }' &&
   [ -f "$tmp/small/best/model.safetensors" ] && ok "the drawn dev set is evaluated at every step (k/13) and best/ is written" ||
   bad "dev scores $(grep -o '"dev_accuracy": [^,]*' "$tmp/small/metrics.jsonl" | tr '\n' ' '); $(ls "$tmp/small")"
+
+# with no test file, a step's line has no test part (it printed "test acc nan")
+[ "$(grep -cE '^step [0-4]/4  .*dev acc [0-9.]+  best dev [0-9.]+$' "$tmp/small.txt")" = 5 ] && ! grep -qi nan "$tmp/small.txt" &&
+  ok "no test file: the 5 evaluation lines give dev and best dev, no test score" ||
+  bad "evaluation lines without a test file: $(grep -m2 'dev acc' "$tmp/small.txt" | tr '\n' '|')"
 
 # ---- generate --chat: the model's chat template (27.20) ----
 "$bin" generate "$model" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat.txt" 2>&1
