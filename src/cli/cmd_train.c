@@ -244,6 +244,7 @@ int dz_cmd_train(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
     if (rc >= 0) return rc;
+    const dz_cli_train_cmdline cmdline = {.data = c.data, .no_share = t.no_share, .task_file = t.v.task_file};
     if (c.data.gen_tokens != DZ_OPT_UNSET && c.data.gen_tokens < 1) /* given, before a config or run.json sets it */
         return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", c.data.gen_tokens);
     if (c.data.gen_tokens == DZ_OPT_UNSET) c.data.gen_tokens = 0; /* run.json's "the default, 50" */
@@ -269,8 +270,9 @@ int dz_cmd_train(int argc, char **argv) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;
         c.out_dir = t.out;
-        rc = train_run(&c, &t);
+        rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume);
     }
+    if (!rc) rc = train_run(&c, &t);
     free(run_strings);
     free(config_strings);
     cJSON_Delete(config_doc);

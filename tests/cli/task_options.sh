@@ -4,8 +4,8 @@
 #   " great"): a run's step-0 test accuracy is eval's on the same rows, and both are the
 #   Python reference's (tests/data/stories260k/sst2_dev_zeroshot.tsv, tools/ref_llama2c.py);
 # - eval --task squad --predictions writes each question's answer, F1, EM and golds, and
-#   eval refuses the options a task does not use; every task's --predictions file is
-#   written atomically;
+#   eval and train refuse the options a task does not use (train: not a resumed run's
+#   own settings); every task's --predictions file is written atomically;
 # - a small jsonl with no dev file gets a dev set drawn from it (seeded, said in a line),
 #   and best/ is written; its progress lines leave the missing test score out;
 # - generate --chat applies the model's chat template (SmolLM2's ChatML): the prompt's
@@ -71,10 +71,45 @@ refused "for sst2" --text-key --text-key sentence --limit 1
 refused "for lm" --label-words --task lm --data "$assets/sst2/dev.tsv" --label-words a,b
 refused "for copa" --gen-tokens --task copa --data "$data/tasks/COPA" --gen-tokens=3
 
+printf 'Once upon a time there was a cat.\nShe liked to sleep in the sun.\n' > "$tmp/two.txt"
+# train too refuses what its task cannot honour, before it makes the run folder, naming
+# the option, where it came from and the task; a resumed run's own run.json never counts
+echo '{"text_key": "sentence"}' > "$tmp/keys.json"
+echo '{"gen-tokens": 9}' > "$tmp/gen.json"
+train_refused() { # TASK OPTION ARGS...: exit 1, "option OPTION: --task TASK does not use it", no run folder
+  local task=$1 opt=$2; shift 2
+  rm -rf "$tmp/refused"
+  "$bin" train --model "$model" --steps 1 --threads 1 --out "$tmp/refused" "$@" > "$tmp/r.txt" 2>&1
+  local rc=$?
+  [ "$rc" = 1 ] && grep -qF -- "option $opt: --task $task does not use it" "$tmp/r.txt" && [ ! -e "$tmp/refused" ] &&
+    ok "train refuses $opt for $task" || bad "train $*: exit $rc, $(tail -1 "$tmp/r.txt"); $(ls "$tmp/refused" 2>/dev/null | head -3)"
+}
+lmdata=(--task lm --data "$tmp/two.txt")
+train_refused sst2 "--gen-tokens" --gen-tokens 5
+train_refused sst2 "--seq" --seq 8
+train_refused sst2 "--text-key" --text-key sentence
+train_refused lm "--template" "${lmdata[@]}" --template "x {text}"
+train_refused lm "--label-words" "${lmdata[@]}" --label-words a,b
+train_refused lm "--task-file" "${lmdata[@]}" --task-file "$tmp/keys.json"
+train_refused lm "--no-share-prompt" "${lmdata[@]}" --no-share-prompt
+train_refused squad "--no-share-prompt" --task squad --data "$qa" --no-share-prompt
+train_refused copa "--template" --task copa --data "$data/tasks/COPA" --template "x {text}"
+train_refused sst2 "--text-key (from --task-file)" --task-file "$tmp/keys.json"
+train_refused sst2 "--gen-tokens (from --config)" --config "$tmp/gen.json"
+"$bin" train --model "$model" "${lmdata[@]}" --seq 8 --steps 1 --threads 1 --out "$tmp/lmseq" > "$tmp/lmseq.txt" 2>&1 &&
+  ok "train takes --seq for lm" || bad "train --task lm --seq 8: $(tail -1 "$tmp/lmseq.txt")"
+cp -r "$tmp/default" "$tmp/resumed"
+sed -i 's/"gen_tokens":[[:space:]]*0/"gen_tokens": 20/' "$tmp/resumed/run.json" # as a run from before this rule
+"$bin" train --resume --out "$tmp/resumed" --steps 2 --threads 1 > "$tmp/resumed.txt" 2>&1 &&
+  grep -q '"gen_tokens":[[:space:]]*20' "$tmp/resumed/run.json" && ok "train --resume keeps a run.json's own --gen-tokens on sst2" ||
+  bad "resume of a run whose run.json has gen_tokens: $(tail -1 "$tmp/resumed.txt")"
+"$bin" train --resume --out "$tmp/resumed" --steps 3 --gen-tokens 20 --threads 1 > "$tmp/resumed.txt" 2>&1
+[ $? = 1 ] && grep -q -- "option --gen-tokens: --task sst2 does not use it" "$tmp/resumed.txt" &&
+  ok "train --resume refuses --gen-tokens given for an sst2 run" || bad "resume --gen-tokens: $(tail -1 "$tmp/resumed.txt")"
+
 # ---- --predictions written atomically (tmp, flush, rename), for every task ----
 # A hard link stands for a reader that holds the old file: an atomic write replaces the
 # name and leaves the old file whole; writing in place (fopen "w") would change it.
-printf 'Once upon a time there was a cat.\nShe liked to sleep in the sun.\n' > "$tmp/two.txt"
 for task in sst2 lm; do
   args=(--limit 3) want="index	label	prediction	score0	score1" rows=4
   [ $task = lm ] && args=(--task lm --data "$tmp/two.txt") want="example	position	token	logprob" rows=
