@@ -230,16 +230,19 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
     return DZ_OK;
 }
 
-/* A float32 value with the fewest digits that read back as the same float; null if not finite. */
-static int put_value(char *out, size_t cap, double v) {
-    float f = (float)v;
-    if (!isfinite(f)) return snprintf(out, cap, "null");
+int dz_float_shortest(char *out, size_t cap, float f) {
     int n = 0;
     for (int prec = 1; prec <= 9; prec++) {
         n = snprintf(out, cap, "%.*g", prec, (double)f);
         if ((float)strtod(out, NULL) == f) break;
     }
     return n;
+}
+
+/* A float32 value with the fewest digits that read back as the same float; null if not finite. */
+static int put_value(char *out, size_t cap, double v) {
+    const float f = (float)v;
+    return isfinite(f) ? dz_float_shortest(out, cap, f) : snprintf(out, cap, "null");
 }
 
 static size_t put_field(char *line, size_t used, size_t cap, const char *key, double v) {

@@ -42,6 +42,9 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
 /* Appends one line; steps must not decrease. */
 dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err);
 dz_status dz_metrics_sync(dz_metrics *m, dz_error *err);
+/* f with the fewest digits (%.Ng, N up to 9) that read back as the same float: 4e-05,
+ * not 3.9999998989515e-05 (run.json writes its floats so too). Returns the length. */
+int dz_float_shortest(char *out, size_t cap, float f);
 /* Syncs and closes; NULL is fine. */
 dz_status dz_metrics_close(dz_metrics *m, dz_error *err);
 

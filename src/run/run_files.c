@@ -1,7 +1,7 @@
 /* The run folder's settings and checkpoints. Every file is written to a temporary name,
  * fsync'd and renamed; a checkpoint folder becomes visible by one rename, and LATEST names
  * the newest complete one, so a crash at any moment leaves the previous state usable. */
-#define _XOPEN_SOURCE 700 /* nftw */
+#define _GNU_SOURCE /* nftw, memmem */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -22,6 +22,7 @@
 #include "core/io.h"
 #include "core/util.h"
 #include "distzo/log.h"
+#include "run/metrics.h"
 #include "run/run_files.h"
 
 /* ---- run.json ---------------------------------------------------------------------- */
@@ -157,19 +158,51 @@ static void field_copy(const run_field *f, dz_train_config *dst, const dz_train_
     memcpy(field_ptr(f, dst), field_ptr(f, src), size);
 }
 
+/* The index of name in a choice's "a|b|c", or -1. */
+static int choice_index(const char *names, const char *name) {
+    int k = 0;
+    for (const char *n = names; n; n = strchr(n, '|') ? strchr(n, '|') + 1 : NULL, k++)
+        if (strlen(name) == strcspn(n, "|") && !strncmp(n, name, strlen(name))) return k;
+    return -1;
+}
+
+/* A u64 as its exact integer text (a double would round seeds from 2^53 on). */
+static void add_u64(cJSON *o, const char *key, uint64_t v) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
+/* A float as the shortest decimal that reads back as the same float (4e-05, not
+ * 3.9999998989515e-05). */
+static void add_float(cJSON *o, const char *key, float v) {
+    char buf[32];
+    dz_float_shortest(buf, sizeof buf, v);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
+/* One setting into o: strings, dtypes and choices by name, numbers exactly. */
+static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
+    const void *p = field_ptr(f, c);
+    char name[64];
+    if (f->kind == F_STR) {
+        if (*(const char *const *)p) cJSON_AddStringToObject(o, f->key, *(const char *const *)p);
+    } else if (f->kind == F_DTYPE) {
+        cJSON_AddStringToObject(o, f->key, dz_dtype_name(*(const dz_dtype *)p));
+    } else if (f->names && (field_text(f, c, name, sizeof name), choice_index(f->names, name) >= 0)) {
+        cJSON_AddStringToObject(o, f->key, name);
+    } else if (f->kind == F_U64) {
+        add_u64(o, f->key, *(const uint64_t *)p);
+    } else if (f->kind == F_FLOAT) {
+        add_float(o, f->key, *(const float *)p);
+    } else {
+        cJSON_AddNumberToObject(o, f->key, field_num(f, c));
+    }
+}
+
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_error *err) {
     cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; o && i < N_FIELDS; i++) {
-        const run_field *f = &FIELDS[i];
-        const void *p = field_ptr(f, c);
-        if (f->kind == F_STR) {
-            if (*(const char *const *)p) cJSON_AddStringToObject(o, f->key, *(const char *const *)p);
-        } else if (f->kind == F_DTYPE) {
-            cJSON_AddStringToObject(o, f->key, dz_dtype_name(*(const dz_dtype *)p));
-        } else {
-            cJSON_AddNumberToObject(o, f->key, field_num(f, c));
-        }
-    }
+    for (size_t i = 0; o && i < N_FIELDS; i++) add_field(o, &FIELDS[i], c);
     char *text = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return dz_fail(err, DZ_ERR_NOMEM, "run.json: out of memory");
@@ -180,20 +213,43 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
     return st;
 }
 
-/* The index of name in a choice's "a|b|c", or -1. */
-static int choice_index(const char *names, const char *name) {
-    int k = 0;
-    for (const char *n = names; n; n = strchr(n, '|') ? strchr(n, '|') + 1 : NULL, k++)
-        if (strlen(name) == strcspn(n, "|") && !strncmp(n, name, strlen(name))) return k;
+/* The JSON text being read: its name in messages, the text itself (u64 values are read
+ * from it exactly) and where copied strings go (room was made for the whole file). */
+typedef struct json_src {
+    const char *path, *text;
+    size_t len;
+    char *strings_end;
+} json_src;
+
+/* The exact integer written after top-level key in src's text, if it is the value v holds
+ * (cJSON keeps only a double): 0, or -1 when it cannot be found. */
+static int exact_u64(const json_src *src, const char *key, double v, uint64_t *out) {
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const size_t qn = strlen(quoted);
+    for (const char *at = src->text; (at = memmem(at, (size_t)(src->text + src->len - at), quoted, qn)); at += qn) {
+        const char *q = at + qn;
+        while (q < src->text + src->len && isspace((unsigned char)*q)) q++;
+        if (q >= src->text + src->len || *q != ':') continue;
+        for (q++; q < src->text + src->len && isspace((unsigned char)*q);) q++;
+        if (q >= src->text + src->len || !isdigit((unsigned char)*q)) continue;
+        char digits[24], *end;
+        size_t n = 0;
+        while (n + 1 < sizeof digits && q + n < src->text + src->len && isdigit((unsigned char)q[n])) digits[n] = q[n], n++;
+        digits[n] = '\0';
+        errno = 0;
+        const unsigned long long x = strtoull(digits, &end, 10);
+        if (errno == 0 && *end == '\0' && (double)x == v) return *out = x, 0;
+    }
     return -1;
 }
 
-/* One value v (named key in messages) into field f of c; strings are copied to
- * *strings_end (room was made for the whole file). inverted: the key is a --no-X
+/* One value v (named key in messages) into field f of c. inverted: the key is a --no-X
  * option, whose true is the setting's 0. A choice takes its value's name or index, an
  * integer setting true or false too. */
-static dz_status read_value(const run_field *f, const cJSON *v, const char *key, int inverted, const char *path,
-                            dz_train_config *c, char **strings_end, dz_error *err) {
+static dz_status read_value(const run_field *f, const cJSON *v, const char *key, int inverted, json_src *src,
+                            dz_train_config *c, dz_error *err) {
+    const char *path = src->path;
     void *p = field_ptr(f, c);
     if (inverted || (cJSON_IsBool(v) && f->kind == F_INT)) {
         if (!cJSON_IsBool(v) && !(cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)))
@@ -216,9 +272,9 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
             return DZ_OK;
         }
         const size_t n = strlen(v->valuestring) + 1;
-        memcpy(*strings_end, v->valuestring, n);
-        *(const char **)p = *strings_end;
-        *strings_end += n;
+        memcpy(src->strings_end, v->valuestring, n);
+        *(const char **)p = src->strings_end;
+        src->strings_end += n;
         return DZ_OK;
     }
     if (!cJSON_IsNumber(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a number", path, key);
@@ -231,7 +287,13 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
     switch (f->kind) {
     case F_INT: *(int *)p = (int)x; break;
     case F_FLOAT: *(float *)p = (float)x; break;
-    case F_U64: *(uint64_t *)p = (uint64_t)x; break;
+    case F_U64: /* exactly as written (a double stops at 2^53); 2^64 itself rounds down to it */
+        if (exact_u64(src, key, x, (uint64_t *)p) != 0) {
+            if (x >= 18446744073709551615.0)
+                return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %.17g is outside 0..2^64-1", path, key, x);
+            *(uint64_t *)p = (uint64_t)x;
+        }
+        break;
     case F_SCHEDULE: *(dz_lr_schedule *)p = (dz_lr_schedule)(int)x; break;
     default: break;
     }
@@ -239,12 +301,11 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
 }
 
 /* One field of run.json (by its key) into c. */
-static dz_status read_field(const run_field *f, const cJSON *o, const char *path, dz_train_config *c,
-                            char **strings_end, dz_error *err) {
+static dz_status read_field(const run_field *f, const cJSON *o, json_src *src, dz_train_config *c, dz_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->key);
-    if (v) return read_value(f, v, f->key, 0, path, c, strings_end, err);
+    if (v) return read_value(f, v, f->key, 0, src, c, err);
     if (f->optional) return DZ_OK;
-    return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", path, f->key);
+    return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", src->path, f->key);
 }
 
 /* The field a config file's key names: run.json's key, or its train option without the
@@ -276,15 +337,15 @@ dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *
     dz_status st = dz_read_file(path, &text, &len, err);
     if (st != DZ_OK) return st;
     cJSON *o = cJSON_ParseWithLength(text, len);
-    char *buf = malloc(len + 1), *end = buf;
-    free(text);
+    char *buf = malloc(len + 1);
+    json_src src = {.path = path, .text = text, .len = len, .strings_end = buf};
     if (!o || !cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
     else if (!buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     for (const cJSON *v = o ? o->child : NULL; st == DZ_OK && v; v = v->next) {
         int inverted;
         const run_field *f = field_by_key(v->string, &inverted);
         if (f) {
-            st = read_value(f, v, v->string, inverted, path, c, &end, err);
+            st = read_value(f, v, v->string, inverted, &src, c, err);
             continue;
         }
         int theirs = 0;
@@ -293,6 +354,7 @@ dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: unknown key '%s' (keys are train's option names, e.g. \"lr\", "
                          "\"steps\", or run.json's)", path, v->string);
     }
+    free(text);
     cJSON_Delete(o);
     if (st != DZ_OK) {
         free(buf);
@@ -319,11 +381,12 @@ dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz
     dz_status st = DZ_OK;
     *strings = NULL;
     cJSON *o = cJSON_ParseWithLength(text, len);
-    char *buf = malloc(len + 1), *end = buf;
+    char *buf = malloc(len + 1);
+    json_src src = {.path = path, .text = text, .len = len, .strings_end = buf};
     if (!o || !cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
     else if (!buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     dz_train_config_default(c);
-    for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, path, c, &end, err);
+    for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, &src, c, err);
     cJSON_Delete(o);
     if (st != DZ_OK) {
         free(buf);
