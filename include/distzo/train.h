@@ -160,6 +160,7 @@ typedef struct dz_export_spec {
     const char *store;        /* with run_dir: NULL, "disk:PATH" or "disk-nocache:PATH" */
     dz_export_format format;
     const char *gguf_type;    /* GGUF matrices: "f32", "f16" (NULL), "bf16" or "q8_0"; norms stay f32 */
+    int allow_short_log;      /* export a seed log that ends before the run's LATEST or metrics (else refused) */
 } dz_export_spec;
 
 /* dz_export generalized: a run's trained weights or a model (any format dz_model_load reads)

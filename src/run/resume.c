@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/util.h"
 #include "distzo/log.h"
@@ -30,6 +31,25 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
     return st;
 }
 
+/* Rank 0: the run's seed log. Missing, it is made anew only for a run killed before it
+ * existed (no checkpoint, no step in metrics.jsonl); a run that got further cannot be
+ * replayed without it, and nothing is written. *made: the log was created here. */
+static dz_status open_log(dz_trainer *tr, const dz_seedlog_header *h, const char *log_path, int ckpt_steps, int *made,
+                          dz_error *err) {
+    const int sync_every = tr->cfg.schedule.log_sync_every;
+    dz_status st = dz_seedlog_open(log_path, h, sync_every, &tr->log, err);
+    if (st == DZ_OK || dz_file_exists(log_path)) return st;
+    dz_run_reached r;
+    if ((st = dz_run_reached_read(tr->run_dir, &r, err)) != DZ_OK) return st;
+    if (ckpt_steps > 0 || r.metrics > 0)
+        return dz_fail(err, DZ_ERR_NOT_FOUND, "%s is missing, but the run reached step %lld (%s): its steps cannot be "
+                       "replayed without it; restore the file, or start a new run (--out)", log_path,
+                       (long long)(ckpt_steps > r.metrics ? ckpt_steps : r.metrics),
+                       ckpt_steps >= r.metrics ? "LATEST" : "metrics.jsonl");
+    *made = 1; /* killed before the log existed */
+    return dz_seedlog_create(log_path, h, sync_every, &tr->log, err);
+}
+
 /* A replay record as rank 0 sends it to the others. */
 typedef struct replay_rec {
     uint32_t step;
@@ -48,16 +68,19 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
     uint64_t count = 0;
     size_t first = 0, n = 0;
     replay_rec *recs = NULL;
-    const int sync_every = c->schedule.log_sync_every;
+    int made_log = 0;
     if (st == DZ_OK && tr->rank0) {
-        st = dz_seedlog_open(log_path, h, sync_every, &tr->log, err);
-        if (st == DZ_ERR_NOT_FOUND || (st == DZ_ERR_IO && !dz_file_exists(log_path) && ckpt_steps == 0))
-            st = dz_seedlog_create(log_path, h, sync_every, &tr->log, err); /* killed before the log existed */
+        st = open_log(tr, h, log_path, ckpt_steps, &made_log, err);
         tr->ckpt_steps = ckpt_steps;
         if (st == DZ_OK) st = dz_trainer_restore_best(tr, base_dev, base_test, err);
         if (st == DZ_OK) st = dz_seedlog_replay_range(tr->log, (int64_t)ckpt_steps - 1, &first, &n, err);
         if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->log);
         count = n;
+        if (st != DZ_OK && made_log) { /* a failed resume leaves the folder as it found it */
+            dz_seedlog_close(tr->log, NULL);
+            tr->log = NULL;
+            unlink(log_path);
+        }
     }
     tr->ckpt_steps = ckpt_steps;
     double best[3] = {tr->best.dev, tr->best.test, tr->best.step};

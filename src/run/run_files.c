@@ -594,3 +594,20 @@ dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int 
     free(text);
     return st;
 }
+
+dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *err) {
+    *r = (dz_run_reached){0};
+    char path[PATH_MAX];
+    int steps = 0;
+    dz_status st = dz_checkpoint_latest(run_dir, path, sizeof path, &steps, err);
+    if (st == DZ_ERR_NOT_FOUND) st = DZ_OK;
+    else if (st == DZ_OK) r->checkpoint = steps;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    dz_metrics_row *rows = NULL;
+    size_t n = 0;
+    if (st == DZ_OK && dz_file_exists(path)) st = dz_metrics_read(path, &rows, &n, err);
+    for (size_t i = 0; st == DZ_OK && i < n; i++)
+        if (rows[i].step > r->metrics) r->metrics = rows[i].step;
+    free(rows);
+    return st;
+}

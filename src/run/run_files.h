@@ -51,4 +51,11 @@ dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_d
  * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */
 dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err);
 
+/* How far the run's own files say it got: the step of LATEST's checkpoint and of
+ * metrics.jsonl's last row (0 where there is none), for a seed log to be checked against. */
+typedef struct dz_run_reached {
+    int64_t checkpoint, metrics;
+} dz_run_reached;
+dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *err);
+
 #endif

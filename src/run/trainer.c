@@ -127,10 +127,12 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     snprintf(path, sizeof path, "%s/seeds.log", tr->run_dir);
     *start_step = 0;
     const int sync_every = c->schedule.log_sync_every;
-    /* settings, model and data checked: a new run's settings, or a resume's raised steps */
-    if ((!resume || tr->settings_changed) && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err);
+    /* settings, model and data checked: a new run's settings, or (once the resume has
+     * succeeded: a failed one changes nothing) a resume's raised steps */
+    if (!resume && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err);
     if (!resume && tr->rank0 && st == DZ_OK) st = dz_seedlog_create(path, &h, sync_every, &tr->log, err);
     if (resume) st = dz_trainer_resume(tr, &h, path, ckpt_steps, start_step, err);
+    if (resume && st == DZ_OK && tr->settings_changed && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
     /* rows are numbered by steps done: keep those the run has state for; from step 0, none
      * (the evaluation before training is logged again) */

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A run folder's files are checked against each other, and a damaged one is found, said
+# and, where the seed log allows, rebuilt (issue 27): every resumed or exported result is
+# compared with a clean run of the same settings or with `distzo export` of the run.
+# usage: run_integrity.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+run=(--checkpoint-every 4 --eval-every 4 --train-examples 32 --dev-examples 8 --batch 4 --threads 1
+     --test "$tmp/test.tsv")
+train() { "$bin" train "${run[@]}" "$@"; }
+snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum; find . | sort); }
+"$bin" train "${run[@]}" --steps 12 --out "$tmp/clean" > "$tmp/clean.txt" 2>&1 || bad "the clean run failed"
+"$bin" train "${run[@]}" --steps 8 --out "$tmp/clean8" > /dev/null 2>&1 || bad "the clean 8-step run failed"
+
+# 27.2: export checks the seed log's seed against run.json's, as resume does
+cp -r "$tmp/clean8" "$tmp/seed"
+sed -i -E 's/"seed":([[:space:]]*)0,/"seed":\17,/' "$tmp/seed/run.json"
+if out=$("$bin" export --run "$tmp/seed" -o "$tmp/seed_x" 2>&1); then bad "export of a log with another seed than run.json: exit 0"
+elif grep -q "seed 0 differs from run.json's seed 7" <<<"$out"; then ok "export refuses a log whose seed is not run.json's"
+else bad "export with a mismatched seed: $out"; fi
+
+# 27.4: a resume that fails changes nothing; export refuses a log cut before LATEST
+cp -r "$tmp/clean8" "$tmp/nolog" && rm "$tmp/nolog/seeds.log"
+snapshot "$tmp/nolog" > "$tmp/nolog.before"
+if out=$("$bin" train --resume --out "$tmp/nolog" 2>&1); then bad "resume without seeds.log: exit 0"
+else
+  snapshot "$tmp/nolog" > "$tmp/nolog.after"
+  cmp -s "$tmp/nolog.before" "$tmp/nolog.after" && grep -q "seeds.log is missing, but the run reached step 8" <<<"$out" &&
+    ok "resume without seeds.log fails, says why and changes nothing" ||
+    bad "resume without seeds.log: $(tail -1 <<<"$out"); $(diff "$tmp/nolog.before" "$tmp/nolog.after" | head -3)"
+fi
+"$bin" export --run "$tmp/nolog" -o "$tmp/nolog_x" > /dev/null 2>&1 && bad "export of a run without seeds.log: exit 0" ||
+  ok "export of a run without seeds.log fails"
+cp -r "$tmp/clean8" "$tmp/cut"
+truncate -s -32 "$tmp/cut/seeds.log" # two whole 16-byte records
+if out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" 2>&1); then bad "export of a log cut before LATEST: exit 0"
+elif grep -q "ends after step 6 but LATEST names checkpoint-8" <<<"$out"; then ok "export refuses a log cut before LATEST"
+else bad "export of a cut log: $out"; fi
+out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" --allow-short-log 2>&1) && grep -q "warning.*ends after step 6" <<<"$out" &&
+  ok "--allow-short-log exports the cut log with a warning" || bad "--allow-short-log: $out"
+
+finish
