@@ -40,6 +40,11 @@ static double row_score(const dz_trainer *tr, const dz_metrics_row *r) {
     return tr->lm ? -r->dev_loss : r->dev_accuracy;
 }
 
+static double row_test_score(const dz_trainer *tr, const dz_metrics_row *r) {
+    if (!r->has_eval) return NAN;
+    return tr->lm ? -r->test_loss : r->test_accuracy;
+}
+
 /* The checkpoint's trainer_state.json (or the base model's score, before any replay),
  * then evaluations logged after the checkpoint. */
 dz_status dz_trainer_restore_best(dz_trainer *tr, double base_dev, double base_test, dz_error *err) {
@@ -71,12 +76,15 @@ dz_status dz_trainer_restore_best(dz_trainer *tr, double base_dev, double base_t
     size_t n = 0;
     int64_t last = 0; /* rows count steps done; row 0 is the evaluation before training */
     if (st == DZ_OK && dz_file_exists(mp)) st = dz_metrics_read(mp, &rows, &n, err);
+    tr->before_dev = base_dev, tr->before_test = base_test;
     for (size_t i = 0; st == DZ_OK && i < n; i++) {
         last = rows[i].step > last ? rows[i].step : last;
+        if (rows[i].step == 0 && rows[i].has_eval) /* the scores before training, for the summary */
+            tr->before_dev = row_score(tr, &rows[i]), tr->before_test = row_test_score(tr, &rows[i]);
         const double score = row_score(tr, &rows[i]);
         if (rows[i].step > tr->ckpt_steps && score > tr->best.dev) {
             tr->best.dev = score, tr->best.step = (int)rows[i].step;
-            tr->best.test = tr->lm ? -rows[i].test_loss : rows[i].test_accuracy;
+            tr->best.test = row_test_score(tr, &rows[i]);
         }
     }
     free(rows);

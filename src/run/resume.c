@@ -83,7 +83,7 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
         }
     }
     tr->ckpt_steps = ckpt_steps;
-    double best[3] = {tr->best.dev, tr->best.test, tr->best.step};
+    double best[5] = {tr->best.dev, tr->best.test, tr->best.step, tr->before_dev, tr->before_test};
     if (st == DZ_OK) st = dz_comm_bcast(tr->comm, &count, sizeof count, 0, err);
     if (st == DZ_OK) st = dz_comm_bcast(tr->comm, start_step, sizeof *start_step, 0, err);
     if (st == DZ_OK) st = dz_comm_bcast(tr->comm, best, sizeof best, 0, err);
@@ -96,6 +96,7 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
     }
     if (st == DZ_OK) st = dz_comm_bcast(tr->comm, recs, sizeof *recs * count, 0, err);
     tr->best = (dz_best){.dev = best[0], .test = best[1], .step = (int)best[2]};
+    tr->before_dev = best[3], tr->before_test = best[4];
     for (size_t i = 0; st == DZ_OK && i < count; i++)
         if (isfinite(recs[i].g[0])) /* NaN: a skipped step */
             st = dz_zo_apply(tr->e, recs[i].step, recs[i].lr, recs[i].g, err);

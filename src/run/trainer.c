@@ -202,6 +202,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     double step_seconds = 0.0; /* in training steps only: the rate and ETA leave evaluations out */
     dz_status st = DZ_OK;
     res->zero_shot_dev = res->zero_shot_test = res->final_dev = res->final_test = NAN;
+    if (resume) res->zero_shot_dev = tr->before_dev, res->zero_shot_test = tr->before_test; /* step 0 re-evaluates */
     res->was_finished = resume && start >= o->steps; /* nothing to do: say so rather than report a fresh result */
     if (resume) best = tr->best; /* as the uninterrupted run had it */
     if (start == 0 && (st = zero_shot(tr, resume, &best, cb, user, res, err)) != DZ_OK) return st;

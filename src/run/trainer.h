@@ -58,6 +58,7 @@ typedef struct dz_trainer {
     double t0;
     int ckpt_steps;                   /* resume: the steps in the weights loaded */
     dz_best best;                     /* the best-so-far carried over a resume */
+    double before_dev, before_test;   /* resume: the scores before training (metrics.jsonl's row 0) */
     dz_comm *comm, *own_comm;         /* own_comm: a one-process group made here */
     dz_layout lay;
     int rank0;                        /* world rank 0 owns the run folder */

@@ -42,4 +42,13 @@ else bad "export of a cut log: $out"; fi
 out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" --allow-short-log 2>&1) && grep -q "warning.*ends after step 6" <<<"$out" &&
   ok "--allow-short-log exports the cut log with a warning" || bad "--allow-short-log: $out"
 
+# 27.16: the summary after --resume keeps the score before training (metrics.jsonl's row 0)
+cp -r "$tmp/clean8" "$tmp/res"
+"$bin" train --resume --steps 12 --out "$tmp/res" > "$tmp/res.txt" 2>&1 || bad "resume --steps 12 failed"
+before() { grep '^done:' "$1" | grep -o 'before [0-9.]*'; }
+[ -n "$(before "$tmp/clean.txt")" ] && [ "$(before "$tmp/res.txt")" = "$(before "$tmp/clean.txt")" ] &&
+  ok "the resumed summary has the score before training: $(before "$tmp/res.txt")" ||
+  bad "resumed summary: '$(grep done: "$tmp/res.txt")' vs the clean run's '$(grep done: "$tmp/clean.txt")'"
+same_run "$tmp/clean" "$tmp/res" 12 && ok "the resumed run is the clean 12-step run" || bad "resumed 8 -> 12 differs from clean"
+
 finish
