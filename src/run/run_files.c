@@ -427,7 +427,7 @@ dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err) {
     snprintf(path, sizeof path, "%s/.lock", run_dir);
     *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (*fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder's lock: %s", path, strerror(errno));
-    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) return DZ_OK;
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) return dz_run_clean_temporaries(run_dir, err); /* ours now */
     const int e = errno;
     close(*fd);
     *fd = -1;
@@ -521,15 +521,57 @@ static dz_status prune(const char *run_dir, const char *leaf, int keep, dz_error
     return write_list(run_dir, names, kept, err);
 }
 
+/* What a checkpoint's write leaves when it stops midway (a crash, a full disk): ours by
+ * these names. .old-best is the previous best/ when the swap did not finish. */
+static int is_temporary(const char *name) {
+    int steps = -1, end = 0;
+    return !strcmp(name, ".tmp-best") ||
+           (sscanf(name, ".tmp-checkpoint-%d%n", &steps, &end) == 1 && steps >= 0 && name[end] == '\0');
+}
+
+dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err) {
+    DIR *d = opendir(run_dir);
+    if (!d) return DZ_OK; /* no folder yet: nothing left over */
+    char path[PATH_MAX + 300], best[PATH_MAX + 16];
+    dz_status st = DZ_OK;
+    for (struct dirent *e; st == DZ_OK && (e = readdir(d));) {
+        if (!is_temporary(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
+        if ((st = remove_tree(path, err)) == DZ_OK) dz_log(DZ_LOG_INFO, "removed %s (an unfinished checkpoint)", path);
+    }
+    closedir(d);
+    snprintf(path, sizeof path, "%s/.old-best", run_dir);
+    snprintf(best, sizeof best, "%s/best", run_dir);
+    if (st == DZ_OK && dz_is_dir(path) && !dz_is_dir(best) && rename(path, best) != 0)
+        st = dz_fail(err, DZ_ERR_IO, "%s: rename to %s failed: %s", path, best, strerror(errno));
+    else if (st == DZ_OK && dz_is_dir(path))
+        st = remove_tree(path, err);
+    return st;
+}
+
+static dz_status checkpoint_write(const char *run_dir, const char *leaf, int numbered, const char *tmp,
+                                  const dz_model *m, const dz_tokenizer *tok, const char *state_json,
+                                  const char *weights_file, int keep, dz_error *err);
+
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
                               const dz_tokenizer *tok, const char *state_json, const char *weights_file, int keep,
                               dz_error *err) {
-    char tmp[PATH_MAX], final[PATH_MAX], leaf[64], path[PATH_MAX + 64];
+    char tmp[PATH_MAX], leaf[64];
     const int numbered = strcmp(name, "checkpoint") == 0;
     if (numbered && keep < 1) return dz_fail(err, DZ_ERR_INVALID, "--keep-checkpoints %d: keep at least 1", keep);
     if (numbered) snprintf(leaf, sizeof leaf, "checkpoint-%d", steps_done);
     else snprintf(leaf, sizeof leaf, "%s", name);
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", run_dir, leaf); /* a crashed write's leftover is ours by this name */
+    const dz_status st = checkpoint_write(run_dir, leaf, numbered, tmp, m, tok, state_json, weights_file, keep, err);
+    if (st != DZ_OK) remove_tree(tmp, NULL); /* a full disk must not keep what it could not finish */
+    return st;
+}
+
+/* dz_checkpoint_write's steps, through tmp. */
+static dz_status checkpoint_write(const char *run_dir, const char *leaf, int numbered, const char *tmp,
+                                  const dz_model *m, const dz_tokenizer *tok, const char *state_json,
+                                  const char *weights_file, int keep, dz_error *err) {
+    char final[PATH_MAX], path[PATH_MAX + 64];
     snprintf(final, sizeof final, "%s/%s", run_dir, leaf);
     dz_status st = remove_tree(tmp, err);
     if (st != DZ_OK) {

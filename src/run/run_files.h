@@ -35,8 +35,13 @@ dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const 
 /* The run folder's exclusive lock (run_dir/.lock, flock): one distzo run writes a folder
  * at a time, taken before the first write. unlock closes it; a fresh start that failed
  * before run.json removes the lock file it created (remove_lock) and the folder it made
- * (remove_folder, only if then empty), leaving the folder as it was. */
+ * (remove_folder, only if then empty), leaving the folder as it was. Locked, the folder's
+ * unfinished checkpoint writes are removed (dz_run_clean_temporaries). */
 dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err);
+/* Removes what an unfinished checkpoint write left (.tmp-checkpoint-N/, .tmp-best/; an
+ * .old-best/ becomes best/ again when best/ is missing): dz_run_lock does it once the
+ * folder is ours, and a failed write removes its own. */
+dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err);
 void dz_run_unlock(const char *run_dir, int fd, int remove_lock, int remove_folder);
 
 /* Writes run_dir/checkpoint-<steps_done>/ (HF layout: config.json, model.safetensors,

@@ -51,4 +51,20 @@ before() { grep '^done:' "$1" | grep -o 'before [0-9.]*'; }
   bad "resumed summary: '$(grep done: "$tmp/res.txt")' vs the clean run's '$(grep done: "$tmp/clean.txt")'"
 same_run "$tmp/clean" "$tmp/res" 12 && ok "the resumed run is the clean 12-step run" || bad "resumed 8 -> 12 differs from clean"
 
+# 27.9: a full disk (ENOSPC, the io.c test seam) midway through a checkpoint leaves no
+# .tmp-checkpoint-N; one left by a crash is removed at the next start
+DISTZO_TEST_FAULT=write:30 "$bin" train "${run[@]}" --steps 12 --out "$tmp/full" > "$tmp/full.txt" 2>&1
+rc=$?
+grep -q "No space left on device" "$tmp/full.txt" && [ $rc -ne 0 ] || bad "write:30 did not fail on a full disk: $(tail -1 "$tmp/full.txt")"
+left=$(cd "$tmp/full" && ls -d .tmp-* 2>/dev/null)
+[ -z "$left" ] && ok "a checkpoint that hit a full disk leaves no temporary folder" || bad "after ENOSPC: $left"
+mkdir -p "$tmp/full/.tmp-checkpoint-8" "$tmp/full/.tmp-best" "$tmp/full/.tmp-mine"
+echo x > "$tmp/full/.tmp-checkpoint-8/model.safetensors"
+"$bin" train --resume --out "$tmp/full" > "$tmp/full2.txt" 2>&1 || bad "resume after ENOSPC failed: $(tail -1 "$tmp/full2.txt")"
+[ ! -e "$tmp/full/.tmp-checkpoint-8" ] && [ ! -e "$tmp/full/.tmp-best" ] && [ -d "$tmp/full/.tmp-mine" ] &&
+  grep -q "removed .*\.tmp-checkpoint-8 (an unfinished checkpoint)" "$tmp/full2.txt" &&
+  ok "the next start removes unfinished checkpoints (and says so), not the user's .tmp-mine" ||
+  bad "after resume: $(cd "$tmp/full" && ls -a | tr '\n' ' ')"
+same_run "$tmp/clean" "$tmp/full" 12 && ok "ENOSPC, then resume == the clean run" || bad "ENOSPC then resume differs"
+
 finish
