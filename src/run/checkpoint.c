@@ -6,25 +6,37 @@
 #include <stdlib.h>
 
 #include "core/util.h"
+#include "parallel/comm.h"
 #include "run/run_files.h"
 #include "run/trainer.h"
 #include "store/store.h"
 
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
- * selection scores (accuracy, or minus the mean NLL for LM); %.17g round-trips doubles. */
-static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b) {
-    snprintf(buf, cap, "{\"steps_done\": %d, \"best_dev\": %.17g, \"best_step\": %d, \"best_test\": %.17g}\n",
-             steps_done, isfinite(b->dev) ? b->dev : -1e300, b->step, isfinite(b->test) ? b->test : -1e300);
+ * selection scores (accuracy, or minus the mean NLL for LM); %.17g round-trips doubles.
+ * weights_checksum: the replicas' checksum of these weights, checked on resume. */
+static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b, uint64_t checksum) {
+    snprintf(buf, cap, "{\"steps_done\": %d, \"best_dev\": %.17g, \"best_step\": %d, \"best_test\": %.17g, "
+             "\"weights_checksum\": \"%016llx\"}\n", steps_done, isfinite(b->dev) ? b->dev : -1e300, b->step,
+             isfinite(b->test) ? b->test : -1e300, (unsigned long long)checksum);
+}
+
+dz_status dz_trainer_weights_checksum(dz_trainer *tr, uint64_t *sum, dz_error *err) {
+    const int slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1;
+    dz_status st = dz_zo_checksum_slice(tr->e, tr->node_shared ? dz_comm_node_rank(tr->comm) : 0, slices, sum, err);
+    if (st == DZ_OK && tr->node_shared) st = dz_comm_node_sum_u64(tr->comm, sum, 1, err);
+    return st;
 }
 
 dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done, const dz_best *best,
                                 dz_error *err) {
+    uint64_t sum = 0;
     dz_status st = dz_zo_flush(tr->e, err); /* every rank: with shared masters the flush is collective */
+    if (st == DZ_OK) st = dz_trainer_weights_checksum(tr, &sum, err); /* so is a node's checksum */
     if (st != DZ_OK || !tr->rank0) return st;
     st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
     if (st != DZ_OK) return st;
-    char js[256];
-    state_json(js, sizeof js, steps_done, best);
+    char js[320];
+    state_json(js, sizeof js, steps_done, best, sum);
     const int keep = tr->cfg.schedule.keep_checkpoints;
     if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, keep, err);
     st = dz_store_save_resident(tr->store, tr->m, err);

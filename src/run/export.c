@@ -77,6 +77,20 @@ static dz_status write_gguf(const dz_model *m, const dz_weight_source *src, cons
     return st;
 }
 
+dz_status dz_run_weights_alone(const dz_train_config *c, const char *weights, const char *store, dz_zo_setup **out,
+                               dz_error *err) {
+    const dz_weights_spec ws = {.path = weights, .master_dtype = c->store.master_dtype, .store = store};
+    dz_status st = dz_setup_weights(&ws, out, err);
+    const dz_engine_spec es = {
+        .max_batch = 1, .max_len = 2, .streams = 2,
+        .zo = dz_train_zo_params(&c->optim), /* replay applies each update at once: fused or not, the same bits */
+        .max_resident_mb = c->store.max_resident_mb,
+        .stream_globals = c->store.stream_globals,
+    };
+    if (st == DZ_OK) st = dz_setup_engine(*out, &es, err);
+    return st;
+}
+
 /* The output never lands on what export reads: the run folder (a reader leaves it as it
  * is), the model's file, or the model's folder (its files would be replaced). */
 static dz_status check_out(const char *run_dir, const char *model, const char *out, dz_error *err) {
@@ -176,15 +190,7 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     dz_seedlog *log = NULL;
     if (!base && st == DZ_OK) base = c.model;
     if (st == DZ_OK) st = check_out(run_dir, base, spec->out, err);
-    const dz_weights_spec ws = {.path = base, .master_dtype = c.store.master_dtype, .store = spec->store};
-    if (st == DZ_OK) st = dz_setup_weights(&ws, &s, err);
-    const dz_engine_spec es = {
-        .max_batch = 1, .max_len = 2, .streams = 2,
-        .zo = dz_train_zo_params(&c.optim), /* replay applies each update at once: fused or not, the same bits */
-        .max_resident_mb = c.store.max_resident_mb,
-        .stream_globals = c.store.stream_globals,
-    };
-    if (st == DZ_OK) st = dz_setup_engine(s, &es, err);
+    if (st == DZ_OK) st = dz_run_weights_alone(&c, base, spec->store, &s, err);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     if (st == DZ_OK) st = check_log(run_dir, &c, log, spec->allow_short_log, err);

@@ -1,6 +1,7 @@
 /* Resume: where the weights come from, and the steps after the checkpoint replayed from
  * the seed log, bitwise what the uninterrupted run did. World rank 0 reads the run folder
  * and tells the others, so every rank continues from the same state. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,45 @@
 #include "run/run_files.h"
 #include "run/trainer.h"
 
+/* trainer_state.json's weights_checksum: 0, 1 when it has none (an older distzo's), or
+ * -1 (said) when it cannot be read. */
+static int written_checksum(const char *ckpt, uint64_t *sum) {
+    char sp[4400], *text = NULL;
+    snprintf(sp, sizeof sp, "%s/trainer_state.json", ckpt);
+    dz_error e = {0};
+    if (dz_read_file(sp, &text, NULL, &e) != DZ_OK) return dz_log(DZ_LOG_WARN, "%s", e.msg), -1;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "weights_checksum");
+    char *end = NULL;
+    const int rc = !v ? 1 : cJSON_IsString(v) && (*sum = strtoull(v->valuestring, &end, 16), end && !*end) ? 0 : -1;
+    if (rc < 0) dz_log(DZ_LOG_WARN, "%s: weights_checksum is not a hex string", sp);
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* Rank 0: 1 when the checkpoint's weights are as written (their checksum is
+ * trainer_state.json's); 0, said with both checksums, when they are not (bit rot, a torn
+ * copy) or cannot be loaded. A checkpoint from before checksums is taken, with a warning. */
+static int checkpoint_intact(const dz_trainer *tr, const char *ckpt) {
+    uint64_t want = 0, got = 0;
+    const int rc = written_checksum(ckpt, &want);
+    if (rc > 0)
+        dz_log(DZ_LOG_WARN, "%s: trainer_state.json has no weights_checksum (written by an older distzo): its weights "
+               "are taken unchecked", ckpt);
+    if (rc != 0) return rc > 0;
+    dz_zo_setup *s = NULL;
+    dz_error e = {0};
+    dz_status st = dz_run_weights_alone(&tr->cfg, ckpt, tr->cfg.store.spec, &s, &e);
+    if (st == DZ_OK) st = dz_zo_checksum_slice(dz_setup_zo_engine(s), 0, 1, &got, &e);
+    dz_setup_free(s);
+    if (st != DZ_OK) dz_log(DZ_LOG_WARN, "%s: the weights cannot be loaded: %s", ckpt, e.msg);
+    else if (got != want)
+        dz_log(DZ_LOG_WARN, "%s/model.safetensors: the weights' checksum is %016llx, trainer_state.json says %016llx: "
+               "the checkpoint is damaged", ckpt, (unsigned long long)got, (unsigned long long)want);
+    return st == DZ_OK && got == want;
+}
+
 dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t cap, int *ckpt_steps,
                                   dz_error *err) {
     dz_status st = DZ_OK;
@@ -20,6 +60,11 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
     snprintf(path, cap, "%s", tr->cfg.model);
     if (resume && tr->rank0) {
         st = dz_checkpoint_latest(tr->run_dir, path, cap, ckpt_steps, err);
+        if (st == DZ_OK && !checkpoint_intact(tr, path)) { /* export's path: the log onto the base model */
+            dz_log(DZ_LOG_WARN, "rebuilding the weights of %s from the base model %s and the seed log", path,
+                   tr->cfg.model);
+            st = DZ_ERR_NOT_FOUND;
+        }
         if (st == DZ_ERR_NOT_FOUND) {
             snprintf(path, cap, "%s", tr->cfg.model);
             *ckpt_steps = 0;

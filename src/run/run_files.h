@@ -3,6 +3,7 @@
 #define DZ_RUN_RUN_FILES_H
 
 #include "distzo/model.h"
+#include "distzo/setup.h"
 #include "distzo/tokenizer.h"
 #include "distzo/train.h"
 
@@ -55,6 +56,13 @@ dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_d
 /* The newest complete checkpoint: its folder in path (cap bytes) and steps_done; returns
  * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */
 dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err);
+
+/* export.c: weights (a model or a checkpoint) as a run with settings c holds them, with
+ * an engine that only applies updates (no forward batches): export's replay, and resume's
+ * check of a checkpoint's checksum. store: NULL or a --store spec. Free *out with
+ * dz_setup_free, also on failure. */
+dz_status dz_run_weights_alone(const dz_train_config *c, const char *weights, const char *store, dz_zo_setup **out,
+                               dz_error *err);
 
 /* How far the run's own files say it got: the step of LATEST's checkpoint and of
  * metrics.jsonl's last row (0 where there is none), for a seed log to be checked against. */

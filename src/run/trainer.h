@@ -118,6 +118,9 @@ void dz_trainer_eval_row(const dz_trainer *tr, double dev, double test, double b
  * after steps_done steps and the best-so-far. Collective (every rank flushes). */
 dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done, const dz_best *best,
                                 dz_error *err);
+/* The weights' checksum (--verify-every's, written with each checkpoint): the masters
+ * flushed and hashed, a node's slices summed. Collective over the node with shared masters. */
+dz_status dz_trainer_weights_checksum(dz_trainer *tr, uint64_t *sum, dz_error *err);
 /* Resume, rank 0: tr->best as the uninterrupted run had it at the last logged step; steps
  * logged without their metrics row are dropped from the seed log, to be recomputed.
  * base_dev / base_test: the base model's scores (used when no checkpoint exists). */

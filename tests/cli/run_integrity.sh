@@ -67,4 +67,28 @@ echo x > "$tmp/full/.tmp-checkpoint-8/model.safetensors"
   bad "after resume: $(cd "$tmp/full" && ls -a | tr '\n' ' ')"
 same_run "$tmp/clean" "$tmp/full" 12 && ok "ENOSPC, then resume == the clean run" || bad "ENOSPC then resume differs"
 
+# 27.1: a checkpoint whose weights changed after it was written (one byte of bit rot) is
+# found by its checksum, said, and the weights rebuilt from the base model and the log
+flip_byte() { # FILE OFFSET: that byte xor 0x10
+  local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "$(printf '\\%03o' $((b ^ 16)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+cp -r "$tmp/clean8" "$tmp/rot"
+grep -q '"weights_checksum": "[0-9a-f]\{16\}"' "$tmp/rot/checkpoint-8/trainer_state.json" &&
+  ok "trainer_state.json holds the weights' checksum" || bad "no checksum: $(cat "$tmp/rot/checkpoint-8/trainer_state.json")"
+flip_byte "$tmp/rot/checkpoint-8/model.safetensors" $(($(stat -c %s "$tmp/rot/checkpoint-8/model.safetensors") - 1000))
+cmp -s "$tmp/rot/checkpoint-8/model.safetensors" "$tmp/clean8/checkpoint-8/model.safetensors" && bad "the byte was not changed"
+"$bin" train --resume --steps 12 --out "$tmp/rot" > "$tmp/rot.txt" 2>&1 || bad "resume of a damaged checkpoint failed: $(tail -1 "$tmp/rot.txt")"
+grep -q "checkpoint-8/model.safetensors: the weights' checksum is [0-9a-f]*, trainer_state.json says [0-9a-f]*: the checkpoint is damaged" "$tmp/rot.txt" &&
+  grep -q "rebuilding the weights of .*checkpoint-8 from the base model" "$tmp/rot.txt" &&
+  ok "resume names the damaged checkpoint, both checksums, and rebuilds" || bad "damaged checkpoint: $(grep -i warn "$tmp/rot.txt")"
+"$bin" export --run "$tmp/rot" -o "$tmp/rot_x" > /dev/null 2>&1 || bad "export of the rebuilt run failed"
+same_run "$tmp/clean" "$tmp/rot" 12 && cmp -s "$tmp/rot_x/model.safetensors" "$tmp/rot/checkpoint-12/model.safetensors" &&
+  ok "the rebuilt run is the clean run and its export" || bad "after a damaged checkpoint the run differs from the clean run"
+cp -r "$tmp/clean8" "$tmp/old"
+sed -i -E 's/, "weights_checksum": "[0-9a-f]+"//' "$tmp/old/checkpoint-8/trainer_state.json"
+"$bin" train --resume --steps 12 --out "$tmp/old" > "$tmp/old.txt" 2>&1 && grep -q "no weights_checksum (written by an older distzo)" "$tmp/old.txt" &&
+  same_run "$tmp/clean" "$tmp/old" 12 && ok "a checkpoint without a checksum is resumed, with a warning" ||
+  bad "checkpoint without a checksum: $(tail -2 "$tmp/old.txt")"
+
 finish
