@@ -131,6 +131,15 @@ dz_zo_batch dz_class_batch_zo(const dz_class_batch *bb, dz_zo_loss_fn loss, void
 dz_status dz_train(const dz_train_config *cfg, int resume, dz_train_progress_cb cb, void *user,
                    dz_train_result *res, dz_error *err);
 
+/* A new run in cfg->out_dir (which must not hold one) that continues the run in old_run
+ * from step `step` of its seed log (train --resume-from OLD:N): its first `step` records
+ * and metrics rows are copied, replayed onto the base model, and training goes on with
+ * cfg's settings. cfg must equal old_run's run.json except for how later steps are taken
+ * (lr, schedule, warmup, steps, max_bad_steps, eval_every, housekeeping); any other
+ * difference is refused naming the option. Collective like dz_train. */
+dz_status dz_train_branch(const char *old_run, int step, const dz_train_config *cfg, dz_train_progress_cb cb,
+                          void *user, dz_train_result *res, dz_error *err);
+
 /* The settings of the run in run_dir (its run.json) into c; c's strings point into
  * *strings, which the caller frees. What a resume starts from. */
 dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **strings, dz_error *err);

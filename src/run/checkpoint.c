@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/util.h"
+#include "distzo/log.h"
 #include "parallel/comm.h"
 #include "run/run_files.h"
 #include "run/trainer.h"
@@ -44,6 +45,27 @@ dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done
         st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store), keep,
                                  err);
     return st;
+}
+
+dz_status dz_trainer_checkpoint_skipped(const dz_trainer *tr, int done) {
+    if (tr->rank0)
+        dz_log(DZ_LOG_WARN, "step %d: no checkpoint-%d: the loss is not finite, and a checkpoint of diverged weights "
+               "could rotate the last good one away", done, done);
+    return DZ_OK;
+}
+
+dz_status dz_trainer_diverged(dz_trainer *tr, int done, int bad, dz_error *err) {
+    char last[4400] = "", hint[4600];
+    int steps = 0;
+    if (tr->rank0 && dz_checkpoint_latest(tr->run_dir, last, sizeof last, &steps, NULL) != DZ_OK) steps = 0;
+    if (steps > 0) snprintf(hint, sizeof hint, "the last good checkpoint is %s; ", last);
+    else snprintf(hint, sizeof hint, "%s", "");
+    return dz_fail(err, DZ_ERR_INVALID,
+                   "training stopped at step %d: %d non-finite losses in a row (--max-bad-steps %d), and no checkpoint "
+                   "is written from diverged weights; %s--resume would diverge again. Go on from an earlier step with a "
+                   "lower learning rate in a new run folder: distzo train --resume-from %s:%d --lr <lower> --out <new> "
+                   "(any step of the log; metrics.jsonl shows where the loss grew)", done, bad,
+                   tr->cfg.optim.max_bad_steps, hint, tr->run_dir, steps);
 }
 
 /* The selection score an evaluation row of metrics.jsonl carries (NaN if none). */

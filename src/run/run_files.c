@@ -420,6 +420,31 @@ dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const 
     return DZ_OK;
 }
 
+/* What a run continued from another's step (train --resume-from) may set anew: how the
+ * steps from there on are taken. The replayed steps' updates depend on nothing else
+ * (each record holds its own lr). */
+static int branch_may_change(const run_field *f) {
+    static const char *const keys[] = {"lr", "schedule", "warmup", "steps", "max_bad_steps", "eval_every"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(f->key, keys[i])) return 1;
+    return f->resume == RESUME_FREE;
+}
+
+dz_status dz_run_config_branch(const char *old_dir, const dz_train_config *old, const dz_train_config *given,
+                               dz_error *err) {
+    char a[512], b[512];
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const run_field *f = &FIELDS[i];
+        if (field_equal(f, old, given) || branch_may_change(f)) continue;
+        field_text(f, given, a, sizeof a);
+        field_text(f, old, b, sizeof b);
+        return dz_fail(err, DZ_ERR_INVALID, "--resume-from: %s %s differs from %s/run.json's %s: the steps taken from "
+                       "its seed log are replayed with its settings, so only --lr, --schedule, --warmup, --steps, "
+                       "--max-bad-steps, --eval-every and housekeeping may change", f->option, a, old_dir, b);
+    }
+    return DZ_OK;
+}
+
 /* ---- the lock ---------------------------------------------------------------------- */
 
 dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err) {

@@ -33,6 +33,13 @@ int dz_run_config_has_key(const char *key);
 dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const dz_train_config *given,
                                int *changed, dz_error *err);
 
+/* train --resume-from: `given`, a new run's settings, against `old`, those of the run
+ * whose seed log it continues. Only how later steps are taken may differ (lr, schedule,
+ * warmup, steps, max_bad_steps, eval_every, housekeeping); else DZ_ERR_INVALID naming
+ * the option and both values. */
+dz_status dz_run_config_branch(const char *old_dir, const dz_train_config *old, const dz_train_config *given,
+                               dz_error *err);
+
 /* The run folder's exclusive lock (run_dir/.lock, flock): one distzo run writes a folder
  * at a time, taken before the first write. unlock closes it; a fresh start that failed
  * before run.json removes the lock file it created (remove_lock) and the folder it made

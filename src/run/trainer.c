@@ -241,12 +241,6 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             bad++;
             dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", done,
                    r.loss_plus[0], r.loss_minus[0], bad);
-            if (bad >= o->max_bad_steps) {
-                if ((st = dz_trainer_checkpoint(tr, "checkpoint", step + 1, &best, err)) != DZ_OK) break;
-                return dz_fail(err, DZ_ERR_INVALID,
-                               "training stopped: %d non-finite losses in a row (--max-bad-steps %d); lower --lr or "
-                               "--eps; the run is resumable with --resume", bad, o->max_bad_steps);
-            }
         } else {
             bad = 0;
         }
@@ -257,7 +251,8 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         dz_train_progress p = {.step = done, .steps = o->steps, .loss = loss, .g = gmean, .lr = lr,
                                .seconds = row.seconds, .lm = tr->lm, .steps_run = steps_run, .steps_per_s = rate};
         /* every eval_every steps and after the last (eval_every 0: only then) */
-        if (done == o->steps || (every->eval_every > 0 && done % every->eval_every == 0)) {
+        const int stop = bad >= o->max_bad_steps; /* diverged: its row, and no checkpoint */
+        if (!stop && (done == o->steps || (every->eval_every > 0 && done % every->eval_every == 0))) {
             double dev, test;
             if ((st = dz_trainer_evaluate_sets(tr, &dev, &test, err)) != DZ_OK) break;
             if (isfinite(dev) && dev > best.dev) { /* a non-finite score never becomes best/ */
@@ -268,8 +263,12 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             res->final_dev = dev, res->final_test = test;
         }
         if (st == DZ_OK && tr->rank0) st = dz_metrics_append(tr->metrics, &row, err);
+        if (st == DZ_OK && stop) {
+            st = dz_trainer_diverged(tr, done, bad, err);
+            break;
+        }
         if (st == DZ_OK && every->checkpoint_every > 0 && (done % every->checkpoint_every == 0 || done == o->steps))
-            st = dz_trainer_checkpoint(tr, "checkpoint", done, &best, err);
+            st = bad ? dz_trainer_checkpoint_skipped(tr, done) : dz_trainer_checkpoint(tr, "checkpoint", done, &best, err);
         if (st == DZ_OK && c->layout.verify_every > 0 && done % c->layout.verify_every == 0)
             st = dz_trainer_verify_replicas(tr, done, err);
         if (cb) cb(&p, user);

@@ -118,6 +118,11 @@ void dz_trainer_eval_row(const dz_trainer *tr, double dev, double test, double b
  * after steps_done steps and the best-so-far. Collective (every rank flushes). */
 dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done, const dz_best *best,
                                 dz_error *err);
+/* Divergence: a checkpoint is never written from weights whose loss is not finite (it
+ * would rotate a good one away): skipped says so (DZ_OK). diverged is the stop after
+ * --max-bad-steps such steps: DZ_ERR_INVALID saying how to go on (--resume-from). */
+dz_status dz_trainer_checkpoint_skipped(const dz_trainer *tr, int done);
+dz_status dz_trainer_diverged(dz_trainer *tr, int done, int bad, dz_error *err);
 /* The weights' checksum (--verify-every's, written with each checkpoint): the masters
  * flushed and hashed, a node's slices summed. Collective over the node with shared masters. */
 dz_status dz_trainer_weights_checksum(dz_trainer *tr, uint64_t *sum, dz_error *err);

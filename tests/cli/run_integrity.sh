@@ -91,4 +91,38 @@ sed -i -E 's/, "weights_checksum": "[0-9a-f]+"//' "$tmp/old/checkpoint-8/trainer
   same_run "$tmp/clean" "$tmp/old" 12 && ok "a checkpoint without a checksum is resumed, with a warning" ||
   bad "checkpoint without a checksum: $(tail -2 "$tmp/old.txt")"
 
+# 27.7: divergence never costs the last good checkpoint; the stop has its metrics row and
+# says how to go on; --resume-from OLD:N starts a new run from step N of OLD's log
+"$bin" train "${run[@]}" --steps 40 --lr 30 --schedule linear --warmup 200 --checkpoint-every 5 --keep-checkpoints 2 \
+  --max-bad-steps 3 --eval-every 5 --out "$tmp/div" > "$tmp/div.txt" 2>&1 && bad "a diverging run exited 0"
+stop=$(grep -o "training stopped at step [0-9]*" "$tmp/div.txt" | grep -o "[0-9]*$")
+if [ -z "$stop" ]; then bad "no stop message: $(tail -2 "$tmp/div.txt")"
+else
+  grep -q "\"step\": $stop, \"loss\": null" "$tmp/div/metrics.jsonl" && ok "the stop step $stop has its metrics row" ||
+    bad "no metrics row for the stop step $stop: $(tail -1 "$tmp/div/metrics.jsonl")"
+  latest=$(cat "$tmp/div/LATEST"); n=${latest#checkpoint-}
+  finite=yes
+  for k in $(seq 1 "$n"); do grep -q "\"step\": $k, \"loss\": null" "$tmp/div/metrics.jsonl" && finite=no; done
+  [ "$finite" = yes ] && [ -d "$tmp/div/$latest" ] && [ ! -d "$tmp/div/checkpoint-$stop" ] &&
+    ok "LATEST ($latest) is from before the first non-finite loss; none was written from diverged weights" ||
+    bad "after divergence: LATEST $latest, folder: $(ls "$tmp/div" | tr '\n' ' ')"
+  grep -q -- "--resume-from $tmp/div:$n --lr <lower> --out <new>" "$tmp/div.txt" && ok "the stop says how to go on (--resume-from)" ||
+    bad "stop message: $(grep error "$tmp/div.txt")"
+fi
+"$bin" train --resume-from "$tmp/div:5" --lr 1e-4 --schedule constant --steps 12 --out "$tmp/div2" > "$tmp/div2.txt" 2>&1 ||
+  bad "--resume-from after the divergence failed: $(tail -1 "$tmp/div2.txt")"
+"$bin" export --run "$tmp/div2" -o "$tmp/div2_x" > /dev/null 2>&1 &&
+  cmp -s "$tmp/div2_x/model.safetensors" "$tmp/div2/checkpoint-12/model.safetensors" &&
+  cmp -s <(head -c 184 "$tmp/div/seeds.log") <(head -c 184 "$tmp/div2/seeds.log") &&
+  ok "--resume-from div:5 --lr 1e-4: a new run whose export is its checkpoint-12, its log div's first 5 steps" ||
+  bad "--resume-from after divergence: export differs or the log does not start as div's"
+# the same settings from a clean run's step 4 give the clean run itself
+"$bin" train --resume-from "$tmp/clean8:4" --steps 12 --out "$tmp/branch" > "$tmp/branch.txt" 2>&1 ||
+  bad "--resume-from clean8:4 failed: $(tail -1 "$tmp/branch.txt")"
+same_run "$tmp/clean" "$tmp/branch" 12 && ok "--resume-from clean8:4 --steps 12 == the clean 12-step run" ||
+  bad "--resume-from with unchanged settings differs from the clean run"
+out=$("$bin" train --resume-from "$tmp/clean8:4" --seed 3 --out "$tmp/branch2" 2>&1) && bad "--resume-from with another --seed accepted" ||
+  { grep -q -- "--seed 3 differs" <<<"$out" && [ ! -e "$tmp/branch2" ] && ok "--resume-from refuses a new --seed, writing nothing" ||
+    bad "--resume-from --seed 3: $(tail -1 <<<"$out")"; }
+
 finish
