@@ -95,6 +95,64 @@ static dz_status open_log(dz_trainer *tr, const dz_seedlog_header *h, const char
     return dz_seedlog_create(log_path, h, sync_every, &tr->log, err);
 }
 
+/* The steps 1..n whose have[] is 0, as "3-8, 12", in buf. */
+static void ranges(const unsigned char *have, int64_t n, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int64_t a = 1; a <= n && used + 48 < cap; a++) {
+        if (have[a]) continue;
+        int64_t b = a;
+        while (b + 1 <= n && !have[b + 1]) b++;
+        used += (size_t)snprintf(buf + used, cap - used, a == b ? "%s%lld" : "%s%lld-%lld", used ? ", " : "",
+                                 (long long)a, (long long)b);
+        a = b;
+    }
+}
+
+static int by_step(const void *a, const void *b) {
+    const int64_t x = ((const dz_metrics_row *)a)->step, y = ((const dz_metrics_row *)b)->step;
+    return (x > y) - (x < y);
+}
+
+/* Rank 0, once the log is settled: rows of metrics.jsonl the log holds steps for but the
+ * file lost (cut, or removed) are said and rebuilt from the log's records (step, lr, g;
+ * the loss and evaluations are gone for good). */
+static dz_status rebuild_metrics(dz_trainer *tr, dz_error *err) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
+    const size_t nlog = dz_seedlog_count(tr->log);
+    const int64_t last = dz_seedlog_next_step(tr->log); /* rows 1..last: the steps the log holds */
+    dz_metrics_row *rows = NULL;
+    size_t n = 0;
+    dz_status st = dz_file_exists(path) ? dz_metrics_read(path, &rows, &n, err) : DZ_OK;
+    unsigned char *have = st == DZ_OK ? calloc((size_t)last + 1, 1) : NULL;
+    dz_metrics_row *all = have ? malloc(sizeof *all * (n + nlog + 1)) : NULL;
+    if (st == DZ_OK && !all) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    size_t m = 0, lost = 0;
+    for (size_t i = 0; st == DZ_OK && i < n; i++)
+        if (rows[i].step >= 0 && rows[i].step <= last && !have[rows[i].step]) have[rows[i].step] = 1, all[m++] = rows[i];
+    for (size_t i = 0; st == DZ_OK && i < nlog; i++) {
+        const dz_seedlog_record r = dz_seedlog_get(tr->log, i);
+        const int64_t step = (int64_t)r.step + 1;
+        if (step > last || have[step]) continue;
+        double g = 0.0;
+        for (int j = 0; j < tr->cfg.optim.q; j++) g += (double)r.g[j] / tr->cfg.optim.q;
+        all[m++] = (dz_metrics_row){.step = step, .loss = NAN, .g = g, .lr = r.lr, .seconds = NAN}, lost++;
+    }
+    if (st == DZ_OK && lost) {
+        char gone[512];
+        ranges(have, last, gone, sizeof gone);
+        dz_log(DZ_LOG_WARN, "%s: the rows of steps %s are gone (the file was cut or removed): rebuilt from the seed "
+               "log with their step, lr and g; their loss and evaluations are lost", path, gone);
+        qsort(all, m, sizeof *all, by_step);
+        st = dz_metrics_write_rows(path, all, m, err);
+    }
+    if (st == DZ_OK && have && !have[0] && (lost || n))
+        dz_log(DZ_LOG_WARN, "%s: row 0 (the scores before training) is gone: it cannot be rebuilt", path);
+    free(rows), free(have), free(all);
+    return st;
+}
+
 /* A replay record as rank 0 sends it to the others. */
 typedef struct replay_rec {
     uint32_t step;
@@ -120,6 +178,7 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
         if (st == DZ_OK) st = dz_trainer_restore_best(tr, base_dev, base_test, err);
         if (st == DZ_OK) st = dz_seedlog_replay_range(tr->log, (int64_t)ckpt_steps - 1, &first, &n, err);
         if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->log);
+        if (st == DZ_OK) st = rebuild_metrics(tr, err);
         count = n;
         if (st != DZ_OK && made_log) { /* a failed resume leaves the folder as it found it */
             dz_seedlog_close(tr->log, NULL);

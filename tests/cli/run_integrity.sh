@@ -125,4 +125,24 @@ out=$("$bin" train --resume-from "$tmp/clean8:4" --seed 3 --out "$tmp/branch2" 2
   { grep -q -- "--seed 3 differs" <<<"$out" && [ ! -e "$tmp/branch2" ] && ok "--resume-from refuses a new --seed, writing nothing" ||
     bad "--resume-from --seed 3: $(tail -1 <<<"$out")"; }
 
+# 27.8: metrics.jsonl cut or removed: resume says which rows are gone and rebuilds them from
+# the seed log (step, lr, g; the loss is gone), the rest as the clean run's
+steps_lr_g() { sed -E 's/"loss": [^,]*, //; s/, "seconds": [^,}]*//; s/, "(dev|test|best_dev)_accuracy": [^,}]*//g' "$1/metrics.jsonl"; }
+cp -r "$tmp/clean8" "$tmp/nom" && rm "$tmp/nom/metrics.jsonl"
+"$bin" train --resume --steps 12 --out "$tmp/nom" > "$tmp/nom.txt" 2>&1 || bad "resume without metrics.jsonl failed"
+grep -q "metrics.jsonl: the rows of steps 1-8 are gone .*rebuilt from the seed log" "$tmp/nom.txt" &&
+  grep -q "row 0 (the scores before training) is gone" "$tmp/nom.txt" && ok "a removed metrics.jsonl: the lost rows are named" ||
+  bad "removed metrics.jsonl: $(grep -i warn "$tmp/nom.txt")"
+diff -q <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nom") > /dev/null &&
+  grep -q '"step": 3, "loss": null, "g": ' "$tmp/nom/metrics.jsonl" &&
+  ok "rows 1-12 are back with the clean run's step, lr and g (the lost losses null)" ||
+  bad "rebuilt rows differ: $(diff <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nom") | head -3)"
+cp -r "$tmp/clean8" "$tmp/cutm"
+head -c $(($(head -3 "$tmp/cutm/metrics.jsonl" | wc -c) + 20)) "$tmp/clean8/metrics.jsonl" > "$tmp/cutm/metrics.jsonl"
+"$bin" train --resume --steps 12 --out "$tmp/cutm" > "$tmp/cutm.txt" 2>&1 || bad "resume with a cut metrics.jsonl failed"
+grep -q "the rows of steps 3-8 are gone" "$tmp/cutm.txt" && diff -q <(steps_lr_g "$tmp/clean") <(steps_lr_g "$tmp/cutm") > /dev/null &&
+  diff -q <(metrics "$tmp/clean" | head -3) <(metrics "$tmp/cutm" | head -3) > /dev/null &&
+  ok "a cut metrics.jsonl: rows 3-8 rebuilt and named, rows 0-2 kept as they were" ||
+  bad "cut metrics.jsonl: $(grep -i warn "$tmp/cutm.txt" | tail -2)"
+
 finish
