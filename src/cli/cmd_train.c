@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/common.h"
+#include "cli/progress_view.h"
 #include "cli/train_options.h"
 
 typedef struct progress {
@@ -19,31 +20,35 @@ typedef struct progress {
     int log_every;        /* --log-every: a line every N steps (0: piped, every steps/20; a tty: the bar only) */
     int quiet;            /* --quiet: no progress, no evaluation lines */
     FILE *out;            /* stdout, or stderr under --json (stdout is then the summary's alone) */
-    int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP[:stop]: this rank dies (SIGKILL), or with
-                           * ":stop" stops responding (SIGSTOP), after that step */
+    int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP[:stop|:int]: this rank dies (SIGKILL), with ":stop"
+                           * stops responding (SIGSTOP), with ":int" gets a Ctrl-C (SIGINT), after that step */
     int kill_signal;
 } progress;
 
-static void fmt_eta(double secs, char *buf, size_t cap) {
-    if (!isfinite(secs) || secs < 0) snprintf(buf, cap, "?");
-    else if (secs < 90) snprintf(buf, cap, "%.0fs", secs);
-    else if (secs < 5400) snprintf(buf, cap, "%.0fm", secs / 60);
-    else snprintf(buf, cap, "%.1fh", secs / 3600);
+/* An evaluation's scores, the end of its step's line. */
+static void eval_scores(const progress *pr, const dz_train_progress *p) {
+    if (p->lm)
+        fprintf(pr->out, "  dev loss %.4f  test loss %.4f  best dev loss %.4f", -p->dev_accuracy, -p->test_accuracy,
+                -p->best_dev_accuracy);
+    else
+        fprintf(pr->out, "  dev acc %.4f  test acc %.4f  best dev %.4f", p->dev_accuracy, p->test_accuracy,
+                p->best_dev_accuracy);
 }
 
-/* An evaluation's line (step 0: before training). */
-static void eval_line(const progress *pr, const dz_train_progress *p, double rate) {
+/* A step's one line: its loss, g, lr, the rate and ETA when a line is due (full), and its
+ * evaluation's scores when it has one; step 0 is the evaluation before training. */
+static void step_line(progress *pr, const dz_train_progress *p, const char *rate, const char *eta, int full) {
     if (pr->tty) fprintf(stderr, "\r\033[K");
-    char loss[48] = "before training", speed[32] = "";
-    if (p->step > 0) snprintf(loss, sizeof loss, "loss %.4f", p->loss);
-    if (p->step > 0) snprintf(speed, sizeof speed, "  (%.1f steps/s)", rate);
-    if (p->lm)
-        fprintf(pr->out, "step %d/%d  %s  dev loss %.4f  test loss %.4f  best dev loss %.4f%s\n", p->step, p->steps,
-                loss, -p->dev_accuracy, -p->test_accuracy, -p->best_dev_accuracy, speed);
-    else
-        fprintf(pr->out, "step %d/%d  %s  dev acc %.4f  test acc %.4f  best dev %.4f%s\n", p->step, p->steps, loss,
-                p->dev_accuracy, p->test_accuracy, p->best_dev_accuracy, speed);
+    if (p->step == 0) fprintf(pr->out, "step 0/%d  before training", p->steps);
+    else if (full)
+        fprintf(pr->out, "step %d/%d  loss %.4f  g %+.4e  lr %.3e  %s  ETA %s", p->step, p->steps, p->loss, p->g, p->lr,
+                rate, eta);
+    else fprintf(pr->out, "step %d/%d  loss %.4f", p->step, p->steps, p->loss);
+    if (p->has_eval) eval_scores(pr, p);
+    if (p->has_eval && !full && p->step > 0) fprintf(pr->out, "  (%s)", rate);
+    fprintf(pr->out, "\n");
     fflush(pr->out);
+    if (full) pr->last_line_step = p->step;
 }
 
 static void on_progress(const dz_train_progress *p, void *user) {
@@ -56,25 +61,20 @@ static void on_progress(const dz_train_progress *p, void *user) {
         return;
     }
     const double rate = p->steps_per_s; /* training steps only: evaluations do not slow the ETA's rate */
-    if (p->has_eval) eval_line(pr, p, rate);
-    if (p->step == 0) return;
-    char eta[32];
-    fmt_eta(rate > 0 ? (p->steps - p->step) / rate : NAN, eta, sizeof eta);
+    char eta[32], speed[32];
+    dz_cli_fmt_duration(rate > 0 ? (p->steps - p->step) / rate : NAN, eta, sizeof eta);
+    dz_cli_fmt_rate(rate, speed, sizeof speed);
     const int every = pr->log_every > 0 ? pr->log_every : pr->tty ? 0 : p->steps >= 20 ? p->steps / 20 : 1;
-    if (every > 0 && (p->step - pr->last_line_step >= every || p->step == p->steps)) {
-        if (pr->tty) fprintf(stderr, "\r\033[K");
-        fprintf(pr->out, "step %d/%d  loss %.4f  g %+.4e  lr %.3e  %.1f steps/s  ETA %s\n", p->step, p->steps, p->loss,
-                p->g, p->lr, rate, eta);
-        fflush(pr->out);
-        pr->last_line_step = p->step;
-    }
+    const int due = p->step > 0 && every > 0 && (p->step - pr->last_line_step >= every || p->step == p->steps);
+    if (due || p->has_eval) step_line(pr, p, speed, eta, due); /* once per step, its evaluation included */
+    if (p->step == 0) return;
     if (pr->tty) {
         const int width = 24, filled = (int)((double)width * p->step / p->steps);
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r[%s] %d/%d  %.1f steps/s  loss %.4f  g %+.3e  lr %.2e  ETA %s\033[K", bar, p->step, p->steps,
-                rate, p->loss, p->g, p->lr, eta);
+        fprintf(stderr, "\r[%s] %d/%d  %s  loss %.4f  g %+.3e  lr %.2e  ETA %s\033[K", bar, p->step, p->steps, speed,
+                p->loss, p->g, p->lr, eta);
         fflush(stderr);
     }
 }
@@ -102,7 +102,7 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
     t->estimator = dz_zo_estimator_name(c->optim.estimator);
     t->v.schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
                                                                                                     : "constant";
-    t->v.seed = (int)c->optim.seed, t->v.data_seed = (int)c->data.seed, t->v.wd = c->optim.wd;
+    t->v.seed = c->optim.seed, t->v.data_seed = c->data.seed, t->v.wd = c->optim.wd;
     t->no_fuse = !c->optim.fuse, t->no_share = !c->data.share_prompts;
 }
 
@@ -179,68 +179,76 @@ static int resume_from(train_opts *t) {
     return 0;
 }
 
+/* train's own options (those serve does not share) into out, then the shared ones; out
+ * holds TRAIN_OPTS_CAP entries, the last left {0}. */
+enum { TRAIN_OPTS_CAP = 64 };
+static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
+    const dz_opt own[] = {
+        {"config", DZ_OPT_STR, &t->config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
+                                          "\"no-fuse\": true}), or a run's run.json to restart it; the command line overrides it"},
+        {"model", DZ_OPT_STR, &t->model, "model (default: stories260K from the assets)"},
+        {"objective", DZ_OPT_STR, &c->data.objective, "what a step minimises: ce (default), accuracy (minus the batch's "
+         "accuracy; classification) or f1 (minus the greedy answers' F1; squad, drop): non-differentiable"},
+        {"demos", DZ_OPT_INT, &c->data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
+        {"gen-tokens", DZ_OPT_INT, &c->data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
+        {"data", DZ_OPT_STR, &t->data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
+        {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: dev.tsv beside the training file)"},
+        {"tokenizer", DZ_OPT_STR, &c->tokenizer, "tokenizer (default: the model's own)"},
+        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
+        {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
+        {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
+        {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
+        {"dev-examples", DZ_OPT_INT, &c->data.dev_examples, "model-selection examples drawn (default 500)"},
+        {"eval-every", DZ_OPT_INT, &c->schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
+                                                            "one more before training (step 0) and after the last step"},
+        {"checkpoint-every", DZ_OPT_INT, &c->schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
+        {"keep-checkpoints", DZ_OPT_INT, &c->schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
+        {"log-sync-every", DZ_OPT_INT, &c->schedule.log_sync_every, "fsync the seed log and metrics every N steps (default 64)"},
+        {"log-every", DZ_OPT_INT, &t->log_every, "a progress line every N steps (default: on a terminal a live bar, "
+                                                "piped every steps/20)"},
+        {"quiet|q", DZ_OPT_FLAG, &t->quiet, "no progress or evaluation lines, only warnings, errors and the summary"},
+        {"json", DZ_OPT_FLAG, &t->json, "print the summary as JSON on stdout (progress then goes to stderr)"},
+        {"max-bad-steps", DZ_OPT_INT, &c->optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
+        {"no-fuse", DZ_OPT_FLAG, &t->no_fuse, "apply each update at once instead of fusing it into the next step"},
+        {"no-share-prompt", DZ_OPT_FLAG, &t->no_share, "run every candidate as a full sequence (MeZO's way)"},
+        {"store", DZ_OPT_STR, &c->store.spec,
+         "ram (default), disk:PATH or disk-nocache:PATH: master weights in a file, streamed (nocache: the file's pages "
+         "are dropped from the page cache as they are used)"},
+        {"max-resident", DZ_OPT_INT, &c->store.max_resident_mb,
+         "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
+        {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
+         "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
+        {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
+        {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
+         "STEP of its seed log with its settings, where --lr, --schedule, --warmup, --steps, --max-bad-steps and "
+         "--eval-every may change (after a divergence: a lower --lr)"},
+        {"resume", DZ_OPT_FLAG, &t->resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
+                                          "may raise them, any other setting given must equal the run's"},
+        dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
+        {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
+        {"dp", DZ_OPT_INT, &c->layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
+        {"verify-every", DZ_OPT_INT, &c->layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
+        {"node-size", DZ_OPT_INT, &t->node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
+        {"rank-timeout", DZ_OPT_FLOAT, &t->rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
+    };
+    _Static_assert(sizeof own / sizeof own[0] + DZ_CLI_TRAIN_OPTS < TRAIN_OPTS_CAP, "raise TRAIN_OPTS_CAP");
+    memcpy(out, own, sizeof own);
+    dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
+}
+
 int dz_cmd_train(int argc, char **argv) {
     dz_train_config c;
     dz_train_config_default(&c);
     /* Settings found to work for stories260K on SST-2 (see README): MeZO's. */
     c.optim.lr = 3e-5f;
-    c.optim.steps = -1; /* 4000 unless given; on --resume, only a given --steps extends the run */
+    /* c.optim.steps: 4000 (the default) unless given; on --resume, run.json's unless given */
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     train_opts t = {.v = dz_cli_train_values_default(), .out = "runs/default", .estimator = "mezo",
                     .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
-    const dz_opt own[] = {
-        {"config", DZ_OPT_STR, &t.config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
-                                          "\"no-fuse\": true}), or a run's run.json to restart it; the command line overrides it"},
-        {"model", DZ_OPT_STR, &t.model, "model (default: stories260K from the assets)"},
-        {"objective", DZ_OPT_STR, &c.data.objective, "what a step minimises: ce (default), accuracy (minus the batch's "
-         "accuracy; classification) or f1 (minus the greedy answers' F1; squad, drop): non-differentiable"},
-        {"demos", DZ_OPT_INT, &c.data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
-        {"gen-tokens", DZ_OPT_INT, &c.data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
-        {"data", DZ_OPT_STR, &t.data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
-        {"test", DZ_OPT_STR, &t.test, "file to report accuracy on (default: dev.tsv beside the training file)"},
-        {"tokenizer", DZ_OPT_STR, &c.tokenizer, "tokenizer (default: the model's own)"},
-        {"estimator", DZ_OPT_STR, &t.estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
-        {"sparse-density", DZ_OPT_FLOAT, &c.optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
-        {"lozo-rank", DZ_OPT_INT, &c.optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
-        {"lozo-nu", DZ_OPT_INT, &c.optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
-        {"dev-examples", DZ_OPT_INT, &c.data.dev_examples, "model-selection examples drawn (default 500)"},
-        {"eval-every", DZ_OPT_INT, &c.schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
-                                                            "one more before training (step 0) and after the last step"},
-        {"checkpoint-every", DZ_OPT_INT, &c.schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
-        {"keep-checkpoints", DZ_OPT_INT, &c.schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
-        {"log-sync-every", DZ_OPT_INT, &c.schedule.log_sync_every, "fsync the seed log and metrics every N steps (default 64)"},
-        {"log-every", DZ_OPT_INT, &t.log_every, "a progress line every N steps (default: on a terminal a live bar, "
-                                                "piped every steps/20)"},
-        {"quiet|q", DZ_OPT_FLAG, &t.quiet, "no progress or evaluation lines, only warnings, errors and the summary"},
-        {"json", DZ_OPT_FLAG, &t.json, "print the summary as JSON on stdout (progress then goes to stderr)"},
-        {"max-bad-steps", DZ_OPT_INT, &c.optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
-        {"no-fuse", DZ_OPT_FLAG, &t.no_fuse, "apply each update at once instead of fusing it into the next step"},
-        {"no-share-prompt", DZ_OPT_FLAG, &t.no_share, "run every candidate as a full sequence (MeZO's way)"},
-        {"store", DZ_OPT_STR, &c.store.spec,
-         "ram (default), disk:PATH or disk-nocache:PATH: master weights in a file, streamed (nocache: the file's pages "
-         "are dropped from the page cache as they are used)"},
-        {"max-resident", DZ_OPT_INT, &c.store.max_resident_mb,
-         "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
-        {"stream-globals", DZ_OPT_FLAG, &c.store.stream_globals,
-         "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
-        {"out", DZ_OPT_STR, &t.out, "run folder (default runs/default)"},
-        {"resume-from", DZ_OPT_STR, &t.resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
-         "STEP of its seed log with its settings, where --lr, --schedule, --warmup, --steps, --max-bad-steps and "
-         "--eval-every may change (after a divergence: a lower --lr)"},
-        {"resume", DZ_OPT_FLAG, &t.resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
-                                          "may raise them, any other setting given must equal the run's"},
-        {"threads", DZ_OPT_INT, &t.threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
-        {"pertp", DZ_OPT_INT, &c.layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
-        {"dp", DZ_OPT_INT, &c.layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
-        {"verify-every", DZ_OPT_INT, &c.layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
-        {"node-size", DZ_OPT_INT, &t.node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
-        {"rank-timeout", DZ_OPT_FLOAT, &t.rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
-    };
-    enum { N_OWN = sizeof own / sizeof own[0] };
-    dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
-    memcpy(opts, own, sizeof own);
-    dz_cli_train_options(opts + N_OWN, &c, &t.v, DZ_CLI_TRAIN);
+    dz_opt opts[TRAIN_OPTS_CAP] = {{0}};
+    train_option_table(opts, &c, &t);
+    c.data.gen_tokens = DZ_OPT_UNSET; /* 0 (run.json's "50") unless given */
     const dz_cmd_spec spec = {
         .name = "train",
         .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
@@ -253,8 +261,12 @@ int dz_cmd_train(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
+    if (c.data.gen_tokens != DZ_OPT_UNSET && c.data.gen_tokens < 1) /* given, before a config or run.json sets it */
+        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", c.data.gen_tokens);
+    if (c.data.gen_tokens == DZ_OPT_UNSET) c.data.gen_tokens = 0; /* run.json's "the default, 50" */
+    if ((rc = dz_cli_train_given(&c))) return rc;
     char *run_strings = NULL, *config_strings = NULL; /* run.json's / the config's settings are the defaults */
     cJSON *config_doc = NULL;
     dz_error err = {0};
@@ -293,7 +305,6 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     static char data_buf[4096], train_buf[4200], test_buf[4200];
     static char abs_train[PATH_MAX], abs_test[PATH_MAX];
     dz_train_data *d = &c->data;
-    if (c->optim.steps == -1) c->optim.steps = 4000;
     int rc = dz_cli_train_apply(c, &t->v, DZ_CLI_TRAIN, t->model);
     if (rc) return rc;
     const dz_task_preset *preset = dz_task_preset_find(d->task);
@@ -376,6 +387,24 @@ static void summary_text(const train_opts *t, const dz_train_result *r, const ui
            r->steps_done, r->seconds, r->lm ? "loss" : "accuracy", txt[0], txt[1], r->best_step, txt[2], t->out);
 }
 
+/* Ctrl-C: the run stops before its next step (a second Ctrl-C: at once, the default). */
+static void on_interrupt(int sig) {
+    (void)sig;
+    dz_train_request_stop();
+    static const char msg[] = "\ndistzo: stopping after this step (Ctrl-C again to stop at once)\n";
+    const ssize_t n = write(2, msg, sizeof msg - 1);
+    (void)n;
+}
+
+/* One process only: ranks could see the signal at different steps and wait on each other
+ * (mpirun's Ctrl-C ends the job). An ignored SIGINT (nohup, a script's & job) stays ignored. */
+static int catch_interrupt(int ranks) {
+    struct sigaction old, sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESTART | SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    return ranks == 1 && sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN &&
+           sigaction(SIGINT, &sa, NULL) == 0;
+}
+
 /* The job: the communicator, threads, the run, its summary. */
 static int train_run(dz_train_config *c, const train_opts *t) {
     const int resume = t->resume, node_size = t->node_size;
@@ -394,7 +423,7 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_runtime(threads))) {
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;
     }
@@ -412,11 +441,20 @@ static int train_run(dz_train_config *c, const train_opts *t) {
     char how[8] = "";
     if (kill && sscanf(kill, "%d:%d:%7s", &kill_rank, &pr.kill_step, how) >= 2 && kill_rank != rank) pr.kill_step = 0;
     if (!strcmp(how, "stop")) pr.kill_signal = SIGSTOP;
+    if (!strcmp(how, "int")) pr.kill_signal = SIGINT; /* a Ctrl-C at that step */
     c->layout.comm = comm;
     dz_train_result res;
+    const int caught = catch_interrupt(ranks);
     dz_status st = t->resume_from ? dz_train_branch(t->from_run, t->from_step, c, on_progress, &pr, &res, &err)
                                   : dz_train(c, resume, on_progress, &pr, &res, &err);
+    if (caught) signal(SIGINT, SIG_DFL);
     if (pr.tty) fprintf(stderr, "\n");
+    if (st == DZ_OK && res.interrupted) { /* 130: as a shell reports a Ctrl-C */
+        fprintf(stderr, "distzo: interrupted after step %d of %d; the run in %s continues with: distzo train --out %s "
+                "--resume\n", res.steps_done, c->optim.steps, t->out, t->out);
+        dz_comm_finalize(comm);
+        return 130;
+    }
     if (st != DZ_OK) {
         rc = dz_cli_fail(&err);
         if (ranks > 1) { /* a rank may be waiting for this one: end the whole job rather than hang */
