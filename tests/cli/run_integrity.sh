@@ -22,6 +22,16 @@ if out=$("$bin" export --run "$tmp/seed" -o "$tmp/seed_x" 2>&1); then bad "expor
 elif grep -q "seed 0 differs from run.json's seed 7" <<<"$out"; then ok "export refuses a log whose seed is not run.json's"
 else bad "export with a mismatched seed: $out"; fi
 
+# 27.2/27.19: a seed from 2^53 on is written to run.json exactly and read back exactly
+# (resume compares it with the log's header; a double would be 2^53)
+"$bin" train "${run[@]}" --steps 2 --seed 9007199254740993 --out "$tmp/big" > /dev/null 2>&1 || bad "--seed 2^53+1 failed"
+grep -qE '"seed":[[:space:]]*9007199254740993,' "$tmp/big/run.json" &&
+  "$bin" train --resume --steps 4 --out "$tmp/big" > "$tmp/big.txt" 2>&1 &&
+  "$bin" export --run "$tmp/big" -o "$tmp/big_x" > /dev/null 2>&1 &&
+  cmp -s "$tmp/big_x/model.safetensors" "$tmp/big/checkpoint-4/model.safetensors" &&
+  ok "--seed 2^53+1: exact in run.json, resumed and exported" ||
+  bad "--seed 2^53+1: $(grep '"seed"' "$tmp/big/run.json"); $(tail -1 "$tmp/big.txt")"
+
 # 27.4: a resume that fails changes nothing; export refuses a log cut before LATEST
 cp -r "$tmp/clean8" "$tmp/nolog" && rm "$tmp/nolog/seeds.log"
 snapshot "$tmp/nolog" > "$tmp/nolog.before"
