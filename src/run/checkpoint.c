@@ -55,11 +55,10 @@ dz_status dz_trainer_checkpoint_skipped(const dz_trainer *tr, int done) {
 }
 
 dz_status dz_trainer_diverged(dz_trainer *tr, int done, int bad, dz_error *err) {
-    char last[4400] = "", hint[4600];
-    int steps = 0;
+    char last[4400] = "", hint[4600] = "";
+    int steps = 0; /* the suggested step: the last checkpoint's (rank 0 reads the folder) */
     if (tr->rank0 && dz_checkpoint_latest(tr->run_dir, last, sizeof last, &steps, NULL) != DZ_OK) steps = 0;
     if (steps > 0) snprintf(hint, sizeof hint, "the last good checkpoint is %s; ", last);
-    else snprintf(hint, sizeof hint, "%s", "");
     return dz_fail(err, DZ_ERR_INVALID,
                    "training stopped at step %d: %d non-finite losses in a row (--max-bad-steps %d), and no checkpoint "
                    "is written from diverged weights; %s--resume would diverge again. Go on from an earlier step with a "

@@ -191,10 +191,10 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     dz_seedlog *log = NULL;
     if (!base && st == DZ_OK) base = c.model;
     if (st == DZ_OK) st = check_out(run_dir, base, spec->out, err);
-    if (st == DZ_OK) st = dz_run_weights_alone(&c, base, spec->store, &s, err);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
-    if (st == DZ_OK) st = check_log(run_dir, &c, log, spec->allow_short_log, err);
+    if (st == DZ_OK) st = check_log(run_dir, &c, log, spec->allow_short_log, err); /* before the weights load */
+    if (st == DZ_OK) st = dz_run_weights_alone(&c, base, spec->store, &s, err);
     const uint32_t pool_k = st == DZ_OK ? dz_seed_pool_log_k(dz_seedlog_get_header(log)->fingerprint) : 0;
     if (pool_k) {
         st = replay_pool(log, pool_k, &c, dz_setup_model(s), err);
