@@ -31,7 +31,7 @@ cat > cfg.json << EOF
 EOF
 "$bin" train --config cfg.json --seed 5 > a.txt 2>&1 || bad "train --config failed: $(tail -1 a.txt)"
 runjson=$(tr -d ' \t\n' < a/run.json)
-if grep -q '"steps":6,' <<< "$runjson" && grep -q '"seed":5,' <<< "$runjson" && grep -q '"rademacher":1,' <<< "$runjson" &&
+if grep -q '"steps":6,' <<< "$runjson" && grep -q '"seed":5,' <<< "$runjson" && grep -q '"rademacher":"rademacher",' <<< "$runjson" &&
    grep -q '"eval_every":3,' <<< "$runjson" && grep -q "\"test_data\":\"$tmp/test.tsv\"" <<< "$runjson"; then
   ok "--config settings in run.json, --seed 5 on the command line over the file's 3"
 else bad "run.json does not hold the config's settings with the override: $runjson"; fi
