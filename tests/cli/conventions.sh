@@ -81,7 +81,7 @@ evals=$(grep -c '"dev_accuracy"' z/metrics.jsonl)
 if command -v gnuplot > /dev/null; then
   "$bin" plot z -o zplots > plot.txt 2>&1 && [ -s zplots/loss.png ] && [ -s zplots/accuracy.png ] &&
     ok "distzo plot of an --eval-every 0 run: loss.png and accuracy.png" || bad "plot: $(cat plot.txt)"
-else echo "# gnuplot not on PATH: the plot check is left out"; fi
+else left_out "gnuplot not on PATH (optional; scripts/deps.sh installs it): the plot check"; fi
 
 # ---- --json ----
 j=$(cat z.json)

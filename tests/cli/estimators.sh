@@ -9,7 +9,8 @@
 # give bitwise the weights, metrics and seed log of one uninterrupted process in RAM; and
 # the run's history stays a record of a few bytes per step. The run differs from MeZO's
 # (the estimator is in effect) and run.json keeps it, so a resume with another is refused.
-# usage: estimators.sh DISTZO ASSETS ESTIMATOR [KNOB...]   (skips the MPI checks without mpirun)
+# usage: estimators.sh DISTZO ASSETS ESTIMATOR [KNOB...]   (fails without mpirun: scripts/deps.sh
+# installs it, and the MPI layouts are part of the claim)
 set -u
 bin=$1 assets=$2 est=$3
 shift 3
@@ -71,6 +72,6 @@ if command -v mpirun > /dev/null; then
     check "mpirun -np $l == one process" "$tmp/ref" "$tmp/l$name"
   done
 else
-  echo "SKIP: mpirun not found: the MPI layouts are left out"
+  bad "$est: mpirun not found on PATH (scripts/deps.sh installs it): the MPI layouts are unchecked"
 fi
 finish

@@ -18,12 +18,7 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$tmp"' EXIT
-echo "federated-test-token-0123456789" > "$tmp/token"
-make_shards "$assets"
+fed_begin "$assets"
 rounds=30 q=3 k=64
 
 "$bin" serve --out "$tmp/bad1" --token-file "$tmp/token" --seed-pool 0 --steps 1 > "$tmp/b1.txt" 2>&1
@@ -53,6 +48,8 @@ if command -v curl > /dev/null; then # a worker of protocol 1 would perturb alon
     -d '{"protocol":1,"fingerprint":"0000000000000001","name":"old"}' "$url/v1/join")
   [ "$code" = 400 ] && grep -q "needs a worker of protocol 2" "$tmp/p1.txt" && ok "a protocol-1 join of a pool run: refused" ||
     bad "protocol 1 join: $code $(cat "$tmp/p1.txt")"
+else
+  bad "curl not found on PATH: the protocol-1 join is unchecked"
 fi
 DISTZO_TEST_CORRUPT_REPLICA=25 "$bin" join "$url" --data "$tmp/shard1.tsv" --name w1 --save "$tmp/w1" \
   --checksum-file "$tmp/w1.sum" "${join[@]}" > "$tmp/w1.txt" 2>&1 &
