@@ -22,16 +22,6 @@
 #include "format/safetensors.h"
 #include "store/store.h"
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_store_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 static dz_model *load(const char *name, dz_dtype dt) {
     char path[1024];
     snprintf(path, sizeof path, "%s/hf/%s", DZ_TEST_DATA, name);
@@ -482,5 +472,5 @@ int main(void) {
         cmocka_unit_test(test_wrong_order),      cmocka_unit_test(test_start_update),
         cmocka_unit_test(test_start_call_order), cmocka_unit_test(test_ranges),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

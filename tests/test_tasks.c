@@ -19,17 +19,9 @@
 #include "core/util.h"
 #include "distzo/distzo.h"
 #include "assets.h"
+#include "json_file.h"
 
-static cJSON *golden(void) {
-    char p[1200], *text;
-    snprintf(p, sizeof p, "%s/tasks/golden.json", DZ_TEST_DATA);
-    dz_error err = {0};
-    assert_int_equal(dz_read_file(p, &text, NULL, &err), DZ_OK);
-    cJSON *g = cJSON_Parse(text);
-    free(text);
-    assert_non_null(g);
-    return g;
-}
+static cJSON *golden(void) { return test_json_file("tasks/golden.json"); }
 
 static void presets_match_mezo_templates(void **state) {
     (void)state;

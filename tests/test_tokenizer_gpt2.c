@@ -486,21 +486,9 @@ static void shared_tokenizer_across_threads(void **state) {
 
 static void encode_speed_sst2_train(void **state) {
     (void)state;
-    char train[4096], path[4096];
-    test_asset_path(train, sizeof train, "sst2/train.tsv");
+    char path[4096];
     test_asset_path(path, sizeof path, "gpt2-bpe");
-    sst2_lines s;
-    assert_int_equal(sst2_read(train, &s), 0);
-    dz_tokenizer *tok = load_ok(path);
-    int ids[4096];
-    long total = 0;
-    double t0 = dz_now();
-    for (int k = 2; k <= s.count; k++) total += dz_tokenizer_encode(tok, s.line[k], 1, ids, 4096, NULL);
-    double dt = dz_now() - t0;
-    print_message("GPT-2/OPT encode: %d SST-2 train sentences, %ld tokens in %.3f s = %.2f M tokens/s\n",
-                  s.count - 1, total, dt, total / dt / 1e6);
-    dz_tokenizer_free(tok);
-    sst2_free(&s);
+    encode_speed_sst2(load_ok(path), "GPT-2/OPT");
 }
 
 int main(void) {

@@ -18,13 +18,8 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$tmp"' EXIT
-echo "federated-test-token-0123456789" > "$tmp/token"
+fed_begin "$assets"
 echo "some-other-token-0123456789" > "$tmp/badtoken"
-make_shards "$assets"
 rounds=40
 
 # bad command lines: a clear error naming the option or file, before anything starts

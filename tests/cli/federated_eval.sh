@@ -14,12 +14,7 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$tmp"' EXIT
-echo "federated-test-token-0123456789" > "$tmp/token"
-make_shards "$assets"
+fed_begin "$assets" sst2/dev.tsv
 head -201 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
 rounds=10 q=2
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples $q --batch 8

@@ -16,12 +16,10 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
-export OMP_NUM_THREADS=1
+fed_begin "$assets"
 need_tool ip "the hosts are network namespaces (iproute2)"
 ns=dz$$
 hosts=("${ns}c" "${ns}w1" "${ns}w2" "${ns}w3")
-pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done
   for h in "${hosts[@]}"; do ip netns del "$h" 2> /dev/null; done
@@ -44,8 +42,6 @@ done
 [ "$fail" -eq 0 ] || { finish; exit 1; }
 on() { local h=$1; shift; ip netns exec "$h" "$@"; }
 
-echo "federated-hosts-token-0123456789" > "$tmp/token"
-make_shards "$assets"
 rounds=400
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 3 --batch 4
        --train-examples 32 --lr 1e-4 --round-timeout 2 --worker-timeout 2 --min-workers 1 --linger 30 --threads 1)

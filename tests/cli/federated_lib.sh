@@ -1,6 +1,21 @@
 # Sourced (after lib.sh) by the federated test scripts: the workers' data shards, bounded
 # waits, and the coordinator's progress.
 
+# fed_begin ASSETS [FILE...]: how every federated script starts: the assets it needs
+# (stories260K, SST-2's train set, and FILE...), one thread a process, its background
+# processes ($pids) killed and $tmp removed on exit (kept with DZ_KEEP=1, for debugging),
+# the shared token in $tmp/token and the workers' shards (make_shards).
+fed_begin() {
+  local assets=$1
+  shift
+  need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv "$@"
+  export OMP_NUM_THREADS=1
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; [ -n "${DZ_KEEP:-}" ] || rm -rf "$tmp"' EXIT
+  echo "federated-test-token-0123456789" > "$tmp/token"
+  make_shards "$assets"
+}
+
 # make_shards ASSETS: $tmp/shard1..3.tsv, 200 disjoint SST-2 training examples each.
 make_shards() {
   local i
