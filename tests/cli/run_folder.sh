@@ -114,6 +114,14 @@ out=$("$bin" train --resume --steps 12 --out "$tmp/r2" 2>&1) && bad "a checkpoin
   { grep -q "outside the folder" <<<"$out" && ok "a checkpoint symlinked outside the folder is refused" ||
     bad "symlinked checkpoint: $(tail -1 <<<"$out")"; }
 
+# CHECKPOINTS lists only names the writer makes: another spelling of a number (a user's
+# checkpoint-010) is refused, naming the line, and that folder is never pruned
+cp -r "$tmp/r" "$tmp/r3"; mkdir "$tmp/r3/checkpoint-010"; echo "the user's" > "$tmp/r3/checkpoint-010/file"
+{ echo checkpoint-010; cat "$tmp/r3/CHECKPOINTS"; } > "$tmp/r3/list" && mv "$tmp/r3/list" "$tmp/r3/CHECKPOINTS"
+out=$("$bin" train --resume --steps 12 --out "$tmp/r3" 2>&1) && bad "a CHECKPOINTS line 'checkpoint-010' was accepted"
+[ -f "$tmp/r3/checkpoint-010/file" ] && grep -q "CHECKPOINTS: line 1 is 'checkpoint-010'" <<<"$out" &&
+  ok "CHECKPOINTS naming checkpoint-010 is refused and that folder kept" || bad "CHECKPOINTS checkpoint-010: $(tail -1 <<<"$out")"
+
 # check everything before writing anything: a refused start leaves no folder behind
 for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \
            "--eps 0" "--keep-checkpoints 0" "--eval-every -1" "--checkpoint-every -1" "--log-sync-every -1" \
