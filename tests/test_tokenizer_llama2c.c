@@ -106,12 +106,8 @@ static void encode_edges(void **state) {
 
 static void malformed_files_fail_with_their_name(void **state) {
     (void)state;
-    char path[4096];
-    test_asset_path(path, sizeof path, "stories260K/tok512.bin");
-    char *bin;
     size_t len;
-    dz_error err;
-    assert_int_equal(dz_read_file(path, &bin, &len, &err), DZ_OK);
+    char *bin = read_asset("stories260K/tok512.bin", &len);
     scratch s;
     scratch_make(&s);
     const char *p;

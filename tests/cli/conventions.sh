@@ -17,8 +17,7 @@ set -u
 bin=$1 tb=$2 assets=$3
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-export DISTZO_ASSETS=$assets
-head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 20
 cd "$tmp" || exit 1
 # a row's field from metrics.jsonl
 field() { grep "^{\"step\": $2," "$1/metrics.jsonl" | sed -nE "s/.*\"$3\": ([^,}]*).*/\\1/p"; }

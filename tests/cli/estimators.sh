@@ -17,7 +17,7 @@ shift 3
 knobs=("$@")
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-head -33 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 32
 base=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev-examples 16 --batch 8
       --lr 1e-3 --weight-decay 0.01 --test "$tmp/test.tsv")
 common=("${base[@]}" --estimator "$est" "${knobs[@]}")

@@ -43,11 +43,7 @@ serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-s
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
 
 
-DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0 > "$tmp/serve1.txt" 2>&1 &
-serve_pid=$!
-pids+=($serve_pid)
-wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$tmp/serve1.txt")"
-url=$(cat "$tmp/run/coordinator.url")
+serve_bg "$tmp/serve1.txt" env DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0
 # the errors first, while the coordinator waits for its first worker
 "$bin" join "$url" --data "$tmp/shard1.tsv" --token-file "$tmp/badtoken" --retry-for 5 > "$tmp/e1.txt" 2>&1 &&
   bad "a bad token was accepted" || { grep -q "refused the token" "$tmp/e1.txt" && ok "a bad token: refused, named" ||
@@ -75,10 +71,7 @@ DISTZO_TEST_CORRUPT_REPLICA=30 "$bin" join "$url" --data "$tmp/shard3.tsv" --nam
 w3=$!
 pids+=($w3)
 
-wait_for 120 bash -c "! kill -0 $serve_pid 2> /dev/null"
-wait $serve_pid
-[ $? -eq 137 ] && rounds_done 20 && ! rounds_done 21 && ok "the coordinator was SIGKILLed after 20 rounds" ||
-  bad "the coordinator was not killed after round 20: $(tail -3 "$tmp/serve1.txt")"
+serve_killed_at 20 "$tmp/serve1.txt"
 kill -0 $w1 2> /dev/null && ok "the workers outlive the coordinator's SIGKILL" || bad "worker 1 died with the coordinator"
 "$bin" "${serve[@]}" --listen "${url#http://}" --resume > "$tmp/serve2.txt" 2>&1 &
 serve_pid=$!

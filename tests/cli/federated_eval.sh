@@ -15,7 +15,7 @@ bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
 fed_begin "$assets" sst2/dev.tsv
-head -201 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 200
 rounds=10 q=2
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples $q --batch 8
        --train-examples 64 --lr 2e-3 --label-words bad,good --test "$tmp/test.tsv" --eval-every 4

@@ -47,11 +47,7 @@ serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-s
        --train-examples 32 --lr 1e-4 --round-timeout 2 --worker-timeout 2 --min-workers 1 --linger 30 --threads 1)
 join=(--token-file "$tmp/token" --retry-for 40 --threads 1)
 
-on "${hosts[0]}" "$bin" "${serve[@]}" --listen 169.254.77.1:0 > "$tmp/serve.txt" 2>&1 &
-serve_pid=$!
-pids+=($serve_pid)
-wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$tmp/serve.txt")"
-url=$(cat "$tmp/run/coordinator.url")
+serve_bg "$tmp/serve.txt" on "${hosts[0]}" "$bin" "${serve[@]}" --listen 169.254.77.1:0
 case $url in http://169.254.77.1:*) ok "the coordinator serves $url on its host" ;; *) bad "coordinator url $url" ;; esac
 # each worker host reaches it over its link (a TCP connection; the bridge may take a moment)
 port=${url##*:}

@@ -38,11 +38,7 @@ serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-s
        --linger 30 --threads 1 --checkpoint-every 10)
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
 
-DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0 > "$tmp/serve1.txt" 2>&1 &
-serve_pid=$!
-pids+=($serve_pid)
-wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$tmp/serve1.txt")"
-url=$(cat "$tmp/run/coordinator.url")
+serve_bg "$tmp/serve1.txt" env DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0
 if command -v curl > /dev/null; then # a worker of protocol 1 would perturb along the wrong z
   code=$(curl -s -o "$tmp/p1.txt" -w '%{http_code}' -H "Authorization: Bearer $(cat "$tmp/token")" \
     -d '{"protocol":1,"fingerprint":"0000000000000001","name":"old"}' "$url/v1/join")
@@ -64,10 +60,7 @@ wait_for 120 rounds_done 10 || bad "10 rounds did not happen: $(tail -3 "$tmp/se
 w3=$!
 pids+=($w3)
 
-wait_for 120 bash -c "! kill -0 $serve_pid 2> /dev/null"
-wait $serve_pid
-[ $? -eq 137 ] && rounds_done 20 && ! rounds_done 21 && ok "the coordinator was SIGKILLed after 20 rounds" ||
-  bad "the coordinator was not killed after round 20: $(tail -3 "$tmp/serve1.txt")"
+serve_killed_at 20 "$tmp/serve1.txt"
 "$bin" "${serve[@]}" --listen "${url#http://}" --resume > "$tmp/serve2.txt" 2>&1 &
 serve_pid=$!
 pids+=($serve_pid)

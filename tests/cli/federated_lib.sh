@@ -34,5 +34,29 @@ wait_for() {
   done
 }
 
+# serve_bg LOG COMMAND...: the coordinator (COMMAND: "$bin" "${serve[@]}" --listen ..., with
+# any prefix) started in the background, its output in LOG, its pid in $serve_pid (killed
+# on exit); once it has written $tmp/run/coordinator.url (30 s at most), its URL in $url.
+serve_bg() {
+  local log=$1
+  shift
+  "$@" > "$log" 2>&1 &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$log")"
+  url=$(cat "$tmp/run/coordinator.url" 2> /dev/null)
+}
+
+# serve_killed_at N LOG: waits for the coordinator ($serve_pid, started with
+# DISTZO_TEST_KILL=serve:N, output in LOG) to die; checks it was SIGKILLed right after round N.
+serve_killed_at() {
+  local n=$1 log=$2 rc
+  wait_for 120 bash -c "! kill -0 $serve_pid 2> /dev/null"
+  wait "$serve_pid"
+  rc=$?
+  [ $rc -eq 137 ] && rounds_done "$n" && ! rounds_done $((n + 1)) && ok "the coordinator was SIGKILLed after $n rounds" ||
+    bad "the coordinator was not killed after round $n (exit $rc): $(tail -3 "$log")"
+}
+
 # rounds_done N: the coordinator of $tmp/run has logged at least N rounds.
 rounds_done() { [ -f "$tmp/run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -ge "$1" ]; }

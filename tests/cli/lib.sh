@@ -43,11 +43,19 @@ have_assets() {
   done
 }
 
-# need_assets DIR FILE...: the whole script needs them (exits 77 where opted out).
-need_assets() { have_assets "$@" || exit 77; }
+# need_assets DIR FILE...: the whole script needs them (exits 77 where opted out); DIR is
+# exported as DISTZO_ASSETS, where distzo finds its default model and data.
+need_assets() {
+  have_assets "$@" || exit 77
+  export DISTZO_ASSETS=$1
+}
 
 # need_tool NAME WHY: a tool the script cannot do without (scripts/deps.sh installs it).
 need_tool() { command -v "$1" > /dev/null || { echo "FAIL: $1 not found on PATH ($2)"; exit 1; }; }
+
+# test_set ASSETS N: $tmp/test.tsv, the header and first N sentences of GLUE's SST-2 dev set
+# (a small test set for the runs under test).
+test_set() { head -$(($2 + 1)) "$1/sst2/dev.tsv" > "$tmp/test.tsv"; }
 
 # metrics RUN: metrics.jsonl without its timing field.
 metrics() { sed -E 's/, "seconds": [^,}]*//' "$1/metrics.jsonl" 2>/dev/null; }

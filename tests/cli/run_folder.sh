@@ -10,7 +10,7 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 20
 run=(--steps 8 --checkpoint-every 2 --eval-every 4 --train-examples 32 --dev-examples 8 --batch 4 --threads 1
      --test "$tmp/test.tsv")
 mkdir -p "$tmp/r/checkpoint-3-mine" "$tmp/r/notes"
