@@ -12,6 +12,7 @@
 #include "parallel/comm.h"
 #include "run/run_files.h"
 #include "run/setup.h"
+#include "run/stop.h"
 #include "run/trainer.h"
 
 /* The parallel layout: this rank's forwards and examples, and how it updates masters it
@@ -205,6 +206,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     if (start == 0 && (st = zero_shot(tr, resume, &best, cb, user, res, err)) != DZ_OK) return st;
     res->steps_done = start;
     for (int step = start; step < o->steps && st == DZ_OK; step++) {
+        if ((res->interrupted = dz_trainer_take_stop())) break; /* Ctrl-C: the run folder is as after a kill */
         const double t_step = dz_now();
         dz_trainer_draw_batch(tr, step);
         dz_layout_share(o->batch, tr->lay.d, tr->lay.group, &tr->lo, &tr->hi); /* this group's share */
