@@ -95,11 +95,7 @@ grep -q "rejoins" "$tmp/w1.txt" && ! grep -q " 0 rejoins" "$tmp/w1.txt" && ok "w
 grep -q "test fault: flipped a bit" "$tmp/w3.txt" && grep -q "resync at 30 records" "$tmp/w3.txt" &&
   ok "worker 3's replica, one bit flipped, differed from the coordinator's checksum and was rebuilt" ||
   bad "no resync of worker 3: $(grep -E 'fault|resync' "$tmp/w3.txt")"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for w in 1 3; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
-    ok "worker $w's replica equals distzo export of the run, byte for byte" || bad "worker $w's replica differs from export"
-done
+replicas_equal_export 1 3
 cmp -s "$tmp/w1.sum" "$tmp/w3.sum" && ok "the replicas' checksums agree" || bad "checksums differ"
 "$bin" train --resume --out "$tmp/run" > "$tmp/b7.txt" 2>&1; grep -q "is a federated run" "$tmp/b7.txt" &&
   ok "train --resume of a federated run: refused, pointing to serve --resume" || bad "train --resume: $(cat "$tmp/b7.txt")"

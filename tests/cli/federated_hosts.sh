@@ -93,12 +93,7 @@ done
 grep -q "rejoins" "$tmp/w1.txt" && ! grep -q " 0 rejoins" "$tmp/w1.txt" &&
   ok "worker 1 joined again after its link came back ($(grep -o '[0-9]* rejoins' "$tmp/w1.txt" | tail -1))" ||
   bad "worker 1 did not rejoin: $(tail -2 "$tmp/w1.txt")"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for w in 1 3; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
-    ok "worker $w's replica (host ${hosts[$w]}) equals distzo export of the run, byte for byte" ||
-    bad "worker $w's replica differs from export"
-done
+replicas_equal_export 1 3 # on hosts ${hosts[1]} and ${hosts[3]}
 [ "$(stat -c %s "$tmp/run/seeds.log")" -eq $((104 + rounds * (12 + 4 * 3))) ] &&
   ok "the seed log holds $rounds records of 3 slots" || bad "seeds.log has $(stat -c %s "$tmp/run/seeds.log") bytes"
 finish

@@ -63,9 +63,5 @@ records=$(od -A n -t f4 -j 104 -w20 -v "$tmp/run/seeds.log" | grep -c .)
 [ "$records" = $rounds ] && [ "$missing" -le ${#fakes[@]} ] &&
   ok "$missing of $rounds rounds had a slot nobody delivered (at most one per fake)" ||
   bad "$missing of $records rounds had a slot nobody delivered (${#fakes[@]} fakes)"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for i in 1 2; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$i/model.safetensors" && ok "worker $i's replica equals export" ||
-    bad "worker $i's replica differs from export"
-done
+replicas_equal_export 1 2
 finish

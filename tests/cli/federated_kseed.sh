@@ -82,11 +82,7 @@ grep -q "test fault: flipped a bit" "$tmp/w1.txt" && grep -q "resync at 25 recor
   bad "no resync of worker 1: $(grep -E 'fault|resync|pool' "$tmp/w1.txt")"
 grep -q "rejoins" "$tmp/w2.txt" && ! grep -q " 0 rejoins" "$tmp/w2.txt" && ok "worker 2 joined the restarted coordinator" ||
   bad "worker 2 did not rejoin: $(tail -1 "$tmp/w2.txt")"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for w in 1 2 3; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
-    ok "worker $w's replica equals distzo export of the pool run, byte for byte" || bad "worker $w's replica differs from export"
-done
+replicas_equal_export 1 2 3
 cmp -s "$tmp/exported/model.safetensors" "$tmp/run/checkpoint-30/model.safetensors" && [ ! -e "$tmp/run/checkpoint-20" ] &&
   ok "the coordinator's checkpoint-30 (--checkpoint-every 10, one kept) equals export" ||
   bad "checkpoints: $(ls "$tmp/run")"

@@ -58,5 +58,16 @@ serve_killed_at() {
     bad "the coordinator was not killed after round $n (exit $rc): $(tail -3 "$log")"
 }
 
+# replicas_equal_export W...: distzo export of the run ($tmp/run, into $tmp/exported), and
+# for each worker W a check that its replica ($tmp/wW) equals it byte for byte.
+replicas_equal_export() {
+  "$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
+  local w
+  for w in "$@"; do
+    cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
+      ok "worker $w's replica equals distzo export of the run, byte for byte" || bad "worker $w's replica differs from export"
+  done
+}
+
 # rounds_done N: the coordinator of $tmp/run has logged at least N rounds.
 rounds_done() { [ -f "$tmp/run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -ge "$1" ]; }

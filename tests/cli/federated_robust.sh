@@ -98,11 +98,7 @@ read -r n poisoned clipped < "$tmp/check.txt"
 [ "$n" = $rounds ] && [ "$poisoned" = 0 ] && [ "$clipped" -ge $((rounds - 1)) ] &&
   ok "in rounds 1..$((n - 1)) the poisoner's slots are at most 2 x the median |g| (below g_clip: $clipped of $((2 * (n - 1))))" ||
   bad "$poisoned of the poisoner's $((2 * (n - 1))) slots went past 2 x the median; $clipped below g_clip ($n records)"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for i in 1 2; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$i/model.safetensors" && ok "honest worker $i equals export" ||
-    bad "worker $i differs from export"
-done
+replicas_equal_export 1 2 # the honest workers
 # a --save replica carries its tokenizer, so `distzo eval` reads it as it reads an export
 "$bin" eval "$tmp/exported" --limit 24 --threads 1 --predictions "$tmp/pred_export.tsv" > /dev/null 2>&1 ||
   bad "eval of the export failed"
