@@ -311,6 +311,14 @@ static void malformed(void **state) {
     parse_bad("huge_vocab.json", "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,"
               " \"max_position_embeddings\": 256, \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
               " \"vocab_size\": 1000000000}", DZ_ERR_INVALID, "vocab_size");
+    /* Whole numbers past int: out of range (issue 27.10), not "not an integer". */
+    parse_bad("vocab_2p40.json", "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,"
+              " \"max_position_embeddings\": 256, \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
+              " \"vocab_size\": 1099511627776}", DZ_ERR_FORMAT,
+              "field 'vocab_size' is out of range: 1099511627776 is not in -2147483648..2147483647");
+    parse_bad("head_dim_2p31.json", SMALL_LLAMA(", \"head_dim\": 2147483648"), DZ_ERR_FORMAT,
+              "field 'head_dim' is out of range: 2147483648 is not in -2147483648..2147483647");
+    parse_bad("frac_head_dim.json", SMALL_LLAMA(", \"head_dim\": 16.5"), DZ_ERR_FORMAT, "field 'head_dim' is not an integer");
 }
 
 /* Files that are not regular are refused at once (a FIFO would block, /dev/zero never end). */

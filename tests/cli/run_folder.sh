@@ -27,7 +27,7 @@ grep -q "removed .*checkpoint-2 (--keep-checkpoints 2)" "$tmp/train.txt" && ok "
 
 # a run's checkpoint is evaluated as the run did: its test data, prompt and label words
 ev() { "$bin" eval "$@" --json 2>/dev/null | grep -o '"data": "[^"]*", "examples": [0-9]*, "accuracy": [0-9.]*, "predicted": \[[0-9, ]*\]'; }
-mine=$(ev "$tmp/r/checkpoint-8") run_own=$(ev "$tmp/r/checkpoint-8" --data "$tmp/test.tsv" --label-words bad,good)
+mine=$(ev "$tmp/r/checkpoint-8") run_own=$(ev "$tmp/r/checkpoint-8" --data "$tmp/test.tsv" --label-words terrible,great)
 acc8=$(grep '"step": 8,' "$tmp/r/metrics.jsonl" | grep -o '"test_accuracy": [0-9.]*' | grep -o '[0-9.]*$')
 if [ -n "$mine" ] && [ "$mine" = "$run_own" ] && awk -v a="$acc8" -v l="$mine" 'BEGIN { split(l, p, "\"accuracy\": "); exit !((p[2] + 0) - a < 1e-6 && a - (p[2] + 0) < 1e-6) }'; then
   ok "eval of a checkpoint with no flags uses the run's test data and label words (accuracy $acc8, as logged)"
