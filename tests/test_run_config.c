@@ -18,16 +18,6 @@
 #include "core/util.h"
 #include "run/run_files.h"
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_run_config_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 static dz_train_config distinctive(void) {
     dz_train_config c;
     dz_train_config_default(&c);
@@ -145,5 +135,5 @@ static void readable_and_exact(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip), cmocka_unit_test(readable_and_exact)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

@@ -514,8 +514,10 @@ static dz_status read_list(const char *run_dir, char names[][64], int *n, dz_err
     for (char *line = text, *next; st == DZ_OK && line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
-        int steps = -1, end = 0;
-        if (sscanf(line, "checkpoint-%d%n", &steps, &end) != 1 || steps < 0 || line[end] != '\0')
+        int steps = -1;
+        char written[64] = ""; /* the name as the writer makes it: no sign, space or leading zero */
+        if (sscanf(line, "checkpoint-%d", &steps) == 1) snprintf(written, sizeof written, "checkpoint-%d", steps);
+        if (steps < 0 || strcmp(written, line))
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: line %d is '%.64s', expected 'checkpoint-N'", path, *n + 1, line);
         else if (*n == MAX_LISTED)
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: more than %d checkpoints listed", path, MAX_LISTED);

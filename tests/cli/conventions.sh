@@ -17,8 +17,7 @@ set -u
 bin=$1 tb=$2 assets=$3
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-export DISTZO_ASSETS=$assets
-head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 20
 cd "$tmp" || exit 1
 # a row's field from metrics.jsonl
 field() { grep "^{\"step\": $2," "$1/metrics.jsonl" | sed -nE "s/.*\"$3\": ([^,}]*).*/\\1/p"; }
@@ -81,7 +80,7 @@ evals=$(grep -c '"dev_accuracy"' z/metrics.jsonl)
 if command -v gnuplot > /dev/null; then
   "$bin" plot z -o zplots > plot.txt 2>&1 && [ -s zplots/loss.png ] && [ -s zplots/accuracy.png ] &&
     ok "distzo plot of an --eval-every 0 run: loss.png and accuracy.png" || bad "plot: $(cat plot.txt)"
-else echo "# gnuplot not on PATH: the plot check is left out"; fi
+else left_out "gnuplot not on PATH (optional; scripts/deps.sh installs it): the plot check"; fi
 
 # ---- --json ----
 j=$(cat z.json)
