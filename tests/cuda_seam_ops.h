@@ -1,0 +1,180 @@
+/* Checks that run the CUDA backend's ops through a CUDA seam (backend/cuda/cuda_seam.h):
+ * the host implementation in the CPU suite (test_cuda_seam.c), the CUDA runtime on a GPU
+ * (test_cuda_gpu.c). Each uploads its inputs, runs the op on a stream, downloads and
+ * synchronizes, and compares with the CPU backend (the ZO ops, bitwise) or the reference
+ * backend (the matrix product, to a tolerance). Weights hold -0, subnormals and huge
+ * values but no NaN or infinity: a GPU's arithmetic returns its one canonical NaN where
+ * the CPU propagates the input's (docs/CUDA.md). Header-only, for those two tests. */
+#ifndef DZ_TESTS_CUDA_SEAM_OPS_H
+#define DZ_TESTS_CUDA_SEAM_OPS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "backend/backend.h"
+#include "backend/cuda/cuda_seam.h"
+
+#define SEAM_OK(s, call)                                                                         \
+    do {                                                                                         \
+        const int seam_st_ = (call);                                                             \
+        if (seam_st_ != DZ_CUDA_OK) fail_msg("%s: status %d: %s", #call, seam_st_, (s)->last_error(s)); \
+    } while (0)
+
+static void *seam_upload(dz_cuda_seam *s, dz_cuda_stream st, const void *host, size_t bytes) {
+    void *d = NULL;
+    SEAM_OK(s, s->dev_alloc(s, &d, bytes));
+    SEAM_OK(s, s->memcpy_async(s, d, host, bytes, DZ_COPY_H2D, st));
+    return d;
+}
+
+static void seam_download(dz_cuda_seam *s, dz_cuda_stream st, void *host, const void *d, size_t bytes) {
+    SEAM_OK(s, s->memcpy_async(s, host, d, bytes, DZ_COPY_D2H, st));
+    SEAM_OK(s, s->stream_synchronize(s, st));
+}
+
+/* theta ~ N(0, 0.05^2) with -0, a subnormal and a huge value among them (no NaN or inf). */
+static void seam_theta(float *th, uint16_t *th_h, size_t n, uint64_t salt) {
+    static const uint32_t special[] = {0x80000000u, 0x00000301u, 0x7E7FFFFFu, 0x80800000u};
+    uint64_t st = salt;
+    for (size_t i = 0; i < n; i++) th[i] = (float)(0.05 * dz_normal(&st));
+    for (size_t k = 0; k < 4; k++)
+        if (5 * k + 2 < n) th[5 * k + 2] = dz_zo_u2f(special[k]);
+    for (size_t i = 0; i < n; i++) th_h[i] = (uint16_t)(dz_zo_f2u(th[i]) >> 16);
+}
+
+typedef struct seam_case {
+    uint64_t seed, i0;
+    uint32_t tensor, step, q;
+    size_t n;
+    dz_zdist dist;
+    float wd;
+} seam_case;
+
+static const seam_case seam_cases[] = {
+    {0, 0, 0, 0, 1, 1, DZ_Z_GAUSSIAN, 0.0f},
+    {42, 3, 5, 7, 2, 1029, DZ_Z_RADEMACHER, 0.01f},
+    {UINT64_MAX, 1022, UINT32_MAX, UINT32_MAX / 3 + 1, 3, 4099, DZ_Z_GAUSSIAN, -0.0f},
+    {0x243F6A8885A308D3ull, (1ull << 34) - 70001, 11, 123456, 64, 70001, DZ_Z_GAUSSIAN, 0.1f},
+};
+
+/* One PASS op (kind 0 pair, 1 update, 2 fused) through the seam and through the CPU backend. */
+static void seam_pass_matches_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam_case *c, int kind, int bf16,
+                                  const float *g, const float *th0, const uint16_t *th0_h) {
+    const size_t n = c->n, tb = n * (bf16 ? 2 : 4);
+    const uint32_t next = (c->step + 1) * c->q;
+    float *want = malloc(3 * n * sizeof(float)), *got = malloc(3 * n * sizeof(float));
+    memset(want, 0, 3 * n * sizeof(float)), memset(got, 0, 3 * n * sizeof(float));
+    void *th_want = want; /* theta in the first n floats' bytes, w+ and w- after it */
+    memcpy(th_want, bf16 ? (const void *)th0_h : (const void *)th0, tb);
+    const dz_backend *cpu = dz_backend_cpu();
+    const dz_zo_update upd = {.g = g, .q = (int)c->q, .lr = 0.0625f, .wd = c->wd, .step = c->step};
+    float *wp = want + n, *wm = want + 2 * n;
+    if (kind == 0 && bf16) cpu->perturb_pair_bf16(th_want, wp, wm, n, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
+    if (kind == 0 && !bf16) cpu->perturb_pair(th_want, wp, wm, n, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
+    if (kind == 1 && bf16) cpu->update_bf16(th_want, n, g, (int)c->q, 0.0625f, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
+    if (kind == 1 && !bf16) cpu->update_f32(th_want, n, g, (int)c->q, 0.0625f, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
+    if (kind == 2 && bf16) cpu->update_then_perturb_bf16(th_want, wp, wm, n, &upd, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
+    if (kind == 2 && !bf16) cpu->update_then_perturb_f32(th_want, wp, wm, n, &upd, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
+
+    void *d_th = seam_upload(s, st, bf16 ? (const void *)th0_h : (const void *)th0, tb), *d_w = NULL;
+    SEAM_OK(s, s->dev_alloc(s, &d_w, 2 * n * sizeof(float)));
+    dz_zo_span sp = {.mode = DZ_SPAN_PASS, .seed = c->seed, .tensor = c->tensor, .draw = next, .dist = c->dist,
+                     .i0 = c->i0, .n = n, .eps = 1e-3f, .has_update = kind != 0, .q = (int)c->q, .lr = 0.0625f,
+                     .wd = c->wd, .step = c->step};
+    memcpy(sp.g, g, c->q * sizeof(float));
+    if (bf16) sp.in_bf16 = d_th, sp.out_bf16 = kind ? d_th : NULL;
+    else sp.in_f32 = d_th, sp.out_f32 = kind ? d_th : NULL;
+    if (kind != 1) sp.w_plus = d_w, sp.w_minus = (float *)d_w + n;
+    SEAM_OK(s, s->zo_span(s, &sp, st));
+    SEAM_OK(s, s->memcpy_async(s, got, d_th, tb, DZ_COPY_D2H, st));
+    if (kind != 1) seam_download(s, st, got + n, d_w, 2 * n * sizeof(float));
+    SEAM_OK(s, s->stream_synchronize(s, st));
+    if (memcmp(got, want, 3 * n * sizeof(float)) != 0)
+        fail_msg("%s: pass kind %d (%s) differs from the CPU backend (n %zu, q %u)", s->name, kind, bf16 ? "bf16" : "f32",
+                 n, c->q);
+    SEAM_OK(s, s->dev_free(s, d_th));
+    SEAM_OK(s, s->dev_free(s, d_w));
+    free(want), free(got);
+}
+
+/* z_fill, philox_fill (purpose 1) and the stochastic rounding through the seam. */
+static void seam_fills_match_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam_case *c, const float *v) {
+    const size_t n = c->n;
+    const uint32_t draw = c->step * c->q;
+    uint32_t *want = malloc(n * 4), *got = malloc(n * 4), *x = malloc(n * 4);
+    void *d = NULL, *d_v = seam_upload(s, st, v, n * 4);
+    SEAM_OK(s, s->dev_alloc(s, &d, n * 4));
+    for (int mode = DZ_SPAN_Z; mode <= DZ_SPAN_ROUND; mode++) {
+        if (mode == DZ_SPAN_PASS) continue;
+        const dz_zo_span sp = {.mode = (dz_zo_span_mode)mode, .seed = c->seed, .tensor = c->tensor, .draw = draw,
+                               .purpose = DZ_PURPOSE_SR, .dist = c->dist, .i0 = c->i0, .n = n, .z = d, .words = d,
+                               .in_f32 = mode == DZ_SPAN_ROUND ? d_v : NULL, .out_bf16 = d};
+        SEAM_OK(s, s->zo_span(s, &sp, st));
+        seam_download(s, st, got, d, mode == DZ_SPAN_ROUND ? n * 2 : n * 4);
+        if (mode == DZ_SPAN_Z) dz_backend_cpu()->z_fill((float *)want, c->seed, c->tensor, draw, c->i0, n, c->dist);
+        if (mode != DZ_SPAN_Z) dz_backend_cpu()->philox_fill(x, c->seed, DZ_PURPOSE_SR, c->tensor, draw, c->i0, n);
+        if (mode == DZ_SPAN_WORDS) memcpy(want, x, n * 4);
+        for (size_t i = 0; mode == DZ_SPAN_ROUND && i < n; i++) ((uint16_t *)want)[i] = dz_bf16_round_stochastic(v[i], x[i]);
+        if (memcmp(got, want, mode == DZ_SPAN_ROUND ? n * 2 : n * 4) != 0)
+            fail_msg("%s: span mode %d differs from the CPU backend (n %zu)", s->name, mode, n);
+    }
+    SEAM_OK(s, s->dev_free(s, d));
+    SEAM_OK(s, s->dev_free(s, d_v));
+    free(want), free(got), free(x);
+}
+
+/* Every ZO op of backend.h, as a CUDA backend will run it, bitwise the CPU backend's. */
+static void seam_zo_ops_match_cpu(dz_cuda_seam *s) {
+    dz_cuda_stream st = NULL;
+    SEAM_OK(s, s->stream_create(s, &st));
+    for (size_t k = 0; k < sizeof seam_cases / sizeof seam_cases[0]; k++) {
+        const seam_case *c = &seam_cases[k];
+        float *th = malloc(c->n * 4), g[DZ_ZO_SPAN_MAX_Q];
+        uint16_t *th_h = malloc(c->n * 2);
+        seam_theta(th, th_h, c->n, 100 + k);
+        uint64_t r = 7 + k;
+        for (uint32_t j = 0; j < c->q; j++) g[j] = (float)(2.0 * dz_normal(&r));
+        for (int kind = 0; kind < 3; kind++)
+            for (int bf16 = 0; bf16 < 2; bf16++) seam_pass_matches_cpu(s, st, c, kind, bf16, g, th, th_h);
+        seam_fills_match_cpu(s, st, c, th);
+        free(th), free(th_h);
+    }
+    SEAM_OK(s, s->stream_destroy(s, st));
+}
+
+/* The Linear layout y[M,N] = x[M,K] w[N,K]^T (+ bias) as the CUDA backend maps it onto
+ * column-major cuBLAS: y^T (N x M, ld N) = op_T(w as K x N, ld K) op_N(x^T as K x M, ld K). */
+static int seam_linear(dz_cuda_seam *s, dz_cuda_stream st, float *d_y, const float *d_x, const float *d_w, int M, int N,
+                       int K) {
+    return s->sgemm(s, st, DZ_GEMM_T, DZ_GEMM_N, N, M, K, 1.0f, d_w, K, d_x, K, 0.0f, d_y, N);
+}
+
+static void seam_matmul_matches_ref(dz_cuda_seam *s, float tol) {
+    const int M = 37, N = 29, K = 70;
+    float *x = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K);
+    float *want = malloc(sizeof(float) * M * N), *got = malloc(sizeof(float) * M * N);
+    uint64_t r = 3;
+    for (int i = 0; i < M * K; i++) x[i] = (float)dz_normal(&r);
+    for (int i = 0; i < N * K; i++) w[i] = (float)(0.1 * dz_normal(&r));
+    dz_backend_ref()->matmul(want, x, w, NULL, M, N, K);
+    dz_cuda_stream st = NULL;
+    SEAM_OK(s, s->stream_create(s, &st));
+    float *d_x = seam_upload(s, st, x, sizeof(float) * M * K), *d_w = seam_upload(s, st, w, sizeof(float) * N * K);
+    float *d_y = NULL;
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d_y, sizeof(float) * M * N));
+    SEAM_OK(s, seam_linear(s, st, d_y, d_x, d_w, M, N, K));
+    seam_download(s, st, got, d_y, sizeof(float) * M * N);
+    for (int i = 0; i < M * N; i++)
+        if (!(fabsf(got[i] - want[i]) <= tol * (1.0f + fabsf(want[i]))))
+            fail_msg("%s: matmul element %d: %g, the reference %g", s->name, i, got[i], want[i]);
+    SEAM_OK(s, s->dev_free(s, d_x));
+    SEAM_OK(s, s->dev_free(s, d_w));
+    SEAM_OK(s, s->dev_free(s, d_y));
+    SEAM_OK(s, s->stream_destroy(s, st));
+    free(x), free(w), free(want), free(got);
+}
+
+#endif
