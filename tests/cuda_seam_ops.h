@@ -60,24 +60,33 @@ static const seam_case seam_cases[] = {
     {0x243F6A8885A308D3ull, (1ull << 34) - 70001, 11, 123456, 64, 70001, DZ_Z_GAUSSIAN, 0.1f},
 };
 
-/* One PASS op (kind 0 pair, 1 update, 2 fused) through the seam and through the CPU backend. */
+/* PASS op `kind` (0 pair, 1 update, 2 fused) on the CPU backend, theta in place. */
+static void cpu_pass(const seam_case *c, int kind, int bf16, const float *g, void *th, float *wp, float *wm) {
+    const dz_backend *cpu = dz_backend_cpu();
+    const uint32_t next = (c->step + 1) * c->q;
+    const float lr = 0.0625f, eps = 1e-3f;
+    const dz_zo_update upd = {.g = g, .q = (int)c->q, .lr = lr, .wd = c->wd, .step = c->step};
+    if (kind == 0) {
+        if (bf16) cpu->perturb_pair_bf16(th, wp, wm, c->n, eps, c->seed, c->tensor, next, c->i0, c->dist);
+        else cpu->perturb_pair(th, wp, wm, c->n, eps, c->seed, c->tensor, next, c->i0, c->dist);
+    } else if (kind == 1) {
+        if (bf16) cpu->update_bf16(th, c->n, g, (int)c->q, lr, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
+        else cpu->update_f32(th, c->n, g, (int)c->q, lr, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
+    } else {
+        if (bf16) cpu->update_then_perturb_bf16(th, wp, wm, c->n, &upd, eps, c->seed, c->tensor, next, c->i0, c->dist);
+        else cpu->update_then_perturb_f32(th, wp, wm, c->n, &upd, eps, c->seed, c->tensor, next, c->i0, c->dist);
+    }
+}
+
+/* One PASS op through the seam and through the CPU backend. */
 static void seam_pass_matches_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam_case *c, int kind, int bf16,
                                   const float *g, const float *th0, const uint16_t *th0_h) {
     const size_t n = c->n, tb = n * (bf16 ? 2 : 4);
     const uint32_t next = (c->step + 1) * c->q;
     float *want = malloc(3 * n * sizeof(float)), *got = malloc(3 * n * sizeof(float));
     memset(want, 0, 3 * n * sizeof(float)), memset(got, 0, 3 * n * sizeof(float));
-    void *th_want = want; /* theta in the first n floats' bytes, w+ and w- after it */
-    memcpy(th_want, bf16 ? (const void *)th0_h : (const void *)th0, tb);
-    const dz_backend *cpu = dz_backend_cpu();
-    const dz_zo_update upd = {.g = g, .q = (int)c->q, .lr = 0.0625f, .wd = c->wd, .step = c->step};
-    float *wp = want + n, *wm = want + 2 * n;
-    if (kind == 0 && bf16) cpu->perturb_pair_bf16(th_want, wp, wm, n, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
-    if (kind == 0 && !bf16) cpu->perturb_pair(th_want, wp, wm, n, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
-    if (kind == 1 && bf16) cpu->update_bf16(th_want, n, g, (int)c->q, 0.0625f, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
-    if (kind == 1 && !bf16) cpu->update_f32(th_want, n, g, (int)c->q, 0.0625f, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
-    if (kind == 2 && bf16) cpu->update_then_perturb_bf16(th_want, wp, wm, n, &upd, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
-    if (kind == 2 && !bf16) cpu->update_then_perturb_f32(th_want, wp, wm, n, &upd, 1e-3f, c->seed, c->tensor, next, c->i0, c->dist);
+    memcpy(want, bf16 ? (const void *)th0_h : (const void *)th0, tb); /* theta first, w+ and w- after n floats */
+    cpu_pass(c, kind, bf16, g, want, want + n, want + 2 * n);
 
     void *d_th = seam_upload(s, st, bf16 ? (const void *)th0_h : (const void *)th0, tb), *d_w = NULL;
     SEAM_OK(s, s->dev_alloc(s, &d_w, 2 * n * sizeof(float)));
@@ -93,8 +102,8 @@ static void seam_pass_matches_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam
     if (kind != 1) seam_download(s, st, got + n, d_w, 2 * n * sizeof(float));
     SEAM_OK(s, s->stream_synchronize(s, st));
     if (memcmp(got, want, 3 * n * sizeof(float)) != 0)
-        fail_msg("%s: pass kind %d (%s) differs from the CPU backend (n %zu, q %u)", s->name, kind, bf16 ? "bf16" : "f32",
-                 n, c->q);
+        fail_msg("%s: pass kind %d (%s) differs from the CPU backend (n %zu, q %u)", s->name, kind,
+                 bf16 ? "bf16" : "f32", n, c->q);
     SEAM_OK(s, s->dev_free(s, d_th));
     SEAM_OK(s, s->dev_free(s, d_w));
     free(want), free(got);
@@ -117,7 +126,8 @@ static void seam_fills_match_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam_
         if (mode == DZ_SPAN_Z) dz_backend_cpu()->z_fill((float *)want, c->seed, c->tensor, draw, c->i0, n, c->dist);
         if (mode != DZ_SPAN_Z) dz_backend_cpu()->philox_fill(x, c->seed, DZ_PURPOSE_SR, c->tensor, draw, c->i0, n);
         if (mode == DZ_SPAN_WORDS) memcpy(want, x, n * 4);
-        for (size_t i = 0; mode == DZ_SPAN_ROUND && i < n; i++) ((uint16_t *)want)[i] = dz_bf16_round_stochastic(v[i], x[i]);
+        for (size_t i = 0; mode == DZ_SPAN_ROUND && i < n; i++)
+            ((uint16_t *)want)[i] = dz_bf16_round_stochastic(v[i], x[i]);
         if (memcmp(got, want, mode == DZ_SPAN_ROUND ? n * 2 : n * 4) != 0)
             fail_msg("%s: span mode %d differs from the CPU backend (n %zu)", s->name, mode, n);
     }

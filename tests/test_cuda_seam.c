@@ -219,21 +219,26 @@ static void zo2_streaming_schedule_needs_every_wait(void **st) {
     free(masters), free(want), free(unused);
 }
 
+/* C (4 x 2) = op(A) op(B) with k = 3 over tight buffers: A 12 floats, B 6, C 8. */
+static int gemm_4x2x3(dz_cuda_seam *s, float *const d[3], dz_gemm_op ta, dz_gemm_op tb, int lda, int ldb, int ldc) {
+    return s->sgemm(s, NULL, ta, tb, 4, 2, 3, 1.0f, d[0], lda, d[1], ldb, 0.0f, d[2], ldc);
+}
+
 static void wrong_leading_dimensions_fail(void **st) {
     (void)st;
     dz_cuda_seam *s = seam();
-    float *dA = NULL, *dB = NULL, *dC = NULL; /* A 4 x 3, B 3 x 2, C 4 x 2, tight */
-    SEAM_OK(s, s->dev_alloc(s, (void **)&dA, 12 * sizeof(float)));
-    SEAM_OK(s, s->dev_alloc(s, (void **)&dB, 6 * sizeof(float)));
-    SEAM_OK(s, s->dev_alloc(s, (void **)&dC, 8 * sizeof(float)));
-    SEAM_OK(s, s->sgemm(s, NULL, DZ_GEMM_N, DZ_GEMM_N, 4, 2, 3, 1.0f, dA, 4, dB, 3, 0.0f, dC, 4));
+    float *d[3] = {NULL, NULL, NULL};
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d[0], 12 * sizeof(float)));
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d[1], 6 * sizeof(float)));
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d[2], 8 * sizeof(float)));
+    SEAM_OK(s, gemm_4x2x3(s, d, DZ_GEMM_N, DZ_GEMM_N, 4, 3, 4));
     /* below the stored rows: cuBLAS's CUBLAS_STATUS_INVALID_VALUE */
-    assert_int_equal(s->sgemm(s, NULL, DZ_GEMM_N, DZ_GEMM_N, 4, 2, 3, 1.0f, dA, 3, dB, 3, 0.0f, dC, 4), DZ_CUDA_ERR_INVALID);
-    assert_int_equal(s->sgemm(s, NULL, DZ_GEMM_T, DZ_GEMM_N, 4, 2, 3, 1.0f, dA, 2, dB, 3, 0.0f, dC, 4), DZ_CUDA_ERR_INVALID);
-    assert_int_equal(s->sgemm(s, NULL, DZ_GEMM_N, DZ_GEMM_N, 4, 2, 3, 1.0f, dA, 4, dB, 3, 0.0f, dC, 3), DZ_CUDA_ERR_INVALID);
+    assert_int_equal(gemm_4x2x3(s, d, DZ_GEMM_N, DZ_GEMM_N, 3, 3, 4), DZ_CUDA_ERR_INVALID);
+    assert_int_equal(gemm_4x2x3(s, d, DZ_GEMM_T, DZ_GEMM_N, 2, 3, 4), DZ_CUDA_ERR_INVALID); /* A^T stored 3 x 4 */
+    assert_int_equal(gemm_4x2x3(s, d, DZ_GEMM_N, DZ_GEMM_N, 4, 3, 3), DZ_CUDA_ERR_INVALID);
     /* legal but too large for the buffer: the last column runs past it */
-    assert_int_equal(s->sgemm(s, NULL, DZ_GEMM_N, DZ_GEMM_N, 4, 2, 3, 1.0f, dA, 5, dB, 3, 0.0f, dC, 4), DZ_CUDA_ERR_OVERRUN);
-    assert_int_equal(s->sgemm(s, NULL, DZ_GEMM_N, DZ_GEMM_T, 4, 2, 3, 1.0f, dA, 4, dB, 3, 0.0f, dC, 4), DZ_CUDA_ERR_OVERRUN);
+    assert_int_equal(gemm_4x2x3(s, d, DZ_GEMM_N, DZ_GEMM_N, 5, 3, 4), DZ_CUDA_ERR_OVERRUN);
+    assert_int_equal(gemm_4x2x3(s, d, DZ_GEMM_N, DZ_GEMM_T, 4, 3, 4), DZ_CUDA_ERR_OVERRUN); /* B^T 2 x 3, ld 3 */
     assert_non_null(strstr(s->last_error(s), "overrun"));
     s->destroy(s);
 }

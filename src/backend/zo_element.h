@@ -148,7 +148,8 @@ DZ_HD static inline void dz_zo_pass_block(const dz_zo_span *s, uint64_t b) {
     if (!s->w_plus) return;
     float z[4];
     dz_z_block(z, s->seed, s->tensor, s->draw, j, s->dist);
-    for (uint64_t i = lo; i < hi; i++) dz_zo_pair(th[i & 3], z[i & 3], s->eps, &s->w_plus[i - s->i0], &s->w_minus[i - s->i0]);
+    for (uint64_t i = lo; i < hi; i++)
+        dz_zo_pair(th[i & 3], z[i & 3], s->eps, &s->w_plus[i - s->i0], &s->w_minus[i - s->i0]);
 }
 
 /* DZ_SPAN_ROUND: stochastic rounding of f32 values with the purpose-1 words of `draw`. */
@@ -157,7 +158,8 @@ DZ_HD static inline void dz_zo_round_block(const dz_zo_span *s, uint64_t b) {
     const uint32_t j = dz_zo_span_block_range(s, b, &lo, &hi);
     uint32_t x[4];
     dz_philox_block_of(x, s->seed, DZ_PURPOSE_SR, s->tensor, s->draw, (uint64_t)j << 2);
-    for (uint64_t i = lo; i < hi; i++) s->out_bf16[i - s->i0] = dz_bf16_round_stochastic(s->in_f32[i - s->i0], x[i & 3]);
+    for (uint64_t i = lo; i < hi; i++)
+        s->out_bf16[i - s->i0] = dz_bf16_round_stochastic(s->in_f32[i - s->i0], x[i & 3]);
 }
 
 DZ_HD static inline void dz_zo_span_block(const dz_zo_span *s, uint64_t b) {

@@ -59,7 +59,9 @@ cublasComputeType_t compute_of(dz_gemm_compute c) {
 }
 
 cudaMemcpyKind kind_of(dz_cuda_copy k) {
-    return k == DZ_COPY_H2D ? cudaMemcpyHostToDevice : k == DZ_COPY_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+    return k == DZ_COPY_H2D   ? cudaMemcpyHostToDevice
+           : k == DZ_COPY_D2H ? cudaMemcpyDeviceToHost
+                              : cudaMemcpyDeviceToDevice;
 }
 
 int device_count(dz_cuda_seam *s, int *count) { return check(s, cudaGetDeviceCount(count), "cudaGetDeviceCount"); }
@@ -77,10 +79,10 @@ int gemm_ex(dz_cuda_seam *s, dz_cuda_stream st, dz_gemm_op ta, dz_gemm_op tb, in
             dz_cuda_dtype ct, int ldc, dz_gemm_compute compute) {
     const int status = check_blas(s, cublasSetStream(rt(s)->blas, stream_of(st)), "cublasSetStream");
     if (status != DZ_CUDA_OK) return status;
-    return check_blas(s,
-                      cublasGemmEx(rt(s)->blas, op_of(ta), op_of(tb), m, n, k, &alpha, A, type_of(at), lda, B,
-                                   type_of(bt), ldb, &beta, C, type_of(ct), ldc, compute_of(compute), CUBLAS_GEMM_DEFAULT),
-                      "cublasGemmEx");
+    const cublasStatus_t e = cublasGemmEx(rt(s)->blas, op_of(ta), op_of(tb), m, n, k, &alpha, A, type_of(at), lda, B,
+                                          type_of(bt), ldb, &beta, C, type_of(ct), ldc, compute_of(compute),
+                                          CUBLAS_GEMM_DEFAULT);
+    return check_blas(s, e, "cublasGemmEx");
 }
 
 int sgemm(dz_cuda_seam *s, dz_cuda_stream st, dz_gemm_op ta, dz_gemm_op tb, int m, int n, int k, float alpha,
@@ -117,7 +119,9 @@ int event_create(dz_cuda_seam *s, dz_cuda_event *ev) {
     *ev = e;
     return status;
 }
-int event_destroy(dz_cuda_seam *s, dz_cuda_event ev) { return check(s, cudaEventDestroy(event_of(ev)), "cudaEventDestroy"); }
+int event_destroy(dz_cuda_seam *s, dz_cuda_event ev) {
+    return check(s, cudaEventDestroy(event_of(ev)), "cudaEventDestroy");
+}
 int event_record(dz_cuda_seam *s, dz_cuda_event ev, dz_cuda_stream st) {
     return check(s, cudaEventRecord(event_of(ev), stream_of(st)), "cudaEventRecord");
 }

@@ -83,7 +83,8 @@ static int free_buffer(hs_state *h, void *p, int pinned, const char *what) {
     for (size_t i = 0; i < h->n_allocs; i++)
         if (h->allocs[i].p == p) {
             if (h->allocs[i].pinned != pinned)
-                return hs_fail(h, DZ_CUDA_ERR_INVALID, "%s: %p is %s memory", what, p, pinned ? "device" : "pinned host");
+                return hs_fail(h, DZ_CUDA_ERR_INVALID, "%s: %p is %s memory", what, p,
+                               pinned ? "device" : "pinned host");
             free(p);
             h->allocs[i] = h->allocs[--h->n_allocs];
             return st;

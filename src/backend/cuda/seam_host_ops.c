@@ -140,10 +140,11 @@ static int zo_span(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st) {
         return hs_fail(h, DZ_CUDA_ERR_INVALID, "zo_span: a pair writes both w_plus and w_minus");
     if (z->mode == DZ_SPAN_Z) status = span_range(h, &op, z->z, 4, 1, "z");
     if (z->mode == DZ_SPAN_WORDS) status = span_range(h, &op, z->words, 4, 1, "words");
-    if (status == DZ_CUDA_OK && (pass || z->mode == DZ_SPAN_ROUND)) status = span_range(h, &op, z->in_f32, 4, 0, "in_f32");
+    const int round = z->mode == DZ_SPAN_ROUND;
+    if (status == DZ_CUDA_OK && (pass || round)) status = span_range(h, &op, z->in_f32, 4, 0, "in_f32");
     if (status == DZ_CUDA_OK && pass) status = span_range(h, &op, z->in_bf16, 2, 0, "in_bf16");
     if (status == DZ_CUDA_OK && upd) status = span_range(h, &op, z->out_f32, 4, 1, "out_f32");
-    if (status == DZ_CUDA_OK && (upd || z->mode == DZ_SPAN_ROUND)) status = span_range(h, &op, z->out_bf16, 2, 1, "out_bf16");
+    if (status == DZ_CUDA_OK && (upd || round)) status = span_range(h, &op, z->out_bf16, 2, 1, "out_bf16");
     if (status == DZ_CUDA_OK && pass && z->w_plus) status = span_range(h, &op, z->w_plus, 4, 1, "w_plus");
     if (status == DZ_CUDA_OK && pass && z->w_plus) status = span_range(h, &op, z->w_minus, 4, 1, "w_minus");
     return status != DZ_CUDA_OK ? status : hs_enqueue(h, i, &op);
