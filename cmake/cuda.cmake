@@ -28,9 +28,26 @@ if(DZ_CUDA)
   if(DZ_WERROR)
     set(dz_nvcc_werror -Werror=all-warnings -Xcompiler=-Werror)
   endif()
+  set(dz_nvcc_exact -fmad=false -prec-div=true -prec-sqrt=true -ftz=false)
   target_compile_options(dz_cuda PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-fmad=false -prec-div=true -prec-sqrt=true -ftz=false
-      -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-ffp-contract=off ${dz_nvcc_werror}>)
+    $<$<COMPILE_LANGUAGE:CUDA>:${dz_nvcc_exact} -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-ffp-contract=off
+      ${dz_nvcc_werror}>)
   target_link_libraries(dz_cuda PUBLIC dz_cuda_host CUDA::cudart CUDA::cublas CUDA::cublasLt)
   target_compile_definitions(dz_cuda PUBLIC DZ_HAVE_CUDA=1)
+
+  # The flags are not taken on trust: the ZO kernels' PTX, made with them, must hold no
+  # fused or contractible float operation (cmake/check_no_fma.sh), or dz_cuda does not build.
+  set(dz_zo_ptx ${CMAKE_BINARY_DIR}/zo_kernels.ptx)
+  add_custom_command(OUTPUT ${dz_zo_ptx}.checked
+    COMMAND ${CMAKE_CUDA_COMPILER} -ptx -arch=compute_90 -std=c++17 -O3 ${dz_nvcc_exact}
+            -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/include
+            ${CMAKE_SOURCE_DIR}/src/backend/cuda/zo_kernels.cu -o ${dz_zo_ptx}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/cmake/check_no_fma.sh ${dz_zo_ptx}
+    COMMAND ${CMAKE_COMMAND} -E touch ${dz_zo_ptx}.checked
+    DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/zo_kernels.cu ${CMAKE_SOURCE_DIR}/src/backend/cuda/zo_kernels.h
+            ${CMAKE_SOURCE_DIR}/src/backend/zo_element.h ${CMAKE_SOURCE_DIR}/src/backend/zo_ops.h
+            ${CMAKE_SOURCE_DIR}/cmake/check_no_fma.sh
+    COMMENT "Checking the ZO kernels' PTX for contracted float operations" VERBATIM)
+  add_custom_target(dz_cuda_no_fma DEPENDS ${dz_zo_ptx}.checked)
+  add_dependencies(dz_cuda dz_cuda_no_fma)
 endif()
