@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "backend/backend.h"
 #include "backend/cuda/cuda_seam.h"
+#include "backend/cuda/cuda_zo_ops.h"
 
 #define SEAM_OK(s, call)                                                                         \
     do {                                                                                         \
@@ -60,46 +61,50 @@ static const seam_case seam_cases[] = {
     {0x243F6A8885A308D3ull, (1ull << 34) - 70001, 11, 123456, 64, 70001, DZ_Z_GAUSSIAN, 0.1f},
 };
 
-/* PASS op `kind` (0 pair, 1 update, 2 fused) on the CPU backend, theta in place. */
-static void cpu_pass(const seam_case *c, int kind, int bf16, const float *g, void *th, float *wp, float *wm) {
+/* PASS op `kind` (0 pair, 1 update, 2 fused), theta in place: on the CPU backend (s NULL)
+ * or as the CUDA backend runs it (backend/cuda/cuda_zo_ops.h) through seam s on stream st. */
+static void pass_op(dz_cuda_seam *s, dz_cuda_stream st, const seam_case *c, int kind, int bf16, const float *g,
+                    void *th, float *wp, float *wm) {
     const dz_backend *cpu = dz_backend_cpu();
-    const uint32_t next = (c->step + 1) * c->q;
-    const float lr = 0.0625f, eps = 1e-3f;
-    const dz_zo_update upd = {.g = g, .q = (int)c->q, .lr = lr, .wd = c->wd, .step = c->step};
-    if (kind == 0) {
-        if (bf16) cpu->perturb_pair_bf16(th, wp, wm, c->n, eps, c->seed, c->tensor, next, c->i0, c->dist);
-        else cpu->perturb_pair(th, wp, wm, c->n, eps, c->seed, c->tensor, next, c->i0, c->dist);
-    } else if (kind == 1) {
-        if (bf16) cpu->update_bf16(th, c->n, g, (int)c->q, lr, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
-        else cpu->update_f32(th, c->n, g, (int)c->q, lr, c->wd, c->seed, c->tensor, c->step, c->i0, c->dist);
-    } else {
-        if (bf16) cpu->update_then_perturb_bf16(th, wp, wm, c->n, &upd, eps, c->seed, c->tensor, next, c->i0, c->dist);
-        else cpu->update_then_perturb_f32(th, wp, wm, c->n, &upd, eps, c->seed, c->tensor, next, c->i0, c->dist);
+    const uint64_t S = c->seed, i0 = c->i0;
+    const uint32_t t = c->tensor, step = c->step, next = (step + 1) * c->q;
+    const size_t n = c->n;
+    const dz_zdist dist = c->dist;
+    const float lr = 0.0625f, eps = 1e-3f, wd = c->wd;
+    const int q = (int)c->q;
+    const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
+    if (!s) {
+        if (kind == 0 && bf16) cpu->perturb_pair_bf16(th, wp, wm, n, eps, S, t, next, i0, dist);
+        else if (kind == 0) cpu->perturb_pair(th, wp, wm, n, eps, S, t, next, i0, dist);
+        else if (kind == 1 && bf16) cpu->update_bf16(th, n, g, q, lr, wd, S, t, step, i0, dist);
+        else if (kind == 1) cpu->update_f32(th, n, g, q, lr, wd, S, t, step, i0, dist);
+        else if (bf16) cpu->update_then_perturb_bf16(th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
+        else cpu->update_then_perturb_f32(th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
+        return;
     }
+    int r;
+    if (kind == 0 && bf16) r = dz_cuda_perturb_pair_bf16(s, st, th, wp, wm, n, eps, S, t, next, i0, dist);
+    else if (kind == 0) r = dz_cuda_perturb_pair(s, st, th, wp, wm, n, eps, S, t, next, i0, dist);
+    else if (kind == 1 && bf16) r = dz_cuda_update_bf16(s, st, th, n, g, q, lr, wd, S, t, step, i0, dist);
+    else if (kind == 1) r = dz_cuda_update_f32(s, st, th, n, g, q, lr, wd, S, t, step, i0, dist);
+    else if (bf16) r = dz_cuda_update_then_perturb_bf16(s, st, th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
+    else r = dz_cuda_update_then_perturb_f32(s, st, th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
+    SEAM_OK(s, r);
 }
 
-/* One PASS op through the seam and through the CPU backend. */
+/* One PASS op through the seam and on the CPU backend. */
 static void seam_pass_matches_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam_case *c, int kind, int bf16,
                                   const float *g, const float *th0, const uint16_t *th0_h) {
     const size_t n = c->n, tb = n * (bf16 ? 2 : 4);
-    const uint32_t next = (c->step + 1) * c->q;
-    float *want = malloc(3 * n * sizeof(float)), *got = malloc(3 * n * sizeof(float));
-    memset(want, 0, 3 * n * sizeof(float)), memset(got, 0, 3 * n * sizeof(float));
-    memcpy(want, bf16 ? (const void *)th0_h : (const void *)th0, tb); /* theta first, w+ and w- after n floats */
-    cpu_pass(c, kind, bf16, g, want, want + n, want + 2 * n);
-
-    void *d_th = seam_upload(s, st, bf16 ? (const void *)th0_h : (const void *)th0, tb), *d_w = NULL;
-    SEAM_OK(s, s->dev_alloc(s, &d_w, 2 * n * sizeof(float)));
-    dz_zo_span sp = {.mode = DZ_SPAN_PASS, .seed = c->seed, .tensor = c->tensor, .draw = next, .dist = c->dist,
-                     .i0 = c->i0, .n = n, .eps = 1e-3f, .has_update = kind != 0, .q = (int)c->q, .lr = 0.0625f,
-                     .wd = c->wd, .step = c->step};
-    memcpy(sp.g, g, c->q * sizeof(float));
-    if (bf16) sp.in_bf16 = d_th, sp.out_bf16 = kind ? d_th : NULL;
-    else sp.in_f32 = d_th, sp.out_f32 = kind ? d_th : NULL;
-    if (kind != 1) sp.w_plus = d_w, sp.w_minus = (float *)d_w + n;
-    SEAM_OK(s, s->zo_span(s, &sp, st));
+    const void *th = bf16 ? (const void *)th0_h : (const void *)th0;
+    float *want = calloc(3 * n, sizeof(float)), *got = calloc(3 * n, sizeof(float)); /* theta, w+, w- */
+    memcpy(want, th, tb);
+    pass_op(NULL, NULL, c, kind, bf16, g, want, want + n, want + 2 * n);
+    float *d_th = seam_upload(s, st, th, tb), *d_w = NULL;
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d_w, 2 * n * sizeof(float)));
+    pass_op(s, st, c, kind, bf16, g, d_th, kind == 1 ? NULL : d_w, kind == 1 ? NULL : d_w + n);
     SEAM_OK(s, s->memcpy_async(s, got, d_th, tb, DZ_COPY_D2H, st));
-    if (kind != 1) seam_download(s, st, got + n, d_w, 2 * n * sizeof(float));
+    if (kind != 1) SEAM_OK(s, s->memcpy_async(s, got + n, d_w, 2 * n * sizeof(float), DZ_COPY_D2H, st));
     SEAM_OK(s, s->stream_synchronize(s, st));
     if (memcmp(got, want, 3 * n * sizeof(float)) != 0)
         fail_msg("%s: pass kind %d (%s) differs from the CPU backend (n %zu, q %u)", s->name, kind,
@@ -113,27 +118,32 @@ static void seam_pass_matches_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam
 static void seam_fills_match_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam_case *c, const float *v) {
     const size_t n = c->n;
     const uint32_t draw = c->step * c->q;
-    uint32_t *want = malloc(n * 4), *got = malloc(n * 4), *x = malloc(n * 4);
-    void *d = NULL, *d_v = seam_upload(s, st, v, n * 4);
-    SEAM_OK(s, s->dev_alloc(s, &d, n * 4));
-    for (int mode = DZ_SPAN_Z; mode <= DZ_SPAN_ROUND; mode++) {
-        if (mode == DZ_SPAN_PASS) continue;
-        const dz_zo_span sp = {.mode = (dz_zo_span_mode)mode, .seed = c->seed, .tensor = c->tensor, .draw = draw,
-                               .purpose = DZ_PURPOSE_SR, .dist = c->dist, .i0 = c->i0, .n = n, .z = d, .words = d,
-                               .in_f32 = mode == DZ_SPAN_ROUND ? d_v : NULL, .out_bf16 = d};
-        SEAM_OK(s, s->zo_span(s, &sp, st));
-        seam_download(s, st, got, d, mode == DZ_SPAN_ROUND ? n * 2 : n * 4);
-        if (mode == DZ_SPAN_Z) dz_backend_cpu()->z_fill((float *)want, c->seed, c->tensor, draw, c->i0, n, c->dist);
-        if (mode != DZ_SPAN_Z) dz_backend_cpu()->philox_fill(x, c->seed, DZ_PURPOSE_SR, c->tensor, draw, c->i0, n);
-        if (mode == DZ_SPAN_WORDS) memcpy(want, x, n * 4);
-        for (size_t i = 0; mode == DZ_SPAN_ROUND && i < n; i++)
-            ((uint16_t *)want)[i] = dz_bf16_round_stochastic(v[i], x[i]);
-        if (memcmp(got, want, mode == DZ_SPAN_ROUND ? n * 2 : n * 4) != 0)
-            fail_msg("%s: span mode %d differs from the CPU backend (n %zu)", s->name, mode, n);
-    }
-    SEAM_OK(s, s->dev_free(s, d));
+    float *z = malloc(n * 4), *z_got = malloc(n * 4);
+    uint32_t *x = malloc(n * 4), *x_got = malloc(n * 4);
+    uint16_t *h = malloc(n * 2), *h_got = malloc(n * 2);
+    float *d_z = NULL, *d_v = seam_upload(s, st, v, n * 4);
+    uint32_t *d_x = NULL;
+    uint16_t *d_h = NULL;
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d_z, n * 4));
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d_x, n * 4));
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d_h, n * 2));
+    SEAM_OK(s, dz_cuda_z_fill(s, st, d_z, c->seed, c->tensor, draw, c->i0, n, c->dist));
+    SEAM_OK(s, dz_cuda_philox_fill(s, st, d_x, c->seed, DZ_PURPOSE_SR, c->tensor, draw, c->i0, n));
+    SEAM_OK(s, dz_cuda_round_bf16(s, st, d_h, d_v, n, c->seed, c->tensor, draw, c->i0));
+    SEAM_OK(s, s->memcpy_async(s, z_got, d_z, n * 4, DZ_COPY_D2H, st));
+    SEAM_OK(s, s->memcpy_async(s, x_got, d_x, n * 4, DZ_COPY_D2H, st));
+    seam_download(s, st, h_got, d_h, n * 2);
+    dz_backend_cpu()->z_fill(z, c->seed, c->tensor, draw, c->i0, n, c->dist);
+    dz_backend_cpu()->philox_fill(x, c->seed, DZ_PURPOSE_SR, c->tensor, draw, c->i0, n);
+    for (size_t i = 0; i < n; i++) h[i] = dz_bf16_round_stochastic(v[i], x[i]);
+    if (memcmp(z, z_got, n * 4)) fail_msg("%s: z_fill differs from the CPU backend (n %zu)", s->name, n);
+    if (memcmp(x, x_got, n * 4)) fail_msg("%s: philox_fill differs from the CPU backend (n %zu)", s->name, n);
+    if (memcmp(h, h_got, n * 2)) fail_msg("%s: the stochastic rounding differs from the CPU's (n %zu)", s->name, n);
+    SEAM_OK(s, s->dev_free(s, d_z));
+    SEAM_OK(s, s->dev_free(s, d_x));
+    SEAM_OK(s, s->dev_free(s, d_h));
     SEAM_OK(s, s->dev_free(s, d_v));
-    free(want), free(got), free(x);
+    free(z), free(z_got), free(x), free(x_got), free(h), free(h_got);
 }
 
 /* Every ZO op of backend.h, as a CUDA backend will run it, bitwise the CPU backend's. */

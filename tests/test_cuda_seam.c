@@ -4,6 +4,7 @@
  *    backend (the Linear-layout matmul mapped onto column-major GEMM);
  *  - GEMM is cuBLAS's: column-major, all four transposes, leading dimensions above the rows,
  *    bf16 inputs, beta = 0 not reading C, against an independent row-major expectation;
+ *  - spans it cannot run (q outside 1..64, two thetas, half a pair) are refused;
  *  - the mistakes it exists to catch fail: a download read before its synchronize (poison),
  *    an upload's source changed before it, two streams touching a buffer without an event
  *    between them (both orders), a ZO2-style three-stream pipeline missing one wait, a
@@ -265,6 +266,23 @@ static void overruns_fail(void **st) {
     s->destroy(s);
 }
 
+static void invalid_spans_are_refused(void **st) {
+    (void)st;
+    dz_cuda_seam *s = seam();
+    float *d = NULL, g[DZ_ZO_SPAN_MAX_Q + 1] = {0};
+    SEAM_OK(s, s->dev_alloc(s, (void **)&d, 16 * sizeof(float)));
+    for (int q = 0; q <= DZ_ZO_SPAN_MAX_Q + 1; q += DZ_ZO_SPAN_MAX_Q + 1) {
+        assert_int_equal(dz_cuda_update_f32(s, NULL, d, 16, g, q, 0.1f, 0.0f, 1, 2, 3, 0, DZ_Z_GAUSSIAN),
+                         DZ_CUDA_ERR_INVALID);
+        assert_non_null(strstr(s->last_error(s), "q ="));
+    }
+    dz_zo_span both = {.mode = DZ_SPAN_PASS, .n = 4, .in_f32 = d, .in_bf16 = (uint16_t *)(d + 8)};
+    assert_int_equal(s->zo_span(s, &both, NULL), DZ_CUDA_ERR_INVALID);
+    dz_zo_span half_pair = {.mode = DZ_SPAN_PASS, .n = 4, .in_f32 = d, .w_plus = d + 4};
+    assert_int_equal(s->zo_span(s, &half_pair, NULL), DZ_CUDA_ERR_INVALID);
+    s->destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(zo_ops_match_the_cpu_backend),
@@ -277,6 +295,7 @@ int main(void) {
         cmocka_unit_test(zo2_streaming_schedule_needs_every_wait),
         cmocka_unit_test(wrong_leading_dimensions_fail),
         cmocka_unit_test(overruns_fail),
+        cmocka_unit_test(invalid_spans_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
