@@ -18,16 +18,6 @@
 #include "distzo/dtype.h"
 #include "distzo/model.h"
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_cfg_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 /* Writes text to g_dir/name and returns the path (static storage, one at a time). */
 static const char *cfg_file(const char *name, const char *text) {
     static char path[512];
@@ -415,5 +405,5 @@ int main(void) {
         cmocka_unit_test(malformed),  cmocka_unit_test(validate_rules),
         cmocka_unit_test(special_files), cmocka_unit_test(non_finite_weights),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

@@ -18,16 +18,6 @@
 
 #include "format/safetensors.h"
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_st_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 static void path_in(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_dir, name); }
 
 static void write_bytes(const char *path, const void *data, size_t len) {
@@ -519,5 +509,5 @@ int main(void) {
         cmocka_unit_test(malformed_shapes_and_ranges),
         cmocka_unit_test(accepts_edge_cases),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

@@ -109,7 +109,7 @@ done
 # classification (the default job's task): eval of best/ with the run's label words and test
 # file = the test accuracy the run logged at that step (seed 4: step 2 beats step 0, so
 # best/ is written)
-head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 20
 "$bin" train --model "$assets/stories260K/stories260K.bin" --data "$assets/sst2/train.tsv" --test "$tmp/test.tsv" \
   --train-examples 16 --dev-examples 16 --batch 4 --steps 2 --eval-every 1 --checkpoint-every 2 --lr 1e-3 --seed 4 \
   --out "$tmp/cls" > /dev/null 2>&1 || bad "classify: training failed"

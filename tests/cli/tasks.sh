@@ -16,7 +16,7 @@ set -u
 bin=$1 assets=$2 fx=$3
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-head -33 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 32
 
 resumes_bitwise() { # NAME ARGS...: 6 steps at once; 3, then resumed to 6; and export
   local name=$1; shift
