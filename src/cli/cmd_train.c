@@ -295,7 +295,8 @@ int dz_cmd_train(int argc, char **argv) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;
         c.out_dir = t.out;
-        rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume);
+        /* --resume-from: the old run's run.json is the config, its values the run's own */
+        rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
     }
     if (!rc) rc = train_run(&c, &t);
     free(run_strings);

@@ -106,6 +106,9 @@ sed -i 's/"gen_tokens":[[:space:]]*0/"gen_tokens": 20/' "$tmp/resumed/run.json" 
 "$bin" train --resume --out "$tmp/resumed" --steps 3 --gen-tokens 20 --threads 1 > "$tmp/resumed.txt" 2>&1
 [ $? = 1 ] && grep -q -- "option --gen-tokens: --task sst2 does not use it" "$tmp/resumed.txt" &&
   ok "train --resume refuses --gen-tokens given for an sst2 run" || bad "resume --gen-tokens: $(tail -1 "$tmp/resumed.txt")"
+"$bin" train --resume-from "$tmp/resumed:1" --out "$tmp/branched" --steps 2 --threads 1 > "$tmp/branched.txt" 2>&1 &&
+  ok "train --resume-from keeps the old run.json's own --gen-tokens on sst2" ||
+  bad "--resume-from a run whose run.json has gen_tokens: $(tail -1 "$tmp/branched.txt")"
 
 # ---- --predictions written atomically (tmp, flush, rename), for every task ----
 # A hard link stands for a reader that holds the old file: an atomic write replaces the
