@@ -25,14 +25,16 @@ typedef struct progress {
     int kill_signal;
 } progress;
 
-/* An evaluation's scores, the end of its step's line. */
+/* An evaluation's scores, the end of its step's line (a run without a test set: test n/a). */
 static void eval_scores(const progress *pr, const dz_train_progress *p) {
+    const double sign = p->lm ? -1.0 : 1.0;
+    char test[32] = "n/a";
+    if (isfinite(p->test_accuracy)) snprintf(test, sizeof test, "%.4f", sign * p->test_accuracy);
     if (p->lm)
-        fprintf(pr->out, "  dev loss %.4f  test loss %.4f  best dev loss %.4f", -p->dev_accuracy, -p->test_accuracy,
+        fprintf(pr->out, "  dev loss %.4f  test loss %s  best dev loss %.4f", -p->dev_accuracy, test,
                 -p->best_dev_accuracy);
     else
-        fprintf(pr->out, "  dev acc %.4f  test acc %.4f  best dev %.4f", p->dev_accuracy, p->test_accuracy,
-                p->best_dev_accuracy);
+        fprintf(pr->out, "  dev acc %.4f  test acc %s  best dev %.4f", p->dev_accuracy, test, p->best_dev_accuracy);
 }
 
 /* A step's one line: its loss, g, lr, the rate and ETA when a line is due (full), and its
@@ -380,11 +382,15 @@ static void summary_text(const train_opts *t, const dz_train_result *r, const ui
                t->out, r->steps_done);
         return;
     }
-    const double v[3] = {shown(r, r->zero_shot_test), shown(r, r->final_test), shown(r, r->best_test)};
+    /* no test set (a small file split into train + dev): the dev scores are the run's */
+    const int dev = !isfinite(r->zero_shot_test) && !isfinite(r->final_test) && isfinite(r->final_dev);
+    const double v[3] = {shown(r, dev ? r->zero_shot_dev : r->zero_shot_test),
+                         shown(r, dev ? r->final_dev : r->final_test), shown(r, dev ? r->best_dev : r->best_test)};
     char txt[3][32];
     for (int i = 0; i < 3; i++) snprintf(txt[i], sizeof txt[i], isfinite(v[i]) ? "%.4f" : "n/a", v[i]);
-    printf("done: %d steps in %.1f s; test %s before %s, final %s, at best dev (step %d) %s; run in %s\n",
-           r->steps_done, r->seconds, r->lm ? "loss" : "accuracy", txt[0], txt[1], r->best_step, txt[2], t->out);
+    printf("done: %d steps in %.1f s; %s %s before %s, final %s, %s (step %d) %s; run in %s\n", r->steps_done,
+           r->seconds, dev ? "dev" : "test", r->lm ? "loss" : "accuracy", txt[0], txt[1],
+           dev ? "best" : "at best dev", r->best_step, txt[2], t->out);
 }
 
 /* Ctrl-C: the run stops before its next step (a second Ctrl-C: at once, the default). */

@@ -6,7 +6,7 @@
 # - eval --task squad --predictions writes each question's answer, F1, EM and golds, and
 #   eval refuses the options a task does not use;
 # - a small jsonl with no dev file gets a dev set drawn from it (seeded, said in a line),
-#   and best/ is written;
+#   and best/ is written; the summary then gives its dev scores (no test set: n/a, never nan);
 # - generate --chat applies the model's chat template (SmolLM2's ChatML): the prompt's
 #   ids are those of the ChatML text written out here.
 # usage: task_options.sh DISTZO ASSETS DATA
@@ -85,6 +85,13 @@ grep -o '"dev_accuracy": [0-9.]*' "$tmp/small/metrics.jsonl" | grep -o '[0-9.]*$
   awk '{ x = $1 * 13; if (x - int(x + 0.5) > 1e-4 || int(x + 0.5) - x > 1e-4) bad = 1; n++ } END { exit bad || n != 5 }' &&
   [ -f "$tmp/small/best/model.safetensors" ] && ok "the drawn dev set is evaluated at every step (k/13) and best/ is written" ||
   bad "dev scores $(grep -o '"dev_accuracy": [^,]*' "$tmp/small/metrics.jsonl" | tr '\n' ' '); $(ls "$tmp/small")"
+
+# with no test set the summary and the step lines give the dev scores, never nan
+d0=$(grep '^{"step": 0,' "$tmp/small/metrics.jsonl" | grep -o '"dev_accuracy": [0-9.]*' | grep -o '[0-9.]*$')
+grep -qE "^done: 4 steps in [0-9.]+ s; dev accuracy before $(printf '%.4f' "${d0:-9}"), final [0-9.]+, best \(step [0-4]\) [0-9.]+; run in " \
+  "$tmp/small.txt" && grep -q 'test acc n/a' "$tmp/small.txt" && ! grep -qi 'nan' "$tmp/small.txt" &&
+  ok "no test set: the summary gives the dev accuracy before ($d0), final and best; steps say test acc n/a" ||
+  bad "no test set: $(grep -E '^(done|step 0)' "$tmp/small.txt")"
 
 # ---- generate --chat: the model's chat template (27.20) ----
 "$bin" generate "$model" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat.txt" 2>&1
