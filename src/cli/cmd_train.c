@@ -388,11 +388,15 @@ static void summary_text(const train_opts *t, const dz_train_result *r, const ui
                t->out, r->steps_done);
         return;
     }
-    const double v[3] = {shown(r, r->zero_shot_test), shown(r, r->final_test), shown(r, r->best_test)};
+    /* no test set (a small file split into train + dev): the dev scores are the run's */
+    const int dev = !isfinite(r->zero_shot_test) && !isfinite(r->final_test) && isfinite(r->final_dev);
+    const double v[3] = {shown(r, dev ? r->zero_shot_dev : r->zero_shot_test),
+                         shown(r, dev ? r->final_dev : r->final_test), shown(r, dev ? r->best_dev : r->best_test)};
     char txt[3][32];
     for (int i = 0; i < 3; i++) snprintf(txt[i], sizeof txt[i], isfinite(v[i]) ? "%.4f" : "n/a", v[i]);
-    printf("done: %d steps in %.1f s; test %s before %s, final %s, at best dev (step %d) %s; run in %s\n",
-           r->steps_done, r->seconds, r->lm ? "loss" : "accuracy", txt[0], txt[1], r->best_step, txt[2], t->out);
+    printf("done: %d steps in %.1f s; %s %s before %s, final %s, %s (step %d) %s; run in %s\n", r->steps_done,
+           r->seconds, dev ? "dev" : "test", r->lm ? "loss" : "accuracy", txt[0], txt[1],
+           dev ? "best" : "at best dev", r->best_step, txt[2], t->out);
 }
 
 /* Ctrl-C: the run stops before its next step (a second Ctrl-C: at once, the default). */

@@ -7,7 +7,8 @@
 #   eval and train refuse the options a task does not use (train: not a resumed run's
 #   own settings); every task's --predictions file is written atomically;
 # - a small jsonl with no dev file gets a dev set drawn from it (seeded, said in a line),
-#   and best/ is written; its progress lines leave the missing test score out;
+#   and best/ is written; its progress lines leave the missing test score out, and the
+#   summary gives its dev scores (no test set: never nan);
 # - generate --chat applies the model's chat template (SmolLM2's ChatML): the prompt's
 #   ids are those of the ChatML text written out here.
 # usage: task_options.sh DISTZO ASSETS DATA
@@ -150,6 +151,12 @@ grep -o '"dev_accuracy": [0-9.]*' "$tmp/small/metrics.jsonl" | grep -o '[0-9.]*$
 [ "$(grep -cE '^step [0-4]/4  .*dev acc [0-9.]+  best dev [0-9.]+$' "$tmp/small.txt")" = 5 ] && ! grep -qi nan "$tmp/small.txt" &&
   ok "no test file: the 5 evaluation lines give dev and best dev, no test score" ||
   bad "evaluation lines without a test file: $(grep -m2 'dev acc' "$tmp/small.txt" | tr '\n' '|')"
+# ... and the summary gives the dev scores before, final and best, never nan
+d0=$(grep '^{"step": 0,' "$tmp/small/metrics.jsonl" | grep -o '"dev_accuracy": [0-9.]*' | grep -o '[0-9.]*$')
+grep -qE "^done: 4 steps in [0-9.]+ s; dev accuracy before $(printf '%.4f' "${d0:-9}"), final [0-9.]+, best \(step [0-4]\) [0-9.]+; run in " \
+  "$tmp/small.txt" && ! grep -qi 'nan' "$tmp/small.txt" &&
+  ok "no test set: the summary gives the dev accuracy before ($d0), final and best" ||
+  bad "no test set: $(grep -E '^(done|step 0)' "$tmp/small.txt")"
 
 # ---- generate --chat: the model's chat template (27.20) ----
 "$bin" generate "$model" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat.txt" 2>&1
