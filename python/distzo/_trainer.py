@@ -1,0 +1,118 @@
+"""distzo.Trainer: a ZO fine-tuning run in a run folder that is the command line's own
+(run.json, seeds.log, metrics, checkpoints), so a run started here resumes with
+`distzo train --resume --out DIR` and the other way round."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from typing import Any, Callable, Optional, Union
+
+from . import _distzo
+from ._distzo import InvalidError
+from ._model import Model, PathLike, _runtime
+
+log = logging.getLogger("distzo")
+
+# The command line's defaults where they differ from the library's (src/cli/cmd_train.c,
+# train_options.c), so that the same options give the same run.
+_CLI_DEFAULTS = {"lr": 3e-5, "steps": 4000, "eval_every": 500, "checkpoint_every": 1000}
+_PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "squad", "drop"}
+# Settings that are paths: resolved as the command line resolves them.
+_PATHS = ("model", "tokenizer", "train_data", "test_data")
+
+Callback = Callable[[dict], Any]
+
+
+def _option_key(name: str) -> str:
+    """A keyword's run.json key: data_seed, or the option's long name data-seed."""
+    return name.replace("-", "_")
+
+
+class Trainer:
+    """Trainer(model, train_data, eval_data=None, out="runs/default", callback=None,
+    config=None, **options): options are the command line's long names with "_" for "-"
+    (lr, eps, steps, batch, seed, data_seed, train_examples, dev_examples, task,
+    label_words, template, estimator, perturbation, store, eval_every, checkpoint_every,
+    ...), or run.json's keys; config: a JSON file of them (a run's run.json restarts it),
+    under the keywords."""
+
+    def __init__(self, model: Union[Model, PathLike], train_data: Optional[PathLike] = None,
+                 eval_data: Optional[PathLike] = None, *, out: PathLike = "runs/default",
+                 callback: Optional[Callback] = None, config: Optional[PathLike] = None, **options: Any) -> None:
+        self.out = os.fspath(out)
+        self.callback = callback
+        settings: dict[str, Any] = {} if config is not None else dict(_CLI_DEFAULTS)
+        if config is not None:
+            with open(config, encoding="utf-8") as f:
+                settings.update({_option_key(k): v for k, v in json.load(f).items()})
+        if isinstance(model, Model):
+            settings["model"] = model.path
+            if model.info.get("tokenizer"):
+                settings.setdefault("tokenizer", model.info["tokenizer"])
+        else:
+            settings["model"] = os.fspath(model)
+        if train_data is not None:
+            settings["train_data"] = os.fspath(train_data)
+        if eval_data is not None:
+            settings["test_data"] = os.fspath(eval_data)
+        settings.update({_option_key(k): v for k, v in options.items()})
+        _check_keys(settings)
+        task = settings.get("task", "sst2")
+        if "label_words" not in settings and task != "lm" and task not in _PRESETS:
+            settings["label_words"] = "bad,good"
+        for key in _PATHS:
+            if settings.get(key) is not None:
+                settings[key] = os.path.realpath(settings[key])
+        self.settings = settings
+
+    def train(self) -> dict[str, Any]:
+        """Runs the steps (Ctrl-C stops at a step boundary, leaving the run resumable, and
+        raises KeyboardInterrupt); returns the summary: steps_done, final_dev, best_dev, ..."""
+        return _run(self.settings, self.out, False, self.callback)
+
+    @classmethod
+    def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, **options: Any) -> dict[str, Any]:
+        """Continues the run in run_dir with its run.json's settings (steps may be raised;
+        placement and cadence may change), bitwise as if never stopped."""
+        settings = {_option_key(k): v for k, v in options.items()}
+        _check_keys(settings)
+        return _run(settings, os.fspath(run_dir), True, callback)
+
+
+def _check_keys(settings: dict[str, Any]) -> None:
+    for key in settings:
+        if not _distzo.train_option_known(key):
+            raise InvalidError(f"Trainer: unknown option '{key}' (the options are train's long names with _ for -, "
+                               "e.g. lr, steps, data_seed, or run.json's keys)")
+
+
+def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback]) -> dict[str, Any]:
+    _runtime()
+
+    def on_step(p: dict) -> None:
+        if p["step"] > 0 and "loss" in p:
+            log.info("step %d/%d  loss %.4f", p["step"], p["steps"], p["loss"])
+        if callback is not None:
+            callback(p)
+
+    # The settings reach the library as train --config's JSON file (its messages name it).
+    with tempfile.TemporaryDirectory(prefix="distzo-") as tmp:
+        path = None
+        if settings or not resume:
+            path = os.path.join(tmp, "trainer-options.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(settings, f)
+        return _distzo.train(path, out, resume, on_step)
+
+
+def export(run_dir: Optional[PathLike], out: PathLike, model: Optional[PathLike] = None,
+           format: Optional[str] = None, gguf_type: Optional[str] = None, store: Optional[str] = None) -> None:
+    """A run's trained weights (its seed log replayed on its base model, or on model), or
+    a model as it is (run_dir None), written as a Hugging Face folder or a GGUF file
+    (format None: gguf when out ends in .gguf), as `distzo export`."""
+    if format is None:
+        format = "gguf" if os.fspath(out).endswith(".gguf") else "hf"
+    _distzo.export(None if run_dir is None else os.fspath(run_dir), None if model is None else os.fspath(model),
+                   os.fspath(out), format, gguf_type, store)
