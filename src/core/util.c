@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +52,30 @@ int dz_open_regular(const char *path, dz_error *err) {
     }
     close(fd);
     return -1;
+}
+
+dz_status dz_map_file(const char *path, size_t min_size, void **map, size_t *size, dz_error *err) {
+    *map = NULL;
+    *size = 0;
+    const int fd = dz_open_regular(path, err);
+    if (fd < 0) return err ? err->code : DZ_ERR_IO;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        const int e = errno;
+        close(fd);
+        return dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    *size = (size_t)sb.st_size;
+    if (*size < min_size) {
+        close(fd);
+        return DZ_ERR_FORMAT;
+    }
+    void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) return dz_fail(err, DZ_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
+    *map = p;
+    return DZ_OK;
 }
 
 dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err) {
@@ -219,3 +244,33 @@ dz_status dz_copy_file(const char *src, const char *dst, dz_error *err) {
     return st;
 }
 
+
+char *dz_json_error_at(const char *text, size_t offset, char *out, size_t cap) {
+    const char *what = "not valid JSON";
+    const size_t at = offset > 0 && (text[offset - 1] == '}' || text[offset - 1] == ']') ? offset - 1 : offset;
+    if (text[at] == '}' || text[at] == ']') {
+        size_t k = at; /* the bracket; a comma before it, past blanks, is the fault */
+        while (k > 0 && (text[k - 1] == ' ' || text[k - 1] == '\t' || text[k - 1] == '\n' || text[k - 1] == '\r')) k--;
+        if (k > 0 && text[k - 1] == ',') offset = k - 1, what = "a trailing comma (JSON allows none)";
+    }
+    int line = 1, column = 1;
+    for (size_t i = 0; i < offset && text[i]; i++) {
+        if (text[i] == '\n') line++, column = 1;
+        else column++;
+    }
+    snprintf(out, cap, "line %d, column %d: %s", line, column, what);
+    return out;
+}
+
+void dz_write_json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", out);
+        else if (*p == '\t') fputs("\\t", out);
+        else if (*p == '\r') fputs("\\r", out);
+        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    fputc('"', out);
+}

@@ -23,6 +23,7 @@
 #include "distzo/federated.h"
 #include "distzo/log.h"
 #include "distzo/setup.h"
+#include "federated/admission.h"
 #include "federated/byte_code.h"
 #include "federated/http.h"
 #include "federated/protocol.h"
@@ -45,6 +46,10 @@ typedef struct machine {
     uint32_t slots[DZ_FED_MAX_SLOTS];
     int submitted;
     int polling;                  /* a round request of it is waiting: it is alive */
+    char addr[DZ_FED_ADDRESS_CHARS]; /* the client address it joined from */
+    int proven;                   /* it has delivered a value: slots without the new workers' cap */
+    uint32_t applied_asked;       /* `applied` of its latest round request as it came (applied: as it is answered,
+                                   * which the linger at the end waits on) */
 } machine;
 
 typedef struct coordinator {
@@ -84,6 +89,7 @@ typedef struct coordinator {
     uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
     dz_tokenizer *tok;            /* the base model's, written into checkpoints (NULL: none found) */
     dz_trainer *eval;             /* --test: the replica set up as train's is, to evaluate it (owns setup); NULL: none */
+    dz_fed_admission admission;   /* joins per client address (--max-joins-per-client) */
 } coordinator;
 
 /* ---- requests (server threads) -------------------------------------------------------- */
@@ -145,14 +151,18 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
         return respond_error(r, 403, "the worker's base model (fingerprint %016" PRIx64 ") is not this run's "
                              "(%016" PRIx64 "): join with the run's base model (--model)", j.fingerprint,
                              c->fingerprint);
+    char addr[DZ_FED_ADDRESS_CHARS];
+    dz_fed_http_peer(req, addr, sizeof addr);
     pthread_mutex_lock(&c->mu);
+    const double wait = dz_fed_admit_join(&c->admission, addr, dz_now(), c->fed.max_joins_per_client);
     machine *m = NULL;
-    for (int i = 0; i < DZ_FED_MAX_MACHINES && !m; i++)
+    for (int i = 0; i < DZ_FED_MAX_MACHINES && !m && wait <= 0; i++)
         if (c->m[i].id == 0) m = &c->m[i];
     dz_fed_join_resp out = {0};
     int no_key = 0;
     if (m) {
         memset(m, 0, sizeof *m);
+        snprintf(m->addr, sizeof m->addr, "%s", addr);
         no_key = dz_fed_new_key(m->key) != 0;
         if (!no_key) {
             m->id = c->next_id++;
@@ -164,9 +174,13 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (wait > 0)
+        return respond_error(r, 429, "%s: %d joins within a minute, the most --max-joins-per-client allows: try again in "
+                             "%.0f s", addr, c->fed.max_joins_per_client, ceil(wait));
     if (!m) return respond_error(r, 503, "the coordinator has %d workers connected, its maximum", DZ_FED_MAX_MACHINES);
     if (no_key) return respond_error(r, 500, "cannot read /dev/urandom for a key");
-    dz_log(DZ_LOG_INFO, "machine %u%s%s%s joined", out.machine, *j.name ? " (" : "", j.name, *j.name ? ")" : "");
+    dz_log(DZ_LOG_INFO, "machine %u%s%s%s joined from %s", out.machine, *j.name ? " (" : "", j.name, *j.name ? ")" : "",
+           addr);
     respond(r, 200, dz_fed_join_resp_json(&out));
 }
 
@@ -178,6 +192,7 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         return respond_error(r, 400, "round request: 'machine' (1..2^31-1) and 'applied' (a count) are required");
     pthread_mutex_lock(&c->mu);
     machine *m = find_machine(c, (uint32_t)id, dz_fed_http_arg(req, "key"), r);
+    if (m) m->applied_asked = (uint32_t)applied; /* caught up (or not) already while it waits */
     if (m && version && wait_ms > 0) { /* long poll: wait for news, still counting as seen */
         const uint64_t known = strtoull(version, NULL, 16);
         struct timespec until;
@@ -187,7 +202,8 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         m->polling++;
         while (c->version == known)
             if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
-        m->polling--;
+        if (m->id == (uint32_t)id) m->polling--;
+        else m = find_machine(c, (uint32_t)id, NULL, r); /* forgotten meanwhile (its entry may be another's): 410 */
     }
     if (m) {
         m->last_seen = dz_now();
@@ -255,6 +271,7 @@ static void handle_submit(coordinator *c, const dz_fed_http_request *req, dz_fed
     c->n_in += accepted;
     if (isfinite(s.loss) && accepted > 0) c->loss_sum += s.loss * accepted, c->loss_n += accepted;
     m->submitted = 1;
+    m->proven |= accepted > 0;
     pthread_cond_broadcast(&c->cv);
     char body[64];
     snprintf(body, sizeof body, "{\"accepted\":%d}", accepted);
@@ -338,10 +355,10 @@ static void wait_a_little(coordinator *c, double seconds) {
     pthread_cond_timedwait(&c->cv, &c->mu, &until);
 }
 
-/* Opens round c->round: the connected workers in id order (a rotating start when there
- * are more than slots) get samples_per_worker slots each, numbered in that order. */
-static void open_round(coordinator *c) {
-    int order[DZ_FED_MAX_MACHINES], n = 0;
+/* The connected workers that may get slots (admission.h), in id order, into order;
+ * returns how many. */
+static int eligible_workers(const coordinator *c, int *order) {
+    int n = 0, ok[DZ_FED_MAX_MACHINES];
     for (int i = 0; i < DZ_FED_MAX_MACHINES; i++)
         if (c->m[i].id) order[n++] = i;
     for (int i = 1; i < n; i++) /* insertion sort by id: n is small */
@@ -349,6 +366,37 @@ static void open_round(coordinator *c) {
             const int t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
+    dz_fed_candidate cand[DZ_FED_MAX_MACHINES] = {{0}};
+    for (int k = 0; k < n; k++) { /* caught up: but for the record just published, which it has not heard of yet */
+        const machine *m = &c->m[order[k]];
+        cand[k] = (dz_fed_candidate){.addr = m->addr, .proven = m->proven,
+                                     .caught_up = (uint64_t)m->applied_asked + 1 >= c->published};
+    }
+    dz_fed_eligible(cand, n, c->fed.max_joins_per_client, ok);
+    int kept = 0;
+    for (int k = 0; k < n; k++)
+        if (ok[k]) order[kept++] = order[k];
+    return kept;
+}
+
+/* A round that ran to its deadline: the new workers that were given slots and sent nothing
+ * are forgotten (joining again is what --max-joins-per-client counts). */
+static void forget_no_shows(coordinator *c) {
+    if (c->n_in >= c->n_assigned || (c->fed.quorum > 0 && c->n_in >= c->fed.quorum)) return;
+    for (int i = 0; i < DZ_FED_MAX_MACHINES; i++) {
+        machine *m = &c->m[i];
+        if (!m->id || m->proven || m->submitted || m->n_slots == 0) continue;
+        dz_log(DZ_LOG_INFO, "machine %u (new, from %s) sent nothing for round %u by its deadline: forgotten", m->id,
+               m->addr, c->round);
+        m->id = 0;
+    }
+}
+
+/* Opens round c->round: the eligible workers in id order (a rotating start when there
+ * are more than slots) get samples_per_worker slots each, numbered in that order. */
+static void open_round(coordinator *c) {
+    int order[DZ_FED_MAX_MACHINES];
+    const int n = eligible_workers(c, order);
     const int per = c->fed.samples_per_worker, takers = (int)c->q / per < n ? (int)c->q / per : n;
     const int start = n > takers ? (int)(c->round % (uint32_t)n) : 0;
     int chosen[DZ_FED_MAX_MACHINES];
@@ -450,10 +498,12 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
     const double t0 = dz_now();
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (prune_machines(c) < c->fed.min_workers) wait_a_little(c, 0.2);
+        int order[DZ_FED_MAX_MACHINES];
+        while (prune_machines(c) < c->fed.min_workers || eligible_workers(c, order) == 0) wait_a_little(c, 0.2);
         open_round(c);
         while (!round_complete(c)) wait_a_little(c, 0.05);
         c->open = 0; /* workers hear of it with the record (or the round opened again): no version of its own */
+        forget_no_shows(c);
         if (c->n_in > 0) break;
         dz_log(DZ_LOG_WARN, "round %u: nothing arrived within --round-timeout %g s; opening it again", c->round,
                c->fed.round_timeout);
