@@ -95,6 +95,34 @@ class Model:
         """generate's new token ids."""
         return self._c.generate(self._prompt_ids(prompt), max_tokens, temperature, top_p, seed, stop_at_eos)
 
+    def evaluate(self, task: str = "sst2", data: Any = None, *, template: Optional[str] = None,
+                 label_words: Optional[str] = None, text_key: str = "text", label_key: str = "label",
+                 batch: int = 16, share_prompts: bool = True) -> dict[str, Any]:
+        """As `distzo eval`: classification (sst2, classify, a preset) gives accuracy,
+        predictions [n] and scores ([n, n_labels] numpy, the candidates' mean log-probs;
+        a list of arrays where examples have candidates of their own); lm gives the mean NLL
+        and perplexity. data: a file the command line takes, or examples as held in Python:
+        a list of dicts, a pandas DataFrame or a datasets.Dataset (text_key, label_key)."""
+        if self.tokenizer is None:
+            raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
+        path, records = (os.fspath(data), None) if isinstance(data, (str, os.PathLike)) else \
+            (None, _records(data, text_key, None if task == "lm" else label_key))
+        r = self._c.evaluate(task, path, records, template, label_words, text_key, label_key, batch, share_prompts)
+        if "scores" not in r:
+            return r
+        import numpy as np
+
+        preds = np.frombuffer(r["predictions"], dtype=np.int32)
+        scores = np.frombuffer(r["scores"], dtype=np.float32)
+        first = np.frombuffer(r["first"], dtype=np.int32)
+        if len(scores) == len(preds) * r["n_labels"]:
+            r["scores"] = scores.reshape(len(preds), r["n_labels"])
+        else:
+            r["scores"] = [scores[first[e]:first[e + 1]] for e in range(len(preds))]
+        r["predictions"] = preds
+        del r["first"]
+        return r
+
     def _prompt_ids(self, prompt: Union[str, Sequence[int]]) -> list[int]:
         if isinstance(prompt, str):
             if self.tokenizer is None:
@@ -104,6 +132,24 @@ class Model:
                 raise ValueError(f"{self.path}: the tokenizer has no start token, so an empty prompt cannot start")
             return ids
         return [int(i) for i in prompt]
+
+
+def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[tuple]:
+    """(text, label) pairs of examples held in Python: a DataFrame or a datasets.Dataset
+    by its columns, else any iterable of mappings (a list of dicts)."""
+    if data is None:
+        raise ValueError("no data: give a file or examples")
+    if hasattr(data, "columns") or hasattr(data, "column_names"):
+        texts = list(data[text_key])
+        labels = list(data[label_key]) if label_key is not None else [None] * len(texts)
+        return [(str(t), None if label is None else int(label)) for t, label in zip(texts, labels)]
+    out = []
+    for i, ex in enumerate(data):
+        try:
+            out.append((str(ex[text_key]), None if label_key is None else int(ex[label_key])))
+        except KeyError as e:
+            raise ValueError(f"example {i}: no key {e} (text_key={text_key!r}, label_key={label_key!r})") from None
+    return out
 
 
 def load(path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32") -> Model:

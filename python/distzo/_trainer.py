@@ -67,18 +67,20 @@ class Trainer:
                 settings[key] = os.path.realpath(settings[key])
         self.settings = settings
 
-    def train(self) -> dict[str, Any]:
+    def train(self, progress: Optional[bool] = None) -> dict[str, Any]:
         """Runs the steps (Ctrl-C stops at a step boundary, leaving the run resumable, and
-        raises KeyboardInterrupt); returns the summary: steps_done, final_dev, best_dev, ..."""
-        return _run(self.settings, self.out, False, self.callback)
+        raises KeyboardInterrupt); returns the summary: steps_done, final_dev, best_dev, ...
+        progress: a tqdm bar (None: where tqdm is installed)."""
+        return _run(self.settings, self.out, False, self.callback, progress)
 
     @classmethod
-    def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, **options: Any) -> dict[str, Any]:
+    def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
+               **options: Any) -> dict[str, Any]:
         """Continues the run in run_dir with its run.json's settings (steps may be raised;
         placement and cadence may change), bitwise as if never stopped."""
         settings = {_option_key(k): v for k, v in options.items()}
         _check_keys(settings)
-        return _run(settings, os.fspath(run_dir), True, callback)
+        return _run(settings, os.fspath(run_dir), True, callback, progress)
 
 
 def _check_keys(settings: dict[str, Any]) -> None:
@@ -88,12 +90,37 @@ def _check_keys(settings: dict[str, Any]) -> None:
                                "e.g. lr, steps, data_seed, or run.json's keys)")
 
 
-def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback]) -> dict[str, Any]:
+def _progress_bar(wanted: Optional[bool]) -> Any:
+    """A tqdm bar class, or None (not wanted, or tqdm not installed and not asked for)."""
+    if wanted is False:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        if wanted:
+            raise
+        return None
+    return tqdm
+
+
+def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback],
+         progress: Optional[bool] = None) -> dict[str, Any]:
     _runtime()
+    tqdm = _progress_bar(progress)
+    bar = None
 
     def on_step(p: dict) -> None:
+        nonlocal bar
         if p["step"] > 0 and "loss" in p:
             log.info("step %d/%d  loss %.4f", p["step"], p["steps"], p["loss"])
+        if p.get("has_eval"):
+            log.info("step %d/%d  dev %.4f  test %.4f", p["step"], p["steps"], p["dev_accuracy"], p["test_accuracy"])
+        if tqdm is not None:
+            if bar is None:
+                bar = tqdm(total=p["steps"], initial=p["step"], desc="distzo train", unit="step")
+            bar.update(p["step"] - bar.n)
+            if "loss" in p:
+                bar.set_postfix(loss=f"{p['loss']:.4f}", refresh=False)
         if callback is not None:
             callback(p)
 
@@ -104,7 +131,11 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
             path = os.path.join(tmp, "trainer-options.json")
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(settings, f)
-        return _distzo.train(path, out, resume, on_step)
+        try:
+            return _distzo.train(path, out, resume, on_step)
+        finally:
+            if bar is not None:
+                bar.close()
 
 
 def export(run_dir: Optional[PathLike], out: PathLike, model: Optional[PathLike] = None,

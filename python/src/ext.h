@@ -22,6 +22,9 @@ PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw);
 /* _distzo.export(run_dir, model, out, fmt) (train.c). */
 PyObject *dzpy_export(PyObject *self, PyObject *args, PyObject *kw);
 
+/* Model.evaluate(task, path, records, ...) on m and tok (evaluate.c). */
+PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *args, PyObject *kw);
+
 /* A sequence of token ids as a malloc'ed int array of *n; NULL with an exception set
  * (TypeError, or ValueError naming an id outside [0, vocab)). */
 int *dzpy_token_ids(PyObject *seq, int vocab, int *n);

@@ -242,6 +242,10 @@ static PyObject *model_generate(Model *self, PyObject *args, PyObject *kw) {
     return res;
 }
 
+static PyObject *model_evaluate(Model *self, PyObject *args, PyObject *kw) {
+    return ready(self, 1) ? dzpy_evaluate(self->model, self->tok, args, kw) : NULL;
+}
+
 static PyObject *model_has_tokenizer(Model *self, void *unused) { return PyBool_FromLong(self->tok != NULL); }
 
 static PyObject *model_bos_eos(Model *self, PyObject *unused) {
@@ -258,6 +262,9 @@ static PyMethodDef model_methods[] = {
     {"logits", (PyCFunction)model_logits, METH_O, "logits(ids) -> bytearray of len(ids) x vocab float32"},
     {"generate", (PyCFunction)(void (*)(void))model_generate, METH_VARARGS | METH_KEYWORDS,
      "generate(ids, max_tokens=256, temperature=1.0, top_p=0.9, seed=0, stop_at_eos=True) -> new ids"},
+    {"evaluate", (PyCFunction)(void (*)(void))model_evaluate, METH_VARARGS | METH_KEYWORDS,
+     "evaluate(task, path, records, template=None, label_words=None, text_key='text', label_key='label', batch=16, "
+     "share_prompts=True) -> dict"},
     {"bos_eos", (PyCFunction)model_bos_eos, METH_NOARGS, "bos_eos() -> (bos id, eos id); -1: none"},
     {NULL, NULL, 0, NULL},
 };

@@ -50,6 +50,39 @@ def test_logits_agree_with_greedy_generation(model, cli, assets):
     assert list(logits[n - 1:-1].argmax(axis=1)) == ref["tokens"]
 
 
+def test_evaluate_equals_the_cli(model, cli, assets, tmp_path):
+    """Scores and accuracy of `distzo eval --predictions`, from the file and from the same
+    examples held in Python (a list of dicts, a DataFrame-like object of columns)."""
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("".join((assets / "sst2" / "dev.tsv").read_text().splitlines(keepends=True)[:41]))
+    out = subprocess.run([cli, "eval", str(assets / "stories260K" / "stories260K.bin"), "--data", str(dev), "--json",
+                          "--predictions", str(tmp_path / "p.tsv")], check=True, capture_output=True, text=True)
+    ref = json.loads(out.stdout)
+    rows = [line.split("\t") for line in (tmp_path / "p.tsv").read_text().splitlines()[1:]]
+    ref_scores = np.array([[float(r[3]), float(r[4])] for r in rows], dtype=np.float32)
+    ref_preds = [int(r[2]) for r in rows]
+    examples = [{"text": line.split("\t")[0], "label": int(line.split("\t")[1])}
+                for line in dev.read_text().splitlines()[1:]]
+
+    class Columns:  # what Model.evaluate uses of a pandas DataFrame
+        columns = ["text", "label"]
+
+        def __getitem__(self, key):
+            return [ex[key] for ex in examples]
+
+    for data in (dev, examples, Columns()):
+        r = model.evaluate("sst2", data)
+        assert r["examples"] == ref["examples"] == 40 and abs(r["accuracy"] - ref["accuracy"]) < 1e-6
+        assert np.array_equal(r["scores"], ref_scores) and list(r["predictions"]) == ref_preds
+    text = tmp_path / "story.txt"
+    text.write_text("Once upon a time there was a little girl. She liked to play in the park.")
+    out = subprocess.run([cli, "eval", str(assets / "stories260K" / "stories260K.bin"), "--task", "lm", "--data",
+                          str(text), "--json"], check=True, capture_output=True, text=True)
+    ref = json.loads(out.stdout)
+    r = model.evaluate("lm", [{"text": text.read_text()}])
+    assert r["tokens"] == ref["tokens"] and abs(r["nll"] - ref["nll"]) < 1e-6
+
+
 SETTINGS = dict(train_examples=32, dev_examples=8, data_seed=42, batch=4, lr=1e-3, eps=1e-3, seed=7, eval_every=0,
                 checkpoint_every=4)
 
@@ -137,6 +170,8 @@ def test_errors_carry_the_library_message(model, assets, tmp_path):
         py_trainer(model, assets, tmp_path / "r4", 4, batch="four").train()
     with pytest.raises(ValueError, match="outside the vocabulary"):
         model.logits([1, 100000])
+    with pytest.raises(ValueError, match="no key"):
+        model.evaluate("sst2", [{"sentence": "a", "label": 0}])
     with pytest.raises(ZeroDivisionError):
         py_trainer(model, assets, tmp_path / "r3", 4, callback=lambda p: 1 / 0).train()
 
@@ -161,3 +196,13 @@ def test_gil_is_released_during_a_run(model, assets, tmp_path):
         stop.set()
         t.join()
     assert len(ticks) > 5
+
+
+def test_progress_bar_and_logging(model, assets, tmp_path, capsys, caplog):
+    pytest.importorskip("tqdm")
+    with caplog.at_level("INFO", logger="distzo"):
+        py_trainer(model, assets, tmp_path / "run", 4).train(progress=True)
+    err = capsys.readouterr().err
+    assert "distzo train" in err and "4/4" in err and "step 4/4  loss" in caplog.text
+    py_trainer(model, assets, tmp_path / "quiet", 4).train(progress=False)
+    assert "distzo train" not in capsys.readouterr().err
