@@ -10,20 +10,30 @@ if TYPE_CHECKING:
     import numpy
 
 PathLike = Union[str, "os.PathLike[str]"]
-_threads_set = False
+_threads = {"set": False, "explicit": False}
 
 
 def set_threads(threads: int = 0) -> int:
     """Sets the threads distzo computes on (0: $OMP_NUM_THREADS, else every CPU this
-    process may use) and returns the count in use. Call before the first computation."""
-    global _threads_set
-    _threads_set = True
+    process may use) and returns the count in use."""
+    _threads["explicit"] = True
+    return _set_threads(threads)
+
+
+def _set_threads(threads: int) -> int:
+    _threads["set"] = True
     return _distzo.runtime_init(int(threads))
 
 
-def _runtime() -> None:
-    if not _threads_set:
-        set_threads(0)
+def _runtime(ranks_here: int = 1) -> None:
+    """The default threads, once: as the command line, under mpirun (ranks_here ranks on
+    this machine, no $OMP_NUM_THREADS, no set_threads) the cores are split between them."""
+    if _threads["explicit"]:
+        return
+    if ranks_here > 1 and not os.environ.get("OMP_NUM_THREADS"):
+        _set_threads(max(1, (os.cpu_count() or 1) // ranks_here))
+    elif not _threads["set"]:
+        _set_threads(0)
 
 
 class Tokenizer:

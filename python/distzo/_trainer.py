@@ -36,13 +36,16 @@ class Trainer:
     (lr, eps, steps, batch, seed, data_seed, train_examples, dev_examples, task,
     label_words, template, estimator, perturbation, store, eval_every, checkpoint_every,
     ...), or run.json's keys; config: a JSON file of them (a run's run.json restarts it),
-    under the keywords."""
+    under the keywords. Under mpirun the run spans the job's ranks as `distzo train` does;
+    pertp, dp, verify_every and node_size choose the layout (never saved: a run resumes
+    under any layout)."""
 
     def __init__(self, model: Union[Model, PathLike], train_data: Optional[PathLike] = None,
                  eval_data: Optional[PathLike] = None, *, out: PathLike = "runs/default",
                  callback: Optional[Callback] = None, config: Optional[PathLike] = None, **options: Any) -> None:
         self.out = os.fspath(out)
         self.callback = callback
+        self.layout = _layout(options)
         settings: dict[str, Any] = {} if config is not None else dict(_CLI_DEFAULTS)
         if config is not None:
             with open(config, encoding="utf-8") as f:
@@ -71,16 +74,26 @@ class Trainer:
         """Runs the steps (Ctrl-C stops at a step boundary, leaving the run resumable, and
         raises KeyboardInterrupt); returns the summary: steps_done, final_dev, best_dev, ...
         progress: a tqdm bar (None: where tqdm is installed)."""
-        return _run(self.settings, self.out, False, self.callback, progress)
+        return _run(self.settings, self.out, False, self.callback, progress, self.layout)
 
     @classmethod
     def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
                **options: Any) -> dict[str, Any]:
         """Continues the run in run_dir with its run.json's settings (steps may be raised;
         placement and cadence may change), bitwise as if never stopped."""
+        layout = _layout(options)
         settings = {_option_key(k): v for k, v in options.items()}
         _check_keys(settings)
-        return _run(settings, os.fspath(run_dir), True, callback, progress)
+        return _run(settings, os.fspath(run_dir), True, callback, progress, layout)
+
+
+# The parallel layout under mpirun, never part of a run's settings (a run resumes under
+# any layout): train's --pertp, --dp, --verify-every and --node-size.
+_LAYOUT = ("pertp", "dp", "verify_every", "node_size")
+
+
+def _layout(options: dict[str, Any]) -> dict[str, int]:
+    return {key: int(options.pop(key)) for key in _LAYOUT if key in options}
 
 
 def _check_keys(settings: dict[str, Any]) -> None:
@@ -104,8 +117,12 @@ def _progress_bar(wanted: Optional[bool]) -> Any:
 
 
 def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback],
-         progress: Optional[bool] = None) -> dict[str, Any]:
-    _runtime()
+         progress: Optional[bool] = None, layout: Optional[dict[str, int]] = None) -> dict[str, Any]:
+    layout = dict(layout or {})
+    group = _distzo.comm_init(layout.pop("node_size", 0))
+    _runtime(group["machine_ranks"] if group["size"] > 1 else 1)
+    if group["rank"] != 0:  # rank 0 speaks for the job
+        progress = False
     tqdm = _progress_bar(progress)
     bar = None
 
@@ -132,7 +149,7 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(settings, f)
         try:
-            return _distzo.train(path, out, resume, on_step)
+            return _distzo.train(path, out, resume, on_step, **layout)
         finally:
             if bar is not None:
                 bar.close()

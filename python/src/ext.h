@@ -19,6 +19,8 @@ int dzpy_add_model(PyObject *m);
 
 /* _distzo.train(options_json, out_dir, resume, callback) (train.c). */
 PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw);
+/* _distzo.comm_init(node_size=0): the process group dz_train runs on (train.c). */
+PyObject *dzpy_comm_init(PyObject *self, PyObject *args);
 /* _distzo.export(run_dir, model, out, fmt) (train.c). */
 PyObject *dzpy_export(PyObject *self, PyObject *args, PyObject *kw);
 

@@ -80,6 +80,8 @@ static PyObject *train_option_known(PyObject *self, PyObject *key) {
 }
 
 static PyMethodDef methods[] = {
+    {"comm_init", dzpy_comm_init, METH_VARARGS,
+     "comm_init(node_size=0) -> dict: the process group (MPI under mpirun, else one process), started once"},
     {"train_option_known", train_option_known, METH_O, "train_option_known(key) -> bool: a train --config key"},
     {"runtime_init", runtime_init, METH_VARARGS, "runtime_init(threads=0) -> threads in use (0: the default)"},
     {"train", (PyCFunction)(void (*)(void))dzpy_train, METH_VARARGS | METH_KEYWORDS,

@@ -8,6 +8,9 @@
 
 #include "ext.h"
 
+/* The process group, started once (MPI under mpirun, else one process) and ended at exit. */
+static dz_comm *g_comm;
+
 typedef struct train_call {
     PyObject *callback;   /* None: no callback */
     int stopped;          /* an exception stopped the run (KeyboardInterrupt, the callback's): kept in exc */
@@ -62,18 +65,39 @@ static void on_progress(const dz_train_progress *p, void *user) {
         Py_XDECREF(r);
     }
     if (!tc->stopped && PyErr_Occurred()) {
+        if (g_comm && dz_comm_size(g_comm) > 1) { /* the other ranks would wait for this one: end the job */
+            PyErr_Print();
+            dz_comm_abort(g_comm, 1);
+        }
         exc_keep(tc);
         dz_train_request_stop();
     }
     PyGILState_Release(gil);
 }
 
+static void comm_end(void) {
+    dz_comm_finalize(g_comm);
+    g_comm = NULL;
+}
+
+PyObject *dzpy_comm_init(PyObject *self, PyObject *args) {
+    int node_size = 0;
+    if (!PyArg_ParseTuple(args, "|i", &node_size)) return NULL;
+    if (!g_comm) {
+        dz_error err = {0};
+        if (dz_comm_init(NULL, NULL, node_size, 0, &g_comm, &err) != DZ_OK) return dzpy_raise(&err);
+        if (Py_AtExit(comm_end) < 0) dz_log(DZ_LOG_WARN, "distzo: MPI will not be finalized at exit");
+    }
+    return Py_BuildValue("{s:i,s:i,s:i,s:s}", "rank", dz_comm_rank(g_comm), "size", dz_comm_size(g_comm),
+                         "machine_ranks", dz_comm_machine_ranks(g_comm), "backend", dz_comm_backend(g_comm));
+}
+
 static PyObject *result_dict(const dz_train_result *r) {
-    return Py_BuildValue("{s:i,s:d,s:d,s:d,s:d,s:d,s:d,s:i,s:d,s:i,s:d,s:O,s:O,s:O}", "steps_done", r->steps_done,
+    return Py_BuildValue("{s:i,s:d,s:d,s:d,s:d,s:d,s:d,s:i,s:d,s:i,s:d,s:d,s:O,s:O,s:O}", "steps_done", r->steps_done,
                          "zero_shot_dev", r->zero_shot_dev, "zero_shot_test", r->zero_shot_test, "final_dev",
                          r->final_dev, "final_test", r->final_test, "best_dev", r->best_dev, "best_test", r->best_test,
                          "best_step", r->best_step, "seconds", r->seconds, "steps_run", r->steps_run, "step_seconds",
-                         r->step_seconds, "lm", r->lm ? Py_True : Py_False, "was_finished",
+                         r->step_seconds, "step_bytes", r->step_bytes, "lm", r->lm ? Py_True : Py_False, "was_finished",
                          r->was_finished ? Py_True : Py_False, "interrupted", r->interrupted ? Py_True : Py_False);
 }
 
@@ -89,11 +113,13 @@ static dz_status train_config(const char *options, const char *out_dir, int resu
 }
 
 PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"options", "out_dir", "resume", "callback", NULL};
+    static char *names[] = {"options", "out_dir", "resume", "callback", "pertp", "dp", "verify_every", NULL};
     const char *options, *out_dir;
-    int resume = 0;
+    int resume = 0, pertp = 0, dp = 0, verify_every = 0;
     train_call tc = {.callback = Py_None};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pO", names, &options, &out_dir, &resume, &tc.callback)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pOiii", names, &options, &out_dir, &resume, &tc.callback, &pertp,
+                                     &dp, &verify_every))
+        return NULL;
     dz_train_config c;
     char *strings[2] = {NULL, NULL};
     dz_train_result res = {0};
@@ -101,6 +127,7 @@ PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
     dz_status st;
     Py_BEGIN_ALLOW_THREADS
     st = train_config(options, out_dir, resume, &c, strings, &err);
+    c.layout = (dz_train_layout){.comm = g_comm, .pertp = pertp, .dp = dp, .verify_every = verify_every};
     if (st == DZ_OK) st = dz_train(&c, resume, on_progress, &tc, &res, &err);
     Py_END_ALLOW_THREADS
     free(strings[0]);

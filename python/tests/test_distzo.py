@@ -206,3 +206,33 @@ def test_progress_bar_and_logging(model, assets, tmp_path, capsys, caplog):
     assert "distzo train" in err and "4/4" in err and "step 4/4  loss" in caplog.text
     py_trainer(model, assets, tmp_path / "quiet", 4).train(progress=False)
     assert "distzo train" not in capsys.readouterr().err
+
+
+MPI_SCRIPT = """
+import json, sys, distzo
+settings = json.loads(sys.argv[1])
+r = distzo.Trainer(settings.pop("model"), settings.pop("train_data"), out=settings.pop("out"), **settings).train()
+print(json.dumps({**distzo._distzo.comm_init(), "step_bytes": r["step_bytes"]}))
+"""
+
+
+@pytest.mark.parametrize("layout", [{}, {"pertp": 2}])
+def test_mpirun_python_gives_the_single_process_bits(cli, assets, tmp_path, layout):
+    import os
+    import shutil
+    import sys
+
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("mpirun not found")
+    settings = dict(SETTINGS, model=str(assets / "stories260K" / "stories260K.bin"), steps=4,
+                    tokenizer=str(assets / "stories260K" / "tok512.bin"),
+                    train_data=str(assets / "sst2" / "train.tsv"), out=str(tmp_path / "mpi"), **layout)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    out = subprocess.run([mpirun, "-np", "2", sys.executable, "-c", MPI_SCRIPT, json.dumps(settings)], env=env,
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    ranks = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in ranks) == [0, 1] and all(r["size"] == 2 and r["step_bytes"] > 0 for r in ranks)
+    cli_train(cli, assets, tmp_path / "cli", 4)
+    same_run(tmp_path / "mpi", tmp_path / "cli", 4)
