@@ -76,6 +76,24 @@ class Trainer:
         progress: a tqdm bar (None: where tqdm is installed)."""
         return _run(self.settings, self.out, False, self.callback, progress, self.layout)
 
+    def evaluate(self, data: Any = None, **options: Any) -> dict[str, Any]:
+        """Model.evaluate of the run's trained weights (its seed log replayed, as export)
+        with the run's task, template and label words; data: eval_data unless given (a
+        file, or examples held in Python); options override the run's (batch, ...)."""
+        from ._model import load
+
+        s = self.settings
+        data = s.get("test_data") if data is None else data
+        if data is None:
+            raise ValueError("Trainer.evaluate: no data (the Trainer has no eval_data)")
+        args = {"task": s.get("task", "sst2"), "template": s.get("template"), "label_words": s.get("label_words"),
+                "text_key": s.get("text_key") or "text", "label_key": s.get("label_key") or "label"}
+        args.update(options)
+        with tempfile.TemporaryDirectory(prefix="distzo-") as tmp:
+            export(self.out, os.path.join(tmp, "model"))
+            model = load(os.path.join(tmp, "model"), tokenizer=s.get("tokenizer"))
+            return model.evaluate(data=data, **args)
+
     @classmethod
     def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
                **options: Any) -> dict[str, Any]:

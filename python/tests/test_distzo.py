@@ -121,6 +121,20 @@ def test_train_equals_the_cli(model, cli, assets, tmp_path):
     assert not np.array_equal(base.logits([1, 403, 407]), trained.logits([1, 403, 407]))
 
 
+def test_trainer_evaluate_equals_cli_eval_of_the_checkpoint(model, cli, assets, tmp_path):
+    test = tmp_path / "test.tsv"
+    test.write_text("".join((assets / "sst2" / "dev.tsv").read_text().splitlines(keepends=True)[:21]))
+    trainer = py_trainer(model, assets, tmp_path / "run", 4)
+    trainer.settings["test_data"] = str(test)
+    trainer.train()
+    r = trainer.evaluate()
+    out = subprocess.run([cli, "eval", str(tmp_path / "run" / "checkpoint-4"), "--data", str(test), "--json",
+                          "--predictions", str(tmp_path / "p.tsv")], check=True, capture_output=True, text=True)
+    rows = [line.split("\t") for line in (tmp_path / "p.tsv").read_text().splitlines()[1:]]
+    assert abs(r["accuracy"] - json.loads(out.stdout)["accuracy"]) < 1e-6 and r["examples"] == 20
+    assert np.array_equal(r["scores"], np.array([[float(x[3]), float(x[4])] for x in rows], dtype=np.float32))
+
+
 def test_runs_resume_across_python_and_the_cli(model, cli, assets, tmp_path):
     cli_train(cli, assets, tmp_path / "straight", 8)
     py_trainer(model, assets, tmp_path / "py_then_cli", 4).train()
