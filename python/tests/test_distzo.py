@@ -116,6 +116,8 @@ def test_train_equals_the_cli(model, cli, assets, tmp_path):
     cli_train(cli, assets, tmp_path / "cli", 4)
     assert result["steps_done"] == 4 and steps[-1] == 4
     same_run(tmp_path / "py", tmp_path / "cli", 4)
+    distzo.Trainer(model, config=tmp_path / "cli" / "run.json", out=tmp_path / "from_run_json").train()
+    same_run(tmp_path / "from_run_json", tmp_path / "cli", 4)
     base = distzo.load(assets / "stories260K" / "stories260K.bin")
     trained = distzo.load(tmp_path / "py" / "checkpoint-4")
     assert not np.array_equal(base.logits([1, 403, 407]), trained.logits([1, 403, 407]))
