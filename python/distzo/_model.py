@@ -80,7 +80,7 @@ class Model:
 
     @property
     def path(self) -> str:
-        return self.info["path"]
+        return str(self.info["path"])
 
     def logits(self, token_ids: Sequence[int]) -> "numpy.ndarray":
         """The logits of every position of one sequence: float32 [len(token_ids), vocab]."""
@@ -144,7 +144,7 @@ class Model:
         return [int(i) for i in prompt]
 
 
-def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[tuple]:
+def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[tuple[str, Optional[int]]]:
     """(text, label) pairs of examples held in Python: a DataFrame or a datasets.Dataset
     by its columns, else any iterable of mappings (a list of dicts)."""
     if data is None:
@@ -153,7 +153,7 @@ def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[tuple]:
         texts = list(data[text_key])
         labels = list(data[label_key]) if label_key is not None else [None] * len(texts)
         return [(str(t), None if label is None else int(label)) for t, label in zip(texts, labels)]
-    out = []
+    out: list[tuple[str, Optional[int]]] = []
     for i, ex in enumerate(data):
         try:
             out.append((str(ex[text_key]), None if label_key is None else int(ex[label_key])))

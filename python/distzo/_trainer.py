@@ -22,7 +22,7 @@ _PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "sq
 # Settings that are paths: resolved as the command line resolves them.
 _PATHS = ("model", "tokenizer", "train_data", "test_data")
 
-Callback = Callable[[dict], Any]
+Callback = Callable[[dict[str, Any]], Any]
 
 
 def _option_key(name: str) -> str:
@@ -126,7 +126,7 @@ def _progress_bar(wanted: Optional[bool]) -> Any:
     if wanted is False:
         return None
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # type: ignore[import-untyped]
     except ImportError:
         if wanted:
             raise
@@ -144,7 +144,7 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
     tqdm = _progress_bar(progress)
     bar = None
 
-    def on_step(p: dict) -> None:
+    def on_step(p: dict[str, Any]) -> None:
         nonlocal bar
         if p["step"] > 0 and "loss" in p:
             log.info("step %d/%d  loss %.4f", p["step"], p["steps"], p["loss"])
