@@ -98,6 +98,11 @@ if(DZ_WITH_MPI_BUILT) # MPI has no one pkg-config name (ompi-c, mpich): its libr
     string(JOIN " " dz_pc_libs ${dz_pc_libs} -L${dir} -l${name})
   endforeach()
 endif()
+# libdistzo.a's link line with the system's shared libraries: pkg-config --static would
+# also want the static archives of libcurl's own dependencies, which distributions often
+# lack. `pkg-config --variable=static_libs distzo` after the archive's path.
+get_filename_component(dz_cjson_dir ${CJSON_LIBRARY} DIRECTORY)
+string(JOIN " " dz_pc_static_libs ${MHD_LDFLAGS} ${CURL_LDFLAGS} -L${dz_cjson_dir} -lcjson ${dz_pc_libs})
 if(IS_ABSOLUTE ${CMAKE_INSTALL_LIBDIR})
   set(dz_pc_prefix ${CMAKE_INSTALL_PREFIX})
   set(dz_pc_libdir ${CMAKE_INSTALL_LIBDIR})

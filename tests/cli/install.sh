@@ -2,9 +2,10 @@
 # `cmake --install` and a program built against the installed tree: the files a prefix
 # gets (libdistzo.so with its SONAME, libdistzo.a, include/distzo/*.h, distzo.pc, the CMake
 # package, the distzo command); libdistzo.so exports the public headers' functions and
-# nothing else; tests/install/consumer.c built once with pkg-config and once with
-# find_package(distzo) (shared and static) trains stories260K on SST-2 to the same bits as
-# the installed `distzo train` with the same settings.
+# nothing else; tests/install/consumer.c, built with pkg-config and with
+# find_package(distzo), each against the shared and the static library, trains
+# stories260K on SST-2 to the same bits as the installed `distzo train` with the same
+# settings.
 # Usage: install.sh BUILD_DIR SOURCE_DIR ASSETS CC CMAKE NM
 build=$1 src=$2 assets=$3 cc=$4 cmake=$5 nm=$6
 . "$(dirname "$0")/lib.sh"
@@ -52,6 +53,10 @@ san=""
 "$cc" -std=c11 -Wall -Wextra -Werror $san "$src/tests/install/consumer.c" $(pkg-config --cflags --libs distzo) \
   -Wl,-rpath,"$libdir" -o "$tmp/consumer_pc" > "$tmp/build_pc.txt" 2>&1 && ok "built with pkg-config" ||
   { cat "$tmp/build_pc.txt"; bad "the build with pkg-config failed"; }
+"$cc" -std=c11 -Wall -Wextra -Werror $san "$src/tests/install/consumer.c" $(pkg-config --cflags distzo) \
+  "$libdir/libdistzo.a" $(pkg-config --variable=static_libs distzo) -o "$tmp/consumer_pcstatic" \
+  > "$tmp/build_pcstatic.txt" 2>&1 && ok "built with pkg-config against libdistzo.a" ||
+  { cat "$tmp/build_pcstatic.txt"; bad "the static build with pkg-config failed"; }
 for link in shared static; do
   { "$cmake" -S "$src/tests/install" -B "$tmp/b_$link" -DCMAKE_PREFIX_PATH="$p" -DDZ_LINK=$link -DCMAKE_C_COMPILER="$cc" \
         -DCMAKE_C_FLAGS="$san" &&
@@ -59,7 +64,8 @@ for link in shared static; do
     ok "built with find_package(distzo) ($link)" || { cat "$tmp/build_$link.txt"; bad "the find_package build ($link) failed"; }
 done
 readelf -d "$tmp/consumer_pc" | grep -q "NEEDED.*\[$soname\]" && ! readelf -d "$tmp/consumer_static" | grep -q libdistzo &&
-  ok "the pkg-config build links $soname, the static one none" || bad "the consumers link the wrong library"
+  ! readelf -d "$tmp/consumer_pcstatic" | grep -q libdistzo &&
+  ok "the shared builds link $soname, the static ones none" || bad "the consumers link the wrong library"
 
 # The same run from the installed command line and from the three programs. The command
 # line resolves symbolic links in the paths it records (run.json, the seed log's header);
@@ -75,7 +81,7 @@ cli_sum=$("$tmp/consumer_pc" sum "$tmp/cli/checkpoint-4" | grep '^checksum')
 base_sum=$("$tmp/consumer_pc" sum "$model" | grep '^checksum')
 [ -n "$cli_sum" ] && [ "$cli_sum" != "$base_sum" ] && ok "the CLI's run changed the weights: $cli_sum" ||
   bad "checksums: CLI '$cli_sum', base '$base_sum'"
-for how in pc shared static; do
+for how in pc pcstatic shared static; do
   sum=$("$tmp/consumer_$how" train "$model" "$tok" "$train" "$tmp/test.tsv" "$tmp/r_$how" 2> "$tmp/r_$how.txt" |
         grep '^checksum')
   [ "$sum" = "$cli_sum" ] && cmp -s "$tmp/r_$how/checkpoint-4/model.safetensors" "$tmp/cli/checkpoint-4/model.safetensors" &&
