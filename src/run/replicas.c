@@ -40,11 +40,9 @@ dz_status dz_trainer_verify_replicas(dz_trainer *tr, int done, dz_error *err) {
     dz_status st = dz_zo_flush(tr->e, err);
     if (st != DZ_OK) return st;
     if ((st = inject_fault(tr, done, err)) != DZ_OK) return st;
-    const int node_rank = dz_comm_node_rank(tr->comm), node = dz_comm_node(tr->comm);
-    const int slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1;
+    const int node = dz_comm_node(tr->comm);
     uint64_t sum = 0, lo, hi;
-    st = dz_zo_checksum_slice(tr->e, tr->node_shared ? node_rank : 0, slices, &sum, err);
-    if (st == DZ_OK && tr->node_shared) st = dz_comm_node_sum_u64(tr->comm, &sum, 1, err);
+    st = dz_trainer_weights_checksum(tr, &sum, err);
     if (st == DZ_OK) st = dz_comm_minmax_u64(tr->comm, sum, &lo, &hi, err);
     if (st != DZ_OK) return st;
     const int copies = tr->node_shared ? dz_comm_n_nodes(tr->comm) : dz_comm_size(tr->comm);

@@ -128,10 +128,12 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     snprintf(path, sizeof path, "%s/seeds.log", tr->run_dir);
     *start_step = 0;
     const int sync_every = c->schedule.log_sync_every;
-    /* settings, model and data checked: a new run's settings, or a resume's raised steps */
-    if ((!resume || tr->settings_changed) && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err);
+    /* settings, model and data checked: a new run's settings, or (once the resume has
+     * succeeded: a failed one changes nothing) a resume's raised steps */
+    if (!resume && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err);
     if (!resume && tr->rank0 && st == DZ_OK) st = dz_seedlog_create(path, &h, sync_every, &tr->log, err);
     if (resume) st = dz_trainer_resume(tr, &h, path, ckpt_steps, start_step, err);
+    if (resume && st == DZ_OK && tr->settings_changed && tr->rank0) st = dz_run_config_write(tr->run_dir, c, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
     /* rows are numbered by steps done: keep those the run has state for; from step 0, none
      * (the evaluation before training is logged again) */
@@ -201,6 +203,7 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     double step_seconds = 0.0; /* in training steps only: the rate and ETA leave evaluations out */
     dz_status st = DZ_OK;
     res->zero_shot_dev = res->zero_shot_test = res->final_dev = res->final_test = NAN;
+    if (resume) res->zero_shot_dev = tr->before_dev, res->zero_shot_test = tr->before_test; /* step 0 re-evaluates */
     res->was_finished = resume && start >= o->steps; /* nothing to do: say so rather than report a fresh result */
     if (resume) best = tr->best; /* as the uninterrupted run had it */
     if (start == 0 && (st = zero_shot(tr, resume, &best, cb, user, res, err)) != DZ_OK) return st;
@@ -240,12 +243,6 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             bad++;
             dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", done,
                    r.loss_plus[0], r.loss_minus[0], bad);
-            if (bad >= o->max_bad_steps) {
-                if ((st = dz_trainer_checkpoint(tr, "checkpoint", step + 1, &best, err)) != DZ_OK) break;
-                return dz_fail(err, DZ_ERR_INVALID,
-                               "training stopped: %d non-finite losses in a row (--max-bad-steps %d); lower --lr or "
-                               "--eps; the run is resumable with --resume", bad, o->max_bad_steps);
-            }
         } else {
             bad = 0;
         }
@@ -256,7 +253,8 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         dz_train_progress p = {.step = done, .steps = o->steps, .loss = loss, .g = gmean, .lr = lr,
                                .seconds = row.seconds, .lm = tr->lm, .steps_run = steps_run, .steps_per_s = rate};
         /* every eval_every steps and after the last (eval_every 0: only then) */
-        if (done == o->steps || (every->eval_every > 0 && done % every->eval_every == 0)) {
+        const int stop = bad >= o->max_bad_steps; /* diverged: its row, and no checkpoint */
+        if (!stop && (done == o->steps || (every->eval_every > 0 && done % every->eval_every == 0))) {
             double dev, test;
             if ((st = dz_trainer_evaluate_sets(tr, &dev, &test, err)) != DZ_OK) break;
             if (isfinite(dev) && dev > best.dev) { /* a non-finite score never becomes best/ */
@@ -267,8 +265,12 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
             res->final_dev = dev, res->final_test = test;
         }
         if (st == DZ_OK && tr->rank0) st = dz_metrics_append(tr->metrics, &row, err);
+        if (st == DZ_OK && stop) {
+            st = dz_trainer_diverged(tr, done, bad, err);
+            break;
+        }
         if (st == DZ_OK && every->checkpoint_every > 0 && (done % every->checkpoint_every == 0 || done == o->steps))
-            st = dz_trainer_checkpoint(tr, "checkpoint", done, &best, err);
+            st = bad ? dz_trainer_checkpoint_skipped(tr, done) : dz_trainer_checkpoint(tr, "checkpoint", done, &best, err);
         if (st == DZ_OK && c->layout.verify_every > 0 && done % c->layout.verify_every == 0)
             st = dz_trainer_verify_replicas(tr, done, err);
         if (cb) cb(&p, user);

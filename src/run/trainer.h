@@ -58,6 +58,7 @@ typedef struct dz_trainer {
     double t0;
     int ckpt_steps;                   /* resume: the steps in the weights loaded */
     dz_best best;                     /* the best-so-far carried over a resume */
+    double before_dev, before_test;   /* resume: the scores before training (metrics.jsonl's row 0) */
     dz_comm *comm, *own_comm;         /* own_comm: a one-process group made here */
     dz_layout lay;
     int rank0;                        /* world rank 0 owns the run folder */
@@ -117,6 +118,14 @@ void dz_trainer_eval_row(const dz_trainer *tr, double dev, double test, double b
  * after steps_done steps and the best-so-far. Collective (every rank flushes). */
 dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done, const dz_best *best,
                                 dz_error *err);
+/* Divergence: a checkpoint is never written from weights whose loss is not finite (it
+ * would rotate a good one away): skipped says so (DZ_OK). diverged is the stop after
+ * --max-bad-steps such steps: DZ_ERR_INVALID saying how to go on (--resume-from). */
+dz_status dz_trainer_checkpoint_skipped(const dz_trainer *tr, int done);
+dz_status dz_trainer_diverged(dz_trainer *tr, int done, int bad, dz_error *err);
+/* The weights' checksum (--verify-every's, written with each checkpoint): the masters
+ * flushed and hashed, a node's slices summed. Collective over the node with shared masters. */
+dz_status dz_trainer_weights_checksum(dz_trainer *tr, uint64_t *sum, dz_error *err);
 /* Resume, rank 0: tr->best as the uninterrupted run had it at the last logged step; steps
  * logged without their metrics row are dropped from the seed log, to be recomputed.
  * base_dev / base_test: the base model's scores (used when no checkpoint exists). */
