@@ -2,6 +2,7 @@
 from typing import Any, Callable, Optional, Sequence
 
 VERSION: str
+DEFAULT_LABEL_WORDS: str
 
 class Error(Exception):
     status: str

@@ -64,7 +64,7 @@ class Trainer:
         _check_keys(settings)
         task = settings.get("task", "sst2")
         if "label_words" not in settings and task != "lm" and task not in _PRESETS:
-            settings["label_words"] = "bad,good"
+            settings["label_words"] = _distzo.DEFAULT_LABEL_WORDS
         for key in _PATHS:
             if settings.get(key) is not None:
                 settings[key] = os.path.realpath(settings[key])

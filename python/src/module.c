@@ -97,7 +97,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_distzo", "distzo's 
 PyMODINIT_FUNC PyInit__distzo(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (dzpy_add_errors(m) < 0 || dzpy_add_model(m) < 0 || PyModule_AddStringConstant(m, "VERSION", DISTZO_VERSION) < 0) {
+    if (dzpy_add_errors(m) < 0 || dzpy_add_model(m) < 0 || PyModule_AddStringConstant(m, "VERSION", DISTZO_VERSION) < 0 ||
+        PyModule_AddStringConstant(m, "DEFAULT_LABEL_WORDS", DZ_DEFAULT_LABEL_WORDS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

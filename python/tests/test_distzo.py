@@ -137,6 +137,18 @@ def test_trainer_evaluate_equals_cli_eval_of_the_checkpoint(model, cli, assets, 
     assert np.array_equal(r["scores"], np.array([[float(x[3]), float(x[4])] for x in rows], dtype=np.float32))
 
 
+def test_defaults_are_the_cli_defaults(model, cli, assets, tmp_path):
+    """Settings left out are the command line's: the two run.json files are equal."""
+    few = dict(steps=1, train_examples=8, dev_examples=4, batch=4)
+    distzo.Trainer(model, assets / "sst2" / "train.tsv", out=tmp_path / "py", **few).train()
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in few.items()]
+    subprocess.run([cli, "train", "--model", model.path, "--tokenizer", model.info["tokenizer"], "--data",
+                    str(assets / "sst2" / "train.tsv"), *args, "--out", str(tmp_path / "cli"), "--quiet"],
+                   check=True, capture_output=True)
+    assert json.loads((tmp_path / "py" / "run.json").read_text()) == \
+        json.loads((tmp_path / "cli" / "run.json").read_text())
+
+
 def test_runs_resume_across_python_and_the_cli(model, cli, assets, tmp_path):
     cli_train(cli, assets, tmp_path / "straight", 8)
     py_trainer(model, assets, tmp_path / "py_then_cli", 4).train()
