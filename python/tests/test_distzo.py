@@ -264,3 +264,14 @@ def test_mpirun_python_gives_the_single_process_bits(cli, assets, tmp_path, layo
     assert sorted(r["rank"] for r in ranks) == [0, 1] and all(r["size"] == 2 and r["step_bytes"] > 0 for r in ranks)
     cli_train(cli, assets, tmp_path / "cli", 4)
     same_run(tmp_path / "mpi", tmp_path / "cli", 4)
+
+
+def test_gguf_model_generates_as_the_cli(cli, assets):
+    gguf = assets / "smollm2-135m" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model = distzo.load(gguf)
+    assert model.info["format"] == "gguf" and model.info["params"] == 134515008
+    out = subprocess.run([cli, "generate", str(gguf), "--prompt", "The capital of France is", "-n", "6",
+                          "--temperature", "0", "--json"], check=True, capture_output=True, text=True).stdout
+    ref = json.loads(out)
+    assert model.tokenizer.encode("The capital of France is") == ref["prompt_tokens"]
+    assert model.generate_ids("The capital of France is", max_tokens=6, temperature=0) == ref["tokens"]
