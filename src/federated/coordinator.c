@@ -28,12 +28,13 @@
 #include "federated/protocol.h"
 #include "federated/replica.h"
 #include "federated/settings.h"
+#include "run/evaluate.h"
 #include "run/metrics.h"
+#include "run/prepare.h"
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
 #include "run/setup.h"
-#include "run/trainer.h"
 
 typedef struct machine {
     uint32_t id;                  /* 0: a free entry */
@@ -46,6 +47,13 @@ typedef struct machine {
     int submitted;
     int polling;                  /* a round request of it is waiting: it is alive */
 } machine;
+
+/* --test: the replica set up as train's is (its settings, compute and test data). */
+typedef struct evaluator {
+    dz_train_config cfg;
+    dz_compute comp;
+    dz_run_data data;
+} evaluator;
 
 typedef struct coordinator {
     pthread_mutex_t mu;
@@ -83,7 +91,7 @@ typedef struct coordinator {
     uint32_t seeds[DZ_FED_MAX_SLOTS]; /* the open round's seed of each slot */
     uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
     dz_tokenizer *tok;            /* the base model's, written into checkpoints (NULL: none found) */
-    dz_trainer *eval;             /* --test: the replica set up as train's is, to evaluate it (owns setup); NULL: none */
+    evaluator *eval;           /* --test: the replica set up as train's is, to evaluate it (owns setup); NULL: none */
 } coordinator;
 
 /* ---- requests (server threads) -------------------------------------------------------- */
@@ -438,10 +446,10 @@ static dz_status evaluate(coordinator *c, uint32_t done, dz_metrics_row *row, dz
     if (!c->eval || !(done == 0 || done == (uint32_t)c->train.optim.steps || (every > 0 && done % (uint32_t)every == 0)))
         return DZ_OK;
     double dev, test;
-    dz_status st = dz_trainer_evaluate_sets(c->eval, &dev, &test, err);
-    if (st == DZ_OK) dz_trainer_eval_row(c->eval, dev, test, NAN, row);
-    info->has_eval = st == DZ_OK, info->lm = c->eval->lm;
-    info->test_score = c->eval->lm ? row->test_loss : row->test_accuracy;
+    dz_status st = dz_evaluate_sets(&c->eval->data, &dev, &test, err);
+    if (st == DZ_OK) dz_evaluate_row(&c->eval->data, dev, test, NAN, row);
+    info->has_eval = st == DZ_OK, info->lm = c->eval->data.lm;
+    info->test_score = c->eval->data.lm ? row->test_loss : row->test_accuracy;
     return st;
 }
 
@@ -510,13 +518,13 @@ static dz_seedlog_header log_header(const coordinator *c) {
 /* With --test, the replica is an evaluation-only trainer's (the test set, its tokenizer, a
  * forward as large as evaluation needs): train's evaluation then scores it. */
 static dz_status load_evaluator(coordinator *c, dz_error *err) {
-    dz_trainer *tr = c->eval = calloc(1, sizeof *tr);
-    if (!tr) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
-    tr->cfg = c->train;
-    tr->cfg.data.train = NULL, tr->cfg.out_dir = NULL, tr->cfg.layout = (dz_train_layout){0};
-    dz_status st = dz_trainer_begin(tr, NULL, err);
-    if (st == DZ_OK) st = dz_trainer_setup_compute(tr, c->train.model, 0, err);
-    c->setup = tr->setup;
+    evaluator *ev = c->eval = calloc(1, sizeof *ev);
+    if (!ev) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
+    ev->cfg = c->train;
+    ev->cfg.data.train = NULL, ev->cfg.out_dir = NULL, ev->cfg.layout = (dz_train_layout){0};
+    dz_status st = dz_compute_begin(&ev->comp, &ev->cfg, NULL, err);
+    if (st == DZ_OK) st = dz_prepare(&ev->comp, &ev->data, c->train.model, 0, err);
+    c->setup = ev->comp.setup;
     return st;
 }
 
@@ -700,7 +708,7 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     if (st == DZ_OK) st = cl;
     cl = dz_seedlog_close(c->log, st == DZ_OK ? err : NULL);
     if (st == DZ_OK) st = cl;
-    if (c->eval) dz_trainer_teardown(c->eval); /* its setup is c->setup */
+    if (c->eval) dz_prepare_free(&c->eval->comp, &c->eval->data); /* its setup is c->setup */
     else dz_setup_free(c->setup);
     free(c->eval);
     dz_seed_pool_free(&c->pool);
