@@ -23,7 +23,6 @@
 #include "distzo/federated.h"
 #include "distzo/log.h"
 #include "distzo/setup.h"
-#include "federated/byte_code.h"
 #include "federated/http.h"
 #include "federated/protocol.h"
 #include "federated/replica.h"
@@ -34,7 +33,6 @@
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
-#include "run/setup.h"
 #include "federated/coordinator.h"
 
 /* ---- the rounds (the caller's thread) -------------------------------------------------- */

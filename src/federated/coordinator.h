@@ -13,6 +13,7 @@
 #include "federated/http.h"
 #include "federated/protocol.h"
 #include "federated/settings.h"
+#include "run/metrics.h"
 #include "run/prepare.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
