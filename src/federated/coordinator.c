@@ -278,8 +278,9 @@ dz_status dz_fed_serve(const dz_fed_serve_config *cfg, dz_fed_round_cb cb, void 
     dz_status st = dz_fed_read_token(cfg->token_file, token, err);
     if (st == DZ_OK && !c->run_dir) st = dz_fail(err, DZ_ERR_INVALID, "serve: --out RUN_DIR is required");
     /* listening first: an address in use or a bad certificate is found before the run folder is touched */
-    if (st == DZ_OK) st = dz_fed_http_serve(cfg->listen, token, cfg->tls_cert, cfg->tls_key, dz_fed_coord_request, c, &server, url,
-                                             sizeof url, err);
+    if (st == DZ_OK)
+        st = dz_fed_http_serve(cfg->listen, token, cfg->tls_cert, cfg->tls_key, dz_fed_coord_request, c, &server, url,
+                               sizeof url, err);
     if (st == DZ_OK)
         st = cfg->resume ? dz_fed_coord_resume_run(c, cfg->train.optim.steps, &lock_fd, &strings, err)
                          : dz_fed_coord_start_run(c, &lock_fd, err);

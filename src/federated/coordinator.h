@@ -73,7 +73,7 @@ typedef struct coordinator {
     uint32_t seeds[DZ_FED_MAX_SLOTS]; /* the open round's seed of each slot */
     uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
     dz_tokenizer *tok;            /* the base model's, written into checkpoints (NULL: none found) */
-    evaluator *eval;              /* --test: the replica set up as train's is, to evaluate it (owns setup); NULL: none */
+    evaluator *eval;              /* --test: the replica set up to evaluate it (owns setup); NULL: none */
 } coordinator;
 
 /* coordinator_requests.c: a worker's request (the server's handler; user = the coordinator). */

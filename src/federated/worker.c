@@ -230,7 +230,8 @@ static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
                 st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u fails its CRC check", w->applied);
             else if (step != w->applied)
                 st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u has step %u", w->applied, step);
-            if (st == DZ_OK) st = pool ? dz_seed_pool_add(&w->pool, lr, g, err) : dz_fed_apply(w->comp.e, step, lr, g, err);
+            if (st == DZ_OK)
+                st = pool ? dz_seed_pool_add(&w->pool, lr, g, err) : dz_fed_apply(w->comp.e, step, lr, g, err);
             if (st == DZ_OK) w->applied++;
         }
         free(resp);

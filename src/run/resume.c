@@ -78,7 +78,7 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
             st = dz_zo_apply(tr->comp.e, recs[i].step, recs[i].lr, recs[i].g, err);
     free(recs);
     if (st == DZ_OK && tr->comp.rank0)
-        dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log", tr->folder.dir,
-               ckpt_steps, (unsigned long long)count);
+        dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log",
+               tr->folder.dir, ckpt_steps, (unsigned long long)count);
     return st;
 }

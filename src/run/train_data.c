@@ -49,7 +49,8 @@ static dz_status build_qa(const dz_run_data *td, const dz_dataset *ds, dz_qa_set
 }
 
 int dz_run_data_gen_tokens(const dz_run_data *td) {
-    const int model_len = dz_model_config(td->comp->m)->max_seq_len, want = td->cfg->data.gen_tokens > 0 ? td->cfg->data.gen_tokens : 50;
+    const int model_len = dz_model_config(td->comp->m)->max_seq_len;
+    const int want = td->cfg->data.gen_tokens > 0 ? td->cfg->data.gen_tokens : 50;
     return want < model_len / 2 ? want : model_len / 2; /* a short model keeps half its positions for the prompt */
 }
 
@@ -61,7 +62,8 @@ static dz_status build_one(dz_run_data *td, const dz_dataset *ds, const dz_datas
     const dz_dataset *use = ds;
     dz_prompt_spec spec = td->spec;
     if (k > 0) {
-        dz_status st = dz_dataset_with_demos(ds, train, &td->spec, k, td->cfg->data.seed ^ salt, exclude_self, &shown, err);
+        dz_status st =
+            dz_dataset_with_demos(ds, train, &td->spec, k, td->cfg->data.seed ^ salt, exclude_self, &shown, err);
         if (st != DZ_OK) return st;
         use = &shown;
         td->spec.verbatim = 1; /* the texts are whole prompts now */
