@@ -23,6 +23,7 @@
 #include "distzo/federated.h"
 #include "distzo/log.h"
 #include "distzo/setup.h"
+#include "federated/coordinator.h"
 #include "federated/http.h"
 #include "federated/protocol.h"
 #include "federated/replica.h"
@@ -33,7 +34,6 @@
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
-#include "federated/coordinator.h"
 
 /* ---- the rounds (the caller's thread) -------------------------------------------------- */
 

@@ -14,11 +14,11 @@
 #include "distzo/federated.h"
 #include "distzo/log.h"
 #include "federated/byte_code.h"
+#include "federated/coordinator.h"
 #include "federated/http.h"
 #include "federated/protocol.h"
 #include "federated/settings.h"
 #include "run/seedlog.h"
-#include "federated/coordinator.h"
 
 static void respond(dz_fed_http_response *r, int status, char *json) {
     r->status = json ? status : 500;

@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "distzo/federated.h"
 #include "distzo/setup.h"
+#include "federated/coordinator.h"
 #include "federated/protocol.h"
 #include "federated/replica.h"
 #include "federated/settings.h"
@@ -21,7 +22,6 @@
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
 #include "run/setup.h"
-#include "federated/coordinator.h"
 
 static dz_seedlog_header log_header(const coordinator *c) {
     dz_seedlog_header h = {.run_seed = c->train.optim.seed, .q = c->log_q,

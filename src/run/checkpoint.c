@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 #include "core/util.h"
-#include "run/run_files.h"
 #include "run/folder.h"
+#include "run/run_files.h"
 #include "store/store.h"
 
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the

@@ -5,8 +5,8 @@
 
 #include "distzo/log.h"
 #include "parallel/comm.h"
-#include "run/faults.h"
 #include "run/compute.h"
+#include "run/faults.h"
 #include "store/store.h"
 
 /* Tests: one flipped bit on one node (run/faults.h), in the middle of the named tensor,
