@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "core/isa.h"
+#include "core/threads.h"
 #include "backend/backend.h"
 #include "backend/blas.h"
 #ifdef DZ_BENCH_HAVE_GEMM_LINEAR

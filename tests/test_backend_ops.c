@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "core/isa.h"
+#include "core/threads.h"
 #include "core/rng.h"
 #include "backend/backend.h"
 #include "backend/cpu_simd.h" /* dz_expf */

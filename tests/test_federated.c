@@ -19,6 +19,7 @@
 #include "distzo/setup.h"
 
 #include "distzo/util.h"
+#include "federated/admission.h"
 #include "federated/byte_code.h"
 #include "federated/protocol.h"
 #include "federated/settings.h"
@@ -389,7 +390,7 @@ static void settings_round_trip_and_bounds(void **state) {
     dz_fed_settings s, back;
     dz_fed_settings_default(&s);
     s.samples_per_worker = 2, s.quorum = 3, s.round_timeout = 2.5, s.min_workers = 4, s.worker_timeout = 7;
-    s.code = DZ_FED_CODE_F32, s.g_clip = 12.25f, s.robust_clip = 3;
+    s.code = DZ_FED_CODE_F32, s.g_clip = 12.25f, s.robust_clip = 3, s.max_joins_per_client = 5;
     dz_error err = {0};
     uint64_t fp = 0;
     assert_int_equal(dz_fed_settings_check(&s, 4, &err), DZ_OK);
@@ -401,13 +402,14 @@ static void settings_round_trip_and_bounds(void **state) {
     assert_int_equal(back.min_workers, 4);
     assert_int_equal(back.code, DZ_FED_CODE_F32);
     assert_true(back.round_timeout == 2.5 && back.worker_timeout == 7 && back.g_clip == 12.25f && back.robust_clip == 3);
+    assert_int_equal(back.max_joins_per_client, 5);
     struct {
         dz_fed_settings s;
         const char *names;
     } bad[] = {{s, "--samples-per-worker"}, {s, "--quorum"}, {s, "--round-timeout"}, {s, "--min-workers"},
-               {s, "--g-clip"}, {s, "--robust-clip"}};
+               {s, "--g-clip"}, {s, "--robust-clip"}, {s, "--max-joins-per-client"}};
     bad[0].s.samples_per_worker = 5, bad[1].s.quorum = 5, bad[2].s.round_timeout = 0, bad[3].s.min_workers = 0;
-    bad[4].s.g_clip = NAN, bad[5].s.robust_clip = 0.5f;
+    bad[4].s.g_clip = NAN, bad[5].s.robust_clip = 0.5f, bad[6].s.max_joins_per_client = 0;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(&err, 0, sizeof err);
         expect_refused(dz_fed_settings_check(&bad[i].s, 4, &err), &err, bad[i].names);
@@ -418,6 +420,36 @@ static void settings_round_trip_and_bounds(void **state) {
     expect_refused(dz_fed_settings_read(dir, &back, &fp, &err), &err, "'round_timeout'");
     unlink(path);
     rmdir(dir);
+}
+
+/* Joins per address and minute, and which workers get slots (admission.h), against
+ * outcomes worked out by hand. */
+static void admission_caps_joins_and_slots(void **state) {
+    (void)state;
+    static dz_fed_admission a;
+    enum { CAP = 3 };
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < 3; i++) assert_true(dz_fed_admit_join(&a, "10.0.0.1", 100.0 + i, CAP) == 0);
+    assert_true(fabs(dz_fed_admit_join(&a, "10.0.0.1", 110.0, CAP) - 50.0) < 1e-9); /* the window began at 100 */
+    assert_true(dz_fed_admit_join(&a, "10.0.0.2", 110.0, CAP) == 0);                /* another address: its own count */
+    assert_true(dz_fed_admit_join(&a, "10.0.0.1", 160.0, CAP) == 0);                /* a new minute */
+    assert_true(dz_fed_admit_join(&a, "10.0.0.1", 161.0, CAP) == 0);
+    char addr[DZ_FED_JOIN_WINDOWS][24];
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < DZ_FED_JOIN_WINDOWS; i++) {
+        snprintf(addr[i], sizeof addr[i], "10.1.%d.%d", i / 256, i % 256);
+        assert_true(dz_fed_admit_join(&a, addr[i], 200.0 + i * 0.01, 1) == 0);
+    }
+    const double full = dz_fed_admit_join(&a, "10.2.0.0", 210.0, 1); /* every entry in use: until the oldest frees */
+    assert_true(fabs(full - 50.0) < 1e-9);
+    assert_true(dz_fed_admit_join(&a, "10.2.0.0", 260.0, 1) == 0);
+    /* in id order: proven workers always; new ones caught up and within 2 of their address */
+    const dz_fed_candidate m[] = {{"A", 0, 1}, {"A", 1, 0}, {"A", 0, 0}, {"A", 0, 1}, {"A", 0, 1}, {"B", 0, 1},
+                                  {"A", 1, 1}};
+    const int want[] = {1, 1, 0, 1, 0, 1, 1};
+    int got[7];
+    dz_fed_eligible(m, 7, 2, got);
+    for (int i = 0; i < 7; i++) assert_int_equal(got[i], want[i]);
 }
 
 /* stories260K with a ZO engine of q = 2 (seed 5), as the coordinator sets it up. */
@@ -499,6 +531,7 @@ int main(void) {
         cmocka_unit_test(pool_weights_follow_the_engine),
         cmocka_unit_test(token_files),
         cmocka_unit_test(settings_round_trip_and_bounds),
+        cmocka_unit_test(admission_caps_joins_and_slots),
     };
     return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "core/isa.h"
+#include "core/threads.h"
 #include "core/rng.h"
 #include "backend/backend.h"
 #include "backend/gemm.h"

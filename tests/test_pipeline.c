@@ -4,9 +4,9 @@
  *
  * The reference is written here and has no pipeline: no blocks, slots, store or deferred
  * updates. Each draw d = step * q + j perturbs every tensor of the whole model at once
- * with the public kernels (w+- = theta +- eps z, dz_perturb_pair*), runs the plain forward
+ * with the CPU backend's ZO ops (w+- = theta +- eps z, perturb_pair*), runs the plain forward
  * (dz_forward_run + dz_forward_logprobs) on w+ and on w-, and takes g = (L+ - L-) / (2 eps);
- * then every tensor is updated (dz_update_*). The engine must give every L+, L- and g,
+ * then every tensor is updated (update_*). The engine must give every L+, L- and g,
  * every master byte after the steps, and the log-probs of an evaluation on the final
  * masters, bit for bit, in each pipeline:
  *  - masters in RAM, the update fused into the next step's pass or applied at once;
@@ -38,7 +38,7 @@
 #include "distzo/zo.h"
 #include "golden.h"
 #include "store/store.h"
-#include "zo/perturb.h"
+#include "backend/backend.h"
 
 enum { STEPS = 4, Q = 2 };
 static const uint64_t SEED = 21;
@@ -220,7 +220,7 @@ static void reference_z(const estimator_case *e, const dz_param *t, int id, uint
                         dz_dtype dt, float *z) {
     const size_t n = (size_t)dz_param_numel(t);
     if (e->estimator == DZ_ZO_SPARSE) {
-        dz_z_fill_scalar(z, SEED, (uint32_t)id, draw, 0, n, DIST);
+        dz_backend_ref()->z_fill(z, SEED, (uint32_t)id, draw, 0, n, DIST);
         for (int64_t row = 0; row < t->rows; row++) {
             const float tau = row_tau(theta, dt, row, t->cols, e->density);
             for (int64_t c = 0; c < t->cols; c++) {
@@ -247,7 +247,7 @@ static int structured(const estimator_case *e, const dz_param *t) {
     return e->estimator != DZ_ZO_MEZO && t->rows > 1 && t->cols > 1;
 }
 
-/* w+- = theta +- (eps z) of draw `draw`: the public kernels, or the estimator's z. */
+/* w+- = theta +- (eps z) of draw `draw`: the CPU backend's ZO ops, or the estimator's z. */
 static void reference_perturb(const estimator_case *e, dz_model *m, int id, uint32_t draw, float *plus, float *minus,
                               float *z) {
     const dz_param *t = &dz_model_params(m)->params[id];
@@ -255,8 +255,9 @@ static void reference_perturb(const estimator_case *e, dz_model *m, int id, uint
     const size_t n = (size_t)dz_param_numel(t);
     const void *theta = dz_model_tensor(m, id);
     if (!structured(e, t)) {
-        if (dt == DZ_BF16) dz_perturb_pair_bf16(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
-        else dz_perturb_pair(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
+        const dz_backend *cpu = dz_backend_cpu();
+        if (dt == DZ_BF16) cpu->perturb_pair_bf16(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
+        else cpu->perturb_pair(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
         return;
     }
     reference_z(e, t, id, draw, theta, dt, z);
@@ -266,7 +267,7 @@ static void reference_perturb(const estimator_case *e, dz_model *m, int id, uint
     }
 }
 
-/* The update of `step`: the public kernels, or the contract's update with the estimator's
+/* The update of `step`: the CPU backend's ZO ops, or the contract's update with the estimator's
  * z_j of the weights before it (zs: Q tensors of scratch). */
 static void reference_update(const estimator_case *e, dz_model *m, int id, uint32_t step, const float *g, float wd,
                              float *zs) {
@@ -275,8 +276,8 @@ static void reference_update(const estimator_case *e, dz_model *m, int id, uint3
     const size_t n = (size_t)dz_param_numel(t);
     void *theta = dz_model_tensor(m, id);
     if (!structured(e, t)) {
-        if (dt == DZ_BF16) dz_update_bf16(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
-        else dz_update_f32(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
+        if (dt == DZ_BF16) dz_backend_cpu()->update_bf16(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
+        else dz_backend_cpu()->update_f32(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
         return;
     }
     for (int j = 0; j < Q; j++) reference_z(e, t, id, step * Q + (uint32_t)j, theta, dt, zs + (size_t)j * n);

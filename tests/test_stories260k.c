@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "core/isa.h"
+#include "core/threads.h"
 #include "core/util.h"
 #include "distzo/distzo.h"
 #include "backend/backend.h"

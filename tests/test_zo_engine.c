@@ -15,10 +15,10 @@
 #include <cmocka.h>
 
 #include "core/isa.h"
+#include "core/threads.h"
 #include "distzo/util.h"
 #include "distzo/zo.h"
 #include "backend/backend.h"
-#include "zo/rng.h"
 #include "golden.h"
 
 enum { B = 3, T = 12 };
@@ -83,7 +83,7 @@ static uint64_t checksum(const dz_model *m) {
     return h;
 }
 
-/* An independent weight source: theta + sign*eps*z built here in double from dz_z_fill. */
+/* An independent weight source: theta + sign*eps*z built here in double from the CPU backend's z_fill. */
 typedef struct ref_source {
     const dz_model *m;
     uint64_t seed;
@@ -98,7 +98,7 @@ static const float *ref_rows(const void *self, int stream, int id, int64_t row0,
     const int64_t cols = dz_model_params(r->m)->params[id].cols;
     const size_t n = (size_t)(nrows * cols);
     const float *theta = (const float *)dz_model_tensor(r->m, id) + row0 * cols;
-    dz_z_fill(scratch, r->seed, (uint32_t)id, r->draw, (uint64_t)(row0 * cols), n, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->z_fill(scratch, r->seed, (uint32_t)id, r->draw, (uint64_t)(row0 * cols), n, DZ_Z_GAUSSIAN);
     for (size_t i = 0; i < n; i++) scratch[i] = (float)((double)theta[i] + r->sign * (double)r->eps * scratch[i]);
     return scratch;
 }

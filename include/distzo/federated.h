@@ -31,6 +31,7 @@ typedef struct dz_fed_settings {
     float robust_clip;      /* > 0: each |g| of a round at most this many times the round's median |g| (0: off) */
     uint32_t seed_pool;     /* > 0: FedKSeed, perturbations only from this many seeds (0: off) */
     int seed_sampling;      /* the pool's: 0 uniform, 1 importance (FedKSeed-Pro) */
+    int max_joins_per_client; /* joins per client address and minute; also the new workers per address given slots (default 8) */
 } dz_fed_settings;
 
 void dz_fed_settings_default(dz_fed_settings *s);

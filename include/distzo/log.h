@@ -8,6 +8,8 @@ typedef void (*dz_log_sink)(dz_log_level level, const char *msg, void *user);
 void dz_log_set_level(dz_log_level min_level);
 /* NULL restores the default sink (stderr). */
 void dz_log_set_sink(dz_log_sink sink, void *user);
+/* 1 when messages of this level are shown (the level set is at or below it). */
+int dz_log_enabled(dz_log_level level);
 void dz_log(dz_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -116,7 +116,15 @@ typedef struct dz_train_result {
     int lm;                   /* the scores are minus mean NLLs */
     double step_bytes;        /* payload this rank sent per training step (0 in one process) */
     int was_finished;         /* a resume found every step already done (--steps extends a run) */
+    int interrupted;          /* dz_train_request_stop: stopped after steps_done of the run's steps */
 } dz_train_result;
+
+/* Asks the dz_train running in this process to stop before its next step, as a SIGINT
+ * handler would: the steps done stay in the run folder as after a kill, the seed log and
+ * metrics closed, and dz_train returns DZ_OK with res->interrupted; --resume continues.
+ * Async-signal-safe. With several ranks every rank must see it at the same step: the caller's
+ * to arrange (the command line stops a one-process run only). */
+void dz_train_request_stop(void);
 
 /* The engine's view of a batch dz_class_batch_fill made (classification or LM): a tree
  * batch when its candidates continue shared prompts. It is one example for the loss

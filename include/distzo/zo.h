@@ -6,7 +6,7 @@
  * activation streams), and g = (L+ - L-) / (2 eps). The update of step t is deferred and
  * fused into step t+1's pass over each block; dz_zo_flush applies whatever is pending
  * (before evaluation, checkpoints, exit). z is a pure function of (run seed, step*q +
- * sample, tensor id, element): see docs/ARCHITECTURE.md and src/zo/rng.h. */
+ * sample, tensor id, element): see docs/ZO_RNG.md and src/backend/zo_ops.h. */
 #ifndef DISTZO_ZO_H
 #define DISTZO_ZO_H
 

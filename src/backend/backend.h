@@ -138,7 +138,7 @@ typedef struct dz_backend {
                                      uint32_t next_draw, uint64_t i0, dz_zdist dist);
 } dz_backend;
 
-/* distzo's optimized CPU backend (host_buffers; threads: dz_set_num_threads). */
+/* distzo's optimized CPU backend (host_buffers; threads: dz_set_num_threads, core/threads.h). */
 const dz_backend *dz_backend_cpu(void);
 /* The reference: straightforward loops, double accumulation, one thread, plain
  * malloc'ed memory. It declares host_buffers 0 so that whatever runs on it (a forward)
@@ -162,11 +162,5 @@ void dz_rope_table_fill(float *cos_sin, int n_pos, int head_dim, float theta);
 static inline size_t dz_attn_scratch_floats(int head_dim, int cache_len) {
     return (size_t)(head_dim + 4) * (size_t)(cache_len + 16); /* keys transposed, 4 query rows' scores */
 }
-
-/* Number of threads compute may use (distzo's pool, src/core/threads.h, and BLAS);
- * n <= 0: the pool's default ($OMP_NUM_THREADS, else every CPU this process may use).
- * A worker that cannot start is logged and the work runs on the threads that did. */
-void dz_set_num_threads(int n);
-int dz_get_num_threads(void);
 
 #endif

@@ -8,7 +8,6 @@
 
 #include "core/threads.h"
 #include "core/util.h"
-#include "distzo/log.h"
 #include "backend/backend.h"
 #include "backend/gemm.h"
 #include "backend/cpu_simd.h"
@@ -391,9 +390,3 @@ static const dz_backend cpu_backend = {
 
 const dz_backend *dz_backend_cpu(void) { return &cpu_backend; }
 
-void dz_set_num_threads(int n) {
-    dz_error err = {0};
-    if (dz_parallel_set_threads(n, &err) != DZ_OK) dz_log(DZ_LOG_WARN, "%s", err.msg);
-}
-
-int dz_get_num_threads(void) { return dz_parallel_threads(); }

@@ -23,6 +23,13 @@
 #define DZ_ISA_TARGET_AVX2 __attribute__((target("avx2")))
 #define DZ_ISA_TARGET_AVX512 __attribute__((target("avx512f")))
 
+/* The same levels with FMA, for the one chain that asks for it: the GEMM's (gemm.c), whose
+ * micro-kernel is one body per level with its own tile shape and intrinsics (its baseline
+ * uses fmaf, correctly rounded like the hardware FMA, so it needs no target). */
+#define DZ_ISA_TARGET_FMA_BASELINE
+#define DZ_ISA_TARGET_FMA_AVX2 __attribute__((target("avx2,fma")))
+#define DZ_ISA_TARGET_FMA_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
 /* Defines the void function `name`, whose body is the block after the macro, as one
  * variant per level (name##_baseline, name##_avx2, name##_avx512), the table
  * name##_variants indexed by dz_isa, and name(...) itself, which runs the variant of

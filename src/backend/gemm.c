@@ -23,6 +23,7 @@
 
 #include "core/threads.h"
 #include "backend/backend.h"
+#include "backend/cpu_simd.h"
 
 /* Blocking, measured on the model shapes (bench/README.md): a K block as long as the usual
  * widths (one pass over y for K <= 768, so y's tiles are not reloaded), its panel of w
@@ -50,6 +51,12 @@ typedef struct gemm_kernel {
  * comes from the checked driver below (packing buffers, rows of x and y), and
  * tests/test_gemm.c compares their output bitwise with plain loops on edge shapes. */
 #define GEMM_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
+
+/* Each level's micro-kernel: the FMA targets of cpu_simd.h (the one place that names a
+ * level's instructions), unchecked for the vector levels. */
+#define GEMM_ATTR_BASELINE DZ_ISA_TARGET_FMA_BASELINE
+#define GEMM_ATTR_AVX2 DZ_ISA_TARGET_FMA_AVX2 GEMM_UNCHECKED
+#define GEMM_ATTR_AVX512 DZ_ISA_TARGET_FMA_AVX512 GEMM_UNCHECKED
 
 /* The micro-kernel body, for a vector type VT of LANES floats; NR = 2 * LANES. mr is a
  * constant in each instantiation (see GEMM_DISPATCH), so acc lives in registers. */
@@ -91,22 +98,20 @@ typedef struct gemm_kernel {
     }
 
 /* AVX-512: 12 x 32. */
-#define A512_ATTR __attribute__((target("avx512f,avx2,fma"))) GEMM_UNCHECKED
 #define A512_ZERO() _mm512_setzero_ps()
-GEMM_DEFINE_TILE(avx512, A512_ATTR, __m512, 16, 12, _mm512_loadu_ps, _mm512_storeu_ps, A512_ZERO, _mm512_set1_ps,
-                 _mm512_fmadd_ps, _mm512_add_ps)
-GEMM_DEFINE_DISPATCH(avx512, A512_ATTR,
+GEMM_DEFINE_TILE(avx512, GEMM_ATTR_AVX512, __m512, 16, 12, _mm512_loadu_ps, _mm512_storeu_ps, A512_ZERO,
+                 _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
+GEMM_DEFINE_DISPATCH(avx512, GEMM_ATTR_AVX512,
                      GEMM_CASE(avx512, 1) GEMM_CASE(avx512, 2) GEMM_CASE(avx512, 3) GEMM_CASE(avx512, 4)
                          GEMM_CASE(avx512, 5) GEMM_CASE(avx512, 6) GEMM_CASE(avx512, 7) GEMM_CASE(avx512, 8)
                              GEMM_CASE(avx512, 9) GEMM_CASE(avx512, 10) GEMM_CASE(avx512, 11)
                                  GEMM_CASE(avx512, 12))
 
 /* AVX2: 6 x 16. */
-#define A256_ATTR __attribute__((target("avx2,fma"))) GEMM_UNCHECKED
 #define A256_ZERO() _mm256_setzero_ps()
-GEMM_DEFINE_TILE(avx2, A256_ATTR, __m256, 8, 6, _mm256_loadu_ps, _mm256_storeu_ps, A256_ZERO, _mm256_set1_ps,
+GEMM_DEFINE_TILE(avx2, GEMM_ATTR_AVX2, __m256, 8, 6, _mm256_loadu_ps, _mm256_storeu_ps, A256_ZERO, _mm256_set1_ps,
                  _mm256_fmadd_ps, _mm256_add_ps)
-GEMM_DEFINE_DISPATCH(avx2, A256_ATTR,
+GEMM_DEFINE_DISPATCH(avx2, GEMM_ATTR_AVX2,
                      GEMM_CASE(avx2, 1) GEMM_CASE(avx2, 2) GEMM_CASE(avx2, 3) GEMM_CASE(avx2, 4) GEMM_CASE(avx2, 5)
                          GEMM_CASE(avx2, 6))
 
@@ -130,9 +135,9 @@ GEMM_INLINE f4 f4_add(f4 a, f4 b) {
     for (int l = 0; l < 4; l++) a.v[l] += b.v[l];
     return a;
 }
-GEMM_DEFINE_TILE(baseline, , f4, 4, 4, f4_load, f4_store, f4_zero, f4_set1, f4_fma, f4_add)
-GEMM_DEFINE_DISPATCH(baseline, , GEMM_CASE(baseline, 1) GEMM_CASE(baseline, 2) GEMM_CASE(baseline, 3)
-                                     GEMM_CASE(baseline, 4))
+GEMM_DEFINE_TILE(baseline, GEMM_ATTR_BASELINE, f4, 4, 4, f4_load, f4_store, f4_zero, f4_set1, f4_fma, f4_add)
+GEMM_DEFINE_DISPATCH(baseline, GEMM_ATTR_BASELINE,
+                     GEMM_CASE(baseline, 1) GEMM_CASE(baseline, 2) GEMM_CASE(baseline, 3) GEMM_CASE(baseline, 4))
 
 
 /* Packing buffers, one pair per thread, allocated on a thread's first call and kept
@@ -202,7 +207,7 @@ static void pack_w_scalar(float *pb, const float *w, int N, int K, int n0, int n
 }
 
 /* dst[c][r] = src[r][c] for an 8 x 8 block (strides in floats). */
-__attribute__((target("avx2"))) GEMM_UNCHECKED static inline void transpose8x8(const float *src, size_t lds, float *dst, size_t ldd) {
+DZ_ISA_TARGET_AVX2 GEMM_UNCHECKED static inline void transpose8x8(const float *src, size_t lds, float *dst, size_t ldd) {
     __m256 r[8], t[8], u[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * lds);
     for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -220,7 +225,7 @@ __attribute__((target("avx2"))) GEMM_UNCHECKED static inline void transpose8x8(c
 
 /* The same panels through 8 x 8 transposes; ragged edges (fewer than 8 rows of w left, or
  * a K block not a multiple of 8) go element by element. */
-__attribute__((target("avx2"))) static void pack_w_avx2(float *pb, const float *w, int N, int K, int n0, int nc, int p0,
+DZ_ISA_TARGET_AVX2 static void pack_w_avx2(float *pb, const float *w, int N, int K, int n0, int nc, int p0,
                                                        int kc, int nr) {
     const int kc8 = kc / 8 * 8;
     for (int j0 = 0; j0 < nc; j0 += nr) {

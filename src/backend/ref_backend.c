@@ -154,16 +154,9 @@ static void ref_logprob_finish(float *out, const float *target, const float *m, 
 
 /* ---- ZO: the contract, one element at a time ---- */
 
-/* The Philox block of element i for (seed, purpose, tensor, draw). */
-static void block_of(uint32_t x[4], uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i) {
-    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-    const uint32_t ctr[4] = {(uint32_t)(i >> 2), purpose, tensor, draw};
-    dz_philox4x32_10(ctr, key, x);
-}
-
 static float z_at(uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i, dz_zdist dist) {
     uint32_t x[4];
-    block_of(x, seed, DZ_PURPOSE_Z, tensor, draw, i);
+    dz_philox_block_of(x, seed, DZ_PURPOSE_Z, tensor, draw, i);
     const unsigned lane = (unsigned)(i & 3);
     if (dist == DZ_Z_RADEMACHER) return dz_rademacher(x[lane]);
     float pair[2];
@@ -179,7 +172,7 @@ static void ref_philox_fill(uint32_t *x, uint64_t seed, uint32_t purpose, uint32
                             uint64_t i0, size_t n) {
     for (size_t k = 0; k < n; k++) {
         uint32_t w[4];
-        block_of(w, seed, purpose, tensor, draw, i0 + k);
+        dz_philox_block_of(w, seed, purpose, tensor, draw, i0 + k);
         x[k] = w[(i0 + k) & 3];
     }
 }
@@ -211,7 +204,7 @@ static void ref_span(master th_at, float *w_plus, float *w_minus, size_t n, cons
                 th_at.out_f32[k] = th;
             } else {
                 uint32_t x[4];
-                block_of(x, seed, DZ_PURPOSE_SR, tensor, d0, i);
+                dz_philox_block_of(x, seed, DZ_PURPOSE_SR, tensor, d0, i);
                 th_at.out_bf16[k] = dz_bf16_round_stochastic(th, x[i & 3]);
                 th = dz_zo_u2f((uint32_t)th_at.out_bf16[k] << 16);
             }

@@ -45,6 +45,15 @@ static inline void dz_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2]
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
+/* The block of element i (the contract's layout, scalar): counter (i / 4, purpose, tensor,
+ * draw), key (seed low, seed high); element i takes word i % 4 of it. */
+static inline void dz_philox_block_of(uint32_t x[4], uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw,
+                                      uint64_t i) {
+    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    const uint32_t ctr[4] = {(uint32_t)(i >> 2), purpose, tensor, draw};
+    dz_philox4x32_10(ctr, key, x);
+}
+
 static inline uint32_t dz_zo_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float dz_zo_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 

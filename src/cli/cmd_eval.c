@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/common.h"
+#include "distzo/progress.h"
 
 typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
@@ -72,8 +73,11 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     if (!rc && dz_forward_create_streams(m, per * cs.n_labels, cs.max_len, 0, o->share_prompts ? 2 : 1, &f, &err) != DZ_OK)
         rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
+    dz_progress prog;
+    dz_progress_begin(&prog, "evaluation", "examples", cs.n_examples);
     if (!rc && dz_class_evaluate(f, &w, &cs, per * cs.n_labels, preds, scores, &acc, &err) != DZ_OK)
         rc = dz_cli_fail(&err);
+    dz_progress_end(&prog);
     double secs = dz_now() - t0;
     if (!rc && o->predictions) rc = write_predictions(o->predictions, &cs, preds, scores);
     if (!rc) {
@@ -128,6 +132,8 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     double nll = 0.0, t0 = dz_now();
     int64_t scored = 0;
     int rc = 0;
+    dz_progress prog;
+    dz_progress_begin(&prog, "evaluation", "texts", ds->count);
     for (int e = 0; e < ds->count && !rc; e++) {
         int need = dz_tokenizer_encode(tok, ds->items[e].text, 1, NULL, 0, &err);
         int *ids = need >= 0 ? malloc(sizeof(int) * (size_t)(need + 1)) : NULL;
@@ -147,7 +153,9 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
         scored += k;
         free(ids);
         free(lp);
+        dz_progress_add(1);
     }
+    dz_progress_end(&prog);
     double secs = dz_now() - t0;
     if (!rc) {
         double mean = scored ? nll / (double)scored : 0.0;
@@ -176,7 +184,10 @@ static int eval_qa(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     int rc = f1 && em ? 0 : dz_cli_failf("out of memory");
     if (!rc && dz_forward_create(m, 1, max_seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
+    dz_progress prog;
+    dz_progress_begin(&prog, "evaluation", "examples", qs.n_examples);
     if (!rc && dz_qa_evaluate(f, &w, tok, &qs, 0, qs.n_examples, max_new, f1, em, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    dz_progress_end(&prog);
     double sf = 0.0, se = 0.0;
     for (int e = 0; !rc && e < qs.n_examples; e++) sf += f1[e], se += em[e]; /* in order */
     const int n = qs.n_examples > 0 ? qs.n_examples : 1;

@@ -56,6 +56,8 @@ int dz_cmd_serve(int argc, char **argv) {
         {"g-code", DZ_OPT_STR, &code, "how g travels: byte (default; sign + log-magnitude) or f32"},
         {"g-clip", DZ_OPT_FLOAT, &c.fed.g_clip, "largest |g| taken (the byte code's range; default 64)"},
         {"robust-clip", DZ_OPT_FLOAT, &c.fed.robust_clip, "each |g| at most this many times the round's median |g| (>= 1; default 0: off)"},
+        {"max-joins-per-client", DZ_OPT_INT, &c.fed.max_joins_per_client, "joins a client address may make per minute, and "
+         "new workers per address given slots before they have delivered (1..256; default 8)"},
         {"seed-pool", DZ_OPT_INT, &seed_pool, "FedKSeed: perturbations only from K seeds; a joining worker downloads K "
          "scalars, not the log (K = 1..2^21; default off, 4096 with --seed-sampling)"},
         {"seed-sampling", DZ_OPT_STR, &sampling, "the pool's seed draw: uniform (default) or importance (FedKSeed-Pro)"},

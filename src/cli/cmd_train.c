@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/common.h"
+#include "cli/progress_view.h"
 #include "cli/train_options.h"
 
 typedef struct progress {
@@ -19,31 +20,35 @@ typedef struct progress {
     int log_every;        /* --log-every: a line every N steps (0: piped, every steps/20; a tty: the bar only) */
     int quiet;            /* --quiet: no progress, no evaluation lines */
     FILE *out;            /* stdout, or stderr under --json (stdout is then the summary's alone) */
-    int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP[:stop]: this rank dies (SIGKILL), or with
-                           * ":stop" stops responding (SIGSTOP), after that step */
+    int rank, kill_step;  /* DISTZO_TEST_KILL=RANK:STEP[:stop|:int]: this rank dies (SIGKILL), with ":stop"
+                           * stops responding (SIGSTOP), with ":int" gets a Ctrl-C (SIGINT), after that step */
     int kill_signal;
 } progress;
 
-static void fmt_eta(double secs, char *buf, size_t cap) {
-    if (!isfinite(secs) || secs < 0) snprintf(buf, cap, "?");
-    else if (secs < 90) snprintf(buf, cap, "%.0fs", secs);
-    else if (secs < 5400) snprintf(buf, cap, "%.0fm", secs / 60);
-    else snprintf(buf, cap, "%.1fh", secs / 3600);
+/* An evaluation's scores, the end of its step's line. */
+static void eval_scores(const progress *pr, const dz_train_progress *p) {
+    if (p->lm)
+        fprintf(pr->out, "  dev loss %.4f  test loss %.4f  best dev loss %.4f", -p->dev_accuracy, -p->test_accuracy,
+                -p->best_dev_accuracy);
+    else
+        fprintf(pr->out, "  dev acc %.4f  test acc %.4f  best dev %.4f", p->dev_accuracy, p->test_accuracy,
+                p->best_dev_accuracy);
 }
 
-/* An evaluation's line (step 0: before training). */
-static void eval_line(const progress *pr, const dz_train_progress *p, double rate) {
+/* A step's one line: its loss, g, lr, the rate and ETA when a line is due (full), and its
+ * evaluation's scores when it has one; step 0 is the evaluation before training. */
+static void step_line(progress *pr, const dz_train_progress *p, const char *rate, const char *eta, int full) {
     if (pr->tty) fprintf(stderr, "\r\033[K");
-    char loss[48] = "before training", speed[32] = "";
-    if (p->step > 0) snprintf(loss, sizeof loss, "loss %.4f", p->loss);
-    if (p->step > 0) snprintf(speed, sizeof speed, "  (%.1f steps/s)", rate);
-    if (p->lm)
-        fprintf(pr->out, "step %d/%d  %s  dev loss %.4f  test loss %.4f  best dev loss %.4f%s\n", p->step, p->steps,
-                loss, -p->dev_accuracy, -p->test_accuracy, -p->best_dev_accuracy, speed);
-    else
-        fprintf(pr->out, "step %d/%d  %s  dev acc %.4f  test acc %.4f  best dev %.4f%s\n", p->step, p->steps, loss,
-                p->dev_accuracy, p->test_accuracy, p->best_dev_accuracy, speed);
+    if (p->step == 0) fprintf(pr->out, "step 0/%d  before training", p->steps);
+    else if (full)
+        fprintf(pr->out, "step %d/%d  loss %.4f  g %+.4e  lr %.3e  %s  ETA %s", p->step, p->steps, p->loss, p->g, p->lr,
+                rate, eta);
+    else fprintf(pr->out, "step %d/%d  loss %.4f", p->step, p->steps, p->loss);
+    if (p->has_eval) eval_scores(pr, p);
+    if (p->has_eval && !full && p->step > 0) fprintf(pr->out, "  (%s)", rate);
+    fprintf(pr->out, "\n");
     fflush(pr->out);
+    if (full) pr->last_line_step = p->step;
 }
 
 static void on_progress(const dz_train_progress *p, void *user) {
@@ -56,25 +61,20 @@ static void on_progress(const dz_train_progress *p, void *user) {
         return;
     }
     const double rate = p->steps_per_s; /* training steps only: evaluations do not slow the ETA's rate */
-    if (p->has_eval) eval_line(pr, p, rate);
-    if (p->step == 0) return;
-    char eta[32];
-    fmt_eta(rate > 0 ? (p->steps - p->step) / rate : NAN, eta, sizeof eta);
+    char eta[32], speed[32];
+    dz_cli_fmt_duration(rate > 0 ? (p->steps - p->step) / rate : NAN, eta, sizeof eta);
+    dz_cli_fmt_rate(rate, speed, sizeof speed);
     const int every = pr->log_every > 0 ? pr->log_every : pr->tty ? 0 : p->steps >= 20 ? p->steps / 20 : 1;
-    if (every > 0 && (p->step - pr->last_line_step >= every || p->step == p->steps)) {
-        if (pr->tty) fprintf(stderr, "\r\033[K");
-        fprintf(pr->out, "step %d/%d  loss %.4f  g %+.4e  lr %.3e  %.1f steps/s  ETA %s\n", p->step, p->steps, p->loss,
-                p->g, p->lr, rate, eta);
-        fflush(pr->out);
-        pr->last_line_step = p->step;
-    }
+    const int due = p->step > 0 && every > 0 && (p->step - pr->last_line_step >= every || p->step == p->steps);
+    if (due || p->has_eval) step_line(pr, p, speed, eta, due); /* once per step, its evaluation included */
+    if (p->step == 0) return;
     if (pr->tty) {
         const int width = 24, filled = (int)((double)width * p->step / p->steps);
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r[%s] %d/%d  %.1f steps/s  loss %.4f  g %+.3e  lr %.2e  ETA %s\033[K", bar, p->step, p->steps,
-                rate, p->loss, p->g, p->lr, eta);
+        fprintf(stderr, "\r[%s] %d/%d  %s  loss %.4f  g %+.3e  lr %.2e  ETA %s\033[K", bar, p->step, p->steps, speed,
+                p->loss, p->g, p->lr, eta);
         fflush(stderr);
     }
 }
@@ -351,6 +351,24 @@ static void summary_text(const train_opts *t, const dz_train_result *r, const ui
            r->steps_done, r->seconds, r->lm ? "loss" : "accuracy", txt[0], txt[1], r->best_step, txt[2], t->out);
 }
 
+/* Ctrl-C: the run stops before its next step (a second Ctrl-C: at once, the default). */
+static void on_interrupt(int sig) {
+    (void)sig;
+    dz_train_request_stop();
+    static const char msg[] = "\ndistzo: stopping after this step (Ctrl-C again to stop at once)\n";
+    const ssize_t n = write(2, msg, sizeof msg - 1);
+    (void)n;
+}
+
+/* One process only: ranks could see the signal at different steps and wait on each other
+ * (mpirun's Ctrl-C ends the job). An ignored SIGINT (nohup, a script's & job) stays ignored. */
+static int catch_interrupt(int ranks) {
+    struct sigaction old, sa = {.sa_handler = on_interrupt, .sa_flags = SA_RESTART | SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    return ranks == 1 && sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler != SIG_IGN &&
+           sigaction(SIGINT, &sa, NULL) == 0;
+}
+
 /* The job: the communicator, threads, the run, its summary. */
 static int train_run(dz_train_config *c, const train_opts *t) {
     const int resume = t->resume, node_size = t->node_size;
@@ -387,10 +405,19 @@ static int train_run(dz_train_config *c, const train_opts *t) {
     char how[8] = "";
     if (kill && sscanf(kill, "%d:%d:%7s", &kill_rank, &pr.kill_step, how) >= 2 && kill_rank != rank) pr.kill_step = 0;
     if (!strcmp(how, "stop")) pr.kill_signal = SIGSTOP;
+    if (!strcmp(how, "int")) pr.kill_signal = SIGINT; /* a Ctrl-C at that step */
     c->layout.comm = comm;
     dz_train_result res;
+    const int caught = catch_interrupt(ranks);
     dz_status st = dz_train(c, resume, on_progress, &pr, &res, &err);
+    if (caught) signal(SIGINT, SIG_DFL);
     if (pr.tty) fprintf(stderr, "\n");
+    if (st == DZ_OK && res.interrupted) { /* 130: as a shell reports a Ctrl-C */
+        fprintf(stderr, "distzo: interrupted after step %d of %d; the run in %s continues with: distzo train --out %s "
+                "--resume\n", res.steps_done, c->optim.steps, t->out, t->out);
+        dz_comm_finalize(comm);
+        return 130;
+    }
     if (st != DZ_OK) {
         rc = dz_cli_fail(&err);
         if (ranks > 1) { /* a rank may be waiting for this one: end the whole job rather than hang */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/common.h"
+#include "cli/progress_view.h"
 
 typedef struct command {
     const char *name;
@@ -45,6 +46,7 @@ int main(int argc, char **argv) {
         printf("distzo %s\n", DISTZO_VERSION);
         return 0;
     }
+    dz_cli_progress_init(); /* long operations show progress on stderr */
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "distzo: unknown command '%s'\n\n", argv[1]);

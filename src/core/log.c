@@ -14,6 +14,8 @@ void dz_log_set_sink(dz_log_sink sink, void *user) {
     g_sink_user = user;
 }
 
+int dz_log_enabled(dz_log_level level) { return level >= g_min_level; }
+
 void dz_log(dz_log_level level, const char *fmt, ...) {
     if (level < g_min_level) return;
     char buf[2048];

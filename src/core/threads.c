@@ -335,6 +335,13 @@ dz_status dz_parallel_set_threads(int n, dz_error *err) {
     return st;
 }
 
+void dz_set_num_threads(int n) {
+    dz_error err = {0};
+    if (dz_parallel_set_threads(n, &err) != DZ_OK) dz_log(DZ_LOG_WARN, "%s", err.msg);
+}
+
+int dz_get_num_threads(void) { return dz_parallel_threads(); }
+
 void dz_parallel_shutdown(void) {
     if (tls_in_task) return; /* exit() from inside a task: the team cannot be joined */
     own_pool();

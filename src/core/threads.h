@@ -59,6 +59,12 @@ dz_status dz_parallel_set_threads(int n, dz_error *err);
 /* The number of threads a loop may use (the default until set). */
 int dz_parallel_threads(void);
 
+/* The thread count compute uses, as programs and tests set it: dz_parallel_set_threads
+ * with a failure to start a worker logged (the work runs on the threads that did), not
+ * returned. n <= 0: the default above. dz_get_num_threads is dz_parallel_threads. */
+void dz_set_num_threads(int n);
+int dz_get_num_threads(void);
+
 /* The pool thread this code runs on: 0 for a caller (any thread outside the pool), i for
  * worker i. (In a static loop this may differ from the task's `thread`, its share.) */
 int dz_parallel_thread_id(void);

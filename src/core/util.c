@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +52,30 @@ int dz_open_regular(const char *path, dz_error *err) {
     }
     close(fd);
     return -1;
+}
+
+dz_status dz_map_file(const char *path, size_t min_size, void **map, size_t *size, dz_error *err) {
+    *map = NULL;
+    *size = 0;
+    const int fd = dz_open_regular(path, err);
+    if (fd < 0) return err ? err->code : DZ_ERR_IO;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        const int e = errno;
+        close(fd);
+        return dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    *size = (size_t)sb.st_size;
+    if (*size < min_size) {
+        close(fd);
+        return DZ_ERR_FORMAT;
+    }
+    void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) return dz_fail(err, DZ_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
+    *map = p;
+    return DZ_OK;
 }
 
 dz_status dz_read_file(const char *path, char **out, size_t *len, dz_error *err) {

@@ -19,6 +19,12 @@ void dz_free(void *p);
  * file is known to be regular). Returns the descriptor, or -1 with err naming the path. */
 int dz_open_regular(const char *path, dz_error *err);
 
+/* Maps the regular file path whole, read-only and private: *map (munmap it with *size);
+ * the descriptor is closed, the mapping keeps the file alive. A file shorter than
+ * min_size is not mapped: DZ_ERR_FORMAT with *size set and err untouched, for the
+ * caller to say what the bytes were too few for. */
+dz_status dz_map_file(const char *path, size_t min_size, void **map, size_t *size, dz_error *err);
+
 /* A file named by a folder's own contents (a shard index, a tokenizer file, a run folder's
  * LATEST) must stay in that folder: name is relative without "..", and where dir/name
  * resolves, symlinks included, is inside dir. One exception, the Hugging Face hub cache:

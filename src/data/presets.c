@@ -1,4 +1,5 @@
-/* MeZO's task presets: the public releases' files (SuperGLUE jsonl, SQuAD v1.1 json, DROP
+/* Over 500 lines, one file: the ten presets' readers share its static helpers (field, push, sbuf).
+ * MeZO's task presets: the public releases' files (SuperGLUE jsonl, SQuAD v1.1 json, DROP
  * json) read into examples whose text is the whole prompt of MeZO's template
  * (large_models/templates.py) and whose candidates are its verbalizer's words, or, for
  * generation, whose answers are the gold strings. Field layouts: docs/TASKS.md. */
@@ -236,6 +237,32 @@ static int sort_unique(char **v, int n) {
     return m;
 }
 
+/* ReCoRD's prompt: the passage with each "@highlight\n" as "- ", then "\n-". */
+static void record_prompt(sbuf *prompt, const char *text, size_t len) {
+    for (size_t i = 0; i < len;) {
+        const char *h = strstr(text + i, "@highlight\n");
+        const size_t stop = h ? (size_t)(h - text) : len;
+        sb_add(prompt, text + i, stop - i);
+        if (!h) break;
+        sb_str(prompt, "- ");
+        i = stop + strlen("@highlight\n");
+    }
+    sb_str(prompt, "\n-");
+}
+
+/* A ReCoRD candidate: " " + the query with each @placeholder replaced by the entity. */
+static void record_candidate(sbuf *cand, const char *query, const char *entity) {
+    sb_clear(cand);
+    sb_str(cand, " ");
+    for (const char *p = query;;) {
+        const char *at = strstr(p, "@placeholder");
+        sb_add(cand, p, at ? (size_t)(at - p) : strlen(p));
+        if (!at) break;
+        sb_str(cand, entity);
+        p = at + strlen("@placeholder");
+    }
+}
+
 /* ReCoRD: one example per query; the candidates are " " + the query with @placeholder
  * replaced by each entity of the passage (MeZO's ReCoRDTemplateGPT3); the label (the
  * training target) is the first entity (in sorted order) that is an answer, and every
@@ -267,15 +294,7 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
         r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s:%d: the passage names %d entities (1 to %d are supported)", r->path,
                         r->line, n, DZ_MAX_CANDS);
     sbuf prompt = {0}, cand = {0};
-    for (size_t i = 0; i < len;) { /* "@highlight\n" -> "- " */
-        const char *h = strstr(text + i, "@highlight\n");
-        const size_t stop = h ? (size_t)(h - text) : len;
-        sb_add(&prompt, text + i, stop - i);
-        if (!h) break;
-        sb_str(&prompt, "- ");
-        i = stop + strlen("@highlight\n");
-    }
-    sb_str(&prompt, "\n-");
+    record_prompt(&prompt, text, len);
     char **cands = calloc((size_t)n + 1, sizeof *cands);
     const char **gold = calloc((size_t)n + 1, sizeof *gold); /* the candidates that answer a query */
     if (!cands || !gold) b->oom = 1;
@@ -286,15 +305,7 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
         const cJSON *answers = field(r, qa, "answers", is_arr, "a list");
         int label = -1, n_gold = 0;
         for (int k = 0; k < n && r->st == DZ_OK; k++) {
-            sb_clear(&cand);
-            sb_str(&cand, " ");
-            for (const char *p = query;;) {
-                const char *at = strstr(p, "@placeholder");
-                sb_add(&cand, p, at ? (size_t)(at - p) : strlen(p));
-                if (!at) break;
-                sb_str(&cand, ent[k]);
-                p = at + strlen("@placeholder");
-            }
+            record_candidate(&cand, query, ent[k]);
             free(cands[k]);
             if (!(cands[k] = strdup(cand.s ? cand.s : ""))) b->oom = 1;
             const cJSON *a;

@@ -23,6 +23,7 @@
 #include "distzo/federated.h"
 #include "distzo/log.h"
 #include "distzo/setup.h"
+#include "federated/admission.h"
 #include "federated/coordinator.h"
 #include "federated/http.h"
 #include "federated/protocol.h"
@@ -30,7 +31,6 @@
 #include "federated/settings.h"
 #include "run/evaluate.h"
 #include "run/metrics.h"
-#include "run/prepare.h"
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
@@ -63,10 +63,10 @@ static void wait_a_little(coordinator *c, double seconds) {
     pthread_cond_timedwait(&c->cv, &c->mu, &until);
 }
 
-/* Opens round c->round: the connected workers in id order (a rotating start when there
- * are more than slots) get samples_per_worker slots each, numbered in that order. */
-static void open_round(coordinator *c) {
-    int order[DZ_FED_MAX_MACHINES], n = 0;
+/* The connected workers that may get slots (admission.h), in id order, into order;
+ * returns how many. */
+static int eligible_workers(const coordinator *c, int *order) {
+    int n = 0, ok[DZ_FED_MAX_MACHINES];
     for (int i = 0; i < DZ_FED_MAX_MACHINES; i++)
         if (c->m[i].id) order[n++] = i;
     for (int i = 1; i < n; i++) /* insertion sort by id: n is small */
@@ -74,6 +74,37 @@ static void open_round(coordinator *c) {
             const int t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
+    dz_fed_candidate cand[DZ_FED_MAX_MACHINES] = {{0}};
+    for (int k = 0; k < n; k++) { /* caught up: but for the record just published, which it has not heard of yet */
+        const machine *m = &c->m[order[k]];
+        cand[k] = (dz_fed_candidate){.addr = m->addr, .proven = m->proven,
+                                     .caught_up = (uint64_t)m->applied_asked + 1 >= c->published};
+    }
+    dz_fed_eligible(cand, n, c->fed.max_joins_per_client, ok);
+    int kept = 0;
+    for (int k = 0; k < n; k++)
+        if (ok[k]) order[kept++] = order[k];
+    return kept;
+}
+
+/* A round that ran to its deadline: the new workers that were given slots and sent nothing
+ * are forgotten (joining again is what --max-joins-per-client counts). */
+static void forget_no_shows(coordinator *c) {
+    if (c->n_in >= c->n_assigned || (c->fed.quorum > 0 && c->n_in >= c->fed.quorum)) return;
+    for (int i = 0; i < DZ_FED_MAX_MACHINES; i++) {
+        machine *m = &c->m[i];
+        if (!m->id || m->proven || m->submitted || m->n_slots == 0) continue;
+        dz_log(DZ_LOG_INFO, "machine %u (new, from %s) sent nothing for round %u by its deadline: forgotten", m->id,
+               m->addr, c->round);
+        m->id = 0;
+    }
+}
+
+/* Opens round c->round: the eligible workers in id order (a rotating start when there
+ * are more than slots) get samples_per_worker slots each, numbered in that order. */
+static void open_round(coordinator *c) {
+    int order[DZ_FED_MAX_MACHINES];
+    const int n = eligible_workers(c, order);
     const int per = c->fed.samples_per_worker, takers = (int)c->q / per < n ? (int)c->q / per : n;
     const int start = n > takers ? (int)(c->round % (uint32_t)n) : 0;
     int chosen[DZ_FED_MAX_MACHINES];
@@ -175,10 +206,12 @@ static dz_status run_round(coordinator *c, dz_fed_round_info *info, dz_error *er
     const double t0 = dz_now();
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (prune_machines(c) < c->fed.min_workers) wait_a_little(c, 0.2);
+        int order[DZ_FED_MAX_MACHINES];
+        while (prune_machines(c) < c->fed.min_workers || eligible_workers(c, order) == 0) wait_a_little(c, 0.2);
         open_round(c);
         while (!round_complete(c)) wait_a_little(c, 0.05);
         c->open = 0; /* workers hear of it with the record (or the round opened again): no version of its own */
+        forget_no_shows(c);
         if (c->n_in > 0) break;
         dz_log(DZ_LOG_WARN, "round %u: nothing arrived within --round-timeout %g s; opening it again", c->round,
                c->fed.round_timeout);
@@ -247,6 +280,7 @@ static void linger(coordinator *c, dz_status st, double seconds, dz_fed_http_ser
         prune_machines(c);
     }
     pthread_mutex_unlock(&c->mu);
+    dz_fed_http_stop(server);
     dz_fed_http_stop(server);
 }
 

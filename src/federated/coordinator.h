@@ -10,6 +10,7 @@
 
 #include "distzo/federated.h"
 #include "distzo/setup.h"
+#include "federated/admission.h"
 #include "federated/http.h"
 #include "federated/protocol.h"
 #include "federated/settings.h"
@@ -28,6 +29,10 @@ typedef struct machine {
     uint32_t slots[DZ_FED_MAX_SLOTS];
     int submitted;
     int polling;                  /* a round request of it is waiting: it is alive */
+    char addr[DZ_FED_ADDRESS_CHARS]; /* the client address it joined from */
+    int proven;                   /* it has delivered a value: slots without the new workers' cap */
+    uint32_t applied_asked;       /* `applied` of its latest round request as it came (applied: as it is answered,
+                                   * which the linger at the end waits on) */
 } machine;
 
 /* --test: the replica set up as train's is (its settings, compute and test data). */
@@ -74,6 +79,7 @@ typedef struct coordinator {
     uint8_t *pool_state;          /* GET /v1/pool's body after `published` records */
     dz_tokenizer *tok;            /* the base model's, written into checkpoints (NULL: none found) */
     evaluator *eval;              /* --test: the replica set up to evaluate it (owns setup); NULL: none */
+    dz_fed_admission admission;   /* joins per client address (--max-joins-per-client) */
 } coordinator;
 
 /* coordinator_requests.c: a worker's request (the server's handler; user = the coordinator). */

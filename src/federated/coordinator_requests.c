@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "distzo/federated.h"
 #include "distzo/log.h"
+#include "federated/admission.h"
 #include "federated/byte_code.h"
 #include "federated/coordinator.h"
 #include "federated/http.h"
@@ -77,14 +78,18 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
         return respond_error(r, 403, "the worker's base model (fingerprint %016" PRIx64 ") is not this run's "
                              "(%016" PRIx64 "): join with the run's base model (--model)", j.fingerprint,
                              c->fingerprint);
+    char addr[DZ_FED_ADDRESS_CHARS];
+    dz_fed_http_peer(req, addr, sizeof addr);
     pthread_mutex_lock(&c->mu);
+    const double wait = dz_fed_admit_join(&c->admission, addr, dz_now(), c->fed.max_joins_per_client);
     machine *m = NULL;
-    for (int i = 0; i < DZ_FED_MAX_MACHINES && !m; i++)
+    for (int i = 0; i < DZ_FED_MAX_MACHINES && !m && wait <= 0; i++)
         if (c->m[i].id == 0) m = &c->m[i];
     dz_fed_join_resp out = {0};
     int no_key = 0;
     if (m) {
         memset(m, 0, sizeof *m);
+        snprintf(m->addr, sizeof m->addr, "%s", addr);
         no_key = dz_fed_new_key(m->key) != 0;
         if (!no_key) {
             m->id = c->next_id++;
@@ -96,9 +101,13 @@ static void handle_join(coordinator *c, const dz_fed_http_request *req, dz_fed_h
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (wait > 0)
+        return respond_error(r, 429, "%s: %d joins within a minute, the most --max-joins-per-client allows: try again in "
+                             "%.0f s", addr, c->fed.max_joins_per_client, ceil(wait));
     if (!m) return respond_error(r, 503, "the coordinator has %d workers connected, its maximum", DZ_FED_MAX_MACHINES);
     if (no_key) return respond_error(r, 500, "cannot read /dev/urandom for a key");
-    dz_log(DZ_LOG_INFO, "machine %u%s%s%s joined", out.machine, *j.name ? " (" : "", j.name, *j.name ? ")" : "");
+    dz_log(DZ_LOG_INFO, "machine %u%s%s%s joined from %s", out.machine, *j.name ? " (" : "", j.name, *j.name ? ")" : "",
+           addr);
     respond(r, 200, dz_fed_join_resp_json(&out));
 }
 
@@ -110,6 +119,7 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         return respond_error(r, 400, "round request: 'machine' (1..2^31-1) and 'applied' (a count) are required");
     pthread_mutex_lock(&c->mu);
     machine *m = find_machine(c, (uint32_t)id, dz_fed_http_arg(req, "key"), r);
+    if (m) m->applied_asked = (uint32_t)applied; /* caught up (or not) already while it waits */
     if (m && version && wait_ms > 0) { /* long poll: wait for news, still counting as seen */
         const uint64_t known = strtoull(version, NULL, 16);
         struct timespec until;
@@ -119,7 +129,8 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
         m->polling++;
         while (c->version == known)
             if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) break;
-        m->polling--;
+        if (m->id == (uint32_t)id) m->polling--;
+        else m = find_machine(c, (uint32_t)id, NULL, r); /* forgotten meanwhile (its entry may be another's): 410 */
     }
     if (m) {
         m->last_seen = dz_now();
@@ -187,6 +198,7 @@ static void handle_submit(coordinator *c, const dz_fed_http_request *req, dz_fed
     c->n_in += accepted;
     if (isfinite(s.loss) && accepted > 0) c->loss_sum += s.loss * accepted, c->loss_n += accepted;
     m->submitted = 1;
+    m->proven |= accepted > 0;
     pthread_cond_broadcast(&c->cv);
     char body[64];
     snprintf(body, sizeof body, "{\"accepted\":%d}", accepted);

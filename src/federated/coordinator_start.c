@@ -17,7 +17,6 @@
 #include "federated/protocol.h"
 #include "federated/replica.h"
 #include "federated/settings.h"
-#include "run/prepare.h"
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"

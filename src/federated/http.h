@@ -10,6 +10,13 @@
 
 /* ---- server ---- */
 
+enum {
+    DZ_FED_HTTP_CONNECTIONS = 1024,      /* connections at once: 4 per worker a run admits (256) */
+    DZ_FED_HTTP_PER_ADDRESS = 64,        /* of them from one client address */
+    DZ_FED_HTTP_HEADER_DEADLINE_S = 5,   /* seconds from connecting to a request's complete headers */
+    DZ_FED_HTTP_KEEPALIVE_S = 30,        /* a token holder's connection: seconds to its next request's headers */
+};
+
 typedef struct dz_fed_http_request {
     const char *method, *path; /* "GET", "/v1/round" */
     const char *body;          /* the request body (NUL-terminated), at most DZ_FED_MAX_BODY bytes */
@@ -30,13 +37,17 @@ typedef void (*dz_fed_http_handler)(void *user, const dz_fed_http_request *req, 
 typedef struct dz_fed_http_server dz_fed_http_server;
 
 /* Listens on "HOST:PORT" (port 0: a free one); requests without "Authorization: Bearer
- * token" get 401 without reaching handler. With cert_file and key_file (PEM), HTTPS. The
+ * token" get 401 (and the connection closed) once their headers are in, without reaching
+ * handler; headers not complete DZ_FED_HTTP_HEADER_DEADLINE_S after connecting (or
+ * DZ_FED_HTTP_KEEPALIVE_S after a token holder's last request) shut the connection. With cert_file and key_file (PEM), HTTPS. The
  * address listened on goes to url ("http://HOST:PORT" or "https://..."). */
 dz_status dz_fed_http_serve(const char *listen, const char *token, const char *cert_file, const char *key_file,
                             dz_fed_http_handler handler, void *user, dz_fed_http_server **out, char *url, size_t cap,
                             dz_error *err);
 /* A query argument of the request (NULL: absent). */
 const char *dz_fed_http_arg(const dz_fed_http_request *req, const char *key);
+/* The client's address as text ("127.0.0.1", "::1"; "?" when unknown). */
+void dz_fed_http_peer(const dz_fed_http_request *req, char *out, size_t cap);
 /* Stops accepting, waits for the handlers to return, frees. NULL is fine. */
 void dz_fed_http_stop(dz_fed_http_server *s);
 

@@ -9,12 +9,14 @@
 #include <string.h>
 
 #include "distzo/util.h"
+#include "federated/admission.h"
 #include "federated/protocol.h"
 #include "run/seed_pool.h"
 
 void dz_fed_settings_default(dz_fed_settings *s) {
     *s = (dz_fed_settings){.samples_per_worker = 1, .quorum = 0, .round_timeout = 30.0, .min_workers = 1,
-                           .worker_timeout = 10.0, .code = DZ_FED_CODE_BYTE, .g_clip = 64.0f};
+                           .worker_timeout = 10.0, .code = DZ_FED_CODE_BYTE, .g_clip = 64.0f,
+                           .max_joins_per_client = DZ_FED_MAX_JOINS_DEFAULT};
 }
 
 dz_status dz_fed_settings_check(const dz_fed_settings *s, int q, dz_error *err) {
@@ -40,6 +42,9 @@ dz_status dz_fed_settings_check(const dz_fed_settings *s, int q, dz_error *err) 
                        DZ_FED_MAX_SLOTS / 2, q);
     if (s->seed_sampling != DZ_SEED_UNIFORM && s->seed_sampling != DZ_SEED_IMPORTANCE)
         return dz_fail(err, DZ_ERR_INVALID, "--seed-sampling: must be uniform or importance");
+    if (s->max_joins_per_client < 1 || s->max_joins_per_client > DZ_FED_MAX_MACHINES)
+        return dz_fail(err, DZ_ERR_INVALID, "--max-joins-per-client %d: must be 1..%d joins per address and minute",
+                       s->max_joins_per_client, DZ_FED_MAX_MACHINES);
     return DZ_OK;
 }
 
@@ -56,6 +61,7 @@ dz_status dz_fed_settings_write(const char *run_dir, const dz_fed_settings *s, u
     cJSON_AddStringToObject(o, "code", dz_fed_code_name(s->code));
     cJSON_AddNumberToObject(o, "g_clip", s->g_clip);
     cJSON_AddNumberToObject(o, "robust_clip", s->robust_clip);
+    cJSON_AddNumberToObject(o, "max_joins_per_client", s->max_joins_per_client);
     if (s->seed_pool) {
         cJSON_AddNumberToObject(o, "seed_pool", s->seed_pool);
         cJSON_AddStringToObject(o, "seed_sampling", dz_seed_sampling_name((dz_seed_sampling)s->seed_sampling));
@@ -103,6 +109,12 @@ dz_status dz_fed_settings_read(const char *run_dir, dz_fed_settings *s, uint64_t
     if (st == DZ_OK && rc && (!cJSON_IsNumber(rc) || !isfinite(rc->valuedouble)))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'robust_clip' must be a number", path);
     if (st == DZ_OK && rc) s->robust_clip = (float)rc->valuedouble;
+    const cJSON *mj = cJSON_GetObjectItemCaseSensitive(o, "max_joins_per_client"); /* optional: the default when absent */
+    if (st == DZ_OK && mj && (!cJSON_IsNumber(mj) || !(mj->valuedouble >= 1 && mj->valuedouble <= DZ_FED_MAX_MACHINES) ||
+                              mj->valuedouble != floor(mj->valuedouble)))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: field 'max_joins_per_client' must be a whole number 1..%d", path,
+                     DZ_FED_MAX_MACHINES);
+    if (st == DZ_OK && mj) s->max_joins_per_client = (int)mj->valuedouble;
     const cJSON *pool = cJSON_GetObjectItemCaseSensitive(o, "seed_pool"); /* optional: off when absent */
     const cJSON *sampling = cJSON_GetObjectItemCaseSensitive(o, "seed_sampling");
     dz_seed_sampling mode = DZ_SEED_UNIFORM;

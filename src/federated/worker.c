@@ -65,7 +65,9 @@ static void sleep_s(double s) {
 }
 
 /* One request, retried with backoff (0.1 s doubling to 2 s) while no answer comes or the
- * coordinator answers 5xx, for up to --retry-for seconds since its last answer. */
+ * coordinator answers 5xx, for up to --retry-for seconds since its last answer; and for as
+ * long as it answers 429 (this address's joins are spent for the minute: an answer, so
+ * --retry-for does not run out while the window passes). */
 static dz_status call(worker *w, const char *method, const char *path, const char *body, int *status, char **resp,
                       size_t *len, dz_error *err) {
     double backoff = 0.1;
@@ -73,7 +75,7 @@ static dz_status call(worker *w, const char *method, const char *path, const cha
         dz_error e = {0};
         dz_status st = dz_fed_http_call(w->http, method, path, body, body ? strlen(body) : 0,
                                         DZ_FED_MAX_WAIT_MS + 10000L, status, resp, len, &e);
-        if (st == DZ_OK && *status < 500) {
+        if (st == DZ_OK && *status < 500 && *status != 429) {
             w->last_answer = dz_now();
             return DZ_OK;
         }
@@ -83,6 +85,8 @@ static dz_status call(worker *w, const char *method, const char *path, const cha
             dz_fed_error_message(*resp, *len, why, sizeof why);
             free(*resp);
             *resp = NULL;
+            if (*status == 429 && backoff == 0.1) dz_log(DZ_LOG_INFO, "%s %s: waiting (%s)", method, path, why);
+            if (*status == 429) w->last_answer = dz_now();
         } else {
             snprintf(why, sizeof why, "%s", e.msg);
         }
@@ -331,9 +335,12 @@ static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
     return st;
 }
 
+/* --save: the replica's weights in HF layout with the tokenizer this worker loaded, as
+ * `distzo export` writes them, so `distzo eval` reads the folder as it is. */
 static dz_status save(worker *w, dz_error *err) {
     dz_status st = dz_zo_flush(w->comp.e, err);
     if (st == DZ_OK && w->cfg->save) st = dz_model_save_hf(w->comp.m, w->cfg->save, err);
+    if (st == DZ_OK && w->cfg->save && w->comp.tok) st = dz_tokenizer_save_hf(w->comp.tok, w->cfg->save, err);
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* GGUF reader: a cursor over the file's bytes that checks every length against the bytes
- * left before using it, so no count or size from the file is trusted for arithmetic. */
+ * left before using it, so no count or size from the file is trusted for arithmetic; and
+ * the lookups of keys and tensors by name (gguf_values.c: the typed values). */
 #include "format/gguf.h"
 
 #include <errno.h>
@@ -32,23 +33,17 @@ static int take(cursor *c, size_t n, const unsigned char **out) {
     return 0;
 }
 
-static uint64_t le(const unsigned char *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 static int read_u32(cursor *c, uint32_t *v) {
     const unsigned char *p;
     if (take(c, 4, &p)) return -1;
-    *v = (uint32_t)le(p, 4);
+    *v = (uint32_t)dz_gguf_le(p, 4);
     return 0;
 }
 
 static int read_u64(cursor *c, uint64_t *v) {
     const unsigned char *p;
     if (take(c, 8, &p)) return -1;
-    *v = le(p, 8);
+    *v = dz_gguf_le(p, 8);
     return 0;
 }
 
@@ -85,7 +80,7 @@ static dz_status read_name(cursor *c, char **out, dz_error *err, const char *wha
     return DZ_OK;
 }
 
-static size_t scalar_size(uint32_t t) {
+size_t dz_gguf_scalar_size(uint32_t t) {
     switch (t) {
     case DZ_GGUF_U8: case DZ_GGUF_I8: case DZ_GGUF_BOOL: return 1;
     case DZ_GGUF_U16: case DZ_GGUF_I16: return 2;
@@ -109,7 +104,7 @@ static dz_status read_value(cursor *c, dz_gguf_kv *kv, dz_error *err) {
     kv->data = c->p;
     if (t == DZ_GGUF_STRING) return read_string(c, &kv->str, err, "the string value", kv->key);
     if (t != DZ_GGUF_ARRAY) {
-        const size_t n = scalar_size(t);
+        const size_t n = dz_gguf_scalar_size(t);
         if (n == 0) return dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' has unknown value type %u", c->path, kv->key, t);
         const unsigned char *p;
         return take(c, n, &p) ? truncated(c, err, "the value", kv->key) : DZ_OK;
@@ -134,7 +129,7 @@ static dz_status read_value(cursor *c, dz_gguf_kv *kv, dz_error *err) {
         }
         return DZ_OK;
     }
-    const size_t n = scalar_size(et);
+    const size_t n = dz_gguf_scalar_size(et);
     if (n == 0) return dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' is an array of unknown type %u", c->path, kv->key, et);
     if (count > c->left / n)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s': array of %" PRIu64 " %s runs past the end of the file",
@@ -214,7 +209,8 @@ static int cmp_span(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-static dz_status parse_body(cursor *c, dz_gguf *g, dz_error *err) {
+/* The magic, the version and the two counts, each count checked against the bytes left. */
+static dz_status read_header(cursor *c, dz_gguf *g, uint64_t *n_tensors, uint64_t *n_kv, dz_error *err) {
     const unsigned char *magic;
     if (take(c, 4, &magic)) return truncated(c, err, "the magic", NULL);
     if (memcmp(magic, "GGUF", 4) != 0)
@@ -229,25 +225,20 @@ static dz_status parse_body(cursor *c, dz_gguf *g, dz_error *err) {
             return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: big-endian GGUF (version %u) is not supported", c->path, swapped);
         return dz_fail(err, DZ_ERR_FORMAT, "%s: unknown GGUF version %u (2 and 3 are read)", c->path, g->version);
     }
-    uint64_t n_tensors, n_kv;
-    if (read_u64(c, &n_tensors) || read_u64(c, &n_kv)) return truncated(c, err, "the counts", NULL);
+    if (read_u64(c, n_tensors) || read_u64(c, n_kv)) return truncated(c, err, "the counts", NULL);
     /* A key/value takes at least 13 bytes (8 length, 1 key byte, 4 type) + 1 value byte;
      * a tensor info at least 8 + 1 + 4 + 8 + 4 + 8 = 33. */
-    if (n_kv > GGUF_MAX_COUNT || n_kv > c->left / 14)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: %" PRIu64 " key/values cannot fit in the %zu bytes left", c->path, n_kv, c->left);
-    if (n_tensors > GGUF_MAX_COUNT || n_tensors > c->left / 33)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: %" PRIu64 " tensors cannot fit in the %zu bytes left", c->path, n_tensors,
+    if (*n_kv > GGUF_MAX_COUNT || *n_kv > c->left / 14)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %" PRIu64 " key/values cannot fit in the %zu bytes left", c->path, *n_kv, c->left);
+    if (*n_tensors > GGUF_MAX_COUNT || *n_tensors > c->left / 33)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %" PRIu64 " tensors cannot fit in the %zu bytes left", c->path, *n_tensors,
                        c->left);
-    g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kv);
-    g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors);
-    g->kv_sorted = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kv_sorted);
-    g->tensors_sorted = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors_sorted);
-    uint64_t *offsets = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *offsets);
-    span *spans = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *spans);
-    dz_status st = DZ_OK;
-    if (!g->kv || !g->tensors || !g->kv_sorted || !g->tensors_sorted || !offsets || !spans)
-        st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", c->path);
+    return DZ_OK;
+}
 
+/* The n_kv key/values, then the index sorted by key (lookups), no key twice. */
+static dz_status read_metadata(cursor *c, dz_gguf *g, uint64_t n_kv, dz_error *err) {
+    dz_status st = DZ_OK;
     for (uint64_t i = 0; i < n_kv && st == DZ_OK; i++) {
         dz_gguf_kv *kv = &g->kv[g->n_kv];
         st = read_name(c, &kv->key, err, "a metadata key");
@@ -259,18 +250,26 @@ static dz_status parse_body(cursor *c, dz_gguf *g, dz_error *err) {
     for (int i = 1; i < g->n_kv && st == DZ_OK; i++)
         if (strcmp(g->kv_sorted[i - 1]->key, g->kv_sorted[i]->key) == 0)
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' appears twice", c->path, g->kv_sorted[i]->key);
+    return st;
+}
 
-    g->alignment = DZ_GGUF_DEFAULT_ALIGNMENT;
-    const dz_gguf_kv *al = st == DZ_OK ? dz_gguf_find_kv(g, "general.alignment") : NULL;
-    if (al) {
-        if (al->type != DZ_GGUF_U32)
-            st = dz_fail(err, DZ_ERR_FORMAT, "%s: key 'general.alignment' is a %s, expected u32", c->path,
-                         dz_gguf_vtype_name(al->type));
-        else if ((g->alignment = (uint32_t)le(al->data, 4)) == 0 || (g->alignment & (g->alignment - 1)))
-            st = dz_fail(err, DZ_ERR_FORMAT, "%s: key 'general.alignment' = %u is not a power of two", c->path,
-                         g->alignment);
-    }
+/* general.alignment when present: a u32 power of two (else the default stays). */
+static dz_status read_alignment(const cursor *c, dz_gguf *g, dz_error *err) {
+    const dz_gguf_kv *al = dz_gguf_find_kv(g, "general.alignment");
+    if (!al) return DZ_OK;
+    if (al->type != DZ_GGUF_U32)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: key 'general.alignment' is a %s, expected u32", c->path,
+                       dz_gguf_vtype_name(al->type));
+    if ((g->alignment = (uint32_t)dz_gguf_le(al->data, 4)) == 0 || (g->alignment & (g->alignment - 1)))
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: key 'general.alignment' = %u is not a power of two", c->path,
+                       g->alignment);
+    return DZ_OK;
+}
 
+/* The n_tensors tensor infos (offsets[i]: tensor i's offset in the data), then the index
+ * sorted by name (lookups), no name twice. */
+static dz_status read_tensor_infos(cursor *c, dz_gguf *g, uint64_t n_tensors, uint64_t *offsets, dz_error *err) {
+    dz_status st = DZ_OK;
     for (uint64_t i = 0; i < n_tensors && st == DZ_OK; i++) {
         dz_gguf_tensor *t = &g->tensors[g->n_tensors];
         st = read_tensor_info(c, t, &offsets[g->n_tensors], err);
@@ -281,13 +280,17 @@ static dz_status parse_body(cursor *c, dz_gguf *g, dz_error *err) {
     for (int i = 1; i < g->n_tensors && st == DZ_OK; i++)
         if (strcmp(g->tensors_sorted[i - 1]->name, g->tensors_sorted[i]->name) == 0)
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' appears twice", c->path, g->tensors_sorted[i]->name);
+    return st;
+}
 
-    if (st == DZ_OK) {
-        const size_t end = at(c), pad = (g->alignment - end % g->alignment) % g->alignment;
-        if (g->n_tensors > 0 && pad > c->left)
-            st = dz_fail(err, DZ_ERR_FORMAT, "%s: file ends inside the padding before the tensor data", c->path);
-        g->data_offset = end + (pad <= c->left ? pad : c->left);
-    }
+/* The data starts at the next multiple of the alignment; every tensor's bytes lie inside
+ * it at an aligned offset, and no two overlap (spans: scratch of n_tensors). */
+static dz_status place_tensors(const cursor *c, dz_gguf *g, const uint64_t *offsets, span *spans, dz_error *err) {
+    dz_status st = DZ_OK;
+    const size_t end = at(c), pad = (g->alignment - end % g->alignment) % g->alignment;
+    if (g->n_tensors > 0 && pad > c->left)
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: file ends inside the padding before the tensor data", c->path);
+    g->data_offset = end + (pad <= c->left ? pad : c->left);
     const size_t size = at(c) + c->left, data_size = size - (g->data_offset <= size ? g->data_offset : size);
     for (int i = 0; i < g->n_tensors && st == DZ_OK; i++) {
         dz_gguf_tensor *t = &g->tensors[i];
@@ -310,6 +313,26 @@ static dz_status parse_body(cursor *c, dz_gguf *g, dz_error *err) {
                 st = dz_fail(err, DZ_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap", c->path,
                              g->tensors[spans[i - 1].index].name, g->tensors[spans[i].index].name);
     }
+    return st;
+}
+
+static dz_status parse_body(cursor *c, dz_gguf *g, dz_error *err) {
+    uint64_t n_tensors = 0, n_kv = 0;
+    dz_status st = read_header(c, g, &n_tensors, &n_kv, err);
+    if (st != DZ_OK) return st;
+    g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kv);
+    g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors);
+    g->kv_sorted = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kv_sorted);
+    g->tensors_sorted = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors_sorted);
+    uint64_t *offsets = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *offsets);
+    span *spans = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *spans);
+    g->alignment = DZ_GGUF_DEFAULT_ALIGNMENT;
+    if (!g->kv || !g->tensors || !g->kv_sorted || !g->tensors_sorted || !offsets || !spans)
+        st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", c->path);
+    if (st == DZ_OK) st = read_metadata(c, g, n_kv, err);
+    if (st == DZ_OK) st = read_alignment(c, g, err);
+    if (st == DZ_OK) st = read_tensor_infos(c, g, n_tensors, offsets, err);
+    if (st == DZ_OK) st = place_tensors(c, g, offsets, spans, err);
     free(offsets);
     free(spans);
     return st;
@@ -327,24 +350,13 @@ dz_status dz_gguf_parse(const char *path, const void *buf, size_t size, dz_gguf 
 
 dz_status dz_gguf_open(const char *path, dz_gguf *out, dz_error *err) {
     memset(out, 0, sizeof *out);
-    const int fd = dz_open_regular(path, err);
-    if (fd < 0) return err ? err->code : DZ_ERR_IO;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        const int e = errno;
-        close(fd);
-        return dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    const size_t size = (size_t)sb.st_size;
-    if (size < 24) {
-        close(fd);
+    void *map;
+    size_t size;
+    dz_status st = dz_map_file(path, 24, &map, &size, err);
+    if (st == DZ_ERR_FORMAT)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: file is %zu bytes, too short for a GGUF header", path, size);
-    }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int e = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED) return dz_fail(err, DZ_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
-    const dz_status st = dz_gguf_parse(path, map, size, out, err);
+    if (st != DZ_OK) return st;
+    st = dz_gguf_parse(path, map, size, out, err);
     if (st != DZ_OK) {
         munmap(map, size);
         return st;
@@ -387,140 +399,4 @@ const dz_gguf_tensor *dz_gguf_find_tensor(const dz_gguf *g, const char *name) {
         else hi = mid - 1;
     }
     return NULL;
-}
-
-static dz_status lookup(const dz_gguf *g, const char *key, const dz_gguf_kv **kv, dz_error *err) {
-    *kv = dz_gguf_find_kv(g, key);
-    return *kv ? DZ_OK : dz_fail(err, DZ_ERR_NOT_FOUND, "%s: metadata key '%s' is missing", g->path, key);
-}
-
-static int is_integer(dz_gguf_vtype t) {
-    return t == DZ_GGUF_U8 || t == DZ_GGUF_I8 || t == DZ_GGUF_U16 || t == DZ_GGUF_I16 || t == DZ_GGUF_U32 ||
-           t == DZ_GGUF_I32 || t == DZ_GGUF_U64 || t == DZ_GGUF_I64;
-}
-
-static int is_signed(dz_gguf_vtype t) {
-    return t == DZ_GGUF_I8 || t == DZ_GGUF_I16 || t == DZ_GGUF_I32 || t == DZ_GGUF_I64;
-}
-
-/* An integer value as sign + magnitude, so every type compares against any range. */
-static void integer_value(dz_gguf_vtype t, const unsigned char *p, int *negative, uint64_t *magnitude) {
-    const int n = (int)scalar_size(t);
-    uint64_t u = le(p, n);
-    *negative = 0;
-    if (is_signed(t) && n < 8 && (u >> (8 * n - 1)) & 1) u |= ~0ull << (8 * n); /* sign-extend */
-    if (is_signed(t) && (int64_t)u < 0) {
-        *negative = 1;
-        u = 0 - u;
-    }
-    *magnitude = u;
-}
-
-static dz_status get_integer(const dz_gguf *g, const char *key, int64_t lo, uint64_t hi, int64_t *out, dz_error *err) {
-    const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
-    if (st != DZ_OK) return st;
-    if (!is_integer(kv->type))
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected an integer", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
-    int neg;
-    uint64_t mag;
-    integer_value(kv->type, kv->data, &neg, &mag);
-    if (neg ? mag > (uint64_t)(-(lo + 1)) + 1 : mag > hi)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' = %s%" PRIu64 " is out of range [%" PRId64 ", %" PRIu64 "]",
-                       g->path, key, neg ? "-" : "", mag, lo, hi);
-    *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-    return DZ_OK;
-}
-
-dz_status dz_gguf_get_u32(const dz_gguf *g, const char *key, uint32_t *out, dz_error *err) {
-    int64_t v;
-    dz_status st = get_integer(g, key, 0, UINT32_MAX, &v, err);
-    if (st == DZ_OK) *out = (uint32_t)v;
-    return st;
-}
-
-dz_status dz_gguf_get_i32(const dz_gguf *g, const char *key, int32_t *out, dz_error *err) {
-    int64_t v;
-    dz_status st = get_integer(g, key, INT32_MIN, INT32_MAX, &v, err);
-    if (st == DZ_OK) *out = (int32_t)v;
-    return st;
-}
-
-static double float_value(dz_gguf_vtype t, const unsigned char *p) {
-    if (t == DZ_GGUF_F32) {
-        const uint32_t u = (uint32_t)le(p, 4);
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    const uint64_t u = le(p, 8);
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
-dz_status dz_gguf_get_f32(const dz_gguf *g, const char *key, float *out, dz_error *err) {
-    const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
-    if (st != DZ_OK) return st;
-    if (kv->type != DZ_GGUF_F32 && kv->type != DZ_GGUF_F64)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected a float", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
-    *out = (float)float_value(kv->type, kv->data);
-    return DZ_OK;
-}
-
-dz_status dz_gguf_get_bool(const dz_gguf *g, const char *key, int *out, dz_error *err) {
-    const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
-    if (st != DZ_OK) return st;
-    if (kv->type != DZ_GGUF_BOOL)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected a bool", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
-    *out = kv->data[0] != 0;
-    return DZ_OK;
-}
-
-dz_status dz_gguf_get_string(const dz_gguf *g, const char *key, dz_gguf_str *out, dz_error *err) {
-    const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
-    if (st != DZ_OK) return st;
-    if (kv->type != DZ_GGUF_STRING)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected a string", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
-    *out = kv->str;
-    return DZ_OK;
-}
-
-dz_status dz_gguf_get_array(const dz_gguf *g, const char *key, int elem, const dz_gguf_kv **out, dz_error *err) {
-    dz_status st = lookup(g, key, out, err);
-    if (st != DZ_OK) return st;
-    if ((*out)->type != DZ_GGUF_ARRAY)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected an array", g->path, key,
-                       dz_gguf_vtype_name((*out)->type));
-    if (elem >= 0 && (int)(*out)->elem_type != elem)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is an array of %s, expected an array of %s", g->path,
-                       key, dz_gguf_vtype_name((*out)->elem_type), dz_gguf_vtype_name((dz_gguf_vtype)elem));
-    return DZ_OK;
-}
-
-void dz_gguf_array_strings(const dz_gguf_kv *kv, dz_gguf_str *out) {
-    const unsigned char *p = kv->data; /* validated by the parser: every string is inside the file */
-    for (uint64_t i = 0; i < kv->count; i++) {
-        out[i].len = le(p, 8);
-        out[i].s = (const char *)p + 8;
-        p += 8 + out[i].len;
-    }
-}
-
-double dz_gguf_array_number(const dz_gguf_kv *kv, uint64_t i) {
-    const size_t n = scalar_size(kv->elem_type);
-    const unsigned char *p = kv->data + i * n;
-    if (kv->elem_type == DZ_GGUF_F32 || kv->elem_type == DZ_GGUF_F64) return float_value(kv->elem_type, p);
-    if (kv->elem_type == DZ_GGUF_BOOL) return p[0] != 0;
-    int neg;
-    uint64_t mag;
-    integer_value(kv->elem_type, p, &neg, &mag);
-    return neg ? -(double)mag : (double)mag;
 }

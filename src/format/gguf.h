@@ -84,6 +84,15 @@ void dz_gguf_close(dz_gguf *g);
 const dz_gguf_kv *dz_gguf_find_kv(const dz_gguf *g, const char *key);
 const dz_gguf_tensor *dz_gguf_find_tensor(const dz_gguf *g, const char *name);
 const char *dz_gguf_vtype_name(dz_gguf_vtype t);
+/* Bytes of one value of scalar type t (0 for a string, an array or an unknown type). */
+size_t dz_gguf_scalar_size(uint32_t t);
+
+/* GGUF's numbers are little-endian: the n bytes at p as an unsigned integer. */
+static inline uint64_t dz_gguf_le(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
 
 /* Typed lookups. A missing key is DZ_ERR_NOT_FOUND; a value of another type, or an integer
  * out of the asked range, DZ_ERR_FORMAT; both name the file and the key. Integers accept

@@ -11,6 +11,9 @@
 #include "distzo/error.h"
 
 enum { DZ_ST_MAX_DIMS = 8 };
+/* Largest integer a JSON number (a double in cJSON) holds exactly: shapes and offsets
+ * above it are refused, read or written. */
+#define DZ_ST_MAX_JSON_INT ((double)(1ull << 53))
 
 typedef struct dz_st_tensor {
     char *name;

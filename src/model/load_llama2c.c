@@ -91,28 +91,15 @@ static void place_rope_permuted(dz_model *m, int id, const float *src, int n_hea
 
 dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err) {
     m->format = "llama2c";
-    int fd = dz_open_regular(path, err);
-    if (fd < 0) return err ? err->code : DZ_ERR_IO;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        close(fd);
-        return dz_fail(err, DZ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    }
-    size_t size = (size_t)sb.st_size;
-    if (size < sizeof(llama2c_header)) {
-        close(fd);
+    size_t size;
+    dz_status st = dz_map_file(path, sizeof(llama2c_header), &m->map, &size, err);
+    if (st == DZ_ERR_FORMAT)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: file of %zu bytes is shorter than the 28-byte header", path, size);
-    }
-    m->map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m->map == MAP_FAILED) {
-        m->map = NULL;
-        return dz_fail(err, DZ_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
-    }
+    if (st != DZ_OK) return st;
     m->map_size = size;
     llama2c_header h;
     memcpy(&h, m->map, sizeof h);
-    dz_status st = header_to_config(&h, path, &m->cfg, err);
+    st = header_to_config(&h, path, &m->cfg, err);
     if (st == DZ_OK) st = dz_model_init_tables(m, err);
     if (st != DZ_OK) return st;
 

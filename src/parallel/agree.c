@@ -1,3 +1,4 @@
+/* The ranks' agreement on what affects the weights (agree.h): one min/max per fingerprint. */
 #include "parallel/agree.h"
 
 dz_status dz_comm_agree(dz_comm *c, const dz_agree_item *items, int n, dz_error *err) {

@@ -7,8 +7,7 @@
  * global_rows.c   the weight sources: perturbed global rows, the masters as they are
  * checksum.c      span hashes and the masters' checksum
  * structured_z.c  the sparse and low-rank z of 2-D tensors
- * residency.c     byte counts
- * pipeline.c      creation and release */
+ * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
 
@@ -176,7 +175,7 @@ void dz_sz_gaussians(float *out, uint64_t seed, uint32_t purpose, uint32_t tenso
 /* Elements per span of tensor t: SPAN, or (SPARSE) the most whole rows that fit. */
 size_t dz_ws_span_elems(const dz_param *t, int whole_rows);
 
-/* residency.c: dz_pipeline_planned_bytes with the forward's row_floats. */
+/* pipeline.c: dz_pipeline_planned_bytes with the forward's row_floats. */
 size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);
 
 /* checksum.c: a span's bytes hashed, keyed by its index k. */

@@ -43,14 +43,12 @@ int dz_sz_applies(const dz_pipeline *p, int id) {
  * word pairs through Box-Muller (the same mapping as z of purpose 0). */
 void dz_sz_gaussians(float *out, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i0,
                      size_t n) {
-    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     uint64_t i = i0;
     const uint64_t end = i0 + n;
     while (i < end) {
-        const uint32_t ctr[4] = {(uint32_t)(i >> 2), purpose, tensor, draw};
         uint32_t x[4];
         float z[4];
-        dz_philox4x32_10(ctr, key, x);
+        dz_philox_block_of(x, seed, purpose, tensor, draw, i);
         dz_box_muller(x[0], x[1], &z[0], &z[1]);
         dz_box_muller(x[2], x[3], &z[2], &z[3]);
         for (unsigned lane = (unsigned)(i & 3); lane < 4 && i < end; lane++, i++) out[i - i0] = z[lane];

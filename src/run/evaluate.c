@@ -6,8 +6,16 @@
 #include <string.h>
 
 #include "distzo/log.h"
+#include "distzo/progress.h"
 #include "parallel/comm.h"
 #include "run/evaluate.h"
+
+/* This rank's share of n examples: what its progress counts. */
+static int64_t own_share(const dz_run_data *td, int n) {
+    int lo, hi;
+    dz_layout_share(n, td->comp->lay.n, td->comp->lay.rank, &lo, &hi);
+    return hi - lo;
+}
 
 dz_status dz_evaluate(dz_run_data *td, const dz_class_set *cs, double *score, dz_error *err) {
     *score = NAN;
@@ -22,6 +30,8 @@ dz_status dz_evaluate(dz_run_data *td, const dz_class_set *cs, double *score, dz
     memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
     const dz_class_set v = dz_class_set_view(cs, lo, hi);
     const int eval_batch = td->cfg->schedule.eval_batch;
+    dz_progress prog;
+    dz_progress_begin(&prog, "evaluation", "examples", hi - lo);
     if (hi > lo && td->lm) {
         double nll;
         st = dz_lm_evaluate(td->comp->f, &w, &v, eval_batch, pairs + 2 * (size_t)lo, &nll, err);
@@ -32,6 +42,7 @@ dz_status dz_evaluate(dz_run_data *td, const dz_class_set *cs, double *score, dz
             pairs[2 * (size_t)(lo + i) + 1] = v.labels[i] >= 0;
         }
     }
+    dz_progress_end(&prog);
     if (st == DZ_OK) st = dz_zo_source_status(td->comp->e, err); /* a store read that failed inside the forward */
     if (st == DZ_OK) st = dz_comm_sum_f64(td->comp->comm, pairs, 2 * (size_t)n, err);
     if (st != DZ_OK) return st;
@@ -53,11 +64,14 @@ dz_status dz_evaluate_qa(dz_run_data *td, const dz_qa_set *s, double *f1, double
     dz_layout_share(n, td->comp->lay.n, td->comp->lay.rank, &lo, &hi);
     double *pairs = td->eval_pairs; /* (f1, em) per example */
     memset(pairs, 0, sizeof(double) * 2 * (size_t)n);
+    dz_progress prog;
+    dz_progress_begin(&prog, "evaluation", "examples", hi - lo);
     for (int e = lo; e < hi && st == DZ_OK; e++) {
         double f, x;
         st = dz_qa_evaluate(td->comp->f, &w, td->comp->tok, s, e, e + 1, dz_run_data_gen_tokens(td), &f, &x, err);
         pairs[2 * (size_t)e] = f, pairs[2 * (size_t)e + 1] = x;
     }
+    dz_progress_end(&prog);
     if (st == DZ_OK) st = dz_zo_source_status(td->comp->e, err);
     if (st == DZ_OK) st = dz_comm_sum_f64(td->comp->comm, pairs, 2 * (size_t)n, err);
     if (st != DZ_OK) return st;
@@ -67,7 +81,8 @@ dz_status dz_evaluate_qa(dz_run_data *td, const dz_qa_set *s, double *f1, double
     return DZ_OK;
 }
 
-dz_status dz_evaluate_sets(dz_run_data *td, double *dev, double *test, dz_error *err) {
+/* Dev and test: one operation for the progress shown. */
+static dz_status evaluate_both(dz_run_data *td, double *dev, double *test, dz_error *err) {
     if (td->gen) {
         double em[2];
         dz_status st = dz_evaluate_qa(td, &td->dev_qa, dev, &em[0], err);
@@ -78,6 +93,16 @@ dz_status dz_evaluate_sets(dz_run_data *td, double *dev, double *test, dz_error 
     }
     dz_status st = dz_evaluate(td, &td->dev, dev, err);
     return st == DZ_OK ? dz_evaluate(td, &td->testset, test, err) : st;
+}
+
+dz_status dz_evaluate_sets(dz_run_data *td, double *dev, double *test, dz_error *err) {
+    const int64_t n = td->gen ? own_share(td, td->dev_qa.n_examples) + own_share(td, td->test_qa.n_examples)
+                              : own_share(td, td->dev.n_examples) + own_share(td, td->testset.n_examples);
+    dz_progress prog;
+    dz_progress_begin(&prog, "evaluation", "examples", n);
+    const dz_status st = evaluate_both(td, dev, test, err);
+    dz_progress_end(&prog);
+    return st;
 }
 
 void dz_evaluate_row(const dz_run_data *td, double dev, double test, double best_dev, dz_metrics_row *row) {

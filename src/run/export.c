@@ -9,6 +9,7 @@
 
 #include "core/util.h"
 #include "distzo/log.h"
+#include "distzo/progress.h"
 #include "distzo/setup.h"
 #include "distzo/train.h"
 #include "format/gguf_write.h"
@@ -164,10 +165,14 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (pool_k) {
         st = replay_pool(log, pool_k, &c, dz_setup_model(s), err);
     } else {
+        dz_progress prog;
+        dz_progress_begin(&prog, "replaying the seed log", "steps", st == DZ_OK ? (int64_t)dz_seedlog_count(log) : 0);
         for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(log); i++) {
             const dz_seedlog_record r = dz_seedlog_get(log, i);
             if (isfinite(r.g[0])) st = dz_zo_apply(dz_setup_zo_engine(s), r.step, r.lr, r.g, err);
+            dz_progress_add(1);
         }
+        dz_progress_end(&prog);
     }
     dz_store *store = s ? dz_setup_store(s) : NULL;
     dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(c.tokenizer, base) : NULL;

@@ -8,6 +8,7 @@
 
 #include "core/util.h"
 #include "distzo/log.h"
+#include "distzo/progress.h"
 #include "parallel/comm.h"
 #include "run/run_files.h"
 #include "run/trainer.h"
@@ -73,9 +74,14 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
     }
     if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, recs, sizeof *recs * count, 0, err);
     tr->folder.best = (dz_best){.dev = best[0], .test = best[1], .step = (int)best[2]};
-    for (size_t i = 0; st == DZ_OK && i < count; i++)
+    dz_progress prog;
+    dz_progress_begin(&prog, "replaying the seed log", "steps", (int64_t)count);
+    for (size_t i = 0; st == DZ_OK && i < count; i++) {
         if (isfinite(recs[i].g[0])) /* NaN: a skipped step */
             st = dz_zo_apply(tr->comp.e, recs[i].step, recs[i].lr, recs[i].g, err);
+        dz_progress_add(1);
+    }
+    dz_progress_end(&prog);
     free(recs);
     if (st == DZ_OK && tr->comp.rank0)
         dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log",

@@ -12,6 +12,7 @@
 #include "parallel/comm.h"
 #include "run/run_files.h"
 #include "run/setup.h"
+#include "run/stop.h"
 #include "run/trainer.h"
 
 static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *err) {
@@ -193,7 +194,10 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     if (resume) ls.best = tr->folder.best; /* as the uninterrupted run had it */
     if (start == 0 && (st = zero_shot(tr, resume, &ls.best, cb, user, res, err)) != DZ_OK) return st;
     res->steps_done = start;
-    for (int step = start; step < o->steps && st == DZ_OK; step++) st = train_step(tr, step, &ls, cb, user, res, err);
+    for (int step = start; step < o->steps && st == DZ_OK; step++) {
+        if ((res->interrupted = dz_trainer_take_stop())) break; /* Ctrl-C: the run folder is as after a kill */
+        st = train_step(tr, step, &ls, cb, user, res, err);
+    }
     if (st == DZ_OK) st = dz_zo_flush(tr->comp.e, err);
     if (st == DZ_OK && start >= o->steps && tr->folder.ckpt_steps < o->steps && tr->cfg.schedule.checkpoint_every > 0)
         st = dz_run_folder_checkpoint(&tr->folder, &tr->comp, "checkpoint", o->steps, &ls.best,

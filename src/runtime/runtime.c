@@ -1,11 +1,12 @@
-/* distzo/runtime.h over the core's kernel levels and CPU detection and the backend's
- * thread count and GEMM. */
+/* distzo/runtime.h over the core's kernel levels, CPU detection and thread pool, and the
+ * backend's GEMM. */
 #include "distzo/runtime.h"
 
 #include "backend/backend.h"
 #include "backend/gemm.h"
 #include "core/cpu_features.h"
 #include "core/isa.h"
+#include "core/threads.h"
 
 dz_status dz_runtime_init(int threads, dz_error *err) {
     dz_status st = dz_isa_from_env(err);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distzo/progress.h"
 #include "distzo/task.h"
 
 enum { PROMPT_CAP = 16384 };
@@ -352,6 +353,7 @@ dz_status dz_class_evaluate(dz_forward *f, const dz_weight_source *w, const dz_c
         st = dz_class_batch_fill(&bb, cs, ids, ne, err);
         if (st == DZ_OK) st = dz_class_batch_forward(f, w, &bb, lp, plp, err);
         if (st == DZ_OK) dz_class_batch_scores(&bb, lp, plp, all + dz_class_first(cs, e) - first0);
+        dz_progress_add(ne);
     }
     dz_class_batch_free(&bb);
     free(lp);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distzo/progress.h"
 #include "distzo/task.h"
 
 dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens, int n, int seq,
@@ -156,6 +157,7 @@ dz_status dz_lm_evaluate(dz_forward *f, const dz_weight_source *w, const dz_clas
         double *out = ex ? ex + 2 * (size_t)e : pairs;
         if (st == DZ_OK) dz_lm_example_losses(&bb, lp, out);
         for (int i = 0; st == DZ_OK && i < n; i++) sum += out[2 * i], count += out[2 * i + 1];
+        dz_progress_add(n);
     }
     if (!ex) free(pairs);
     if (st == DZ_OK && count > 0) *nll = sum / count;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distzo/progress.h"
 #include "distzo/task.h"
 
 enum { ANSWER_CAP = 4096 };
@@ -239,6 +240,7 @@ dz_status dz_qa_evaluate(dz_forward *f, const dz_weight_source *w, const dz_toke
         st = dz_qa_answer(f, w, tok, s->prompts[e], s->prompt_len[e], max_new, work, logits, answer, ANSWER_CAP, err);
         if (st == DZ_OK)
             dz_qa_best(answer, s->data.items[e].answers, s->data.items[e].n_answers, &f1[e - lo], &em[e - lo]);
+        dz_progress_add(1);
     }
     free(work);
     free(logits);

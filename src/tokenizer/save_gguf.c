@@ -64,9 +64,11 @@ static void sl_free(strlist *l) {
     free(l->len);
 }
 
-static void pad_token(strlist *l, int id) {
+/* An id past the tokenizer's (the embedding's padding rows): named [PADn], type unused. */
+static void pad_token(strlist *l, int32_t *types, int id) {
     char s[32];
     sl_add(l, s, snprintf(s, sizeof s, "[PAD%d]", id));
+    types[id] = DZ_TOKEN_UNUSED;
 }
 
 static void put_id(dz_gguf_writer *w, const char *key, int id) {
@@ -113,9 +115,8 @@ static dz_status declare_spm(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
     int bad = sl_init(&l, n_vocab) || !scores || !types || !buf;
     for (int id = 0; !bad && id < n_vocab; id++) {
         if (id >= tok->vocab_size) {
-            pad_token(&l, id);
+            pad_token(&l, types, id);
             scores[id] = -1000.0f; /* the converter's score for padding */
-            types[id] = DZ_TOKEN_UNUSED;
             continue;
         }
         int len, m = 0;
@@ -209,8 +210,7 @@ static dz_status declare_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
         int len, type;
         const char *s = token_text(tok, id, &type, &len);
         if (!s) {
-            pad_token(&l, id);
-            types[id] = DZ_TOKEN_UNUSED;
+            pad_token(&l, types, id);
             continue;
         }
         if (type) {
@@ -290,8 +290,7 @@ static dz_status declare_char_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_
         int len, type;
         const char *s = token_text(tok, id, &type, &len);
         if (!s) {
-            pad_token(&l, id);
-            types[id] = DZ_TOKEN_UNUSED;
+            pad_token(&l, types, id);
             continue;
         }
         sl_add(&l, s, len); /* the piece as tokenizer.json writes it: U+2581 for " ", <0xXX> for bytes */

@@ -21,3 +21,12 @@ wait_for() {
 
 # rounds_done N: the coordinator of $tmp/run has logged at least N rounds.
 rounds_done() { [ -f "$tmp/run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -ge "$1" ]; }
+
+# fed_begin TOKEN: one thread per process; the background processes listed in pids killed
+# and $tmp removed (unless DZ_KEEP is set) on exit; TOKEN in $tmp/token.
+fed_begin() {
+  export OMP_NUM_THREADS=1
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; [ -n "${DZ_KEEP:-}" ] || rm -rf "$tmp"' EXIT
+  echo "$1" > "$tmp/token"
+}

@@ -6,7 +6,8 @@
 # which keeps it below g_clip in most rounds;
 # the protocol's guards answer as documented (a second submission 409, another machine's
 # key 410, a slot not assigned 409, no token 401, a malformed body 400), and the honest
-# replicas still equal `distzo export` of the run.
+# replicas still equal `distzo export` of the run, and `distzo eval` reads a replica saved by
+# `join --save` (its tokenizer beside the weights) as it reads the export.
 # usage: federated_robust.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -108,4 +109,10 @@ for i in 1 2; do
   cmp -s "$tmp/exported/model.safetensors" "$tmp/w$i/model.safetensors" && ok "honest worker $i equals export" ||
     bad "worker $i differs from export"
 done
+# a --save replica carries its tokenizer, so `distzo eval` reads it as it reads an export
+"$bin" eval "$tmp/exported" --limit 24 --threads 1 --predictions "$tmp/pred_export.tsv" > /dev/null 2>&1 ||
+  bad "eval of the export failed"
+"$bin" eval "$tmp/w1" --limit 24 --threads 1 --predictions "$tmp/pred_w1.tsv" > "$tmp/eval_w1.txt" 2>&1 &&
+  cmp -s "$tmp/pred_export.tsv" "$tmp/pred_w1.tsv" && ok "distzo eval of a join --save replica: the export's predictions" ||
+  bad "eval of worker 1's replica: $(tail -n 2 "$tmp/eval_w1.txt")"
 finish
