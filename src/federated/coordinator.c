@@ -281,7 +281,6 @@ static void linger(coordinator *c, dz_status st, double seconds, dz_fed_http_ser
     }
     pthread_mutex_unlock(&c->mu);
     dz_fed_http_stop(server);
-    dz_fed_http_stop(server);
 }
 
 static void free_coordinator(coordinator *c) {

@@ -2,7 +2,7 @@
  *
  * The floors of src/run (a file includes headers of its own floor or below, never above):
  *   0  the run folder's files and helpers, knowing nothing of a trainer: seedlog.h,
- *      metrics.h (tensorboard.h), run_files.h, seed_pool.h, setup.h, faults.h
+ *      metrics.h (tensorboard.h), run_files.h, seed_pool.h, setup.h, faults.h, stop.h
  *   1  compute.h    dz_compute: the layout, weights, forward, engine, tokenizer
  *   2  train_data.h dz_run_data: the task, examples, batches, their order (made for a compute)
  *      folder.h     dz_run_folder: lock, run.json, seed log, metrics, checkpoints, best-so-far
