@@ -20,5 +20,7 @@ const char *dz_runtime_gemm(void);         /* the GEMM in force, in words */
 /* The CPU in one line: vendor, family/model, brand, the ISA bits the OS lets run.
  * Truncated to cap; returns out. */
 char *dz_runtime_cpu(char *out, size_t cap);
+/* Peak resident set size of this process in bytes (VmHWM; 0 where /proc cannot say). */
+size_t dz_runtime_peak_rss(void);
 
 #endif

@@ -3,6 +3,7 @@
 #define DISTZO_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "distzo/error.h"
 
@@ -26,5 +27,11 @@ int dz_file_exists(const char *path);
 /* mkdir -p: creates path and any missing parents. 0 on success (or if it exists). */
 int dz_mkdirs(const char *path);
 int dz_is_dir(const char *path);
+/* Where a JSON parser stopped at text[offset] (cJSON's error position), in words for the
+ * user: "line L, column C: not valid JSON", or at a trailing comma (cJSON stops past the
+ * bracket that follows it) "...: a trailing comma". Writes into out and returns it. */
+char *dz_json_error_at(const char *text, size_t offset, char *out, size_t cap);
+/* s as a JSON string, quotes and escapes included. */
+void dz_write_json_string(FILE *out, const char *s);
 
 #endif

@@ -2,14 +2,22 @@
 #ifndef DZ_CLI_ARGS_H
 #define DZ_CLI_ARGS_H
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 
-typedef enum dz_opt_type { DZ_OPT_STR, DZ_OPT_INT, DZ_OPT_FLOAT, DZ_OPT_FLAG } dz_opt_type;
+/* DZ_OPT_SEED: a 64-bit seed, 0..2^63-1 (uint64_t). */
+typedef enum dz_opt_type { DZ_OPT_STR, DZ_OPT_INT, DZ_OPT_FLOAT, DZ_OPT_FLAG, DZ_OPT_SEED } dz_opt_type;
+
+/* "Not given" for an int option: the parser never produces it (it takes -2147483647 and up),
+ * so every value a user types is checked as a value, never taken for the default. */
+#define DZ_OPT_UNSET INT_MIN
+#define DZ_OPT_SEED_MAX INT64_MAX
 
 typedef struct dz_opt {
     const char *name; /* without the leading "--"; "out|o" also takes the short form -o */
     dz_opt_type type;
-    void *value;      /* const char **, int *, float *, int * (flag) */
+    void *value;      /* const char **, int *, float *, int * (flag), uint64_t * (seed) */
     const char *help;
 } dz_opt;
 
@@ -26,5 +34,8 @@ typedef struct dz_cmd_spec {
  * error (message printed to stderr). */
 int dz_args_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **pos, int *n_pos);
 void dz_args_usage(const dz_cmd_spec *spec, FILE *out);
+/* The option name (of spec, or of names when spec is NULL) closest to the mistyped one,
+ * within an edit distance that a typo makes; NULL when none is. */
+const char *dz_args_closest(const char *typed, size_t len, const char *const *names, size_t n_names);
 
 #endif

@@ -226,7 +226,7 @@ static int run_of_checkpoint(const char *model, dz_train_config *run, char **str
 }
 
 int dz_cmd_eval(int argc, char **argv) {
-    eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1};
+    eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1, .gen_tokens = DZ_OPT_UNSET}; /* unset: 50 */
     int no_share = 0;
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl), or a MeZO preset "
@@ -242,7 +242,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"batch", DZ_OPT_INT, &o.batch, "sequences per forward (default 16)"},
         {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
-        {"threads", DZ_OPT_INT, &o.threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        dz_cli_threads_option(&o.threads, NULL),
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
@@ -259,13 +259,17 @@ int dz_cmd_eval(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
     dz_train_config run;
     char *run_strings = NULL;
-    if (npos && run_of_checkpoint(pos[0], &run, &run_strings)) { /* a run's checkpoint: evaluated as the run did */
+    char run_best[4200];
+    rc = 0;
+    const char *model_arg = npos ? dz_cli_model_arg(pos[0], run_best, sizeof run_best, &rc) : NULL; /* RUN: RUN/best */
+    if (rc) return rc;
+    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) { /* a run's checkpoint: evaluated as the run did */
         const char **mine[] = {&o.task, &o.template_, &o.labels, &o.text_key, &o.label_key, &o.data};
         const char *theirs[] = {run.data.task, run.data.template_, run.data.label_words, run.data.text_key,
                                 run.data.label_key, run.data.test};
@@ -288,16 +292,21 @@ int dz_cmd_eval(int argc, char **argv) {
     }
     if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
     if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
+    if (o.gen_tokens != DZ_OPT_UNSET && o.gen_tokens < 1)
+        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", o.gen_tokens);
     char model_buf[4096], data_buf[4096];
-    const char *model = npos ? pos[0] : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
+    const char *model = model_arg ? model_arg : dz_cli_default_model(model_buf, sizeof model_buf);
     if (!o.data) {
         if (strcmp(o.task, "sst2")) return dz_cli_failf("--task %s needs --data FILE", o.task);
         o.data = dz_cli_asset("sst2/dev.tsv", data_buf, sizeof data_buf);
     }
-    if ((rc = dz_cli_runtime(o.threads))) return rc;
     dz_model *m;
     dz_tokenizer *tok;
-    if ((rc = dz_cli_load(model, o.dtype, o.tokenizer, 1, &m, &tok))) return rc;
+    const dz_cli_preamble p = {.threads = o.threads, .model = model, .dtype = o.dtype, .tokenizer = o.tokenizer};
+    if ((rc = dz_cli_start(&p, &m, &tok))) {
+        free(run_strings);
+        return rc;
+    }
     dz_dataset ds = {0};
     rc = load_dataset(&o, &ds);
     if (!rc && o.preset && o.preset->generation) rc = eval_qa(&o, m, tok, &ds);

@@ -26,7 +26,7 @@ int dz_cmd_export(int argc, char **argv) {
          "q8_0 matrices whose rows are not multiples of 32 are f16"},
         {"store", DZ_OPT_STR, &store,
          "disk:PATH or disk-nocache:PATH: stream the layers through a store file (models larger than memory)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        dz_cli_threads_option(&threads, NULL),
         {0},
     };
     const dz_cmd_spec spec = {
@@ -40,8 +40,8 @@ int dz_cmd_export(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     if ((!run && !model) || !out) return dz_cli_failf("export needs --run RUN_DIR (or --model M) and -o OUT");
     if (run && model) return dz_cli_failf("export: --model is for converting without a run; with --run use --base");
     if (!run && base) return dz_cli_failf("export: --base needs --run");
@@ -50,7 +50,7 @@ int dz_cmd_export(int argc, char **argv) {
     else if (format && !strcmp(format, "hf")) fmt = DZ_EXPORT_HF;
     else if (format) return dz_cli_failf("option --format: '%s' is not one of hf, gguf", format);
     if (type && fmt != DZ_EXPORT_GGUF) return dz_cli_failf("option --type is for --format gguf");
-    if ((rc = dz_cli_runtime(threads))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
     dz_error err = {0};
     const dz_export_spec es = {
         .run_dir = run, .model = run ? base : model, .out = out, .store = store, .format = fmt, .gguf_type = type};

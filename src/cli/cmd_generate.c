@@ -34,17 +34,18 @@ static void on_token(int prev, int token, void *user) {
 
 int dz_cmd_generate(int argc, char **argv) {
     const char *prompt = "", *dtype = "f32", *tokenizer = NULL;
-    int n = 256, seed = 0, threads = 0, json = 0;
+    int n = 256, threads = 0, json = 0;
+    uint64_t seed = 0;
     float temperature = 1.0f, top_p = 0.9f;
     const dz_opt opts[] = {
         {"prompt", DZ_OPT_STR, &prompt, "text to continue (default: empty, start from BOS)"},
         {"n|n", DZ_OPT_INT, &n, "tokens to generate (default 256)"},
         {"temperature", DZ_OPT_FLOAT, &temperature, "0 = greedy (default 1.0)"},
         {"top-p", DZ_OPT_FLOAT, &top_p, "nucleus sampling mass (default 0.9)"},
-        {"seed", DZ_OPT_INT, &seed, "sampling seed (default 0)"},
+        {"seed", DZ_OPT_SEED, &seed, "sampling seed (default 0)"},
         {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer file or folder (default: the model's own)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        dz_cli_threads_option(&threads, NULL),
         {"json", DZ_OPT_FLAG, &json, "print JSON instead of streaming text"},
         {0},
     };
@@ -58,17 +59,17 @@ int dz_cmd_generate(int argc, char **argv) {
     };
     /* accept the short -n N form too */
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     if (n < 1) return dz_cli_failf("option -n: %d tokens requested; give at least 1", n);
     if (!(temperature >= 0.0f))
         return dz_cli_failf("option --temperature: %g is negative (0: greedy)", (double)temperature);
     if (!(top_p > 0.0f && top_p <= 1.0f))
         return dz_cli_failf("option --top-p: %g is outside (0, 1] (the probability mass kept)", (double)top_p);
-    if ((rc = dz_cli_runtime(threads))) return rc;
     dz_model *m;
     dz_tokenizer *tok;
-    if ((rc = dz_cli_load(pos[0], dtype, tokenizer, 1, &m, &tok))) return rc;
+    const dz_cli_preamble pre = {.threads = threads, .model = pos[0], .dtype = dtype, .tokenizer = tokenizer};
+    if ((rc = dz_cli_start(&pre, &m, &tok))) return rc;
     const dz_config *c = dz_model_config(m);
     dz_error err = {0};
     int cap = c->max_seq_len;
@@ -90,7 +91,7 @@ int dz_cmd_generate(int argc, char **argv) {
     }
     if (rc == 0) {
         dz_sampler s;
-        dz_sampler_init(&s, temperature, top_p, (uint64_t)seed);
+        dz_sampler_init(&s, temperature, top_p, seed);
         printer p = {.tok = tok, .quiet = json};
         dz_weight_source w = dz_model_weights(m);
         if (!json) {

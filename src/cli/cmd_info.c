@@ -20,11 +20,10 @@ int dz_cmd_info(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
-    if ((rc = dz_cli_runtime(0))) return rc;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     dz_model *m;
-    if ((rc = dz_cli_load(pos[0], dtype, NULL, 0, &m, NULL))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.model = pos[0], .dtype = dtype}, &m, NULL))) return rc;
     const dz_config *c = dz_model_config(m);
     const dz_param_table *t = dz_model_params(m);
     const long long n = (long long)dz_param_table_numel(t);

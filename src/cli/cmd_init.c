@@ -59,18 +59,19 @@ static int folder_empty_or_new(const char *path) {
 
 int dz_cmd_init(int argc, char **argv) {
     const char *arch = NULL, *preset = "opt-125m", *out = NULL, *dtype = "f32", *tokenizer = NULL;
-    int seed = 0, layers = 0, threads = 0;
+    int layers = 0, threads = 0;
+    uint64_t seed = 0;
     float std = 0.02f;
     const dz_opt opts[] = {
         {"preset", DZ_OPT_STR, &preset, "model shape (default opt-125m)"},
         {"arch", DZ_OPT_STR, &arch, "opt or llama: checks that the preset is of this family"},
-        {"seed", DZ_OPT_INT, &seed, "random seed (default 0)"},
+        {"seed", DZ_OPT_SEED, &seed, "random seed (default 0)"},
         {"out|o", DZ_OPT_STR, &out, "output folder"},
         {"dtype", DZ_OPT_STR, &dtype, "stored dtype: f32 (default) or bf16"},
         {"layers", DZ_OPT_INT, &layers, "override the number of layers (smaller test models)"},
         {"std", DZ_OPT_FLOAT, &std, "standard deviation of weights (default 0.02, as OPT)"},
         {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer to write beside the weights (default: the preset's from the assets)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        dz_cli_threads_option(&threads, NULL),
         {0},
     };
     char presets[512];
@@ -86,8 +87,8 @@ int dz_cmd_init(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     if (!out) return dz_cli_failf("init needs an output folder: -o DIR");
     if (!folder_empty_or_new(out)) /* a mistyped -o must not replace a model with random weights */
         return dz_cli_failf("-o %s: exists and is not an empty folder; init writes only a new or empty one", out);
@@ -100,7 +101,7 @@ int dz_cmd_init(int argc, char **argv) {
     if (layers) cfg.n_layers = layers;
     dz_dtype dt;
     if (dz_dtype_parse(dtype, &dt) != 0) return dz_cli_failf("option --dtype: '%s' is not f32, bf16 or f16", dtype);
-    if ((rc = dz_cli_runtime(threads))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
     const struct preset_tokenizer *pt = tokenizer_of(preset);
     char asset[4096];
     const char *tp = tokenizer ? tokenizer : pt && pt->asset ? dz_cli_asset(pt->asset, asset, sizeof asset) : NULL;
@@ -108,7 +109,7 @@ int dz_cmd_init(int argc, char **argv) {
     if (tp && (tokenizer || dz_file_exists(tp) || dz_is_dir(tp)) && (rc = load_tokenizer(tp, cfg.vocab_size, &tok)))
         return rc;
     dz_model *m;
-    if (dz_model_init_random(&cfg, dt, (uint64_t)seed, std, &m, &err) != DZ_OK) {
+    if (dz_model_init_random(&cfg, dt, seed, std, &m, &err) != DZ_OK) {
         dz_tokenizer_free(tok);
         return dz_cli_fail(&err);
     }

@@ -34,7 +34,7 @@ int dz_cmd_join(int argc, char **argv) {
         {"save", DZ_OPT_STR, &c.save, "folder to write this replica's weights to at the end (HF layout)"},
         {"checksum-file", DZ_OPT_STR, &checksum_file, "file to write the replica's final checksum to (16 hex digits)"},
         {"retry-for", DZ_OPT_FLOAT, &retry_for, "seconds to keep retrying an unreachable coordinator (default 60)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        dz_cli_threads_option(&threads, NULL),
         {0},
     };
     const dz_cmd_spec spec = {
@@ -47,15 +47,15 @@ int dz_cmd_join(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     c.url = pos[0];
     c.retry_for = retry_for;
     if (!(c.retry_for >= 0)) return dz_cli_failf("option --retry-for: %g is negative", (double)retry_for);
     join_progress p = {.kill_round = -1};
     const char *kill = getenv("DISTZO_TEST_KILL");
     if (kill && sscanf(kill, "join:%d", &p.kill_round) != 1) p.kill_round = -1;
-    if ((rc = dz_cli_runtime(threads))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
     dz_error err = {0};
     dz_fed_join_result res;
     if (dz_fed_join(&c, on_event, &p, &res, &err) != DZ_OK) return dz_cli_fail(&err);

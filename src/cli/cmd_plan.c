@@ -1,5 +1,6 @@
 /* distzo plan: which DistZO2 layout to run on a cluster, from the model's shape alone
  * (distzo/plan.h; docs/PLANNER.md). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -71,7 +72,7 @@ static void print_table(const char *model, const dz_plan_request *r, const dz_pl
 int dz_cmd_plan(int argc, char **argv) {
     const char *model = NULL, *store = "ram", *master = "f32", *estimator = "mezo";
     int json = 0;
-    float mem_gb = 0.0f, overhead_mb = -1.0f, overhead_mpi_mb = -1.0f;
+    float mem_gb = 0.0f, overhead_mb = NAN, overhead_mpi_mb = NAN; /* NAN: not given (the parser never gives it) */
     dz_plan_request r;
     dz_plan_request_default(&r);
     dz_train_config tc; /* the trainer's own defaults: batch, eval batch, q, shared prompts */
@@ -79,7 +80,7 @@ int dz_cmd_plan(int argc, char **argv) {
     r.batch = tc.optim.batch, r.eval_batch = tc.schedule.eval_batch, r.q = tc.optim.q;
     r.share_prompts = tc.data.share_prompts;
     r.lozo_rank = tc.optim.lozo_rank;
-    r.seq = 0;
+    r.seq = DZ_OPT_UNSET; /* 64, or the model's maximum, unless given */
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model folder or llama2.c .bin (only its config is read), or a preset name"},
         {"nodes", DZ_OPT_INT, &r.nodes, "nodes (default 1)"},
@@ -93,7 +94,7 @@ int dz_cmd_plan(int argc, char **argv) {
         {"spsa-samples", DZ_OPT_INT, &r.q, "perturbations per step (default 1)"},
         {"estimator", DZ_OPT_STR, &estimator, "mezo (default), sparse or lozo: what the estimator keeps counts in the engine"},
         {"lozo-rank", DZ_OPT_INT, &r.lozo_rank, "lozo: rank of U V^T (default 2)"},
-        {"threads", DZ_OPT_INT, &r.threads, "threads per rank (default: this machine's cores)"},
+        dz_cli_threads_option(&r.threads, "threads per rank (default: this machine's cores)"),
         {"overhead-mb", DZ_OPT_FLOAT, &overhead_mb, "fixed MB per process (default: measured, see docs/PLANNER.md)"},
         {"overhead-mpi-mb", DZ_OPT_FLOAT, &overhead_mpi_mb, "the same under mpirun"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
@@ -109,10 +110,11 @@ int dz_cmd_plan(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     if (!model) return dz_cli_failf("plan needs --model M_OR_PRESET (a model path or one of: %s)", dz_preset_names());
     if (!(mem_gb > 0.0f)) return dz_cli_failf("option --mem-per-node: needs a positive number of GB");
+    if (r.seq != DZ_OPT_UNSET && r.seq < 1) return dz_cli_failf("option --seq: %d tokens; give at least 1", r.seq);
     r.mem_per_node = (double)mem_gb * 1073741824.0;
     if (!strcmp(store, "ram")) r.disk_store = 0;
     else if (!strcmp(store, "disk") || !strncmp(store, "disk:", 5)) r.disk_store = 1;
@@ -124,8 +126,11 @@ int dz_cmd_plan(int argc, char **argv) {
     if (r.lozo_rank < 1 || r.lozo_rank > DZ_ZO_LOZO_MAX_RANK)
         return dz_cli_failf("option --lozo-rank: %d is outside 1..%d", r.lozo_rank, DZ_ZO_LOZO_MAX_RANK);
     if (r.q > DZ_ZO_MAX_Q) return dz_cli_failf("option --spsa-samples: %d is above %d", r.q, DZ_ZO_MAX_Q);
-    if (overhead_mb >= 0.0f) r.overhead = overhead_mb * 1048576.0;
-    if (overhead_mpi_mb >= 0.0f) r.overhead_mpi = overhead_mpi_mb * 1048576.0;
+    if (overhead_mb < 0.0f || overhead_mpi_mb < 0.0f)
+        return dz_cli_failf("option --overhead%s-mb: %g MB is negative", overhead_mb < 0.0f ? "" : "-mpi",
+                            (double)(overhead_mb < 0.0f ? overhead_mb : overhead_mpi_mb));
+    if (!isnan(overhead_mb)) r.overhead = overhead_mb * 1048576.0;
+    if (!isnan(overhead_mpi_mb)) r.overhead_mpi = overhead_mpi_mb * 1048576.0;
     dz_error err = {0};
     if (dz_is_dir(model) || dz_file_exists(model)) {
         if (dz_config_load(model, &r.cfg, &err) != DZ_OK) return dz_cli_failf("option --model: %s", err.msg);
@@ -133,7 +138,7 @@ int dz_cmd_plan(int argc, char **argv) {
         return dz_cli_failf("option --model: '%s' is neither a model path nor a preset (presets: %s)", model,
                             dz_preset_names());
     }
-    if (r.seq == 0) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
+    if (r.seq == DZ_OPT_UNSET) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
     dz_plan p;
     if (dz_plan_make(&r, &p, &err) != DZ_OK) return dz_cli_fail(&err);
     if (json) print_json(model, &r, &p);

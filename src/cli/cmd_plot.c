@@ -103,6 +103,23 @@ static void accuracy_plot(FILE *g, const char *out_dir, const char *run, const d
           g);
 }
 
+/* The plots gnuplot was to write, checked and named. */
+static int report(const char *out_dir, const char *path, size_t n_loss, size_t n_eval, int window) {
+    const char *files[2] = {n_loss ? "loss.png" : NULL, n_eval ? "accuracy.png" : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!files[k]) continue;
+        char out[4096];
+        struct stat st;
+        dz_path_join(out, sizeof out, out_dir, files[k]);
+        if (stat(out, &st) != 0 || st.st_size == 0) return dz_cli_failf("%s: gnuplot wrote nothing", out);
+        if (k) printf("wrote %s (%zu evaluations)\n", out, n_eval);
+        else printf("wrote %s (%zu steps, moving average over %d)\n", out, n_loss, window);
+    }
+    if (!n_loss) printf("no finite training loss in %s: loss.png not drawn\n", path);
+    if (!n_eval) printf("no dev_accuracy in %s: accuracy.png not drawn\n", path);
+    return 0;
+}
+
 int dz_cmd_plot(int argc, char **argv) {
     const char *out_dir = NULL;
     const dz_opt opts[] = {
@@ -120,8 +137,8 @@ int dz_cmd_plot(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
     const char *run = pos[0];
     char default_out[4200];
     if (!out_dir) { /* beside the run, never in it: plot is one of the run folder's readers */
@@ -178,18 +195,5 @@ int dz_cmd_plot(int argc, char **argv) {
     free(smooth);
     free(rows);
     if (status != 0) return dz_cli_failf("gnuplot failed (exit status %d); its messages are above", status);
-
-    const char *files[2] = {n_loss ? "loss.png" : NULL, n_eval ? "accuracy.png" : NULL};
-    for (int k = 0; k < 2; k++) {
-        if (!files[k]) continue;
-        char out[4096];
-        struct stat st;
-        dz_path_join(out, sizeof out, out_dir, files[k]);
-        if (stat(out, &st) != 0 || st.st_size == 0) return dz_cli_failf("%s: gnuplot wrote nothing", out);
-        if (k) printf("wrote %s (%zu evaluations)\n", out, n_eval);
-        else printf("wrote %s (%zu steps, moving average over %d)\n", out, n_loss, window);
-    }
-    if (!n_loss) printf("no finite training loss in %s: loss.png not drawn\n", path);
-    if (!n_eval) printf("no dev_accuracy in %s: accuracy.png not drawn\n", path);
-    return 0;
+    return report(out_dir, path, n_loss, n_eval, window);
 }

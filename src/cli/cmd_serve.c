@@ -28,17 +28,35 @@ static void on_round(const dz_fed_round_info *r, void *user) {
     fflush(stdout);
 }
 
+/* The federated settings from their options: the g code, the seed pool, the rounds. */
+static int fed_options(dz_fed_serve_config *c, const char *code, int seed_pool, const char *sampling) {
+    dz_train_config *t = &c->train;
+    if (!strcmp(code, "byte")) c->fed.code = DZ_FED_CODE_BYTE;
+    else if (!strcmp(code, "f32")) c->fed.code = DZ_FED_CODE_F32;
+    else return dz_cli_failf("option --g-code: '%s' is not byte or f32", code);
+    if (seed_pool != DZ_OPT_UNSET && seed_pool < 1)
+        return dz_cli_failf("option --seed-pool: %d is not 1..2097152 seeds", seed_pool);
+    if (seed_pool > 0 || sampling) c->fed.seed_pool = seed_pool > 0 ? (uint32_t)seed_pool : 4096u;
+    if (sampling && !strcmp(sampling, "importance")) c->fed.seed_sampling = 1;
+    else if (sampling && strcmp(sampling, "uniform"))
+        return dz_cli_failf("option --seed-sampling: '%s' is not uniform or importance", sampling);
+    if (t->optim.steps != DZ_OPT_UNSET && t->optim.steps < 1)
+        return dz_cli_failf("option --steps: %d: run at least 1 round", t->optim.steps);
+    if (t->optim.steps == DZ_OPT_UNSET) t->optim.steps = c->resume ? 0 : 1000; /* 0: the run's own */
+    return 0;
+}
+
 int dz_cmd_serve(int argc, char **argv) {
     dz_fed_serve_config c = {.listen = "127.0.0.1:8470", .linger = 10.0};
     dz_train_config *t = &c.train;
     dz_train_config_default(t);
     t->optim.lr = 3e-5f;
-    t->optim.steps = 0;
+    t->optim.steps = DZ_OPT_UNSET; /* 1000, or on --resume the run's, unless given */
     t->optim.q = 4;
     dz_fed_settings_default(&c.fed);
     dz_cli_train_values v = dz_cli_train_values_default();
     const char *model = NULL, *out = NULL, *code = "byte", *sampling = NULL;
-    int threads = 0, seed_pool = -1;
+    int threads = 0, seed_pool = DZ_OPT_UNSET;
     float round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
     const dz_opt own[] = {
         {"out", DZ_OPT_STR, &out, "run folder: run.json, federated.json, seeds.log, metrics.jsonl"},
@@ -69,7 +87,7 @@ int dz_cmd_serve(int argc, char **argv) {
         {"checkpoint-every", DZ_OPT_INT, &t->schedule.checkpoint_every,
          "write RUN/checkpoint-N (the weights, for distzo eval) every N rounds (default 1000; 0: never)"},
         {"keep-checkpoints", DZ_OPT_INT, &t->schedule.keep_checkpoints, "numbered checkpoints to keep (default 1)"},
-        {"threads", DZ_OPT_INT, &threads, "threads (default: $OMP_NUM_THREADS, else all cores)"},
+        dz_cli_threads_option(&threads, NULL),
     };
     enum { N_OWN = sizeof own / sizeof own[0] };
     dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
@@ -84,25 +102,18 @@ int dz_cmd_serve(int argc, char **argv) {
     };
     t->data.dev_examples = 0, t->schedule.eval_every = 0; /* no selection set: the coordinator has no training data */
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
+    if ((rc = dz_cli_train_given(t))) return rc;
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
-    if (!strcmp(code, "byte")) c.fed.code = DZ_FED_CODE_BYTE;
-    else if (!strcmp(code, "f32")) c.fed.code = DZ_FED_CODE_F32;
-    else return dz_cli_failf("option --g-code: '%s' is not byte or f32", code);
-    if (seed_pool == 0 || seed_pool < -1) return dz_cli_failf("option --seed-pool: %d is not 1..2097152 seeds", seed_pool);
-    if (seed_pool > 0 || sampling) c.fed.seed_pool = seed_pool > 0 ? (uint32_t)seed_pool : 4096u;
-    if (sampling && !strcmp(sampling, "importance")) c.fed.seed_sampling = 1;
-    else if (sampling && strcmp(sampling, "uniform"))
-        return dz_cli_failf("option --seed-sampling: '%s' is not uniform or importance", sampling);
-    if (t->optim.steps == 0 && !c.resume) t->optim.steps = 1000;
+    if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;
     static char abs_test[PATH_MAX];
     if (t->data.test && realpath(t->data.test, abs_test)) t->data.test = abs_test;
     t->data.train = NULL;
     t->out_dir = out;
     c.fed.round_timeout = round_timeout, c.fed.worker_timeout = worker_timeout, c.linger = linger;
-    if ((rc = dz_cli_runtime(threads))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
     dz_error err = {0};
     int kill_round = -1;
     const char *kill = getenv("DISTZO_TEST_KILL");

@@ -99,7 +99,7 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
     t->estimator = dz_zo_estimator_name(c->optim.estimator);
     t->v.schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
                                                                                                     : "constant";
-    t->v.seed = (int)c->optim.seed, t->v.data_seed = (int)c->data.seed, t->v.wd = c->optim.wd;
+    t->v.seed = c->optim.seed, t->v.data_seed = c->data.seed, t->v.wd = c->optim.wd;
     t->no_fuse = !c->optim.fuse, t->no_share = !c->data.share_prompts;
 }
 
@@ -158,65 +158,73 @@ static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *
     return dz_args_parse(spec, n, toks, pos, &npos) ? 2 : 0;
 }
 
+/* train's own options (those serve does not share) into out, then the shared ones; out
+ * holds TRAIN_OPTS_CAP entries, the last left {0}. */
+enum { TRAIN_OPTS_CAP = 64 };
+static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
+    const dz_opt own[] = {
+        {"config", DZ_OPT_STR, &t->config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
+                                          "\"no-fuse\": true}), or a run's run.json to restart it; the command line overrides it"},
+        {"model", DZ_OPT_STR, &t->model, "model (default: stories260K from the assets)"},
+        {"objective", DZ_OPT_STR, &c->data.objective, "what a step minimises: ce (default), accuracy (minus the batch's "
+         "accuracy; classification) or f1 (minus the greedy answers' F1; squad, drop): non-differentiable"},
+        {"demos", DZ_OPT_INT, &c->data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
+        {"gen-tokens", DZ_OPT_INT, &c->data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
+        {"data", DZ_OPT_STR, &t->data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
+        {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: dev.tsv beside the training file)"},
+        {"tokenizer", DZ_OPT_STR, &c->tokenizer, "tokenizer (default: the model's own)"},
+        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
+        {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
+        {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
+        {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
+        {"dev-examples", DZ_OPT_INT, &c->data.dev_examples, "model-selection examples drawn (default 500)"},
+        {"eval-every", DZ_OPT_INT, &c->schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
+                                                            "one more before training (step 0) and after the last step"},
+        {"checkpoint-every", DZ_OPT_INT, &c->schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
+        {"keep-checkpoints", DZ_OPT_INT, &c->schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
+        {"log-sync-every", DZ_OPT_INT, &c->schedule.log_sync_every, "fsync the seed log and metrics every N steps (default 64)"},
+        {"log-every", DZ_OPT_INT, &t->log_every, "a progress line every N steps (default: on a terminal a live bar, "
+                                                "piped every steps/20)"},
+        {"quiet|q", DZ_OPT_FLAG, &t->quiet, "no progress or evaluation lines, only warnings, errors and the summary"},
+        {"json", DZ_OPT_FLAG, &t->json, "print the summary as JSON on stdout (progress then goes to stderr)"},
+        {"max-bad-steps", DZ_OPT_INT, &c->optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
+        {"no-fuse", DZ_OPT_FLAG, &t->no_fuse, "apply each update at once instead of fusing it into the next step"},
+        {"no-share-prompt", DZ_OPT_FLAG, &t->no_share, "run every candidate as a full sequence (MeZO's way)"},
+        {"store", DZ_OPT_STR, &c->store.spec,
+         "ram (default), disk:PATH or disk-nocache:PATH: master weights in a file, streamed (nocache: the file's pages "
+         "are dropped from the page cache as they are used)"},
+        {"max-resident", DZ_OPT_INT, &c->store.max_resident_mb,
+         "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
+        {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
+         "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
+        {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
+        {"resume", DZ_OPT_FLAG, &t->resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
+                                          "may raise them, any other setting given must equal the run's"},
+        dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
+        {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
+        {"dp", DZ_OPT_INT, &c->layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
+        {"verify-every", DZ_OPT_INT, &c->layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
+        {"node-size", DZ_OPT_INT, &t->node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
+        {"rank-timeout", DZ_OPT_FLOAT, &t->rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
+    };
+    _Static_assert(sizeof own / sizeof own[0] + DZ_CLI_TRAIN_OPTS < TRAIN_OPTS_CAP, "raise TRAIN_OPTS_CAP");
+    memcpy(out, own, sizeof own);
+    dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
+}
+
 int dz_cmd_train(int argc, char **argv) {
     dz_train_config c;
     dz_train_config_default(&c);
     /* Settings found to work for stories260K on SST-2 (see README): MeZO's. */
     c.optim.lr = 3e-5f;
-    c.optim.steps = -1; /* 4000 unless given; on --resume, only a given --steps extends the run */
+    /* c.optim.steps: 4000 (the default) unless given; on --resume, run.json's unless given */
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     train_opts t = {.v = dz_cli_train_values_default(), .out = "runs/default", .estimator = "mezo",
                     .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
-    const dz_opt own[] = {
-        {"config", DZ_OPT_STR, &t.config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
-                                          "\"no-fuse\": true}), or a run's run.json to restart it; the command line overrides it"},
-        {"model", DZ_OPT_STR, &t.model, "model (default: stories260K from the assets)"},
-        {"objective", DZ_OPT_STR, &c.data.objective, "what a step minimises: ce (default), accuracy (minus the batch's "
-         "accuracy; classification) or f1 (minus the greedy answers' F1; squad, drop): non-differentiable"},
-        {"demos", DZ_OPT_INT, &c.data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
-        {"gen-tokens", DZ_OPT_INT, &c.data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
-        {"data", DZ_OPT_STR, &t.data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
-        {"test", DZ_OPT_STR, &t.test, "file to report accuracy on (default: dev.tsv beside the training file)"},
-        {"tokenizer", DZ_OPT_STR, &c.tokenizer, "tokenizer (default: the model's own)"},
-        {"estimator", DZ_OPT_STR, &t.estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
-        {"sparse-density", DZ_OPT_FLOAT, &c.optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
-        {"lozo-rank", DZ_OPT_INT, &c.optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
-        {"lozo-nu", DZ_OPT_INT, &c.optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
-        {"dev-examples", DZ_OPT_INT, &c.data.dev_examples, "model-selection examples drawn (default 500)"},
-        {"eval-every", DZ_OPT_INT, &c.schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
-                                                            "one more before training (step 0) and after the last step"},
-        {"checkpoint-every", DZ_OPT_INT, &c.schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
-        {"keep-checkpoints", DZ_OPT_INT, &c.schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
-        {"log-sync-every", DZ_OPT_INT, &c.schedule.log_sync_every, "fsync the seed log and metrics every N steps (default 64)"},
-        {"log-every", DZ_OPT_INT, &t.log_every, "a progress line every N steps (default: on a terminal a live bar, "
-                                                "piped every steps/20)"},
-        {"quiet|q", DZ_OPT_FLAG, &t.quiet, "no progress or evaluation lines, only warnings, errors and the summary"},
-        {"json", DZ_OPT_FLAG, &t.json, "print the summary as JSON on stdout (progress then goes to stderr)"},
-        {"max-bad-steps", DZ_OPT_INT, &c.optim.max_bad_steps, "stop after N non-finite losses in a row (default 5)"},
-        {"no-fuse", DZ_OPT_FLAG, &t.no_fuse, "apply each update at once instead of fusing it into the next step"},
-        {"no-share-prompt", DZ_OPT_FLAG, &t.no_share, "run every candidate as a full sequence (MeZO's way)"},
-        {"store", DZ_OPT_STR, &c.store.spec,
-         "ram (default), disk:PATH or disk-nocache:PATH: master weights in a file, streamed (nocache: the file's pages "
-         "are dropped from the page cache as they are used)"},
-        {"max-resident", DZ_OPT_INT, &c.store.max_resident_mb,
-         "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
-        {"stream-globals", DZ_OPT_FLAG, &c.store.stream_globals,
-         "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
-        {"out", DZ_OPT_STR, &t.out, "run folder (default runs/default)"},
-        {"resume", DZ_OPT_FLAG, &t.resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
-                                          "may raise them, any other setting given must equal the run's"},
-        {"threads", DZ_OPT_INT, &t.threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"},
-        {"pertp", DZ_OPT_INT, &c.layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
-        {"dp", DZ_OPT_INT, &c.layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
-        {"verify-every", DZ_OPT_INT, &c.layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
-        {"node-size", DZ_OPT_INT, &t.node_size, "mpirun: ranks per node sharing one copy of the weights (default: a machine)"},
-        {"rank-timeout", DZ_OPT_FLOAT, &t.rank_timeout, "mpirun: end the job, naming the rank, when one gives no sign of life for this many seconds (default 300; 0 = wait forever)"},
-    };
-    enum { N_OWN = sizeof own / sizeof own[0] };
-    dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
-    memcpy(opts, own, sizeof own);
-    dz_cli_train_options(opts + N_OWN, &c, &t.v, DZ_CLI_TRAIN);
+    dz_opt opts[TRAIN_OPTS_CAP] = {{0}};
+    train_option_table(opts, &c, &t);
+    c.data.gen_tokens = DZ_OPT_UNSET; /* 0 (run.json's "50") unless given */
     const dz_cmd_spec spec = {
         .name = "train",
         .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
@@ -229,8 +237,12 @@ int dz_cmd_train(int argc, char **argv) {
         .opts = opts,
     };
     const char *pos[1];
-    int npos, rc = dz_args_parse(&spec, argc, argv, pos, &npos);
-    if (rc) return rc < 0 ? 2 : 0;
+    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    if (rc >= 0) return rc;
+    if (c.data.gen_tokens != DZ_OPT_UNSET && c.data.gen_tokens < 1) /* given, before a config or run.json sets it */
+        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", c.data.gen_tokens);
+    if (c.data.gen_tokens == DZ_OPT_UNSET) c.data.gen_tokens = 0; /* run.json's "the default, 50" */
+    if ((rc = dz_cli_train_given(&c))) return rc;
     char *run_strings = NULL, *config_strings = NULL; /* run.json's / the config's settings are the defaults */
     cJSON *config_doc = NULL;
     dz_error err = {0};
@@ -268,7 +280,6 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     static char data_buf[4096], train_buf[4200], test_buf[4200];
     static char abs_train[PATH_MAX], abs_test[PATH_MAX];
     dz_train_data *d = &c->data;
-    if (c->optim.steps == -1) c->optim.steps = 4000;
     int rc = dz_cli_train_apply(c, &t->v, DZ_CLI_TRAIN, t->model);
     if (rc) return rc;
     const dz_task_preset *preset = dz_task_preset_find(d->task);
@@ -387,7 +398,7 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_runtime(threads))) {
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;
     }

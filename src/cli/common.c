@@ -22,16 +22,96 @@ int dz_cli_failf(const char *fmt, ...) {
     return 1;
 }
 
-int dz_cli_runtime(int threads) {
+int dz_cli_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **pos, int *n_pos) {
+    const int rc = dz_args_parse(spec, argc, argv, pos, n_pos);
+    return rc == 0 ? -1 : rc < 0 ? 2 : 0;
+}
+
+dz_opt dz_cli_threads_option(int *threads, const char *help) {
+    return (dz_opt){"threads", DZ_OPT_INT, threads, help ? help : "threads (default: $OMP_NUM_THREADS, else all cores)"};
+}
+
+static int start_runtime(int threads) {
     dz_error err = {0};
     if (threads < 0 || threads > DZ_CLI_MAX_THREADS) /* 0: the default; thousands of threads only thrash */
         return dz_cli_failf("option --threads: %d is outside 0..%d (0: the default)", threads, DZ_CLI_MAX_THREADS);
     return dz_runtime_init(threads, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
 }
 
-int dz_cli_blas_reference(void) {
+/* OpenBLAS, the reference `bench` measures distzo's GEMM against. */
+static int load_blas(dz_cli_blas how) {
     dz_error err = {0};
-    return dz_bench_reference_load(&err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    /* OpenBLAS's OpenMP threads would spin for milliseconds after each call, on the cores
+     * the next forward or GEMM is timed on: unless the user chose, they sleep at once
+     * (libgomp reads this when OpenBLAS loads; distzo's pool read its settings before) */
+    const int passive = how == DZ_CLI_BLAS_PASSIVE && getenv("OMP_WAIT_POLICY") == NULL;
+    if (passive) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    const dz_status st = dz_bench_reference_load(&err);
+    if (passive) unsetenv("OMP_WAIT_POLICY");
+    return st == DZ_OK ? 0 : dz_cli_fail(&err);
+}
+
+/* The model (dtype "f32"/"bf16"/...) and, when tok is given, its tokenizer (the override
+ * path or the model's own). */
+static int load_model(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok) {
+    dz_error err = {0};
+    dz_dtype dt = DZ_F32;
+    if (p->dtype && dz_dtype_parse(p->dtype, &dt) != 0)
+        return dz_cli_failf("option --dtype: '%s' is not one of f32, bf16, f16", p->dtype);
+    if (dz_model_load(p->model, dt, m, &err) != DZ_OK) return dz_cli_fail(&err);
+    if (!tok) return 0;
+    *tok = NULL;
+    const char *tp = p->tokenizer ? p->tokenizer : dz_model_tokenizer_path(*m);
+    int rc = 0;
+    if (!tp) rc = dz_cli_failf("%s: no tokenizer found beside the model; pass --tokenizer PATH", p->model);
+    else if (dz_tokenizer_load(tp, dz_model_config(*m)->vocab_size, tok, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    const int tv = *tok ? dz_tokenizer_vocab_size(*tok) : 0, mv = dz_model_config(*m)->vocab_size;
+    if (!rc && tv > mv) rc = dz_cli_failf("%s: tokenizer has %d tokens but the model's vocabulary is %d", tp, tv, mv);
+    if (rc) {
+        dz_tokenizer_free(*tok);
+        dz_model_free(*m);
+        *m = NULL;
+        *tok = NULL;
+    }
+    return rc;
+}
+
+int dz_cli_start(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok) {
+    int rc = start_runtime(p->threads);
+    if (!rc && p->blas != DZ_CLI_NO_BLAS) rc = load_blas(p->blas);
+    if (rc || !p->model) return rc;
+    char buf[4200];
+    const dz_cli_preamble here = {.model = dz_cli_model_arg(p->model, buf, sizeof buf, &rc), .dtype = p->dtype,
+                                  .tokenizer = p->tokenizer};
+    return rc ? rc : load_model(&here, m, tok);
+}
+
+const char *dz_cli_model_arg(const char *path, char *buf, size_t cap, int *rc) {
+    char probe[4200];
+    *rc = 0;
+    snprintf(probe, sizeof probe, "%s/run.json", path);
+    if (!dz_is_dir(path) || !dz_file_exists(probe)) return path;
+    snprintf(probe, sizeof probe, "%s/config.json", path);
+    if (dz_file_exists(probe)) return path; /* a model folder that also holds a run.json */
+    snprintf(buf, cap, "%s/best", path);
+    if (!dz_is_dir(buf)) { /* the newest checkpoint, as LATEST names it, is what to suggest */
+        char latest[64] = "checkpoint-N", *text = NULL;
+        dz_error err = {0};
+        snprintf(probe, sizeof probe, "%s/LATEST", path);
+        if (dz_read_file(probe, &text, NULL, &err) == DZ_OK && strncmp(text, "checkpoint-", 11) == 0)
+            snprintf(latest, sizeof latest, "%.*s", (int)strcspn(text, "\r\n"), text);
+        free(text);
+        *rc = dz_cli_failf("%s is a run folder with no best/ checkpoint yet: name one of its checkpoints "
+                           "(%s/%s), or write the weights with `distzo export --run %s -o DIR`", path, path, latest,
+                           path);
+        return path;
+    }
+    fprintf(stderr, "distzo: %s is a run folder: using its best checkpoint, %s\n", path, buf);
+    return buf;
+}
+
+const char *dz_cli_default_model(char *buf, size_t cap) {
+    return dz_cli_asset("stories260K/stories260K.bin", buf, cap);
 }
 
 const char *dz_cli_assets(char *buf, size_t cap) {
@@ -63,60 +143,4 @@ const char *dz_cli_asset(const char *rel, char *buf, size_t cap) {
     char dir[4096];
     snprintf(buf, cap, "%s/%s", dz_cli_assets(dir, sizeof dir), rel);
     return buf;
-}
-
-int dz_cli_load(const char *model_path, const char *dtype, const char *tokenizer_path, int need_tokenizer,
-                dz_model **m, dz_tokenizer **tok) {
-    dz_error err = {0};
-    dz_dtype dt = DZ_F32;
-    if (dtype && dz_dtype_parse(dtype, &dt) != 0)
-        return dz_cli_failf("option --dtype: '%s' is not one of f32, bf16, f16", dtype);
-    if (dz_model_load(model_path, dt, m, &err) != DZ_OK) return dz_cli_fail(&err);
-    if (!tok) return 0;
-    *tok = NULL;
-    const char *tp = tokenizer_path ? tokenizer_path : dz_model_tokenizer_path(*m);
-    if (!tp) {
-        if (!need_tokenizer) return 0;
-        dz_model_free(*m);
-        *m = NULL;
-        return dz_cli_failf("%s: no tokenizer found beside the model; pass --tokenizer PATH", model_path);
-    }
-    if (dz_tokenizer_load(tp, dz_model_config(*m)->vocab_size, tok, &err) != DZ_OK) {
-        dz_model_free(*m);
-        *m = NULL;
-        return dz_cli_fail(&err);
-    }
-    const int tv = dz_tokenizer_vocab_size(*tok), mv = dz_model_config(*m)->vocab_size;
-    if (tv > mv) {
-        dz_tokenizer_free(*tok);
-        dz_model_free(*m);
-        *m = NULL;
-        *tok = NULL;
-        return dz_cli_failf("%s: tokenizer has %d tokens but the model's vocabulary is %d", tp, tv, mv);
-    }
-    return 0;
-}
-
-size_t dz_cli_peak_rss(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    size_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %zu kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024;
-}
-
-void dz_cli_json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", out);
-        else if (*p == '\t') fputs("\\t", out);
-        else if (*p == '\r') fputs("\\r", out);
-        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
-        else fputc(*p, out);
-    }
-    fputc('"', out);
 }

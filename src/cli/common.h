@@ -1,5 +1,5 @@
-/* What every command shares: runtime setup, model and tokenizer loading, asset paths,
- * and the one way errors reach the user. */
+/* What every command shares: the one preamble (the command line, --threads, the runtime,
+ * the assets, the model and its tokenizer) and the one way errors reach the user. */
 #ifndef DZ_CLI_COMMON_H
 #define DZ_CLI_COMMON_H
 
@@ -10,32 +10,51 @@
 int dz_cli_fail(const dz_error *err);
 int dz_cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Applies DISTZO_ISA (an error for an unknown or unrunnable level) and sets the thread
- * count (0 = all cores). */
+/* Parses the command line: -1 to go on, else the command's exit status (0 after --help,
+ * 2 after a usage error, said on stderr). */
+int dz_cli_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **pos, int *n_pos);
+
+/* --threads N, the one option every command that computes takes; help NULL: the common
+ * words (0 or absent: $OMP_NUM_THREADS, else all cores). */
 enum { DZ_CLI_MAX_THREADS = 1024 };
-int dz_cli_runtime(int threads);
-/* Loads OpenBLAS, the reference `bench` measures distzo's GEMM against; 1 (after saying why)
- * when it cannot be loaded. */
-int dz_cli_blas_reference(void);
+dz_opt dz_cli_threads_option(int *threads, const char *help);
+
+/* What a command sets up before its work, in this order: the runtime (DISTZO_ISA, an
+ * error for an unknown or unrunnable level; the threads), OpenBLAS (bench's reference),
+ * the model and its tokenizer. */
+typedef enum dz_cli_blas { DZ_CLI_NO_BLAS, DZ_CLI_BLAS, DZ_CLI_BLAS_PASSIVE } dz_cli_blas;
+typedef struct dz_cli_preamble {
+    int threads;            /* --threads: 0 the default */
+    dz_cli_blas blas;       /* PASSIVE: its OpenMP threads sleep at once unless OMP_WAIT_POLICY says */
+    const char *model;      /* NULL: none to load (a run folder: its best/, dz_cli_model_arg) */
+    const char *dtype;      /* --dtype; NULL: f32 */
+    const char *tokenizer;  /* --tokenizer; NULL: the model's own (loaded when tok is given) */
+} dz_cli_preamble;
+/* Returns 0, or the exit status after saying why; *m (and *tok when tok is non-NULL: an
+ * error when there is none) are the caller's to free. */
+int dz_cli_start(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok);
+
+/* A model argument that names a run folder (run.json, no config.json) stands for its
+ * best/ checkpoint: said on stderr, its path written into buf. An error (exit status in
+ * *rc) when the run has no best/ yet. Anything else is returned as it is. */
+const char *dz_cli_model_arg(const char *path, char *buf, size_t cap, int *rc);
+/* The model a command uses when none is given: stories260K from the assets. */
+const char *dz_cli_default_model(char *buf, size_t cap);
 
 /* The assets folder: $DISTZO_ASSETS, else ../shared/assets. Writes into buf. */
 const char *dz_cli_assets(char *buf, size_t cap);
 /* buf = assets/rel. */
 const char *dz_cli_asset(const char *rel, char *buf, size_t cap);
 
-/* Loads a model (dtype "f32"/"bf16"/...) and its tokenizer (override path or the model's own). */
-int dz_cli_load(const char *model_path, const char *dtype, const char *tokenizer_path, int need_tokenizer,
-                dz_model **m, dz_tokenizer **tok);
-
 /* Peak resident set size of this process in bytes (VmHWM). */
-size_t dz_cli_peak_rss(void);
+static inline size_t dz_cli_peak_rss(void) { return dz_runtime_peak_rss(); }
 
 /* Reads a task file (template, label_words, text_key, label_key); fields already set stay. */
 int dz_cli_task_file(const char *path, const char **template_, const char **label_words, const char **text_key,
                      const char **label_key);
 
 /* JSON string output with escapes. */
-void dz_cli_json_string(FILE *out, const char *s);
+static inline void dz_cli_json_string(FILE *out, const char *s) { dz_write_json_string(out, s); }
 
 int dz_cmd_info(int argc, char **argv);
 int dz_cmd_generate(int argc, char **argv);

@@ -49,7 +49,11 @@ int main(int argc, char **argv) {
     dz_cli_progress_init(); /* long operations show progress on stderr */
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "distzo: unknown command '%s'\n\n", argv[1]);
+    const char *names[sizeof commands / sizeof commands[0]];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
+    const char *near = dz_args_closest(argv[1], strlen(argv[1]), names, sizeof names / sizeof names[0]);
+    if (near) fprintf(stderr, "distzo: unknown command '%s' (did you mean %s?)\n\n", argv[1], near);
+    else fprintf(stderr, "distzo: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;
 }

@@ -25,11 +25,15 @@ int dz_cli_task_file(const char *path, const char **template_, const char **labe
     char *text;
     dz_error err = {0};
     if (dz_read_file(path, &text, NULL, &err) != DZ_OK) return dz_cli_fail(&err);
-    cJSON *o = cJSON_Parse(text);
+    const char *stop = NULL;
+    cJSON *o = cJSON_ParseWithOpts(text, &stop, 0);
+    char where[96] = "not a JSON object"; /* or, when it is no JSON at all, where it stops being JSON */
+    if (!o && stop && stop >= text && stop <= text + strlen(text))
+        dz_json_error_at(text, (size_t)(stop - text), where, sizeof where);
     free(text);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return dz_cli_failf("%s: not a JSON object", path);
+        return dz_cli_failf("%s: %s", path, where);
     }
     size_t used = 0;
     int rc = 0;

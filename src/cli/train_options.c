@@ -46,13 +46,20 @@ int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v
         {"perturbation", DZ_OPT_STR, &v->perturbation, "gaussian (default) or rademacher"},
         {"schedule", DZ_OPT_STR, &v->schedule, "lr schedule: constant (default), linear, cosine"},
         {"warmup", DZ_OPT_INT, &c->optim.warmup, help[H_WARMUP][k]},
-        {"seed", DZ_OPT_INT, &v->seed, "run seed: the perturbations (default 0)"},
-        {"data-seed", DZ_OPT_INT, &v->data_seed, help[H_DATA_SEED][k]},
+        {"seed", DZ_OPT_SEED, &v->seed, "run seed: the perturbations (default 0)"},
+        {"data-seed", DZ_OPT_SEED, &v->data_seed, help[H_DATA_SEED][k]},
         {"train-examples", DZ_OPT_INT, &c->data.train_examples, help[H_TRAIN_EXAMPLES][k]},
         {"master-dtype", DZ_OPT_STR, &v->master, help[H_MASTER][k]},
     };
     memcpy(out, opts, sizeof opts);
+    c->data.lm_seq = DZ_OPT_UNSET;
     return DZ_CLI_TRAIN_OPTS;
+}
+
+int dz_cli_train_given(dz_train_config *c) {
+    if (c->data.lm_seq == DZ_OPT_UNSET) c->data.lm_seq = 0; /* run.json's "the model's maximum" */
+    else if (c->data.lm_seq < 2) return dz_cli_failf("option --seq: %d tokens; a window needs at least 2", c->data.lm_seq);
+    return 0;
 }
 
 int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_train_command cmd,
@@ -79,8 +86,8 @@ int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_
         return dz_cli_failf("option --task: '%s' is not sst2, classify, lm%s", d->task,
                             presets ? " or a preset (rte, cb, boolq, wsc, wic, multirc, copa, record, squad, drop)"
                                     : " (the tasks a federated run takes)");
-    c->optim.wd = v->wd, c->optim.seed = (uint64_t)v->seed, d->seed = (uint64_t)v->data_seed;
-    c->model = model_path ? model_path : dz_cli_asset("stories260K/stories260K.bin", model_buf, sizeof model_buf);
+    c->optim.wd = v->wd, c->optim.seed = v->seed, d->seed = v->data_seed;
+    c->model = model_path ? model_path : dz_cli_default_model(model_buf, sizeof model_buf);
     if (realpath(c->model, abs_model)) c->model = abs_model;
     if (c->tokenizer && realpath(c->tokenizer, abs_tok)) c->tokenizer = abs_tok;
     return 0;

@@ -10,7 +10,7 @@
 /* The option values that are not dz_train_config fields as they are (names, or other types). */
 typedef struct dz_cli_train_values {
     const char *master, *perturbation, *schedule, *task_file;
-    int seed, data_seed;
+    uint64_t seed, data_seed; /* 0..2^63-1 */
     float wd;
 } dz_cli_train_values;
 
@@ -23,8 +23,13 @@ enum { DZ_CLI_TRAIN_OPTS = 20 }; /* the entries dz_cli_train_options writes */
 /* The defaults of the values (f32, gaussian, constant, seed 0, data seed 42, no weight decay). */
 dz_cli_train_values dz_cli_train_values_default(void);
 /* Writes the shared options (task, prompt, optimiser, seeds, master dtype) into out
- * (DZ_CLI_TRAIN_OPTS entries), bound to c and v. Returns the count written. */
+ * (DZ_CLI_TRAIN_OPTS entries), bound to c and v. Returns the count written. The settings
+ * whose 0 stands for a default (--seq: the model's maximum) are set to DZ_OPT_UNSET:
+ * dz_cli_train_given, right after the command line is parsed, refuses a given 0 and sets
+ * the rest to 0. */
 int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v, dz_cli_train_command cmd);
+/* Returns 0, or the exit status after saying which option is out of range. */
+int dz_cli_train_given(dz_train_config *c);
 /* v into c: the task file read, names to enums (an unknown one is an error naming its
  * option), the default label words, seeds and weight decay. Then the model (model_path, default the assets' stories260K) and
  * tokenizer as absolute paths (run.json keeps them). Returns 0, or the exit status. */

@@ -244,3 +244,33 @@ dz_status dz_copy_file(const char *src, const char *dst, dz_error *err) {
     return st;
 }
 
+
+char *dz_json_error_at(const char *text, size_t offset, char *out, size_t cap) {
+    const char *what = "not valid JSON";
+    const size_t at = offset > 0 && (text[offset - 1] == '}' || text[offset - 1] == ']') ? offset - 1 : offset;
+    if (text[at] == '}' || text[at] == ']') {
+        size_t k = at; /* the bracket; a comma before it, past blanks, is the fault */
+        while (k > 0 && (text[k - 1] == ' ' || text[k - 1] == '\t' || text[k - 1] == '\n' || text[k - 1] == '\r')) k--;
+        if (k > 0 && text[k - 1] == ',') offset = k - 1, what = "a trailing comma (JSON allows none)";
+    }
+    int line = 1, column = 1;
+    for (size_t i = 0; i < offset && text[i]; i++) {
+        if (text[i] == '\n') line++, column = 1;
+        else column++;
+    }
+    snprintf(out, cap, "line %d, column %d: %s", line, column, what);
+    return out;
+}
+
+void dz_write_json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", out);
+        else if (*p == '\t') fputs("\\t", out);
+        else if (*p == '\r') fputs("\\r", out);
+        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    fputc('"', out);
+}

@@ -269,6 +269,21 @@ int dz_run_config_has_key(const char *key) {
     return field_by_key(key, &inverted) != NULL;
 }
 
+/* text as a JSON object in *o; an error naming the line and column where it stops being
+ * JSON (a trailing comma, a missing quote), or saying that it is JSON but no object. */
+static dz_status parse_object(const char *text, size_t len, const char *path, cJSON **o, dz_error *err) {
+    const char *stop = NULL;
+    *o = cJSON_ParseWithLengthOpts(text, len, &stop, 0);
+    if (cJSON_IsObject(*o)) return DZ_OK;
+    const int valid = *o != NULL; /* JSON, but an array or a value */
+    cJSON_Delete(*o);
+    *o = NULL;
+    if (valid || !stop || stop < text || stop > text + len)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
+    char where[96];
+    return dz_fail(err, DZ_ERR_FORMAT, "%s: %s", path, dz_json_error_at(text, (size_t)(stop - text), where, sizeof where));
+}
+
 dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *const *caller_keys, char **strings,
                               dz_error *err) {
     char *text;
@@ -276,11 +291,11 @@ dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *
     *strings = NULL;
     dz_status st = dz_read_file(path, &text, &len, err);
     if (st != DZ_OK) return st;
-    cJSON *o = cJSON_ParseWithLength(text, len);
+    cJSON *o;
+    st = parse_object(text, len, path, &o, err);
     char *buf = malloc(len + 1), *end = buf;
     free(text);
-    if (!o || !cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
-    else if (!buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    if (st == DZ_OK && !buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     for (const cJSON *v = o ? o->child : NULL; st == DZ_OK && v; v = v->next) {
         int inverted;
         const run_field *f = field_by_key(v->string, &inverted);
@@ -319,10 +334,10 @@ dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz
                               dz_error *err) {
     dz_status st = DZ_OK;
     *strings = NULL;
-    cJSON *o = cJSON_ParseWithLength(text, len);
+    cJSON *o;
+    st = parse_object(text, len, path, &o, err);
     char *buf = malloc(len + 1), *end = buf;
-    if (!o || !cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
-    else if (!buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    if (st == DZ_OK && !buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     dz_train_config_default(c);
     for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, path, c, &end, err);
     cJSON_Delete(o);

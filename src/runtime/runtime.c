@@ -2,6 +2,8 @@
  * backend's GEMM. */
 #include "distzo/runtime.h"
 
+#include <stdio.h>
+
 #include "backend/backend.h"
 #include "backend/gemm.h"
 #include "core/cpu_features.h"
@@ -23,4 +25,15 @@ char *dz_runtime_cpu(char *out, size_t cap) {
     dz_cpu_features cpu;
     dz_cpu_detect(&cpu);
     return dz_cpu_describe(&cpu, out, cap);
+}
+
+size_t dz_runtime_peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
 }

@@ -1,0 +1,39 @@
+#include "bench/passes.h"
+
+dz_status dz_bench_model_passes(const dz_model *m, int rounds, dz_bench_zo_passes *out, dz_error *err) {
+    const dz_param_table *t = dz_model_params(m);
+    const int layers = dz_model_config(m)->n_layers;
+    size_t block = 0;
+    for (int b = 0; b < layers; b++) {
+        size_t n = 0;
+        for (int i = 0; i < t->count; i++)
+            if (t->params[i].block == b) n += (size_t)dz_param_numel(&t->params[i]);
+        if (n > block) block = n;
+    }
+    return dz_bench_zo_passes_run((size_t)dz_param_table_numel(t), block, rounds, out, err);
+}
+
+void dz_bench_print_passes(FILE *out, const dz_bench_zo_passes *p, double step, double two_fwd, int json) {
+    const double n = p->elements;
+    if (json) {
+        fprintf(out, ", \"passes\": {\"parameters\": %.0f, \"zgen_seconds\": %.5f, \"perturb_seconds\": %.5f, "
+               "\"update_seconds\": %.5f, \"fused_seconds\": %.5f, \"perturb_bytes\": %.0f, \"update_bytes\": %.0f, "
+               "\"fused_bytes\": %.0f, \"perturb_gbs\": %.3f, \"update_gbs\": %.3f, \"fused_gbs\": %.3f, "
+               "\"memory_read_gbs\": %.3f, \"memory_copy_gbs\": %.3f, \"step_minus_2_forwards_seconds\": %.5f}",
+               n, p->zgen_s, p->perturb_s, p->update_s, p->fused_s, p->perturb_bytes, p->update_bytes, p->fused_bytes,
+               p->perturb_bytes / p->perturb_s * 1e-9, p->update_bytes / p->update_s * 1e-9,
+               p->fused_bytes / p->fused_s * 1e-9, p->read_gbs, p->copy_gbs, step - two_fwd);
+        return;
+    }
+    fprintf(out, "passes   per step over %.1fM f32 parameters, the backend's ZO kernels on buffers of their own:\n", n / 1e6);
+    fprintf(out, "         z alone (2 per parameter)   %8.1f ms  %.2f ns per z\n", 1e3 * p->zgen_s, p->zgen_s / (2 * n) * 1e9);
+    fprintf(out, "         perturb (1 z, w+ and w-)    %8.1f ms  %5.1f GB/s (%.0f MB)\n", 1e3 * p->perturb_s,
+           p->perturb_bytes / p->perturb_s * 1e-9, p->perturb_bytes / 1e6);
+    fprintf(out, "         update (1 z)                %8.1f ms  %5.1f GB/s (%.0f MB)\n", 1e3 * p->update_s,
+           p->update_bytes / p->update_s * 1e-9, p->update_bytes / 1e6);
+    fprintf(out, "         update then perturb (2 z)   %8.1f ms  %5.1f GB/s (%.0f MB): the step's pass\n", 1e3 * p->fused_s,
+           p->fused_bytes / p->fused_s * 1e-9, p->fused_bytes / 1e6);
+    fprintf(out, "memory   %.1f GB/s read, %.1f GB/s copy (read + written) with the same threads: the step's pass\n"
+           "         moves its bytes at %.0f%% of copy; step - 2 x forward = %.1f ms\n",
+           p->read_gbs, p->copy_gbs, 100 * p->fused_bytes / p->fused_s * 1e-9 / p->copy_gbs, 1e3 * (step - two_fwd));
+}

@@ -1,0 +1,140 @@
+/* bench step: a plain forward (as eval runs it) and full ZO steps in one run, with the
+ * peak RSS after each phase; the store's I/O when the masters are in one. */
+#include "distzo/benchmarks.h"
+
+#include "bench/losses.h"
+#include "bench/passes.h"
+
+typedef struct step_result {
+    double fwd, step, g;
+    size_t rss_eval, rss_train, eval_act, train_act;
+    dz_store_stats io0, io1; /* the store's counters after the warm-up step and after the last */
+} step_result;
+
+/* Phase 1: the forward alone, as eval runs it (not with a store: its masters stream). */
+static dz_status forward_phase(dz_model *m, int in_memory, dz_lm_work *lw, const dz_bench_step_spec *s, step_result *x,
+                               dz_error *err) {
+    dz_forward *f = NULL;
+    dz_status st = in_memory ? dz_forward_create(m, s->batch, s->seq, 0, &f, err) : DZ_OK;
+    const dz_weight_source w = dz_model_weights(m);
+    for (int r = 0; st == DZ_OK && in_memory && r <= s->steps; r++) {
+        double t0 = dz_now();
+        st = dz_lm_work_forward(f, &w, lw, s->batch, s->seq, err);
+        if (r > 0) x->fwd += (dz_now() - t0) / s->steps;
+    }
+    x->rss_eval = dz_runtime_peak_rss();
+    if (f) x->eval_act = dz_forward_bytes(f);
+    dz_forward_free(f);
+    return st;
+}
+
+/* Phase 2: ZO steps, after one warm-up. */
+static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_step_spec *s, step_result *x,
+                            dz_error *err) {
+    dz_store *store = dz_setup_store(setup);
+    const dz_engine_spec es = {.max_batch = s->batch, .max_len = s->seq, .streams = 2,
+                               .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = s->fuse},
+                               .max_resident_mb = s->max_resident_mb, .stream_globals = s->stream_globals};
+    dz_status st = dz_setup_engine(setup, &es, err);
+    dz_forward *f = dz_setup_forward(setup);
+    dz_zo_engine *e = dz_setup_zo_engine(setup);
+    const dz_zo_batch zb = dz_lm_work_zo(lw, s->batch, s->seq);
+    for (int r = 0; st == DZ_OK && r <= s->steps; r++) {
+        dz_zo_step_result res;
+        double t0 = dz_now();
+        st = dz_zo_step(e, (uint32_t)r, 1e-6f, &zb, &res, err);
+        if (r > 0) x->step += (dz_now() - t0) / s->steps;
+        if (r == 0 && store) x->io0 = dz_store_get_stats(store); /* after the warm-up step */
+        x->g = res.g[0];
+    }
+    x->io1 = store ? dz_store_get_stats(store) : x->io0; /* the steps' I/O, before the flush */
+    if (e) {
+        dz_error flush_err = {0};
+        if (dz_zo_flush(e, &flush_err) != DZ_OK && st == DZ_OK) st = dz_fail(err, flush_err.code, "%s", flush_err.msg);
+    }
+    x->rss_train = dz_runtime_peak_rss();
+    if (f) x->train_act = dz_forward_bytes(f) + dz_zo_engine_bytes(e);
+    return st;
+}
+
+/* The disk store's figures: memory, I/O per step and how much of it compute hid. */
+static void print_store(const dz_bench_report *r, const dz_bench_step_spec *s, const dz_model *m, const step_result *x) {
+    const dz_store_stats io = x->io1, io0 = x->io0;
+    const int steps = s->steps;
+    const double rd = (double)(io.bytes_read - io0.bytes_read) / steps, wr = (double)(io.bytes_written - io0.bytes_written) / steps;
+    /* the I/O thread's work (transfers, and the updates it applies between them) is hidden
+     * except where the step waited for it; row reads on the step's own thread never are */
+    const double io_s = (io.thread_io_s - io0.thread_io_s) / steps, wait_s = (io.wait_s - io0.wait_s) / steps;
+    const double busy_s = (io.thread_busy_s - io0.thread_busy_s) / steps;
+    const double caller_s = (io.caller_io_s - io0.caller_io_s) / steps, all_s = busy_s + caller_s;
+    const double exposed = (wait_s < busy_s ? wait_s : busy_s) + caller_s;
+    const double hidden = all_s > 0 ? 1.0 - exposed / all_s : 1.0;
+    if (r->json)
+        fprintf(r->out, "{\"model\": \"%s\", \"store\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
+               "\"step_seconds\": %.4f, \"peak_rss_bytes\": %zu, \"resident_weights_bytes\": %zu, "
+               "\"buffers_bytes\": %zu, \"read_bytes_per_step\": %.0f, \"written_bytes_per_step\": %.0f, "
+               "\"io_seconds_per_step\": %.4f, \"io_thread_busy_seconds_per_step\": %.4f, \"caller_io_seconds_per_step\": %.4f, "
+               "\"io_wait_seconds_per_step\": %.4f, \"io_hidden\": %.3f}\n",
+               r->model, s->store, s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), x->step, x->rss_train,
+               dz_model_bytes_owned(m), x->train_act, rd, wr, io_s, busy_s, caller_s, wait_s, hidden);
+    else
+        fprintf(r->out, "step     %s, %d x %d tokens, %d threads, %s master, store %s\n"
+               "time     ZO step %.4f s\n"
+               "memory   peak RSS %.1f MB: resident weights %.1f MB, buffers %.1f MB\n"
+               "io       %.1f MB read + %.1f MB written per step; I/O thread %.3f s (%.3f s transfers, the rest\n"
+               "         updates), %.3f s row reads on the step's thread, %.3f s waited: %.0f%% hidden\n",
+               r->model, s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), s->store, x->step,
+               x->rss_train / 1e6, dz_model_bytes_owned(m) / 1e6, x->train_act / 1e6, rd / 1e6, wr / 1e6, busy_s, io_s,
+               caller_s, wait_s, 100 * hidden);
+}
+
+/* In memory: the forward beside the step, the memory of each phase, the passes (f32 masters). */
+static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, const step_result *x,
+                         const dz_bench_zo_passes *passes) {
+    FILE *out = r->out;
+    const double fwd = x->fwd, step = x->step;
+    if (r->json) {
+        fprintf(out, "{\"model\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
+               "\"fused\": %s, \"forward_seconds\": %.4f, \"step_seconds\": %.4f, \"step_over_2_forwards\": %.4f, "
+               "\"peak_rss_eval_bytes\": %zu, \"peak_rss_train_bytes\": %zu, \"rss_ratio\": %.4f, "
+               "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g",
+               r->model, s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "true" : "false", fwd,
+               step, step / (2 * fwd), x->rss_eval, x->rss_train, (double)x->rss_train / x->rss_eval, x->eval_act,
+               x->train_act, x->g);
+        if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, 1);
+        fprintf(out, "}\n");
+        return;
+    }
+    fprintf(out, "step     %s, %d x %d tokens, %d threads, %s master, %s\n", r->model, s->batch, s->seq,
+            dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "fused updates" : "unfused");
+    fprintf(out, "gemm     %s\n", dz_runtime_gemm());
+    fprintf(out, "time     forward %.4f s, ZO step %.4f s: step / (2 x forward) = %.3f\n", fwd, step, step / (2 * fwd));
+    fprintf(out, "memory   peak RSS %.1f MB after the forward phase, %.1f MB after training (x%.3f);\n"
+           "         buffers %.1f MB (forward) vs %.1f MB (two streams + working copies)\n",
+           x->rss_eval / 1e6, x->rss_train / 1e6, (double)x->rss_train / x->rss_eval, x->eval_act / 1e6, x->train_act / 1e6);
+    if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, 0);
+}
+
+dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err) {
+    dz_zo_setup *setup = NULL;
+    const dz_weights_spec ws = {.path = s->model, .master_dtype = s->master, .store = s->store};
+    dz_status st = dz_setup_weights(&ws, &setup, err);
+    if (st != DZ_OK) return st;
+    dz_model *m = dz_setup_model(setup);
+    const int in_memory = dz_setup_store(setup) == NULL;
+    dz_lm_work lw = {0};
+    step_result x = {0};
+    st = dz_lm_work_init(&lw, dz_model_config(m), s->batch, s->seq, err);
+    if (st == DZ_OK) st = forward_phase(m, in_memory, &lw, s, &x, err);
+    if (st == DZ_OK) st = step_phase(setup, &lw, s, &x, err);
+    if (st == DZ_OK && !in_memory) print_store(r, s, m, &x);
+    if (st == DZ_OK && in_memory) {
+        dz_bench_zo_passes passes;
+        const int with_passes = s->master == DZ_F32; /* the passes time f32 masters' kernels */
+        if (with_passes) st = dz_bench_model_passes(m, s->steps, &passes, err);
+        if (st == DZ_OK) print_memory(r, s, &x, with_passes ? &passes : NULL);
+    }
+    dz_lm_work_free(&lw);
+    dz_setup_free(setup);
+    return st;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The command line's own rules (issue 27: 3, 2's parsing, 10's floats, 19's messages):
+# no value a user types is taken for "not given", seeds are 0..2^63-1 exactly, floats are
+# decimal, a typo gets "did you mean", a broken JSON file names the line and column, and
+# a run folder given as a model stands for its best/ checkpoint.
+# usage: options.sh DISTZO_BINARY ASSETS_DIR
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/dev.tsv
+stories=$assets/stories260K/stories260K.bin
+head -9 "$assets/sst2/dev.tsv" > "$tmp/dev8.tsv"
+tiny=(--model "$stories" --data "$tmp/dev8.tsv" --train-examples 4 --dev-examples 2 --batch 2 --threads 1)
+
+# refused NAME REGEX -- command...: exits non-zero (no signal), stderr matches, within 60 s
+refused() {
+  local name=$1 regex=$2 out rc
+  shift 3
+  out=$(timeout 60 "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -lt 128 ] && grep -Eq -- "$regex" <<<"$out"; then ok "$name: $out"
+  else bad "$name (exit $rc, wanted /$regex/): $out"; fi
+}
+
+# ---- 27.3: "not given" is no value a user can type ----
+refused "train --steps -1 (was: 4000 steps)" "steps -1.*at least 1" -- "$bin" train "${tiny[@]}" --steps -1 --out "$tmp/r1"
+refused "train --steps 0" "steps 0.*at least 1" -- "$bin" train "${tiny[@]}" --steps 0 --out "$tmp/r2"
+[ ! -e "$tmp/r1" ] && ok "a refused --steps left no run folder" || bad "train --steps -1 wrote $tmp/r1"
+refused "serve --steps 0 (was: 1000 rounds)" "option --steps: 0" -- "$bin" serve --steps 0 --out "$tmp/s1"
+refused "serve --steps -1" "option --steps: -1" -- "$bin" serve --steps -1 --out "$tmp/s2"
+refused "serve --seed-pool -1 (was: no pool)" "option --seed-pool: -1" -- "$bin" serve --seed-pool -1 --out "$tmp/s3"
+refused "plan --overhead-mb -1 (was: the measured default)" "option --overhead-mb: -1" -- \
+  "$bin" plan --model opt-125m --mem-per-node 8 --overhead-mb -1
+refused "plan --overhead-mpi-mb -1" "option --overhead-mpi-mb: -1" -- \
+  "$bin" plan --model opt-125m --mem-per-node 8 --overhead-mpi-mb -1
+# 0 that stood for the default where 0 is no value: refused when given
+refused "train --seq 0 (was: the model's maximum)" "option --seq: 0 tokens" -- \
+  "$bin" train "${tiny[@]}" --task lm --seq 0 --steps 1 --out "$tmp/q1"
+refused "serve --seq 0" "option --seq: 0 tokens" -- "$bin" serve --task lm --seq 0 --out "$tmp/q2"
+refused "train --gen-tokens 0 (was: 50)" "option --gen-tokens: 0 tokens" -- \
+  "$bin" train "${tiny[@]}" --gen-tokens 0 --steps 1 --out "$tmp/q3"
+refused "eval --gen-tokens -3 (was: 50)" "option --gen-tokens: -3 tokens" -- "$bin" eval "$stories" --gen-tokens -3 --limit 2
+refused "plan --seq 0 (was: 64)" "option --seq: 0 tokens" -- "$bin" plan --model opt-125m --mem-per-node 8 --seq 0
+a=$("$bin" plan --model opt-125m --mem-per-node 8 --json 2>&1)
+b=$("$bin" plan --model opt-125m --mem-per-node 8 --overhead-mb 0 --json 2>&1)
+[ "$a" != "$b" ] && grep -q '"overhead_bytes": 0,' <<<"$b" && ok "plan --overhead-mb 0 is a value, not the default" ||
+  bad "plan --overhead-mb 0: $b"
+
+# ---- 27.2: seeds are 0..2^63-1, exactly ----
+range="outside 0\.\.9223372036854775807"
+refused "train --seed -1 (was: wrapped to 2^64-1)" "option --seed: '-1' is $range" -- "$bin" train "${tiny[@]}" --seed -1 --out "$tmp/r3"
+refused "train --seed 2^63" "option --seed: '9223372036854775808' is $range" -- \
+  "$bin" train "${tiny[@]}" --seed 9223372036854775808 --out "$tmp/r4"
+refused "train --data-seed 2^64" "option --data-seed: '18446744073709551616' is $range" -- \
+  "$bin" train "${tiny[@]}" --data-seed 18446744073709551616 --out "$tmp/r5"
+refused "generate --seed -5" "option --seed: '-5' is $range" -- "$bin" generate "$stories" --seed -5 -n 2
+refused "init --seed abc" "option --seed: 'abc' is not an integer" -- "$bin" init --seed abc -o "$tmp/i1"
+# 2^53 + 1 is no double: it must reach the sampler as itself (2^53 is its nearest double)
+g1=$("$bin" generate "$stories" --seed 9007199254740993 -n 24 --json 2>/dev/null | grep -o '"tokens": \[[^]]*\]')
+g2=$("$bin" generate "$stories" --seed 9007199254740992 -n 24 --json 2>/dev/null | grep -o '"tokens": \[[^]]*\]')
+g3=$("$bin" generate "$stories" --seed 9223372036854775807 -n 24 --json 2>/dev/null | grep -o '"tokens": \[[^]]*\]')
+[ -n "$g1" ] && [ -n "$g2" ] && [ -n "$g3" ] && [ "$g1" != "$g2" ] &&
+  ok "generate --seed 2^53+1, 2^53 and 2^63-1 accepted, 2^53+1 and 2^53 sample differently" ||
+  bad "seeds around 2^53: '$g1' '$g2' '$g3'"
+"$bin" train "${tiny[@]}" --seed 9007199254740993 --steps 1 --eval-every 0 --out "$tmp/big_seed" > /dev/null 2>&1 &&
+  ok "train --seed 2^53+1 runs" || bad "train --seed 9007199254740993 failed"
+
+# ---- 27.10: floats are decimal ----
+for v in 0x10 0X1p4 inf -inf nan infinity 1e5x ''; do
+  refused "train --lr '$v'" "option --lr: '$v' is not a decimal number" -- "$bin" train "${tiny[@]}" --lr "$v" --out "$tmp/r6"
+done
+refused "generate --temperature 0x1" "option --temperature: '0x1' is not a decimal number" -- "$bin" generate "$stories" --temperature 0x1
+refused "train --steps 1e3 (an integer option)" "option --steps: '1e3' is not an integer" -- "$bin" train --steps 1e3
+refused "train --steps 99999999999" "option --steps: '99999999999' is outside" -- "$bin" train --steps 99999999999
+"$bin" train "${tiny[@]}" --lr 1e-5 --eps .001 --steps 1 --eval-every 0 --out "$tmp/decimal" > /dev/null 2>&1 &&
+  ok "decimal floats (1e-5, .001) accepted" || bad "train --lr 1e-5 --eps .001 failed"
+
+# ---- 27.19: messages that say more ----
+refused "a mistyped option" "unknown option '--stpes' \(did you mean --steps\?\)" -- "$bin" train --stpes 3
+refused "a mistyped option of eval" "unknown option '--lable-words' \(did you mean --label-words\?\)" -- "$bin" eval --lable-words a,b
+refused "an option far from any" "unknown option '--frobnicate' \(see --help\)" -- "$bin" train --frobnicate 3
+refused "a mistyped command" "unknown command 'trian' \(did you mean train\?\)" -- "$bin" trian
+printf '{"lr": 1e-5,\n "steps": 3,\n}\n' > "$tmp/comma.json"
+refused "--config with a trailing comma" "comma.json: line 2, column 12: a trailing comma" -- \
+  "$bin" train --config "$tmp/comma.json" --out "$tmp/r7"
+printf '{"lr": 1e-5,\n "steps" 3}\n' > "$tmp/colon.json"
+refused "--config missing a colon" "colon.json: line 2, column 10: not valid JSON" -- \
+  "$bin" train --config "$tmp/colon.json" --out "$tmp/r8"
+printf '{"template": "{text} It was",\n  "label_words": ["bad", "good",]}\n' > "$tmp/task.json"
+refused "--task-file with a trailing comma" "task.json: line 2, column 32: a trailing comma" -- \
+  "$bin" eval "$stories" --task-file "$tmp/task.json" --limit 2
+printf '[1, 2]\n' > "$tmp/array.json"
+refused "--config that is an array" "array.json: not a JSON object" -- "$bin" train --config "$tmp/array.json" --out "$tmp/r9"
+
+# eval RUN: a run folder stands for its best/ checkpoint, said so; without one, what to pass
+"$bin" train "${tiny[@]}" --steps 2 --eval-every 0 --out "$tmp/run" > /dev/null 2>&1 || bad "train for eval RUN failed"
+[ -d "$tmp/run/best" ] || cp -r "$tmp/run/checkpoint-2" "$tmp/run/best" # best/ is not written when step 0 stays best
+want=$("$bin" eval "$tmp/run/best" --data "$tmp/dev8.tsv" 2>/dev/null | head -1 | sed 's/ ([0-9.]* s)$//')
+out=$("$bin" eval "$tmp/run" --data "$tmp/dev8.tsv" 2>"$tmp/eval_run.err" | head -1 | sed 's/ ([0-9.]* s)$//')
+grep -q "run folder: using its best checkpoint, $tmp/run/best" "$tmp/eval_run.err" && [ -n "$want" ] &&
+  [ "${out#*: }" = "${want#*: }" ] && ok "eval RUN evaluates RUN/best, saying so: $out" ||
+  bad "eval RUN: '$out' vs RUN/best '$want': $(cat "$tmp/eval_run.err")"
+rm -rf "$tmp/run/best"
+refused "eval RUN without best/" "run is a run folder with no best/ checkpoint yet: name one of its checkpoints \(.*/run/checkpoint-2\)" -- \
+  "$bin" eval "$tmp/run" --data "$tmp/dev8.tsv"
+refused "info RUN without best/" "no best/ checkpoint yet" -- "$bin" info "$tmp/run"
+
+finish
