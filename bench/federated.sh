@@ -18,7 +18,7 @@ echo "bench-federated-token-0123456789" > "$tmp/token"
 for i in $(seq 1 "$workers"); do
   { head -1 "$assets/sst2/train.tsv"; sed -n "$((2 + (i - 1) * per)),$((1 + i * per))p" "$assets/sst2/train.tsv"; } > "$tmp/shard$i.tsv"
 done
-accuracy() { "$bin" eval "$1" --task sst2 --label-words bad,good --data "$assets/sst2/dev.tsv" 2>&1 | grep -Eo 'accuracy [0-9.]+%' | head -1; }
+accuracy() { "$bin" eval "$1" --task sst2 --data "$assets/sst2/dev.tsv" 2>&1 | grep -Eo 'accuracy [0-9.]+%' | head -1; }
 for code in $codes; do
   case $code in
     kseed) mode=(--g-code byte --seed-pool "$pool_k" --seed-sampling uniform) ;;

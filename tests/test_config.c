@@ -18,16 +18,6 @@
 #include "distzo/dtype.h"
 #include "distzo/model.h"
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_cfg_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 /* Writes text to g_dir/name and returns the path (static storage, one at a time). */
 static const char *cfg_file(const char *name, const char *text) {
     static char path[512];
@@ -321,6 +311,14 @@ static void malformed(void **state) {
     parse_bad("huge_vocab.json", "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,"
               " \"max_position_embeddings\": 256, \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
               " \"vocab_size\": 1000000000}", DZ_ERR_INVALID, "vocab_size");
+    /* Whole numbers past int: out of range (issue 27.10), not "not an integer". */
+    parse_bad("vocab_2p40.json", "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128,"
+              " \"max_position_embeddings\": 256, \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
+              " \"vocab_size\": 1099511627776}", DZ_ERR_FORMAT,
+              "field 'vocab_size' is out of range: 1099511627776 is not in -2147483648..2147483647");
+    parse_bad("head_dim_2p31.json", SMALL_LLAMA(", \"head_dim\": 2147483648"), DZ_ERR_FORMAT,
+              "field 'head_dim' is out of range: 2147483648 is not in -2147483648..2147483647");
+    parse_bad("frac_head_dim.json", SMALL_LLAMA(", \"head_dim\": 16.5"), DZ_ERR_FORMAT, "field 'head_dim' is not an integer");
 }
 
 /* Files that are not regular are refused at once (a FIFO would block, /dev/zero never end). */
@@ -407,5 +405,5 @@ int main(void) {
         cmocka_unit_test(malformed),  cmocka_unit_test(validate_rules),
         cmocka_unit_test(special_files), cmocka_unit_test(non_finite_weights),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

@@ -587,6 +587,28 @@ static void unlabelled_rows_refused(void **state) {
     assert_msg_names(&err, path, 1, "no label");
     dz_dataset_free(&ds);
 }
+/* A small file keeps a dev set (issue 27.17): as asked when there are enough, else the
+ * proportion asked, the dev part rounded down and at least 1. */
+static void split_counts(void **state) {
+    (void)state;
+    const struct { int avail, train, dev, want_train, want_dev, changed; } cases[] = {
+        {67349, 1000, 500, 1000, 500, 0}, /* SST-2: as asked */
+        {1500, 1000, 500, 1000, 500, 0},  /* exactly enough */
+        {200, 1000, 500, 134, 66, 1},     /* 200 * 500 / 1500 = 66.7 -> 66 dev */
+        {2, 1000, 500, 1, 1, 1},          /* 0 dev by the proportion: 1 kept */
+        {1, 1000, 500, 1, 0, 1},          /* one example: it trains */
+        {10, 32, 0, 10, 0, 1},            /* no dev asked: none drawn */
+        {30, 16, 16, 15, 15, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int nt = -1, nd = -1;
+        const int changed = dz_split_counts(cases[i].avail, cases[i].train, cases[i].dev, &nt, &nd);
+        if (nt != cases[i].want_train || nd != cases[i].want_dev || changed != cases[i].changed)
+            fail_msg("case %zu: %d available, %d + %d asked: %d train + %d dev (%d), want %d + %d (%d)", i,
+                     cases[i].avail, cases[i].train, cases[i].dev, nt, nd, changed, cases[i].want_train,
+                     cases[i].want_dev, cases[i].changed);
+    }
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -606,6 +628,7 @@ int main(void) {
         cmocka_unit_test(sample_keeps_lines_and_completions),
         cmocka_unit_test(unlabelled_rows_refused),
         cmocka_unit_test(duplicate_label_words),
+        cmocka_unit_test(split_counts),
     };
     return test_assets_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "assets.h"
+#include "json_file.h"
 #include "distzo/setup.h"
 
 #include "distzo/util.h"
@@ -37,15 +38,7 @@ static float from_bits(uint32_t u) {
     return f;
 }
 
-static cJSON *golden(void) {
-    char *text = NULL;
-    dz_error err = {0};
-    if (dz_read_file(DZ_TEST_DATA "/federated/byte_code.json", &text, NULL, &err) != DZ_OK) fail_msg("%s", err.msg);
-    cJSON *o = cJSON_Parse(text);
-    free(text);
-    assert_non_null(o);
-    return o;
-}
+static cJSON *golden(void) { return test_json_file("federated/byte_code.json"); }
 
 static void byte_code_decodes_as_the_reference(void **state) {
     (void)state;

@@ -630,16 +630,6 @@ static void lozo_wide_rows_opt_f32(void **state) {
     every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 2, DZ_F32, LOZO, 1100});
 }
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_pipeline_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(opt_committed_f32),
@@ -653,5 +643,5 @@ int main(void) {
         cmocka_unit_test(sparse_wide_rows_llama_bf16),
         cmocka_unit_test(lozo_wide_rows_opt_f32),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

@@ -18,16 +18,6 @@
 #include "core/util.h"
 #include "run/run_files.h"
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_run_config_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 static dz_train_config distinctive(void) {
     dz_train_config c;
     dz_train_config_default(&c);
@@ -98,7 +88,52 @@ static void round_trip(void **state) {
     free(text);
 }
 
+/* run.json's text: names for choices, the shortest decimal for floats, seeds as exact
+ * integers (2^53 + 1 and 2^63 - 1 read back as themselves, not as the nearest double). */
+static void readable_and_exact(void **state) {
+    (void)state;
+    dz_train_config w = distinctive();
+    w.optim.seed = 9007199254740993ull, w.data.seed = 9223372036854775807ull, w.optim.lr = 4e-5f;
+    w.optim.lr_schedule = DZ_LR_LINEAR, w.optim.rademacher = 1, w.optim.estimator = DZ_ZO_LOZO;
+    dz_error err = {0};
+    if (dz_run_config_write(g_dir, &w, &err) != DZ_OK) fail_msg("%s", err.msg);
+    char path[512], *text = NULL;
+    snprintf(path, sizeof path, "%s/run.json", g_dir);
+    if (dz_read_file(path, &text, NULL, &err) != DZ_OK) fail_msg("%s", err.msg);
+    static const char *want[] = {"\"seed\":\t9007199254740993", "\"data_seed\":\t9223372036854775807",
+                                 "\"lr\":\t4e-05", "\"eps\":\t0.003", "\"weight_decay\":\t0.125",
+                                 "\"schedule\":\t\"linear\"", "\"rademacher\":\t\"rademacher\"",
+                                 "\"estimator\":\t\"lozo\"", "\"fuse\":\t\"unfused\""};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("run.json lacks %s:\n%s", want[i], text);
+    free(text);
+    dz_train_config r;
+    char *strings = NULL;
+    if (dz_run_config_read(g_dir, &r, &strings, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_true(r.optim.seed == 9007199254740993ull && r.data.seed == 9223372036854775807ull);
+    assert_true(r.optim.lr == 4e-5f), assert_int_equal(r.optim.lr_schedule, DZ_LR_LINEAR);
+    assert_int_equal(r.optim.rademacher, 1), assert_int_equal(r.optim.estimator, DZ_ZO_LOZO);
+    free(strings);
+
+    /* run.json as older versions wrote it: choices as numbers, floats as doubles */
+    static const char old[] = "{\"model\": \"m\", \"master_dtype\": \"F32\", \"train_examples\": 8, "
+        "\"dev_examples\": 2, \"data_seed\": 42, \"lr\": 3.9999998989515e-05, \"eps\": 0.001, "
+        "\"weight_decay\": 0, \"batch\": 4, \"steps\": 9, \"spsa_samples\": 1, \"warmup\": 0, \"rademacher\": 1, "
+        "\"fuse\": 1, \"schedule\": 2, \"seed\": 1.8446744073709552e+19, \"eval_every\": 5, "
+        "\"checkpoint_every\": 5, \"log_sync_every\": 64, \"max_bad_steps\": 5, \"eval_batch\": 64, "
+        "\"share_prompts\": 1, \"lm_seq\": 0, \"max_resident_mb\": 0}";
+    assert_int_equal(dz_run_config_parse(old, strlen(old), "old.json", &r, &strings, &err), DZ_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "seed")); /* 2^64: the wrapped -1 is not a seed */
+    char fixed[sizeof old];
+    snprintf(fixed, sizeof fixed, "%s", old);
+    memcpy(strstr(fixed, "1.8446744073709552e+19"), "12345678901234567890e0", 22);
+    if (dz_run_config_parse(fixed, strlen(fixed), "old.json", &r, &strings, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_true(r.optim.lr == 4e-5f), assert_int_equal(r.optim.lr_schedule, DZ_LR_COSINE);
+    assert_int_equal(r.optim.rademacher, 1);
+    free(strings);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip)};
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip), cmocka_unit_test(readable_and_exact)};
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

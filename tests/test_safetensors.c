@@ -18,16 +18,6 @@
 
 #include "format/safetensors.h"
 
-static int setup(void **state) {
-    (void)state;
-    return dz_temp_dir_make("dz_test_st_");
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return dz_temp_dir_remove();
-}
-
 static void path_in(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_dir, name); }
 
 static void write_bytes(const char *path, const void *data, size_t len) {
@@ -415,8 +405,25 @@ static void malformed_json(void **state) {
     bad("entry_not_obj.st", "{\"w\": 3}", 0, DZ_ERR_FORMAT, "'w'", "not an object");
     bad("meta.st", "{\"__metadata__\": 5}", 0, DZ_ERR_FORMAT, "__metadata__", NULL);
     bad("meta_val.st", "{\"__metadata__\": {\"format\": 1}}", 0, DZ_ERR_FORMAT, "__metadata__", "'format'");
-    /* Padding after the object is fine, and so is an empty file with metadata only. */
+    /* A NUL before the closing brace, or inside a name (issue 27.10): JSON has no raw control
+     * bytes, and cJSON would skip the first as whitespace and cut the name at the second. */
+    static const char nul_brace[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}\0}";
+    static const char nul_name[] = "{\"w\0x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    const struct { const char *name, *header; size_t len, at; } nuls[] = {
+        {"nul_brace.st", nul_brace, sizeof nul_brace - 1, sizeof nul_brace - 3},
+        {"nul_name.st", nul_name, sizeof nul_name - 1, 3}};
     char path[512];
+    for (int i = 0; i < 2; i++) {
+        unsigned char file[8 + 96 + 4] = {0};
+        for (int b = 0; b < 8; b++) file[b] = (unsigned char)((uint64_t)nuls[i].len >> (8 * b));
+        memcpy(file + 8, nuls[i].header, nuls[i].len);
+        path_in(path, sizeof path, nuls[i].name);
+        write_bytes(path, file, 8 + nuls[i].len + 4);
+        char at[64];
+        snprintf(at, sizeof at, "control byte 0x00 at byte %zu", nuls[i].at);
+        expect_open(path, DZ_ERR_FORMAT, at, (const char *)NULL);
+    }
+    /* Padding after the object is fine, and so is an empty file with metadata only. */
     path_in(path, sizeof path, "padded.st");
     craft_header(path, "{\"__metadata__\":{\"format\":\"pt\"}}      ", 0);
     dz_safetensors st;
@@ -502,5 +509,5 @@ int main(void) {
         cmocka_unit_test(malformed_shapes_and_ranges),
         cmocka_unit_test(accepts_edge_cases),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #include "assets.h"
 #include "golden.h"
+#include "json_file.h"
 
 typedef struct fixture {
     dz_model *m;
@@ -92,12 +93,8 @@ static void logits_match_reference(void **state) {
 
 static void greedy_200_tokens_match_reference(void **state) {
     fixture *fx = need_model(state);
-    char p[1200], *json;
-    snprintf(p, sizeof p, "%s/stories260k/greedy200.json", DZ_TEST_DATA);
+    cJSON *root = test_json_file("stories260k/greedy200.json");
     dz_error err = {0};
-    assert_int_equal(dz_read_file(p, &json, NULL, &err), DZ_OK);
-    cJSON *root = cJSON_Parse(json);
-    assert_non_null(root);
     cJSON *ref_tokens = cJSON_GetObjectItem(root, "tokens");
     const char *ref_text = cJSON_GetObjectItem(root, "text")->valuestring;
     const int n = cJSON_GetArraySize(ref_tokens);
@@ -121,7 +118,6 @@ static void greedy_200_tokens_match_reference(void **state) {
     assert_true(strncmp(text, "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
                         91) == 0);
     cJSON_Delete(root);
-    free(json);
     dz_forward_free(fw);
 }
 

@@ -14,22 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "core/util.h"
 #include "distzo/distzo.h"
 #include "assets.h"
+#include "json_file.h"
 
-static cJSON *golden(void) {
-    char p[1200], *text;
-    snprintf(p, sizeof p, "%s/tasks/golden.json", DZ_TEST_DATA);
-    dz_error err = {0};
-    assert_int_equal(dz_read_file(p, &text, NULL, &err), DZ_OK);
-    cJSON *g = cJSON_Parse(text);
-    free(text);
-    assert_non_null(g);
-    return g;
-}
+static cJSON *golden(void) { return test_json_file("tasks/golden.json"); }
 
 static void presets_match_mezo_templates(void **state) {
     (void)state;
@@ -74,8 +67,10 @@ static void presets_match_mezo_templates(void **state) {
 
 static void preset_errors_name_file_line_and_field(void **state) {
     (void)state;
-    char path[1200];
-    snprintf(path, sizeof path, "%s/tasks_bad_rte.jsonl", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    char path[] = "/tmp/dz_tasks_bad_rte_XXXXXX"; /* a name of its own: other runs of the suite may be at work */
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs("{\"premise\": \"a\", \"hypothesis\": \"b\", \"label\": \"entailment\"}\n", f);

@@ -22,17 +22,11 @@
 #include "core/util.h"
 #include "distzo/metrics.h"
 #include "run/tensorboard.h"
+#include "ref_crc.h"
 
 /* ---- an independent reader ---- */
 
-static uint32_t crc32c_bitwise(const uint8_t *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1)));
-    }
-    return ~c;
-}
+static uint32_t crc32c_bitwise(const uint8_t *p, size_t n) { return ref_crc_bitwise(0x82F63B78u, p, n); }
 
 static uint32_t masked(const uint8_t *p, size_t n) {
     const uint32_t c = crc32c_bitwise(p, n);

@@ -381,12 +381,8 @@ static void save_hf_folders_load_back(void **state) {
 
 static void malformed_files_fail_with_their_name(void **state) {
     (void)state;
-    char enc[4096];
-    test_asset_path(enc, sizeof enc, "gpt2-bpe/encoder.json");
-    char *enc_text;
     size_t elen;
-    dz_error err;
-    assert_int_equal(dz_read_file(enc, &enc_text, &elen, &err), DZ_OK);
+    char *enc_text = read_asset("gpt2-bpe/encoder.json", &elen);
     scratch s;
     scratch_make(&s);
     char p[600];
@@ -399,48 +395,40 @@ static void malformed_files_fail_with_their_name(void **state) {
     expect_load_error(p, 0, DZ_ERR_IO, "encoder.json", NULL);
 
     /* malformed JSON, with its line */
-    scratch_write_str(&s, "encoder.json", "{\"a\": 0,\n \"b\": }\n");
     scratch_write_str(&s, "vocab.bpe", "#version: 0.2\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "encoder.json:2", NULL);
-    scratch_write_str(&s, "encoder.json", "[1, 2]");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "encoder.json", "object");
-    scratch_write_str(&s, "encoder.json", "{\"a\": 0, \"b\": \"one\"}");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "encoder.json", "\"b\"");
-    scratch_write_str(&s, "encoder.json", "{\"a\": 0, \"b\": 1.5}");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "encoder.json", "\"b\"");
-    scratch_write_str(&s, "encoder.json", "{\"a\": 0, \"b\": 0}");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "encoder.json", "twice");
-    scratch_write_str(&s, "encoder.json", "{\"a\": 0}"); /* byte-level BPE needs all 256 bytes */
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "encoder.json", "byte 0x00");
+    static const bad_file encoders[] = {
+        {"encoder.json", "{\"a\": 0,\n \"b\": }\n", "encoder.json:2", NULL},
+        {"encoder.json", "[1, 2]", "encoder.json", "object"},
+        {"encoder.json", "{\"a\": 0, \"b\": \"one\"}", "encoder.json", "\"b\""},
+        {"encoder.json", "{\"a\": 0, \"b\": 1.5}", "encoder.json", "\"b\""},
+        {"encoder.json", "{\"a\": 0, \"b\": 0}", "encoder.json", "twice"},
+        {"encoder.json", "{\"a\": 0}", "encoder.json", "byte 0x00"}, /* byte-level BPE needs all 256 bytes */
+    };
+    expect_bad_files(&s, encoders, sizeof encoders / sizeof encoders[0]);
 
     /* merges: a line without exactly two symbols, unknown symbols, unknown merge result */
     scratch_write(&s, "encoder.json", enc_text, elen);
-    scratch_write_str(&s, "vocab.bpe", "#version: 0.2\n\xc4\xa0 t\n\xc4\xa0 a b\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "vocab.bpe:3", "two symbols");
-    scratch_write_str(&s, "vocab.bpe", "#version: 0.2\n\xc4\xa0 t\nonlyone\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "vocab.bpe:3", "two symbols");
-    scratch_write_str(&s, "vocab.bpe", "#version: 0.2\n\n\xc4\xa0 t\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "vocab.bpe:2", "two symbols");
-    scratch_write_str(&s, "vocab.bpe", "#version: 0.2\n\xc4\xa0 t\nzzqqzzqq t\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "vocab.bpe:3", "zzqqzzqq");
-    scratch_write_str(&s, "vocab.bpe", "#version: 0.2\n\xc4\xa0the \xc4\xa0the\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "vocab.bpe:2", "merged");
+    static const bad_file merges[] = {
+        {"vocab.bpe", "#version: 0.2\n\xc4\xa0 t\n\xc4\xa0 a b\n", "vocab.bpe:3", "two symbols"},
+        {"vocab.bpe", "#version: 0.2\n\xc4\xa0 t\nonlyone\n", "vocab.bpe:3", "two symbols"},
+        {"vocab.bpe", "#version: 0.2\n\n\xc4\xa0 t\n", "vocab.bpe:2", "two symbols"},
+        {"vocab.bpe", "#version: 0.2\n\xc4\xa0 t\nzzqqzzqq t\n", "vocab.bpe:3", "zzqqzzqq"},
+        {"vocab.bpe", "#version: 0.2\n\xc4\xa0the \xc4\xa0the\n", "vocab.bpe:2", "merged"},
+    };
+    expect_bad_files(&s, merges, sizeof merges / sizeof merges[0]);
 
     /* dict.txt: malformed line, an id GPT-2 does not have; through the folder route */
-    char bpe[4096], *bpe_text;
     size_t blen;
-    test_asset_path(bpe, sizeof bpe, "gpt2-bpe/vocab.bpe");
-    assert_int_equal(dz_read_file(bpe, &bpe_text, &blen, &err), DZ_OK);
+    char *bpe_text = read_asset("gpt2-bpe/vocab.bpe", &blen);
     scratch_write(&s, "vocab.bpe", bpe_text, blen);
     free(bpe_text);
-    scratch_write_str(&s, "dict.txt", "13 850314647\nbadline\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "dict.txt:2", NULL);
-    scratch_write_str(&s, "dict.txt", "13 850314647\n262 12 extra\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "dict.txt:2", NULL);
-    scratch_write_str(&s, "dict.txt", "13 5\n99999 5\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "dict.txt:2", "99999");
-    scratch_write_str(&s, "dict.txt", "13 5\n13 5\n");
-    expect_load_error(s.dir, 0, DZ_ERR_FORMAT, "dict.txt:2", "twice");
+    static const bad_file dicts[] = {
+        {"dict.txt", "13 850314647\nbadline\n", "dict.txt:2", NULL},
+        {"dict.txt", "13 850314647\n262 12 extra\n", "dict.txt:2", NULL},
+        {"dict.txt", "13 5\n99999 5\n", "dict.txt:2", "99999"},
+        {"dict.txt", "13 5\n13 5\n", "dict.txt:2", "twice"},
+    };
+    expect_bad_files(&s, dicts, sizeof dicts / sizeof dicts[0]);
     scratch_write_str(&s, "dict.txt", "13 5\n262 7 #fairseq:overwrite\nmadeupword0000 0\n");
     dz_tokenizer *tok = load_ok(s.dir); /* well-formed: "." (13) -> 4, " the" (262) -> 5, others <unk> */
     assert_int_equal(dz_tokenizer_vocab_size(tok), 6); /* madeupword0000 (6) is never produced */
@@ -486,21 +474,9 @@ static void shared_tokenizer_across_threads(void **state) {
 
 static void encode_speed_sst2_train(void **state) {
     (void)state;
-    char train[4096], path[4096];
-    test_asset_path(train, sizeof train, "sst2/train.tsv");
+    char path[4096];
     test_asset_path(path, sizeof path, "gpt2-bpe");
-    sst2_lines s;
-    assert_int_equal(sst2_read(train, &s), 0);
-    dz_tokenizer *tok = load_ok(path);
-    int ids[4096];
-    long total = 0;
-    double t0 = dz_now();
-    for (int k = 2; k <= s.count; k++) total += dz_tokenizer_encode(tok, s.line[k], 1, ids, 4096, NULL);
-    double dt = dz_now() - t0;
-    print_message("GPT-2/OPT encode: %d SST-2 train sentences, %ld tokens in %.3f s = %.2f M tokens/s\n",
-                  s.count - 1, total, dt, total / dt / 1e6);
-    dz_tokenizer_free(tok);
-    sst2_free(&s);
+    encode_speed_sst2(load_ok(path), "GPT-2/OPT");
 }
 
 int main(void) {

@@ -350,21 +350,9 @@ static void sentencepiece_save_round_trip(void **state) { (void)state, sentencep
 /* Encode speed on SmolLM2's tokenizer (17 added tokens to look for), for the record. */
 static void smollm2_encode_speed(void **state) {
     (void)state;
-    char train[4096], dir[4096];
-    test_asset_path(train, sizeof train, "sst2/train.tsv");
+    char dir[4096];
     test_asset_path(dir, sizeof dir, "smollm2-135m/hf-tokenizer");
-    sst2_lines s;
-    assert_int_equal(sst2_read(train, &s), 0);
-    dz_tokenizer *tok = load(dir, 0);
-    int ids[4096];
-    long total = 0;
-    double t0 = dz_now();
-    for (int k = 2; k <= s.count; k++) total += dz_tokenizer_encode(tok, s.line[k], 1, ids, 4096, NULL);
-    double dt = dz_now() - t0;
-    print_message("SmolLM2 encode: %d SST-2 train sentences, %ld tokens in %.3f s = %.2f M tokens/s\n", s.count - 1,
-                  total, dt, total / dt / 1e6);
-    dz_tokenizer_free(tok);
-    sst2_free(&s);
+    encode_speed_sst2(load(dir, 0), "SmolLM2");
 }
 
 int main(void) {

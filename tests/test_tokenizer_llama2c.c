@@ -106,12 +106,8 @@ static void encode_edges(void **state) {
 
 static void malformed_files_fail_with_their_name(void **state) {
     (void)state;
-    char path[4096];
-    test_asset_path(path, sizeof path, "stories260K/tok512.bin");
-    char *bin;
     size_t len;
-    dz_error err;
-    assert_int_equal(dz_read_file(path, &bin, &len, &err), DZ_OK);
+    char *bin = read_asset("stories260K/tok512.bin", &len);
     scratch s;
     scratch_make(&s);
     const char *p;
@@ -146,20 +142,7 @@ static void malformed_files_fail_with_their_name(void **state) {
 
 static void encode_speed_sst2_train(void **state) {
     (void)state;
-    char train[4096];
-    test_asset_path(train, sizeof train, "sst2/train.tsv");
-    dz_tokenizer *tok = load_tok512(512);
-    sst2_lines s;
-    assert_int_equal(sst2_read(train, &s), 0);
-    int ids[4096];
-    long total = 0;
-    double t0 = dz_now();
-    for (int k = 2; k <= s.count; k++) total += dz_tokenizer_encode(tok, s.line[k], 1, ids, 4096, NULL);
-    double dt = dz_now() - t0;
-    print_message("llama2.c encode: %d SST-2 train sentences, %ld tokens in %.3f s = %.2f M tokens/s\n",
-                  s.count - 1, total, dt, total / dt / 1e6);
-    dz_tokenizer_free(tok);
-    sst2_free(&s);
+    encode_speed_sst2(load_tok512(512), "llama2.c");
 }
 
 int main(void) {

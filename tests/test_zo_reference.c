@@ -106,8 +106,9 @@ static expected expected_for(const cJSON *d, const float *g_dz, const float *g_r
     return x;
 }
 
-/* The run configuration the reference used. */
-static void config_for(const cJSON *run, int steps, dz_train_config *c) {
+/* The run configuration the reference used for one golden run; returns its step count. */
+static int config_for(const cJSON *run, dz_train_config *c) {
+    const int steps = cJSON_GetArraySize(item(run, "steps"));
     const cJSON *cfg = item(g_golden, "config");
     dz_train_config_default(c);
     c->model = g_model;
@@ -126,6 +127,7 @@ static void config_for(const cJSON *run, int steps, dz_train_config *c) {
     c->optim.steps = steps;
     c->schedule.eval_every = 0;
     c->schedule.checkpoint_every = 0;
+    return steps;
 }
 
 /* ---- the whole trainer ------------------------------------------------------------------ */
@@ -133,9 +135,8 @@ static void config_for(const cJSON *run, int steps, dz_train_config *c) {
 static void train_one(const cJSON *run) {
     const char *name = item(run, "name")->valuestring;
     const cJSON *steps = item(run, "steps");
-    const int n_steps = cJSON_GetArraySize(steps);
     dz_train_config c;
-    config_for(run, n_steps, &c);
+    const int n_steps = config_for(run, &c);
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s/%s", g_tmp, name);
     c.out_dir = dir;
@@ -260,9 +261,8 @@ static void engine_init(const dz_train_config *c, engine_fixture *x) {
 static void engine_one(const cJSON *run) {
     const char *name = item(run, "name")->valuestring;
     const cJSON *steps = item(run, "steps");
-    const int n_steps = cJSON_GetArraySize(steps);
     dz_train_config c;
-    config_for(run, n_steps, &c);
+    const int n_steps = config_for(run, &c);
     engine_fixture x;
     engine_init(&c, &x);
     dz_error err = {0};

@@ -18,6 +18,7 @@
 #include "core/util.h"
 #include "distzo/tokenizer.h"
 #include "assets.h"
+#include "expect_error.h"
 
 /* ---- SST-2 tsv: text of each file line (1-based), before the tab ---- */
 typedef struct sst2_lines {
@@ -141,6 +142,33 @@ static inline int golden_check(const golden *g, const dz_tokenizer *tok, const c
     return bad;
 }
 
+/* ASSETS/rel read whole (NUL-terminated; free it), its length in *len. */
+static inline char *read_asset(const char *rel, size_t *len) {
+    char path[4096], *text = NULL;
+    test_asset_path(path, sizeof path, rel);
+    dz_error err = {0};
+    if (dz_read_file(path, &text, len, &err) != DZ_OK) fail_msg("%s", err.msg);
+    return text;
+}
+
+/* Encodes every SST-2 training sentence with tok and prints the rate, for the record
+ * (name: the tokenizer's, in the line). Frees tok. */
+static inline void encode_speed_sst2(dz_tokenizer *tok, const char *name) {
+    char train[4096];
+    test_asset_path(train, sizeof train, "sst2/train.tsv");
+    sst2_lines s;
+    assert_int_equal(sst2_read(train, &s), 0);
+    int ids[4096];
+    long total = 0;
+    double t0 = dz_now();
+    for (int k = 2; k <= s.count; k++) total += dz_tokenizer_encode(tok, s.line[k], 1, ids, 4096, NULL);
+    double dt = dz_now() - t0;
+    print_message("%s encode: %d SST-2 train sentences, %ld tokens in %.3f s = %.2f M tokens/s\n", name, s.count - 1,
+                  total, dt, total / dt / 1e6);
+    dz_tokenizer_free(tok);
+    sst2_free(&s);
+}
+
 /* ---- scratch folder for malformed files ---- */
 typedef struct scratch {
     char dir[256];
@@ -184,14 +212,23 @@ static inline void expect_load_error(const char *path, int vocab_size, dz_status
                               const char *needle2) {
     dz_tokenizer *tok = (dz_tokenizer *)1;
     dz_error err = {0};
-    dz_status st = dz_tokenizer_load(path, vocab_size, &tok, &err);
-    if (st != code || !strstr(err.msg, needle) || (needle2 && !strstr(err.msg, needle2)))
-        print_error("loading %s: got %s \"%s\", want %s naming \"%s\" / \"%s\"\n", path, dz_status_name(st), err.msg,
-                    dz_status_name(code), needle, needle2 ? needle2 : "");
-    assert_int_equal(st, code);
+    expect_error_naming(path, dz_tokenizer_load(path, vocab_size, &tok, &err), &err, code, needle, needle2);
     assert_null(tok);
-    assert_non_null(strstr(err.msg, needle));
-    if (needle2) assert_non_null(strstr(err.msg, needle2));
+}
+
+/* One malformed file of a tokenizer folder: its name and text, and what loading the folder
+ * must then say (needle2: NULL for none). */
+typedef struct bad_file {
+    const char *name, *text, *needle, *needle2;
+} bad_file;
+
+/* Each case's file written into s over the last one's (the other files as they are), then
+ * loading s's folder must fail with DZ_ERR_FORMAT naming the case's needles. */
+static inline void expect_bad_files(scratch *s, const bad_file *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        scratch_write_str(s, cases[i].name, cases[i].text);
+        expect_load_error(s->dir, 0, DZ_ERR_FORMAT, cases[i].needle, cases[i].needle2);
+    }
 }
 
 #endif

@@ -71,6 +71,16 @@ dz_status dz_example_set_list(dz_example *ex, dz_example_list which, const char 
  * order. The same (src, n, seed) always gives the same sample. n <= 0 is DZ_ERR_INVALID. */
 dz_status dz_dataset_sample(const dz_dataset *src, int n, uint64_t seed, dz_dataset *out,
                             dz_error *err);
+/* How `available` drawn examples split into training and dev (selection) examples when
+ * want_train + want_dev were asked for: as asked when there are enough; otherwise in the
+ * proportion asked (the dev part rounded down, at least 1 when want_dev > 0 and there are
+ * 2 or more), so a small file keeps a dev set. Returns 1 when the split is not as asked. */
+int dz_split_counts(int available, int want_train, int want_dev, int *n_train, int *n_dev);
+
+/* The one default prompt of sst2 and classify, in every command (train, serve, eval, bench):
+ * MeZO's SST-2 template and verbalizer, "<sentence> It was" + " terrible" / " great". */
+#define DZ_DEFAULT_TEMPLATE "{text} It was"
+#define DZ_DEFAULT_LABEL_WORDS "terrible,great"
 
 /* A classification prompt: template with "{text}" replaced by the example's text, and
  * candidate i's full text = prompt + label_words[i] (label words carry their own
@@ -78,12 +88,13 @@ dz_status dz_dataset_sample(const dz_dataset *src, int n, uint64_t seed, dz_data
 enum { DZ_MAX_LABELS = 16 };
 enum { DZ_MAX_CANDS = 256 }; /* an example's own candidates (ReCoRD passages name dozens of entities) */
 typedef struct dz_prompt_spec {
-    char template_[512];              /* default "{text} It was" */
+    char template_[512];              /* default DZ_DEFAULT_TEMPLATE */
     int verbatim;                     /* the text is the whole prompt, used as is (task presets) */
     int n_labels;
-    char label_words[DZ_MAX_LABELS][64]; /* default " terrible", " great" */
+    char label_words[DZ_MAX_LABELS][64]; /* default " terrible", " great" (DZ_DEFAULT_LABEL_WORDS) */
 } dz_prompt_spec;
 
+/* DZ_DEFAULT_TEMPLATE and DZ_DEFAULT_LABEL_WORDS. */
 void dz_prompt_spec_default_sst2(dz_prompt_spec *spec);
 /* Parses "w1,w2,..." (2..DZ_MAX_LABELS words, none empty, each under 64 bytes once its
  * leading space is added, which happens unless it already starts with one). On error the

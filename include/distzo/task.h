@@ -168,6 +168,10 @@ const char *dz_qa_decoder_answer(dz_qa_decoder *d);
 /* Examples [lo, hi) of s: f1[e - lo] and em[e - lo], the best over each one's answers. */
 dz_status dz_qa_evaluate(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const dz_qa_set *s, int lo,
                          int hi, int max_new, double *f1, double *em, dz_error *err);
+/* The same, with each greedy answer too: answers[e - lo] (malloc'd, the caller frees them;
+ * on an error those made so far are set, the others left as they were). */
+dz_status dz_qa_evaluate_answers(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const dz_qa_set *s,
+                                 int lo, int hi, int max_new, double *f1, double *em, char **answers, dz_error *err);
 
 /* Sampling: temperature 0 is greedy; otherwise nucleus sampling with top_p. */
 typedef struct dz_sampler {

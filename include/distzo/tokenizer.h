@@ -82,6 +82,30 @@ int dz_tokenizer_encode_flags(const dz_tokenizer *tok, const char *text, unsigne
  * strip the dummy-prefix space after BOS; <0xXX> byte-fallback tokens give the raw byte. Returns "" for unknown ids. */
 const char *dz_tokenizer_decode(const dz_tokenizer *tok, int prev_id, int id, char *buf, int cap);
 
+/* Chat templates (generate --chat). dz_tokenizer_chat_template: the template the files
+ * carry (GGUF tokenizer.chat_template; tokenizer_config.json chat_template, a string or the
+ * entry named "default" of a list; else chat_template.jinja beside it), or NULL. There is
+ * no Jinja interpreter: dz_chat_detect recognises the common templates by their markers,
+ * as llama.cpp's llm_chat_detect_template does (ChatML: <|im_start|>; Llama-3:
+ * <|start_header_id|>; Llama-2: [INST], with <<SYS>> for a system turn; Zephyr: <|user|>
+ * and <|assistant|>); Phi-3/4, SmolVLM and Mistral's later layouts are not recognised. */
+typedef enum dz_chat_style { DZ_CHAT_UNKNOWN, DZ_CHAT_CHATML, DZ_CHAT_LLAMA2, DZ_CHAT_LLAMA3, DZ_CHAT_ZEPHYR } dz_chat_style;
+const char *dz_tokenizer_chat_template(const dz_tokenizer *tok);
+dz_chat_style dz_chat_detect(const char *chat_template);
+const char *dz_chat_style_name(dz_chat_style s);
+/* One conversation as the tokenizer's template lays it out: an optional system message
+ * (NULL: a ChatML template's own default, where it writes one, as SmolLM2's does), one
+ * user message, and the assistant's turn opened (add_generation_prompt). *text is
+ * malloc'd; *add_bos is 1 when the template starts with bos_token. Refused, with a
+ * message, when there is no template, it is not recognised, or it has no system turn and
+ * system is given. */
+dz_status dz_chat_render(const dz_tokenizer *tok, const char *system, const char *user, char **text, int *add_bos,
+                         dz_error *err);
+/* The ids of dz_chat_render's text: special tokens as their ids, the BOS where the template
+ * writes it. Returns the count (may exceed cap) as dz_tokenizer_encode, or -1. */
+int dz_tokenizer_encode_chat(const dz_tokenizer *tok, const char *system, const char *user, int *ids, int cap,
+                             dz_error *err);
+
 /* Writes the tokenizer into folder dir (created if missing; files replaced atomically),
  * so that the folder loads back through dz_tokenizer_load with the same ids:
  *  - GPT-2 byte-level BPE: Hugging Face's files, vocab.json (token -> id in this tokenizer's

@@ -139,6 +139,15 @@ dz_zo_batch dz_class_batch_zo(const dz_class_batch *bb, dz_zo_loss_fn loss, void
 dz_status dz_train(const dz_train_config *cfg, int resume, dz_train_progress_cb cb, void *user,
                    dz_train_result *res, dz_error *err);
 
+/* A new run in cfg->out_dir (which must not hold one) that continues the run in old_run
+ * from step `step` of its seed log (train --resume-from OLD:N): its first `step` records
+ * and metrics rows are copied, replayed onto the base model, and training goes on with
+ * cfg's settings. cfg must equal old_run's run.json except for how later steps are taken
+ * (lr, schedule, warmup, steps, max_bad_steps, eval_every, housekeeping); any other
+ * difference is refused naming the option. Collective like dz_train. */
+dz_status dz_train_branch(const char *old_run, int step, const dz_train_config *cfg, dz_train_progress_cb cb,
+                          void *user, dz_train_result *res, dz_error *err);
+
 /* The settings of the run in run_dir (its run.json) into c; c's strings point into
  * *strings, which the caller frees. What a resume starts from. */
 dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **strings, dz_error *err);
@@ -168,6 +177,7 @@ typedef struct dz_export_spec {
     const char *store;        /* with run_dir: NULL, "disk:PATH" or "disk-nocache:PATH" */
     dz_export_format format;
     const char *gguf_type;    /* GGUF matrices: "f32", "f16" (NULL), "bf16" or "q8_0"; norms stay f32 */
+    int allow_short_log;      /* export a seed log that ends before the run's LATEST or metrics (else refused) */
 } dz_export_spec;
 
 /* dz_export generalized: a run's trained weights or a model (any format dz_model_load reads)

@@ -20,6 +20,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The scalar definitions below are the one source of the per-element ZO arithmetic for the
+ * host and the GPU: compiled by nvcc they are __host__ __device__ (src/backend/cuda, built
+ * with -fmad=false so no multiply-add is contracted), in C they are plain functions. */
+#if defined(__CUDACC__)
+#define DZ_HD __host__ __device__
+#else
+#define DZ_HD
+#endif
+
 typedef enum dz_zdist { DZ_Z_GAUSSIAN = 0, DZ_Z_RADEMACHER = 1 } dz_zdist;
 
 /* Counter word c1: z, stochastic rounding, LOZO's U and V (src/pipeline/structured_z.c). */
@@ -31,7 +40,7 @@ enum { DZ_PURPOSE_Z = 0, DZ_PURPOSE_SR = 1, DZ_PURPOSE_LOZO_U = 2, DZ_PURPOSE_LO
 #define DZ_PHILOX_W1 0xBB67AE85u
 
 /* One Philox4x32-10 block (scalar; the bulk fills below are vectorized). */
-static inline void dz_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+DZ_HD static inline void dz_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
     for (int r = 0; r < 10; r++) {
         const uint64_t p0 = (uint64_t)DZ_PHILOX_M0 * c0, p1 = (uint64_t)DZ_PHILOX_M1 * c2;
@@ -47,15 +56,15 @@ static inline void dz_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2]
 
 /* The block of element i (the contract's layout, scalar): counter (i / 4, purpose, tensor,
  * draw), key (seed low, seed high); element i takes word i % 4 of it. */
-static inline void dz_philox_block_of(uint32_t x[4], uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw,
-                                      uint64_t i) {
+DZ_HD static inline void dz_philox_block_of(uint32_t x[4], uint64_t seed, uint32_t purpose, uint32_t tensor,
+                                            uint32_t draw, uint64_t i) {
     const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
     const uint32_t ctr[4] = {(uint32_t)(i >> 2), purpose, tensor, draw};
     dz_philox4x32_10(ctr, key, x);
 }
 
-static inline uint32_t dz_zo_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float dz_zo_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+DZ_HD static inline uint32_t dz_zo_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+DZ_HD static inline float dz_zo_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 /* log(x) for normal finite x > 0: Cephes logf (S. Moshier). x = 2^e m with m in
  * [sqrt(1/2), sqrt(2)) by integer ops on the bits (no branch), f = m - 1 (exact), then
@@ -63,7 +72,7 @@ static inline float dz_zo_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f
  * with P the degree-8 Cephes polynomial (Horner, highest first) and ln2 = C1 + C2 split
  * so that e * C1 is exact. Measured over every input Box-Muller gives it (u = k 2^-24,
  * k = 1..2^24, exhaustive, vs double): max error 0.83 ulp (8.1e-8 relative), never > 0. */
-static inline float dz_logf(float x) {
+DZ_HD static inline float dz_logf(float x) {
     const uint32_t t = dz_zo_f2u(x) - 0x3F3504F3u; /* bits of sqrt(1/2) */
     const int32_t e = (int32_t)t >> 23;
     const float f = dz_zo_u2f((t & 0x7FFFFFu) + 0x3F3504F3u) - 1.0f;
@@ -93,7 +102,7 @@ static inline float dz_logf(float x) {
  * (least-squares minimax fits on [0, 1/2] rounded to float), and n & 3 picks the quadrant
  * by swapping and negating. Measured over every u = k 2^-24 (exhaustive, vs double): max
  * error 1.7 ulp (1.3e-7 relative, 8.9e-8 absolute); exact 0 and +-1 at quarter turns. */
-static inline void dz_sincos2pi(float u, float *sin_out, float *cos_out) {
+DZ_HD static inline void dz_sincos2pi(float u, float *sin_out, float *cos_out) {
     const float t = u * 4.0f;
     const int32_t n = (int32_t)(t + 0.5f);
     const float r = t - (float)n;
@@ -116,7 +125,7 @@ static inline void dz_sincos2pi(float u, float *sin_out, float *cos_out) {
 
 /* Box-Muller on one word pair: (z0, z1) = sqrt(-2 log u1) (cos, sin)(2 pi u2), with
  * u1 = ((xa >> 8) + 1) 2^-24 in (0, 1] and u2 = (xb >> 8) 2^-24 in [0, 1). */
-static inline void dz_box_muller(uint32_t xa, uint32_t xb, float *z0, float *z1) {
+DZ_HD static inline void dz_box_muller(uint32_t xa, uint32_t xb, float *z0, float *z1) {
     const float u1 = (float)(int32_t)((xa >> 8) + 1) * 0x1p-24f;
     const float u2 = (float)(int32_t)(xb >> 8) * 0x1p-24f;
     const float r = sqrtf(-2.0f * dz_logf(u1));
@@ -127,12 +136,12 @@ static inline void dz_box_muller(uint32_t xa, uint32_t xb, float *z0, float *z1)
 }
 
 /* Rademacher: the top bit of the word is the sign of +-1. */
-static inline float dz_rademacher(uint32_t x) { return dz_zo_u2f(0x3F800000u | (x & 0x80000000u)); }
+DZ_HD static inline float dz_rademacher(uint32_t x) { return dz_zo_u2f(0x3F800000u | (x & 0x80000000u)); }
 
 /* Stochastic rounding to bf16 with random word x: magnitude-wise, v moves to its upper
  * neighbour with probability equal to its fractional part (truncate bits(v) + (x & 0xFFFF)).
  * NaN and Inf round to nearest even (NaN made quiet), as dz_f32_to_bf16 does. */
-static inline uint16_t dz_bf16_round_stochastic(float v, uint32_t x) {
+DZ_HD static inline uint16_t dz_bf16_round_stochastic(float v, uint32_t x) {
     const uint32_t u = dz_zo_f2u(v), a = u & 0x7FFFFFFFu;
     if (a >= 0x7F800000u) return (uint16_t)((u >> 16) | (a > 0x7F800000u ? 0x40u : 0u));
     return (uint16_t)((u + (x & 0xFFFFu)) >> 16);

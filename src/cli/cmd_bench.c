@@ -89,11 +89,11 @@ static int bench_step(int argc, char **argv) {
 static int bench_classify(int argc, char **argv) {
     const char *model = NULL;
     int threads = 0, json = 0;
-    dz_bench_classify_spec s = {.label_words = "bad,good", .batch = 16, .steps = 20};
+    dz_bench_classify_spec s = {.label_words = DZ_DEFAULT_LABEL_WORDS, .batch = 16, .steps = 20};
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model (default: stories260K from the assets)"},
         {"data", DZ_OPT_STR, &s.data, "SST-2 tsv (default: the assets' train.tsv)"},
-        {"label-words", DZ_OPT_STR, &s.label_words, "label words (default bad,good)"},
+        {"label-words", DZ_OPT_STR, &s.label_words, "label words (default " DZ_DEFAULT_LABEL_WORDS ")"},
         {"batch", DZ_OPT_INT, &s.batch, "examples per step (default 16)"},
         {"steps", DZ_OPT_INT, &s.steps, "timed steps (default 20, after one warm-up)"},
         dz_cli_threads_option(&threads, NULL),
@@ -131,7 +131,7 @@ static int bench_eval(int argc, char **argv) {
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model: .gguf, HF folder or .bin (default: the assets' SmolLM2-135M GGUF)"},
         {"data", DZ_OPT_STR, &s.data, "SST-2 tsv (default: the assets' sst2/dev.tsv); its first batch x batches examples"},
-        {"label-words", DZ_OPT_STR, &s.label_words, "label words (default MeZO's ' terrible',' great')"},
+        {"label-words", DZ_OPT_STR, &s.label_words, "label words (default " DZ_DEFAULT_LABEL_WORDS ")"},
         {"batch", DZ_OPT_INT, &s.batch, "examples per batch (default 16)"},
         {"batches", DZ_OPT_INT, &s.batches, "batches (default 4)"},
         {"repeat", DZ_OPT_INT, &s.repeat, "rounds over the batches, the best of each kept (default 3, after a warm-up)"},

@@ -171,6 +171,45 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     return rc;
 }
 
+/* A text field of a tsv row: backslash, tab, newline and carriage return escaped. */
+static void tsv_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '\\') fputs("\\\\", f);
+        else if (*s == '\t') fputs("\\t", f);
+        else if (*s == '\n') fputs("\\n", f);
+        else if (*s == '\r') fputs("\\r", f);
+        else fputc(*s, f);
+    }
+}
+
+/* --predictions for squad and drop: one row per question, its greedy answer, F1, exact
+ * match and gold answers (as many columns as the question has), written atomically. */
+static int write_answers(const char *path, const dz_qa_set *qs, char *const *answers, const double *f1, const double *em) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return dz_cli_failf("%s: out of memory for the predictions", path);
+    int most = 1;
+    for (int e = 0; e < qs->n_examples; e++)
+        if (qs->data.items[e].n_answers > most) most = qs->data.items[e].n_answers;
+    fprintf(f, "index\tf1\texact_match\tprediction");
+    for (int k = 0; k < most; k++) fprintf(f, "\tgold%d", k);
+    fprintf(f, "\n");
+    for (int e = 0; e < qs->n_examples; e++) {
+        const dz_example *ex = &qs->data.items[e];
+        fprintf(f, "%d\t%.9g\t%.0f\t", e, f1[e], em[e]);
+        tsv_text(f, answers[e] ? answers[e] : "");
+        for (int k = 0; k < ex->n_answers; k++) fputc('\t', f), tsv_text(f, ex->answers[k]);
+        fprintf(f, "\n");
+    }
+    const int bad = fclose(f) != 0;
+    dz_error err = {0};
+    int rc = bad ? dz_cli_failf("%s: out of memory for the predictions", path)
+                 : dz_write_file_atomic(path, text, len, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    free(text);
+    return rc;
+}
+
 /* Generation presets (squad, drop): F1 and exact match of the greedy answers. */
 static int eval_qa(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
     dz_error err = {0};
@@ -180,14 +219,17 @@ static int eval_qa(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     const double t0 = dz_now();
     if (dz_qa_set_build(ds, tok, max_seq, max_new, &qs, &err) != DZ_OK) return dz_cli_fail(&err);
     double *f1 = malloc(sizeof(double) * (size_t)(qs.n_examples + 1)), *em = malloc(sizeof(double) * (size_t)(qs.n_examples + 1));
+    char **answers = o->predictions ? calloc((size_t)qs.n_examples + 1, sizeof *answers) : NULL;
     dz_forward *f = NULL;
-    int rc = f1 && em ? 0 : dz_cli_failf("out of memory");
+    int rc = f1 && em && (answers || !o->predictions) ? 0 : dz_cli_failf("out of memory");
     if (!rc && dz_forward_create(m, 1, max_seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     dz_progress prog;
     dz_progress_begin(&prog, "evaluation", "examples", qs.n_examples);
-    if (!rc && dz_qa_evaluate(f, &w, tok, &qs, 0, qs.n_examples, max_new, f1, em, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && dz_qa_evaluate_answers(f, &w, tok, &qs, 0, qs.n_examples, max_new, f1, em, answers, &err) != DZ_OK)
+        rc = dz_cli_fail(&err);
     dz_progress_end(&prog);
+    if (!rc && answers) rc = write_answers(o->predictions, &qs, answers, f1, em);
     double sf = 0.0, se = 0.0;
     for (int e = 0; !rc && e < qs.n_examples; e++) sf += f1[e], se += em[e]; /* in order */
     const int n = qs.n_examples > 0 ? qs.n_examples : 1;
@@ -201,6 +243,8 @@ static int eval_qa(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
                100.0 * se / n, dz_now() - t0);
     }
     dz_forward_free(f);
+    for (int e = 0; answers && e < qs.n_examples; e++) free(answers[e]);
+    free(answers);
     free(f1);
     free(em);
     dz_qa_set_free(&qs);
@@ -225,6 +269,37 @@ static int run_of_checkpoint(const char *model, dz_train_config *run, char **str
     return 1;
 }
 
+/* Whether --name was on the command line (an int option's default cannot tell). */
+static int option_given(int argc, char **argv, const char *name) {
+    const size_t n = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) && (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+            return 1;
+    return 0;
+}
+
+/* An option the task cannot honour is refused, never ignored. mine: the options as given
+ * (command line and --task-file), before a run's checkpoint fills in the run's own. */
+static int refuse_unused(const eval_opts *o, const eval_opts *mine, int argc, char **argv) {
+    const int gen = o->preset && o->preset->generation, lm = !strcmp(o->task, "lm");
+    const int prompt = !strcmp(o->task, "sst2") || !strcmp(o->task, "classify"), jsonl = !strcmp(o->task, "classify");
+    const struct { const char *name; int given, used; const char *by; } rules[] = {
+        {"gen-tokens", mine->gen_tokens != DZ_OPT_UNSET, gen, "squad and drop"},
+        {"template", mine->template_ != NULL, prompt, "sst2 and classify"},
+        {"label-words", mine->labels != NULL, prompt, "sst2 and classify"},
+        {"text-key", mine->text_key != NULL, jsonl, "classify"},
+        {"label-key", mine->label_key != NULL, jsonl, "classify"},
+        {"batch", option_given(argc, argv, "batch"), !gen && !lm, "sst2, classify and the classification presets"},
+        {"no-share-prompt", !mine->share_prompts, !gen && !lm, "sst2, classify and the classification presets"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (rules[i].given && !rules[i].used)
+            return dz_cli_failf("option --%s%s: --task %s does not use it (only %s do%s)", rules[i].name,
+                                mine->task_file && strcmp(rules[i].name, "batch") ? " (or --task-file)" : "", o->task,
+                                rules[i].by, strchr(rules[i].by, ' ') ? "" : "es");
+    return 0;
+}
+
 int dz_cmd_eval(int argc, char **argv) {
     eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1, .gen_tokens = DZ_OPT_UNSET}; /* unset: 50 */
     int no_share = 0;
@@ -234,8 +309,9 @@ int dz_cmd_eval(int argc, char **argv) {
         {"gen-tokens", DZ_OPT_INT, &o.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
         {"data", DZ_OPT_STR, &o.data, "data file (default: the SST-2 dev set in the assets)"},
         {"limit", DZ_OPT_INT, &o.limit, "use only the first N examples (0: all)"},
-        {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"{text} It was\")"},
-        {"label-words", DZ_OPT_STR, &o.labels, "comma-separated label words (default \"terrible,great\"; a run's checkpoint: the run's)"},
+        {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"" DZ_DEFAULT_TEMPLATE "\")"},
+        {"label-words", DZ_OPT_STR, &o.labels,
+         "comma-separated label words (default " DZ_DEFAULT_LABEL_WORDS ", MeZO's; a run's checkpoint: the run's)"},
         {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
@@ -263,6 +339,8 @@ int dz_cmd_eval(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
+    o.share_prompts = !no_share;
+    const eval_opts as_given = o; /* before a run's checkpoint fills in the run's settings */
     dz_train_config run;
     char *run_strings = NULL;
     char run_best[4200];
@@ -277,7 +355,6 @@ int dz_cmd_eval(int argc, char **argv) {
             if (!*mine[i]) *mine[i] = theirs[i];
     }
     if (!o.task) o.task = "sst2";
-    o.share_prompts = !no_share;
     if (!o.text_key) o.text_key = "text";
     if (!o.label_key) o.label_key = "label";
     o.preset = dz_task_preset_find(o.task);
@@ -294,6 +371,7 @@ int dz_cmd_eval(int argc, char **argv) {
     if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
     if (o.gen_tokens != DZ_OPT_UNSET && o.gen_tokens < 1)
         return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", o.gen_tokens);
+    if ((rc = refuse_unused(&o, &as_given, argc, argv))) return rc;
     char model_buf[4096], data_buf[4096];
     const char *model = model_arg ? model_arg : dz_cli_default_model(model_buf, sizeof model_buf);
     if (!o.data) {

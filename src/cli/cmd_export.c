@@ -12,7 +12,7 @@ static int ends_with(const char *s, const char *suffix) {
 
 int dz_cmd_export(int argc, char **argv) {
     const char *base = NULL, *model = NULL, *run = NULL, *out = NULL, *store = NULL, *format = NULL, *type = NULL;
-    int threads = 0;
+    int threads = 0, allow_short = 0;
     const dz_opt opts[] = {
         {"run", DZ_OPT_STR, &run, "run folder (with run.json and seeds.log): its trained weights"},
         {"base", DZ_OPT_STR, &base, "base model of --run (default: the run's own)"},
@@ -26,6 +26,8 @@ int dz_cmd_export(int argc, char **argv) {
          "q8_0 matrices whose rows are not multiples of 32 are f16"},
         {"store", DZ_OPT_STR, &store,
          "disk:PATH or disk-nocache:PATH: stream the layers through a store file (models larger than memory)"},
+        {"allow-short-log", DZ_OPT_FLAG, &allow_short,
+         "export a seed log that ends before the step the run's checkpoints or metrics reached (warns)"},
         dz_cli_threads_option(&threads, NULL),
         {0},
     };
@@ -53,7 +55,8 @@ int dz_cmd_export(int argc, char **argv) {
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
     dz_error err = {0};
     const dz_export_spec es = {
-        .run_dir = run, .model = run ? base : model, .out = out, .store = store, .format = fmt, .gguf_type = type};
+        .run_dir = run, .model = run ? base : model, .out = out, .store = store, .format = fmt, .gguf_type = type,
+        .allow_short_log = allow_short};
     if (dz_export_model(&es, &err) != DZ_OK) return dz_cli_fail(&err);
     printf("wrote %s\n", out);
     return 0;

@@ -1,4 +1,5 @@
-/* distzo generate MODEL --prompt TEXT -n N: greedy (temperature 0) or nucleus sampling. */
+/* distzo generate MODEL --prompt TEXT -n N: greedy (temperature 0) or nucleus sampling;
+ * --chat lays the prompt out with the model's chat template. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +33,33 @@ static void on_token(int prev, int token, void *user) {
     }
 }
 
+/* The prompt's ids: the text as it is, or (--chat) a user turn in the model's chat template. */
+static int encode_prompt(const dz_tokenizer *tok, const char *model, const char *prompt, int chat, const char *system,
+                         int *ids, int cap, dz_error *err) {
+    if (!chat) return dz_tokenizer_encode(tok, prompt, 1, ids, cap, err);
+    const int n = dz_tokenizer_encode_chat(tok, system, prompt, ids, cap, err);
+    if (n < 0) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        dz_fail(err, err->code, "%s: --chat: %s", model, msg);
+    } else {
+        dz_log(DZ_LOG_INFO, "--chat: the prompt in %s's %s chat template%s", model,
+               dz_chat_style_name(dz_chat_detect(dz_tokenizer_chat_template(tok))),
+               system ? "" : " (its own system message, where it has one)");
+    }
+    return n;
+}
+
 int dz_cmd_generate(int argc, char **argv) {
-    const char *prompt = "", *dtype = "f32", *tokenizer = NULL;
-    int n = 256, threads = 0, json = 0;
+    const char *prompt = "", *dtype = "f32", *tokenizer = NULL, *system = NULL;
+    int n = 256, threads = 0, json = 0, chat = 0;
     uint64_t seed = 0;
     float temperature = 1.0f, top_p = 0.9f;
     const dz_opt opts[] = {
-        {"prompt", DZ_OPT_STR, &prompt, "text to continue (default: empty, start from BOS)"},
+        {"prompt", DZ_OPT_STR, &prompt, "text to continue (default: empty, start from BOS); with --chat, the user's message"},
+        {"chat", DZ_OPT_FLAG, &chat, "lay the prompt out with the model's chat template (GGUF tokenizer.chat_template or "
+         "tokenizer_config.json chat_template: ChatML, Llama-2, Llama-3, Zephyr) and open the assistant's turn"},
+        {"system", DZ_OPT_STR, &system, "with --chat: the system message (default: the template's own, if any)"},
         {"n|n", DZ_OPT_INT, &n, "tokens to generate (default 256)"},
         {"temperature", DZ_OPT_FLOAT, &temperature, "0 = greedy (default 1.0)"},
         {"top-p", DZ_OPT_FLOAT, &top_p, "nucleus sampling mass (default 0.9)"},
@@ -62,6 +83,7 @@ int dz_cmd_generate(int argc, char **argv) {
     int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
     if (rc >= 0) return rc;
     if (n < 1) return dz_cli_failf("option -n: %d tokens requested; give at least 1", n);
+    if (system && !chat) return dz_cli_failf("option --system: a system message needs --chat");
     if (!(temperature >= 0.0f))
         return dz_cli_failf("option --temperature: %g is negative (0: greedy)", (double)temperature);
     if (!(top_p > 0.0f && top_p <= 1.0f))
@@ -76,7 +98,7 @@ int dz_cmd_generate(int argc, char **argv) {
     if (n > cap) n = cap; /* generation stops at the model's last position anyway */
     int *ids = malloc(sizeof(int) * ((size_t)cap + (size_t)n));
     if (!ids) dz_fail(&err, DZ_ERR_NOMEM, "out of memory for %d token ids", cap + n);
-    int n_prompt = ids ? dz_tokenizer_encode(tok, prompt, 1, ids, cap, &err) : -1;
+    int n_prompt = ids ? encode_prompt(tok, pos[0], prompt, chat, system, ids, cap, &err) : -1;
     dz_forward *f = NULL;
     if (n_prompt < 0 || n_prompt >= cap) {
         rc = n_prompt < 0 ? dz_cli_fail(&err)

@@ -83,6 +83,9 @@ static void on_progress(const dz_train_progress *p, void *user) {
 typedef struct train_opts {
     dz_cli_train_values v; /* those train shares with serve */
     const char *model, *data, *out, *test, *config, *estimator;
+    const char *resume_from; /* OLD_RUN:STEP */
+    char from_run[4096], from_config[4200];
+    int from_step;
     int resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
     float rank_timeout;
 } train_opts;
@@ -158,6 +161,24 @@ static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *
     return dz_args_parse(spec, n, toks, pos, &npos) ? 2 : 0;
 }
 
+/* --resume-from OLD_RUN:STEP: OLD_RUN's run.json is the --config of the new run. */
+static int resume_from(train_opts *t) {
+    const char *colon = strrchr(t->resume_from, ':');
+    char *end = NULL;
+    const long step = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || colon == t->resume_from || !end || end == colon + 1 || *end || step < 0 || step > INT_MAX)
+        return dz_cli_failf("option --resume-from: '%s' is not OLD_RUN:STEP (a run folder and a step of its log, "
+                            "e.g. runs/a:500)", t->resume_from);
+    if (t->resume || t->config)
+        return dz_cli_failf("--resume-from starts a new run from another's settings: not with --%s",
+                            t->resume ? "resume" : "config");
+    snprintf(t->from_run, sizeof t->from_run, "%.*s", (int)(colon - t->resume_from), t->resume_from);
+    snprintf(t->from_config, sizeof t->from_config, "%s/run.json", t->from_run);
+    t->from_step = (int)step;
+    t->config = t->from_config;
+    return 0;
+}
+
 /* train's own options (those serve does not share) into out, then the shared ones; out
  * holds TRAIN_OPTS_CAP entries, the last left {0}. */
 enum { TRAIN_OPTS_CAP = 64 };
@@ -198,6 +219,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
+        {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
+         "STEP of its seed log with its settings, where --lr, --schedule, --warmup, --steps, --max-bad-steps and "
+         "--eval-every may change (after a divergence: a lower --lr)"},
         {"resume", DZ_OPT_FLAG, &t->resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
                                           "may raise them, any other setting given must equal the run's"},
         dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
@@ -249,6 +273,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (t.resume && t.config)
         return dz_cli_failf("--config with --resume: a resumed run keeps its run.json settings (to start a new run "
                             "from them: --config %s/run.json --out NEW)", t.out);
+    if (t.resume_from && (rc = resume_from(&t))) return rc;
     if (t.resume) {
         if (dz_train_config_load(t.out, &c, &run_strings, &err) != DZ_OK) return dz_cli_fail(&err);
         options_from_settings(&t, &c);
@@ -420,7 +445,8 @@ static int train_run(dz_train_config *c, const train_opts *t) {
     c->layout.comm = comm;
     dz_train_result res;
     const int caught = catch_interrupt(ranks);
-    dz_status st = dz_train(c, resume, on_progress, &pr, &res, &err);
+    dz_status st = t->resume_from ? dz_train_branch(t->from_run, t->from_step, c, on_progress, &pr, &res, &err)
+                                  : dz_train(c, resume, on_progress, &pr, &res, &err);
     if (caught) signal(SIGINT, SIG_DFL);
     if (pr.tty) fprintf(stderr, "\n");
     if (st == DZ_OK && res.interrupted) { /* 130: as a shell reports a Ctrl-C */

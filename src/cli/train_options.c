@@ -32,8 +32,9 @@ int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v
     const dz_opt opts[DZ_CLI_TRAIN_OPTS] = {
         {"task", DZ_OPT_STR, &c->data.task, help[H_TASK][k]},
         {"seq", DZ_OPT_INT, &c->data.lm_seq, "lm: tokens per training window (default: the model's maximum)"},
-        {"template", DZ_OPT_STR, &c->data.template_, "prompt template with {text} (default \"{text} It was\")"},
-        {"label-words", DZ_OPT_STR, &c->data.label_words, "comma-separated label words (default bad,good)"},
+        {"template", DZ_OPT_STR, &c->data.template_, "prompt template with {text} (default \"" DZ_DEFAULT_TEMPLATE "\")"},
+        {"label-words", DZ_OPT_STR, &c->data.label_words,
+         "comma-separated label words (default " DZ_DEFAULT_LABEL_WORDS ", MeZO's)"},
         {"task-file", DZ_OPT_STR, &v->task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &c->data.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &c->data.label_key, "jsonl label key (default label)"},
@@ -72,7 +73,8 @@ int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_
                                                &d->label_key)))
         return rc;
     const int preset = presets && dz_task_preset_find(d->task) != NULL;
-    if (!d->label_words && strcmp(d->task, "lm") && !preset) d->label_words = "bad,good";
+    /* written into run.json, so a checkpoint's eval and a resume use the words the run used */
+    if (!d->label_words && strcmp(d->task, "lm") && !preset) d->label_words = DZ_DEFAULT_LABEL_WORDS;
     if (dz_dtype_parse(v->master, &c->store.master_dtype) != 0 || c->store.master_dtype == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", v->master);
     if (strcmp(v->perturbation, "gaussian") && strcmp(v->perturbation, "rademacher"))

@@ -13,10 +13,9 @@ static const char TEXT_SLOT[] = "{text}";
 
 void dz_prompt_spec_default_sst2(dz_prompt_spec *spec) {
     memset(spec, 0, sizeof *spec);
-    snprintf(spec->template_, sizeof spec->template_, "%s", "{text} It was");
-    spec->n_labels = 2;
-    snprintf(spec->label_words[0], sizeof spec->label_words[0], "%s", " terrible");
-    snprintf(spec->label_words[1], sizeof spec->label_words[1], "%s", " great");
+    snprintf(spec->template_, sizeof spec->template_, "%s", DZ_DEFAULT_TEMPLATE);
+    dz_status st = dz_prompt_spec_set_labels(spec, DZ_DEFAULT_LABEL_WORDS, NULL);
+    (void)st; /* a valid constant: cannot fail */
 }
 
 dz_status dz_prompt_spec_set_labels(dz_prompt_spec *spec, const char *csv, dz_error *err) {

@@ -7,6 +7,18 @@
 
 #include "core/rng.h"
 
+int dz_split_counts(int available, int want_train, int want_dev, int *n_train, int *n_dev) {
+    const int64_t want = (int64_t)want_train + want_dev;
+    if (available >= want) {
+        *n_train = want_train, *n_dev = want_dev;
+        return 0;
+    }
+    int dev = want > 0 ? (int)((int64_t)available * want_dev / want) : 0;
+    if (dev == 0 && want_dev > 0 && available >= 2) dev = 1;
+    *n_dev = dev, *n_train = available - dev;
+    return 1;
+}
+
 dz_status dz_dataset_sample(const dz_dataset *src, int n, uint64_t seed, dz_dataset *out,
                             dz_error *err) {
     memset(out, 0, sizeof *out);

@@ -215,6 +215,14 @@ static dz_status parse_header_json(const char *path, const unsigned char *buf, s
         return dz_fail(err, DZ_ERR_FORMAT,
                        "%s: header length %" PRIu64 " runs past the end of the file (%zu bytes)",
                        path, n, size);
+    /* JSON allows no raw control byte, in strings or between tokens (whitespace is space,
+     * tab, LF, CR); cJSON would skip a NUL as whitespace or end a name at it. */
+    for (uint64_t i = 0; i < n; i++) {
+        const unsigned char ch = buf[8 + i];
+        if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r')
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: header holds the control byte 0x%02x at byte %" PRIu64
+                           " (JSON allows none)", path, ch, i);
+    }
     /* A NUL-terminated copy: cJSON must never read past the header. */
     char *text = malloc((size_t)n + 1);
     if (!text) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory for the header", path);

@@ -39,8 +39,11 @@ static dz_status missing(const jctx *c, const char *name) {
 
 static dz_status as_int(const jctx *c, const char *name, const cJSON *j, int *out) {
     double d = cJSON_IsNumber(j) ? j->valuedouble : NAN;
-    if (!(d >= -2147483648.0 && d <= 2147483647.0) || d != floor(d))
+    if (!isfinite(d) || d != floor(d))
         return dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s' is not an integer", c->path, name);
+    if (!(d >= -2147483648.0 && d <= 2147483647.0)) /* a whole number, too big for any size or id */
+        return dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s' is out of range: %.17g is not in -2147483648..2147483647",
+                       c->path, name, d);
     *out = (int)d;
     return DZ_OK;
 }

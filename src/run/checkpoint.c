@@ -6,25 +6,31 @@
 #include <stdlib.h>
 
 #include "core/util.h"
+#include "distzo/log.h"
+#include "parallel/comm.h"
 #include "run/folder.h"
 #include "run/run_files.h"
 #include "store/store.h"
 
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
- * selection scores (accuracy, or minus the mean NLL for LM); %.17g round-trips doubles. */
-static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b) {
-    snprintf(buf, cap, "{\"steps_done\": %d, \"best_dev\": %.17g, \"best_step\": %d, \"best_test\": %.17g}\n",
-             steps_done, isfinite(b->dev) ? b->dev : -1e300, b->step, isfinite(b->test) ? b->test : -1e300);
+ * selection scores (accuracy, or minus the mean NLL for LM); %.17g round-trips doubles.
+ * weights_checksum: the replicas' checksum of these weights, checked on resume. */
+static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b, uint64_t checksum) {
+    snprintf(buf, cap, "{\"steps_done\": %d, \"best_dev\": %.17g, \"best_step\": %d, \"best_test\": %.17g, "
+             "\"weights_checksum\": \"%016llx\"}\n", steps_done, isfinite(b->dev) ? b->dev : -1e300, b->step,
+             isfinite(b->test) ? b->test : -1e300, (unsigned long long)checksum);
 }
 
 dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const char *name, int steps_done,
                                    const dz_best *best, dz_error *err) {
+    uint64_t sum = 0;
     dz_status st = dz_zo_flush(c->e, err); /* every rank: with shared masters the flush is collective */
+    if (st == DZ_OK) st = dz_compute_weights_checksum(c, &sum, err); /* so is a node's checksum */
     if (st != DZ_OK || !c->rank0) return st;
     st = dz_seedlog_sync(rf->log, err); /* the log must reach the checkpoint */
     if (st != DZ_OK) return st;
-    char js[256];
-    state_json(js, sizeof js, steps_done, best);
+    char js[320];
+    state_json(js, sizeof js, steps_done, best, sum);
     const int keep = c->cfg->schedule.keep_checkpoints;
     if (!c->store) return dz_checkpoint_write(rf->dir, name, steps_done, c->m, c->tok, js, NULL, keep, err);
     st = dz_store_save_resident(c->store, c->m, err);
@@ -33,10 +39,35 @@ dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const
     return st;
 }
 
+dz_status dz_run_folder_checkpoint_skipped(const dz_compute *c, int done) {
+    if (c->rank0)
+        dz_log(DZ_LOG_WARN, "step %d: no checkpoint-%d: the loss is not finite, and a checkpoint of diverged weights "
+               "could rotate the last good one away", done, done);
+    return DZ_OK;
+}
+
+dz_status dz_run_folder_diverged(const dz_run_folder *rf, const dz_compute *c, int done, int bad, dz_error *err) {
+    char last[4400] = "", hint[4600] = "";
+    int steps = 0; /* the suggested step: the last checkpoint's (rank 0 reads the folder) */
+    if (c->rank0 && dz_checkpoint_latest(rf->dir, last, sizeof last, &steps, NULL) != DZ_OK) steps = 0;
+    if (steps > 0) snprintf(hint, sizeof hint, "the last good checkpoint is %s; ", last);
+    return dz_fail(err, DZ_ERR_INVALID,
+                   "training stopped at step %d: %d non-finite losses in a row (--max-bad-steps %d), and no checkpoint "
+                   "is written from diverged weights; %s--resume would diverge again. Go on from an earlier step with a "
+                   "lower learning rate in a new run folder: distzo train --resume-from %s:%d --lr <lower> --out <new> "
+                   "(any step of the log; metrics.jsonl shows where the loss grew)", done, bad,
+                   c->cfg->optim.max_bad_steps, hint, rf->dir, steps);
+}
+
 /* The selection score an evaluation row of metrics.jsonl carries (NaN if none). */
 static double row_score(int lm, const dz_metrics_row *r) {
     if (!r->has_eval) return NAN;
     return lm ? -r->dev_loss : r->dev_accuracy;
+}
+
+static double row_test_score(int lm, const dz_metrics_row *r) {
+    if (!r->has_eval) return NAN;
+    return lm ? -r->test_loss : r->test_accuracy;
 }
 
 /* The checkpoint's trainer_state.json (or the base model's score, before any replay),
@@ -70,12 +101,15 @@ dz_status dz_run_folder_restore_best(dz_run_folder *rf, int lm, double base_dev,
     size_t n = 0;
     int64_t last = 0; /* rows count steps done; row 0 is the evaluation before training */
     if (st == DZ_OK && dz_file_exists(mp)) st = dz_metrics_read(mp, &rows, &n, err);
+    rf->before_dev = base_dev, rf->before_test = base_test;
     for (size_t i = 0; st == DZ_OK && i < n; i++) {
         last = rows[i].step > last ? rows[i].step : last;
+        if (rows[i].step == 0 && rows[i].has_eval) /* the scores before training, for the summary */
+            rf->before_dev = row_score(lm, &rows[i]), rf->before_test = row_test_score(lm, &rows[i]);
         const double score = row_score(lm, &rows[i]);
         if (rows[i].step > rf->ckpt_steps && score > rf->best.dev) {
             rf->best.dev = score, rf->best.step = (int)rows[i].step;
-            rf->best.test = lm ? -rows[i].test_loss : rows[i].test_accuracy;
+            rf->best.test = row_test_score(lm, &rows[i]);
         }
     }
     free(rows);

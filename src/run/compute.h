@@ -37,7 +37,10 @@ void dz_compute_free(dz_compute *c);
 /* A fingerprint of a tensor table: its names and shapes (federated workers use it too). */
 uint64_t dz_compute_table_hash(const dz_param_table *t);
 
-/* replicas.c: --verify-every: the nodes' masters compared by checksum after step done. */
+/* replicas.c: the weights' checksum (--verify-every's, written with each checkpoint): the
+ * masters hashed, a node's slices summed. Collective over the node with shared masters. */
+dz_status dz_compute_weights_checksum(const dz_compute *c, uint64_t *sum, dz_error *err);
+/* --verify-every: the nodes' masters compared by checksum after step done. */
 dz_status dz_compute_verify_replicas(dz_compute *c, int done, dz_error *err);
 
 #endif

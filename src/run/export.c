@@ -1,6 +1,7 @@
 /* distzo export: a run's seed log replayed onto its base model (or a model as it is),
  * written in HF layout or as a GGUF file for llama.cpp. */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,20 @@ static dz_status write_gguf(const dz_model *m, const dz_weight_source *src, cons
     return st;
 }
 
+dz_status dz_run_weights_alone(const dz_train_config *c, const char *weights, const char *store, dz_zo_setup **out,
+                               dz_error *err) {
+    const dz_weights_spec ws = {.path = weights, .master_dtype = c->store.master_dtype, .store = store};
+    dz_status st = dz_setup_weights(&ws, out, err);
+    const dz_engine_spec es = {
+        .max_batch = 1, .max_len = 2, .streams = 2,
+        .zo = dz_train_zo_params(&c->optim), /* replay applies each update at once: fused or not, the same bits */
+        .max_resident_mb = c->store.max_resident_mb,
+        .stream_globals = c->store.stream_globals,
+    };
+    if (st == DZ_OK) st = dz_setup_engine(*out, &es, err);
+    return st;
+}
+
 /* The output never lands on what export reads: the run folder (a reader leaves it as it
  * is), the model's file, or the model's folder (its files would be replaced). */
 static dz_status check_out(const char *run_dir, const char *model, const char *out, dz_error *err) {
@@ -134,6 +149,32 @@ static dz_status replay_pool(const dz_seedlog *log, uint32_t k, const dz_train_c
     return st;
 }
 
+/* The log against run.json and the run's other files: the seed that drew its
+ * perturbations (resume checks it too), and that it reaches the step LATEST and
+ * metrics.jsonl say the run reached (a cut log would export an earlier model). */
+static dz_status check_log(const char *run_dir, const dz_train_config *c, const dz_seedlog *log, int allow_short,
+                           dz_error *err) {
+    const dz_seedlog_header *h = dz_seedlog_get_header(log);
+    if (h->run_seed != c->optim.seed)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log: its seed %llu differs from run.json's seed %llu: the log is "
+                       "not this run's", run_dir, (unsigned long long)h->run_seed, (unsigned long long)c->optim.seed);
+    dz_run_reached r;
+    dz_status st = dz_run_reached_read(run_dir, &r, err);
+    const int64_t logged = dz_seedlog_next_step(log);
+    const int64_t reached = r.checkpoint > r.metrics ? r.checkpoint : r.metrics;
+    if (st != DZ_OK || logged >= reached) return st;
+    char why[128];
+    snprintf(why, sizeof why, "%s%" PRId64, r.checkpoint >= r.metrics ? "LATEST names checkpoint-" :
+             "metrics.jsonl has a row for step ", reached);
+    if (!allow_short)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log ends after step %" PRId64 " but %s: the log was cut, and "
+                       "exporting it would give an earlier model (train --resume recomputes the steps it can; "
+                       "--allow-short-log exports what the log holds)", run_dir, logged, why);
+    dz_log(DZ_LOG_WARN, "%s/seeds.log ends after step %" PRId64 " but %s: exporting the model after step %" PRId64
+           " (--allow-short-log)", run_dir, logged, why, logged);
+    return DZ_OK;
+}
+
 dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (!spec->out) return dz_fail(err, DZ_ERR_INVALID, "export: no output path");
     if (!spec->run_dir) {
@@ -150,17 +191,10 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     dz_seedlog *log = NULL;
     if (!base && st == DZ_OK) base = c.model;
     if (st == DZ_OK) st = check_out(run_dir, base, spec->out, err);
-    const dz_weights_spec ws = {.path = base, .master_dtype = c.store.master_dtype, .store = spec->store};
-    if (st == DZ_OK) st = dz_setup_weights(&ws, &s, err);
-    const dz_engine_spec es = {
-        .max_batch = 1, .max_len = 2, .streams = 2,
-        .zo = dz_train_zo_params(&c.optim), /* replay applies each update at once: fused or not, the same bits */
-        .max_resident_mb = c.store.max_resident_mb,
-        .stream_globals = c.store.stream_globals,
-    };
-    if (st == DZ_OK) st = dz_setup_engine(s, &es, err);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
+    if (st == DZ_OK) st = check_log(run_dir, &c, log, spec->allow_short_log, err); /* before the weights load */
+    if (st == DZ_OK) st = dz_run_weights_alone(&c, base, spec->store, &s, err);
     const uint32_t pool_k = st == DZ_OK ? dz_seed_pool_log_k(dz_seedlog_get_header(log)->fingerprint) : 0;
     if (pool_k) {
         st = replay_pool(log, pool_k, &c, dz_setup_model(s), err);

@@ -20,6 +20,7 @@ typedef struct dz_run_folder {
     dz_metrics *metrics;              /* rank 0 */
     int ckpt_steps;                   /* resume: the steps in the weights loaded */
     dz_best best;                     /* the best-so-far carried over a resume */
+    double before_dev, before_test;   /* resume: the scores before training (metrics.jsonl's row 0) */
     int lock_fd;                      /* rank 0: the run folder's lock (-1: none) */
     int made_run_dir;                 /* this start created the run folder */
     int lock_was_there;               /* the folder had a .lock before this start (from an earlier run) */
@@ -41,6 +42,11 @@ void dz_run_folder_close(dz_run_folder *rf);
  * after steps_done steps and the best-so-far. Collective (every rank flushes). */
 dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const char *name, int steps_done,
                                    const dz_best *best, dz_error *err);
+/* Divergence: a checkpoint is never written from weights whose loss is not finite (it
+ * would rotate a good one away): skipped says so (DZ_OK). diverged is the stop after
+ * --max-bad-steps such steps: DZ_ERR_INVALID saying how to go on (--resume-from). */
+dz_status dz_run_folder_checkpoint_skipped(const dz_compute *c, int done);
+dz_status dz_run_folder_diverged(const dz_run_folder *rf, const dz_compute *c, int done, int bad, dz_error *err);
 /* Resume, rank 0: rf->best as the uninterrupted run had it at the last logged step (lm:
  * the scores are losses); steps logged without their metrics row are dropped from the
  * seed log, to be recomputed. base_dev / base_test: the base model's scores (used when no

@@ -230,16 +230,19 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
     return DZ_OK;
 }
 
-/* A float32 value with the fewest digits that read back as the same float; null if not finite. */
-static int put_value(char *out, size_t cap, double v) {
-    float f = (float)v;
-    if (!isfinite(f)) return snprintf(out, cap, "null");
+int dz_float_shortest(char *out, size_t cap, float f) {
     int n = 0;
     for (int prec = 1; prec <= 9; prec++) {
         n = snprintf(out, cap, "%.*g", prec, (double)f);
         if ((float)strtod(out, NULL) == f) break;
     }
     return n;
+}
+
+/* A float32 value with the fewest digits that read back as the same float; null if not finite. */
+static int put_value(char *out, size_t cap, double v) {
+    const float f = (float)v;
+    return isfinite(f) ? dz_float_shortest(out, cap, f) : snprintf(out, cap, "null");
 }
 
 static size_t put_field(char *line, size_t used, size_t cap, const char *key, double v) {
@@ -304,13 +307,9 @@ static dz_status append_views(dz_metrics *m, const dz_metrics_row *row, dz_error
     return st == DZ_OK ? dz_tb_flush(m->tb, 0, err) : st;
 }
 
-dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err) {
-    if (!m || !row) return dz_fail(err, DZ_ERR_INVALID, "metrics: append needs a writer and a row");
-    if (row->step < m->last_step)
-        return dz_fail(err, DZ_ERR_INVALID, "%s: step %" PRId64 " after step %" PRId64 " (steps must not decrease)",
-                       m->path, row->step, m->last_step);
-    char line[512];
-    size_t cap = sizeof line, used = (size_t)snprintf(line, cap, "{\"step\": %" PRId64, row->step);
+/* The row's metrics.jsonl line, '\n' included; returns its length. */
+static size_t format_row(const dz_metrics_row *row, char *line, size_t cap) {
+    size_t used = (size_t)snprintf(line, cap, "{\"step\": %" PRId64, row->step);
     used = put_field(line, used, cap, "loss", row->loss);
     used = put_field(line, used, cap, "g", row->g);
     used = put_field(line, used, cap, "lr", row->lr);
@@ -325,6 +324,26 @@ dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *
             if (isfinite(ev[i].v)) used = put_field(line, used, cap, ev[i].k, ev[i].v);
     }
     used += (size_t)snprintf(line + used, cap - used, "}\n");
+    return used;
+}
+
+dz_status dz_metrics_write_rows(const char *path, const dz_metrics_row *rows, size_t n, dz_error *err) {
+    char *text = malloc(n * 512 + 1);
+    if (!text) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) len += format_row(&rows[i], text + len, 512);
+    const dz_status st = dz_write_file_atomic(path, text, len, err);
+    free(text);
+    return st;
+}
+
+dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err) {
+    if (!m || !row) return dz_fail(err, DZ_ERR_INVALID, "metrics: append needs a writer and a row");
+    if (row->step < m->last_step)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: step %" PRId64 " after step %" PRId64 " (steps must not decrease)",
+                       m->path, row->step, m->last_step);
+    char line[512];
+    const size_t used = format_row(row, line, sizeof line);
     /* The views first, metrics.jsonl last: a resume trusts the jsonl's rows and trims the
      * CSV to them, so a failure between the two leaves nothing to disagree (a torn line is
      * dropped on reopen). */

@@ -42,6 +42,12 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
 /* Appends one line; steps must not decrease. */
 dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err);
 dz_status dz_metrics_sync(dz_metrics *m, dz_error *err);
+/* Writes rows (in the order given) as path's whole content, atomically: resume's
+ * rebuild of rows lost from metrics.jsonl. */
+dz_status dz_metrics_write_rows(const char *path, const dz_metrics_row *rows, size_t n, dz_error *err);
+/* f with the fewest digits (%.Ng, N up to 9) that read back as the same float: 4e-05,
+ * not 3.9999998989515e-05 (run.json writes its floats so too). Returns the length. */
+int dz_float_shortest(char *out, size_t cap, float f);
 /* Syncs and closes; NULL is fine. */
 dz_status dz_metrics_close(dz_metrics *m, dz_error *err);
 

@@ -36,15 +36,21 @@ static dz_status inject_fault(dz_compute *comp, int done, dz_error *err) {
     return st;
 }
 
+dz_status dz_compute_weights_checksum(const dz_compute *comp, uint64_t *sum, dz_error *err) {
+    const int slices = comp->node_shared ? dz_comm_node_size(comp->comm) : 1;
+    const int slice = comp->node_shared ? dz_comm_node_rank(comp->comm) : 0;
+    dz_status st = dz_zo_checksum_slice(comp->e, slice, slices, sum, err);
+    if (st == DZ_OK && comp->node_shared) st = dz_comm_node_sum_u64(comp->comm, sum, 1, err);
+    return st;
+}
+
 dz_status dz_compute_verify_replicas(dz_compute *comp, int done, dz_error *err) {
     dz_status st = dz_zo_flush(comp->e, err);
     if (st != DZ_OK) return st;
     if ((st = inject_fault(comp, done, err)) != DZ_OK) return st;
-    const int node_rank = dz_comm_node_rank(comp->comm), node = dz_comm_node(comp->comm);
-    const int slices = comp->node_shared ? dz_comm_node_size(comp->comm) : 1;
+    const int node = dz_comm_node(comp->comm);
     uint64_t sum = 0, lo, hi;
-    st = dz_zo_checksum_slice(comp->e, comp->node_shared ? node_rank : 0, slices, &sum, err);
-    if (st == DZ_OK && comp->node_shared) st = dz_comm_node_sum_u64(comp->comm, &sum, 1, err);
+    st = dz_compute_weights_checksum(comp, &sum, err);
     if (st == DZ_OK) st = dz_comm_minmax_u64(comp->comm, sum, &lo, &hi, err);
     if (st != DZ_OK) return st;
     const int copies = comp->node_shared ? dz_comm_n_nodes(comp->comm) : dz_comm_size(comp->comm);

@@ -2,7 +2,7 @@
 /* The run folder's settings and checkpoints. Every file is written to a temporary name,
  * fsync'd and renamed; a checkpoint folder becomes visible by one rename, and LATEST names
  * the newest complete one, so a crash at any moment leaves the previous state usable. */
-#define _XOPEN_SOURCE 700 /* nftw */
+#define _GNU_SOURCE /* nftw, memmem */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -23,6 +23,7 @@
 #include "core/io.h"
 #include "core/util.h"
 #include "distzo/log.h"
+#include "run/metrics.h"
 #include "run/run_files.h"
 
 /* ---- run.json ---------------------------------------------------------------------- */
@@ -158,19 +159,51 @@ static void field_copy(const run_field *f, dz_train_config *dst, const dz_train_
     memcpy(field_ptr(f, dst), field_ptr(f, src), size);
 }
 
+/* The index of name in a choice's "a|b|c", or -1. */
+static int choice_index(const char *names, const char *name) {
+    int k = 0;
+    for (const char *n = names; n; n = strchr(n, '|') ? strchr(n, '|') + 1 : NULL, k++)
+        if (strlen(name) == strcspn(n, "|") && !strncmp(n, name, strlen(name))) return k;
+    return -1;
+}
+
+/* A u64 as its exact integer text (a double would round seeds from 2^53 on). */
+static void add_u64(cJSON *o, const char *key, uint64_t v) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
+/* A float as the shortest decimal that reads back as the same float (4e-05, not
+ * 3.9999998989515e-05). */
+static void add_float(cJSON *o, const char *key, float v) {
+    char buf[32];
+    dz_float_shortest(buf, sizeof buf, v);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
+/* One setting into o: strings, dtypes and choices by name, numbers exactly. */
+static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
+    const void *p = field_ptr(f, c);
+    char name[64];
+    if (f->kind == F_STR) {
+        if (*(const char *const *)p) cJSON_AddStringToObject(o, f->key, *(const char *const *)p);
+    } else if (f->kind == F_DTYPE) {
+        cJSON_AddStringToObject(o, f->key, dz_dtype_name(*(const dz_dtype *)p));
+    } else if (f->names && (field_text(f, c, name, sizeof name), choice_index(f->names, name) >= 0)) {
+        cJSON_AddStringToObject(o, f->key, name);
+    } else if (f->kind == F_U64) {
+        add_u64(o, f->key, *(const uint64_t *)p);
+    } else if (f->kind == F_FLOAT) {
+        add_float(o, f->key, *(const float *)p);
+    } else {
+        cJSON_AddNumberToObject(o, f->key, field_num(f, c));
+    }
+}
+
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_error *err) {
     cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; o && i < N_FIELDS; i++) {
-        const run_field *f = &FIELDS[i];
-        const void *p = field_ptr(f, c);
-        if (f->kind == F_STR) {
-            if (*(const char *const *)p) cJSON_AddStringToObject(o, f->key, *(const char *const *)p);
-        } else if (f->kind == F_DTYPE) {
-            cJSON_AddStringToObject(o, f->key, dz_dtype_name(*(const dz_dtype *)p));
-        } else {
-            cJSON_AddNumberToObject(o, f->key, field_num(f, c));
-        }
-    }
+    for (size_t i = 0; o && i < N_FIELDS; i++) add_field(o, &FIELDS[i], c);
     char *text = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return dz_fail(err, DZ_ERR_NOMEM, "run.json: out of memory");
@@ -181,20 +214,43 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
     return st;
 }
 
-/* The index of name in a choice's "a|b|c", or -1. */
-static int choice_index(const char *names, const char *name) {
-    int k = 0;
-    for (const char *n = names; n; n = strchr(n, '|') ? strchr(n, '|') + 1 : NULL, k++)
-        if (strlen(name) == strcspn(n, "|") && !strncmp(n, name, strlen(name))) return k;
+/* The JSON text being read: its name in messages, the text itself (u64 values are read
+ * from it exactly) and where copied strings go (room was made for the whole file). */
+typedef struct json_src {
+    const char *path, *text;
+    size_t len;
+    char *strings_end;
+} json_src;
+
+/* The exact integer written after top-level key in src's text, if it is the value v holds
+ * (cJSON keeps only a double): 0, or -1 when it cannot be found. */
+static int exact_u64(const json_src *src, const char *key, double v, uint64_t *out) {
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    const size_t qn = strlen(quoted);
+    for (const char *at = src->text; (at = memmem(at, (size_t)(src->text + src->len - at), quoted, qn)); at += qn) {
+        const char *q = at + qn;
+        while (q < src->text + src->len && isspace((unsigned char)*q)) q++;
+        if (q >= src->text + src->len || *q != ':') continue;
+        for (q++; q < src->text + src->len && isspace((unsigned char)*q);) q++;
+        if (q >= src->text + src->len || !isdigit((unsigned char)*q)) continue;
+        char digits[24], *end;
+        size_t n = 0;
+        while (n + 1 < sizeof digits && q + n < src->text + src->len && isdigit((unsigned char)q[n])) digits[n] = q[n], n++;
+        digits[n] = '\0';
+        errno = 0;
+        const unsigned long long x = strtoull(digits, &end, 10);
+        if (errno == 0 && *end == '\0' && (double)x == v) return *out = x, 0;
+    }
     return -1;
 }
 
-/* One value v (named key in messages) into field f of c; strings are copied to
- * *strings_end (room was made for the whole file). inverted: the key is a --no-X
+/* One value v (named key in messages) into field f of c. inverted: the key is a --no-X
  * option, whose true is the setting's 0. A choice takes its value's name or index, an
  * integer setting true or false too. */
-static dz_status read_value(const run_field *f, const cJSON *v, const char *key, int inverted, const char *path,
-                            dz_train_config *c, char **strings_end, dz_error *err) {
+static dz_status read_value(const run_field *f, const cJSON *v, const char *key, int inverted, json_src *src,
+                            dz_train_config *c, dz_error *err) {
+    const char *path = src->path;
     void *p = field_ptr(f, c);
     if (inverted || (cJSON_IsBool(v) && f->kind == F_INT)) {
         if (!cJSON_IsBool(v) && !(cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)))
@@ -217,9 +273,9 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
             return DZ_OK;
         }
         const size_t n = strlen(v->valuestring) + 1;
-        memcpy(*strings_end, v->valuestring, n);
-        *(const char **)p = *strings_end;
-        *strings_end += n;
+        memcpy(src->strings_end, v->valuestring, n);
+        *(const char **)p = src->strings_end;
+        src->strings_end += n;
         return DZ_OK;
     }
     if (!cJSON_IsNumber(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a number", path, key);
@@ -232,7 +288,13 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
     switch (f->kind) {
     case F_INT: *(int *)p = (int)x; break;
     case F_FLOAT: *(float *)p = (float)x; break;
-    case F_U64: *(uint64_t *)p = (uint64_t)x; break;
+    case F_U64: /* exactly as written (a double stops at 2^53); 2^64 itself rounds down to it */
+        if (exact_u64(src, key, x, (uint64_t *)p) != 0) {
+            if (x >= 18446744073709551615.0)
+                return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %.17g is outside 0..2^64-1", path, key, x);
+            *(uint64_t *)p = (uint64_t)x;
+        }
+        break;
     case F_SCHEDULE: *(dz_lr_schedule *)p = (dz_lr_schedule)(int)x; break;
     default: break;
     }
@@ -240,12 +302,11 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
 }
 
 /* One field of run.json (by its key) into c. */
-static dz_status read_field(const run_field *f, const cJSON *o, const char *path, dz_train_config *c,
-                            char **strings_end, dz_error *err) {
+static dz_status read_field(const run_field *f, const cJSON *o, json_src *src, dz_train_config *c, dz_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->key);
-    if (v) return read_value(f, v, f->key, 0, path, c, strings_end, err);
+    if (v) return read_value(f, v, f->key, 0, src, c, err);
     if (f->optional) return DZ_OK;
-    return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", path, f->key);
+    return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", src->path, f->key);
 }
 
 /* The field a config file's key names: run.json's key, or its train option without the
@@ -293,14 +354,14 @@ dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *
     if (st != DZ_OK) return st;
     cJSON *o;
     st = parse_object(text, len, path, &o, err);
-    char *buf = malloc(len + 1), *end = buf;
-    free(text);
+    char *buf = malloc(len + 1);
+    json_src src = {.path = path, .text = text, .len = len, .strings_end = buf};
     if (st == DZ_OK && !buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     for (const cJSON *v = o ? o->child : NULL; st == DZ_OK && v; v = v->next) {
         int inverted;
         const run_field *f = field_by_key(v->string, &inverted);
         if (f) {
-            st = read_value(f, v, v->string, inverted, path, c, &end, err);
+            st = read_value(f, v, v->string, inverted, &src, c, err);
             continue;
         }
         int theirs = 0;
@@ -309,6 +370,7 @@ dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: unknown key '%s' (keys are train's option names, e.g. \"lr\", "
                          "\"steps\", or run.json's)", path, v->string);
     }
+    free(text);
     cJSON_Delete(o);
     if (st != DZ_OK) {
         free(buf);
@@ -336,10 +398,11 @@ dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz
     *strings = NULL;
     cJSON *o;
     st = parse_object(text, len, path, &o, err);
-    char *buf = malloc(len + 1), *end = buf;
+    char *buf = malloc(len + 1);
+    json_src src = {.path = path, .text = text, .len = len, .strings_end = buf};
     if (st == DZ_OK && !buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     dz_train_config_default(c);
-    for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, path, c, &end, err);
+    for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, &src, c, err);
     cJSON_Delete(o);
     if (st != DZ_OK) {
         free(buf);
@@ -373,6 +436,31 @@ dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const 
     return DZ_OK;
 }
 
+/* What a run continued from another's step (train --resume-from) may set anew: how the
+ * steps from there on are taken. The replayed steps' updates depend on nothing else
+ * (each record holds its own lr). */
+static int branch_may_change(const run_field *f) {
+    static const char *const keys[] = {"lr", "schedule", "warmup", "steps", "max_bad_steps", "eval_every"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(f->key, keys[i])) return 1;
+    return f->resume == RESUME_FREE;
+}
+
+dz_status dz_run_config_branch(const char *old_dir, const dz_train_config *old, const dz_train_config *given,
+                               dz_error *err) {
+    char a[512], b[512];
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const run_field *f = &FIELDS[i];
+        if (field_equal(f, old, given) || branch_may_change(f)) continue;
+        field_text(f, given, a, sizeof a);
+        field_text(f, old, b, sizeof b);
+        return dz_fail(err, DZ_ERR_INVALID, "--resume-from: %s %s differs from %s/run.json's %s: the steps taken from "
+                       "its seed log are replayed with its settings, so only --lr, --schedule, --warmup, --steps, "
+                       "--max-bad-steps, --eval-every and housekeeping may change", f->option, a, old_dir, b);
+    }
+    return DZ_OK;
+}
+
 /* ---- the lock ---------------------------------------------------------------------- */
 
 dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err) {
@@ -380,7 +468,7 @@ dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err) {
     snprintf(path, sizeof path, "%s/.lock", run_dir);
     *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (*fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder's lock: %s", path, strerror(errno));
-    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) return DZ_OK;
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0) return dz_run_clean_temporaries(run_dir, err); /* ours now */
     const int e = errno;
     close(*fd);
     *fd = -1;
@@ -427,8 +515,10 @@ static dz_status read_list(const char *run_dir, char names[][64], int *n, dz_err
     for (char *line = text, *next; st == DZ_OK && line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
-        int steps = -1, end = 0;
-        if (sscanf(line, "checkpoint-%d%n", &steps, &end) != 1 || steps < 0 || line[end] != '\0')
+        int steps = -1;
+        char written[64] = ""; /* the name as the writer makes it: no sign, space or leading zero */
+        if (sscanf(line, "checkpoint-%d", &steps) == 1) snprintf(written, sizeof written, "checkpoint-%d", steps);
+        if (steps < 0 || strcmp(written, line))
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: line %d is '%.64s', expected 'checkpoint-N'", path, *n + 1, line);
         else if (*n == MAX_LISTED)
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: more than %d checkpoints listed", path, MAX_LISTED);
@@ -474,15 +564,57 @@ static dz_status prune(const char *run_dir, const char *leaf, int keep, dz_error
     return write_list(run_dir, names, kept, err);
 }
 
+/* What a checkpoint's write leaves when it stops midway (a crash, a full disk): ours by
+ * these names. .old-best is the previous best/ when the swap did not finish. */
+static int is_temporary(const char *name) {
+    int steps = -1, end = 0;
+    return !strcmp(name, ".tmp-best") ||
+           (sscanf(name, ".tmp-checkpoint-%d%n", &steps, &end) == 1 && steps >= 0 && name[end] == '\0');
+}
+
+dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err) {
+    DIR *d = opendir(run_dir);
+    if (!d) return DZ_OK; /* no folder yet: nothing left over */
+    char path[PATH_MAX + 300], best[PATH_MAX + 16];
+    dz_status st = DZ_OK;
+    for (struct dirent *e; st == DZ_OK && (e = readdir(d));) {
+        if (!is_temporary(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
+        if ((st = remove_tree(path, err)) == DZ_OK) dz_log(DZ_LOG_INFO, "removed %s (an unfinished checkpoint)", path);
+    }
+    closedir(d);
+    snprintf(path, sizeof path, "%s/.old-best", run_dir);
+    snprintf(best, sizeof best, "%s/best", run_dir);
+    if (st == DZ_OK && dz_is_dir(path) && !dz_is_dir(best) && rename(path, best) != 0)
+        st = dz_fail(err, DZ_ERR_IO, "%s: rename to %s failed: %s", path, best, strerror(errno));
+    else if (st == DZ_OK && dz_is_dir(path))
+        st = remove_tree(path, err);
+    return st;
+}
+
+static dz_status checkpoint_write(const char *run_dir, const char *leaf, int numbered, const char *tmp,
+                                  const dz_model *m, const dz_tokenizer *tok, const char *state_json,
+                                  const char *weights_file, int keep, dz_error *err);
+
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
                               const dz_tokenizer *tok, const char *state_json, const char *weights_file, int keep,
                               dz_error *err) {
-    char tmp[PATH_MAX], final[PATH_MAX], leaf[64], path[PATH_MAX + 64];
+    char tmp[PATH_MAX], leaf[64];
     const int numbered = strcmp(name, "checkpoint") == 0;
     if (numbered && keep < 1) return dz_fail(err, DZ_ERR_INVALID, "--keep-checkpoints %d: keep at least 1", keep);
     if (numbered) snprintf(leaf, sizeof leaf, "checkpoint-%d", steps_done);
     else snprintf(leaf, sizeof leaf, "%s", name);
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", run_dir, leaf); /* a crashed write's leftover is ours by this name */
+    const dz_status st = checkpoint_write(run_dir, leaf, numbered, tmp, m, tok, state_json, weights_file, keep, err);
+    if (st != DZ_OK) remove_tree(tmp, NULL); /* a full disk must not keep what it could not finish */
+    return st;
+}
+
+/* dz_checkpoint_write's steps, through tmp. */
+static dz_status checkpoint_write(const char *run_dir, const char *leaf, int numbered, const char *tmp,
+                                  const dz_model *m, const dz_tokenizer *tok, const char *state_json,
+                                  const char *weights_file, int keep, dz_error *err) {
+    char final[PATH_MAX], path[PATH_MAX + 64];
     snprintf(final, sizeof final, "%s/%s", run_dir, leaf);
     dz_status st = remove_tree(tmp, err);
     if (st != DZ_OK) {
@@ -545,5 +677,22 @@ dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int 
         *steps_done = n;
     }
     free(text);
+    return st;
+}
+
+dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *err) {
+    *r = (dz_run_reached){0};
+    char path[PATH_MAX];
+    int steps = 0;
+    dz_status st = dz_checkpoint_latest(run_dir, path, sizeof path, &steps, err);
+    if (st == DZ_ERR_NOT_FOUND) st = DZ_OK;
+    else if (st == DZ_OK) r->checkpoint = steps;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    dz_metrics_row *rows = NULL;
+    size_t n = 0;
+    if (st == DZ_OK && dz_file_exists(path)) st = dz_metrics_read(path, &rows, &n, err);
+    for (size_t i = 0; st == DZ_OK && i < n; i++)
+        if (rows[i].step > r->metrics) r->metrics = rows[i].step;
+    free(rows);
     return st;
 }

@@ -3,6 +3,7 @@
 #define DZ_RUN_RUN_FILES_H
 
 #include "distzo/model.h"
+#include "distzo/setup.h"
 #include "distzo/tokenizer.h"
 #include "distzo/train.h"
 
@@ -32,11 +33,23 @@ int dz_run_config_has_key(const char *key);
 dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const dz_train_config *given,
                                int *changed, dz_error *err);
 
+/* train --resume-from: `given`, a new run's settings, against `old`, those of the run
+ * whose seed log it continues. Only how later steps are taken may differ (lr, schedule,
+ * warmup, steps, max_bad_steps, eval_every, housekeeping); else DZ_ERR_INVALID naming
+ * the option and both values. */
+dz_status dz_run_config_branch(const char *old_dir, const dz_train_config *old, const dz_train_config *given,
+                               dz_error *err);
+
 /* The run folder's exclusive lock (run_dir/.lock, flock): one distzo run writes a folder
  * at a time, taken before the first write. unlock closes it; a fresh start that failed
  * before run.json removes the lock file it created (remove_lock) and the folder it made
- * (remove_folder, only if then empty), leaving the folder as it was. */
+ * (remove_folder, only if then empty), leaving the folder as it was. Locked, the folder's
+ * unfinished checkpoint writes are removed (dz_run_clean_temporaries). */
 dz_status dz_run_lock(const char *run_dir, int *fd, dz_error *err);
+/* Removes what an unfinished checkpoint write left (.tmp-checkpoint-N/, .tmp-best/; an
+ * .old-best/ becomes best/ again when best/ is missing): dz_run_lock does it once the
+ * folder is ours, and a failed write removes its own. */
+dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err);
 void dz_run_unlock(const char *run_dir, int fd, int remove_lock, int remove_folder);
 
 /* Writes run_dir/checkpoint-<steps_done>/ (HF layout: config.json, model.safetensors,
@@ -50,5 +63,19 @@ dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_d
 /* The newest complete checkpoint: its folder in path (cap bytes) and steps_done; returns
  * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */
 dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err);
+
+/* export.c: weights (a model or a checkpoint) as a run with settings c holds them, with
+ * an engine that only applies updates (no forward batches): export's replay, and resume's
+ * check of a checkpoint's checksum. store: NULL or a --store spec. Free *out with
+ * dz_setup_free, also on failure. */
+dz_status dz_run_weights_alone(const dz_train_config *c, const char *weights, const char *store, dz_zo_setup **out,
+                               dz_error *err);
+
+/* How far the run's own files say it got: the step of LATEST's checkpoint and of
+ * metrics.jsonl's last row (0 where there is none), for a seed log to be checked against. */
+typedef struct dz_run_reached {
+    int64_t checkpoint, metrics;
+} dz_run_reached;
+dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *err);
 
 #endif

@@ -93,14 +93,18 @@ dz_status dz_run_data_load(dz_run_data *td, dz_error *err) {
     if (d->train_examples < 1) return dz_fail(err, DZ_ERR_INVALID, "--train-examples must be at least 1");
     st = dz_dataset_sample(&td->pool, want, d->seed, &drawn, err);
     if (st != DZ_OK) return st;
-    if (drawn.count < want)
-        dz_log(DZ_LOG_WARN, "%s has %d examples, fewer than the %d train + %d dev asked for", d->train, drawn.count,
-               d->train_examples, d->dev_examples);
-    const int ntrain = drawn.count < d->train_examples ? drawn.count : d->train_examples;
+    int ntrain, ndev; /* a small file keeps a dev set, so best/ is chosen and written */
+    if (dz_split_counts(drawn.count, d->train_examples, d->dev_examples, &ntrain, &ndev) && td->comp->rank0)
+        dz_log(DZ_LOG_WARN, "%s has %d examples, fewer than the %d train + %d dev asked for: drawn (data seed %llu) "
+               "into %d train and %d dev, in the proportion asked (--train-examples and --dev-examples set it)",
+               d->train, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain, ndev);
+    if (!d->test && ndev > 0 && td->comp->rank0)
+        dz_log(DZ_LOG_INFO, "no --test file: the run reports its %d dev examples' scores (best/ by them); test scores "
+               "are n/a", ndev);
     dz_dataset train = drawn, dev = drawn;
     train.count = ntrain;
     dev.items = drawn.items + ntrain;
-    dev.count = drawn.count - ntrain;
+    dev.count = ndev;
     /* demonstrations come from the training examples: MeZO's ICL draws them from its train set */
     st = build_one(td, &train, &train, 1, 0x1ULL, &td->train, NULL, err);
     if (st == DZ_OK && td->objective == DZ_OBJ_F1) /* the same examples, decoded at each step */

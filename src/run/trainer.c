@@ -31,10 +31,13 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     snprintf(path, sizeof path, "%s/seeds.log", tr->folder.dir);
     *start_step = 0;
     const int sync_every = c->schedule.log_sync_every;
-    /* settings, model and data checked: a new run's settings, or a resume's raised steps */
-    if ((!resume || tr->folder.settings_changed) && tr->comp.rank0) st = dz_run_config_write(tr->folder.dir, c, err);
+    /* settings, model and data checked: a new run's settings, or (once the resume has
+     * succeeded: a failed one changes nothing) a resume's raised steps */
+    if (!resume && tr->comp.rank0) st = dz_run_config_write(tr->folder.dir, c, err);
     if (!resume && tr->comp.rank0 && st == DZ_OK) st = dz_seedlog_create(path, &h, sync_every, &tr->folder.log, err);
     if (resume) st = dz_trainer_resume(tr, &h, path, ckpt_steps, start_step, err);
+    if (resume && st == DZ_OK && tr->folder.settings_changed && tr->comp.rank0)
+        st = dz_run_config_write(tr->folder.dir, c, err);
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->folder.dir);
     /* rows are numbered by steps done: keep those the run has state for; from step 0, none
      * (the evaluation before training is logged again) */
@@ -102,22 +105,15 @@ typedef struct loop_state {
     double step_seconds; /* in training steps only: the rate and ETA leave evaluations out */
 } loop_state;
 
-/* A non-finite step is skipped; --max-bad-steps of them in a row stop the run (resumable). */
-static dz_status count_bad(dz_trainer *tr, const dz_zo_step_result *r, int done, loop_state *ls, dz_error *err) {
-    const dz_train_optim *o = &tr->cfg.optim;
+/* A non-finite step is skipped (and counted: --max-bad-steps of them in a row stop the run). */
+static void count_bad(const dz_zo_step_result *r, int done, loop_state *ls) {
     if (r->finite) {
         ls->bad = 0;
-        return DZ_OK;
+        return;
     }
     ls->bad++;
     dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", done,
            r->loss_plus[0], r->loss_minus[0], ls->bad);
-    if (ls->bad < o->max_bad_steps) return DZ_OK;
-    dz_status st = dz_run_folder_checkpoint(&tr->folder, &tr->comp, "checkpoint", done, &ls->best, err);
-    if (st != DZ_OK) return st;
-    return dz_fail(err, DZ_ERR_INVALID,
-                   "training stopped: %d non-finite losses in a row (--max-bad-steps %d); lower --lr or "
-                   "--eps; the run is resumable with --resume", ls->bad, o->max_bad_steps);
 }
 
 /* After step done: the evaluation (every eval_every steps and after the last; eval_every
@@ -128,7 +124,8 @@ static dz_status after_step(dz_trainer *tr, int done, loop_state *ls, dz_metrics
     const dz_train_config *c = &tr->cfg;
     const dz_train_schedule *every = &c->schedule;
     dz_status st = DZ_OK;
-    if (done == c->optim.steps || (every->eval_every > 0 && done % every->eval_every == 0)) {
+    const int stop = ls->bad >= c->optim.max_bad_steps; /* diverged: its row, and no checkpoint */
+    if (!stop && (done == c->optim.steps || (every->eval_every > 0 && done % every->eval_every == 0))) {
         double dev, test;
         *report = 0;
         if ((st = dz_evaluate_sets(&tr->data, &dev, &test, err)) != DZ_OK) return st;
@@ -141,8 +138,13 @@ static dz_status after_step(dz_trainer *tr, int done, loop_state *ls, dz_metrics
         res->final_dev = dev, res->final_test = test;
     }
     if (st == DZ_OK && tr->comp.rank0) st = dz_metrics_append(tr->folder.metrics, row, err);
+    if (st == DZ_OK && stop) {
+        *report = 0; /* the loop ends here, unreported */
+        return dz_run_folder_diverged(&tr->folder, &tr->comp, done, ls->bad, err);
+    }
     if (st == DZ_OK && every->checkpoint_every > 0 && (done % every->checkpoint_every == 0 || done == c->optim.steps))
-        st = dz_run_folder_checkpoint(&tr->folder, &tr->comp, "checkpoint", done, &ls->best, err);
+        st = ls->bad ? dz_run_folder_checkpoint_skipped(&tr->comp, done)
+                     : dz_run_folder_checkpoint(&tr->folder, &tr->comp, "checkpoint", done, &ls->best, err);
     if (st == DZ_OK && c->layout.verify_every > 0 && done % c->layout.verify_every == 0)
         st = dz_compute_verify_replicas(&tr->comp, done, err);
     return st;
@@ -169,7 +171,7 @@ static dz_status train_step(dz_trainer *tr, int step, loop_state *ls, dz_train_p
     if (tr->comp.rank0 && (st = dz_seedlog_append(tr->folder.log, (uint32_t)step, lr, g_log, err)) != DZ_OK) return st;
     ls->step_seconds += dz_now() - t_step;
     const int done = step + 1;
-    if ((st = count_bad(tr, &r, done, ls, err)) != DZ_OK) return st;
+    count_bad(&r, done, ls);
     const double rate = ls->step_seconds > 0 ? ls->steps_run / ls->step_seconds : 0.0;
     dz_metrics_row row = {.step = done, .loss = loss, .g = gmean, .lr = lr, .seconds = dz_now() - tr->t0,
                           .dev_accuracy = NAN, .test_accuracy = NAN, .best_dev_accuracy = NAN, .dev_loss = NAN,
@@ -190,6 +192,8 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
     loop_state ls = {.best = {.dev = -INFINITY, .test = NAN, .step = 0}};
     dz_status st = DZ_OK;
     res->zero_shot_dev = res->zero_shot_test = res->final_dev = res->final_test = NAN;
+    if (resume) /* step 0 re-evaluates */
+        res->zero_shot_dev = tr->folder.before_dev, res->zero_shot_test = tr->folder.before_test;
     res->was_finished = resume && start >= o->steps; /* nothing to do: say so rather than report a fresh result */
     if (resume) ls.best = tr->folder.best; /* as the uninterrupted run had it */
     if (start == 0 && (st = zero_shot(tr, resume, &ls.best, cb, user, res, err)) != DZ_OK) return st;

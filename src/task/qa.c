@@ -231,6 +231,11 @@ dz_status dz_qa_answer(dz_forward *f, const dz_weight_source *w, const dz_tokeni
 
 dz_status dz_qa_evaluate(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const dz_qa_set *s, int lo,
                          int hi, int max_new, double *f1, double *em, dz_error *err) {
+    return dz_qa_evaluate_answers(f, w, tok, s, lo, hi, max_new, f1, em, NULL, err);
+}
+
+dz_status dz_qa_evaluate_answers(dz_forward *f, const dz_weight_source *w, const dz_tokenizer *tok, const dz_qa_set *s,
+                                 int lo, int hi, int max_new, double *f1, double *em, char **answers, dz_error *err) {
     const int max_seq = dz_forward_max_seq(f), V = dz_model_config(dz_forward_model(f))->vocab_size;
     int *work = malloc(sizeof(int) * (size_t)max_seq);
     float *logits = malloc(sizeof(float) * (size_t)V);
@@ -240,6 +245,8 @@ dz_status dz_qa_evaluate(dz_forward *f, const dz_weight_source *w, const dz_toke
         st = dz_qa_answer(f, w, tok, s->prompts[e], s->prompt_len[e], max_new, work, logits, answer, ANSWER_CAP, err);
         if (st == DZ_OK)
             dz_qa_best(answer, s->data.items[e].answers, s->data.items[e].n_answers, &f1[e - lo], &em[e - lo]);
+        if (st == DZ_OK && answers && !(answers[e - lo] = strdup(answer)))
+            st = dz_fail(err, DZ_ERR_NOMEM, "out of memory");
         dz_progress_add(1);
     }
     free(work);

@@ -288,6 +288,8 @@ dz_status dz_tokenizer_from_vocab(const dz_vocab_spec *spec, dz_tokenizer **out,
     dz_tokenizer *tok = dz_tokenizer_alloc();
     if (!tok) return oom(spec, err);
     dz_status st = build(tok, spec, err);
+    if (st == DZ_OK && spec->chat_template && !(tok->chat_template = strdup(spec->chat_template)))
+        st = oom(spec, err);
     if (st != DZ_OK) {
         dz_tokenizer_free(tok);
         return st;

@@ -56,6 +56,7 @@ typedef struct dz_vocab_spec {
     int nfc;                 /* Unicode NFC before pre-tokenization (tokenizer.json normalizer NFC) */
     int add_dummy_prefix;     /* SentencePiece: " " before non-empty text (default 1) */
     const char *tokens_field, *merges_field; /* names in errors, e.g. "tokenizer.ggml.tokens" */
+    const char *chat_template; /* GGUF tokenizer.chat_template / tokenizer_config.json's, or NULL (copied) */
 } dz_vocab_spec;
 
 /* A spec with every id -1 and the GGUF field names. */

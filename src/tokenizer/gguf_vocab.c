@@ -46,13 +46,23 @@ static dz_status optional_bool(const dz_gguf *g, const char *key, int *v, dz_err
     return st == DZ_ERR_NOT_FOUND ? DZ_OK : st;
 }
 
+/* tokenizer.chat_template, copied; NULL when absent. */
+static dz_status chat_template(const dz_gguf *g, const char *path, char **out, dz_error *err) {
+    *out = NULL;
+    if (!dz_gguf_find_kv(g, "tokenizer.chat_template")) return DZ_OK;
+    dz_gguf_str s;
+    dz_status st = dz_gguf_get_string(g, "tokenizer.chat_template", &s, err);
+    if (st == DZ_OK && !(*out = copy_str(s))) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+    return st;
+}
+
 dz_status dz_tokenizer_from_gguf(const dz_gguf *g, dz_tokenizer **out, dz_error *err) {
     *out = NULL;
     const char *path = g->path ? g->path : "<memory>";
     dz_vocab_spec spec = dz_vocab_spec_init(path);
     dz_gguf_str model_s, pre_s = {"default", 7};
     const dz_gguf_kv *tokens_kv = NULL, *merges_kv = NULL, *types_kv = NULL, *scores_kv = NULL;
-    char *model = NULL, *pre = NULL, **tokens = NULL, **merges = NULL;
+    char *model = NULL, *pre = NULL, **tokens = NULL, **merges = NULL, *chat = NULL;
     int32_t *types = NULL;
     float *scores = NULL;
     dz_status st = dz_gguf_get_string(g, "tokenizer.ggml.model", &model_s, err);
@@ -93,7 +103,9 @@ dz_status dz_tokenizer_from_gguf(const dz_gguf *g, dz_tokenizer **out, dz_error 
     if (st == DZ_OK) st = optional_id(g, "tokenizer.ggml.padding_token_id", &spec.pad, err);
     if (st == DZ_OK) st = optional_id(g, "tokenizer.ggml.unknown_token_id", &spec.unk, err);
     if (st == DZ_OK) st = optional_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, err);
+    if (st == DZ_OK) st = chat_template(g, path, &chat, err);
     if (st == DZ_OK) {
+        spec.chat_template = chat;
         spec.model = model;
         spec.pre = pre;
         spec.tokens = (const char *const *)tokens;
@@ -107,6 +119,7 @@ dz_status dz_tokenizer_from_gguf(const dz_gguf *g, dz_tokenizer **out, dz_error 
     }
     free(model);
     free(pre);
+    free(chat);
     free(types);
     free(scores);
     free_strings(tokens, tokens_kv ? tokens_kv->count : 0);

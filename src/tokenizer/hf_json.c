@@ -19,6 +19,7 @@ typedef struct hf_load {
     uint8_t *strip;
     const char **left, **right;
     int n_tokens, n_merges;
+    char *chat_template; /* tokenizer_config.json's, or chat_template.jinja's */
 } hf_load;
 
 static dz_status bad(hf_load *L, const char *field, const char *what) {
@@ -316,6 +317,25 @@ static dz_status config_token(hf_load *L, const cJSON *cfg, const char *key, con
     return DZ_OK;
 }
 
+/* chat_template: a string, or a list of {"name", "template"} of which "default" is used (as
+ * transformers does); else the chat_template.jinja that newer transformers save beside. */
+static dz_status read_chat_template(hf_load *L, const cJSON *cfg, const char *cfg_path) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+    for (const cJSON *e = cJSON_IsArray(v) ? v->child : NULL; e; e = e->next)
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")) &&
+            !strcmp(cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring, "default"))
+            v = cJSON_GetObjectItemCaseSensitive(e, "template");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v))
+        return dz_fail(L->err, DZ_ERR_FORMAT, "%s: chat_template: expected a string or a list with a \"default\" entry",
+                       cfg_path);
+    if (cJSON_IsString(v))
+        return (L->chat_template = strdup(v->valuestring)) ? DZ_OK : dz_fail(L->err, DZ_ERR_NOMEM, "out of memory");
+    char dir[4096], jinja[4200];
+    dz_path_parent(cfg_path, dir, sizeof dir);
+    if (dz_path_join(jinja, sizeof jinja, dir, "chat_template.jinja") != 0 || !dz_file_exists(jinja)) return DZ_OK;
+    return dz_read_file(jinja, &L->chat_template, NULL, L->err);
+}
+
 static dz_status read_config(hf_load *L, const char *cfg_path, dz_vocab_spec *spec) {
     cJSON *cfg = NULL;
     dz_status st = parse_json(cfg_path, &cfg, L->err);
@@ -333,6 +353,8 @@ static dz_status read_config(hf_load *L, const char *cfg_path, dz_vocab_spec *sp
         if (spec->add_bos && spec->bos < 0)
             st = dz_fail(L->err, DZ_ERR_FORMAT, "%s: add_bos_token is true but there is no bos_token", cfg_path);
     }
+    if (st == DZ_OK) st = read_chat_template(L, cfg, cfg_path);
+    spec->chat_template = L->chat_template;
     cJSON_Delete(cfg);
     return st;
 }
@@ -378,6 +400,7 @@ dz_status dz_hf_json_load(const char *json_path, const char *config_path, dz_tok
         st = dz_tokenizer_from_vocab(&spec, out, err);
     }
     free(L.tokens);
+    free(L.chat_template);
     free(L.types);
     free(L.strip);
     free(L.left);

@@ -127,6 +127,8 @@ struct dz_tokenizer {
     int dummy_prefix; /* a " " before non-empty text */
     int max_piece_len;
     int space_id;     /* id of " " (the dummy prefix), or -1 */
+
+    char *chat_template; /* the files' chat template (dz_tokenizer_chat_template), or NULL */
 };
 
 /* A zeroed tokenizer with every optional id -1 (NULL when out of memory). */

@@ -250,6 +250,7 @@ static cJSON *tokenizer_config(writer *w) {
     add(w, cfg, "tokenizer_class", str("PreTrainedTokenizerFast"));
     for (int k = 0; k < DZ_SPECIAL_COUNT; k++)
         if (w->tok->special[k] >= 0) add(w, cfg, keys[k], str(token_string(w, w->tok->special[k])));
+    if (w->tok->chat_template) add(w, cfg, "chat_template", str(w->tok->chat_template)); /* checkpoints keep --chat */
     return cfg;
 }
 

@@ -152,6 +152,7 @@ void dz_tokenizer_free(dz_tokenizer *tok) {
     free(tok->added.id);
     free(tok->added.special);
     free(tok->added.strip);
+    free(tok->chat_template);
     free(tok);
 }
 

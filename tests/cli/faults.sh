@@ -10,7 +10,7 @@ set -u
 bin=$1 assets=$2 store=${3:-ram}
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/dev.tsv
-head -33 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 32
 steps=12
 args=(--steps $steps --eval-every 6 --checkpoint-every 4 --lr 3e-4 --batch 4 --train-examples 32
       --dev-examples 16 --test "$tmp/test.tsv" --threads 1)

@@ -18,13 +18,8 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$tmp"' EXIT
-echo "federated-test-token-0123456789" > "$tmp/token"
+fed_begin "$assets"
 echo "some-other-token-0123456789" > "$tmp/badtoken"
-make_shards "$assets"
 rounds=40
 
 # bad command lines: a clear error naming the option or file, before anything starts
@@ -48,11 +43,7 @@ serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-s
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
 
 
-DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0 > "$tmp/serve1.txt" 2>&1 &
-serve_pid=$!
-pids+=($serve_pid)
-wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$tmp/serve1.txt")"
-url=$(cat "$tmp/run/coordinator.url")
+serve_bg "$tmp/serve1.txt" env DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --listen 127.0.0.1:0
 # the errors first, while the coordinator waits for its first worker
 "$bin" join "$url" --data "$tmp/shard1.tsv" --token-file "$tmp/badtoken" --retry-for 5 > "$tmp/e1.txt" 2>&1 &&
   bad "a bad token was accepted" || { grep -q "refused the token" "$tmp/e1.txt" && ok "a bad token: refused, named" ||
@@ -80,10 +71,7 @@ DISTZO_TEST_CORRUPT_REPLICA=30 "$bin" join "$url" --data "$tmp/shard3.tsv" --nam
 w3=$!
 pids+=($w3)
 
-wait_for 120 bash -c "! kill -0 $serve_pid 2> /dev/null"
-wait $serve_pid
-[ $? -eq 137 ] && rounds_done 20 && ! rounds_done 21 && ok "the coordinator was SIGKILLed after 20 rounds" ||
-  bad "the coordinator was not killed after round 20: $(tail -3 "$tmp/serve1.txt")"
+serve_killed_at 20 "$tmp/serve1.txt"
 kill -0 $w1 2> /dev/null && ok "the workers outlive the coordinator's SIGKILL" || bad "worker 1 died with the coordinator"
 "$bin" "${serve[@]}" --listen "${url#http://}" --resume > "$tmp/serve2.txt" 2>&1 &
 serve_pid=$!
@@ -107,11 +95,7 @@ grep -q "rejoins" "$tmp/w1.txt" && ! grep -q " 0 rejoins" "$tmp/w1.txt" && ok "w
 grep -q "test fault: flipped a bit" "$tmp/w3.txt" && grep -q "resync at 30 records" "$tmp/w3.txt" &&
   ok "worker 3's replica, one bit flipped, differed from the coordinator's checksum and was rebuilt" ||
   bad "no resync of worker 3: $(grep -E 'fault|resync' "$tmp/w3.txt")"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for w in 1 3; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
-    ok "worker $w's replica equals distzo export of the run, byte for byte" || bad "worker $w's replica differs from export"
-done
+replicas_equal_export 1 3
 cmp -s "$tmp/w1.sum" "$tmp/w3.sum" && ok "the replicas' checksums agree" || bad "checksums differ"
 "$bin" train --resume --out "$tmp/run" > "$tmp/b7.txt" 2>&1; grep -q "is a federated run" "$tmp/b7.txt" &&
   ok "train --resume of a federated run: refused, pointing to serve --resume" || bad "train --resume: $(cat "$tmp/b7.txt")"

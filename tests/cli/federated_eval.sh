@@ -14,13 +14,8 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; rm -rf "$tmp"' EXIT
-echo "federated-test-token-0123456789" > "$tmp/token"
-make_shards "$assets"
-head -201 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+fed_begin "$assets" sst2/dev.tsv
+test_set "$assets" 200
 rounds=10 q=2
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples $q --batch 8
        --train-examples 64 --lr 2e-3 --label-words bad,good --test "$tmp/test.tsv" --eval-every 4

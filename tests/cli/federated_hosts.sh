@@ -16,12 +16,10 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
-export OMP_NUM_THREADS=1
+fed_begin "$assets"
 need_tool ip "the hosts are network namespaces (iproute2)"
 ns=dz$$
 hosts=("${ns}c" "${ns}w1" "${ns}w2" "${ns}w3")
-pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done
   for h in "${hosts[@]}"; do ip netns del "$h" 2> /dev/null; done
@@ -44,18 +42,12 @@ done
 [ "$fail" -eq 0 ] || { finish; exit 1; }
 on() { local h=$1; shift; ip netns exec "$h" "$@"; }
 
-echo "federated-hosts-token-0123456789" > "$tmp/token"
-make_shards "$assets"
 rounds=400
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 3 --batch 4
        --train-examples 32 --lr 1e-4 --round-timeout 2 --worker-timeout 2 --min-workers 1 --linger 30 --threads 1)
 join=(--token-file "$tmp/token" --retry-for 40 --threads 1)
 
-on "${hosts[0]}" "$bin" "${serve[@]}" --listen 169.254.77.1:0 > "$tmp/serve.txt" 2>&1 &
-serve_pid=$!
-pids+=($serve_pid)
-wait_for 30 test -s "$tmp/run/coordinator.url" || bad "the coordinator did not start: $(tail -3 "$tmp/serve.txt")"
-url=$(cat "$tmp/run/coordinator.url")
+serve_bg "$tmp/serve.txt" on "${hosts[0]}" "$bin" "${serve[@]}" --listen 169.254.77.1:0
 case $url in http://169.254.77.1:*) ok "the coordinator serves $url on its host" ;; *) bad "coordinator url $url" ;; esac
 # each worker host reaches it over its link (a TCP connection; the bridge may take a moment)
 port=${url##*:}
@@ -101,12 +93,7 @@ done
 grep -q "rejoins" "$tmp/w1.txt" && ! grep -q " 0 rejoins" "$tmp/w1.txt" &&
   ok "worker 1 joined again after its link came back ($(grep -o '[0-9]* rejoins' "$tmp/w1.txt" | tail -1))" ||
   bad "worker 1 did not rejoin: $(tail -2 "$tmp/w1.txt")"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for w in 1 3; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$w/model.safetensors" &&
-    ok "worker $w's replica (host ${hosts[$w]}) equals distzo export of the run, byte for byte" ||
-    bad "worker $w's replica differs from export"
-done
+replicas_equal_export 1 3 # on hosts ${hosts[1]} and ${hosts[3]}
 [ "$(stat -c %s "$tmp/run/seeds.log")" -eq $((104 + rounds * (12 + 4 * 3))) ] &&
   ok "the seed log holds $rounds records of 3 slots" || bad "seeds.log has $(stat -c %s "$tmp/run/seeds.log") bytes"
 finish

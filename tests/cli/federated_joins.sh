@@ -11,10 +11,8 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
+fed_begin "$assets"
 need_tool curl "the fake workers are curl requests"
-fed_begin "joins-test-token-0123456789ab"
-make_shards "$assets"
 rounds=10
 "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 2 --batch 4 --train-examples 32 \
   --g-code f32 --round-timeout 1 --worker-timeout 100 --max-joins-per-client 3 --linger 10 --listen 127.0.0.1:0 \
@@ -65,9 +63,5 @@ records=$(od -A n -t f4 -j 104 -w20 -v "$tmp/run/seeds.log" | grep -c .)
 [ "$records" = $rounds ] && [ "$missing" -le ${#fakes[@]} ] &&
   ok "$missing of $rounds rounds had a slot nobody delivered (at most one per fake)" ||
   bad "$missing of $records rounds had a slot nobody delivered (${#fakes[@]} fakes)"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for i in 1 2; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$i/model.safetensors" && ok "worker $i's replica equals export" ||
-    bad "worker $i's replica differs from export"
-done
+replicas_equal_export 1 2
 finish

@@ -12,15 +12,9 @@
 set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
+. "$(dirname "$0")/federated_lib.sh"
+fed_begin "$assets"
 need_tool curl "the hand-written client speaks HTTP with curl"
-export OMP_NUM_THREADS=1
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null; done; [ -n "${DZ_KEEP:-}" ] || rm -rf "$tmp"' EXIT
-echo "robust-test-token-0123456789" > "$tmp/token"
-for i in 1 2; do
-  { head -1 "$assets/sst2/train.tsv"; sed -n "$((2 + i * 200)),$((201 + i * 200))p" "$assets/sst2/train.tsv"; } > "$tmp/shard$i.tsv"
-done
 rounds=12
 "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 6 --samples-per-worker 2 --min-workers 3 --batch 4 \
   --train-examples 32 --robust-clip 2 --round-timeout 3 --linger 20 --listen 127.0.0.1:0 --threads 1 \
@@ -104,11 +98,7 @@ read -r n poisoned clipped < "$tmp/check.txt"
 [ "$n" = $rounds ] && [ "$poisoned" = 0 ] && [ "$clipped" -ge $((rounds - 1)) ] &&
   ok "in rounds 1..$((n - 1)) the poisoner's slots are at most 2 x the median |g| (below g_clip: $clipped of $((2 * (n - 1))))" ||
   bad "$poisoned of the poisoner's $((2 * (n - 1))) slots went past 2 x the median; $clipped below g_clip ($n records)"
-"$bin" export --run "$tmp/run" -o "$tmp/exported" > /dev/null 2>&1 || bad "export failed"
-for i in 1 2; do
-  cmp -s "$tmp/exported/model.safetensors" "$tmp/w$i/model.safetensors" && ok "honest worker $i equals export" ||
-    bad "worker $i differs from export"
-done
+replicas_equal_export 1 2 # the honest workers
 # a --save replica carries its tokenizer, so `distzo eval` reads it as it reads an export
 "$bin" eval "$tmp/exported" --limit 24 --threads 1 --predictions "$tmp/pred_export.tsv" > /dev/null 2>&1 ||
   bad "eval of the export failed"

@@ -12,11 +12,9 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv
+fed_begin "$assets"
 need_tool curl "the valid request is made with curl"
 need_tool python3 "the slow clients are python3 sockets"
-fed_begin "slow-test-token-0123456789abc"
-make_shards "$assets"
 "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps 4 --spsa-samples 2 --min-workers 2 --batch 4 --train-examples 32 \
   --round-timeout 5 --linger 5 --listen 127.0.0.1:0 --threads 1 > "$tmp/serve.txt" 2>&1 &
 serve=$!

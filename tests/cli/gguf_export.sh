@@ -10,8 +10,7 @@ set -u
 bin=$1 assets=$2 data=$3
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin sst2/dev.tsv
-export DISTZO_ASSETS=$assets
-head -41 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 40
 
 if "$bin" train --steps 2 --lr 3e-4 --batch 4 --train-examples 16 --dev-examples 8 --test "$tmp/test.tsv" \
      --eval-every 0 --checkpoint-every 2 --threads 1 --out "$tmp/run" > "$tmp/train.log" 2>&1; then

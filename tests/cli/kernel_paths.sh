@@ -17,13 +17,12 @@ set -euo pipefail
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-export DISTZO_ASSETS=$assets
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 model=$assets/stories260K/stories260K.bin
 all_levels=(baseline avx2 avx512) # in order: each runs wherever the next one does
 
 # Small: the baseline level's GEMM is scalar fmaf, many times slower than the others.
-head -9 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 8
 steps=8
 train_args=(--model "$model" --steps "$steps" --eval-every 0 --checkpoint-every "$steps" --batch 4 --train-examples 24
             --dev-examples 8 --lr 1e-3 --test "$tmp/test.tsv")

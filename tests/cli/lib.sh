@@ -7,6 +7,9 @@
 # opts out explicitly: configure with -DDZ_REQUIRE_ASSETS=OFF (CTest then runs every test
 # with DZ_REQUIRE_ASSETS=0; or set it by hand), and the script exits 77, which CTest
 # reports as skipped, never as passed. The same as tests/assets.h for the C tests.
+# A check left out for another reason (an optional tool, a build where it means nothing)
+# is declared with left_out, and the script is then skipped too. A script that ran no
+# check at all fails: finish never reports nothing as a pass (tests/cli/selftest.sh).
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -14,7 +17,13 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok - $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 
-assets_skipped=0
+left_out_checks=0
+
+# left_out WHY: checks this script claims were not run here; finish then exits 77.
+left_out() {
+  echo "SKIP: $*"
+  left_out_checks=$((left_out_checks + 1))
+}
 
 # have_assets DIR FILE...: 0 when every FILE exists under DIR. A missing one fails the
 # script, or, with DZ_REQUIRE_ASSETS=0, returns 1 (the caller leaves those checks out and
@@ -25,8 +34,7 @@ have_assets() {
   for f in "$@"; do
     [ -e "$dir/$f" ] && continue
     if [ "${DZ_REQUIRE_ASSETS:-1}" = 0 ]; then
-      echo "SKIP: asset $dir/$f not found (DZ_REQUIRE_ASSETS=0): the checks that need it are left out"
-      assets_skipped=1
+      left_out "asset $dir/$f not found (DZ_REQUIRE_ASSETS=0): the checks that need it are left out"
       return 1
     fi
     echo "FAIL: asset $dir/$f not found: set DISTZO_ASSETS to the shared assets folder (README.md lists its" \
@@ -35,11 +43,19 @@ have_assets() {
   done
 }
 
-# need_assets DIR FILE...: the whole script needs them (exits 77 where opted out).
-need_assets() { have_assets "$@" || exit 77; }
+# need_assets DIR FILE...: the whole script needs them (exits 77 where opted out); DIR is
+# exported as DISTZO_ASSETS, where distzo finds its default model and data.
+need_assets() {
+  have_assets "$@" || exit 77
+  export DISTZO_ASSETS=$1
+}
 
 # need_tool NAME WHY: a tool the script cannot do without (scripts/deps.sh installs it).
 need_tool() { command -v "$1" > /dev/null || { echo "FAIL: $1 not found on PATH ($2)"; exit 1; }; }
+
+# test_set ASSETS N: $tmp/test.tsv, the header and first N sentences of GLUE's SST-2 dev set
+# (a small test set for the runs under test).
+test_set() { head -$(($2 + 1)) "$1/sst2/dev.tsv" > "$tmp/test.tsv"; }
 
 # metrics RUN: metrics.jsonl without its timing field.
 metrics() { sed -E 's/, "seconds": [^,}]*//' "$1/metrics.jsonl" 2>/dev/null; }
@@ -57,10 +73,11 @@ same_run() {
     { [ ! -f "$1/seeds.log" ] || [ ! -f "$2/seeds.log" ] || cmp -s "$1/seeds.log" "$2/seeds.log"; }
 }
 
-# finish [NOTE]: prints the counts; the script's status is 0 only without failures, and 77
-# (skipped) without failures when checks were left out for a missing asset.
+# finish [NOTE]: prints the counts; the script's status is 1 on a failure or when no check
+# ran (nothing checked is not a pass), 77 (skipped) when checks were left out, else 0.
 finish() {
   echo "$pass passed, $fail failed${1:+ ($1)}"
   [ "$fail" -eq 0 ] || return 1
-  [ "$assets_skipped" -eq 0 ] || exit 77
+  [ $((pass + left_out_checks)) -gt 0 ] || { echo "FAIL - no check ran"; return 1; }
+  [ "$left_out_checks" -eq 0 ] || exit 77
 }

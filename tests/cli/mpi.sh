@@ -16,7 +16,7 @@ need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
 need_tool mpirun "scripts/deps.sh installs openmpi-bin"
 "$bin" train --help 2>&1 | grep -q -- --pertp || { echo "FAIL: distzo has no --pertp"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-head -41 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 40
 common=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev-examples 21 --batch 8
         --lr 1e-3 --test "$tmp/test.tsv")
 # Under ASan, processes started by mpirun skip leak checking: Open MPI's components keep

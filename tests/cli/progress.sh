@@ -12,8 +12,7 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
-export DISTZO_ASSETS=$assets
-head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 20
 head -3 "$assets/sst2/dev.tsv" > "$tmp/test2.tsv"
 cd "$tmp" || exit 1
 small=(--train-examples 32 --dev-examples 8 --batch 4 --threads 1 --test test.tsv)

@@ -10,7 +10,7 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 20
 run=(--steps 8 --checkpoint-every 2 --eval-every 4 --train-examples 32 --dev-examples 8 --batch 4 --threads 1
      --test "$tmp/test.tsv")
 mkdir -p "$tmp/r/checkpoint-3-mine" "$tmp/r/notes"
@@ -27,7 +27,7 @@ grep -q "removed .*checkpoint-2 (--keep-checkpoints 2)" "$tmp/train.txt" && ok "
 
 # a run's checkpoint is evaluated as the run did: its test data, prompt and label words
 ev() { "$bin" eval "$@" --json 2>/dev/null | grep -o '"data": "[^"]*", "examples": [0-9]*, "accuracy": [0-9.]*, "predicted": \[[0-9, ]*\]'; }
-mine=$(ev "$tmp/r/checkpoint-8") run_own=$(ev "$tmp/r/checkpoint-8" --data "$tmp/test.tsv" --label-words bad,good)
+mine=$(ev "$tmp/r/checkpoint-8") run_own=$(ev "$tmp/r/checkpoint-8" --data "$tmp/test.tsv" --label-words terrible,great)
 acc8=$(grep '"step": 8,' "$tmp/r/metrics.jsonl" | grep -o '"test_accuracy": [0-9.]*' | grep -o '[0-9.]*$')
 if [ -n "$mine" ] && [ "$mine" = "$run_own" ] && awk -v a="$acc8" -v l="$mine" 'BEGIN { split(l, p, "\"accuracy\": "); exit !((p[2] + 0) - a < 1e-6 && a - (p[2] + 0) < 1e-6) }'; then
   ok "eval of a checkpoint with no flags uses the run's test data and label words (accuracy $acc8, as logged)"
@@ -113,6 +113,14 @@ rm -rf "$tmp/r2/checkpoint-10"; ln -s "$tmp/elsewhere" "$tmp/r2/checkpoint-10"; 
 out=$("$bin" train --resume --steps 12 --out "$tmp/r2" 2>&1) && bad "a checkpoint symlinked outside was followed" ||
   { grep -q "outside the folder" <<<"$out" && ok "a checkpoint symlinked outside the folder is refused" ||
     bad "symlinked checkpoint: $(tail -1 <<<"$out")"; }
+
+# CHECKPOINTS lists only names the writer makes: another spelling of a number (a user's
+# checkpoint-010) is refused, naming the line, and that folder is never pruned
+cp -r "$tmp/r" "$tmp/r3"; mkdir "$tmp/r3/checkpoint-010"; echo "the user's" > "$tmp/r3/checkpoint-010/file"
+{ echo checkpoint-010; cat "$tmp/r3/CHECKPOINTS"; } > "$tmp/r3/list" && mv "$tmp/r3/list" "$tmp/r3/CHECKPOINTS"
+out=$("$bin" train --resume --steps 12 --out "$tmp/r3" 2>&1) && bad "a CHECKPOINTS line 'checkpoint-010' was accepted"
+[ -f "$tmp/r3/checkpoint-010/file" ] && grep -q "CHECKPOINTS: line 1 is 'checkpoint-010'" <<<"$out" &&
+  ok "CHECKPOINTS naming checkpoint-010 is refused and that folder kept" || bad "CHECKPOINTS checkpoint-010: $(tail -1 <<<"$out")"
 
 # check everything before writing anything: a refused start leaves no folder behind
 for bad in "--steps 0" "--lr -1" "--weight-decay -0.5" "--batch 1500000000" "--train-examples 2147483647 --dev-examples 1" \

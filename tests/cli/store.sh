@@ -9,7 +9,7 @@ set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-head -33 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 32
 common=(--threads 1 --steps 60 --eval-every 20 --checkpoint-every 15 --train-examples 64 --dev-examples 16
         --lr 1e-4 --test "$tmp/test.tsv")
 same() { same_run "$1" "$2" 60; } # final weights, metrics and seed logs equal

@@ -16,7 +16,7 @@ set -u
 bin=$1 assets=$2 fx=$3
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
-head -33 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+test_set "$assets" 32
 
 resumes_bitwise() { # NAME ARGS...: 6 steps at once; 3, then resumed to 6; and export
   local name=$1; shift
@@ -34,9 +34,10 @@ resumes_bitwise() { # NAME ARGS...: 6 steps at once; 3, then resumed to 6; and e
 common=(--threads 1 --eval-every 3 --lr 1e-3 --eps 1e-2)
 resumes_bitwise accuracy --objective accuracy --train-examples 32 --dev-examples 8 --batch 8 --test "$tmp/test.tsv" "${common[@]}"
 grep -q '"objective":[[:space:]]*"accuracy"' "$tmp/accuracy-a/run.json" && ok "run.json keeps --objective" || bad "run.json lacks the objective"
-# the logged loss is minus an accuracy: a multiple of 1/8 in [-1, 0]
-awk -F'"loss": ' 'NF > 1 && $2 !~ /^null/ { split($2, v, ","); x = -v[1] * 8; if (v[1] > 0 || v[1] < -1 || x - int(x + 0.5) > 1e-9 || int(x + 0.5) - x > 1e-9) bad = 1; n++ }
-  END { exit bad || n != 6 }' "$tmp/accuracy-a/metrics.jsonl" && ok "accuracy objective: each step's loss is minus a batch accuracy" ||
+# the logged loss is (L+ + L-) / 2, minus the mean of two batch accuracies of 8 examples (under
+# +eps and -eps z): a multiple of 1/16 in [-1, 0]
+awk -F'"loss": ' 'NF > 1 && $2 !~ /^null/ { split($2, v, ","); x = -v[1] * 16; if (v[1] > 0 || v[1] < -1 || x - int(x + 0.5) > 1e-9 || int(x + 0.5) - x > 1e-9) bad = 1; n++ }
+  END { exit bad || n != 6 }' "$tmp/accuracy-a/metrics.jsonl" && ok "accuracy objective: each step's loss is minus the mean of two batch accuracies" ||
   bad "accuracy objective: losses $(grep -o '"loss": [^,]*' "$tmp/accuracy-a/metrics.jsonl" | tr '\n' ' ')"
 "$bin" train --objective accuracy --task squad --data "$fx/SQuAD" --steps 1 --out "$tmp/bad1" > "$tmp/bad1.txt" 2>&1 &&
   bad "accuracy objective on a generation task was accepted" ||

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# A run folder's files are checked against each other, and a damaged one is found, said
+# and, where the seed log allows, rebuilt (issue 27): every resumed or exported result is
+# compared with a clean run of the same settings or with `distzo export` of the run.
+# usage: run_integrity.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
+run=(--checkpoint-every 4 --eval-every 4 --train-examples 32 --dev-examples 8 --batch 4 --threads 1
+     --test "$tmp/test.tsv")
+train() { "$bin" train "${run[@]}" "$@"; }
+snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum; find . | sort); }
+"$bin" train "${run[@]}" --steps 12 --out "$tmp/clean" > "$tmp/clean.txt" 2>&1 || bad "the clean run failed"
+"$bin" train "${run[@]}" --steps 8 --out "$tmp/clean8" > /dev/null 2>&1 || bad "the clean 8-step run failed"
+
+# 27.2: export checks the seed log's seed against run.json's, as resume does
+cp -r "$tmp/clean8" "$tmp/seed"
+sed -i -E 's/"seed":([[:space:]]*)0,/"seed":\17,/' "$tmp/seed/run.json"
+if out=$("$bin" export --run "$tmp/seed" -o "$tmp/seed_x" 2>&1); then bad "export of a log with another seed than run.json: exit 0"
+elif grep -q "seed 0 differs from run.json's seed 7" <<<"$out"; then ok "export refuses a log whose seed is not run.json's"
+else bad "export with a mismatched seed: $out"; fi
+
+# 27.2/27.19: a seed from 2^53 on is written to run.json exactly and read back exactly
+# (resume compares it with the log's header; a double would be 2^53)
+"$bin" train "${run[@]}" --steps 2 --seed 9007199254740993 --out "$tmp/big" > /dev/null 2>&1 || bad "--seed 2^53+1 failed"
+grep -qE '"seed":[[:space:]]*9007199254740993,' "$tmp/big/run.json" &&
+  "$bin" train --resume --steps 4 --out "$tmp/big" > "$tmp/big.txt" 2>&1 &&
+  "$bin" export --run "$tmp/big" -o "$tmp/big_x" > /dev/null 2>&1 &&
+  cmp -s "$tmp/big_x/model.safetensors" "$tmp/big/checkpoint-4/model.safetensors" &&
+  ok "--seed 2^53+1: exact in run.json, resumed and exported" ||
+  bad "--seed 2^53+1: $(grep '"seed"' "$tmp/big/run.json"); $(tail -1 "$tmp/big.txt")"
+
+# 27.4: a resume that fails changes nothing; export refuses a log cut before LATEST
+cp -r "$tmp/clean8" "$tmp/nolog" && rm "$tmp/nolog/seeds.log"
+snapshot "$tmp/nolog" > "$tmp/nolog.before"
+if out=$("$bin" train --resume --out "$tmp/nolog" 2>&1); then bad "resume without seeds.log: exit 0"
+else
+  snapshot "$tmp/nolog" > "$tmp/nolog.after"
+  cmp -s "$tmp/nolog.before" "$tmp/nolog.after" && grep -q "seeds.log is missing, but the run reached step 8" <<<"$out" &&
+    ok "resume without seeds.log fails, says why and changes nothing" ||
+    bad "resume without seeds.log: $(tail -1 <<<"$out"); $(diff "$tmp/nolog.before" "$tmp/nolog.after" | head -3)"
+fi
+"$bin" export --run "$tmp/nolog" -o "$tmp/nolog_x" > /dev/null 2>&1 && bad "export of a run without seeds.log: exit 0" ||
+  ok "export of a run without seeds.log fails"
+cp -r "$tmp/clean8" "$tmp/cut"
+truncate -s -32 "$tmp/cut/seeds.log" # two whole 16-byte records
+if out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" 2>&1); then bad "export of a log cut before LATEST: exit 0"
+elif grep -q "ends after step 6 but LATEST names checkpoint-8" <<<"$out"; then ok "export refuses a log cut before LATEST"
+else bad "export of a cut log: $out"; fi
+out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" --allow-short-log 2>&1) && grep -q "warning.*ends after step 6" <<<"$out" &&
+  ok "--allow-short-log exports the cut log with a warning" || bad "--allow-short-log: $out"
+
+# 27.16: the summary after --resume keeps the score before training (metrics.jsonl's row 0)
+cp -r "$tmp/clean8" "$tmp/res"
+"$bin" train --resume --steps 12 --out "$tmp/res" > "$tmp/res.txt" 2>&1 || bad "resume --steps 12 failed"
+before() { grep '^done:' "$1" | grep -o 'before [0-9.]*'; }
+[ -n "$(before "$tmp/clean.txt")" ] && [ "$(before "$tmp/res.txt")" = "$(before "$tmp/clean.txt")" ] &&
+  ok "the resumed summary has the score before training: $(before "$tmp/res.txt")" ||
+  bad "resumed summary: '$(grep done: "$tmp/res.txt")' vs the clean run's '$(grep done: "$tmp/clean.txt")'"
+same_run "$tmp/clean" "$tmp/res" 12 && ok "the resumed run is the clean 12-step run" || bad "resumed 8 -> 12 differs from clean"
+
+# 27.9: a full disk (ENOSPC, the io.c test seam) midway through a checkpoint leaves no
+# .tmp-checkpoint-N; one left by a crash is removed at the next start
+DISTZO_TEST_FAULT=write:30 "$bin" train "${run[@]}" --steps 12 --out "$tmp/full" > "$tmp/full.txt" 2>&1
+rc=$?
+grep -q "No space left on device" "$tmp/full.txt" && [ $rc -ne 0 ] || bad "write:30 did not fail on a full disk: $(tail -1 "$tmp/full.txt")"
+left=$(cd "$tmp/full" && ls -d .tmp-* 2>/dev/null)
+[ -z "$left" ] && ok "a checkpoint that hit a full disk leaves no temporary folder" || bad "after ENOSPC: $left"
+mkdir -p "$tmp/full/.tmp-checkpoint-8" "$tmp/full/.tmp-best" "$tmp/full/.tmp-mine"
+echo x > "$tmp/full/.tmp-checkpoint-8/model.safetensors"
+"$bin" train --resume --out "$tmp/full" > "$tmp/full2.txt" 2>&1 || bad "resume after ENOSPC failed: $(tail -1 "$tmp/full2.txt")"
+[ ! -e "$tmp/full/.tmp-checkpoint-8" ] && [ ! -e "$tmp/full/.tmp-best" ] && [ -d "$tmp/full/.tmp-mine" ] &&
+  grep -q "removed .*\.tmp-checkpoint-8 (an unfinished checkpoint)" "$tmp/full2.txt" &&
+  ok "the next start removes unfinished checkpoints (and says so), not the user's .tmp-mine" ||
+  bad "after resume: $(cd "$tmp/full" && ls -a | tr '\n' ' ')"
+same_run "$tmp/clean" "$tmp/full" 12 && ok "ENOSPC, then resume == the clean run" || bad "ENOSPC then resume differs"
+
+# 27.1: a checkpoint whose weights changed after it was written (one byte of bit rot) is
+# found by its checksum, said, and the weights rebuilt from the base model and the log
+flip_byte() { # FILE OFFSET: that byte xor 0x10
+  local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "$(printf '\\%03o' $((b ^ 16)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+cp -r "$tmp/clean8" "$tmp/rot"
+grep -q '"weights_checksum": "[0-9a-f]\{16\}"' "$tmp/rot/checkpoint-8/trainer_state.json" &&
+  ok "trainer_state.json holds the weights' checksum" || bad "no checksum: $(cat "$tmp/rot/checkpoint-8/trainer_state.json")"
+flip_byte "$tmp/rot/checkpoint-8/model.safetensors" $(($(stat -c %s "$tmp/rot/checkpoint-8/model.safetensors") - 1000))
+cmp -s "$tmp/rot/checkpoint-8/model.safetensors" "$tmp/clean8/checkpoint-8/model.safetensors" && bad "the byte was not changed"
+"$bin" train --resume --steps 12 --out "$tmp/rot" > "$tmp/rot.txt" 2>&1 || bad "resume of a damaged checkpoint failed: $(tail -1 "$tmp/rot.txt")"
+grep -q "checkpoint-8/model.safetensors: the weights' checksum is [0-9a-f]*, trainer_state.json says [0-9a-f]*: the checkpoint is damaged" "$tmp/rot.txt" &&
+  grep -q "rebuilding the weights of .*checkpoint-8 from the base model" "$tmp/rot.txt" &&
+  ok "resume names the damaged checkpoint, both checksums, and rebuilds" || bad "damaged checkpoint: $(grep -i warn "$tmp/rot.txt")"
+"$bin" export --run "$tmp/rot" -o "$tmp/rot_x" > /dev/null 2>&1 || bad "export of the rebuilt run failed"
+same_run "$tmp/clean" "$tmp/rot" 12 && cmp -s "$tmp/rot_x/model.safetensors" "$tmp/rot/checkpoint-12/model.safetensors" &&
+  ok "the rebuilt run is the clean run and its export" || bad "after a damaged checkpoint the run differs from the clean run"
+cp -r "$tmp/clean8" "$tmp/old"
+sed -i -E 's/, "weights_checksum": "[0-9a-f]+"//' "$tmp/old/checkpoint-8/trainer_state.json"
+"$bin" train --resume --steps 12 --out "$tmp/old" > "$tmp/old.txt" 2>&1 && grep -q "no weights_checksum (written by an older distzo)" "$tmp/old.txt" &&
+  same_run "$tmp/clean" "$tmp/old" 12 && ok "a checkpoint without a checksum is resumed, with a warning" ||
+  bad "checkpoint without a checksum: $(tail -2 "$tmp/old.txt")"
+
+# 27.7: divergence never costs the last good checkpoint; the stop has its metrics row and
+# says how to go on; --resume-from OLD:N starts a new run from step N of OLD's log
+"$bin" train "${run[@]}" --steps 40 --lr 30 --schedule linear --warmup 200 --checkpoint-every 5 --keep-checkpoints 2 \
+  --max-bad-steps 3 --eval-every 5 --out "$tmp/div" > "$tmp/div.txt" 2>&1 && bad "a diverging run exited 0"
+stop=$(grep -o "training stopped at step [0-9]*" "$tmp/div.txt" | grep -o "[0-9]*$")
+if [ -z "$stop" ]; then bad "no stop message: $(tail -2 "$tmp/div.txt")"
+else
+  grep -q "\"step\": $stop, \"loss\": null" "$tmp/div/metrics.jsonl" && ok "the stop step $stop has its metrics row" ||
+    bad "no metrics row for the stop step $stop: $(tail -1 "$tmp/div/metrics.jsonl")"
+  latest=$(cat "$tmp/div/LATEST"); n=${latest#checkpoint-}
+  finite=yes
+  for k in $(seq 1 "$n"); do grep -q "\"step\": $k, \"loss\": null" "$tmp/div/metrics.jsonl" && finite=no; done
+  [ "$finite" = yes ] && [ -d "$tmp/div/$latest" ] && [ ! -d "$tmp/div/checkpoint-$stop" ] &&
+    ok "LATEST ($latest) is from before the first non-finite loss; none was written from diverged weights" ||
+    bad "after divergence: LATEST $latest, folder: $(ls "$tmp/div" | tr '\n' ' ')"
+  grep -q -- "--resume-from $tmp/div:$n --lr <lower> --out <new>" "$tmp/div.txt" && ok "the stop says how to go on (--resume-from)" ||
+    bad "stop message: $(grep error "$tmp/div.txt")"
+fi
+"$bin" train --resume-from "$tmp/div:5" --lr 1e-4 --schedule constant --steps 12 --out "$tmp/div2" > "$tmp/div2.txt" 2>&1 ||
+  bad "--resume-from after the divergence failed: $(tail -1 "$tmp/div2.txt")"
+"$bin" export --run "$tmp/div2" -o "$tmp/div2_x" > /dev/null 2>&1 &&
+  cmp -s "$tmp/div2_x/model.safetensors" "$tmp/div2/checkpoint-12/model.safetensors" &&
+  cmp -s <(head -c 184 "$tmp/div/seeds.log") <(head -c 184 "$tmp/div2/seeds.log") &&
+  ok "--resume-from div:5 --lr 1e-4: a new run whose export is its checkpoint-12, its log div's first 5 steps" ||
+  bad "--resume-from after divergence: export differs or the log does not start as div's"
+# the same settings from a clean run's step 4 give the clean run itself
+"$bin" train --resume-from "$tmp/clean8:4" --steps 12 --out "$tmp/branch" > "$tmp/branch.txt" 2>&1 ||
+  bad "--resume-from clean8:4 failed: $(tail -1 "$tmp/branch.txt")"
+same_run "$tmp/clean" "$tmp/branch" 12 && ok "--resume-from clean8:4 --steps 12 == the clean 12-step run" ||
+  bad "--resume-from with unchanged settings differs from the clean run"
+out=$("$bin" train --resume-from "$tmp/clean8:4" --seed 3 --out "$tmp/branch2" 2>&1) && bad "--resume-from with another --seed accepted" ||
+  { grep -q -- "--seed 3 differs" <<<"$out" && [ ! -e "$tmp/branch2" ] && ok "--resume-from refuses a new --seed, writing nothing" ||
+    bad "--resume-from --seed 3: $(tail -1 <<<"$out")"; }
+
+# 27.8: metrics.jsonl cut or removed: resume says which rows are gone and rebuilds them from
+# the seed log (step, lr, g; the loss is gone), the rest as the clean run's
+steps_lr_g() { sed -E 's/"loss": [^,]*, //; s/, "seconds": [^,}]*//; s/, "(dev|test|best_dev)_accuracy": [^,}]*//g' "$1/metrics.jsonl"; }
+cp -r "$tmp/clean8" "$tmp/nom" && rm "$tmp/nom/metrics.jsonl"
+"$bin" train --resume --steps 12 --out "$tmp/nom" > "$tmp/nom.txt" 2>&1 || bad "resume without metrics.jsonl failed"
+grep -q "metrics.jsonl: the rows of steps 1-8 are gone .*rebuilt from the seed log" "$tmp/nom.txt" &&
+  grep -q "row 0 (the scores before training) is gone" "$tmp/nom.txt" && ok "a removed metrics.jsonl: the lost rows are named" ||
+  bad "removed metrics.jsonl: $(grep -i warn "$tmp/nom.txt")"
+diff -q <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nom") > /dev/null &&
+  grep -q '"step": 3, "loss": null, "g": ' "$tmp/nom/metrics.jsonl" &&
+  ok "rows 1-12 are back with the clean run's step, lr and g (the lost losses null)" ||
+  bad "rebuilt rows differ: $(diff <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nom") | head -3)"
+cp -r "$tmp/clean8" "$tmp/cutm"
+head -c $(($(head -3 "$tmp/cutm/metrics.jsonl" | wc -c) + 20)) "$tmp/clean8/metrics.jsonl" > "$tmp/cutm/metrics.jsonl"
+"$bin" train --resume --steps 12 --out "$tmp/cutm" > "$tmp/cutm.txt" 2>&1 || bad "resume with a cut metrics.jsonl failed"
+grep -q "the rows of steps 3-8 are gone" "$tmp/cutm.txt" && diff -q <(steps_lr_g "$tmp/clean") <(steps_lr_g "$tmp/cutm") > /dev/null &&
+  diff -q <(metrics "$tmp/clean" | head -3) <(metrics "$tmp/cutm" | head -3) > /dev/null &&
+  ok "a cut metrics.jsonl: rows 3-8 rebuilt and named, rows 0-2 kept as they were" ||
+  bad "cut metrics.jsonl: $(grep -i warn "$tmp/cutm.txt" | tail -2)"
+
+finish

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# What each command does with a task's options and defaults (issue 27.11, 14, 17, 20):
+# - train and eval share one default prompt (MeZO's "<sentence> It was" + " terrible" /
+#   " great"): a run's step-0 test accuracy is eval's on the same rows, and both are the
+#   Python reference's (tests/data/stories260k/sst2_dev_zeroshot.tsv, tools/ref_llama2c.py);
+# - eval --task squad --predictions writes each question's answer, F1, EM and golds, and
+#   eval refuses the options a task does not use;
+# - a small jsonl with no dev file gets a dev set drawn from it (seeded, said in a line),
+#   and best/ is written;
+# - generate --chat applies the model's chat template (SmolLM2's ChatML): the prompt's
+#   ids are those of the ChatML text written out here.
+# usage: task_options.sh DISTZO ASSETS DATA
+set -u
+bin=$1 assets=$2 data=$3
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+model=$assets/stories260K/stories260K.bin
+
+# ---- one default prompt (27.14) ----
+head -201 "$assets/sst2/dev.tsv" > "$tmp/test200.tsv"
+# the reference's accuracy of " terrible" / " great" on those 200 rows (the other words give 0.495)
+want=$(awk -F'\t' '$1 ~ /^[0-9]+$/ && $1 < 200 { n++; r += ($3 == $2) } END { if (n == 200) printf "%.6f", r / n }' \
+         "$data/stories260k/sst2_dev_zeroshot.tsv")
+"$bin" train --model "$model" --test "$tmp/test200.tsv" --train-examples 8 --dev-examples 4 --batch 4 --steps 1 \
+  --threads 1 --out "$tmp/default" > "$tmp/default.txt" 2>&1 || bad "train with the defaults failed: $(tail -1 "$tmp/default.txt")"
+step0=$(grep '^{"step": 0,' "$tmp/default/metrics.jsonl" 2>/dev/null | grep -o '"test_accuracy": [0-9.]*' | grep -o '[0-9.]*$')
+ev=$("$bin" eval "$model" --data "$tmp/test200.tsv" --threads 1 --json 2>/dev/null | grep -o '"accuracy": [0-9.]*' | grep -o '[0-9.]*$')
+awk -v a="$step0" -v b="$ev" -v w="$want" 'BEGIN { d1 = a - w; d2 = b - w; exit !(a != "" && b != "" && w != "" &&
+    d1 * d1 < 1e-12 && d2 * d2 < 1e-12) }' &&
+  ok "train's step 0 and eval score the base model alike with no flags ($step0 = $ev = the reference's $want)" ||
+  bad "defaults differ: train's step 0 '$step0', eval '$ev', the reference's terrible/great '$want'"
+grep -q '"label_words":[[:space:]]*"terrible,great"' "$tmp/default/run.json" &&
+  ok "run.json records the default label words (terrible,great)" || bad "run.json: $(grep label_words "$tmp/default/run.json")"
+for cmd in train eval; do
+  "$bin" $cmd --help 2>&1 | grep -q -- "--label-words.*default terrible,great" && ok "$cmd --help names the one default" ||
+    bad "$cmd --help: $("$bin" $cmd --help 2>&1 | grep -- --label-words)"
+done
+
+# ---- eval --task squad --predictions, and options a task does not use (27.11) ----
+qa=$data/tasks/story_qa
+"$bin" eval --task squad --data "$qa" --gen-tokens 8 --threads 1 --predictions "$tmp/qa.tsv" > "$tmp/qa.txt" 2>&1 ||
+  bad "eval squad --predictions failed: $(tail -1 "$tmp/qa.txt")"
+# F1 recomputed from each row's prediction and golds (SQuAD's normalize_answer on ASCII:
+# lowercase, punctuation out, a/an/the out; token multiset overlap), and the mean = the printed F1
+check=$(awk -F'\t' '
+  function norm(s) { s = tolower(s); gsub(/[^a-z0-9 ]/, "", s); s = " " s " "; gsub(/ (a|an|the) /, " ", s); gsub(/ (a|an|the) /, " ", s); return s }
+  function f1(p, g,   np, ng, i, j, a, b, used, same) {
+    np = split(norm(p), a, " "); ng = split(norm(g), b, " "); same = 0; delete used
+    for (i = 1; i <= np; i++) for (j = 1; j <= ng; j++) if (!(j in used) && a[i] == b[j]) { used[j] = 1; same++; break }
+    return same ? 2 * (same / np) * (same / ng) / (same / np + same / ng) : 0 }
+  NR == 1 { ok = ($1 == "index" && $2 == "f1" && $3 == "exact_match" && $4 == "prediction" && $5 == "gold0"); next }
+  { best = 0; for (k = 5; k <= NF; k++) { x = f1($4, $k); if (x > best) best = x }
+    d = best - $2; if (d * d > 1e-12 || $1 != NR - 2) ok = 0; sum += $2; n++ }
+  END { if (ok && n) printf "%.2f %d", 100 * sum / n, n; else print "bad" }' "$tmp/qa.tsv" 2>/dev/null)
+printed=$(grep -o 'examples, F1 [0-9.]*%' "$tmp/qa.txt" | grep -o '[0-9.]*%' | tr -d %)
+[ -n "$printed" ] && [ "$check" = "$printed 4" ] &&
+  ok "eval --task squad --predictions: 4 rows of answer, F1, EM, golds; F1 recomputed, mean = the printed $printed%" ||
+  bad "squad predictions: '$check' vs printed '$printed': $(head -3 "$tmp/qa.tsv" 2>/dev/null)"
+refused() { # WHY OPTION ARGS...: eval exits 1 naming the option
+  local why=$1 opt=$2; shift 2
+  "$bin" eval "$@" --threads 1 > "$tmp/r.txt" 2>&1
+  local rc=$?
+  [ "$rc" = 1 ] && grep -q -- "option $opt.*does not use it" "$tmp/r.txt" && ok "eval refuses $opt $why" ||
+    bad "eval $*: exit $rc, $(tail -1 "$tmp/r.txt")"
+}
+refused "for lm" --gen-tokens --task lm --data "$assets/sst2/dev.tsv" --limit 1 --gen-tokens 5
+refused "for squad" --batch --task squad --data "$qa" --batch 4
+refused "for squad" --no-share-prompt --task squad --data "$qa" --no-share-prompt
+refused "for sst2" --text-key --text-key sentence --limit 1
+refused "for lm" --label-words --task lm --data "$assets/sst2/dev.tsv" --label-words a,b
+refused "for copa" --gen-tokens --task copa --data "$data/tasks/COPA" --gen-tokens=3
+
+# ---- a small jsonl with no dev file keeps a dev set (27.17) ----
+awk -F'\t' 'NR > 1 && NR <= 41 { s = $1; gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); printf "{\"text\": \"%s\", \"label\": %d}\n", s, $2 }' \
+  "$assets/sst2/dev.tsv" > "$tmp/small.jsonl"
+"$bin" train --model "$model" --task classify --data "$tmp/small.jsonl" --steps 4 --batch 4 --eval-every 1 --lr 1e-2 --eps 1e-2 \
+  --threads 1 --out "$tmp/small" > "$tmp/small.txt" 2>&1 || bad "train on 40 examples failed: $(tail -1 "$tmp/small.txt")"
+# 1000 + 500 asked of 40: 40 * 500 / 1500 = 13.3 -> 13 dev, 27 train
+grep -q "has 40 examples, fewer than the 1000 train + 500 dev asked for: drawn (data seed 42) into 27 train and 13 dev" \
+  "$tmp/small.txt" && grep -q "no --test file: the run reports its 13 dev examples' scores" "$tmp/small.txt" &&
+  ok "a 40-example file is split 27 train + 13 dev; lines say so and that test scores are n/a" ||
+  bad "no split line: $(grep -i examples "$tmp/small.txt" | head -2)"
+# every dev accuracy logged is a multiple of 1/13: the dev set has 13 examples
+grep -o '"dev_accuracy": [0-9.]*' "$tmp/small/metrics.jsonl" | grep -o '[0-9.]*$' |
+  awk '{ x = $1 * 13; if (x - int(x + 0.5) > 1e-4 || int(x + 0.5) - x > 1e-4) bad = 1; n++ } END { exit bad || n != 5 }' &&
+  [ -f "$tmp/small/best/model.safetensors" ] && ok "the drawn dev set is evaluated at every step (k/13) and best/ is written" ||
+  bad "dev scores $(grep -o '"dev_accuracy": [^,]*' "$tmp/small/metrics.jsonl" | tr '\n' ' '); $(ls "$tmp/small")"
+
+# ---- generate --chat: the model's chat template (27.20) ----
+"$bin" generate "$model" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat.txt" 2>&1
+[ $? = 1 ] && grep -q "stories260K.bin: --chat: the tokenizer carries no chat template" "$tmp/nochat.txt" &&
+  ok "generate --chat refuses a model without a chat template, naming it" || bad "no template: $(tail -1 "$tmp/nochat.txt")"
+"$bin" generate "$model" --system S -n 1 --threads 1 > "$tmp/nosys.txt" 2>&1
+[ $? = 1 ] && grep -q "option --system: a system message needs --chat" "$tmp/nosys.txt" && ok "--system without --chat is refused" ||
+  bad "--system alone: $(tail -1 "$tmp/nosys.txt")"
+if have_assets "$assets" smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf; then
+  smol=$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
+  ids() { "$bin" generate "$smol" "$@" -n 1 --temperature 0 --threads 1 --json 2>/dev/null |
+            grep -o '"prompt_tokens": \[[0-9, ]*\]' | grep -o '\[.*\]' | tr -d '[] '; }
+  # ChatML as SmolLM2's template writes it: <|im_start|> (id 1) and <|im_end|> (id 2) split the
+  # text, each part encoded alone (SmolLM2 adds no BOS): the ids of the text
+  # "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
+  want="1,$(ids --prompt $'system\nBe brief.'),2,$(ids --prompt $'\n'),1,$(ids --prompt $'user\nHi there'),2,$(ids --prompt $'\n'),1,$(ids --prompt $'assistant\n')"
+  got=$(ids --chat --system "Be brief." --prompt "Hi there")
+  [ -n "$got" ] && [ "$got" = "$want" ] && ok "generate --chat --system: the prompt's ids are the ChatML text's ($got)" ||
+    bad "--chat ids '$got', the ChatML text's '$want'"
+  own=$(ids --chat --prompt "Hi there")
+  [ -n "$own" ] && [ "$own" = "$(ids --chat --system "You are a helpful AI assistant named SmolLM, trained by Hugging Face" --prompt "Hi there")" ] &&
+    ok "generate --chat without --system: the template's own system message, as transformers renders it" ||
+    bad "--chat without --system: '$own'"
+fi
+
+finish
