@@ -51,7 +51,7 @@ static int encode_prompt(const dz_tokenizer *tok, const char *model, const char 
 }
 
 int dz_cmd_generate(int argc, char **argv) {
-    const char *prompt = "", *dtype = "f32", *tokenizer = NULL, *system = NULL;
+    const char *prompt = "", *dtype = "f32", *tokenizer = NULL, *system = NULL, *backend = NULL;
     int n = 256, threads = 0, json = 0, chat = 0;
     uint64_t seed = 0;
     float temperature = 1.0f, top_p = 0.9f;
@@ -67,6 +67,7 @@ int dz_cmd_generate(int argc, char **argv) {
         {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 or bf16"},
         {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer file or folder (default: the model's own)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_backend_option(&backend),
         {"json", DZ_OPT_FLAG, &json, "print JSON instead of streaming text"},
         {0},
     };
@@ -90,7 +91,8 @@ int dz_cmd_generate(int argc, char **argv) {
         return dz_cli_failf("option --top-p: %g is outside (0, 1] (the probability mass kept)", (double)top_p);
     dz_model *m;
     dz_tokenizer *tok;
-    const dz_cli_preamble pre = {.threads = threads, .model = pos[0], .dtype = dtype, .tokenizer = tokenizer};
+    const dz_cli_preamble pre = {.threads = threads, .model = pos[0], .dtype = dtype, .tokenizer = tokenizer,
+                                 .backend = backend};
     if ((rc = dz_cli_start(&pre, &m, &tok))) return rc;
     const dz_config *c = dz_model_config(m);
     dz_error err = {0};
@@ -100,6 +102,7 @@ int dz_cmd_generate(int argc, char **argv) {
     if (!ids) dz_fail(&err, DZ_ERR_NOMEM, "out of memory for %d token ids", cap + n);
     int n_prompt = ids ? encode_prompt(tok, pos[0], prompt, chat, system, ids, cap, &err) : -1;
     dz_forward *f = NULL;
+    dz_backend *be = NULL;
     if (n_prompt < 0 || n_prompt >= cap) {
         rc = n_prompt < 0 ? dz_cli_fail(&err)
                           : dz_cli_failf("option --prompt: %d tokens do not fit %s's %d positions (leave room for -n)",
@@ -109,7 +112,9 @@ int dz_cmd_generate(int argc, char **argv) {
                           dz_model_path(m));
     } else {
         int seq = n_prompt + n < cap ? n_prompt + n : cap;
-        rc = dz_forward_create(m, 1, seq, 1, &f, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+        rc = dz_backend_create(backend, &be, &err) == DZ_OK && dz_forward_create_backend(m, be, 1, seq, 1, 1, &f, &err) == DZ_OK
+                 ? 0
+                 : dz_cli_fail(&err);
     }
     if (rc == 0) {
         dz_sampler s;
@@ -147,6 +152,7 @@ int dz_cmd_generate(int argc, char **argv) {
         free(p.text);
     }
     dz_forward_free(f);
+    dz_backend_free(be);
     free(ids);
     dz_tokenizer_free(tok);
     dz_model_free(m);

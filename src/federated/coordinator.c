@@ -578,6 +578,7 @@ static dz_status load_base(coordinator *c, dz_error *err) {
         .max_batch = 1, .max_len = 2, .streams = 2,
         .zo = {.seed = t->optim.seed, .eps = t->optim.eps, .q = t->optim.q, .rademacher = t->optim.rademacher,
                .wd = t->optim.wd, .fuse = 1},
+        .backend = t->layout.backend,
     };
     dz_status st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
     if (st == DZ_OK && !c->eval) st = dz_setup_engine(c->setup, &es, err);

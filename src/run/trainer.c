@@ -91,6 +91,7 @@ dz_status dz_trainer_setup_compute(dz_trainer *tr, const char *weights, int from
         .max_resident_mb = c->store.max_resident_mb,
         .stream_globals = c->store.stream_globals,
         .signs = tr->lay.signs,
+        .backend = c->layout.backend,
     };
     st = dz_setup_engine(tr->setup, &es, err);
     tr->f = dz_setup_forward(tr->setup), tr->e = dz_setup_zo_engine(tr->setup);
