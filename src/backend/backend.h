@@ -164,8 +164,10 @@ const dz_backend *dz_backend_ref(void);
 int dz_backend_count(void);
 const dz_backend *dz_backend_at(int i); /* NULL outside 0 .. count-1 */
 const dz_backend *dz_backend_by_name(const char *name); /* NULL if none */
-/* dz_backend_create and dz_backend_free (a run's instance by name: cpu, ref, cuda) are
- * public: include/distzo/model.h. */
+/* A run's instance by name (--backend cpu|ref|cuda), and its end; also public
+ * (include/distzo/model.h says what each refuses). */
+dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
+void dz_backend_free(dz_backend *be);
 
 /* The rotary angles' cosines and sines for positions 0 .. n_pos-1 (host memory, a row of
  * head_dim floats per position: cos_sin[p * head_dim + i] = cos(a), cos_sin[p * head_dim +
