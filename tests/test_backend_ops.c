@@ -624,10 +624,38 @@ static void zo_ops_are_bitwise_the_reference_on_every_backend(void **s) {
     free(theta), free(theta_h), free(want), free(got);
 }
 
+/* A run's instance by name (--backend): cpu (also NULL) and ref are the registered stateless
+ * instances, which free leaves; cuda is refused saying why; an unknown name names the choices. */
+static void instances_by_name(void **state) {
+    (void)state;
+    dz_backend *be = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_backend_create(NULL, &be, &err), DZ_OK);
+    assert_ptr_equal(be, dz_backend_cpu());
+    dz_backend_free(be);
+    assert_int_equal(dz_backend_create("ref", &be, &err), DZ_OK);
+    assert_ptr_equal(be, dz_backend_ref());
+    dz_backend_free(be);
+    assert_string_equal(dz_backend_ref()->name, "ref"); /* still there */
+    assert_int_equal(dz_backend_create("cpu", &be, &err), DZ_OK);
+    assert_ptr_equal(be, dz_backend_by_name("cpu"));
+    assert_int_equal(dz_backend_create("gpu", &be, &err), DZ_ERR_INVALID);
+    assert_null(be);
+    assert_non_null(strstr(err.msg, "--backend gpu: unknown backend (cpu, cuda or ref)"));
+    assert_int_equal(dz_backend_create("cuda", &be, &err), DZ_ERR_UNSUPPORTED);
+    assert_null(be);
+#ifdef DZ_HAVE_CUDA
+    assert_true(strstr(err.msg, "no CUDA GPU found") || strstr(err.msg, "forward is not built yet"));
+#else
+    assert_non_null(strstr(err.msg, "--backend cuda: this distzo was built without CUDA"));
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exp_is_accurate),
         cmocka_unit_test(matmul_with_bias),
+        cmocka_unit_test(instances_by_name),
         cmocka_unit_test(norms),
         cmocka_unit_test(rope_half_split),
         cmocka_unit_test(attention_gqa_padding_prefix),

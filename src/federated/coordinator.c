@@ -563,7 +563,8 @@ static dz_status load_evaluator(coordinator *c, dz_error *err) {
     dz_trainer *tr = c->eval = calloc(1, sizeof *tr);
     if (!tr) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
     tr->cfg = c->train;
-    tr->cfg.data.train = NULL, tr->cfg.out_dir = NULL, tr->cfg.layout = (dz_train_layout){0};
+    tr->cfg.data.train = NULL, tr->cfg.out_dir = NULL;
+    tr->cfg.layout = (dz_train_layout){.backend = c->train.layout.backend};
     dz_status st = dz_trainer_begin(tr, NULL, err);
     if (st == DZ_OK) st = dz_trainer_setup_compute(tr, c->train.model, 0, err);
     c->setup = tr->setup;
@@ -649,8 +650,10 @@ static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_erro
 static dz_status resume_run(coordinator *c, int steps, int *lock_fd, char **strings, dz_error *err) {
     char path[4200];
     uint64_t fp = 0;
+    const dz_train_layout layout = c->train.layout; /* where it runs: this start's, not in run.json */
     dz_status st = dz_run_lock(c->run_dir, lock_fd, err);
     if (st == DZ_OK) st = dz_run_config_read(c->run_dir, &c->train, strings, err);
+    c->train.layout = layout;
     if (st == DZ_OK) st = dz_fed_settings_read(c->run_dir, &c->fed, &fp, err);
     c->train.out_dir = c->run_dir;
     if (st == DZ_OK && steps > c->train.optim.steps) {
