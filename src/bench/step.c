@@ -57,7 +57,7 @@ static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_s
         if (dz_zo_flush(e, &flush_err) != DZ_OK && st == DZ_OK) st = dz_fail(err, flush_err.code, "%s", flush_err.msg);
     }
     x->rss_train = dz_runtime_peak_rss();
-    if (f) x->train_act = dz_forward_bytes(f) + dz_zo_engine_bytes(e);
+    if (f && e) x->train_act = dz_forward_bytes(f) + dz_zo_engine_bytes(e); /* e is NULL when the engine was refused */
     return st;
 }
 

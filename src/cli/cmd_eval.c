@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/common.h"
 #include "distzo/progress.h"
@@ -38,9 +39,50 @@ static int load_dataset(const eval_opts *o, dz_dataset *ds) {
     return 0;
 }
 
+/* --predictions are built in memory and written at the end atomically (tmp, flush,
+ * rename): an eval that fails or is stopped leaves the old file whole, or none. */
+typedef struct pred_file {
+    FILE *f;
+    char *text;
+    size_t len;
+    const char *path;
+} pred_file;
+
+static int pred_open(pred_file *p, const char *path) {
+    *p = (pred_file){.path = path};
+    p->f = open_memstream(&p->text, &p->len);
+    return p->f ? 0 : dz_cli_failf("%s: out of memory for the predictions", path);
+}
+
+/* keep: write the file (else the rows are dropped). Returns 0, or the exit status. */
+static int pred_close(pred_file *p, int keep) {
+    const int bad = fclose(p->f) != 0;
+    dz_error err = {0};
+    int rc = 0;
+    if (keep && bad) rc = dz_cli_failf("%s: out of memory for the predictions", p->path);
+    else if (keep && dz_write_file_atomic(p->path, p->text, p->len, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    free(p->text);
+    *p = (pred_file){0};
+    return rc;
+}
+
+/* --predictions is checked before the evaluation, so that a wrong path fails at once. */
+static int pred_writable(const char *path) {
+    char dir[4200];
+    dz_path_parent(path, dir, sizeof dir);
+    if (dz_is_dir(path)) return dz_cli_failf("%s: cannot write predictions: it is a folder", path);
+    if (!dz_is_dir(dir) || access(dir, W_OK) != 0)
+        return dz_cli_failf("%s: cannot write predictions: %s is not a folder this process can write", path, dir);
+    return 0;
+}
+
+/* --predictions for classification: one row per example, its label, prediction and each
+ * candidate's exact score. */
 static int write_predictions(const char *path, const dz_class_set *cs, const int *preds, const float *scores) {
-    FILE *f = fopen(path, "w");
-    if (!f) return dz_cli_failf("%s: cannot write predictions", path);
+    pred_file p;
+    const int opened = pred_open(&p, path);
+    if (opened) return opened;
+    FILE *f = p.f;
     fprintf(f, "index\tlabel\tprediction");
     for (int k = 0; k < cs->n_labels; k++) fprintf(f, "\tscore%d", k);
     fprintf(f, "\n");
@@ -49,7 +91,7 @@ static int write_predictions(const char *path, const dz_class_set *cs, const int
         for (int k = 0; k < dz_class_count(cs, e); k++) fprintf(f, "\t%.9g", scores[dz_class_first(cs, e) + k]);
         fprintf(f, "\n");
     }
-    return fclose(f) == 0 ? 0 : dz_cli_failf("%s: write failed", path);
+    return pred_close(&p, 1);
 }
 
 static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
@@ -121,13 +163,15 @@ static void write_token_logprobs(FILE *f, int example, const int *ids, int n, co
 
 static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
     dz_error err = {0};
-    FILE *pf = o->predictions ? fopen(o->predictions, "w") : NULL;
-    if (o->predictions && !pf) return dz_cli_failf("%s: cannot write predictions", o->predictions);
+    pred_file pred = {0};
+    const int opened = o->predictions ? pred_open(&pred, o->predictions) : 0;
+    if (opened) return opened;
+    FILE *pf = pred.f;
     if (pf) fprintf(pf, "example\tposition\ttoken\tlogprob\n");
     const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
     dz_forward *f = NULL;
     if (dz_forward_create_backend(m, o->be, 1, seq, 0, 1, &f, &err) != DZ_OK) {
-        if (pf) fclose(pf);
+        if (pf) pred_close(&pred, 0);
         return dz_cli_fail(&err);
     }
     dz_weight_source w = dz_model_weights(m);
@@ -168,7 +212,10 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
             printf("%s: %lld tokens scored, mean NLL %.4f, perplexity %.3f (%.1f s)\n", o->data, (long long)scored,
                    mean, exp(mean), secs);
     }
-    if (pf && fclose(pf) != 0 && !rc) rc = dz_cli_failf("%s: write failed", o->predictions);
+    if (pf) {
+        const int written = pred_close(&pred, !rc);
+        if (!rc) rc = written;
+    }
     dz_forward_free(f);
     return rc;
 }
@@ -185,12 +232,12 @@ static void tsv_text(FILE *f, const char *s) {
 }
 
 /* --predictions for squad and drop: one row per question, its greedy answer, F1, exact
- * match and gold answers (as many columns as the question has), written atomically. */
+ * match and gold answers (as many columns as the question has). */
 static int write_answers(const char *path, const dz_qa_set *qs, char *const *answers, const double *f1, const double *em) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return dz_cli_failf("%s: out of memory for the predictions", path);
+    pred_file p;
+    const int opened = pred_open(&p, path);
+    if (opened) return opened;
+    FILE *f = p.f;
     int most = 1;
     for (int e = 0; e < qs->n_examples; e++)
         if (qs->data.items[e].n_answers > most) most = qs->data.items[e].n_answers;
@@ -204,12 +251,7 @@ static int write_answers(const char *path, const dz_qa_set *qs, char *const *ans
         for (int k = 0; k < ex->n_answers; k++) fputc('\t', f), tsv_text(f, ex->answers[k]);
         fprintf(f, "\n");
     }
-    const int bad = fclose(f) != 0;
-    dz_error err = {0};
-    int rc = bad ? dz_cli_failf("%s: out of memory for the predictions", path)
-                 : dz_write_file_atomic(path, text, len, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
-    free(text);
-    return rc;
+    return pred_close(&p, 1);
 }
 
 /* Generation presets (squad, drop): F1 and exact match of the greedy answers. */
@@ -302,6 +344,67 @@ static int refuse_unused(const eval_opts *o, const eval_opts *mine, int argc, ch
     return 0;
 }
 
+/* A run's checkpoint: what the options leave out is what the run evaluated with. */
+static void fill_from_run(eval_opts *o, const dz_train_config *run) {
+    const char **mine[] = {&o->task, &o->template_, &o->labels, &o->text_key, &o->label_key, &o->data};
+    const char *theirs[] = {run->data.task, run->data.template_, run->data.label_words, run->data.text_key,
+                            run->data.label_key, run->data.test};
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
+        if (!*mine[i]) *mine[i] = theirs[i];
+}
+
+/* The task, its defaults and a preset release folder's evaluation split (into preset_buf);
+ * 0, or the exit status after naming the option that cannot be. */
+static int resolve_task(eval_opts *o, char *preset_buf, size_t cap) {
+    if (!o->task) o->task = "sst2";
+    if (!o->text_key) o->text_key = "text";
+    if (!o->label_key) o->label_key = "label";
+    o->preset = dz_task_preset_find(o->task);
+    if (strcmp(o->task, "sst2") && strcmp(o->task, "classify") && strcmp(o->task, "lm") && !o->preset)
+        return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm or a preset", o->task);
+    if (o->preset && (o->template_ || o->labels))
+        return dz_cli_failf("--task %s: the preset has its own template and words", o->task);
+    if (o->preset && o->data && dz_is_dir(o->data)) { /* a release folder: its evaluation split */
+        snprintf(preset_buf, cap, "%s/%s", o->data, o->preset->test_file);
+        o->data = preset_buf;
+    }
+    if (o->batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o->batch);
+    if (o->limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o->limit);
+    if (o->gen_tokens != DZ_OPT_UNSET && o->gen_tokens < 1)
+        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", o->gen_tokens);
+    return 0;
+}
+
+/* MODEL (default: the assets' stories260K) on the data (default: the assets' SST-2 dev
+ * set, sst2 only), as the task scores it. */
+static int evaluate(eval_opts *o, const char *model_arg) {
+    char model_buf[4096], data_buf[4096];
+    const char *model = model_arg ? model_arg : dz_cli_default_model(model_buf, sizeof model_buf);
+    if (!o->data) {
+        if (strcmp(o->task, "sst2")) return dz_cli_failf("--task %s needs --data FILE", o->task);
+        o->data = dz_cli_asset("sst2/dev.tsv", data_buf, sizeof data_buf);
+    }
+    const int unwritable = o->predictions ? pred_writable(o->predictions) : 0;
+    if (unwritable) return unwritable;
+    dz_model *m;
+    dz_tokenizer *tok;
+    const dz_cli_preamble p = {.threads = o->threads, .model = model, .dtype = o->dtype, .tokenizer = o->tokenizer,
+                               .backend = o->backend};
+    int rc = dz_cli_start(&p, &m, &tok);
+    if (rc) return rc;
+    dz_dataset ds = {0};
+    dz_error err = {0};
+    rc = dz_backend_create(o->backend, &o->be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    if (!rc) rc = load_dataset(o, &ds);
+    if (!rc && o->preset && o->preset->generation) rc = eval_qa(o, m, tok, &ds);
+    else if (!rc) rc = strcmp(o->task, "lm") ? eval_classify(o, m, tok, &ds) : eval_lm(o, m, tok, &ds);
+    dz_dataset_free(&ds);
+    dz_backend_free(o->be);
+    dz_tokenizer_free(tok);
+    dz_model_free(m);
+    return rc;
+}
+
 int dz_cmd_eval(int argc, char **argv) {
     eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1, .gen_tokens = DZ_OPT_UNSET}; /* unset: 50 */
     int no_share = 0;
@@ -344,61 +447,16 @@ int dz_cmd_eval(int argc, char **argv) {
         return rc;
     o.share_prompts = !no_share;
     const eval_opts as_given = o; /* before a run's checkpoint fills in the run's settings */
-    dz_train_config run;
-    char *run_strings = NULL;
-    char run_best[4200];
+    char run_best[4200], preset_buf[4200];
     rc = 0;
     const char *model_arg = npos ? dz_cli_model_arg(pos[0], run_best, sizeof run_best, &rc) : NULL; /* RUN: RUN/best */
     if (rc) return rc;
-    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) { /* a run's checkpoint: evaluated as the run did */
-        const char **mine[] = {&o.task, &o.template_, &o.labels, &o.text_key, &o.label_key, &o.data};
-        const char *theirs[] = {run.data.task, run.data.template_, run.data.label_words, run.data.text_key,
-                                run.data.label_key, run.data.test};
-        for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
-            if (!*mine[i]) *mine[i] = theirs[i];
-    }
-    if (!o.task) o.task = "sst2";
-    if (!o.text_key) o.text_key = "text";
-    if (!o.label_key) o.label_key = "label";
-    o.preset = dz_task_preset_find(o.task);
-    if (strcmp(o.task, "sst2") && strcmp(o.task, "classify") && strcmp(o.task, "lm") && !o.preset)
-        return dz_cli_failf("option --task: '%s' is not one of sst2, classify, lm or a preset", o.task);
-    if (o.preset && (o.template_ || o.labels))
-        return dz_cli_failf("--task %s: the preset has its own template and words", o.task);
-    char preset_buf[4200];
-    if (o.preset && o.data && dz_is_dir(o.data)) { /* a release folder: its evaluation split */
-        snprintf(preset_buf, sizeof preset_buf, "%s/%s", o.data, o.preset->test_file);
-        o.data = preset_buf;
-    }
-    if (o.batch < 1) return dz_cli_failf("option --batch: %d must be at least 1", o.batch);
-    if (o.limit < 0) return dz_cli_failf("option --limit: %d is negative (0: all examples)", o.limit);
-    if (o.gen_tokens != DZ_OPT_UNSET && o.gen_tokens < 1)
-        return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", o.gen_tokens);
-    if ((rc = refuse_unused(&o, &as_given, argc, argv))) return rc;
-    char model_buf[4096], data_buf[4096];
-    const char *model = model_arg ? model_arg : dz_cli_default_model(model_buf, sizeof model_buf);
-    if (!o.data) {
-        if (strcmp(o.task, "sst2")) return dz_cli_failf("--task %s needs --data FILE", o.task);
-        o.data = dz_cli_asset("sst2/dev.tsv", data_buf, sizeof data_buf);
-    }
-    dz_model *m;
-    dz_tokenizer *tok;
-    const dz_cli_preamble p = {.threads = o.threads, .model = model, .dtype = o.dtype, .tokenizer = o.tokenizer,
-                               .backend = o.backend};
-    if ((rc = dz_cli_start(&p, &m, &tok))) {
-        free(run_strings);
-        return rc;
-    }
-    dz_dataset ds = {0};
-    dz_error err = {0};
-    rc = dz_backend_create(o.backend, &o.be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
-    if (!rc) rc = load_dataset(&o, &ds);
-    if (!rc && o.preset && o.preset->generation) rc = eval_qa(&o, m, tok, &ds);
-    else if (!rc) rc = strcmp(o.task, "lm") ? eval_classify(&o, m, tok, &ds) : eval_lm(&o, m, tok, &ds);
-    dz_dataset_free(&ds);
-    dz_backend_free(o.be);
-    dz_tokenizer_free(tok);
-    dz_model_free(m);
+    dz_train_config run;
+    char *run_strings = NULL; /* the run's settings that o then points into */
+    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) fill_from_run(&o, &run);
+    rc = resolve_task(&o, preset_buf, sizeof preset_buf);
+    if (!rc) rc = refuse_unused(&o, &as_given, argc, argv);
+    if (!rc) rc = evaluate(&o, model_arg);
     free(run_strings);
     return rc;
 }

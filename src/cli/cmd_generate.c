@@ -50,25 +50,121 @@ static int encode_prompt(const dz_tokenizer *tok, const char *model, const char 
     return n;
 }
 
+/* The command's options. */
+typedef struct gen_opts {
+    const char *prompt, *dtype, *tokenizer, *system, *backend;
+    int n, threads, json, chat;
+    uint64_t seed;
+    float temperature, top_p;
+} gen_opts;
+
+/* 0, or the exit status after naming the option out of range. */
+static int check_options(const gen_opts *o) {
+    if (o->n < 1) return dz_cli_failf("option -n: %d tokens requested; give at least 1", o->n);
+    if (o->system && !o->chat) return dz_cli_failf("option --system: a system message needs --chat");
+    if (!(o->temperature >= 0.0f))
+        return dz_cli_failf("option --temperature: %g is negative (0: greedy)", (double)o->temperature);
+    if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
+        return dz_cli_failf("option --top-p: %g is outside (0, 1] (the probability mass kept)", (double)o->top_p);
+    return 0;
+}
+
+/* A forward for the n_prompt ids (n_prompt < 0: encoding failed, err says why) and n more
+ * tokens, within the model's cap positions; 0, or the exit status. */
+static int open_forward(dz_model *m, dz_backend *be, int n_prompt, int n, int cap, dz_forward **f, dz_error *err) {
+    if (n_prompt < 0) return dz_cli_fail(err);
+    if (n_prompt >= cap)
+        return dz_cli_failf("option --prompt: %d tokens do not fit %s's %d positions (leave room for -n)", n_prompt,
+                            dz_model_path(m), cap);
+    if (n_prompt == 0)
+        return dz_cli_failf("%s: the tokenizer has no BOS token, so an empty prompt cannot start generation",
+                            dz_model_path(m));
+    const int seq = n_prompt + n < cap ? n_prompt + n : cap;
+    return dz_forward_create_backend(m, be, 1, seq, 1, 1, f, err) == DZ_OK ? 0 : dz_cli_fail(err);
+}
+
+/* The prompt as text before its continuation streams (BOS is a marker, not text). */
+static void echo_prompt(const dz_tokenizer *tok, const int *ids, int n_prompt) {
+    for (int i = 0; i < n_prompt; i++) {
+        char buf[256];
+        if (ids[i] == dz_tokenizer_bos(tok)) continue;
+        fputs(dz_tokenizer_decode(tok, i ? ids[i - 1] : -1, ids[i], buf, sizeof buf), stdout);
+    }
+}
+
+/* --json: the prompt, the continuation's text, both as ids, and the speed. */
+static void print_json(const char *prompt, const char *text, const int *ids, int n_prompt, int n_out, double secs) {
+    printf("{\"prompt\": ");
+    dz_cli_json_string(stdout, prompt);
+    printf(", \"text\": ");
+    dz_cli_json_string(stdout, text ? text : "");
+    printf(", \"prompt_tokens\": [");
+    for (int i = 0; i < n_prompt; i++) printf("%s%d", i ? ", " : "", ids[i]);
+    printf("], \"tokens\": [");
+    for (int i = 0; i < n_out; i++) printf("%s%d", i ? ", " : "", ids[n_prompt + i]);
+    printf("], \"tokens_per_second\": %.1f}\n", n_out / (secs > 0 ? secs : 1e-9));
+}
+
+/* Up to n tokens after the n_prompt ids (ids has room for them), streamed or as JSON. */
+static int sample(const gen_opts *o, dz_model *m, const dz_tokenizer *tok, dz_forward *f, int *ids, int n_prompt,
+                  int n) {
+    dz_error err = {0};
+    dz_sampler s;
+    dz_sampler_init(&s, o->temperature, o->top_p, o->seed);
+    printer p = {.tok = tok, .quiet = o->json};
+    dz_weight_source w = dz_model_weights(m);
+    if (!o->json) echo_prompt(tok, ids, n_prompt);
+    int n_out = 0;
+    const double t0 = dz_now();
+    const dz_status st = dz_generate(f, &w, ids, n_prompt, n, dz_tokenizer_eos(tok), &s, ids + n_prompt, &n_out,
+                                     on_token, &p, &err);
+    const double secs = dz_now() - t0;
+    const int rc = st == DZ_OK ? 0 : dz_cli_fail(&err);
+    if (!rc && o->json) {
+        print_json(o->prompt, p.text, ids, n_prompt, n_out, secs);
+    } else if (!rc) {
+        printf("\n");
+        fprintf(stderr, "distzo: %d tokens in %.2f s (%.1f tokens/s)\n", n_out, secs, n_out / (secs > 0 ? secs : 1e-9));
+    }
+    free(p.text);
+    return rc;
+}
+
+/* The prompt encoded, then its continuation. */
+static int generate(const gen_opts *o, const char *model, dz_model *m, const dz_tokenizer *tok) {
+    dz_error err = {0};
+    const int cap = dz_model_config(m)->max_seq_len;
+    const int n = o->n < cap ? o->n : cap; /* generation stops at the model's last position anyway */
+    int *ids = malloc(sizeof(int) * ((size_t)cap + (size_t)n));
+    if (!ids) dz_fail(&err, DZ_ERR_NOMEM, "out of memory for %d token ids", cap + n);
+    const int n_prompt = ids ? encode_prompt(tok, model, o->prompt, o->chat, o->system, ids, cap, &err) : -1;
+    dz_forward *f = NULL;
+    dz_backend *be = NULL;
+    int rc = n_prompt < 0 || dz_backend_create(o->backend, &be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    if (!rc) rc = open_forward(m, be, n_prompt, n, cap, &f, &err);
+    if (!rc) rc = sample(o, m, tok, f, ids, n_prompt, n);
+    dz_forward_free(f);
+    dz_backend_free(be);
+    free(ids);
+    return rc;
+}
+
 int dz_cmd_generate(int argc, char **argv) {
-    const char *prompt = "", *dtype = "f32", *tokenizer = NULL, *system = NULL, *backend = NULL;
-    int n = 256, threads = 0, json = 0, chat = 0;
-    uint64_t seed = 0;
-    float temperature = 1.0f, top_p = 0.9f;
+    gen_opts o = {.prompt = "", .dtype = "f32", .n = 256, .temperature = 1.0f, .top_p = 0.9f};
     const dz_opt opts[] = {
-        {"prompt", DZ_OPT_STR, &prompt, "text to continue (default: empty, start from BOS); with --chat, the user's message"},
-        {"chat", DZ_OPT_FLAG, &chat, "lay the prompt out with the model's chat template (GGUF tokenizer.chat_template or "
+        {"prompt", DZ_OPT_STR, &o.prompt, "text to continue (default: empty, start from BOS); with --chat, the user's message"},
+        {"chat", DZ_OPT_FLAG, &o.chat, "lay the prompt out with the model's chat template (GGUF tokenizer.chat_template or "
          "tokenizer_config.json chat_template: ChatML, Llama-2, Llama-3, Zephyr) and open the assistant's turn"},
-        {"system", DZ_OPT_STR, &system, "with --chat: the system message (default: the template's own, if any)"},
-        {"n|n", DZ_OPT_INT, &n, "tokens to generate (default 256)"},
-        {"temperature", DZ_OPT_FLOAT, &temperature, "0 = greedy (default 1.0)"},
-        {"top-p", DZ_OPT_FLOAT, &top_p, "nucleus sampling mass (default 0.9)"},
-        {"seed", DZ_OPT_SEED, &seed, "sampling seed (default 0)"},
-        {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 or bf16"},
-        {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer file or folder (default: the model's own)"},
-        dz_cli_threads_option(&threads, NULL),
-        dz_cli_backend_option(&backend),
-        {"json", DZ_OPT_FLAG, &json, "print JSON instead of streaming text"},
+        {"system", DZ_OPT_STR, &o.system, "with --chat: the system message (default: the template's own, if any)"},
+        {"n|n", DZ_OPT_INT, &o.n, "tokens to generate (default 256)"},
+        {"temperature", DZ_OPT_FLOAT, &o.temperature, "0 = greedy (default 1.0)"},
+        {"top-p", DZ_OPT_FLOAT, &o.top_p, "nucleus sampling mass (default 0.9)"},
+        {"seed", DZ_OPT_SEED, &o.seed, "sampling seed (default 0)"},
+        {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
+        {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
+        dz_cli_threads_option(&o.threads, NULL),
+        dz_cli_backend_option(&o.backend),
+        {"json", DZ_OPT_FLAG, &o.json, "print JSON instead of streaming text"},
         {0},
     };
     const dz_cmd_spec spec = {
@@ -83,77 +179,13 @@ int dz_cmd_generate(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
     if (rc >= 0) return rc;
-    if (n < 1) return dz_cli_failf("option -n: %d tokens requested; give at least 1", n);
-    if (system && !chat) return dz_cli_failf("option --system: a system message needs --chat");
-    if (!(temperature >= 0.0f))
-        return dz_cli_failf("option --temperature: %g is negative (0: greedy)", (double)temperature);
-    if (!(top_p > 0.0f && top_p <= 1.0f))
-        return dz_cli_failf("option --top-p: %g is outside (0, 1] (the probability mass kept)", (double)top_p);
+    if ((rc = check_options(&o))) return rc;
     dz_model *m;
     dz_tokenizer *tok;
-    const dz_cli_preamble pre = {.threads = threads, .model = pos[0], .dtype = dtype, .tokenizer = tokenizer,
-                                 .backend = backend};
+    const dz_cli_preamble pre = {.threads = o.threads, .model = pos[0], .dtype = o.dtype, .tokenizer = o.tokenizer,
+                                 .backend = o.backend};
     if ((rc = dz_cli_start(&pre, &m, &tok))) return rc;
-    const dz_config *c = dz_model_config(m);
-    dz_error err = {0};
-    int cap = c->max_seq_len;
-    if (n > cap) n = cap; /* generation stops at the model's last position anyway */
-    int *ids = malloc(sizeof(int) * ((size_t)cap + (size_t)n));
-    if (!ids) dz_fail(&err, DZ_ERR_NOMEM, "out of memory for %d token ids", cap + n);
-    int n_prompt = ids ? encode_prompt(tok, pos[0], prompt, chat, system, ids, cap, &err) : -1;
-    dz_forward *f = NULL;
-    dz_backend *be = NULL;
-    if (n_prompt < 0 || n_prompt >= cap) {
-        rc = n_prompt < 0 ? dz_cli_fail(&err)
-                          : dz_cli_failf("option --prompt: %d tokens do not fit %s's %d positions (leave room for -n)",
-                                         n_prompt, dz_model_path(m), cap);
-    } else if (n_prompt == 0) {
-        rc = dz_cli_failf("%s: the tokenizer has no BOS token, so an empty prompt cannot start generation",
-                          dz_model_path(m));
-    } else {
-        int seq = n_prompt + n < cap ? n_prompt + n : cap;
-        rc = dz_backend_create(backend, &be, &err) == DZ_OK && dz_forward_create_backend(m, be, 1, seq, 1, 1, &f, &err) == DZ_OK
-                 ? 0
-                 : dz_cli_fail(&err);
-    }
-    if (rc == 0) {
-        dz_sampler s;
-        dz_sampler_init(&s, temperature, top_p, seed);
-        printer p = {.tok = tok, .quiet = json};
-        dz_weight_source w = dz_model_weights(m);
-        if (!json) {
-            for (int i = 0; i < n_prompt; i++) {
-                char buf[256];
-                if (ids[i] == dz_tokenizer_bos(tok)) continue; /* BOS is a marker, not text */
-                fputs(dz_tokenizer_decode(tok, i ? ids[i - 1] : -1, ids[i], buf, sizeof buf), stdout);
-            }
-        }
-        int n_out = 0;
-        double t0 = dz_now();
-        dz_status st = dz_generate(f, &w, ids, n_prompt, n, dz_tokenizer_eos(tok), &s, ids + n_prompt, &n_out,
-                                   on_token, &p, &err);
-        double secs = dz_now() - t0;
-        if (st != DZ_OK) {
-            rc = dz_cli_fail(&err);
-        } else if (json) {
-            printf("{\"prompt\": ");
-            dz_cli_json_string(stdout, prompt);
-            printf(", \"text\": ");
-            dz_cli_json_string(stdout, p.text ? p.text : "");
-            printf(", \"prompt_tokens\": [");
-            for (int i = 0; i < n_prompt; i++) printf("%s%d", i ? ", " : "", ids[i]);
-            printf("], \"tokens\": [");
-            for (int i = 0; i < n_out; i++) printf("%s%d", i ? ", " : "", ids[n_prompt + i]);
-            printf("], \"tokens_per_second\": %.1f}\n", n_out / (secs > 0 ? secs : 1e-9));
-        } else {
-            printf("\n");
-            fprintf(stderr, "distzo: %d tokens in %.2f s (%.1f tokens/s)\n", n_out, secs, n_out / (secs > 0 ? secs : 1e-9));
-        }
-        free(p.text);
-    }
-    dz_forward_free(f);
-    dz_backend_free(be);
-    free(ids);
+    rc = generate(&o, pos[0], m, tok);
     dz_tokenizer_free(tok);
     dz_model_free(m);
     return rc;

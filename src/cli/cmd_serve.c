@@ -107,6 +107,7 @@ int dz_cmd_serve(int argc, char **argv) {
     if (rc >= 0) return rc;
     if ((rc = dz_cli_train_given(t))) return rc;
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");
+    if (!(linger >= 0.0f)) return dz_cli_failf("option --linger: %g is negative", (double)linger);
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
     if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;
     static char abs_test[PATH_MAX];

@@ -25,14 +25,19 @@ typedef struct progress {
     int kill_signal;
 } progress;
 
-/* An evaluation's scores, the end of its step's line. */
+/* One score of a step's line (the trainer's scores are minus the loss for LM), n/a when
+ * there is none. */
+static void score(const progress *pr, const char *name, int lm, double v) {
+    if (isfinite(v)) fprintf(pr->out, "  %s %.4f", name, lm ? -v : v);
+    else fprintf(pr->out, "  %s n/a", name);
+}
+
+/* An evaluation's scores, the end of its step's line; a run with no test file has no test
+ * score (the run said so at its start), so that part is left out. */
 static void eval_scores(const progress *pr, const dz_train_progress *p) {
-    if (p->lm)
-        fprintf(pr->out, "  dev loss %.4f  test loss %.4f  best dev loss %.4f", -p->dev_accuracy, -p->test_accuracy,
-                -p->best_dev_accuracy);
-    else
-        fprintf(pr->out, "  dev acc %.4f  test acc %.4f  best dev %.4f", p->dev_accuracy, p->test_accuracy,
-                p->best_dev_accuracy);
+    score(pr, p->lm ? "dev loss" : "dev acc", p->lm, p->dev_accuracy);
+    if (isfinite(p->test_accuracy)) score(pr, p->lm ? "test loss" : "test acc", p->lm, p->test_accuracy);
+    score(pr, p->lm ? "best dev loss" : "best dev", p->lm, p->best_dev_accuracy);
 }
 
 /* A step's one line: its loss, g, lr, the rate and ETA when a line is due (full), and its
@@ -264,6 +269,7 @@ int dz_cmd_train(int argc, char **argv) {
     const char *pos[1];
     int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
     if (rc >= 0) return rc;
+    const dz_cli_train_cmdline cmdline = {.data = c.data, .no_share = t.no_share, .task_file = t.v.task_file};
     if (c.data.gen_tokens != DZ_OPT_UNSET && c.data.gen_tokens < 1) /* given, before a config or run.json sets it */
         return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", c.data.gen_tokens);
     if (c.data.gen_tokens == DZ_OPT_UNSET) c.data.gen_tokens = 0; /* run.json's "the default, 50" */
@@ -290,8 +296,10 @@ int dz_cmd_train(int argc, char **argv) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;
         c.out_dir = t.out;
-        rc = train_run(&c, &t);
+        /* --resume-from: the old run's run.json is the config, its values the run's own */
+        rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
     }
+    if (!rc) rc = train_run(&c, &t);
     free(run_strings);
     free(config_strings);
     cJSON_Delete(config_doc);
@@ -381,11 +389,15 @@ static void summary_text(const train_opts *t, const dz_train_result *r, const ui
                t->out, r->steps_done);
         return;
     }
-    const double v[3] = {shown(r, r->zero_shot_test), shown(r, r->final_test), shown(r, r->best_test)};
+    /* no test set (a small file split into train + dev): the dev scores are the run's */
+    const int dev = !isfinite(r->zero_shot_test) && !isfinite(r->final_test) && isfinite(r->final_dev);
+    const double v[3] = {shown(r, dev ? r->zero_shot_dev : r->zero_shot_test),
+                         shown(r, dev ? r->final_dev : r->final_test), shown(r, dev ? r->best_dev : r->best_test)};
     char txt[3][32];
     for (int i = 0; i < 3; i++) snprintf(txt[i], sizeof txt[i], isfinite(v[i]) ? "%.4f" : "n/a", v[i]);
-    printf("done: %d steps in %.1f s; test %s before %s, final %s, at best dev (step %d) %s; run in %s\n",
-           r->steps_done, r->seconds, r->lm ? "loss" : "accuracy", txt[0], txt[1], r->best_step, txt[2], t->out);
+    printf("done: %d steps in %.1f s; %s %s before %s, final %s, %s (step %d) %s; run in %s\n", r->steps_done,
+           r->seconds, dev ? "dev" : "test", r->lm ? "loss" : "accuracy", txt[0], txt[1],
+           dev ? "best" : "at best dev", r->best_step, txt[2], t->out);
 }
 
 /* Ctrl-C: the run stops before its next step (a second Ctrl-C: at once, the default). */

@@ -36,4 +36,22 @@ int dz_cli_train_given(dz_train_config *c);
 int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_train_command cmd,
                        const char *model_path);
 
+/* The task options as the command line alone gave them: dz_train_config.data right after
+ * parsing (before run.json or --config fill it in; DZ_OPT_UNSET where not given), and
+ * whether --no-share-prompt and --task-file were there. */
+typedef struct dz_cli_train_cmdline {
+    dz_train_data data;
+    int no_share;
+    const char *task_file;
+} dz_cli_train_cmdline;
+/* An option the task cannot honour is refused, never ignored: --task-file, --template,
+ * --label-words (sst2 and classify only), --text-key, --label-key (classify), --seq (lm),
+ * --gen-tokens (squad, drop), --no-share-prompt (classification). Counted: what cmdline
+ * gave, and for a new run (not resume) what c holds from --task-file and --config; a
+ * resumed run's own settings (run.json) never are. Call after the settings are resolved
+ * (c's task known, share_prompts set). Returns 0, or the exit status after naming the
+ * option, where it came from and the task. */
+int dz_cli_train_refuse_unused(const dz_train_config *c, const dz_cli_train_cmdline *cmdline, const char *task_file,
+                               const char *config, int resume);
+
 #endif

@@ -166,10 +166,16 @@ static dz_status check_log(const char *run_dir, const dz_train_config *c, const 
     char why[128];
     snprintf(why, sizeof why, "%s%" PRId64, r.checkpoint >= r.metrics ? "LATEST names checkpoint-" :
              "metrics.jsonl has a row for step ", reached);
+    /* resume cannot start from a checkpoint the log does not reach; a new run from the log's end can */
+    char redo[4300];
+    if (r.checkpoint > logged)
+        snprintf(redo, sizeof redo, "train --resume-from %s:%" PRId64 " --out NEW recomputes the lost steps", run_dir,
+                 logged);
+    else snprintf(redo, sizeof redo, "train --resume recomputes the lost steps");
     if (!allow_short)
         return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log ends after step %" PRId64 " but %s: the log was cut, and "
-                       "exporting it would give an earlier model (train --resume recomputes the steps it can; "
-                       "--allow-short-log exports what the log holds)", run_dir, logged, why);
+                       "exporting it would give an earlier model (%s; --allow-short-log exports what the log holds)",
+                       run_dir, logged, why, redo);
     dz_log(DZ_LOG_WARN, "%s/seeds.log ends after step %" PRId64 " but %s: exporting the model after step %" PRId64
            " (--allow-short-log)", run_dir, logged, why, logged);
     return DZ_OK;

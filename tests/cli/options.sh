@@ -41,6 +41,14 @@ refused "train --gen-tokens 0 (was: 50)" "option --gen-tokens: 0 tokens" -- \
   "$bin" train "${tiny[@]}" --gen-tokens 0 --steps 1 --out "$tmp/q3"
 refused "eval --gen-tokens -3 (was: 50)" "option --gen-tokens: -3 tokens" -- "$bin" eval "$stories" --gen-tokens -3 --limit 2
 refused "plan --seq 0 (was: 64)" "option --seq: 0 tokens" -- "$bin" plan --model opt-125m --mem-per-node 8 --seq 0
+# negative counts and times that meant "never" or "none" without a word
+refused "train --verify-every -1 (was: never, silently)" "verify-every -1 is negative" -- \
+  "$bin" train "${tiny[@]}" --verify-every -1 --steps 1 --out "$tmp/q4"
+[ ! -e "$tmp/q4" ] && ok "a refused --verify-every left no run folder" || bad "train --verify-every -1 wrote $tmp/q4"
+echo "options-test-token-0123456789abcdef" > "$tmp/token"
+refused "serve --linger -1 (was: served, no linger)" "option --linger: -1 is negative" -- \
+  "$bin" serve --token-file "$tmp/token" --listen 127.0.0.1:0 --linger -1 --out "$tmp/q5"
+[ ! -e "$tmp/q5" ] && ok "a refused --linger left no run folder" || bad "serve --linger -1 wrote $tmp/q5"
 a=$("$bin" plan --model opt-125m --mem-per-node 8 --json 2>&1)
 b=$("$bin" plan --model opt-125m --mem-per-node 8 --overhead-mb 0 --json 2>&1)
 [ "$a" != "$b" ] && grep -q '"overhead_bytes": 0,' <<<"$b" && ok "plan --overhead-mb 0 is a value, not the default" ||

@@ -49,6 +49,14 @@ truncate -s -32 "$tmp/cut/seeds.log" # two whole 16-byte records
 if out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" 2>&1); then bad "export of a log cut before LATEST: exit 0"
 elif grep -q "ends after step 6 but LATEST names checkpoint-8" <<<"$out"; then ok "export refuses a log cut before LATEST"
 else bad "export of a cut log: $out"; fi
+# resume cannot start from a checkpoint past the log's end: the message names what can
+grep -q "train --resume-from $tmp/cut:6 --out NEW recomputes the lost steps" <<<"$out" &&
+  ok "the refusal names --resume-from RUN:6 (resume refuses a checkpoint past the log)" || bad "cut log's hint: $out"
+"$bin" train --resume-from "$tmp/cut:6" --out "$tmp/cut_new" > "$tmp/cut_new.txt" 2>&1 &&
+  "$bin" export --run "$tmp/cut_new" -o "$tmp/cut_new_x" > /dev/null 2>&1 &&
+  cmp -s "$tmp/cut_new_x/model.safetensors" "$tmp/clean8/checkpoint-8/model.safetensors" &&
+  ok "following it recomputes steps 7-8: the export equals the clean run's checkpoint-8" ||
+  bad "--resume-from the cut log's end: $(tail -1 "$tmp/cut_new.txt")"
 out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" --allow-short-log 2>&1) && grep -q "warning.*ends after step 6" <<<"$out" &&
   ok "--allow-short-log exports the cut log with a warning" || bad "--allow-short-log: $out"
 

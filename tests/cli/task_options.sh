@@ -4,9 +4,11 @@
 #   " great"): a run's step-0 test accuracy is eval's on the same rows, and both are the
 #   Python reference's (tests/data/stories260k/sst2_dev_zeroshot.tsv, tools/ref_llama2c.py);
 # - eval --task squad --predictions writes each question's answer, F1, EM and golds, and
-#   eval refuses the options a task does not use;
+#   eval and train refuse the options a task does not use (train: not a resumed run's
+#   own settings); every task's --predictions file is written atomically;
 # - a small jsonl with no dev file gets a dev set drawn from it (seeded, said in a line),
-#   and best/ is written;
+#   and best/ is written; its progress lines leave the missing test score out, and the
+#   summary gives its dev scores (no test set: never nan);
 # - generate --chat applies the model's chat template (SmolLM2's ChatML): the prompt's
 #   ids are those of the ChatML text written out here.
 # usage: task_options.sh DISTZO ASSETS DATA
@@ -70,6 +72,65 @@ refused "for sst2" --text-key --text-key sentence --limit 1
 refused "for lm" --label-words --task lm --data "$assets/sst2/dev.tsv" --label-words a,b
 refused "for copa" --gen-tokens --task copa --data "$data/tasks/COPA" --gen-tokens=3
 
+printf 'Once upon a time there was a cat.\nShe liked to sleep in the sun.\n' > "$tmp/two.txt"
+# train too refuses what its task cannot honour, before it makes the run folder, naming
+# the option, where it came from and the task; a resumed run's own run.json never counts
+echo '{"text_key": "sentence"}' > "$tmp/keys.json"
+echo '{"gen-tokens": 9}' > "$tmp/gen.json"
+train_refused() { # TASK OPTION ARGS...: exit 1, "option OPTION: --task TASK does not use it", no run folder
+  local task=$1 opt=$2; shift 2
+  rm -rf "$tmp/refused"
+  "$bin" train --model "$model" --steps 1 --threads 1 --out "$tmp/refused" "$@" > "$tmp/r.txt" 2>&1
+  local rc=$?
+  [ "$rc" = 1 ] && grep -qF -- "option $opt: --task $task does not use it" "$tmp/r.txt" && [ ! -e "$tmp/refused" ] &&
+    ok "train refuses $opt for $task" || bad "train $*: exit $rc, $(tail -1 "$tmp/r.txt"); $(ls "$tmp/refused" 2>/dev/null | head -3)"
+}
+lmdata=(--task lm --data "$tmp/two.txt")
+train_refused sst2 "--gen-tokens" --gen-tokens 5
+train_refused sst2 "--seq" --seq 8
+train_refused sst2 "--text-key" --text-key sentence
+train_refused lm "--template" "${lmdata[@]}" --template "x {text}"
+train_refused lm "--label-words" "${lmdata[@]}" --label-words a,b
+train_refused lm "--task-file" "${lmdata[@]}" --task-file "$tmp/keys.json"
+train_refused lm "--no-share-prompt" "${lmdata[@]}" --no-share-prompt
+train_refused squad "--no-share-prompt" --task squad --data "$qa" --no-share-prompt
+train_refused copa "--template" --task copa --data "$data/tasks/COPA" --template "x {text}"
+train_refused sst2 "--text-key (from --task-file)" --task-file "$tmp/keys.json"
+train_refused sst2 "--gen-tokens (from --config)" --config "$tmp/gen.json"
+"$bin" train --model "$model" "${lmdata[@]}" --seq 8 --steps 1 --threads 1 --out "$tmp/lmseq" > "$tmp/lmseq.txt" 2>&1 &&
+  ok "train takes --seq for lm" || bad "train --task lm --seq 8: $(tail -1 "$tmp/lmseq.txt")"
+cp -r "$tmp/default" "$tmp/resumed"
+sed -i 's/"gen_tokens":[[:space:]]*0/"gen_tokens": 20/' "$tmp/resumed/run.json" # as a run from before this rule
+"$bin" train --resume --out "$tmp/resumed" --steps 2 --threads 1 > "$tmp/resumed.txt" 2>&1 &&
+  grep -q '"gen_tokens":[[:space:]]*20' "$tmp/resumed/run.json" && ok "train --resume keeps a run.json's own --gen-tokens on sst2" ||
+  bad "resume of a run whose run.json has gen_tokens: $(tail -1 "$tmp/resumed.txt")"
+"$bin" train --resume --out "$tmp/resumed" --steps 3 --gen-tokens 20 --threads 1 > "$tmp/resumed.txt" 2>&1
+[ $? = 1 ] && grep -q -- "option --gen-tokens: --task sst2 does not use it" "$tmp/resumed.txt" &&
+  ok "train --resume refuses --gen-tokens given for an sst2 run" || bad "resume --gen-tokens: $(tail -1 "$tmp/resumed.txt")"
+"$bin" train --resume-from "$tmp/resumed:1" --out "$tmp/branched" --steps 2 --threads 1 > "$tmp/branched.txt" 2>&1 &&
+  ok "train --resume-from keeps the old run.json's own --gen-tokens on sst2" ||
+  bad "--resume-from a run whose run.json has gen_tokens: $(tail -1 "$tmp/branched.txt")"
+
+# ---- --predictions written atomically (tmp, flush, rename), for every task ----
+# A hard link stands for a reader that holds the old file: an atomic write replaces the
+# name and leaves the old file whole; writing in place (fopen "w") would change it.
+for task in sst2 lm; do
+  args=(--limit 3) want="index	label	prediction	score0	score1" rows=4
+  [ $task = lm ] && args=(--task lm --data "$tmp/two.txt") want="example	position	token	logprob" rows=
+  echo old > "$tmp/pred_$task.tsv" && ln "$tmp/pred_$task.tsv" "$tmp/held_$task.tsv"
+  "$bin" eval "${args[@]}" --threads 1 --predictions "$tmp/pred_$task.tsv" > "$tmp/pred_$task.txt" 2>&1 ||
+    bad "eval --task $task --predictions failed: $(tail -1 "$tmp/pred_$task.txt")"
+  n=$(wc -l < "$tmp/pred_$task.tsv")
+  [ "$(cat "$tmp/held_$task.tsv")" = old ] && [ "$(head -1 "$tmp/pred_$task.tsv")" = "$want" ] &&
+    [ "$n" = "${rows:-$n}" ] && [ "$n" -gt 1 ] && ! ls "$tmp"/pred_$task.tsv.tmp* > /dev/null 2>&1 &&
+    ok "eval --task $task --predictions: written by rename ($n lines), the old file untouched, no temporary left" ||
+    bad "$task predictions: old file now '$(head -1 "$tmp/held_$task.tsv")', new '$(head -1 "$tmp/pred_$task.tsv")' ($n lines)"
+done
+"$bin" eval --limit 3 --threads 1 --predictions "$tmp/no/such/p.tsv" > "$tmp/nodir.txt" 2>&1
+[ $? = 1 ] && grep -q "no/such/p.tsv: cannot write predictions: .*no/such is not a folder this process can write" "$tmp/nodir.txt" &&
+  ! grep -q accuracy "$tmp/nodir.txt" && ok "--predictions into a missing folder is refused before the evaluation" ||
+  bad "--predictions into a missing folder: $(tail -1 "$tmp/nodir.txt")"
+
 # ---- a small jsonl with no dev file keeps a dev set (27.17) ----
 awk -F'\t' 'NR > 1 && NR <= 41 { s = $1; gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); printf "{\"text\": \"%s\", \"label\": %d}\n", s, $2 }' \
   "$assets/sst2/dev.tsv" > "$tmp/small.jsonl"
@@ -85,6 +146,17 @@ grep -o '"dev_accuracy": [0-9.]*' "$tmp/small/metrics.jsonl" | grep -o '[0-9.]*$
   awk '{ x = $1 * 13; if (x - int(x + 0.5) > 1e-4 || int(x + 0.5) - x > 1e-4) bad = 1; n++ } END { exit bad || n != 5 }' &&
   [ -f "$tmp/small/best/model.safetensors" ] && ok "the drawn dev set is evaluated at every step (k/13) and best/ is written" ||
   bad "dev scores $(grep -o '"dev_accuracy": [^,]*' "$tmp/small/metrics.jsonl" | tr '\n' ' '); $(ls "$tmp/small")"
+
+# with no test file, a step's line has no test part (it printed "test acc nan")
+[ "$(grep -cE '^step [0-4]/4  .*dev acc [0-9.]+  best dev [0-9.]+$' "$tmp/small.txt")" = 5 ] && ! grep -qi nan "$tmp/small.txt" &&
+  ok "no test file: the 5 evaluation lines give dev and best dev, no test score" ||
+  bad "evaluation lines without a test file: $(grep -m2 'dev acc' "$tmp/small.txt" | tr '\n' '|')"
+# ... and the summary gives the dev scores before, final and best, never nan
+d0=$(grep '^{"step": 0,' "$tmp/small/metrics.jsonl" | grep -o '"dev_accuracy": [0-9.]*' | grep -o '[0-9.]*$')
+grep -qE "^done: 4 steps in [0-9.]+ s; dev accuracy before $(printf '%.4f' "${d0:-9}"), final [0-9.]+, best \(step [0-4]\) [0-9.]+; run in " \
+  "$tmp/small.txt" && ! grep -qi 'nan' "$tmp/small.txt" &&
+  ok "no test set: the summary gives the dev accuracy before ($d0), final and best" ||
+  bad "no test set: $(grep -E '^(done|step 0)' "$tmp/small.txt")"
 
 # ---- generate --chat: the model's chat template (27.20) ----
 "$bin" generate "$model" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat.txt" 2>&1

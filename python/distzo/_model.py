@@ -1,0 +1,167 @@
+"""distzo.load and the Model it returns: info, tokenizer, logits, generate."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+
+from . import _distzo
+
+if TYPE_CHECKING:
+    import numpy
+
+PathLike = Union[str, "os.PathLike[str]"]
+_threads = {"set": False, "explicit": False}
+
+
+def set_threads(threads: int = 0) -> int:
+    """Sets the threads distzo computes on (0: $OMP_NUM_THREADS, else every CPU this
+    process may use) and returns the count in use."""
+    _threads["explicit"] = True
+    return _set_threads(threads)
+
+
+def _set_threads(threads: int) -> int:
+    _threads["set"] = True
+    return _distzo.runtime_init(int(threads))
+
+
+def _runtime(ranks_here: int = 1) -> None:
+    """The default threads, once: as the command line, under mpirun (ranks_here ranks on
+    this machine, no $OMP_NUM_THREADS, no set_threads) the cores are split between them."""
+    if _threads["explicit"]:
+        return
+    if ranks_here > 1 and not os.environ.get("OMP_NUM_THREADS"):
+        _set_threads(max(1, (os.cpu_count() or 1) // ranks_here))
+    elif not _threads["set"]:
+        _set_threads(0)
+
+
+class Tokenizer:
+    """The model's tokenizer (model.tokenizer)."""
+
+    def __init__(self, model: "_distzo.Model") -> None:
+        self._c = model
+
+    def encode(self, text: str, bos: bool = True, special: bool = False) -> list[int]:
+        """Token ids of text; bos: the model's start id first (where it has one); special:
+        special tokens written in the text ("<|im_start|>") become their ids."""
+        return self._c.encode(text, bos, special)
+
+    def decode(self, ids: Sequence[int], prev: int = -1) -> str:
+        """The text of ids (prev: the id before ids[0], for tokenizers whose pieces depend
+        on it); the start id gives no text."""
+        return self._c.decode(list(ids), prev)
+
+    @property
+    def bos_id(self) -> int:
+        """The start id (-1: none)."""
+        return self._c.bos_eos()[0]
+
+    @property
+    def eos_id(self) -> int:
+        """The end id (-1: none)."""
+        return self._c.bos_eos()[1]
+
+
+class Model:
+    """A model distzo loads: a Hugging Face folder (safetensors), a llama2.c .bin, a GGUF
+    file or a run's checkpoint, as the command line takes them."""
+
+    def __init__(self, path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32") -> None:
+        _runtime()
+        self._c = _distzo.Model(os.fspath(path), None if tokenizer is None else os.fspath(tokenizer), dtype)
+        self.tokenizer: Optional[Tokenizer] = Tokenizer(self._c) if self._c.has_tokenizer else None
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The architecture (arch, vocab_size, dim, n_layers, ..., max_seq_len), the parameter
+        count and the files (path, format, tokenizer)."""
+        return self._c.info()
+
+    @property
+    def path(self) -> str:
+        return str(self.info["path"])
+
+    def logits(self, token_ids: Sequence[int]) -> "numpy.ndarray":
+        """The logits of every position of one sequence: float32 [len(token_ids), vocab]."""
+        import numpy as np
+
+        ids = [int(i) for i in token_ids]
+        flat = np.frombuffer(self._c.logits(ids), dtype=np.float32)
+        return flat.reshape(len(ids), self.info["vocab_size"])
+
+    def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 256, temperature: float = 1.0,
+                 top_p: float = 0.9, seed: int = 0, stop_at_eos: bool = True) -> str:
+        """The continuation of prompt (text, or token ids), as `distzo generate` makes it:
+        temperature 0 is greedy, otherwise nucleus sampling with top_p, seeded."""
+        ids = self._prompt_ids(prompt)
+        new = self._c.generate(ids, max_tokens, temperature, top_p, seed, stop_at_eos)
+        if self.tokenizer is None:
+            raise RuntimeError(f"{self.path}: no tokenizer to decode with; use generate_ids")
+        return self.tokenizer.decode(new, prev=ids[-1])
+
+    def generate_ids(self, prompt: Union[str, Sequence[int]], max_tokens: int = 256, temperature: float = 1.0,
+                     top_p: float = 0.9, seed: int = 0, stop_at_eos: bool = True) -> list[int]:
+        """generate's new token ids."""
+        return self._c.generate(self._prompt_ids(prompt), max_tokens, temperature, top_p, seed, stop_at_eos)
+
+    def evaluate(self, task: str = "sst2", data: Any = None, *, template: Optional[str] = None,
+                 label_words: Optional[str] = None, text_key: str = "text", label_key: str = "label",
+                 batch: int = 16, share_prompts: bool = True) -> dict[str, Any]:
+        """As `distzo eval`: classification (sst2, classify, a preset) gives accuracy,
+        predictions [n] and scores ([n, n_labels] numpy, the candidates' mean log-probs;
+        a list of arrays where examples have candidates of their own); lm gives the mean NLL
+        and perplexity. data: a file the command line takes, or examples as held in Python:
+        a list of dicts, a pandas DataFrame or a datasets.Dataset (text_key, label_key)."""
+        if self.tokenizer is None:
+            raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
+        path, records = (os.fspath(data), None) if isinstance(data, (str, os.PathLike)) else \
+            (None, _records(data, text_key, None if task == "lm" else label_key))
+        r = self._c.evaluate(task, path, records, template, label_words, text_key, label_key, batch, share_prompts)
+        if "scores" not in r:
+            return r
+        import numpy as np
+
+        preds = np.frombuffer(r["predictions"], dtype=np.int32)
+        scores = np.frombuffer(r["scores"], dtype=np.float32)
+        first = np.frombuffer(r["first"], dtype=np.int32)
+        if len(scores) == len(preds) * r["n_labels"]:
+            r["scores"] = scores.reshape(len(preds), r["n_labels"])
+        else:
+            r["scores"] = [scores[first[e]:first[e + 1]] for e in range(len(preds))]
+        r["predictions"] = preds
+        del r["first"]
+        return r
+
+    def _prompt_ids(self, prompt: Union[str, Sequence[int]]) -> list[int]:
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise RuntimeError(f"{self.path}: no tokenizer for a text prompt; load with tokenizer=PATH")
+            ids = self.tokenizer.encode(prompt)
+            if not ids:
+                raise ValueError(f"{self.path}: the tokenizer has no start token, so an empty prompt cannot start")
+            return ids
+        return [int(i) for i in prompt]
+
+
+def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[tuple[str, Optional[int]]]:
+    """(text, label) pairs of examples held in Python: a DataFrame or a datasets.Dataset
+    by its columns, else any iterable of mappings (a list of dicts)."""
+    if data is None:
+        raise ValueError("no data: give a file or examples")
+    if hasattr(data, "columns") or hasattr(data, "column_names"):
+        texts = list(data[text_key])
+        labels = list(data[label_key]) if label_key is not None else [None] * len(texts)
+        return [(str(t), None if label is None else int(label)) for t, label in zip(texts, labels)]
+    out: list[tuple[str, Optional[int]]] = []
+    for i, ex in enumerate(data):
+        try:
+            out.append((str(ex[text_key]), None if label_key is None else int(ex[label_key])))
+        except KeyError as e:
+            raise ValueError(f"example {i}: no key {e} (text_key={text_key!r}, label_key={label_key!r})") from None
+    return out
+
+
+def load(path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32") -> Model:
+    """Loads a model (and its tokenizer: the one beside it, or tokenizer=PATH)."""
+    return Model(path, tokenizer, dtype)

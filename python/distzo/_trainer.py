@@ -1,0 +1,184 @@
+"""distzo.Trainer: a ZO fine-tuning run in a run folder that is the command line's own
+(run.json, seeds.log, metrics, checkpoints), so a run started here resumes with
+`distzo train --resume --out DIR` and the other way round."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from typing import Any, Callable, Optional, Union
+
+from . import _distzo
+from ._distzo import InvalidError
+from ._model import Model, PathLike, _runtime
+
+log = logging.getLogger("distzo")
+
+# The command line's defaults where they differ from the library's (src/cli/cmd_train.c,
+# train_options.c), so that the same options give the same run.
+_CLI_DEFAULTS = {"lr": 3e-5, "steps": 4000, "eval_every": 500, "checkpoint_every": 1000}
+_PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "squad", "drop"}
+# Settings that are paths: resolved as the command line resolves them.
+_PATHS = ("model", "tokenizer", "train_data", "test_data")
+
+Callback = Callable[[dict[str, Any]], Any]
+
+
+def _option_key(name: str) -> str:
+    """A keyword's run.json key: data_seed, or the option's long name data-seed."""
+    return name.replace("-", "_")
+
+
+class Trainer:
+    """Trainer(model, train_data, eval_data=None, out="runs/default", callback=None,
+    config=None, **options): options are the command line's long names with "_" for "-"
+    (lr, eps, steps, batch, seed, data_seed, train_examples, dev_examples, task,
+    label_words, template, estimator, perturbation, store, eval_every, checkpoint_every,
+    ...), or run.json's keys; config: a JSON file of them (a run's run.json restarts it),
+    under the keywords. Under mpirun the run spans the job's ranks as `distzo train` does;
+    pertp, dp, verify_every and node_size choose the layout (never saved: a run resumes
+    under any layout)."""
+
+    def __init__(self, model: Union[Model, PathLike], train_data: Optional[PathLike] = None,
+                 eval_data: Optional[PathLike] = None, *, out: PathLike = "runs/default",
+                 callback: Optional[Callback] = None, config: Optional[PathLike] = None, **options: Any) -> None:
+        self.out = os.fspath(out)
+        self.callback = callback
+        self.layout = _layout(options)
+        settings: dict[str, Any] = {} if config is not None else dict(_CLI_DEFAULTS)
+        if config is not None:
+            with open(config, encoding="utf-8") as f:
+                settings.update({_option_key(k): v for k, v in json.load(f).items()})
+        if isinstance(model, Model):
+            settings["model"] = model.path
+            if model.info.get("tokenizer"):
+                settings.setdefault("tokenizer", model.info["tokenizer"])
+        else:
+            settings["model"] = os.fspath(model)
+        if train_data is not None:
+            settings["train_data"] = os.fspath(train_data)
+        if eval_data is not None:
+            settings["test_data"] = os.fspath(eval_data)
+        settings.update({_option_key(k): v for k, v in options.items()})
+        _check_keys(settings)
+        task = settings.get("task", "sst2")
+        if "label_words" not in settings and task != "lm" and task not in _PRESETS:
+            settings["label_words"] = _distzo.DEFAULT_LABEL_WORDS
+        for key in _PATHS:
+            if settings.get(key) is not None:
+                settings[key] = os.path.realpath(settings[key])
+        self.settings = settings
+
+    def train(self, progress: Optional[bool] = None) -> dict[str, Any]:
+        """Runs the steps (Ctrl-C stops at a step boundary, leaving the run resumable, and
+        raises KeyboardInterrupt); returns the summary: steps_done, final_dev, best_dev, ...
+        progress: a tqdm bar (None: where tqdm is installed)."""
+        return _run(self.settings, self.out, False, self.callback, progress, self.layout)
+
+    def evaluate(self, data: Any = None, **options: Any) -> dict[str, Any]:
+        """Model.evaluate of the run's trained weights (its seed log replayed, as export)
+        with the run's task, template and label words; data: eval_data unless given (a
+        file, or examples held in Python); options override the run's (batch, ...)."""
+        from ._model import load
+
+        s = self.settings
+        data = s.get("test_data") if data is None else data
+        if data is None:
+            raise ValueError("Trainer.evaluate: no data (the Trainer has no eval_data)")
+        args = {"task": s.get("task", "sst2"), "template": s.get("template"), "label_words": s.get("label_words"),
+                "text_key": s.get("text_key") or "text", "label_key": s.get("label_key") or "label"}
+        args.update(options)
+        with tempfile.TemporaryDirectory(prefix="distzo-") as tmp:
+            export(self.out, os.path.join(tmp, "model"))
+            model = load(os.path.join(tmp, "model"), tokenizer=s.get("tokenizer"))
+            return model.evaluate(data=data, **args)
+
+    @classmethod
+    def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
+               **options: Any) -> dict[str, Any]:
+        """Continues the run in run_dir with its run.json's settings (steps may be raised;
+        placement and cadence may change), bitwise as if never stopped."""
+        layout = _layout(options)
+        settings = {_option_key(k): v for k, v in options.items()}
+        _check_keys(settings)
+        return _run(settings, os.fspath(run_dir), True, callback, progress, layout)
+
+
+# The parallel layout under mpirun, never part of a run's settings (a run resumes under
+# any layout): train's --pertp, --dp, --verify-every and --node-size.
+_LAYOUT = ("pertp", "dp", "verify_every", "node_size")
+
+
+def _layout(options: dict[str, Any]) -> dict[str, int]:
+    return {key: int(options.pop(key)) for key in _LAYOUT if key in options}
+
+
+def _check_keys(settings: dict[str, Any]) -> None:
+    for key in settings:
+        if not _distzo.train_option_known(key):
+            raise InvalidError(f"Trainer: unknown option '{key}' (the options are train's long names with _ for -, "
+                               "e.g. lr, steps, data_seed, or run.json's keys)")
+
+
+def _progress_bar(wanted: Optional[bool]) -> Any:
+    """A tqdm bar class, or None (not wanted, or tqdm not installed and not asked for)."""
+    if wanted is False:
+        return None
+    try:
+        from tqdm.auto import tqdm  # type: ignore[import-untyped]
+    except ImportError:
+        if wanted:
+            raise
+        return None
+    return tqdm
+
+
+def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback],
+         progress: Optional[bool] = None, layout: Optional[dict[str, int]] = None) -> dict[str, Any]:
+    layout = dict(layout or {})
+    group = _distzo.comm_init(layout.pop("node_size", 0))
+    _runtime(group["machine_ranks"] if group["size"] > 1 else 1)
+    if group["rank"] != 0:  # rank 0 speaks for the job
+        progress = False
+    tqdm = _progress_bar(progress)
+    bar = None
+
+    def on_step(p: dict[str, Any]) -> None:
+        nonlocal bar
+        if p["step"] > 0 and "loss" in p:
+            log.info("step %d/%d  loss %.4f", p["step"], p["steps"], p["loss"])
+        if p.get("has_eval"):
+            log.info("step %d/%d  dev %.4f  test %.4f", p["step"], p["steps"], p["dev_accuracy"], p["test_accuracy"])
+        if tqdm is not None:
+            if bar is None:
+                bar = tqdm(total=p["steps"], initial=p["step"], desc="distzo train", unit="step")
+            bar.update(p["step"] - bar.n)
+            if "loss" in p:
+                bar.set_postfix(loss=f"{p['loss']:.4f}", refresh=False)
+        if callback is not None:
+            callback(p)
+
+    # The settings reach the library as train --config's JSON file (its messages name it).
+    with tempfile.TemporaryDirectory(prefix="distzo-") as tmp:
+        path = None
+        if settings or not resume:
+            path = os.path.join(tmp, "trainer-options.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(settings, f)
+        try:
+            return _distzo.train(path, out, resume, on_step, **layout)
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def export(run_dir: Optional[PathLike], out: PathLike, model: Optional[PathLike] = None,
+           format: Optional[str] = None, gguf_type: Optional[str] = None, store: Optional[str] = None) -> None:
+    """A run's trained weights (its seed log replayed on its base model, or on model), or
+    a model as it is (run_dir None), written as a Hugging Face folder or a GGUF file
+    (format None: gguf when out ends in .gguf), as `distzo export`."""
+    if format is None:
+        format = "gguf" if os.fspath(out).endswith(".gguf") else "hf"
+    _distzo.export(None if run_dir is None else os.fspath(run_dir), None if model is None else os.fspath(model),
+                   os.fspath(out), format, gguf_type, store)

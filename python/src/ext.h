@@ -1,0 +1,34 @@
+/* distzo._distzo, the CPython extension under the distzo package: what its files share. */
+#ifndef DZPY_EXT_H
+#define DZPY_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "distzo/distzo.h"
+
+/* Raises the distzo exception for err's status (distzo.Error or a subclass that is also
+ * the matching built-in: FileNotFoundError, ValueError, OSError, MemoryError), carrying
+ * the library's message. Returns NULL, for `return dzpy_raise(&err);`. */
+PyObject *dzpy_raise(const dz_error *err);
+/* The module's exception classes into m (module.c). */
+int dzpy_add_errors(PyObject *m);
+
+/* _distzo.Model (model.c). */
+int dzpy_add_model(PyObject *m);
+
+/* _distzo.train(options_json, out_dir, resume, callback) (train.c). */
+PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw);
+/* _distzo.comm_init(node_size=0): the process group dz_train runs on (train.c). */
+PyObject *dzpy_comm_init(PyObject *self, PyObject *args);
+/* _distzo.export(run_dir, model, out, fmt) (train.c). */
+PyObject *dzpy_export(PyObject *self, PyObject *args, PyObject *kw);
+
+/* Model.evaluate(task, path, records, ...) on m and tok (evaluate.c). */
+PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *args, PyObject *kw);
+
+/* A sequence of token ids as a malloc'ed int array of *n; NULL with an exception set
+ * (TypeError, or ValueError naming an id outside [0, vocab)). */
+int *dzpy_token_ids(PyObject *seq, int vocab, int *n);
+
+#endif
