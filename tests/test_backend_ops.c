@@ -338,7 +338,9 @@ static void run_matmul(const op_inputs *in, float *out) {
 static void run_layernorm(const op_inputs *in, float *out) {
     in->be->ops->layernorm(in->be, out, in->x, in->w, in->b, OP_ROWS, OP_DIM, 1e-5f);
 }
-static void run_rmsnorm(const op_inputs *in, float *out) { in->be->ops->rmsnorm(in->be, out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f); }
+static void run_rmsnorm(const op_inputs *in, float *out) {
+    in->be->ops->rmsnorm(in->be, out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f);
+}
 static void run_rope(const op_inputs *in, float *out) {
     in->be->ops->upload(in->be, out, in->h->rot, sizeof(float) * OP_ROWS * ROPE_HEADS * ROPE_HD);
     in->be->ops->rope(in->be, out, OP_ROWS, in->h->pos, ROPE_HEADS, ROPE_HD, in->rope_cs);
@@ -570,12 +572,15 @@ static void zo_run(const dz_backend *be, const float *theta, const uint16_t *the
     }
     be->ops->upload(be, th, theta, fb);
     be->ops->update_then_perturb_f32(be, th, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
-    be->ops->download(be, r->fused_f32[0], th, fb), be->ops->download(be, r->fused_f32[1], wp, fb), be->ops->download(be, r->fused_f32[2], wm, fb);
+    be->ops->download(be, r->fused_f32[0], th, fb);
+    be->ops->download(be, r->fused_f32[1], wp, fb);
+    be->ops->download(be, r->fused_f32[2], wm, fb);
     be->ops->upload(be, h, theta_h, hb);
     be->ops->update_then_perturb_bf16(be, h, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
     be->ops->download(be, r->fused_bf16, h, hb);
     be->ops->download(be, r->fused_bf16_pair[0], wp, fb), be->ops->download(be, r->fused_bf16_pair[1], wm, fb);
-    be->ops->free(be, th), be->ops->free(be, wp_buf), be->ops->free(be, wm_buf), be->ops->free(be, h), be->ops->free(be, x);
+    be->ops->free(be, th), be->ops->free(be, wp_buf), be->ops->free(be, wm_buf);
+    be->ops->free(be, h), be->ops->free(be, x);
 }
 
 /* Which part of zo_results the first difference is in. */

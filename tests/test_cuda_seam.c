@@ -211,7 +211,8 @@ static void zo2_streaming_schedule_needs_every_wait(void **st) {
     memcpy(want, masters, sizeof(float) * BLOCKS * n);
     const float g = 1.5f;
     for (int k = 0; k < BLOCKS; k++)
-        dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), want + k * n, n, &g, 1, 0.5f, 0.0f, 5, (uint32_t)k, 3, 0, DZ_Z_GAUSSIAN);
+        dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), want + k * n, n, &g, 1, 0.5f, 0.0f, 5, (uint32_t)k, 3, 0,
+                                          DZ_Z_GAUSSIAN);
     dz_cuda_seam *s = seam();
     assert_int_equal(zo2_pipeline(s, 0, masters, BLOCKS, n), DZ_CUDA_OK);
     assert_memory_equal(masters, want, sizeof(float) * BLOCKS * n);

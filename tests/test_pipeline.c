@@ -256,7 +256,8 @@ static void reference_perturb(const estimator_case *e, dz_model *m, int id, uint
     const void *theta = dz_model_tensor(m, id);
     if (!structured(e, t)) {
         const dz_backend *cpu = dz_backend_cpu();
-        if (dt == DZ_BF16) cpu->ops->perturb_pair_bf16(cpu, theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
+        if (dt == DZ_BF16)
+            cpu->ops->perturb_pair_bf16(cpu, theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
         else cpu->ops->perturb_pair(cpu, theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
         return;
     }
@@ -276,8 +277,12 @@ static void reference_update(const estimator_case *e, dz_model *m, int id, uint3
     const size_t n = (size_t)dz_param_numel(t);
     void *theta = dz_model_tensor(m, id);
     if (!structured(e, t)) {
-        if (dt == DZ_BF16) dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
-        else dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
+        if (dt == DZ_BF16)
+            dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0,
+                                               DIST);
+        else
+            dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0,
+                                              DIST);
         return;
     }
     for (int j = 0; j < Q; j++) reference_z(e, t, id, step * Q + (uint32_t)j, theta, dt, zs + (size_t)j * n);

@@ -127,9 +127,11 @@ static void run_backend_pass(const dz_backend *be, const zcase *k, pass_kind kin
     else if (kind == UPDATE)
         be->ops->update_f32(be, o->th, k->n, g, (int)k->q, lr, wd, k->seed, k->tensor, k->step, k->i0, k->dist);
     else if (bf16)
-        be->ops->update_then_perturb_bf16(be, o->th_h, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0, k->dist);
+        be->ops->update_then_perturb_bf16(be, o->th_h, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0,
+                                          k->dist);
     else
-        be->ops->update_then_perturb_f32(be, o->th, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0, k->dist);
+        be->ops->update_then_perturb_f32(be, o->th, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0,
+                                         k->dist);
 }
 
 static void run_element_pass(const zcase *k, pass_kind kind, int bf16, const float *g, float wd, pass_out *o) {
@@ -183,7 +185,8 @@ static void stochastic_rounding_matches(void **s) {
         const dz_zo_span sp = {.mode = DZ_SPAN_ROUND, .seed = k.seed, .tensor = k.tensor, .draw = k.step * k.q,
                                .i0 = k.i0, .n = k.n, .in_f32 = v, .out_bf16 = got};
         dz_zo_span_run_host(&sp);
-        dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, k.seed, DZ_PURPOSE_SR, k.tensor, k.step * k.q, k.i0, k.n);
+        dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, k.seed, DZ_PURPOSE_SR, k.tensor, k.step * k.q, k.i0,
+                                           k.n);
         for (size_t i = 0; i < k.n; i++) want[i] = dz_bf16_round_stochastic(v[i], x[i]);
         assert_same_bits(got, want, 2 * k.n, "stochastic rounding", c, "cpu");
     }

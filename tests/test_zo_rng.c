@@ -70,7 +70,8 @@ static void philox_known_answers(void **state) {
             uint32_t x[6];
             dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, seed, v[1], v[2], v[3], 4 * (uint64_t)v[0], 4);
             for (int w = 0; w < 4; w++) assert_int_equal(x[w], v[6 + w]);
-            dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, seed, v[1], v[2], v[3], 4 * (uint64_t)v[0] + 1, 3); /* partial block */
+            dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, seed, v[1], v[2], v[3], 4 * (uint64_t)v[0] + 1,
+                                               3); /* partial block */
             for (int w = 0; w < 3; w++) assert_int_equal(x[w], v[7 + w]);
         }
         reset_isa();
@@ -164,8 +165,8 @@ static void golden_z(void **state) {
     size_t n;
     uint32_t *want = words(s, "x", &n), got[64];
     assert_true(n <= 64);
-    dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), got, hex64(s, "seed"), DZ_PURPOSE_SR, (uint32_t)num(s, "tensor"),
-                                  (uint32_t)num(s, "draw"), (uint64_t)num(s, "i0"), n);
+    dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), got, hex64(s, "seed"), DZ_PURPOSE_SR,
+                                       (uint32_t)num(s, "tensor"), (uint32_t)num(s, "draw"), (uint64_t)num(s, "i0"), n);
     for (size_t i = 0; i < n; i++) assert_int_equal(got[i], want[i]);
     free(want);
 }
@@ -229,7 +230,8 @@ static void golden_ops(void **state) {
         float *theta = malloc(4 * n), *p = malloc(4 * n), *m = malloc(4 * n);
         FOR_EACH_ISA(isa) {
             memcpy(theta, th, 4 * n);
-            dz_backend_cpu()->ops->update_then_perturb_f32(dz_backend_cpu(), theta, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
+            dz_backend_cpu()->ops->update_then_perturb_f32(dz_backend_cpu(), theta, p, m, n, &upd, eps, seed, tensor,
+                                                           next, i0, dist);
             for (size_t i = 0; i < n; i++) {
                 assert_int_equal(fbits(theta[i]), up[i]);
                 assert_int_equal(fbits(p[i]), wp[i]);
@@ -244,7 +246,8 @@ static void golden_ops(void **state) {
         uint16_t *h = malloc(2 * n);
         FOR_EACH_ISA(isa) {
             for (size_t i = 0; i < n; i++) h[i] = (uint16_t)th[i];
-            dz_backend_cpu()->ops->update_then_perturb_bf16(dz_backend_cpu(), h, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
+            dz_backend_cpu()->ops->update_then_perturb_bf16(dz_backend_cpu(), h, p, m, n, &upd, eps, seed, tensor, next,
+                                                            i0, dist);
             for (size_t i = 0; i < n; i++) {
                 assert_int_equal(h[i], up[i]);
                 assert_int_equal(fbits(p[i]), wp[i]);
@@ -267,9 +270,11 @@ static void simd_variants_match_scalar(void **state) {
     float *want = malloc(4 * n), *got = malloc(4 * n);
     char ran[64] = "";
     for (int dist = 0; dist < 2; dist++) {
-        dz_backend_ref()->ops->z_fill(dz_backend_ref(), want, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n, (dz_zdist)dist);
+        dz_backend_ref()->ops->z_fill(dz_backend_ref(), want, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n,
+                                      (dz_zdist)dist);
         FOR_EACH_ISA(isa) {
-            dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), got, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n, (dz_zdist)dist);
+            dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), got, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n,
+                                          (dz_zdist)dist);
             assert_same_f32(got, want, n, dz_isa_name(isa));
             if (dist == 0) strcat(strcat(ran, " "), dz_isa_name(isa));
         }
@@ -355,8 +360,10 @@ static void slicing_invariance_fused(void **state) {
 static span_out unfused_step(size_t n, uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist) {
     span_out o = span_alloc(n);
     if (upd) {
-        dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), o.theta, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step, i0, dist);
-        dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), o.h, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step, i0, dist);
+        dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), o.theta, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4,
+                                          upd->step, i0, dist);
+        dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), o.h, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step,
+                                           i0, dist);
     }
     dz_backend_cpu()->ops->perturb_pair(dz_backend_cpu(), o.theta, o.wp, o.wm, n, 2e-3f, 99, 4, next, i0, dist);
     dz_backend_cpu()->ops->perturb_pair_bf16(dz_backend_cpu(), o.h, o.bwp, o.bwm, n, 2e-3f, 99, 4, next, i0, dist);
@@ -366,8 +373,10 @@ static span_out unfused_step(size_t n, uint64_t i0, const dz_zo_update *upd, uin
 /* The same through update_then_perturb_*. */
 static span_out fused_step(size_t n, uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist) {
     span_out o = span_alloc(n);
-    dz_backend_cpu()->ops->update_then_perturb_f32(dz_backend_cpu(), o.theta, o.wp, o.wm, n, upd, 2e-3f, 99, 4, next, i0, dist);
-    dz_backend_cpu()->ops->update_then_perturb_bf16(dz_backend_cpu(), o.h, o.bwp, o.bwm, n, upd, 2e-3f, 99, 4, next, i0, dist);
+    dz_backend_cpu()->ops->update_then_perturb_f32(dz_backend_cpu(), o.theta, o.wp, o.wm, n, upd, 2e-3f, 99, 4, next,
+                                                   i0, dist);
+    dz_backend_cpu()->ops->update_then_perturb_bf16(dz_backend_cpu(), o.h, o.bwp, o.bwm, n, upd, 2e-3f, 99, 4, next, i0,
+                                                    dist);
     return o;
 }
 

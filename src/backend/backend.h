@@ -75,13 +75,16 @@ typedef struct dz_backend_ops {
 
     /* ---- the forward ---- */
     /* y[M,N] = x[M,K] . w[N,K]^T (+ bias[N] if non-NULL). Row-major, Linear layout. */
-    void (*matmul)(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N, int K);
-    void (*layernorm)(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
+    void (*matmul)(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N,
+                   int K);
+    void (*layernorm)(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows,
+                      int dim, float eps);
     void (*rmsnorm)(const dz_backend *be, float *y, const float *x, const float *w, int rows, int dim, float eps);
     /* Rotates x[rows, n_heads*head_dim] in place, pairs (i, i + head_dim/2) of each head
      * (the HF layout); row r is at position pos[r], whose angles' cosines and sines are row
      * pos[r] of cos_sin (a buffer filled by dz_rope_table_fill). */
-    void (*rope)(const dz_backend *be, float *x, int rows, const int *pos, int n_heads, int head_dim, const float *cos_sin);
+    void (*rope)(const dz_backend *be, float *x, int rows, const int *pos, int n_heads, int head_dim,
+                 const float *cos_sin);
     /* out[B*n_new, n_heads*head_dim] = causal softmax(q k^T * scale) v, q [B*n_new,
      * n_heads*head_dim]; the key/value slots already hold every position queried. */
     void (*attention)(const dz_backend *be, float *out, const float *q, const dz_attn_args *a);
@@ -95,16 +98,19 @@ typedef struct dz_backend_ops {
     /* Row dst_rows[i] of dst[., cols] = row src_rows[i] of src[., cols] for i < nrows; a NULL
      * index array is the identity. Gathers (the head's rows) and scatters (keys and values
      * into their slots by position). Rows do not overlap. */
-    void (*copy_rows)(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows, int cols);
+    void (*copy_rows)(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows,
+                      int nrows, int cols);
     /* Online log-softmax pieces over one vocabulary chunk of logits[rows, n]:
      * running max m[r] and running sum s[r] of exp(logit - m[r]) are updated. */
     void (*logsumexp_update)(const dz_backend *be, const float *logits, int rows, int n, float *m, float *s);
     /* The chunk logits[rows, n] holds vocabulary entries v0 .. v0+n-1: for each row whose
      * targets[r] falls among them, out[r] = its logit; other rows keep out[r]. */
-    void (*pick_target)(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets, int v0);
+    void (*pick_target)(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets,
+                        int v0);
     /* out[r] = target[r] - m[r] - log(s[r]): log p(target) from the online pieces; out may
      * alias target. */
-    void (*logprob_finish)(const dz_backend *be, float *out, const float *target, const float *m, const float *s, int rows);
+    void (*logprob_finish)(const dz_backend *be, float *out, const float *target, const float *m, const float *s,
+                           int rows);
 
     /* ---- the ZO step (contract: backend/zo_ops.h) ----
      * Each works on elements i0 .. i0+n-1 of one tensor (`tensor` = its id), deriving z from
@@ -113,26 +119,27 @@ typedef struct dz_backend_ops {
      * over spans. A draw index is d = step * q + sample (uint32, wrapping). bf16 masters
      * (uint16_t) are widened, updated in f32 and stochastically rounded back; w+- are f32. */
     /* z_i (purpose 0). */
-    void (*z_fill)(const dz_backend *be, float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n, dz_zdist dist);
+    void (*z_fill)(const dz_backend *be, float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0,
+                   size_t n, dz_zdist dist);
     /* Raw words: x_i = word i % 4 of block i / 4 with counter (i / 4, purpose, tensor, draw). */
-    void (*philox_fill)(const dz_backend *be, uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i0,
-                        size_t n);
+    void (*philox_fill)(const dz_backend *be, uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor,
+                        uint32_t draw, uint64_t i0, size_t n);
     /* w_plus = theta + eps z, w_minus = theta - eps z with z of draw `draw`. */
-    void (*perturb_pair)(const dz_backend *be, const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
-                         uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
-    void (*perturb_pair_bf16)(const dz_backend *be, const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps,
-                              uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
+    void (*perturb_pair)(const dz_backend *be, const float *theta, float *w_plus, float *w_minus, size_t n, float eps,
+                         uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
+    void (*perturb_pair_bf16)(const dz_backend *be, const uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+                              float eps, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
     /* theta -= lr * (mean_j g[j] z_j + wd theta), z_j of draw step*q + j (g: host memory). */
-    void (*update_f32)(const dz_backend *be, float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                       uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
-    void (*update_bf16)(const dz_backend *be, uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                        uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
+    void (*update_f32)(const dz_backend *be, float *theta, size_t n, const float *g, int q, float lr, float wd,
+                       uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
+    void (*update_bf16)(const dz_backend *be, uint16_t *theta, size_t n, const float *g, int q, float lr, float wd,
+                        uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
     /* One pass: apply the pending update `upd` (NULL = none) to theta in place, then write
      * the pair for draw `next_draw` from the updated theta (w_plus = w_minus = NULL: update
      * only). Bitwise equal to update_* followed by perturb_pair*. */
-    void (*update_then_perturb_f32)(const dz_backend *be, float *theta, float *w_plus, float *w_minus, size_t n, const dz_zo_update *upd,
-                                    float eps, uint64_t seed, uint32_t tensor, uint32_t next_draw, uint64_t i0,
-                                    dz_zdist dist);
+    void (*update_then_perturb_f32)(const dz_backend *be, float *theta, float *w_plus, float *w_minus, size_t n,
+                                    const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+                                    uint32_t next_draw, uint64_t i0, dz_zdist dist);
     void (*update_then_perturb_bf16)(const dz_backend *be, uint16_t *theta, float *w_plus, float *w_minus, size_t n,
                                      const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                                      uint32_t next_draw, uint64_t i0, dz_zdist dist);

@@ -38,7 +38,8 @@ static void cpu_download(const dz_backend *be, void *dst, const void *src, size_
 
 static void cpu_synchronize(const dz_backend *be) {}
 
-static void cpu_matmul(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
+static void cpu_matmul(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N,
+                       int K) {
     dz_gemm_linear(y, x, w, bias, M, N, K);
 }
 
@@ -59,7 +60,8 @@ static void layernorm_row(void *ctx, int r, int thread) {
     for (int i = 0; i < dim; i++) yr[i] = (xr[i] - m) * rstd * w[i] + (b ? b[i] : 0.0f);
 }
 
-static void cpu_layernorm(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {
+static void cpu_layernorm(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows,
+                          int dim, float eps) {
     row_op o = {.y = y, .x = x, .w = w, .b = b, .dim = dim, .eps = eps};
     dz_parallel_for(rows, layernorm_row, &o);
 }
@@ -101,7 +103,8 @@ static void rope_row(void *ctx, int r, int thread) {
     }
 }
 
-static void cpu_rope(const dz_backend *be, float *x, int rows, const int *positions, int n_heads, int head_dim, const float *cos_sin) {
+static void cpu_rope(const dz_backend *be, float *x, int rows, const int *positions, int n_heads, int head_dim,
+                     const float *cos_sin) {
     rope_op o = {x, positions, n_heads, head_dim, cos_sin};
     dz_parallel_for(rows, rope_row, &o);
 }
@@ -340,19 +343,21 @@ static void cpu_fill(const dz_backend *be, float *x, float v, size_t n) {
 }
 
 /* Rows are a few KB each and few: one thread, no task overhead. */
-static void cpu_copy_rows(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows,
-                          int cols) {
+static void cpu_copy_rows(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows,
+                          int nrows, int cols) {
     for (int i = 0; i < nrows; i++)
         memcpy(dst + (size_t)(dst_rows ? dst_rows[i] : i) * cols, src + (size_t)(src_rows ? src_rows[i] : i) * cols,
                sizeof(float) * (size_t)cols);
 }
 
-static void cpu_pick_target(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets, int v0) {
+static void cpu_pick_target(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets,
+                            int v0) {
     for (int r = 0; r < rows; r++)
         if (targets[r] >= v0 && targets[r] < v0 + n) out[r] = logits[(size_t)r * n + (targets[r] - v0)];
 }
 
-static void cpu_logprob_finish(const dz_backend *be, float *out, const float *target, const float *m, const float *s, int rows) {
+static void cpu_logprob_finish(const dz_backend *be, float *out, const float *target, const float *m, const float *s,
+                               int rows) {
     for (int r = 0; r < rows; r++) out[r] = target[r] - m[r] - logf(s[r]);
 }
 

@@ -123,33 +123,33 @@ static void run_span(const span_io *io, size_t n, const dz_zo_update *upd, float
     if (streaming) _mm_sfence(); /* streaming stores are weakly ordered: done before any thread reads them */
 }
 
-void dz_cpu_perturb_pair(const dz_backend *be, const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
-                         uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+void dz_cpu_perturb_pair(const dz_backend *be, const float *theta, float *w_plus, float *w_minus, size_t n, float eps,
+                         uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
     const span_io io = {.in_f32 = theta, .w_plus = w_plus, .w_minus = w_minus};
     run_span(&io, n, NULL, eps, seed, tensor, draw, i0, dist);
 }
 
-void dz_cpu_perturb_pair_bf16(const dz_backend *be, const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps,
-                              uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+void dz_cpu_perturb_pair_bf16(const dz_backend *be, const uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+                              float eps, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
     const span_io io = {.in_bf16 = theta, .w_plus = w_plus, .w_minus = w_minus};
     run_span(&io, n, NULL, eps, seed, tensor, draw, i0, dist);
 }
 
-void dz_cpu_update_f32(const dz_backend *be, float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                       uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+void dz_cpu_update_f32(const dz_backend *be, float *theta, size_t n, const float *g, int q, float lr, float wd,
+                       uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
     const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
     dz_cpu_update_then_perturb_f32(be, theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
 }
 
-void dz_cpu_update_bf16(const dz_backend *be, uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                        uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+void dz_cpu_update_bf16(const dz_backend *be, uint16_t *theta, size_t n, const float *g, int q, float lr, float wd,
+                        uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
     const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
     dz_cpu_update_then_perturb_bf16(be, theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
 }
 
-void dz_cpu_update_then_perturb_f32(const dz_backend *be, float *theta, float *w_plus, float *w_minus, size_t n, const dz_zo_update *upd,
-                                    float eps, uint64_t seed, uint32_t tensor, uint32_t next_draw, uint64_t i0,
-                                    dz_zdist dist) {
+void dz_cpu_update_then_perturb_f32(const dz_backend *be, float *theta, float *w_plus, float *w_minus, size_t n,
+                                    const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+                                    uint32_t next_draw, uint64_t i0, dz_zdist dist) {
     const span_io io = {.in_f32 = theta, .out_f32 = upd ? theta : NULL, .w_plus = w_plus, .w_minus = w_minus};
     run_span(&io, n, upd, eps, seed, tensor, next_draw, i0, dist);
 }

@@ -37,9 +37,9 @@ static int bench_forward(int argc, char **argv) {
     if (!model) return dz_cli_failf("bench forward needs --model M");
     if (s.batch < 1 || s.seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
     dz_model *m;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS, .model = model, .dtype = dtype},
-                           &m, NULL)))
-        return rc;
+    const dz_cli_preamble p = {
+        .threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS, .model = model, .dtype = dtype};
+    if ((rc = dz_cli_start(&p, &m, NULL))) return rc;
     dz_error err = {0};
     rc = bench_done(dz_bench_forward(m, &s, &(dz_bench_report){stdout, json, model}, &err), &err);
     dz_model_free(m);
@@ -119,7 +119,9 @@ static int bench_classify(int argc, char **argv) {
     if (!s.data) s.data = dz_cli_asset("sst2/train.tsv", dbuf, sizeof dbuf);
     dz_model *m;
     dz_tokenizer *tok;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend, .model = model, .dtype = "f32"}, &m, &tok))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend, .model = model, .dtype = "f32"},
+                           &m, &tok)))
+        return rc;
     dz_error err = {0};
     rc = bench_done(dz_bench_classify(m, tok, &s, &(dz_bench_report){stdout, json, model}, &err), &err);
     dz_tokenizer_free(tok);
@@ -162,7 +164,8 @@ static int bench_eval(int argc, char **argv) {
     if (!s.data) s.data = dz_cli_asset("sst2/dev.tsv", dbuf, sizeof dbuf);
     dz_model *m;
     dz_tokenizer *tok;
-    const dz_cli_preamble p = {.threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS_PASSIVE, .model = model, .dtype = "f32"};
+    const dz_cli_preamble p = {
+        .threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS_PASSIVE, .model = model, .dtype = "f32"};
     if ((rc = dz_cli_start(&p, &m, &tok))) return rc;
     dz_error err = {0};
     rc = bench_done(dz_bench_eval(m, tok, &s, &(dz_bench_report){stdout, json, model}, &err), &err);

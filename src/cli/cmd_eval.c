@@ -114,7 +114,8 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     int rc = 0;
     if (!preds || !scores) rc = dz_cli_failf("out of memory");
     /* two streams: each example's prompt runs once, its candidates continue it */
-    if (!rc && dz_forward_create_backend(m, o->be, per * cs.n_labels, cs.max_len, 0, o->share_prompts ? 2 : 1, &f, &err) != DZ_OK)
+    if (!rc && dz_forward_create_backend(m, o->be, per * cs.n_labels, cs.max_len, 0, o->share_prompts ? 2 : 1, &f,
+                                         &err) != DZ_OK)
         rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     dz_progress prog;

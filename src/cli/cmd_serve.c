@@ -115,7 +115,8 @@ int dz_cmd_serve(int argc, char **argv) {
     t->data.train = NULL;
     t->out_dir = out;
     c.fed.round_timeout = round_timeout, c.fed.worker_timeout = worker_timeout, c.linger = linger;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = t->layout.backend}, NULL, NULL))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = t->layout.backend}, NULL, NULL)))
+        return rc;
     dz_error err = {0};
     int kill_round = -1;
     const char *kill = getenv("DISTZO_TEST_KILL");

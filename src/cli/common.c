@@ -32,7 +32,8 @@ dz_opt dz_cli_threads_option(int *threads, const char *help) {
 }
 
 dz_opt dz_cli_backend_option(const char **backend) {
-    return (dz_opt){"backend", DZ_OPT_STR, backend, "cpu|cuda|ref: what the model and the ZO step run on (default cpu)"};
+    return (dz_opt){"backend", DZ_OPT_STR, backend,
+                    "cpu|cuda|ref: what the model and the ZO step run on (default cpu)"};
 }
 
 /* A backend that cannot run here (cuda without CUDA or a GPU, an unknown name) is refused

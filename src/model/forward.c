@@ -265,7 +265,8 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
     const float *g[DZ_ROLE_MAX];
     fetch_small_globals(f, w, s, g);
     if (g[DZ_G_FINAL_NORM_W]) norm(f, f->xb, f->xb, g[DZ_G_FINAL_NORM_W], g[DZ_G_FINAL_NORM_B], nrows);
-    if (g[DZ_G_PROJ_OUT]) f->be->ops->matmul(f->be, st->hsel, f->xb, g[DZ_G_PROJ_OUT], NULL, nrows, c->embed_dim, c->dim);
+    if (g[DZ_G_PROJ_OUT])
+        f->be->ops->matmul(f->be, st->hsel, f->xb, g[DZ_G_PROJ_OUT], NULL, nrows, c->embed_dim, c->dim);
     else f->be->ops->copy_rows(f->be, st->hsel, NULL, f->xb, NULL, nrows, c->dim);
     return DZ_OK;
 }
@@ -308,14 +309,16 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
             if (nrows == 0) continue;
             const float *host = w->view ? w->view(w->self, s, head_id, v0, nv) : NULL; /* a step's -eps chunk */
             if (!host) host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
-            const float *wchunk = f->be->ops->upload_view(f->be, f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
+            const float *wchunk =
+                f->be->ops->upload_view(f->be, f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
                 const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
-                f->be->ops->matmul(f->be, f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv, c->embed_dim);
+                f->be->ops->matmul(f->be, f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv,
+                                   c->embed_dim);
                 if (logits && k == 0)
                     for (int r = 0; r < nr; r++)
-                        f->be->ops->download(f->be, logits + (size_t)(r0 + r) * c->vocab_size + v0, f->hlogits + (size_t)r * nv,
-                                        sizeof(float) * nv);
+                        f->be->ops->download(f->be, logits + (size_t)(r0 + r) * c->vocab_size + v0,
+                                             f->hlogits + (size_t)r * nv, sizeof(float) * nv);
                 if (!targets) continue;
                 f->be->ops->logsumexp_update(f->be, f->hlogits, nr, nv, st->hmax + r0, st->hsum + r0);
                 f->be->ops->pick_target(f->be, st->htgt + r0, f->hlogits, nr, nv, targets + r0, v0);
