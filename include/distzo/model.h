@@ -198,7 +198,8 @@ dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
 /* Frees what create made (cpu and ref: one shared stateless instance, left). NULL is fine. */
 void dz_backend_free(dz_backend *be);
 /* The general form: n_streams streams on `backend` (NULL: the CPU backend), which
- * allocates every activation buffer; the forwards above are this with NULL. */
+ * allocates every activation buffer and must outlive the forward; the forwards above are
+ * this with NULL. */
 dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend, int max_batch, int max_seq,
                                     int kv_cache, int n_streams, dz_forward **out, dz_error *err);
 const dz_backend *dz_forward_backend(const dz_forward *f);

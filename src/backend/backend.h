@@ -1,5 +1,6 @@
-/* The compute backend: every numeric op the model and the ZO step run goes through one of
- * these function tables, chosen when a forward is created (dz_forward_create_backend).
+/* The compute backend: every numeric op the model and the ZO step run goes through a
+ * backend instance (its op table and its own state), chosen when a forward is created
+ * (dz_forward_create_backend) and passed to every op as its first argument.
  *
  * Memory. Float and element arguments of ops (x, y, w, theta, w_plus, ...) are backend
  * buffers: memory from the table's alloc, or for weights what upload_view returned. Host
