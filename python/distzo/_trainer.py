@@ -10,8 +10,8 @@ import tempfile
 from typing import Any, Callable, Optional, Union
 
 from . import _distzo
-from ._distzo import InvalidError
-from ._model import Model, PathLike, _runtime
+from ._distzo import InvalidError, UnsupportedError
+from ._model import Model, PathLike, Record, _records, _runtime
 
 log = logging.getLogger("distzo")
 
@@ -23,6 +23,24 @@ _PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "sq
 _PATHS = ("model", "tokenizer", "train_data", "test_data")
 
 Callback = Callable[[dict[str, Any]], Any]
+Records = list[Record]
+
+
+def _is_path(data: Any) -> bool:
+    return isinstance(data, (str, os.PathLike))
+
+
+def _data_records(settings: dict[str, Any], data: Any, what: str) -> Optional[Records]:
+    """Examples held in Python (a list of dicts, a DataFrame, a datasets.Dataset) as (text,
+    label) pairs by the run's text_key and label_key; None for a file or no data."""
+    if data is None or _is_path(data):
+        return None
+    task = settings.get("task", "sst2")
+    if task in _PRESETS:
+        raise UnsupportedError(f"Trainer: task {task}: {what} held in Python is read by text_key/label_key (sst2, "
+                               "classify, lm); give a preset's data as its file")
+    label_key = None if task == "lm" else settings.get("label_key") or "label"
+    return _records(data, settings.get("text_key") or "text", label_key)
 
 
 def _option_key(name: str) -> str:
@@ -32,7 +50,10 @@ def _option_key(name: str) -> str:
 
 class Trainer:
     """Trainer(model, train_data, eval_data=None, out="runs/default", callback=None,
-    config=None, **options): options are the command line's long names with "_" for "-"
+    config=None, **options): train_data and eval_data are files the command line takes,
+    or examples held in Python (a list of dicts, a pandas DataFrame, a datasets.Dataset:
+    read by text_key and label_key, default "text" and "label", never written to a file;
+    run.json then keeps their fingerprints, and Trainer.resume needs the same data). options are the command line's long names with "_" for "-"
     (lr, eps, steps, batch, seed, data_seed, train_examples, dev_examples, task,
     label_words, template, estimator, perturbation, store, eval_every, checkpoint_every,
     ...), or run.json's keys; config: a JSON file of them (a run's run.json restarts it),
@@ -40,8 +61,7 @@ class Trainer:
     pertp, dp, verify_every and node_size choose the layout (never saved: a run resumes
     under any layout)."""
 
-    def __init__(self, model: Union[Model, PathLike], train_data: Optional[PathLike] = None,
-                 eval_data: Optional[PathLike] = None, *, out: PathLike = "runs/default",
+    def __init__(self, model: Union[Model, PathLike], train_data: Any = None, eval_data: Any = None, *, out: PathLike = "runs/default",
                  callback: Optional[Callback] = None, config: Optional[PathLike] = None, **options: Any) -> None:
         self.out = os.fspath(out)
         self.callback = callback
@@ -56,9 +76,9 @@ class Trainer:
                 settings.setdefault("tokenizer", model.info["tokenizer"])
         else:
             settings["model"] = os.fspath(model)
-        if train_data is not None:
+        if _is_path(train_data):
             settings["train_data"] = os.fspath(train_data)
-        if eval_data is not None:
+        if _is_path(eval_data):
             settings["test_data"] = os.fspath(eval_data)
         settings.update({_option_key(k): v for k, v in options.items()})
         _check_keys(settings)
@@ -69,12 +89,15 @@ class Trainer:
             if settings.get(key) is not None:
                 settings[key] = os.path.realpath(settings[key])
         self.settings = settings
+        self.eval_data = eval_data
+        self._records = (_data_records(settings, train_data, "train_data"),
+                         _data_records(settings, eval_data, "eval_data"))
 
     def train(self, progress: Optional[bool] = None) -> dict[str, Any]:
         """Runs the steps (Ctrl-C stops at a step boundary, leaving the run resumable, and
         raises KeyboardInterrupt); returns the summary: steps_done, final_dev, best_dev, ...
         progress: a tqdm bar (None: where tqdm is installed)."""
-        return _run(self.settings, self.out, False, self.callback, progress, self.layout)
+        return _run(self.settings, self.out, False, self.callback, progress, self.layout, self._records)
 
     def evaluate(self, data: Any = None, **options: Any) -> dict[str, Any]:
         """Model.evaluate of the run's trained weights (its seed log replayed, as export)
@@ -83,7 +106,7 @@ class Trainer:
         from ._model import load
 
         s = self.settings
-        data = s.get("test_data") if data is None else data
+        data = (s.get("test_data") or self.eval_data) if data is None else data
         if data is None:
             raise ValueError("Trainer.evaluate: no data (the Trainer has no eval_data)")
         args = {"task": s.get("task", "sst2"), "template": s.get("template"), "label_words": s.get("label_words"),
@@ -96,13 +119,20 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
-               **options: Any) -> dict[str, Any]:
+               train_data: Any = None, eval_data: Any = None, **options: Any) -> dict[str, Any]:
         """Continues the run in run_dir with its run.json's settings (steps may be raised;
-        placement and cadence may change), bitwise as if never stopped."""
+        placement and cadence may change), bitwise as if never stopped. A run trained on
+        data held in Python needs that data again (train_data, eval_data): data whose
+        fingerprint is not run.json's is refused."""
         layout = _layout(options)
         settings = {_option_key(k): v for k, v in options.items()}
         _check_keys(settings)
-        return _run(settings, os.fspath(run_dir), True, callback, progress, layout)
+        records = (None, None)
+        if train_data is not None or eval_data is not None:
+            with open(os.path.join(os.fspath(run_dir), "run.json"), encoding="utf-8") as f:
+                run = {**json.load(f), **settings}
+            records = (_data_records(run, train_data, "train_data"), _data_records(run, eval_data, "eval_data"))
+        return _run(settings, os.fspath(run_dir), True, callback, progress, layout, records)
 
 
 # The parallel layout under mpirun, never part of a run's settings (a run resumes under
@@ -135,7 +165,8 @@ def _progress_bar(wanted: Optional[bool]) -> Any:
 
 
 def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback],
-         progress: Optional[bool] = None, layout: Optional[dict[str, int]] = None) -> dict[str, Any]:
+         progress: Optional[bool] = None, layout: Optional[dict[str, int]] = None,
+         records: tuple[Optional[Records], Optional[Records]] = (None, None)) -> dict[str, Any]:
     layout = dict(layout or {})
     group = _distzo.comm_init(layout.pop("node_size", 0))
     _runtime(group["machine_ranks"] if group["size"] > 1 else 1)
@@ -167,7 +198,7 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(settings, f)
         try:
-            return _distzo.train(path, out, resume, on_step, **layout)
+            return _distzo.train(path, out, resume, on_step, records[0], records[1], **layout)
         finally:
             if bar is not None:
                 bar.close()

@@ -112,14 +112,29 @@ static dz_status train_config(const char *options, const char *out_dir, int resu
     return st;
 }
 
+/* Python-held data as datasets (before the GIL is released); -1 with an exception set. */
+static int train_datasets(PyObject *records[2], dz_dataset ds[2]) {
+    static const char *const names[2] = {"<train_data>", "<eval_data>"};
+    for (int k = 0; k < 2; k++)
+        if (records[k] != Py_None && dzpy_records_dataset(records[k], names[k], &ds[k]) < 0) return -1;
+    return 0;
+}
+
 PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"options", "out_dir", "resume", "callback", "pertp", "dp", "verify_every", NULL};
+    static char *names[] = {"options", "out_dir", "resume", "callback", "train_records", "test_records", "pertp", "dp",
+                            "verify_every", NULL};
     const char *options, *out_dir;
     int resume = 0, pertp = 0, dp = 0, verify_every = 0;
+    PyObject *records[2] = {Py_None, Py_None};
     train_call tc = {.callback = Py_None};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pOiii", names, &options, &out_dir, &resume, &tc.callback, &pertp,
-                                     &dp, &verify_every))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pOOOiii", names, &options, &out_dir, &resume, &tc.callback,
+                                     &records[0], &records[1], &pertp, &dp, &verify_every))
         return NULL;
+    dz_dataset ds[2] = {{0}, {0}};
+    if (train_datasets(records, ds) < 0) {
+        dz_dataset_free(&ds[0]);
+        return NULL;
+    }
     dz_train_config c;
     char *strings[2] = {NULL, NULL};
     dz_train_result res = {0};
@@ -128,10 +143,14 @@ PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
     Py_BEGIN_ALLOW_THREADS
     st = train_config(options, out_dir, resume, &c, strings, &err);
     c.layout = (dz_train_layout){.comm = g_comm, .pertp = pertp, .dp = dp, .verify_every = verify_every};
+    c.data.train_set = records[0] != Py_None ? &ds[0] : NULL;
+    c.data.test_set = records[1] != Py_None ? &ds[1] : NULL;
     if (st == DZ_OK) st = dz_train(&c, resume, on_progress, &tc, &res, &err);
     Py_END_ALLOW_THREADS
     free(strings[0]);
     free(strings[1]);
+    dz_dataset_free(&ds[0]);
+    dz_dataset_free(&ds[1]);
     if (tc.stopped) {
         exc_raise(&tc);
         return NULL;

@@ -15,13 +15,15 @@ uint64_t dz_trainer_table_hash(const dz_param_table *t) {
     return h;
 }
 
-/* The examples as this rank read them: text, completion and label, in order. */
-static uint64_t data_hash(const dz_dataset *ds) {
+uint64_t dz_trainer_data_hash(const dz_dataset *ds) {
     uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)ds->count);
     for (int i = 0; i < ds->count; i++) {
-        h = dz_hash_str(h, ds->items[i].text);
-        h = dz_hash_str(h, ds->items[i].completion);
-        h = dz_hash_u64(h, (uint64_t)(int64_t)ds->items[i].label);
+        const dz_example *ex = &ds->items[i];
+        h = dz_hash_str(h, ex->text);
+        h = dz_hash_str(h, ex->completion);
+        h = dz_hash_u64(h, (uint64_t)(int64_t)ex->label);
+        for (int k = 0; k < ex->n_cands; k++) h = dz_hash_str(h, ex->cands[k]);
+        for (int k = 0; k < ex->n_answers; k++) h = dz_hash_str(h, ex->answers[k]);
     }
     return h;
 }
@@ -74,8 +76,8 @@ dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err) {
         {"the model's tensor table", dz_trainer_table_hash(dz_model_params(tr->m))},
         {"the model's weights", weights_sample_hash(tr->m)},
         {"the tokenizer's vocabulary size", dz_hash_u64(DZ_HASH_START, (uint64_t)dz_tokenizer_vocab_size(tr->tok))},
-        {"the training data (--data)", data_hash(&tr->pool)},
-        {"the test data (--test)", data_hash(&tr->test)},
+        {"the training data (--data)", dz_trainer_data_hash(&tr->pool)},
+        {"the test data (--test)", dz_trainer_data_hash(&tr->test)},
     };
     return dz_comm_agree(tr->comm, items, (int)(sizeof items / sizeof items[0]), err);
 }

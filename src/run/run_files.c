@@ -56,6 +56,9 @@ static const run_field FIELDS[] = {
     FIELD("task", "--task", F_STR, data.task, RESUME_SAME, 1),
     FIELD("train_data", "--data", F_STR, data.train, RESUME_SAME, 1),
     FIELD("test_data", "--test", F_STR, data.test, RESUME_SAME, 1),
+    /* data held by the caller (Python) instead of files: its rows' hash, checked on resume */
+    FIELD("train_data_fingerprint", "train_data_fingerprint", F_STR, data.train_fingerprint, RESUME_SAME, 1),
+    FIELD("test_data_fingerprint", "test_data_fingerprint", F_STR, data.test_fingerprint, RESUME_SAME, 1),
     FIELD("template", "--template", F_STR, data.template_, RESUME_SAME, 1),
     FIELD("label_words", "--label-words", F_STR, data.label_words, RESUME_SAME, 1),
     FIELD("text_key", "--text-key", F_STR, data.text_key, RESUME_SAME, 1),

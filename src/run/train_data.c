@@ -4,7 +4,9 @@
  * on. Step t uses examples t*batch .. t*batch+batch-1 of an endless sequence of epochs,
  * each a seeded shuffle of the training examples, so the data of a step depends on
  * nothing but t. */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
@@ -18,6 +20,47 @@ static dz_status load_examples(const dz_trainer *tr, const char *path, dz_datase
     if (!strcmp(d->task, "sst2")) return dz_dataset_load_sst2(path, ds, err);
     return dz_dataset_load_jsonl(path, d->text_key ? d->text_key : "text", d->label_key ? d->label_key : "label", ds,
                                  err);
+}
+
+/* Examples the caller holds (Python's rows: cfg.data.train_set, k 0, or test_set, k 1),
+ * copied into *ds, never written to a file: run.json keeps their fingerprint instead of a
+ * path, and a resume must be given rows with the same one. */
+static dz_status memory_examples(dz_trainer *tr, int k, dz_dataset *ds, dz_error *err) {
+    dz_train_data *d = &tr->cfg.data;
+    const dz_dataset *given = k ? d->test_set : d->train_set;
+    const char **fp = k ? &d->test_fingerprint : &d->train_fingerprint, *what = k ? "test" : "train";
+    if (!given)
+        return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: the run's %s data was held in memory (%s_data_fingerprint "
+                       "%s: rows given from Python), not in a file: resume the run from Python with the same rows, "
+                       "distzo.Trainer.resume(\"%s\", %s=...)", tr->run_dir, what, what, *fp, tr->run_dir,
+                       k ? "eval_data" : "train_data");
+    if (k ? d->test : d->train)
+        return dz_fail(err, DZ_ERR_INVALID, "the %s data is both a file (%s) and rows held in memory: give one", what,
+                       k ? d->test : d->train);
+    char *hex = tr->fingerprints[k];
+    snprintf(hex, sizeof tr->fingerprints[k], "%016" PRIx64, dz_trainer_data_hash(given));
+    if (*fp && strcmp(*fp, hex))
+        return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: %s_data_fingerprint %s, but the %s data given has "
+                       "fingerprint %s: a resumed run keeps its data (give the rows it was started with)",
+                       tr->run_dir, what, *fp, what, hex);
+    *fp = hex;
+    memset(ds, 0, sizeof *ds);
+    if (!(ds->path = strdup(given->path ? given->path : k ? "<test data>" : "<train data>")))
+        return dz_fail(err, DZ_ERR_NOMEM, "out of memory for the %s data", what);
+    dz_status st = DZ_OK;
+    int cap = 0;
+    for (int i = 0; i < given->count && st == DZ_OK; i++) st = dz_dataset_append(ds, &cap, &given->items[i], err);
+    return st;
+}
+
+/* The training (k 0) or test set (k 1): from its file or held in memory; *present 0: none. */
+static dz_status load_set(dz_trainer *tr, int k, dz_dataset *ds, int *present, dz_error *err) {
+    const dz_train_data *d = &tr->cfg.data;
+    const char *path = k ? d->test : d->train;
+    const int memory = (k ? d->test_set : d->train_set) || (k ? d->test_fingerprint : d->train_fingerprint);
+    *present = path || memory;
+    if (memory) return memory_examples(tr, k, ds, err);
+    return path ? load_examples(tr, path, ds, err) : DZ_OK;
 }
 
 /* Sequences of a dataset for this run's task; a warning names the first example cut to
@@ -74,16 +117,17 @@ static dz_status build_one(dz_trainer *tr, const dz_dataset *ds, const dz_datase
 
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     const dz_train_data *d = &tr->cfg.data;
-    if (!d->train) { /* an evaluation-only trainer (the federated coordinator): the test set alone */
-        dz_status st = d->test ? load_examples(tr, d->test, &tr->test, err)
-                               : dz_fail(err, DZ_ERR_INVALID, "a trainer without training data needs a test file");
+    int has_train = 0, has_test = 0;
+    dz_status st = load_set(tr, 0, &tr->pool, &has_train, err);
+    if (st == DZ_OK && !has_train) { /* an evaluation-only trainer (the federated coordinator): the test set alone */
+        st = load_set(tr, 1, &tr->test, &has_test, err);
+        if (st == DZ_OK && !has_test) st = dz_fail(err, DZ_ERR_INVALID, "a trainer without training data needs a test file");
         return st == DZ_OK ? build_one(tr, &tr->test, &tr->test, 0, 0x3ULL, &tr->testset,
                                        tr->gen ? &tr->test_qa : NULL, err)
                            : st;
     }
-    dz_status st = load_examples(tr, d->train, &tr->pool, err);
     if (st == DZ_OK && !tr->lm && !tr->gen) st = dz_dataset_require_labels(&tr->pool, err); /* train and dev rows */
-    if (st == DZ_OK && d->test) st = load_examples(tr, d->test, &tr->test, err);
+    if (st == DZ_OK) st = load_set(tr, 1, &tr->test, &has_test, err);
     if (st != DZ_OK) return st;
     dz_dataset drawn;
     const int want = d->train_examples + d->dev_examples;
@@ -94,8 +138,8 @@ dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     if (dz_split_counts(drawn.count, d->train_examples, d->dev_examples, &ntrain, &ndev) && tr->rank0)
         dz_log(DZ_LOG_WARN, "%s has %d examples, fewer than the %d train + %d dev asked for: drawn (data seed %llu) "
                "into %d train and %d dev, in the proportion asked (--train-examples and --dev-examples set it)",
-               d->train, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain, ndev);
-    if (!d->test && ndev > 0 && tr->rank0)
+               tr->pool.path, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain, ndev);
+    if (!has_test && ndev > 0 && tr->rank0)
         dz_log(DZ_LOG_INFO, "no --test file: the run reports its %d dev examples' scores (best/ by them); test scores "
                "are n/a", ndev);
     dz_dataset train = drawn, dev = drawn;
@@ -107,7 +151,7 @@ dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err) {
     if (st == DZ_OK && tr->objective == DZ_OBJ_F1) /* the same examples, decoded at each step */
         st = build_one(tr, &train, &train, 1, 0x1ULL, NULL, &tr->train_qa, err);
     if (st == DZ_OK && dev.count > 0) st = build_one(tr, &dev, &train, 0, 0x2ULL, &tr->dev, tr->gen ? &tr->dev_qa : NULL, err);
-    if (st == DZ_OK && d->test)
+    if (st == DZ_OK && has_test)
         st = build_one(tr, &tr->test, &train, 0, 0x3ULL, &tr->testset, tr->gen ? &tr->test_qa : NULL, err);
     dz_dataset_free(&drawn);
     return st;

@@ -302,6 +302,8 @@ static dz_status run_settings(dz_trainer *tr, const dz_train_config *cfg_in, int
         if (st == DZ_OK && tr->settings_changed) st = dz_train_config_check(&tr->cfg, err);
         tr->cfg.out_dir = cfg_in->out_dir;
         tr->cfg.layout = cfg_in->layout; /* the layout is the command line's: a run resumes under any layout */
+        tr->cfg.data.train_set = cfg_in->data.train_set, tr->cfg.data.test_set = cfg_in->data.test_set; /* checked
+                                                                   * against run.json's fingerprints as they load */
     } else if (tr->rank0) {
         tr->cfg = *cfg_in;
         st = dz_train_config_check(&tr->cfg, err); /* before anything is written */

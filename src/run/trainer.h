@@ -72,6 +72,7 @@ typedef struct dz_trainer {
     int lock_was_there;               /* the folder had a .lock before this start (from an earlier run) */
     int settings_changed;             /* a resume raised steps or changed housekeeping: run.json rewritten */
     int failed_before_write;          /* a fresh start failed before run.json: leave the folder as it was */
+    char fingerprints[2][17];         /* data held in memory (train, test): run.json's *_data_fingerprint */
 } dz_trainer;
 
 /* trainer.c: everything a step needs, without the run folder: the layout, the weights
@@ -90,6 +91,9 @@ void dz_trainer_teardown(dz_trainer *tr);
 /* A fingerprint of a tensor table: its names and shapes (federated workers use it too). */
 uint64_t dz_trainer_table_hash(const dz_param_table *t);
 dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err);
+/* A fingerprint of a dataset's examples: every row's text, completion, label, candidates and
+ * answers, in order (the ranks' agreement and run.json's *_data_fingerprint of data held in memory). */
+uint64_t dz_trainer_data_hash(const dz_dataset *ds);
 dz_status dz_trainer_load_data(dz_trainer *tr, dz_error *err);
 /* The examples (and labels) of step's global batch into tr->batch_ex / batch_labels. */
 void dz_trainer_draw_batch(dz_trainer *tr, int step);
