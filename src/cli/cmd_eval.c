@@ -159,6 +159,18 @@ static void write_token_logprobs(FILE *f, int example, const int *ids, int n, co
     for (int i = 0; i + 1 < n; i++) fprintf(f, "%d\t%d\t%d\t%.9g\n", example, i + 1, ids[i + 1], lp[i]);
 }
 
+/* The tokens an LM evaluation scores (every token of a text but its first), for its progress:
+ * a single long text then reports as its windows go by. */
+static int64_t lm_scored_tokens(const dz_tokenizer *tok, const dz_dataset *ds) {
+    int64_t total = 0;
+    for (int e = 0; e < ds->count; e++) {
+        dz_error ignored = {0}; /* a text that does not encode fails again, with its message, when scored */
+        const int need = dz_tokenizer_encode(tok, ds->items[e].text, 1, NULL, 0, &ignored);
+        if (need > 1) total += need - 1;
+    }
+    return total;
+}
+
 static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_dataset *ds) {
     dz_error err = {0};
     pred_file pred = {0};
@@ -177,7 +189,7 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     int64_t scored = 0;
     int rc = 0;
     dz_progress prog;
-    dz_progress_begin(&prog, "evaluation", "texts", ds->count);
+    dz_progress_begin(&prog, "evaluation", "tokens", lm_scored_tokens(tok, ds));
     for (int e = 0; e < ds->count && !rc; e++) {
         int need = dz_tokenizer_encode(tok, ds->items[e].text, 1, NULL, 0, &err);
         int *ids = need >= 0 ? malloc(sizeof(int) * (size_t)(need + 1)) : NULL;
@@ -197,7 +209,6 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
         scored += k;
         free(ids);
         free(lp);
-        dz_progress_add(1);
     }
     dz_progress_end(&prog);
     double secs = dz_now() - t0;

@@ -34,16 +34,16 @@ static void on_token(int prev, int token, void *user) {
 }
 
 /* The prompt's ids: the text as it is, or (--chat) a user turn in the model's chat template. */
-static int encode_prompt(const dz_tokenizer *tok, const char *model, const char *prompt, int chat, const char *system,
+static int encode_prompt(const dz_tokenizer *tok, const char *source, const char *prompt, int chat, const char *system,
                          int *ids, int cap, dz_error *err) {
     if (!chat) return dz_tokenizer_encode(tok, prompt, 1, ids, cap, err);
     const int n = dz_tokenizer_encode_chat(tok, system, prompt, ids, cap, err);
     if (n < 0) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
-        dz_fail(err, err->code, "%s: --chat: %s", model, msg);
+        dz_fail(err, err->code, "%s: --chat: %s", source, msg);
     } else {
-        dz_log(DZ_LOG_INFO, "--chat: the prompt in %s's %s chat template%s", model,
+        dz_log(DZ_LOG_INFO, "--chat: the prompt in %s's %s chat template%s", source,
                dz_chat_style_name(dz_chat_detect(dz_tokenizer_chat_template(tok))),
                system ? "" : " (its own system message, where it has one)");
     }
@@ -137,7 +137,8 @@ static int generate(const gen_opts *o, const char *model, dz_model *m, const dz_
     const int n = o->n < cap ? o->n : cap; /* generation stops at the model's last position anyway */
     int *ids = malloc(sizeof(int) * ((size_t)cap + (size_t)n));
     if (!ids) dz_fail(&err, DZ_ERR_NOMEM, "out of memory for %d token ids", cap + n);
-    const int n_prompt = ids ? encode_prompt(tok, model, o->prompt, o->chat, o->system, ids, cap, &err) : -1;
+    const char *tok_source = o->tokenizer ? o->tokenizer : model; /* where the chat template comes from */
+    const int n_prompt = ids ? encode_prompt(tok, tok_source, o->prompt, o->chat, o->system, ids, cap, &err) : -1;
     dz_forward *f = NULL;
     int rc = open_forward(m, n_prompt, n, cap, &f, &err);
     if (!rc) rc = sample(o, m, tok, f, ids, n_prompt, n);

@@ -4,11 +4,11 @@
 #include <math.h>
 
 #include "core/hash.h"
+#include "run/compute.h"
 #include "run/seed_pool.h"
-#include "run/trainer.h"
 
 dz_status dz_fed_fingerprint(const dz_model *m, dz_zo_engine *e, uint64_t *out, dz_error *err) {
-    const uint64_t h = dz_hash_u64(dz_trainer_table_hash(dz_model_params(m)), (uint64_t)dz_model_dtype(m));
+    const uint64_t h = dz_hash_u64(dz_compute_table_hash(dz_model_params(m)), (uint64_t)dz_model_dtype(m));
     uint64_t sum = 0;
     dz_status st = dz_zo_checksum_slice(e, 0, 1, &sum, err);
     *out = dz_hash_u64(h, sum);

@@ -22,10 +22,10 @@
 #include "federated/http.h"
 #include "federated/protocol.h"
 #include "federated/replica.h"
+#include "run/prepare.h"
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
-#include "run/trainer.h"
 
 typedef struct worker {
     const dz_fed_join_config *cfg;
@@ -33,7 +33,9 @@ typedef struct worker {
     void *user;
     dz_fed_http_client *http;
     dz_fed_run_info info;          /* the run, as the coordinator described it */
-    dz_trainer tr;                 /* the replica, the data and the engine */
+    dz_train_config run_cfg;       /* the run's settings with this machine's model and data */
+    dz_compute comp;               /* the replica and the engine */
+    dz_run_data data;              /* this machine's examples */
     int have_tr;
     char *run_strings;
     uint64_t fingerprint;          /* of the base model here */
@@ -109,20 +111,19 @@ static dz_status refused(worker *w, const char *what, int status, const char *re
 /* The replica: the run's settings with this machine's model and data, and nothing of the
  * run folder. */
 static dz_status load_replica(worker *w, dz_error *err) {
-    dz_trainer *tr = &w->tr;
-    if (w->have_tr) dz_trainer_teardown(tr);
+    if (w->have_tr) dz_prepare_free(&w->comp, &w->data);
     dz_seed_pool_free(&w->pool);
     dz_seed_pool_weights_free(&w->weights);
     free(w->run_strings);
     w->run_strings = NULL;
-    memset(tr, 0, sizeof *tr);
+    memset(&w->run_cfg, 0, sizeof w->run_cfg);
     w->have_tr = 1;
-    dz_status st = dz_trainer_begin(tr, NULL, err);
+    dz_status st = dz_compute_begin(&w->comp, &w->run_cfg, NULL, err);
     if (st != DZ_OK) return st;
     st = dz_run_config_parse(w->info.run_json, strlen(w->info.run_json), "the coordinator's run.json",
-                                       &tr->cfg, &w->run_strings, err);
+                                       &w->run_cfg, &w->run_strings, err);
     if (st != DZ_OK) return st;
-    dz_train_config *c = &tr->cfg;
+    dz_train_config *c = &w->run_cfg;
     if (w->cfg->model) c->model = w->cfg->model;
     c->data.train = w->cfg->data, c->data.test = NULL, c->data.dev_examples = 0;
     c->store.spec = NULL, c->out_dir = NULL, c->layout = (dz_train_layout){0};
@@ -130,16 +131,16 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_FORMAT, "the coordinator's run has %d samples per step but %u slots per round",
                        c->optim.q, w->info.q);
     if ((st = dz_train_config_check(c, err)) != DZ_OK) return st;
-    if ((st = dz_trainer_setup_compute(tr, c->model, 0, err)) != DZ_OK) return st;
-    if (tr->objective == DZ_OBJ_F1) /* a slot is one dual forward: no decoding under the perturbations */
+    if ((st = dz_prepare(&w->comp, &w->data, c->model, 0, err)) != DZ_OK) return st;
+    if (w->data.objective == DZ_OBJ_F1) /* a slot is one dual forward: no decoding under the perturbations */
         return dz_fail(err, DZ_ERR_INVALID, "--objective f1 is not supported by federated workers (ce or accuracy are)");
-    if ((st = dz_fed_fingerprint(tr->m, tr->e, &w->fingerprint, err)) != DZ_OK) return st;
+    if ((st = dz_fed_fingerprint(w->comp.m, w->comp.e, &w->fingerprint, err)) != DZ_OK) return st;
     if (w->fingerprint != w->info.fingerprint)
         return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
                        "): pass --model with the model the coordinator serves (%s master weights)", c->model,
                        w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
     if (w->info.seed_pool && (st = dz_seed_pool_init(&w->pool, w->info.seed_pool, w->info.q, err)) != DZ_OK) return st;
-    if (w->info.seed_pool && (st = dz_seed_pool_weights_init(&w->weights, tr->m, c->optim.seed, c->optim.rademacher,
+    if (w->info.seed_pool && (st = dz_seed_pool_weights_init(&w->weights, w->comp.m, c->optim.seed, c->optim.rademacher,
                                                              &w->pool, err)) != DZ_OK)
         return st;
     w->applied = 0, w->verified = -1;
@@ -233,14 +234,15 @@ static dz_status catch_up(worker *w, uint32_t count, dz_error *err) {
                 st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u fails its CRC check", w->applied);
             else if (step != w->applied)
                 st = dz_fail(err, DZ_ERR_FORMAT, "GET /v1/log: record %u has step %u", w->applied, step);
-            if (st == DZ_OK) st = pool ? dz_seed_pool_add(&w->pool, lr, g, err) : dz_fed_apply(w->tr.e, step, lr, g, err);
+            if (st == DZ_OK)
+                st = pool ? dz_seed_pool_add(&w->pool, lr, g, err) : dz_fed_apply(w->comp.e, step, lr, g, err);
             if (st == DZ_OK) w->applied++;
         }
         free(resp);
         if (st != DZ_OK) return st;
     }
     if (pool) {
-        dz_status st = dz_fed_pool_sync(w->tr.e, &w->weights, &w->pool, err);
+        dz_status st = dz_fed_pool_sync(w->comp.e, &w->weights, &w->pool, err);
         if (st != DZ_OK) return st;
     }
     event(w, DZ_FED_APPLIED, (int)w->applied, 0);
@@ -254,10 +256,10 @@ static void test_fault(worker *w) {
     static int done;
     const char *at = getenv("DISTZO_TEST_CORRUPT_REPLICA");
     if (done || !at || atoi(at) != (int)w->applied) return;
-    unsigned char *mem = dz_model_tensor(w->tr.m, 0);
+    unsigned char *mem = dz_model_tensor(w->comp.m, 0);
     if (!mem) return;
-    const dz_param_table *t = dz_model_params(w->tr.m);
-    mem[(size_t)dz_param_numel(&t->params[0]) / 2 * dz_dtype_size(dz_model_dtype(w->tr.m))] ^= 1;
+    const dz_param_table *t = dz_model_params(w->comp.m);
+    mem[(size_t)dz_param_numel(&t->params[0]) / 2 * dz_dtype_size(dz_model_dtype(w->comp.m))] ^= 1;
     dz_log(DZ_LOG_INFO, "test fault: flipped a bit of %s after %u records", t->params[0].hf_name, w->applied);
     done = 1;
 }
@@ -267,7 +269,7 @@ static void test_fault(worker *w) {
 static dz_status verify(worker *w, const dz_fed_round *s, dz_error *err) {
     uint64_t sum = 0;
     test_fault(w);
-    dz_status st = dz_fed_checksum(w->tr.e, &sum, err);
+    dz_status st = dz_fed_checksum(w->comp.e, &sum, err);
     if (st != DZ_OK || sum == s->checksum) return st;
     dz_log(DZ_LOG_WARN, "machine %u: replica checksum %016" PRIx64 " after %u records differs from the "
            "coordinator's %016" PRIx64 ": reloading the base model and replaying the log", w->machine, sum,
@@ -276,7 +278,7 @@ static dz_status verify(worker *w, const dz_fed_round *s, dz_error *err) {
     w->res->resyncs++;
     if ((st = load_replica(w, err)) != DZ_OK || (st = catch_up(w, s->log_count, err)) != DZ_OK) return st;
     if (w->applied != s->log_count) return DZ_OK; /* a pool state past s: checked with the next state */
-    if ((st = dz_fed_checksum(w->tr.e, &sum, err)) != DZ_OK) return st;
+    if ((st = dz_fed_checksum(w->comp.e, &sum, err)) != DZ_OK) return st;
     if (sum != s->checksum)
         return dz_fail(err, DZ_ERR_INVALID, "machine %u: after a full replay of %u records the replica's checksum "
                        "%016" PRIx64 " still differs from the coordinator's %016" PRIx64, w->machine, s->log_count,
@@ -286,23 +288,23 @@ static dz_status verify(worker *w, const dz_fed_round *s, dz_error *err) {
 
 /* This machine's slots of round r: a batch of its own data and both forwards each. */
 static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
-    dz_trainer *tr = &w->tr;
-    const dz_train_optim *o = &tr->cfg.optim;
+    dz_run_data *d = &w->data;
+    const dz_train_optim *o = &w->run_cfg.optim;
     dz_fed_submit sub = {.machine = w->machine, .round = s->round, .n = s->n_slots};
     memcpy(sub.key, w->key, sizeof sub.key);
     double loss = 0;
     int finite = 0;
     for (int i = 0; i < s->n_slots; i++) {
         uint32_t draw = s->round * w->info.q + s->slots[i];
-        dz_trainer_draw_batch(tr, (int)draw); /* the worker's own endless shuffle, indexed by the draw */
+        dz_run_data_draw_batch(d, (int)draw); /* the worker's own endless shuffle, indexed by the draw */
         if (w->info.seed_pool) draw = s->seeds[i]; /* a pool run: seed k is the run seed's draw k */
-        tr->lo = 0, tr->hi = o->batch;
-        dz_status st = dz_class_batch_fill(&tr->bb, &tr->train, tr->batch_ex, o->batch, err);
+        d->lo = 0, d->hi = o->batch;
+        dz_status st = dz_class_batch_fill(&d->bb, &d->train, d->batch_ex, o->batch, err);
         if (st != DZ_OK) return st;
-        dz_zo_batch zb = dz_class_batch_zo(&tr->bb, dz_trainer_loss, tr);
+        dz_zo_batch zb = dz_class_batch_zo(&d->bb, dz_run_data_loss, d);
         zb.n_examples = o->batch, zb.example0 = 0, zb.n_global = o->batch;
         dz_zo_step_result r;
-        if ((st = dz_zo_estimate(tr->e, draw, &zb, &r, err)) != DZ_OK) return st;
+        if ((st = dz_zo_estimate(w->comp.e, draw, &zb, &r, err)) != DZ_OK) return st;
         const float g = r.finite ? r.g[0] : NAN;
         sub.slots[i] = s->slots[i];
         if (w->info.code == DZ_FED_CODE_BYTE) {
@@ -336,9 +338,9 @@ static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
 /* --save: the replica's weights in HF layout with the tokenizer this worker loaded, as
  * `distzo export` writes them, so `distzo eval` reads the folder as it is. */
 static dz_status save(worker *w, dz_error *err) {
-    dz_status st = dz_zo_flush(w->tr.e, err);
-    if (st == DZ_OK && w->cfg->save) st = dz_model_save_hf(w->tr.m, w->cfg->save, err);
-    if (st == DZ_OK && w->cfg->save && w->tr.tok) st = dz_tokenizer_save_hf(w->tr.tok, w->cfg->save, err);
+    dz_status st = dz_zo_flush(w->comp.e, err);
+    if (st == DZ_OK && w->cfg->save) st = dz_model_save_hf(w->comp.m, w->cfg->save, err);
+    if (st == DZ_OK && w->cfg->save && w->comp.tok) st = dz_tokenizer_save_hf(w->comp.tok, w->cfg->save, err);
     return st;
 }
 
@@ -399,10 +401,10 @@ dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *us
             st = contribute(w, &s, err);
     }
     if (st == DZ_OK) st = save(w, err);
-    if (st == DZ_OK) st = dz_fed_checksum(w->tr.e, &res->checksum, err);
+    if (st == DZ_OK) st = dz_fed_checksum(w->comp.e, &res->checksum, err);
     res->rounds_applied = (int)w->applied;
     if (w->http) dz_fed_http_bytes(w->http, &res->bytes_sent, &res->bytes_received);
-    if (w->have_tr) dz_trainer_teardown(&w->tr);
+    if (w->have_tr) dz_prepare_free(&w->comp, &w->data);
     dz_seed_pool_free(&w->pool);
     dz_seed_pool_weights_free(&w->weights);
     dz_fed_http_client_free(w->http);

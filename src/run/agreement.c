@@ -3,30 +3,7 @@
  * model or data file is refused at start instead of diverging silently. */
 #include "core/hash.h"
 #include "parallel/agree.h"
-#include "run/trainer.h"
-
-uint64_t dz_trainer_table_hash(const dz_param_table *t) {
-    uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)t->count);
-    for (int i = 0; i < t->count; i++) {
-        h = dz_hash_str(h, t->params[i].hf_name);
-        h = dz_hash_u64(h, (uint64_t)t->params[i].rows);
-        h = dz_hash_u64(h, (uint64_t)t->params[i].cols);
-    }
-    return h;
-}
-
-uint64_t dz_trainer_data_hash(const dz_dataset *ds) {
-    uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)ds->count);
-    for (int i = 0; i < ds->count; i++) {
-        const dz_example *ex = &ds->items[i];
-        h = dz_hash_str(h, ex->text);
-        h = dz_hash_str(h, ex->completion);
-        h = dz_hash_u64(h, (uint64_t)(int64_t)ex->label);
-        for (int k = 0; k < ex->n_cands; k++) h = dz_hash_str(h, ex->cands[k]);
-        for (int k = 0; k < ex->n_answers; k++) h = dz_hash_str(h, ex->answers[k]);
-    }
-    return h;
-}
+#include "run/prepare.h"
 
 /* A few bytes of every tensor: a different checkpoint of the same shape shows up too. */
 static uint64_t weights_sample_hash(const dz_model *m) {
@@ -43,8 +20,8 @@ static uint64_t weights_sample_hash(const dz_model *m) {
     return h;
 }
 
-dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err) {
-    const dz_train_config *c = &tr->cfg;
+dz_status dz_prepare_check_agreement(const dz_compute *comp, const dz_run_data *td, dz_error *err) {
+    const dz_train_config *c = comp->cfg;
     const dz_train_optim *o = &c->optim;
     const dz_train_data *d = &c->data;
     const dz_agree_item items[] = {
@@ -73,11 +50,11 @@ dz_status dz_trainer_check_agreement(dz_trainer *tr, dz_error *err) {
         {"--demos", dz_hash_u64(DZ_HASH_START, (uint64_t)d->demos)},
         {"--gen-tokens", dz_hash_u64(DZ_HASH_START, (uint64_t)d->gen_tokens)},
         {"--master-dtype", dz_hash_u64(DZ_HASH_START, (uint64_t)c->store.master_dtype)},
-        {"the model's tensor table", dz_trainer_table_hash(dz_model_params(tr->m))},
-        {"the model's weights", weights_sample_hash(tr->m)},
-        {"the tokenizer's vocabulary size", dz_hash_u64(DZ_HASH_START, (uint64_t)dz_tokenizer_vocab_size(tr->tok))},
-        {"the training data (--data)", dz_trainer_data_hash(&tr->pool)},
-        {"the test data (--test)", dz_trainer_data_hash(&tr->test)},
+        {"the model's tensor table", dz_compute_table_hash(dz_model_params(comp->m))},
+        {"the model's weights", weights_sample_hash(comp->m)},
+        {"the tokenizer's vocabulary size", dz_hash_u64(DZ_HASH_START, (uint64_t)dz_tokenizer_vocab_size(comp->tok))},
+        {"the training data (--data)", dz_run_data_hash(&td->pool)},
+        {"the test data (--test)", dz_run_data_hash(&td->test)},
     };
-    return dz_comm_agree(tr->comm, items, (int)(sizeof items / sizeof items[0]), err);
+    return dz_comm_agree(comp->comm, items, (int)(sizeof items / sizeof items[0]), err);
 }

@@ -1,4 +1,4 @@
-/* The trainer's checkpoints (checkpoint-N/, best/: run_files.c writes the folders) and
+/* The run folder's checkpoints (checkpoint-N/, best/: run_files.c writes the folders) and
  * the best-so-far they carry, restored on resume. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -8,8 +8,8 @@
 #include "core/util.h"
 #include "distzo/log.h"
 #include "parallel/comm.h"
+#include "run/folder.h"
 #include "run/run_files.h"
-#include "run/trainer.h"
 #include "store/store.h"
 
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
@@ -21,71 +21,63 @@ static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b, 
              isfinite(b->test) ? b->test : -1e300, (unsigned long long)checksum);
 }
 
-dz_status dz_trainer_weights_checksum(dz_trainer *tr, uint64_t *sum, dz_error *err) {
-    const int slices = tr->node_shared ? dz_comm_node_size(tr->comm) : 1;
-    dz_status st = dz_zo_checksum_slice(tr->e, tr->node_shared ? dz_comm_node_rank(tr->comm) : 0, slices, sum, err);
-    if (st == DZ_OK && tr->node_shared) st = dz_comm_node_sum_u64(tr->comm, sum, 1, err);
-    return st;
-}
-
-dz_status dz_trainer_checkpoint(dz_trainer *tr, const char *name, int steps_done, const dz_best *best,
-                                dz_error *err) {
+dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const char *name, int steps_done,
+                                   const dz_best *best, dz_error *err) {
     uint64_t sum = 0;
-    dz_status st = dz_zo_flush(tr->e, err); /* every rank: with shared masters the flush is collective */
-    if (st == DZ_OK) st = dz_trainer_weights_checksum(tr, &sum, err); /* so is a node's checksum */
-    if (st != DZ_OK || !tr->rank0) return st;
-    st = dz_seedlog_sync(tr->log, err); /* the log must reach the checkpoint */
+    dz_status st = dz_zo_flush(c->e, err); /* every rank: with shared masters the flush is collective */
+    if (st == DZ_OK) st = dz_compute_weights_checksum(c, &sum, err); /* so is a node's checksum */
+    if (st != DZ_OK || !c->rank0) return st;
+    st = dz_seedlog_sync(rf->log, err); /* the log must reach the checkpoint */
     if (st != DZ_OK) return st;
     char js[320];
     state_json(js, sizeof js, steps_done, best, sum);
-    const int keep = tr->cfg.schedule.keep_checkpoints;
-    if (!tr->store) return dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, NULL, keep, err);
-    st = dz_store_save_resident(tr->store, tr->m, err);
+    const int keep = c->cfg->schedule.keep_checkpoints;
+    if (!c->store) return dz_checkpoint_write(rf->dir, name, steps_done, c->m, c->tok, js, NULL, keep, err);
+    st = dz_store_save_resident(c->store, c->m, err);
     if (st == DZ_OK)
-        st = dz_checkpoint_write(tr->run_dir, name, steps_done, tr->m, tr->tok, js, dz_store_path(tr->store), keep,
-                                 err);
+        st = dz_checkpoint_write(rf->dir, name, steps_done, c->m, c->tok, js, dz_store_path(c->store), keep, err);
     return st;
 }
 
-dz_status dz_trainer_checkpoint_skipped(const dz_trainer *tr, int done) {
-    if (tr->rank0)
+dz_status dz_run_folder_checkpoint_skipped(const dz_compute *c, int done) {
+    if (c->rank0)
         dz_log(DZ_LOG_WARN, "step %d: no checkpoint-%d: the loss is not finite, and a checkpoint of diverged weights "
                "could rotate the last good one away", done, done);
     return DZ_OK;
 }
 
-dz_status dz_trainer_diverged(dz_trainer *tr, int done, int bad, dz_error *err) {
+dz_status dz_run_folder_diverged(const dz_run_folder *rf, const dz_compute *c, int done, int bad, dz_error *err) {
     char last[4400] = "", hint[4600] = "";
     int steps = 0; /* the suggested step: the last checkpoint's (rank 0 reads the folder) */
-    if (tr->rank0 && dz_checkpoint_latest(tr->run_dir, last, sizeof last, &steps, NULL) != DZ_OK) steps = 0;
+    if (c->rank0 && dz_checkpoint_latest(rf->dir, last, sizeof last, &steps, NULL) != DZ_OK) steps = 0;
     if (steps > 0) snprintf(hint, sizeof hint, "the last good checkpoint is %s; ", last);
     return dz_fail(err, DZ_ERR_INVALID,
                    "training stopped at step %d: %d non-finite losses in a row (--max-bad-steps %d), and no checkpoint "
                    "is written from diverged weights; %s--resume would diverge again. Go on from an earlier step with a "
                    "lower learning rate in a new run folder: distzo train --resume-from %s:%d --lr <lower> --out <new> "
                    "(any step of the log; metrics.jsonl shows where the loss grew)", done, bad,
-                   tr->cfg.optim.max_bad_steps, hint, tr->run_dir, steps);
+                   c->cfg->optim.max_bad_steps, hint, rf->dir, steps);
 }
 
 /* The selection score an evaluation row of metrics.jsonl carries (NaN if none). */
-static double row_score(const dz_trainer *tr, const dz_metrics_row *r) {
+static double row_score(int lm, const dz_metrics_row *r) {
     if (!r->has_eval) return NAN;
-    return tr->lm ? -r->dev_loss : r->dev_accuracy;
+    return lm ? -r->dev_loss : r->dev_accuracy;
 }
 
-static double row_test_score(const dz_trainer *tr, const dz_metrics_row *r) {
+static double row_test_score(int lm, const dz_metrics_row *r) {
     if (!r->has_eval) return NAN;
-    return tr->lm ? -r->test_loss : r->test_accuracy;
+    return lm ? -r->test_loss : r->test_accuracy;
 }
 
 /* The checkpoint's trainer_state.json (or the base model's score, before any replay),
  * then evaluations logged after the checkpoint. */
-dz_status dz_trainer_restore_best(dz_trainer *tr, double base_dev, double base_test, dz_error *err) {
-    tr->best = (dz_best){.dev = -INFINITY, .test = NAN, .step = 0};
+dz_status dz_run_folder_restore_best(dz_run_folder *rf, int lm, double base_dev, double base_test, dz_error *err) {
+    rf->best = (dz_best){.dev = -INFINITY, .test = NAN, .step = 0};
     dz_status st = DZ_OK;
-    if (tr->ckpt_steps > 0) {
+    if (rf->ckpt_steps > 0) {
         char sp[4400], *text = NULL;
-        snprintf(sp, sizeof sp, "%s/checkpoint-%d/trainer_state.json", tr->run_dir, tr->ckpt_steps);
+        snprintf(sp, sizeof sp, "%s/checkpoint-%d/trainer_state.json", rf->dir, rf->ckpt_steps);
         if ((st = dz_read_file(sp, &text, NULL, err)) != DZ_OK) return st;
         cJSON *o = cJSON_Parse(text);
         free(text);
@@ -96,35 +88,35 @@ dz_status dz_trainer_restore_best(dz_trainer *tr, double base_dev, double base_t
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: best_dev/best_step missing", sp);
         } else {
             /* -1e300 is how state_json writes "none yet" (JSON has no -inf) */
-            tr->best.dev = bd->valuedouble <= -1e300 ? -INFINITY : bd->valuedouble, tr->best.step = bs->valueint;
-            tr->best.test = cJSON_IsNumber(bt) && bt->valuedouble > -1e300 ? bt->valuedouble : NAN;
+            rf->best.dev = bd->valuedouble <= -1e300 ? -INFINITY : bd->valuedouble, rf->best.step = bs->valueint;
+            rf->best.test = cJSON_IsNumber(bt) && bt->valuedouble > -1e300 ? bt->valuedouble : NAN;
         }
         cJSON_Delete(o);
     } else {
-        tr->best.dev = isfinite(base_dev) ? base_dev : -INFINITY, tr->best.test = base_test;
+        rf->best.dev = isfinite(base_dev) ? base_dev : -INFINITY, rf->best.test = base_test;
     }
     char mp[4400];
-    snprintf(mp, sizeof mp, "%s/metrics.jsonl", tr->run_dir);
+    snprintf(mp, sizeof mp, "%s/metrics.jsonl", rf->dir);
     dz_metrics_row *rows = NULL;
     size_t n = 0;
     int64_t last = 0; /* rows count steps done; row 0 is the evaluation before training */
     if (st == DZ_OK && dz_file_exists(mp)) st = dz_metrics_read(mp, &rows, &n, err);
-    tr->before_dev = base_dev, tr->before_test = base_test;
+    rf->before_dev = base_dev, rf->before_test = base_test;
     for (size_t i = 0; st == DZ_OK && i < n; i++) {
         last = rows[i].step > last ? rows[i].step : last;
         if (rows[i].step == 0 && rows[i].has_eval) /* the scores before training, for the summary */
-            tr->before_dev = row_score(tr, &rows[i]), tr->before_test = row_test_score(tr, &rows[i]);
-        const double score = row_score(tr, &rows[i]);
-        if (rows[i].step > tr->ckpt_steps && score > tr->best.dev) {
-            tr->best.dev = score, tr->best.step = (int)rows[i].step;
-            tr->best.test = row_test_score(tr, &rows[i]);
+            rf->before_dev = row_score(lm, &rows[i]), rf->before_test = row_test_score(lm, &rows[i]);
+        const double score = row_score(lm, &rows[i]);
+        if (rows[i].step > rf->ckpt_steps && score > rf->best.dev) {
+            rf->best.dev = score, rf->best.step = (int)rows[i].step;
+            rf->best.test = row_test_score(lm, &rows[i]);
         }
     }
     free(rows);
     /* steps logged without their metrics row (killed while evaluating or writing best/):
      * the seed log keeps step indices 0..keep */
-    const int64_t keep = (last > (int64_t)tr->ckpt_steps ? last : (int64_t)tr->ckpt_steps) - 1;
-    if (st == DZ_OK && (int64_t)dz_seedlog_next_step(tr->log) - 1 > keep)
-        st = dz_seedlog_truncate_after(tr->log, keep, err);
+    const int64_t keep = (last > (int64_t)rf->ckpt_steps ? last : (int64_t)rf->ckpt_steps) - 1;
+    if (st == DZ_OK && (int64_t)dz_seedlog_next_step(rf->log) - 1 > keep)
+        st = dz_seedlog_truncate_after(rf->log, keep, err);
     return st;
 }

@@ -59,8 +59,8 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
     dz_status st = DZ_OK;
     *ckpt_steps = 0;
     snprintf(path, cap, "%s", tr->cfg.model);
-    if (resume && tr->rank0) {
-        st = dz_checkpoint_latest(tr->run_dir, path, cap, ckpt_steps, err);
+    if (resume && tr->comp.rank0) {
+        st = dz_checkpoint_latest(tr->folder.dir, path, cap, ckpt_steps, err);
         if (st == DZ_OK && !checkpoint_intact(tr, path)) { /* export's path: the log onto the base model */
             dz_log(DZ_LOG_WARN, "rebuilding the weights of %s from the base model %s and the seed log", path,
                    tr->cfg.model);
@@ -72,8 +72,8 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
             st = DZ_OK;
         }
     }
-    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, ckpt_steps, sizeof *ckpt_steps, 0, err);
-    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, path, cap, 0, err);
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, ckpt_steps, sizeof *ckpt_steps, 0, err);
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, path, cap, 0, err);
     return st;
 }
 
@@ -83,17 +83,17 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
 static dz_status open_log(dz_trainer *tr, const dz_seedlog_header *h, const char *log_path, int ckpt_steps, int *made,
                           dz_error *err) {
     const int sync_every = tr->cfg.schedule.log_sync_every;
-    dz_status st = dz_seedlog_open(log_path, h, sync_every, &tr->log, err);
+    dz_status st = dz_seedlog_open(log_path, h, sync_every, &tr->folder.log, err);
     if (st == DZ_OK || dz_file_exists(log_path)) return st;
     dz_run_reached r;
-    if ((st = dz_run_reached_read(tr->run_dir, &r, err)) != DZ_OK) return st;
+    if ((st = dz_run_reached_read(tr->folder.dir, &r, err)) != DZ_OK) return st;
     if (ckpt_steps > 0 || r.metrics > 0)
         return dz_fail(err, DZ_ERR_NOT_FOUND, "%s is missing, but the run reached step %lld (%s): its steps cannot be "
                        "replayed without it; restore the file, or start a new run (--out)", log_path,
                        (long long)(ckpt_steps > r.metrics ? ckpt_steps : r.metrics),
                        ckpt_steps >= r.metrics ? "LATEST" : "metrics.jsonl");
     *made = 1; /* killed before the log existed */
-    return dz_seedlog_create(log_path, h, sync_every, &tr->log, err);
+    return dz_seedlog_create(log_path, h, sync_every, &tr->folder.log, err);
 }
 
 /* The steps 1..n whose have[] is 0, as "3-8, 12", in buf. */
@@ -120,9 +120,9 @@ static int by_step(const void *a, const void *b) {
  * the loss and evaluations are gone for good). */
 static dz_status rebuild_metrics(dz_trainer *tr, dz_error *err) {
     char path[4400];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->run_dir);
-    const size_t nlog = dz_seedlog_count(tr->log);
-    const int64_t last = dz_seedlog_next_step(tr->log); /* rows 1..last: the steps the log holds */
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->folder.dir);
+    const size_t nlog = dz_seedlog_count(tr->folder.log);
+    const int64_t last = dz_seedlog_next_step(tr->folder.log); /* rows 1..last: the steps the log holds */
     dz_metrics_row *rows = NULL;
     size_t n = 0;
     dz_status st = dz_file_exists(path) ? dz_metrics_read(path, &rows, &n, err) : DZ_OK;
@@ -133,7 +133,7 @@ static dz_status rebuild_metrics(dz_trainer *tr, dz_error *err) {
     for (size_t i = 0; st == DZ_OK && i < n; i++)
         if (rows[i].step >= 0 && rows[i].step <= last && !have[rows[i].step]) have[rows[i].step] = 1, all[m++] = rows[i];
     for (size_t i = 0; st == DZ_OK && i < nlog; i++) {
-        const dz_seedlog_record r = dz_seedlog_get(tr->log, i);
+        const dz_seedlog_record r = dz_seedlog_get(tr->folder.log, i);
         const int64_t step = (int64_t)r.step + 1;
         if (step > last || have[step]) continue;
         double g = 0.0;
@@ -166,53 +166,54 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
     double base_dev = NAN, base_test = NAN;
     dz_status st = DZ_OK;
     if (ckpt_steps == 0) { /* the base model's scores start the best-so-far: every rank evaluates */
-        st = dz_trainer_evaluate(tr, &tr->dev, &base_dev, err);
-        if (st == DZ_OK) st = dz_trainer_evaluate(tr, &tr->testset, &base_test, err);
+        st = dz_evaluate(&tr->data, &tr->data.dev, &base_dev, err);
+        if (st == DZ_OK) st = dz_evaluate(&tr->data, &tr->data.testset, &base_test, err);
     }
     uint64_t count = 0;
     size_t first = 0, n = 0;
     replay_rec *recs = NULL;
     int made_log = 0;
-    if (st == DZ_OK && tr->rank0) {
+    if (st == DZ_OK && tr->comp.rank0) {
         st = open_log(tr, h, log_path, ckpt_steps, &made_log, err);
-        tr->ckpt_steps = ckpt_steps;
-        if (st == DZ_OK) st = dz_trainer_restore_best(tr, base_dev, base_test, err);
-        if (st == DZ_OK) st = dz_seedlog_replay_range(tr->log, (int64_t)ckpt_steps - 1, &first, &n, err);
-        if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->log);
+        tr->folder.ckpt_steps = ckpt_steps;
+        if (st == DZ_OK) st = dz_run_folder_restore_best(&tr->folder, tr->data.lm, base_dev, base_test, err);
+        if (st == DZ_OK) st = dz_seedlog_replay_range(tr->folder.log, (int64_t)ckpt_steps - 1, &first, &n, err);
+        if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->folder.log);
         if (st == DZ_OK) st = rebuild_metrics(tr, err);
         count = n;
         if (st != DZ_OK && made_log) { /* a failed resume leaves the folder as it found it */
-            dz_seedlog_close(tr->log, NULL);
-            tr->log = NULL;
+            dz_seedlog_close(tr->folder.log, NULL);
+            tr->folder.log = NULL;
             unlink(log_path);
         }
     }
-    tr->ckpt_steps = ckpt_steps;
-    double best[5] = {tr->best.dev, tr->best.test, tr->best.step, tr->before_dev, tr->before_test};
-    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, &count, sizeof count, 0, err);
-    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, start_step, sizeof *start_step, 0, err);
-    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, best, sizeof best, 0, err);
+    tr->folder.ckpt_steps = ckpt_steps;
+    const dz_run_folder *rf = &tr->folder;
+    double best[5] = {rf->best.dev, rf->best.test, rf->best.step, rf->before_dev, rf->before_test};
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, &count, sizeof count, 0, err);
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, start_step, sizeof *start_step, 0, err);
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, best, sizeof best, 0, err);
     if (st == DZ_OK && !(recs = malloc(sizeof *recs * (count ? count : 1))))
         st = dz_fail(err, DZ_ERR_NOMEM, "resume: out of memory");
-    for (size_t i = 0; st == DZ_OK && tr->rank0 && i < count; i++) {
-        const dz_seedlog_record r = dz_seedlog_get(tr->log, first + i);
+    for (size_t i = 0; st == DZ_OK && tr->comp.rank0 && i < count; i++) {
+        const dz_seedlog_record r = dz_seedlog_get(tr->folder.log, first + i);
         recs[i].step = r.step, recs[i].lr = r.lr;
         memcpy(recs[i].g, r.g, sizeof(float) * (size_t)c->optim.q);
     }
-    if (st == DZ_OK) st = dz_comm_bcast(tr->comm, recs, sizeof *recs * count, 0, err);
-    tr->best = (dz_best){.dev = best[0], .test = best[1], .step = (int)best[2]};
-    tr->before_dev = best[3], tr->before_test = best[4];
+    if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, recs, sizeof *recs * count, 0, err);
+    tr->folder.best = (dz_best){.dev = best[0], .test = best[1], .step = (int)best[2]};
+    tr->folder.before_dev = best[3], tr->folder.before_test = best[4];
     dz_progress prog;
     dz_progress_begin(&prog, "replaying the seed log", "steps", (int64_t)count);
     for (size_t i = 0; st == DZ_OK && i < count; i++) {
         if (isfinite(recs[i].g[0])) /* NaN: a skipped step */
-            st = dz_zo_apply(tr->e, recs[i].step, recs[i].lr, recs[i].g, err);
+            st = dz_zo_apply(tr->comp.e, recs[i].step, recs[i].lr, recs[i].g, err);
         dz_progress_add(1);
     }
     dz_progress_end(&prog);
     free(recs);
-    if (st == DZ_OK && tr->rank0)
-        dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log", tr->run_dir,
-               ckpt_steps, (unsigned long long)count);
+    if (st == DZ_OK && tr->comp.rank0)
+        dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log",
+               tr->folder.dir, ckpt_steps, (unsigned long long)count);
     return st;
 }

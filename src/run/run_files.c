@@ -1,3 +1,4 @@
+/* Over 500 lines: run.json (field table, read, resume) and the checkpoint folders, one format. */
 /* The run folder's settings and checkpoints. Every file is written to a temporary name,
  * fsync'd and renamed; a checkpoint folder becomes visible by one rename, and LATEST names
  * the newest complete one, so a crash at any moment leaves the previous state usable. */

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run/trainer.h"
+#include "run/train_data.h"
 
 enum { ANSWER_BYTES = 1024 };
 
-dz_status dz_trainer_decode_init(dz_trainer *tr, int local, dz_error *err) {
-    dz_trainer_decode *d = &tr->dec;
-    const int T = dz_model_config(tr->m)->max_seq_len, V = dz_model_config(tr->m)->vocab_size;
+dz_status dz_train_decode_init(dz_run_data *td, int local, dz_error *err) {
+    dz_train_decode *d = &td->dec;
+    const int T = dz_model_config(td->comp->m)->max_seq_len, V = dz_model_config(td->comp->m)->vocab_size;
     if (local > DZ_ZO_MAX_DECODE)
         return dz_fail(err, DZ_ERR_INVALID, "--objective f1: a batch share of %d examples (at most %d)", local,
                        DZ_ZO_MAX_DECODE);
@@ -27,54 +27,54 @@ dz_status dz_trainer_decode_init(dz_trainer *tr, int local, dz_error *err) {
     return ok ? DZ_OK : dz_fail(err, DZ_ERR_NOMEM, "--objective f1: out of memory");
 }
 
-void dz_trainer_decode_free(dz_trainer *tr) {
-    dz_trainer_decode *d = &tr->dec;
+void dz_train_decode_free(dz_run_data *td) {
+    dz_train_decode *d = &td->dec;
     for (int k = 0; k < 2; k++) free(d->tokens[k]), free(d->lengths[k]), free(d->done[k]), free(d->dec[k]), free(d->text[k]);
     free(d->logits);
     memset(d, 0, sizeof *d);
 }
 
 static void reset(void *user, int sign) {
-    dz_trainer *tr = user;
-    dz_trainer_decode *d = &tr->dec;
-    const int T = dz_model_config(tr->m)->max_seq_len;
-    for (int b = 0; b < tr->hi - tr->lo; b++) {
-        const int e = tr->batch_ex[tr->lo + b];
-        memcpy(d->tokens[sign] + (size_t)b * T, tr->train_qa.prompts[e], sizeof(int) * (size_t)tr->train_qa.prompt_len[e]);
-        d->lengths[sign][b] = tr->train_qa.prompt_len[e];
+    dz_run_data *td = user;
+    dz_train_decode *d = &td->dec;
+    const int T = dz_model_config(td->comp->m)->max_seq_len;
+    for (int b = 0; b < td->hi - td->lo; b++) {
+        const int e = td->batch_ex[td->lo + b];
+        memcpy(d->tokens[sign] + (size_t)b * T, td->train_qa.prompts[e], sizeof(int) * (size_t)td->train_qa.prompt_len[e]);
+        d->lengths[sign][b] = td->train_qa.prompt_len[e];
         d->done[sign][b] = 0;
         dz_qa_decoder_start(&d->dec[sign][b], d->text[sign] + (size_t)b * ANSWER_BYTES, ANSWER_BYTES,
-                            dz_trainer_gen_tokens(tr));
+                            dz_run_data_gen_tokens(td));
     }
 }
 
 static void next(void *user, int sign, int b, const float *logits) {
-    dz_trainer *tr = user;
-    dz_trainer_decode *d = &tr->dec;
-    const int T = dz_model_config(tr->m)->max_seq_len, V = dz_model_config(tr->m)->vocab_size;
+    dz_run_data *td = user;
+    dz_train_decode *d = &td->dec;
+    const int T = dz_model_config(td->comp->m)->max_seq_len, V = dz_model_config(td->comp->m)->vocab_size;
     int *seq = d->tokens[sign] + (size_t)b * T, *len = &d->lengths[sign][b];
-    const int id = dz_qa_decoder_step(&d->dec[sign][b], tr->tok, seq[*len - 1], logits, V);
+    const int id = dz_qa_decoder_step(&d->dec[sign][b], td->comp->tok, seq[*len - 1], logits, V);
     if (id >= 0) seq[(*len)++] = id;
     d->done[sign][b] = id < 0 || d->dec[sign][b].done || *len >= T;
 }
 
 static void loss(void *user, int sign, double *out) {
-    dz_trainer *tr = user;
-    for (int b = 0; b < tr->hi - tr->lo; b++) {
-        const dz_example *ex = &tr->train_qa.data.items[tr->batch_ex[tr->lo + b]];
+    dz_run_data *td = user;
+    for (int b = 0; b < td->hi - td->lo; b++) {
+        const dz_example *ex = &td->train_qa.data.items[td->batch_ex[td->lo + b]];
         double f1, em;
-        dz_qa_best(dz_qa_decoder_answer(&tr->dec.dec[sign][b]), ex->answers, ex->n_answers, &f1, &em);
+        dz_qa_best(dz_qa_decoder_answer(&td->dec.dec[sign][b]), ex->answers, ex->n_answers, &f1, &em);
         out[2 * b] = -f1, out[2 * b + 1] = 1.0;
     }
 }
 
-dz_zo_decode dz_trainer_decode_batch(dz_trainer *tr) {
-    dz_trainer_decode *d = &tr->dec;
+dz_zo_decode dz_train_decode_batch(dz_run_data *td) {
+    dz_train_decode *d = &td->dec;
     return (dz_zo_decode){
-        .B = tr->hi - tr->lo, .T = dz_model_config(tr->m)->max_seq_len,
+        .B = td->hi - td->lo, .T = dz_model_config(td->comp->m)->max_seq_len,
         .tokens = {d->tokens[0], d->tokens[1]}, .lengths = {d->lengths[0], d->lengths[1]},
-        .done = {d->done[0], d->done[1]}, .max_passes = dz_trainer_gen_tokens(tr), .logits = d->logits,
-        .reset = reset, .next = next, .loss = loss, .user = tr,
-        .n_examples = tr->hi - tr->lo, .example0 = tr->lo, .n_global = tr->cfg.optim.batch,
+        .done = {d->done[0], d->done[1]}, .max_passes = dz_run_data_gen_tokens(td), .logits = d->logits,
+        .reset = reset, .next = next, .loss = loss, .user = td,
+        .n_examples = td->hi - td->lo, .example0 = td->lo, .n_global = td->cfg->optim.batch,
     };
 }

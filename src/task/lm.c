@@ -29,6 +29,7 @@ dz_status dz_lm_nll(dz_forward *f, const dz_weight_source *w, const int *tokens,
         for (int i = 0; i < len - 1 && st == DZ_OK; i++) *nll_sum -= lp[i];
         if (st == DZ_OK && token_logprobs) memcpy(token_logprobs + start, lp, sizeof(float) * (size_t)(len - 1));
         if (st == DZ_OK) *n_scored += len - 1;
+        if (st == DZ_OK) dz_progress_add(len - 1); /* a long text reports as it goes, by tokens */
     }
     free(rows);
     free(lp);

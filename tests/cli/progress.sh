@@ -32,7 +32,13 @@ DISTZO_PROGRESS_AFTER=0 "$bin" eval --limit 60 --threads 1 --json > j.out 2> j.e
 [ "$(wc -l < j.out)" = 1 ] && grep -q '^{"task"' j.out && grep -q '^distzo: evaluation' j.err &&
   ok "eval --json: one object on stdout, progress on stderr" || bad "eval --json: $(cat j.out j.err)"
 DISTZO_PROGRESS_AFTER=0 "$bin" eval --task lm --data test.tsv --threads 1 > lm.out 2> lm.err || bad "eval lm failed"
-grep -qE '^distzo: evaluation: [0-9]+ texts in ' lm.err && ok "eval --task lm: progress in texts" || bad "lm: $(cat lm.err)"
+grep -qE '^distzo: evaluation: [0-9]+ tokens in ' lm.err && ok "eval --task lm: progress in tokens" || bad "lm: $(cat lm.err)"
+# one long text reports as its windows go by (it printed only "1 texts in 17s" at the end)
+for i in $(seq 300); do printf 'Once upon a time there was a little girl named Lily. She liked to play outside. '; done > long.txt
+DISTZO_PROGRESS_AFTER=0 "$bin" eval --task lm --data long.txt --threads 1 > long.out 2> long.err || bad "eval lm long failed"
+total=$(sed -n 's/^long.txt: \([0-9]*\) tokens scored.*/\1/p' long.out)
+grep -qE "^distzo: evaluation: [0-9]+/$total tokens \([0-9]+%\)" long.err && grep -q "^distzo: evaluation: $total tokens in " long.err &&
+  ok "eval --task lm of one long text: progress by tokens on the way ($total in all)" || bad "lm long: $(cat long.out long.err)"
 
 # ---- train: each step's line once; its evaluations' progress; --quiet ----
 DISTZO_PROGRESS_AFTER=0 "$bin" train --steps 6 --eval-every 3 --log-every 2 "${small[@]}" --out a > a.out 2> a.err ||

@@ -162,6 +162,9 @@ grep -qE "^done: 4 steps in [0-9.]+ s; dev accuracy before $(printf '%.4f' "${d0
 "$bin" generate "$model" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat.txt" 2>&1
 [ $? = 1 ] && grep -q "stories260K.bin: --chat: the tokenizer carries no chat template" "$tmp/nochat.txt" &&
   ok "generate --chat refuses a model without a chat template, naming it" || bad "no template: $(tail -1 "$tmp/nochat.txt")"
+"$bin" generate "$model" --tokenizer "$assets/stories260K/tok512.bin" --chat --prompt hi -n 1 --threads 1 > "$tmp/nochat2.txt" 2>&1
+[ $? = 1 ] && grep -q "tok512.bin: --chat: the tokenizer carries no chat template" "$tmp/nochat2.txt" &&
+  ok "generate --chat with --tokenizer names the tokenizer it read" || bad "--tokenizer, no template: $(tail -1 "$tmp/nochat2.txt")"
 "$bin" generate "$model" --system S -n 1 --threads 1 > "$tmp/nosys.txt" 2>&1
 [ $? = 1 ] && grep -q "option --system: a system message needs --chat" "$tmp/nosys.txt" && ok "--system without --chat is refused" ||
   bad "--system alone: $(tail -1 "$tmp/nosys.txt")"

@@ -1,0 +1,153 @@
+/* The coordinator's start (coordinator.h): the run folder (run.json, federated.json, the
+ * seed log, the lock) and the replica over the base model, new or resumed. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/util.h"
+#include "distzo/federated.h"
+#include "distzo/setup.h"
+#include "federated/coordinator.h"
+#include "federated/protocol.h"
+#include "federated/replica.h"
+#include "federated/settings.h"
+#include "run/run_files.h"
+#include "run/seed_pool.h"
+#include "run/seedlog.h"
+#include "run/setup.h"
+
+static dz_seedlog_header log_header(const coordinator *c) {
+    dz_seedlog_header h = {.run_seed = c->train.optim.seed, .q = c->log_q,
+                           .dist = c->train.optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
+                           .eps = c->train.optim.eps, .start_step = 0};
+    char text[64];
+    snprintf(text, sizeof text, "federated %016" PRIx64, c->fingerprint);
+    if (c->fed.seed_pool) dz_seed_pool_log_tag(c->fed.seed_pool, text, h.fingerprint); /* export reads it as a pool run's */
+    else memcpy(h.fingerprint, text, strlen(text) + 1);
+    return h;
+}
+
+/* With --test, the replica is an evaluation-only trainer's (the test set, its tokenizer, a
+ * forward as large as evaluation needs): train's evaluation then scores it. */
+static dz_status load_evaluator(coordinator *c, dz_error *err) {
+    evaluator *ev = c->eval = calloc(1, sizeof *ev);
+    if (!ev) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
+    ev->cfg = c->train;
+    ev->cfg.data.train = NULL, ev->cfg.out_dir = NULL, ev->cfg.layout = (dz_train_layout){0};
+    dz_status st = dz_compute_begin(&ev->comp, &ev->cfg, NULL, err);
+    if (st == DZ_OK) st = dz_prepare(&ev->comp, &ev->data, c->train.model, 0, err);
+    c->setup = ev->comp.setup;
+    return st;
+}
+
+/* The replica over the base model, and its fingerprint. */
+static dz_status load_base(coordinator *c, dz_error *err) {
+    const dz_train_config *t = &c->train;
+    const dz_weights_spec ws = {.path = t->model, .master_dtype = t->store.master_dtype};
+    const dz_engine_spec es = {
+        .max_batch = 1, .max_len = 2, .streams = 2,
+        .zo = {.seed = t->optim.seed, .eps = t->optim.eps, .q = t->optim.q, .rademacher = t->optim.rademacher,
+               .wd = t->optim.wd, .fuse = 1},
+    };
+    dz_status st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
+    if (st == DZ_OK && !c->eval) st = dz_setup_engine(c->setup, &es, err);
+    if (st == DZ_OK) st = dz_fed_fingerprint(dz_setup_model(c->setup), dz_setup_zo_engine(c->setup), &c->fingerprint, err);
+    char tok_path[4200];
+    if (st == DZ_OK && t->schedule.checkpoint_every > 0 && !c->tok &&
+        (t->tokenizer || dz_setup_base_tokenizer(t->model, tok_path, sizeof tok_path, NULL) == DZ_OK) &&
+        dz_tokenizer_load(t->tokenizer ? t->tokenizer : tok_path, 0, &c->tok, NULL) != DZ_OK)
+        c->tok = NULL; /* checkpoints then hold the weights alone */
+    c->log_q = c->fed.seed_pool ? 2 * c->q : c->q;
+    if (st == DZ_OK && c->fed.seed_pool) {
+        if (t->optim.wd != 0)
+            st = dz_fail(err, DZ_ERR_INVALID, "--seed-pool: weight decay (--wd %g) is not a sum of the pool's scalars; "
+                         "use --wd 0", (double)t->optim.wd);
+        if (st == DZ_OK) st = dz_seed_pool_init(&c->pool, c->fed.seed_pool, c->q, err);
+        if (st == DZ_OK)
+            st = dz_seed_pool_weights_init(&c->weights, dz_setup_model(c->setup), t->optim.seed, t->optim.rademacher,
+                                           &c->pool, err);
+        c->prob = st == DZ_OK ? calloc(c->fed.seed_pool, sizeof *c->prob) : NULL;
+        c->pool_state = st == DZ_OK ? calloc(1, dz_fed_pool_state_bytes(c->fed.seed_pool)) : NULL;
+        if (st == DZ_OK && (!c->prob || !c->pool_state)) st = dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
+        if (st == DZ_OK) dz_fed_pool_state_encode(0, c->pool.k, c->pool.acc, c->pool_state);
+    }
+    return st;
+}
+
+static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_error *err);
+
+/* A new run: the folder, its lock, run.json, federated.json, an empty seed log. A start
+ * that fails before run.json exists leaves no folder it made. */
+dz_status dz_fed_coord_start_run(coordinator *c, int *lock_fd, dz_error *err) {
+    char path[4200];
+    dz_status st = dz_train_config_check(&c->train, err);
+    if (st == DZ_OK) st = dz_fed_settings_check(&c->fed, (int)c->q, err);
+    const int made = st == DZ_OK && !dz_is_dir(c->run_dir);
+    snprintf(path, sizeof path, "%s/.lock", c->run_dir);
+    const int lock_was_there = dz_file_exists(path);
+    st = start_files(c, lock_fd, st, err);
+    snprintf(path, sizeof path, "%s/run.json", c->run_dir);
+    if (st != DZ_OK && *lock_fd >= 0 && !dz_file_exists(path)) { /* the folder as it was */
+        dz_run_unlock(c->run_dir, *lock_fd, !lock_was_there, made);
+        *lock_fd = -1;
+    }
+    return st;
+}
+
+static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_error *err) {
+    char path[4200];
+    if (st == DZ_OK && (dz_mkdirs(c->run_dir) != 0 || !dz_is_dir(c->run_dir)))
+        st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", c->run_dir, strerror(errno));
+    if (st == DZ_OK) st = dz_run_lock(c->run_dir, lock_fd, err);
+    for (int k = 0; k < 2 && st == DZ_OK; k++) {
+        snprintf(path, sizeof path, "%s/%s", c->run_dir, k ? "run.json" : "seeds.log");
+        if (dz_file_exists(path))
+            st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run (%s): use --resume, or another --out",
+                         c->run_dir, k ? "run.json" : "seeds.log");
+    }
+    snprintf(path, sizeof path, "%s/seeds.log", c->run_dir);
+    if (st == DZ_OK) st = load_base(c, err);
+    if (st == DZ_OK) st = dz_run_config_write(c->run_dir, &c->train, err);
+    if (st == DZ_OK) st = dz_fed_settings_write(c->run_dir, &c->fed, c->fingerprint, err);
+    const dz_seedlog_header h = log_header(c);
+    if (st == DZ_OK) st = dz_seedlog_create(path, &h, c->train.schedule.log_sync_every, &c->log, err);
+    return st;
+}
+
+/* --resume: the folder's settings, its log replayed onto the replica. */
+dz_status dz_fed_coord_resume_run(coordinator *c, int steps, int *lock_fd, char **strings, dz_error *err) {
+    char path[4200];
+    uint64_t fp = 0;
+    dz_status st = dz_run_lock(c->run_dir, lock_fd, err);
+    if (st == DZ_OK) st = dz_run_config_read(c->run_dir, &c->train, strings, err);
+    if (st == DZ_OK) st = dz_fed_settings_read(c->run_dir, &c->fed, &fp, err);
+    c->train.out_dir = c->run_dir;
+    if (st == DZ_OK && steps > c->train.optim.steps) {
+        c->train.optim.steps = steps; /* --steps only grows */
+        st = dz_run_config_write(c->run_dir, &c->train, err);
+    }
+    c->q = (uint32_t)c->train.optim.q;
+    if (st == DZ_OK) st = load_base(c, err);
+    if (st == DZ_OK && fp != c->fingerprint)
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: the base model %s has fingerprint %016" PRIx64 ", the run was started "
+                     "with %016" PRIx64 " (federated.json)", c->run_dir, c->train.model, c->fingerprint, fp);
+    snprintf(path, sizeof path, "%s/seeds.log", c->run_dir);
+    const dz_seedlog_header h = log_header(c);
+    if (st == DZ_OK) st = dz_seedlog_open(path, &h, c->train.schedule.log_sync_every, &c->log, err);
+    dz_zo_engine *e = st == DZ_OK ? dz_setup_zo_engine(c->setup) : NULL;
+    for (size_t i = 0; st == DZ_OK && i < dz_seedlog_count(c->log); i++) {
+        const dz_seedlog_record r = dz_seedlog_get(c->log, i);
+        st = c->fed.seed_pool ? dz_seed_pool_add(&c->pool, r.lr, r.g, err) : dz_fed_apply(e, r.step, r.lr, r.g, err);
+    }
+    if (st == DZ_OK && c->fed.seed_pool) { /* the K scalars onto the base, once */
+        st = dz_fed_pool_sync(e, &c->weights, &c->pool, err);
+        dz_fed_pool_state_encode((uint32_t)dz_seedlog_count(c->log), c->pool.k, c->pool.acc, c->pool_state);
+    }
+    return st;
+}

@@ -1,0 +1,63 @@
+/* The run folder (folder.h): its settings and lock at the start, closed at the end. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "run/folder.h"
+#include "run/run_files.h"
+
+void dz_run_folder_init(dz_run_folder *rf, const char *dir) {
+    snprintf(rf->dir, sizeof rf->dir, "%s", dir);
+    rf->lock_fd = -1;
+}
+
+/* The settings of this run: a new run's, written to run.json by rank 0 (which owns the
+ * run folder), or on resume run.json's, with what the command line may change. */
+dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const dz_train_config *cfg_in,
+                                 int resume, int rank0, char **strings, dz_error *err) {
+    dz_status st = DZ_OK;
+    if (resume) {
+        char fed[4200];
+        snprintf(fed, sizeof fed, "%s/federated.json", rf->dir);
+        if (dz_file_exists(fed)) /* its rounds come from workers' data, which train does not have */
+            return dz_fail(err, DZ_ERR_INVALID, "%s is a federated run (federated.json): continue it with distzo serve "
+                           "--out %s --resume", rf->dir, rf->dir);
+        if (rank0) st = dz_run_lock(rf->dir, &rf->lock_fd, err);
+        if (st == DZ_OK) st = dz_run_config_read(rf->dir, cfg, strings, err);
+        if (st == DZ_OK) st = dz_run_config_resume(rf->dir, cfg, cfg_in, &rf->settings_changed, err);
+        if (st == DZ_OK && rf->settings_changed) st = dz_train_config_check(cfg, err);
+        cfg->out_dir = cfg_in->out_dir;
+        cfg->layout = cfg_in->layout; /* the layout is the command line's: a run resumes under any layout */
+        cfg->data.train_set = cfg_in->data.train_set, cfg->data.test_set = cfg_in->data.test_set; /* the caller's rows,
+                                                                   * checked against run.json's fingerprints */
+    } else if (rank0) {
+        *cfg = *cfg_in;
+        st = dz_train_config_check(cfg, err); /* before anything is written */
+        rf->made_run_dir = st == DZ_OK && !dz_is_dir(rf->dir);
+        if (st == DZ_OK && (dz_mkdirs(rf->dir) != 0 || !dz_is_dir(rf->dir)))
+            st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", rf->dir, strerror(errno));
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/.lock", rf->dir);
+        rf->lock_was_there = dz_file_exists(probe);
+        if (st == DZ_OK) st = dz_run_lock(rf->dir, &rf->lock_fd, err);
+        for (int k = 0; k < 2 && st == DZ_OK; k++) { /* run.json is written once everything else checked out */
+            snprintf(probe, sizeof probe, "%s/%s", rf->dir, k ? "run.json" : "seeds.log");
+            if (dz_file_exists(probe))
+                st = dz_fail(err, DZ_ERR_INVALID, "%s already holds a run (%s): use --resume, or another --out",
+                             rf->dir, k ? "run.json" : "seeds.log");
+        }
+    } else {
+        *cfg = *cfg_in;
+    }
+    return st;
+}
+
+void dz_run_folder_close(dz_run_folder *rf) {
+    dz_metrics_close(rf->metrics, NULL);
+    dz_seedlog_close(rf->log, NULL);
+    rf->metrics = NULL, rf->log = NULL;
+    dz_run_unlock(rf->dir, rf->lock_fd, rf->failed_before_write && !rf->lock_was_there,
+                  rf->made_run_dir && rf->failed_before_write);
+    rf->lock_fd = -1;
+}
