@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     import numpy
 
 PathLike = Union[str, "os.PathLike[str]"]
+# MeZO's task presets (distzo/data.h): their examples come from their files' own fields.
+_PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "squad", "drop"}
 _threads = {"set": False, "explicit": False}
 
 
@@ -121,6 +123,9 @@ class Model:
         if self.tokenizer is None:
             raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
         qa = task in ("squad", "drop")
+        if task in _PRESETS and not qa and not isinstance(data, (str, os.PathLike)):
+            raise _distzo.UnsupportedError(f"Model.evaluate: task {task}: the preset reads its own file's fields; "
+                                           "give its file (rows held in Python: sst2, classify, lm, squad, drop)")
         if qa and label_key == "label":
             label_key = "answers"
         path, records = (os.fspath(data), None) if isinstance(data, (str, os.PathLike)) else \

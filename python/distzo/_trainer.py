@@ -11,14 +11,13 @@ from typing import Any, Callable, Optional, Union
 
 from . import _distzo
 from ._distzo import InvalidError, UnsupportedError
-from ._model import Model, PathLike, Record, _records, _runtime
+from ._model import _PRESETS, Model, PathLike, Record, _records, _runtime
 
 log = logging.getLogger("distzo")
 
 # The command line's defaults where they differ from the library's (src/cli/cmd_train.c,
 # train_options.c), so that the same options give the same run.
 _CLI_DEFAULTS = {"lr": 3e-5, "steps": 4000, "eval_every": 500, "checkpoint_every": 1000}
-_PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "squad", "drop"}
 # Settings that are paths: resolved as the command line resolves them.
 _PATHS = ("model", "tokenizer", "train_data", "test_data")
 

@@ -102,7 +102,10 @@ def test_python_data_trains_the_file_run_bitwise(model, cli, assets, data, tmp_p
     forms = data_forms(data["train"])
     for name, train in forms.items():
         out = tmp_path / name
-        distzo.Trainer(model, train, data_forms(data["test"])[name], out=out, steps=4, **SETTINGS).train()
+        trainer = distzo.Trainer(model, train, data_forms(data["test"])[name], out=out, steps=4, **SETTINGS)
+        trainer.train()
+        if name == "list":  # the trained weights on the eval rows: the run's own final test score
+            assert abs(trainer.evaluate()["accuracy"] - scores(out)[-1]["test_accuracy"]) < 1e-6
         same_weights(out, tmp_path / "cli", 4)
         run = json.loads((out / "run.json").read_text())
         assert "train_data" not in run and "test_data" not in run
@@ -136,6 +139,8 @@ def test_python_data_errors(model, data, tmp_path):
         distzo.Trainer(model, HFDataset(data["train"]), out=tmp_path / "r2", steps=1, text_key="sentence")
     with pytest.raises(NotImplementedError, match="preset"):
         distzo.Trainer(model, data["train"], out=tmp_path / "r3", steps=1, task="rte")
+    with pytest.raises(distzo.UnsupportedError, match="its file"):
+        model.evaluate("rte", data["test"])
 
 
 def events(run):
