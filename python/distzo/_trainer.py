@@ -116,6 +116,12 @@ class Trainer:
             model = load(os.path.join(tmp, "model"), tokenizer=s.get("tokenizer"))
             return model.evaluate(data=data, **args)
 
+    def export(self, path: PathLike, format: Optional[str] = None, gguf_type: Optional[str] = None) -> None:
+        """The run's trained weights (its seed log replayed on the base model) as a Hugging
+        Face folder or a GGUF file (format None: gguf when path ends in .gguf), as
+        `distzo export --run OUT`."""
+        export(self.out, path, format=format, gguf_type=gguf_type)
+
     @classmethod
     def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
                train_data: Any = None, eval_data: Any = None, **options: Any) -> dict[str, Any]:

@@ -40,7 +40,9 @@ static PyObject *progress_dict(const dz_train_progress *p) {
                                 "lm", p->lm ? Py_True : Py_False);
     if (!d) return NULL;
     const struct { const char *key; double value; int given; } fields[] = {
-        {"loss", p->loss, p->step > 0}, {"g", p->g, p->step > 0}, {"lr", p->lr, p->step > 0},
+        /* the report before a resumed run's first step (replayed) has no step's numbers */
+        {"loss", p->loss, p->step > 0 && !p->replayed}, {"g", p->g, p->step > 0 && !p->replayed},
+        {"lr", p->lr, p->step > 0 && !p->replayed},
         {"seconds", p->seconds, 1}, {"steps_per_s", p->steps_per_s, 1},
         {"dev_accuracy", p->dev_accuracy, p->has_eval}, {"test_accuracy", p->test_accuracy, p->has_eval},
         {"best_dev_accuracy", p->best_dev_accuracy, p->has_eval},

@@ -128,7 +128,11 @@ def test_python_data_resumes_only_with_the_same_data(model, cli, assets, data, t
         distzo.Trainer.resume(run, steps=8)
     out = subprocess.run([cli, "train", "--resume", "--out", str(run), "--steps", "8"], capture_output=True, text=True)
     assert out.returncode != 0 and "Trainer.resume" in out.stderr and "train_data" in out.stderr
-    distzo.Trainer.resume(run, train_data=HFDataset(data["train"]), eval_data=data["test"], steps=8)
+    seen = []
+    distzo.Trainer.resume(run, train_data=HFDataset(data["train"]), eval_data=data["test"], steps=8,
+                          callback=seen.append)
+    assert seen[0]["step"] == 4 and "loss" not in seen[0]  # the report before the first resumed step
+    assert [p["step"] for p in seen if "loss" in p] == [5, 6, 7, 8]
     same_weights(run, tmp_path / "straight", 8, metrics=False)
 
 
