@@ -137,7 +137,8 @@ dz_status dz_run_data_load(dz_run_data *td, dz_error *err) {
     dz_status st = load_set(td, 0, &td->pool, &has_train, err);
     if (st == DZ_OK && !has_train) { /* an evaluation-only trainer (the federated coordinator): the test set alone */
         st = load_set(td, 1, &td->test, &has_test, err);
-        if (st == DZ_OK && !has_test) st = dz_fail(err, DZ_ERR_INVALID, "a trainer without training data needs a test file");
+        if (st == DZ_OK && !has_test)
+            st = dz_fail(err, DZ_ERR_INVALID, "a trainer without training data needs a test file");
         return st == DZ_OK ? build_one(td, &td->test, &td->test, 0, 0x3ULL, &td->testset,
                                        td->gen ? &td->test_qa : NULL, err)
                            : st;
@@ -154,7 +155,8 @@ dz_status dz_run_data_load(dz_run_data *td, dz_error *err) {
     if (dz_split_counts(drawn.count, d->train_examples, d->dev_examples, &ntrain, &ndev) && td->comp->rank0)
         dz_log(DZ_LOG_WARN, "%s has %d examples, fewer than the %d train + %d dev asked for: drawn (data seed %llu) "
                "into %d train and %d dev, in the proportion asked (--train-examples and --dev-examples set it)",
-               td->pool.path, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain, ndev);
+               td->pool.path, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain,
+               ndev);
     if (!has_test && ndev > 0 && td->comp->rank0)
         dz_log(DZ_LOG_INFO, "no --test file: the run reports its %d dev examples' scores (best/ by them); test scores "
                "are n/a", ndev);
