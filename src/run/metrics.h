@@ -42,9 +42,23 @@ dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every
 /* Appends one line; steps must not decrease. */
 dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err);
 dz_status dz_metrics_sync(dz_metrics *m, dz_error *err);
+/* A torn tail of metrics.jsonl (lines cut short by a crash): its bytes (0: none) and first line. */
+typedef struct dz_metrics_torn {
+    size_t bytes, line;
+} dz_metrics_torn;
+/* dz_metrics_read, but a torn tail is returned in *torn, not said: for a reader that
+ * rewrites the file (and says so once) or only needs the steps. */
+dz_status dz_metrics_read_quiet(const char *path, dz_metrics_row **rows, size_t *n, dz_metrics_torn *torn,
+                                dz_error *err);
+/* metrics.csv's whole lines as rows (the header and lines that are not rows skipped):
+ * resume restores rows metrics.jsonl lost from it (its values have jsonl's digits). */
+dz_status dz_metrics_csv_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err);
 /* Writes rows (in the order given) as path's whole content, atomically: resume's
  * rebuild of rows lost from metrics.jsonl. */
 dz_status dz_metrics_write_rows(const char *path, const dz_metrics_row *rows, size_t n, dz_error *err);
+/* v as metrics.jsonl holds it: rounded to float32 (non-finite values unchanged). The
+ * best-so-far is kept so, because resume can rebuild it only from metrics.jsonl's rows. */
+double dz_metrics_value(double v);
 /* f with the fewest digits (%.Ng, N up to 9) that read back as the same float: 4e-05,
  * not 3.9999998989515e-05 (run.json writes its floats so too). Returns the length. */
 int dz_float_shortest(char *out, size_t cap, float f);
