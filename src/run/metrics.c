@@ -67,7 +67,7 @@ static int parse_line(const char *s, size_t len, dz_metrics_row *row) {
     return ok ? 0 : -1;
 }
 
-static void say_torn(const char *path, const dz_metrics_torn *t) {
+void dz_metrics_say_torn(const char *path, const dz_metrics_torn *t) {
     if (t->bytes)
         dz_log(DZ_LOG_WARN, "%s: dropping a torn tail of %zu bytes from line %zu: the writer stopped mid-line", path,
                t->bytes, t->line);
@@ -109,7 +109,7 @@ static dz_status scan_lines(const char *path, const char *buf, size_t len, line_
 dz_status dz_metrics_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err) {
     dz_metrics_torn torn;
     const dz_status st = dz_metrics_read_quiet(path, rows, n, &torn, err);
-    if (st == DZ_OK) say_torn(path, &torn);
+    if (st == DZ_OK) dz_metrics_say_torn(path, &torn);
     return st;
 }
 
@@ -149,7 +149,7 @@ static int parse_csv_line(const char *s, const char *end, dz_metrics_row *row) {
         if (e > end || (i < 11 && (e == end || *e != ',')) || (i == 11 && e != end)) return -1;
         s = e + (i < 11);
     }
-    if (!filled[0] || v[0] != floor(v[0]) || v[0] < 0) return -1;
+    if (!filled[0] || v[0] != floor(v[0]) || v[0] < 0 || v[0] > 9e15) return -1;
     *row = (dz_metrics_row){.step = (int64_t)v[0], .loss = v[1], .g = v[2], .lr = v[3], .seconds = v[4],
                             .steps_per_s = filled[5] ? v[5] : 0, .step_bytes = filled[6] ? v[6] : 0,
                             .has_eval = filled[7] || filled[8] || filled[9] || filled[10] || filled[11],
@@ -195,7 +195,7 @@ static dz_status trim_file(dz_metrics *m, int64_t keep_through, dz_error *err) {
         free(buf);
         return st;
     }
-    say_torn(m->path, &torn);
+    dz_metrics_say_torn(m->path, &torn);
     size_t used = 0, dropped = 0;
     m->rows = malloc((count ? count : 1) * sizeof *m->rows);
     for (size_t i = 0; m->rows && i < count; i++) {

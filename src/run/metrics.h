@@ -35,7 +35,8 @@ typedef struct dz_metrics dz_metrics;
 /* Opens path (and metrics.csv and a new event file beside it) for appending (creating it). Lines with step > keep_through are dropped
  * first, as is a torn tail (lines cut short by a crash), by an atomic rewrite: on resume
  * pass the last step the run has state for (the seed log's last step), so the file then
- * continues exactly as an uninterrupted run's would. A new run passes its first step - 1.
+ * continues exactly as an uninterrupted run's would. Rows of path that metrics.csv lacks
+ * (resume rebuilt them, or the CSV was removed) are added to it and to the new event file. A new run passes its first step - 1.
  * A malformed line before the last good one is an error naming the file and line.
  * sync_every: fsync every that many lines; 0 = only in dz_metrics_sync / close. */
 dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every, dz_metrics **out, dz_error *err);
@@ -50,6 +51,8 @@ typedef struct dz_metrics_torn {
  * rewrites the file (and says so once) or only needs the steps. */
 dz_status dz_metrics_read_quiet(const char *path, dz_metrics_row **rows, size_t *n, dz_metrics_torn *torn,
                                 dz_error *err);
+/* The warning for a torn tail dropped from path (nothing when t->bytes is 0). */
+void dz_metrics_say_torn(const char *path, const dz_metrics_torn *t);
 /* metrics.csv's whole lines as rows (the header and lines that are not rows skipped):
  * resume restores rows metrics.jsonl lost from it (its values have jsonl's digits). */
 dz_status dz_metrics_csv_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err);

@@ -171,9 +171,7 @@ static dz_status rebuild_metrics(dz_trainer *tr, dz_error *err) {
         src[step] = ROW_FROM_LOG, lost++;
         all[m++] = (dz_metrics_row){.step = step, .loss = NAN, .g = g, .lr = r.lr, .seconds = NAN};
     }
-    if (st == DZ_OK && torn.bytes)
-        dz_log(DZ_LOG_WARN, "%s: dropping a torn tail of %zu bytes from line %zu: the writer stopped mid-line", path,
-               torn.bytes, torn.line);
+    if (st == DZ_OK) dz_metrics_say_torn(path, &torn); /* once, here, where the file is rewritten without it */
     if (st == DZ_OK) say_rebuilt(path, src, last, from_csv, lost);
     if (st == DZ_OK && (from_csv || lost || torn.bytes)) {
         qsort(all, m, sizeof *all, by_step);
