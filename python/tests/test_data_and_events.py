@@ -106,6 +106,9 @@ def test_python_data_trains_the_file_run_bitwise(model, cli, assets, data, tmp_p
         trainer.train()
         if name == "list":  # the trained weights on the eval rows: the run's own final test score
             assert abs(trainer.evaluate()["accuracy"] - scores(out)[-1]["test_accuracy"]) < 1e-6
+            # the run again from its run.json (a restart, as train --config RUN/run.json)
+            distzo.Trainer(model, train, data["test"], config=out / "run.json", out=tmp_path / "again").train()
+            same_weights(tmp_path / "again", tmp_path / "cli", 4)
         same_weights(out, tmp_path / "cli", 4)
         run = json.loads((out / "run.json").read_text())
         assert "train_data" not in run and "test_data" not in run
