@@ -1,8 +1,9 @@
 """distzo.load and the Model it returns: info, tokenizer, logits, generate."""
 from __future__ import annotations
 
+import json
 import os
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
 from . import _distzo
 
@@ -123,13 +124,14 @@ class Model:
         if self.tokenizer is None:
             raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
         qa = task in ("squad", "drop")
-        if task in _PRESETS and not qa and not isinstance(data, (str, os.PathLike)):
-            raise _distzo.UnsupportedError(f"Model.evaluate: task {task}: the preset reads its own file's fields; "
-                                           "give its file (rows held in Python: sst2, classify, lm, squad, drop)")
         if qa and label_key == "label":
             label_key = "answers"
-        path, records = (os.fspath(data), None) if isinstance(data, (str, os.PathLike)) else \
-            (None, _records(data, text_key, None if task == "lm" else label_key, answers=qa))
+        if isinstance(data, (str, os.PathLike)):
+            path, records = os.fspath(data), None
+        elif task in _PRESETS and not qa:  # the preset reads its rows' own fields, as in its file
+            path, records = None, _json_rows(data)
+        else:
+            path, records = None, _records(data, text_key, None if task == "lm" else label_key, answers=qa)
         r = self._c.evaluate(task, path, records, template, label_words, text_key, label_key, batch, share_prompts,
                              gen_tokens)
         import numpy as np
@@ -203,6 +205,26 @@ def _records(data: Any, text_key: str, label_key: Optional[str], answers: bool =
         except KeyError as e:
             raise ValueError(f"example {i}: no key {e} (text_key={text_key!r}, label_key={label_key!r})") from None
     return out
+
+
+def _json_rows(data: Any) -> list[str]:
+    """Each example (a mapping, or a DataFrame's / datasets.Dataset's row) as JSON text: the
+    line a SuperGLUE preset's jsonl file would hold, read with the preset's own fields."""
+    if data is None:
+        raise ValueError("no data: give a file or examples")
+    if hasattr(data, "columns") or hasattr(data, "column_names"):
+        names = list(getattr(data, "column_names", None) or data.columns)
+        rows: Iterable[Any] = (dict(zip(names, values)) for values in zip(*(list(data[n]) for n in names)))
+    else:
+        rows = data
+    return [json.dumps(dict(row), default=_plain) for row in rows]
+
+
+def _plain(value: Any) -> Any:
+    """numpy's scalars and arrays (a DataFrame's cells) as JSON takes them."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def load(path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32") -> Model:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import _distzo
 from ._distzo import InvalidError, UnsupportedError
-from ._model import _PRESETS, Model, PathLike, Record, _records, _runtime
+from ._model import _PRESETS, Model, PathLike, Record, _json_rows, _records, _runtime
 
 log = logging.getLogger("distzo")
 
@@ -22,7 +22,7 @@ _CLI_DEFAULTS = {"lr": 3e-5, "steps": 4000, "eval_every": 500, "checkpoint_every
 _PATHS = ("model", "tokenizer", "train_data", "test_data")
 
 Callback = Callable[[dict[str, Any]], Any]
-Records = list[Record]
+Records = Union[list[Record], list[str]]  # a preset's rows: JSON text
 
 
 def _is_path(data: Any) -> bool:
@@ -35,9 +35,11 @@ def _data_records(settings: dict[str, Any], data: Any, what: str) -> Optional[Re
     if data is None or _is_path(data):
         return None
     task = settings.get("task", "sst2")
-    if task in _PRESETS:
-        raise UnsupportedError(f"Trainer: task {task}: {what} held in Python is read by text_key/label_key (sst2, "
-                               "classify, lm); give a preset's data as its file")
+    if task in ("squad", "drop"):
+        raise UnsupportedError(f"Trainer: task {task}: {what} held in Python is read for sst2, classify, lm and the "
+                               "SuperGLUE presets; give squad's or drop's data as its file")
+    if task in _PRESETS:  # read with the preset's own fields, as its jsonl file's lines
+        return _json_rows(data)
     label_key = None if task == "lm" else settings.get("label_key") or "label"
     return _records(data, settings.get("text_key") or "text", label_key)
 
@@ -139,7 +141,8 @@ class Trainer:
             with open(os.path.join(os.fspath(run_dir), "run.json"), encoding="utf-8") as f:
                 run = {**json.load(f), **settings}
             records = (_data_records(run, train_data, "train_data"), _data_records(run, eval_data, "eval_data"))
-        return _run(settings, os.fspath(run_dir), True, callback, progress, layout, records)
+            return _run(settings, os.fspath(run_dir), True, callback, progress, layout, records, run)
+        return _run(settings, os.fspath(run_dir), True, callback, progress, layout)
 
 
 # The parallel layout under mpirun, never part of a run's settings (a run resumes under
@@ -149,6 +152,12 @@ _LAYOUT = ("pertp", "dp", "verify_every", "node_size")
 
 def _layout(options: dict[str, Any]) -> dict[str, int]:
     return {key: int(options.pop(key)) for key in _LAYOUT if key in options}
+
+
+def _preset(settings: dict[str, Any]) -> Optional[str]:
+    """The SuperGLUE preset whose rows are JSON text (None: rows are (text, label) records)."""
+    task = settings.get("task")
+    return task if task in _PRESETS and task not in ("squad", "drop") else None
 
 
 def _check_keys(settings: dict[str, Any]) -> None:
@@ -173,7 +182,10 @@ def _progress_bar(wanted: Optional[bool]) -> Any:
 
 def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback],
          progress: Optional[bool] = None, layout: Optional[dict[str, int]] = None,
-         records: tuple[Optional[Records], Optional[Records]] = (None, None)) -> dict[str, Any]:
+         records: tuple[Optional[Records], Optional[Records]] = (None, None),
+         run_settings: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """run_settings: the run's (the task the records are for; default settings)."""
+    run_settings = settings if run_settings is None else run_settings
     layout = dict(layout or {})
     group = _distzo.comm_init(layout.pop("node_size", 0))
     _runtime(group["machine_ranks"] if group["size"] > 1 else 1)
@@ -205,7 +217,7 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(settings, f)
         try:
-            return _distzo.train(path, out, resume, on_step, records[0], records[1], **layout)
+            return _distzo.train(path, out, resume, on_step, records[0], records[1], _preset(run_settings), **layout)
         finally:
             if bar is not None:
                 bar.close()

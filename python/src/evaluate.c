@@ -141,7 +141,7 @@ PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *ar
         Py_END_ALLOW_THREADS
         if (st != DZ_OK) rc = (dzpy_raise(&err), -1);
     } else {
-        rc = dzpy_records_dataset(a.records, "<python data>", &ds);
+        rc = dzpy_records_dataset(a.records, "<python data>", a.preset && !a.preset->generation ? a.preset : NULL, &ds);
     }
     PyObject *r = rc ? NULL : evaluate_dataset(m, tok, &a, &ds);
     dz_dataset_free(&ds);

@@ -31,9 +31,10 @@ PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *ar
 /* Model.evaluate of squad and drop: the greedy answers' F1 and exact match on ds (evaluate_qa.c). */
 PyObject *dzpy_evaluate_qa(const dz_model *m, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens);
 
-/* records (a sequence of (text, label or None) pairs) appended to ds, which messages call
- * name; -1 with an exception set (ds freed) (records.c). */
-int dzpy_records_dataset(PyObject *records, const char *name, dz_dataset *ds);
+/* records (a sequence of (text, label or None[, answers]) tuples; with a SuperGLUE preset,
+ * of str: each row as JSON) appended to ds, which messages call name; -1 with an
+ * exception set (ds freed) (records.c). */
+int dzpy_records_dataset(PyObject *records, const char *name, const dz_task_preset *preset, dz_dataset *ds);
 
 /* A sequence of token ids as a malloc'ed int array of *n; NULL with an exception set
  * (TypeError, or ValueError naming an id outside [0, vocab)). */

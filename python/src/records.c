@@ -20,14 +20,26 @@ static PyObject *record_answers(PyObject *answers, dz_example *ex, const char **
     return fast;
 }
 
-int dzpy_records_dataset(PyObject *records, const char *name, dz_dataset *ds) {
+/* Rows of a SuperGLUE preset, each a str of JSON, as the preset's file loader reads its lines. */
+static int preset_rows(PyObject *fast, const dz_task_preset *preset, dz_dataset *ds, dz_error *err) {
+    int cap = 0, rc = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast) && !rc; i++) {
+        const char *json = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i));
+        if (!json) rc = -1;
+        else if (dz_dataset_append_preset_row(preset, json, (int)i + 1, ds, &cap, err) != DZ_OK) rc = -2;
+    }
+    return rc;
+}
+
+int dzpy_records_dataset(PyObject *records, const char *name, const dz_task_preset *preset, dz_dataset *ds) {
     dz_error err = {0};
     PyObject *fast = PySequence_Fast(records, "data must be a sequence of (text, label[, answers]) tuples");
     if (!fast) return -1;
     int cap = 0, rc = 0;
     const char *strs[64];
     ds->path = strdup(name); /* messages name it as they name a file */
-    for (Py_ssize_t i = 0; ds->path && i < PySequence_Fast_GET_SIZE(fast) && !rc; i++) {
+    if (ds->path && preset) rc = preset_rows(fast, preset, ds, &err);
+    for (Py_ssize_t i = 0; ds->path && !preset && i < PySequence_Fast_GET_SIZE(fast) && !rc; i++) {
         PyObject *rec = PySequence_Fast_GET_ITEM(fast, i), *label = NULL, *answers = NULL;
         const char *text = NULL;
         if (!PyArg_ParseTuple(rec, "s|OO", &text, &label, &answers)) rc = -1;

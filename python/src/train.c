@@ -115,25 +115,27 @@ static dz_status train_config(const char *options, const char *out_dir, int resu
 }
 
 /* Python-held data as datasets (before the GIL is released); -1 with an exception set. */
-static int train_datasets(PyObject *records[2], dz_dataset ds[2]) {
+static int train_datasets(PyObject *records[2], const char *preset, dz_dataset ds[2]) {
     static const char *const names[2] = {"<train_data>", "<eval_data>"};
+    const dz_task_preset *p = preset ? dz_task_preset_find(preset) : NULL;
+    if (preset && !p) return PyErr_Format(PyExc_ValueError, "'%s' is not a task preset", preset), -1;
     for (int k = 0; k < 2; k++)
-        if (records[k] != Py_None && dzpy_records_dataset(records[k], names[k], &ds[k]) < 0) return -1;
+        if (records[k] != Py_None && dzpy_records_dataset(records[k], names[k], p, &ds[k]) < 0) return -1;
     return 0;
 }
 
 PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"options", "out_dir", "resume", "callback", "train_records", "test_records", "pertp", "dp",
-                            "verify_every", NULL};
-    const char *options, *out_dir;
+    static char *names[] = {"options", "out_dir", "resume", "callback", "train_records", "test_records", "preset",
+                            "pertp", "dp", "verify_every", NULL};
+    const char *options, *out_dir, *preset = NULL;
     int resume = 0, pertp = 0, dp = 0, verify_every = 0;
     PyObject *records[2] = {Py_None, Py_None};
     train_call tc = {.callback = Py_None};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pOOOiii", names, &options, &out_dir, &resume, &tc.callback,
-                                     &records[0], &records[1], &pertp, &dp, &verify_every))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pOOOziii", names, &options, &out_dir, &resume, &tc.callback,
+                                     &records[0], &records[1], &preset, &pertp, &dp, &verify_every))
         return NULL;
     dz_dataset ds[2] = {{0}, {0}};
-    if (train_datasets(records, ds) < 0) {
+    if (train_datasets(records, preset, ds) < 0) {
         dz_dataset_free(&ds[0]);
         return NULL;
     }

@@ -144,9 +144,9 @@ def test_python_data_errors(model, data, tmp_path):
         distzo.Trainer(model, [{"text": "a"}], out=tmp_path / "r1", steps=1)
     with pytest.raises(ValueError, match="no column 'sentence'"):
         distzo.Trainer(model, HFDataset(data["train"]), out=tmp_path / "r2", steps=1, text_key="sentence")
-    with pytest.raises(NotImplementedError, match="preset"):
-        distzo.Trainer(model, data["train"], out=tmp_path / "r3", steps=1, task="rte")
-    with pytest.raises(distzo.UnsupportedError, match="its file"):
+    with pytest.raises(NotImplementedError, match="squad"):
+        distzo.Trainer(model, data["train"], out=tmp_path / "r3", steps=1, task="squad")
+    with pytest.raises(distzo.FormatError, match="<python data>:1"):  # an sst2 row is no RTE row
         model.evaluate("rte", data["test"])
 
 
@@ -245,3 +245,24 @@ def test_evaluate_generation_equals_cli_eval(model, cli, task, name, tmp_path):
     if task == "squad":
         same = model.evaluate("squad", squad_rows(path), gen_tokens=8)
         assert same["answers"] == r["answers"] and np.array_equal(same["f1s"], r["f1s"])
+
+
+def test_preset_rows_train_and_evaluate_as_the_file(model, cli, tmp_path):
+    """A SuperGLUE preset's rows held in Python (each read with the preset's own fields, as
+    its jsonl file's lines) give the run and the scores of the file."""
+    from conftest import REPO
+
+    folder = REPO / "tests" / "data" / "tasks" / "RTE"
+    train = [json.loads(line) for line in (folder / "train.jsonl").read_text().splitlines() if line.strip()]
+    val = [json.loads(line) for line in (folder / "val.jsonl").read_text().splitlines() if line.strip()]
+    few = dict(task="rte", train_examples=3, dev_examples=1, batch=2, steps=2, lr=1e-3, seed=3, eval_every=0,
+               checkpoint_every=2)
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in few.items()]
+    subprocess.run([cli, "train", "--model", model.path, "--tokenizer", model.info["tokenizer"], "--data",
+                    str(folder / "train.jsonl"), "--test", str(folder / "val.jsonl"), *args, "--out",
+                    str(tmp_path / "cli"), "--quiet"], check=True, capture_output=True)
+    distzo.Trainer(model, HFDataset(train), val, out=tmp_path / "py", **few).train()
+    same_weights(tmp_path / "py", tmp_path / "cli", 2)
+    distzo.Trainer.resume(tmp_path / "py", train_data=train, eval_data=val, steps=3)
+    r, ref = model.evaluate("rte", val), model.evaluate("rte", folder / "val.jsonl")
+    assert r["examples"] == 2 and np.array_equal(r["scores"], ref["scores"])
