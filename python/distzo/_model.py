@@ -118,9 +118,10 @@ class Model:
         answers (at most gen_tokens tokens, 0: 50), each example's answers, f1s and
         exact_matches (numpy). data: a file the command line takes, or examples as held in
         Python: a list of dicts, a pandas DataFrame or a datasets.Dataset (text_key,
-        label_key; squad and drop: text_key is the whole prompt and label_key, default
-        "answers", the gold answers: a list of str, or a dict with one under "text", as
-        Hugging Face's squad has)."""
+        label_key; a SuperGLUE preset: its own fields, as its jsonl file's lines; squad and
+        drop: text_key is the whole prompt and label_key, default "answers", the gold
+        answers: a list of str, or a dict with one under "text", as Hugging Face's squad
+        has)."""
         if self.tokenizer is None:
             raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
         qa = task in ("squad", "drop")

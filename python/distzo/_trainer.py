@@ -53,8 +53,10 @@ class Trainer:
     """Trainer(model, train_data, eval_data=None, out="runs/default", callback=None,
     config=None, **options): train_data and eval_data are files the command line takes,
     or examples held in Python (a list of dicts, a pandas DataFrame, a datasets.Dataset:
-    read by text_key and label_key, default "text" and "label", never written to a file;
-    run.json then keeps their fingerprints, and Trainer.resume needs the same data). options are the command line's long names with "_" for "-"
+    read by text_key and label_key, default "text" and "label", or for a SuperGLUE preset
+    by its own fields; never written to a file: run.json then keeps their fingerprints,
+    and Trainer.resume needs the same data). options are the command line's long names
+    with "_" for "-"
     (lr, eps, steps, batch, seed, data_seed, train_examples, dev_examples, task,
     label_words, template, estimator, perturbation, store, eval_every, checkpoint_every,
     ...), or run.json's keys; config: a JSON file of them (a run's run.json restarts it),
