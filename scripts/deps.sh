@@ -12,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin        # DistZO2: mpirun -np N distzo train ... (src/parallel)
   libmicrohttpd-dev libcurl4-openssl-dev  # federated ZO: distzo serve (HTTP server) / join (client)
   openssl iproute2                  # tests: the HTTPS certificate; separate hosts as network namespaces
+  python3-dev python3-venv          # the Python package: pip install . (the extension) in a virtual environment
 )
 missing=()
 for p in "${packages[@]}"; do

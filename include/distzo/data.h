@@ -130,6 +130,12 @@ const dz_task_preset *dz_task_preset_find(const char *name);
  * " answers[0]\n" (the training target). Errors name the file, line (the question's
  * ordinal in a json file) and field. */
 dz_status dz_dataset_load_preset(const dz_task_preset *p, const char *path, dz_dataset *out, dz_error *err);
+/* One row of a SuperGLUE preset (rte .. record) as its jsonl file holds it, given as JSON
+ * text (rows held in memory: Python's), appended to out as the file's loader would;
+ * messages name out->path and line. squad and drop (one json document) are
+ * DZ_ERR_UNSUPPORTED. *cap: the caller's running capacity (0 for an empty dataset). */
+dz_status dz_dataset_append_preset_row(const dz_task_preset *p, const char *json, int line, dz_dataset *out, int *cap,
+                                       dz_error *err);
 /* The spec of preset examples: their text is the prompt, as it is. */
 void dz_prompt_spec_preset(dz_prompt_spec *spec);
 

@@ -28,6 +28,12 @@ typedef struct dz_train_data {
     const char *objective;
     int demos;                /* MeZO's ICL: demonstrations drawn from the training pool before each prompt */
     int gen_tokens;           /* generation: most answer tokens (0: 50) */
+    /* Examples the caller holds (Python's lists, DataFrames) instead of the train / test
+     * files: read in place, never written to a file. run.json keeps their fingerprints (a
+     * hash of every row, set by dz_train) in place of paths, and a resume must be given
+     * data with the same fingerprint. NULL: the files. */
+    const dz_dataset *train_set, *test_set;
+    const char *train_fingerprint, *test_fingerprint; /* run.json's (16 hex digits); NULL: data from files */
 } dz_train_data;
 
 /* The ZO optimizer: MeZO's SPSA step and its learning rate. */

@@ -1,8 +1,9 @@
 """distzo.load and the Model it returns: info, tokenizer, logits, generate."""
 from __future__ import annotations
 
+import json
 import os
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
 from . import _distzo
 
@@ -10,6 +11,8 @@ if TYPE_CHECKING:
     import numpy
 
 PathLike = Union[str, "os.PathLike[str]"]
+# MeZO's task presets (distzo/data.h): their examples come from their files' own fields.
+_PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "squad", "drop"}
 _threads = {"set": False, "explicit": False}
 
 
@@ -107,20 +110,39 @@ class Model:
 
     def evaluate(self, task: str = "sst2", data: Any = None, *, template: Optional[str] = None,
                  label_words: Optional[str] = None, text_key: str = "text", label_key: str = "label",
-                 batch: int = 16, share_prompts: bool = True) -> dict[str, Any]:
+                 batch: int = 16, share_prompts: bool = True, gen_tokens: int = 0) -> dict[str, Any]:
         """As `distzo eval`: classification (sst2, classify, a preset) gives accuracy,
         predictions [n] and scores ([n, n_labels] numpy, the candidates' mean log-probs;
         a list of arrays where examples have candidates of their own); lm gives the mean NLL
-        and perplexity. data: a file the command line takes, or examples as held in Python:
-        a list of dicts, a pandas DataFrame or a datasets.Dataset (text_key, label_key)."""
+        and perplexity; squad and drop give the mean f1 and exact_match of the greedy
+        answers (at most gen_tokens tokens, 0: 50), each example's answers, f1s and
+        exact_matches (numpy). data: a file the command line takes, or examples as held in
+        Python: a list of dicts, a pandas DataFrame or a datasets.Dataset (text_key,
+        label_key; a SuperGLUE preset: its own fields, as its jsonl file's lines; squad and
+        drop: text_key is the whole prompt and label_key, default "answers", the gold
+        answers: a list of str, or a dict with one under "text", as Hugging Face's squad
+        has)."""
         if self.tokenizer is None:
             raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
-        path, records = (os.fspath(data), None) if isinstance(data, (str, os.PathLike)) else \
-            (None, _records(data, text_key, None if task == "lm" else label_key))
-        r = self._c.evaluate(task, path, records, template, label_words, text_key, label_key, batch, share_prompts)
+        qa = task in ("squad", "drop")
+        if qa and label_key == "label":
+            label_key = "answers"
+        if isinstance(data, (str, os.PathLike)):
+            path, records = os.fspath(data), None
+        elif task in _PRESETS and not qa:  # the preset reads its rows' own fields, as in its file
+            path, records = None, _json_rows(data)
+        else:
+            path, records = None, _records(data, text_key, None if task == "lm" else label_key, answers=qa)
+        r = self._c.evaluate(task, path, records, template, label_words, text_key, label_key, batch, share_prompts,
+                             gen_tokens)
+        import numpy as np
+
+        if qa:
+            r["f1s"] = np.frombuffer(r["f1s"], dtype=np.float64)
+            r["exact_matches"] = np.frombuffer(r["exact_matches"], dtype=np.float64)
+            return r
         if "scores" not in r:
             return r
-        import numpy as np
 
         preds = np.frombuffer(r["predictions"], dtype=np.int32)
         scores = np.frombuffer(r["scores"], dtype=np.float32)
@@ -144,22 +166,66 @@ class Model:
         return [int(i) for i in prompt]
 
 
-def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[tuple[str, Optional[int]]]:
-    """(text, label) pairs of examples held in Python: a DataFrame or a datasets.Dataset
-    by its columns, else any iterable of mappings (a list of dicts)."""
+Record = tuple[str, Optional[int], Optional[list[str]]]
+
+
+def _answers(value: Any) -> list[str]:
+    """Gold answers: a list of str, or a mapping with them under "text" (Hugging Face's squad)."""
+    if isinstance(value, str):
+        return [value]
+    if hasattr(value, "keys") and "text" in value:
+        value = value["text"]
+    return [str(a) for a in value]
+
+
+def _records(data: Any, text_key: str, label_key: Optional[str], answers: bool = False) -> list[Record]:
+    """(text, label, answers) of examples held in Python: a DataFrame or a datasets.Dataset
+    by its columns, else any sized iterable of mappings (a list of dicts). answers: the
+    label_key holds gold answers (squad, drop), not a class."""
     if data is None:
         raise ValueError("no data: give a file or examples")
+
+    def record(text: Any, label: Any) -> Record:
+        if label_key is None:
+            return (str(text), None, None)
+        return (str(text), None, _answers(label)) if answers else (str(text), int(label), None)
+
     if hasattr(data, "columns") or hasattr(data, "column_names"):
+        names = list(getattr(data, "column_names", None) or data.columns)
+        for key in (text_key, label_key):
+            if key is not None and key not in names:
+                raise ValueError(f"data: no column {key!r} (text_key={text_key!r}, label_key={label_key!r}; "
+                                 f"the columns: {', '.join(map(str, names))})")
         texts = list(data[text_key])
         labels = list(data[label_key]) if label_key is not None else [None] * len(texts)
-        return [(str(t), None if label is None else int(label)) for t, label in zip(texts, labels)]
-    out: list[tuple[str, Optional[int]]] = []
+        return [record(t, label) for t, label in zip(texts, labels)]
+    out: list[Record] = []
     for i, ex in enumerate(data):
         try:
-            out.append((str(ex[text_key]), None if label_key is None else int(ex[label_key])))
+            out.append(record(ex[text_key], None if label_key is None else ex[label_key]))
         except KeyError as e:
             raise ValueError(f"example {i}: no key {e} (text_key={text_key!r}, label_key={label_key!r})") from None
     return out
+
+
+def _json_rows(data: Any) -> list[str]:
+    """Each example (a mapping, or a DataFrame's / datasets.Dataset's row) as JSON text: the
+    line a SuperGLUE preset's jsonl file would hold, read with the preset's own fields."""
+    if data is None:
+        raise ValueError("no data: give a file or examples")
+    if hasattr(data, "columns") or hasattr(data, "column_names"):
+        names = list(getattr(data, "column_names", None) or data.columns)
+        rows: Iterable[Any] = (dict(zip(names, values)) for values in zip(*(list(data[n]) for n in names)))
+    else:
+        rows = data
+    return [json.dumps(dict(row), default=_plain) for row in rows]
+
+
+def _plain(value: Any) -> Any:
+    """numpy's scalars and arrays (a DataFrame's cells) as JSON takes them."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def load(path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32") -> Model:

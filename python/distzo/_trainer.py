@@ -10,19 +10,38 @@ import tempfile
 from typing import Any, Callable, Optional, Union
 
 from . import _distzo
-from ._distzo import InvalidError
-from ._model import Model, PathLike, _runtime
+from ._distzo import InvalidError, UnsupportedError
+from ._model import _PRESETS, Model, PathLike, Record, _json_rows, _records, _runtime
 
 log = logging.getLogger("distzo")
 
 # The command line's defaults where they differ from the library's (src/cli/cmd_train.c,
 # train_options.c), so that the same options give the same run.
 _CLI_DEFAULTS = {"lr": 3e-5, "steps": 4000, "eval_every": 500, "checkpoint_every": 1000}
-_PRESETS = {"rte", "cb", "boolq", "wsc", "wic", "multirc", "copa", "record", "squad", "drop"}
 # Settings that are paths: resolved as the command line resolves them.
 _PATHS = ("model", "tokenizer", "train_data", "test_data")
 
 Callback = Callable[[dict[str, Any]], Any]
+Records = Union[list[Record], list[str]]  # a preset's rows: JSON text
+
+
+def _is_path(data: Any) -> bool:
+    return isinstance(data, (str, os.PathLike))
+
+
+def _data_records(settings: dict[str, Any], data: Any, what: str) -> Optional[Records]:
+    """Examples held in Python (a list of dicts, a DataFrame, a datasets.Dataset) as (text,
+    label) pairs by the run's text_key and label_key; None for a file or no data."""
+    if data is None or _is_path(data):
+        return None
+    task = settings.get("task", "sst2")
+    if task in ("squad", "drop"):
+        raise UnsupportedError(f"Trainer: task {task}: {what} held in Python is read for sst2, classify, lm and the "
+                               "SuperGLUE presets; give squad's or drop's data as its file")
+    if task in _PRESETS:  # read with the preset's own fields, as its jsonl file's lines
+        return _json_rows(data)
+    label_key = None if task == "lm" else settings.get("label_key") or "label"
+    return _records(data, settings.get("text_key") or "text", label_key)
 
 
 def _option_key(name: str) -> str:
@@ -32,7 +51,12 @@ def _option_key(name: str) -> str:
 
 class Trainer:
     """Trainer(model, train_data, eval_data=None, out="runs/default", callback=None,
-    config=None, **options): options are the command line's long names with "_" for "-"
+    config=None, **options): train_data and eval_data are files the command line takes,
+    or examples held in Python (a list of dicts, a pandas DataFrame, a datasets.Dataset:
+    read by text_key and label_key, default "text" and "label", or for a SuperGLUE preset
+    by its own fields; never written to a file: run.json then keeps their fingerprints,
+    and Trainer.resume needs the same data). options are the command line's long names
+    with "_" for "-"
     (lr, eps, steps, batch, seed, data_seed, train_examples, dev_examples, task,
     label_words, template, estimator, perturbation, store, eval_every, checkpoint_every,
     ...), or run.json's keys; config: a JSON file of them (a run's run.json restarts it),
@@ -40,8 +64,7 @@ class Trainer:
     pertp, dp, verify_every and node_size choose the layout (never saved: a run resumes
     under any layout)."""
 
-    def __init__(self, model: Union[Model, PathLike], train_data: Optional[PathLike] = None,
-                 eval_data: Optional[PathLike] = None, *, out: PathLike = "runs/default",
+    def __init__(self, model: Union[Model, PathLike], train_data: Any = None, eval_data: Any = None, *, out: PathLike = "runs/default",
                  callback: Optional[Callback] = None, config: Optional[PathLike] = None, **options: Any) -> None:
         self.out = os.fspath(out)
         self.callback = callback
@@ -50,15 +73,17 @@ class Trainer:
         if config is not None:
             with open(config, encoding="utf-8") as f:
                 settings.update({_option_key(k): v for k, v in json.load(f).items()})
+            for key in ("train_data_fingerprint", "test_data_fingerprint"):  # a new run's rows give their own
+                settings.pop(key, None)
         if isinstance(model, Model):
             settings["model"] = model.path
             if model.info.get("tokenizer"):
                 settings.setdefault("tokenizer", model.info["tokenizer"])
         else:
             settings["model"] = os.fspath(model)
-        if train_data is not None:
+        if _is_path(train_data):
             settings["train_data"] = os.fspath(train_data)
-        if eval_data is not None:
+        if _is_path(eval_data):
             settings["test_data"] = os.fspath(eval_data)
         settings.update({_option_key(k): v for k, v in options.items()})
         _check_keys(settings)
@@ -69,12 +94,15 @@ class Trainer:
             if settings.get(key) is not None:
                 settings[key] = os.path.realpath(settings[key])
         self.settings = settings
+        self.eval_data = eval_data
+        self._records = (_data_records(settings, train_data, "train_data"),
+                         _data_records(settings, eval_data, "eval_data"))
 
     def train(self, progress: Optional[bool] = None) -> dict[str, Any]:
         """Runs the steps (Ctrl-C stops at a step boundary, leaving the run resumable, and
         raises KeyboardInterrupt); returns the summary: steps_done, final_dev, best_dev, ...
         progress: a tqdm bar (None: where tqdm is installed)."""
-        return _run(self.settings, self.out, False, self.callback, progress, self.layout)
+        return _run(self.settings, self.out, False, self.callback, progress, self.layout, self._records)
 
     def evaluate(self, data: Any = None, **options: Any) -> dict[str, Any]:
         """Model.evaluate of the run's trained weights (its seed log replayed, as export)
@@ -83,7 +111,7 @@ class Trainer:
         from ._model import load
 
         s = self.settings
-        data = s.get("test_data") if data is None else data
+        data = (s.get("test_data") or self.eval_data) if data is None else data
         if data is None:
             raise ValueError("Trainer.evaluate: no data (the Trainer has no eval_data)")
         args = {"task": s.get("task", "sst2"), "template": s.get("template"), "label_words": s.get("label_words"),
@@ -94,14 +122,28 @@ class Trainer:
             model = load(os.path.join(tmp, "model"), tokenizer=s.get("tokenizer"))
             return model.evaluate(data=data, **args)
 
+    def export(self, path: PathLike, format: Optional[str] = None, gguf_type: Optional[str] = None) -> None:
+        """The run's trained weights (its seed log replayed on the base model) as a Hugging
+        Face folder or a GGUF file (format None: gguf when path ends in .gguf), as
+        `distzo export --run OUT`."""
+        export(self.out, path, format=format, gguf_type=gguf_type)
+
     @classmethod
     def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
-               **options: Any) -> dict[str, Any]:
+               train_data: Any = None, eval_data: Any = None, **options: Any) -> dict[str, Any]:
         """Continues the run in run_dir with its run.json's settings (steps may be raised;
-        placement and cadence may change), bitwise as if never stopped."""
+        placement and cadence may change), bitwise as if never stopped. A run trained on
+        data held in Python needs that data again (train_data, eval_data): data whose
+        fingerprint is not run.json's is refused."""
         layout = _layout(options)
         settings = {_option_key(k): v for k, v in options.items()}
         _check_keys(settings)
+        records = (None, None)
+        if train_data is not None or eval_data is not None:
+            with open(os.path.join(os.fspath(run_dir), "run.json"), encoding="utf-8") as f:
+                run = {**json.load(f), **settings}
+            records = (_data_records(run, train_data, "train_data"), _data_records(run, eval_data, "eval_data"))
+            return _run(settings, os.fspath(run_dir), True, callback, progress, layout, records, run)
         return _run(settings, os.fspath(run_dir), True, callback, progress, layout)
 
 
@@ -112,6 +154,12 @@ _LAYOUT = ("pertp", "dp", "verify_every", "node_size")
 
 def _layout(options: dict[str, Any]) -> dict[str, int]:
     return {key: int(options.pop(key)) for key in _LAYOUT if key in options}
+
+
+def _preset(settings: dict[str, Any]) -> Optional[str]:
+    """The SuperGLUE preset whose rows are JSON text (None: rows are (text, label) records)."""
+    task = settings.get("task")
+    return task if task in _PRESETS and task not in ("squad", "drop") else None
 
 
 def _check_keys(settings: dict[str, Any]) -> None:
@@ -135,7 +183,11 @@ def _progress_bar(wanted: Optional[bool]) -> Any:
 
 
 def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Callback],
-         progress: Optional[bool] = None, layout: Optional[dict[str, int]] = None) -> dict[str, Any]:
+         progress: Optional[bool] = None, layout: Optional[dict[str, int]] = None,
+         records: tuple[Optional[Records], Optional[Records]] = (None, None),
+         run_settings: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """run_settings: the run's (the task the records are for; default settings)."""
+    run_settings = settings if run_settings is None else run_settings
     layout = dict(layout or {})
     group = _distzo.comm_init(layout.pop("node_size", 0))
     _runtime(group["machine_ranks"] if group["size"] > 1 else 1)
@@ -167,7 +219,7 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(settings, f)
         try:
-            return _distzo.train(path, out, resume, on_step, **layout)
+            return _distzo.train(path, out, resume, on_step, records[0], records[1], _preset(run_settings), **layout)
         finally:
             if bar is not None:
                 bar.close()

@@ -10,30 +10,9 @@
 typedef struct eval_args {
     const char *task, *path, *template_, *labels, *text_key, *label_key;
     PyObject *records;        /* a list of (text, label or None) pairs, or None: path */
-    int batch, share_prompts;
+    int batch, share_prompts, gen_tokens;
     const dz_task_preset *preset;
 } eval_args;
-
-/* The records as a dataset: text and label (None: -1, unlabelled). */
-static int records_dataset(PyObject *records, dz_dataset *ds, dz_error *err) {
-    PyObject *fast = PySequence_Fast(records, "data must be a sequence of (text, label) pairs");
-    if (!fast) return -1;
-    int cap = 0, rc = 0;
-    ds->path = strdup("<python data>");
-    for (Py_ssize_t i = 0; ds->path && i < PySequence_Fast_GET_SIZE(fast) && !rc; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(fast, i), *label = NULL;
-        const char *text = NULL;
-        if (!PyArg_ParseTuple(pair, "s|O", &text, &label)) rc = -1;
-        long l = label && label != Py_None ? PyLong_AsLong(label) : -1;
-        if (!rc && l == -1 && PyErr_Occurred()) rc = -1;
-        dz_example ex = {.text = (char *)text, .label = (int)l, .line = (int)i + 1};
-        if (!rc && dz_dataset_append(ds, &cap, &ex, err) != DZ_OK) rc = -2;
-    }
-    Py_DECREF(fast);
-    if (!ds->path) rc = (dz_fail(err, DZ_ERR_NOMEM, "out of memory"), -2);
-    if (rc == -2) dzpy_raise(err);
-    return rc ? -1 : 0;
-}
 
 static dz_status file_dataset(const eval_args *a, dz_dataset *ds, dz_error *err) {
     if (a->preset) return dz_dataset_load_preset(a->preset, a->path, ds, err);
@@ -116,6 +95,7 @@ static PyObject *evaluate_dataset(const dz_model *m, const dz_tokenizer *tok, co
                                   const dz_dataset *ds) {
     dz_error err = {0};
     dz_status st;
+    if (a->preset && a->preset->generation) return dzpy_evaluate_qa(m, tok, ds, a->gen_tokens);
     if (!strcmp(a->task, "lm")) {
         double nll = 0.0;
         int64_t scored = 0;
@@ -140,16 +120,15 @@ static PyObject *evaluate_dataset(const dz_model *m, const dz_tokenizer *tok, co
 
 PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *args, PyObject *kw) {
     static char *names[] = {"task", "path", "records", "template", "label_words", "text_key", "label_key", "batch",
-                            "share_prompts", NULL};
+                            "share_prompts", "gen_tokens", NULL};
     eval_args a = {.task = "sst2", .text_key = "text", .label_key = "label", .batch = 16, .share_prompts = 1};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "szO|zzssip", names, &a.task, &a.path, &a.records, &a.template_,
-                                     &a.labels, &a.text_key, &a.label_key, &a.batch, &a.share_prompts))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "szO|zzssipi", names, &a.task, &a.path, &a.records, &a.template_,
+                                     &a.labels, &a.text_key, &a.label_key, &a.batch, &a.share_prompts, &a.gen_tokens))
         return NULL;
     a.preset = dz_task_preset_find(a.task);
     if (strcmp(a.task, "sst2") && strcmp(a.task, "classify") && strcmp(a.task, "lm") && !a.preset)
         return PyErr_Format(PyExc_ValueError, "task '%s' is not one of sst2, classify, lm or a preset", a.task);
-    if (a.preset && a.preset->generation)
-        return PyErr_Format(PyExc_NotImplementedError, "task %s: generation tasks are evaluated by distzo eval", a.task);
+    if (a.gen_tokens < 0) return PyErr_Format(PyExc_ValueError, "gen_tokens %d: give at least 1 (0: 50)", a.gen_tokens);
     if (a.batch < 1) return PyErr_Format(PyExc_ValueError, "batch %d must be at least 1", a.batch);
     if (!a.path == (a.records == Py_None)) return PyErr_Format(PyExc_ValueError, "give a data file or records, one");
     dz_dataset ds = {0};
@@ -162,7 +141,7 @@ PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *ar
         Py_END_ALLOW_THREADS
         if (st != DZ_OK) rc = (dzpy_raise(&err), -1);
     } else {
-        rc = records_dataset(a.records, &ds, &err);
+        rc = dzpy_records_dataset(a.records, "<python data>", a.preset && !a.preset->generation ? a.preset : NULL, &ds);
     }
     PyObject *r = rc ? NULL : evaluate_dataset(m, tok, &a, &ds);
     dz_dataset_free(&ds);

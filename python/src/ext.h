@@ -17,7 +17,8 @@ int dzpy_add_errors(PyObject *m);
 /* _distzo.Model (model.c). */
 int dzpy_add_model(PyObject *m);
 
-/* _distzo.train(options_json, out_dir, resume, callback) (train.c). */
+/* _distzo.train(options_json, out_dir, resume, callback, train_records, test_records, ...): records
+ * (Python-held data) in place of the settings' files (train.c). */
 PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw);
 /* _distzo.comm_init(node_size=0): the process group dz_train runs on (train.c). */
 PyObject *dzpy_comm_init(PyObject *self, PyObject *args);
@@ -26,6 +27,14 @@ PyObject *dzpy_export(PyObject *self, PyObject *args, PyObject *kw);
 
 /* Model.evaluate(task, path, records, ...) on m and tok (evaluate.c). */
 PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *args, PyObject *kw);
+
+/* Model.evaluate of squad and drop: the greedy answers' F1 and exact match on ds (evaluate_qa.c). */
+PyObject *dzpy_evaluate_qa(const dz_model *m, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens);
+
+/* records (a sequence of (text, label or None[, answers]) tuples; with a SuperGLUE preset,
+ * of str: each row as JSON) appended to ds, which messages call name; -1 with an
+ * exception set (ds freed) (records.c). */
+int dzpy_records_dataset(PyObject *records, const char *name, const dz_task_preset *preset, dz_dataset *ds);
 
 /* A sequence of token ids as a malloc'ed int array of *n; NULL with an exception set
  * (TypeError, or ValueError naming an id outside [0, vocab)). */

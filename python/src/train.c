@@ -40,7 +40,9 @@ static PyObject *progress_dict(const dz_train_progress *p) {
                                 "lm", p->lm ? Py_True : Py_False);
     if (!d) return NULL;
     const struct { const char *key; double value; int given; } fields[] = {
-        {"loss", p->loss, p->step > 0}, {"g", p->g, p->step > 0}, {"lr", p->lr, p->step > 0},
+        /* the report before a resumed run's first step (replayed) has no step's numbers */
+        {"loss", p->loss, p->step > 0 && !p->replayed}, {"g", p->g, p->step > 0 && !p->replayed},
+        {"lr", p->lr, p->step > 0 && !p->replayed},
         {"seconds", p->seconds, 1}, {"steps_per_s", p->steps_per_s, 1},
         {"dev_accuracy", p->dev_accuracy, p->has_eval}, {"test_accuracy", p->test_accuracy, p->has_eval},
         {"best_dev_accuracy", p->best_dev_accuracy, p->has_eval},
@@ -112,14 +114,31 @@ static dz_status train_config(const char *options, const char *out_dir, int resu
     return st;
 }
 
+/* Python-held data as datasets (before the GIL is released); -1 with an exception set. */
+static int train_datasets(PyObject *records[2], const char *preset, dz_dataset ds[2]) {
+    static const char *const names[2] = {"<train_data>", "<eval_data>"};
+    const dz_task_preset *p = preset ? dz_task_preset_find(preset) : NULL;
+    if (preset && !p) return PyErr_Format(PyExc_ValueError, "'%s' is not a task preset", preset), -1;
+    for (int k = 0; k < 2; k++)
+        if (records[k] != Py_None && dzpy_records_dataset(records[k], names[k], p, &ds[k]) < 0) return -1;
+    return 0;
+}
+
 PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"options", "out_dir", "resume", "callback", "pertp", "dp", "verify_every", NULL};
-    const char *options, *out_dir;
+    static char *names[] = {"options", "out_dir", "resume", "callback", "train_records", "test_records", "preset",
+                            "pertp", "dp", "verify_every", NULL};
+    const char *options, *out_dir, *preset = NULL;
     int resume = 0, pertp = 0, dp = 0, verify_every = 0;
+    PyObject *records[2] = {Py_None, Py_None};
     train_call tc = {.callback = Py_None};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pOiii", names, &options, &out_dir, &resume, &tc.callback, &pertp,
-                                     &dp, &verify_every))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "zs|pOOOziii", names, &options, &out_dir, &resume, &tc.callback,
+                                     &records[0], &records[1], &preset, &pertp, &dp, &verify_every))
         return NULL;
+    dz_dataset ds[2] = {{0}, {0}};
+    if (train_datasets(records, preset, ds) < 0) {
+        dz_dataset_free(&ds[0]);
+        return NULL;
+    }
     dz_train_config c;
     char *strings[2] = {NULL, NULL};
     dz_train_result res = {0};
@@ -128,10 +147,14 @@ PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
     Py_BEGIN_ALLOW_THREADS
     st = train_config(options, out_dir, resume, &c, strings, &err);
     c.layout = (dz_train_layout){.comm = g_comm, .pertp = pertp, .dp = dp, .verify_every = verify_every};
+    c.data.train_set = records[0] != Py_None ? &ds[0] : NULL;
+    c.data.test_set = records[1] != Py_None ? &ds[1] : NULL;
     if (st == DZ_OK) st = dz_train(&c, resume, on_progress, &tc, &res, &err);
     Py_END_ALLOW_THREADS
     free(strings[0]);
     free(strings[1]);
+    dz_dataset_free(&ds[0]);
+    dz_dataset_free(&ds[1]);
     if (tc.stopped) {
         exc_raise(&tc);
         return NULL;

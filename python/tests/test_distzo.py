@@ -173,11 +173,15 @@ def test_ctrl_c_stops_at_a_step_and_resumes_to_the_same_bits(model, cli, assets,
 
 
 def test_export_equals_the_cli(model, cli, assets, tmp_path):
-    py_trainer(model, assets, tmp_path / "run", 4).train()
+    trainer = py_trainer(model, assets, tmp_path / "run", 4)
+    trainer.train()
     distzo.export(tmp_path / "run", tmp_path / "py_hf")
+    trainer.export(tmp_path / "method_hf")
     subprocess.run([cli, "export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "cli_hf")], check=True,
                    capture_output=True)
     assert (tmp_path / "py_hf" / "model.safetensors").read_bytes() == \
+        (tmp_path / "cli_hf" / "model.safetensors").read_bytes()
+    assert (tmp_path / "method_hf" / "model.safetensors").read_bytes() == \
         (tmp_path / "cli_hf" / "model.safetensors").read_bytes()
     assert distzo.load(tmp_path / "py_hf").info["params"] == 260032
 

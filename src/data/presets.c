@@ -509,6 +509,23 @@ dz_status dz_dataset_load_preset(const dz_task_preset *p, const char *path, dz_d
     return st;
 }
 
+dz_status dz_dataset_append_preset_row(const dz_task_preset *p, const char *json, int line, dz_dataset *out, int *cap,
+                                       dz_error *err) {
+    const preset_impl *impl = (const preset_impl *)p;
+    const char *name = out->path ? out->path : "data";
+    if (!impl->row)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: %s examples are the questions of one json document, not rows",
+                       name, p->name);
+    cJSON *o = cJSON_Parse(json);
+    reader r = {.path = name, .line = line, .err = err, .st = DZ_OK};
+    sbuf b = {0};
+    dz_status st = cJSON_IsObject(o) ? impl->row(&r, o, &b, out, cap)
+                                     : dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", name, line);
+    cJSON_Delete(o);
+    free(b.s);
+    return st;
+}
+
 void dz_prompt_spec_preset(dz_prompt_spec *spec) {
     dz_prompt_spec_default_sst2(spec);
     snprintf(spec->template_, sizeof spec->template_, "%s", "{text}");

@@ -5,17 +5,6 @@
 #include "parallel/agree.h"
 #include "run/prepare.h"
 
-/* The examples as this rank read them: text, completion and label, in order. */
-static uint64_t data_hash(const dz_dataset *ds) {
-    uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)ds->count);
-    for (int i = 0; i < ds->count; i++) {
-        h = dz_hash_str(h, ds->items[i].text);
-        h = dz_hash_str(h, ds->items[i].completion);
-        h = dz_hash_u64(h, (uint64_t)(int64_t)ds->items[i].label);
-    }
-    return h;
-}
-
 /* A few bytes of every tensor: a different checkpoint of the same shape shows up too. */
 static uint64_t weights_sample_hash(const dz_model *m) {
     const dz_param_table *t = dz_model_params(m);
@@ -64,8 +53,8 @@ dz_status dz_prepare_check_agreement(const dz_compute *comp, const dz_run_data *
         {"the model's tensor table", dz_compute_table_hash(dz_model_params(comp->m))},
         {"the model's weights", weights_sample_hash(comp->m)},
         {"the tokenizer's vocabulary size", dz_hash_u64(DZ_HASH_START, (uint64_t)dz_tokenizer_vocab_size(comp->tok))},
-        {"the training data (--data)", data_hash(&td->pool)},
-        {"the test data (--test)", data_hash(&td->test)},
+        {"the training data (--data)", dz_run_data_hash(&td->pool)},
+        {"the test data (--test)", dz_run_data_hash(&td->test)},
     };
     return dz_comm_agree(comp->comm, items, (int)(sizeof items / sizeof items[0]), err);
 }

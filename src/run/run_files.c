@@ -57,6 +57,9 @@ static const run_field FIELDS[] = {
     FIELD("task", "--task", F_STR, data.task, RESUME_SAME, 1),
     FIELD("train_data", "--data", F_STR, data.train, RESUME_SAME, 1),
     FIELD("test_data", "--test", F_STR, data.test, RESUME_SAME, 1),
+    /* data held by the caller (Python) instead of files: its rows' hash, checked on resume */
+    FIELD("train_data_fingerprint", "train_data_fingerprint", F_STR, data.train_fingerprint, RESUME_SAME, 1),
+    FIELD("test_data_fingerprint", "test_data_fingerprint", F_STR, data.test_fingerprint, RESUME_SAME, 1),
     FIELD("template", "--template", F_STR, data.template_, RESUME_SAME, 1),
     FIELD("label_words", "--label-words", F_STR, data.label_words, RESUME_SAME, 1),
     FIELD("text_key", "--text-key", F_STR, data.text_key, RESUME_SAME, 1),
@@ -690,7 +693,8 @@ dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     dz_metrics_row *rows = NULL;
     size_t n = 0;
-    if (st == DZ_OK && dz_file_exists(path)) st = dz_metrics_read(path, &rows, &n, err);
+    dz_metrics_torn torn; /* only the steps matter here: the writer (resume) says a torn tail */
+    if (st == DZ_OK && dz_file_exists(path)) st = dz_metrics_read_quiet(path, &rows, &n, &torn, err);
     for (size_t i = 0; st == DZ_OK && i < n; i++)
         if (rows[i].step > r->metrics) r->metrics = rows[i].step;
     free(rows);

@@ -4,10 +4,12 @@
  * on. Step t uses examples t*batch .. t*batch+batch-1 of an endless sequence of epochs,
  * each a seeded shuffle of the training examples, so the data of a step depends on
  * nothing but t. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/rng.h"
 #include "distzo/log.h"
 #include "run/train_data.h"
@@ -19,6 +21,60 @@ static dz_status load_examples(const dz_run_data *td, const char *path, dz_datas
     if (!strcmp(d->task, "sst2")) return dz_dataset_load_sst2(path, ds, err);
     return dz_dataset_load_jsonl(path, d->text_key ? d->text_key : "text", d->label_key ? d->label_key : "label", ds,
                                  err);
+}
+
+uint64_t dz_run_data_hash(const dz_dataset *ds) {
+    uint64_t h = dz_hash_u64(DZ_HASH_START, (uint64_t)ds->count);
+    for (int i = 0; i < ds->count; i++) {
+        const dz_example *ex = &ds->items[i];
+        h = dz_hash_str(h, ex->text);
+        h = dz_hash_str(h, ex->completion);
+        h = dz_hash_u64(h, (uint64_t)(int64_t)ex->label);
+        for (int k = 0; k < ex->n_cands; k++) h = dz_hash_str(h, ex->cands[k]);
+        for (int k = 0; k < ex->n_answers; k++) h = dz_hash_str(h, ex->answers[k]);
+    }
+    return h;
+}
+
+/* Rows the caller holds (Python's: cfg's train_set, k 0, or test_set, k 1), copied into
+ * *ds, never written to a file: run.json keeps their fingerprint instead of a path, and a
+ * resume (cfg's fingerprint, run.json's) must be given rows with the same one. */
+static dz_status memory_examples(dz_run_data *td, int k, dz_dataset *ds, dz_error *err) {
+    const dz_train_data *d = &td->cfg->data;
+    const dz_dataset *given = k ? d->test_set : d->train_set;
+    const char *fp = k ? d->test_fingerprint : d->train_fingerprint, *what = k ? "test" : "train";
+    const char *run = td->cfg->out_dir ? td->cfg->out_dir : "RUN";
+    if (!given)
+        return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: the run's %s data was held in memory (%s_data_fingerprint "
+                       "%s: rows given from Python), not in a file: resume the run from Python with the same rows, "
+                       "distzo.Trainer.resume(\"%s\", %s=...)", run, what, what, fp, run,
+                       k ? "eval_data" : "train_data");
+    if (k ? d->test : d->train)
+        return dz_fail(err, DZ_ERR_INVALID, "the %s data is both a file (%s) and rows held in memory: give one", what,
+                       k ? d->test : d->train);
+    char *hex = td->fingerprints[k];
+    snprintf(hex, sizeof td->fingerprints[k], "%016" PRIx64, dz_run_data_hash(given));
+    if (fp && strcmp(fp, hex))
+        return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: %s_data_fingerprint %s, but the %s data given has "
+                       "fingerprint %s: a resumed run keeps its data (give the rows it was started with)", run, what,
+                       fp, what, hex);
+    memset(ds, 0, sizeof *ds);
+    if (!(ds->path = strdup(given->path ? given->path : k ? "<test data>" : "<train data>")))
+        return dz_fail(err, DZ_ERR_NOMEM, "out of memory for the %s data", what);
+    dz_status st = DZ_OK;
+    int cap = 0;
+    for (int i = 0; i < given->count && st == DZ_OK; i++) st = dz_dataset_append(ds, &cap, &given->items[i], err);
+    return st;
+}
+
+/* The training (k 0) or test set (k 1): from its file or held in memory; *present 0: none. */
+static dz_status load_set(dz_run_data *td, int k, dz_dataset *ds, int *present, dz_error *err) {
+    const dz_train_data *d = &td->cfg->data;
+    const char *path = k ? d->test : d->train;
+    const int memory = (k ? d->test_set : d->train_set) || (k ? d->test_fingerprint : d->train_fingerprint);
+    *present = path || memory;
+    if (memory) return memory_examples(td, k, ds, err);
+    return path ? load_examples(td, path, ds, err) : DZ_OK;
 }
 
 /* Sequences of a dataset for this run's task; a warning names the first example cut to
@@ -77,16 +133,18 @@ static dz_status build_one(dz_run_data *td, const dz_dataset *ds, const dz_datas
 
 dz_status dz_run_data_load(dz_run_data *td, dz_error *err) {
     const dz_train_data *d = &td->cfg->data;
-    if (!d->train) { /* an evaluation-only trainer (the federated coordinator): the test set alone */
-        dz_status st = d->test ? load_examples(td, d->test, &td->test, err)
-                               : dz_fail(err, DZ_ERR_INVALID, "a trainer without training data needs a test file");
+    int has_train = 0, has_test = 0;
+    dz_status st = load_set(td, 0, &td->pool, &has_train, err);
+    if (st == DZ_OK && !has_train) { /* an evaluation-only trainer (the federated coordinator): the test set alone */
+        st = load_set(td, 1, &td->test, &has_test, err);
+        if (st == DZ_OK && !has_test)
+            st = dz_fail(err, DZ_ERR_INVALID, "a trainer without training data needs a test file");
         return st == DZ_OK ? build_one(td, &td->test, &td->test, 0, 0x3ULL, &td->testset,
                                        td->gen ? &td->test_qa : NULL, err)
                            : st;
     }
-    dz_status st = load_examples(td, d->train, &td->pool, err);
     if (st == DZ_OK && !td->lm && !td->gen) st = dz_dataset_require_labels(&td->pool, err); /* train and dev rows */
-    if (st == DZ_OK && d->test) st = load_examples(td, d->test, &td->test, err);
+    if (st == DZ_OK) st = load_set(td, 1, &td->test, &has_test, err);
     if (st != DZ_OK) return st;
     dz_dataset drawn;
     const int want = d->train_examples + d->dev_examples;
@@ -97,8 +155,9 @@ dz_status dz_run_data_load(dz_run_data *td, dz_error *err) {
     if (dz_split_counts(drawn.count, d->train_examples, d->dev_examples, &ntrain, &ndev) && td->comp->rank0)
         dz_log(DZ_LOG_WARN, "%s has %d examples, fewer than the %d train + %d dev asked for: drawn (data seed %llu) "
                "into %d train and %d dev, in the proportion asked (--train-examples and --dev-examples set it)",
-               d->train, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain, ndev);
-    if (!d->test && ndev > 0 && td->comp->rank0)
+               td->pool.path, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain,
+               ndev);
+    if (!has_test && ndev > 0 && td->comp->rank0)
         dz_log(DZ_LOG_INFO, "no --test file: the run reports its %d dev examples' scores (best/ by them); test scores "
                "are n/a", ndev);
     dz_dataset train = drawn, dev = drawn;
@@ -110,7 +169,7 @@ dz_status dz_run_data_load(dz_run_data *td, dz_error *err) {
     if (st == DZ_OK && td->objective == DZ_OBJ_F1) /* the same examples, decoded at each step */
         st = build_one(td, &train, &train, 1, 0x1ULL, NULL, &td->train_qa, err);
     if (st == DZ_OK && dev.count > 0) st = build_one(td, &dev, &train, 0, 0x2ULL, &td->dev, td->gen ? &td->dev_qa : NULL, err);
-    if (st == DZ_OK && d->test)
+    if (st == DZ_OK && has_test)
         st = build_one(td, &td->test, &train, 0, 0x3ULL, &td->testset, td->gen ? &td->test_qa : NULL, err);
     dz_dataset_free(&drawn);
     return st;

@@ -37,12 +37,18 @@ typedef struct dz_run_data {
     dz_train_decode dec;
     double *eval_pairs;               /* per-example (score, weight) of an evaluation */
     int *eval_preds;
+    char fingerprints[2][17];         /* rows held in memory (train, test: cfg's *_set): their hash, for run.json */
 } dz_run_data;
 
 /* train_data.c: the task of cfg (its kind, objective and prompt), checked. */
 dz_status dz_run_data_task(dz_run_data *d, const dz_compute *comp, dz_error *err);
-/* The training pool's train/dev draw and the test set, as sequences. */
+/* The training pool's train/dev draw and the test set, as sequences: from the files, or
+ * from rows the caller holds (cfg's train_set, test_set), whose fingerprints go to
+ * d->fingerprints (on resume they must be the cfg's, run.json's). */
 dz_status dz_run_data_load(dz_run_data *d, dz_error *err);
+/* A fingerprint of a dataset's examples: every row's text, completion, label, candidates and
+ * answers, in order (the ranks' agreement, run.json's *_data_fingerprint). */
+uint64_t dz_run_data_hash(const dz_dataset *ds);
 /* The step's buffers: `local` examples of K candidates, sequences up to max_len tokens
  * (share: candidates continue their example's prompt). */
 dz_status dz_run_data_buffers(dz_run_data *d, int local, int K, int max_len, int share, dz_error *err);
