@@ -22,8 +22,12 @@ int dz_cli_failf(const char *fmt, ...) {
     return 1;
 }
 
-int dz_cli_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **pos, int *n_pos) {
-    const int rc = dz_args_parse(spec, argc, argv, pos, n_pos);
+int dz_cli_parse(const dz_cmd_spec *cmd, const dz_opt *opts, int argc, char **argv, const char **pos) {
+    dz_cmd_spec spec = *cmd;
+    spec.opts = opts;
+    for (int i = 0; i < spec.max_positional; i++) pos[i] = NULL;
+    int n_pos;
+    const int rc = dz_args_parse(&spec, argc, argv, pos, &n_pos);
     return rc == 0 ? -1 : rc < 0 ? 2 : 0;
 }
 
