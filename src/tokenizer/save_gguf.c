@@ -182,10 +182,14 @@ static const char *bpe_bytes(const dz_tokenizer *tok, int id, int *len) {
 }
 
 /* Token id's string: an added token's text (type: its GGUF type), else its BPE piece (type 0);
- * NULL past the tokenizer's ids (the embedding's padding rows). */
-static const char *token_text(const dz_tokenizer *tok, int id, int *type, int *len) {
+ * NULL past the tokenizer's ids (the embedding's padding rows), once written as padding into
+ * l and types. */
+static const char *token_text(const dz_tokenizer *tok, int id, strlist *l, int32_t *types, int *type, int *len) {
     *type = id < tok->pieces.n ? added_type(tok, id) : 0;
-    if (id >= tok->pieces.n) return NULL;
+    if (id >= tok->pieces.n) {
+        pad_token(l, types, id);
+        return NULL;
+    }
     return *type ? dz_pieces_get(&tok->pieces, id, len) : bpe_bytes(tok, id, len);
 }
 
@@ -208,11 +212,8 @@ static dz_status declare_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
     int bad = sl_init(&l, n_vocab) | sl_init(&ml, m->count) | !types | !e | !buf;
     for (int id = 0; !bad && id < n_vocab; id++) {
         int len, type;
-        const char *s = token_text(tok, id, &type, &len);
-        if (!s) {
-            pad_token(&l, types, id);
-            continue;
-        }
+        const char *s = token_text(tok, id, &l, types, &type, &len);
+        if (!s) continue;
         if (type) {
             sl_add(&l, s, len); /* added tokens are written as their text */
         } else {
@@ -288,11 +289,8 @@ static dz_status declare_char_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_
     }
     for (int id = 0; !bad && id < n_vocab; id++) {
         int len, type;
-        const char *s = token_text(tok, id, &type, &len);
-        if (!s) {
-            pad_token(&l, types, id);
-            continue;
-        }
+        const char *s = token_text(tok, id, &l, types, &type, &len);
+        if (!s) continue;
         sl_add(&l, s, len); /* the piece as tokenizer.json writes it: U+2581 for " ", <0xXX> for bytes */
         if (!type) {
             const int is_byte = len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>';
