@@ -5,37 +5,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "tokenizer/build.h"
 #include "tokenizer/internal.h"
 
-/* The token strings, built into one blob, then handed to the writer as an array. */
+/* The token strings, built into one blob (each followed by a NUL), then handed to the
+ * writer as an array. */
 typedef struct strlist {
-    char *blob;
-    size_t used, cap;
+    dz_bytes blob;
     size_t *off;
     int *len;
     int n;
-    int oom;
 } strlist;
 
 static void sl_add(strlist *l, const char *s, int len) {
-    if (l->oom) return;
-    if (l->used + (size_t)len + 1 > l->cap) {
-        size_t cap = l->cap ? l->cap : 1 << 16;
-        while (cap < l->used + (size_t)len + 1) cap *= 2;
-        char *nb = realloc(l->blob, cap);
-        if (!nb) {
-            l->oom = 1;
-            return;
-        }
-        l->blob = nb;
-        l->cap = cap;
-    }
-    memcpy(l->blob + l->used, s, (size_t)len);
-    l->blob[l->used + (size_t)len] = '\0';
-    l->off[l->n] = l->used;
+    const size_t at = l->blob.len;
+    dz_bytes_put(&l->blob, s, (size_t)len);
+    dz_bytes_put(&l->blob, "", 1);
+    if (l->blob.oom) return;
+    l->off[l->n] = at;
     l->len[l->n++] = len;
-    l->used += (size_t)len + 1;
 }
 
 static int sl_init(strlist *l, int n) {
@@ -48,18 +37,18 @@ static int sl_init(strlist *l, int n) {
 /* Hands the list to the writer (pointers are made only now: the blob may have moved). */
 static int sl_put(strlist *l, dz_gguf_writer *w, const char *key) {
     const char **p = malloc((size_t)(l->n ? l->n : 1) * sizeof *p);
-    if (!p || l->oom) {
+    if (!p || l->blob.oom) {
         free(p);
         return -1;
     }
-    for (int i = 0; i < l->n; i++) p[i] = l->blob + l->off[i];
+    for (int i = 0; i < l->n; i++) p[i] = l->blob.p + l->off[i];
     dz_gguf_put_strings(w, key, p, l->len, (size_t)l->n);
     free(p);
     return 0;
 }
 
 static void sl_free(strlist *l) {
-    free(l->blob);
+    free(l->blob.p);
     free(l->off);
     free(l->len);
 }
