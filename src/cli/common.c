@@ -35,6 +35,15 @@ dz_opt dz_cli_threads_option(int *threads, const char *help) {
     return (dz_opt){"threads", DZ_OPT_INT, threads, help ? help : "threads (default: $OMP_NUM_THREADS, else all cores)"};
 }
 
+dz_opt dz_cli_dtype_option(const char **dtype, const char *help) {
+    return (dz_opt){"dtype", DZ_OPT_STR, dtype, help ? help : "weights in memory: f32 or bf16"};
+}
+
+dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help) {
+    return (dz_opt){"tokenizer", DZ_OPT_STR, tokenizer,
+                    help ? help : "tokenizer file or folder (default: the model's own)"};
+}
+
 static int start_runtime(int threads) {
     dz_error err = {0};
     if (threads < 0 || threads > DZ_CLI_MAX_THREADS) /* 0: the default; thousands of threads only thrash */

@@ -21,6 +21,10 @@ int dz_cli_parse(const dz_cmd_spec *cmd, const dz_opt *opts, int argc, char **ar
  * words (0 or absent: $OMP_NUM_THREADS, else all cores). */
 enum { DZ_CLI_MAX_THREADS = 1024 };
 dz_opt dz_cli_threads_option(int *threads, const char *help);
+/* --dtype (the weights in memory) and --tokenizer (instead of the model's own), the
+ * preamble's other two options; help NULL: the common words. */
+dz_opt dz_cli_dtype_option(const char **dtype, const char *help);
+dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help);
 
 /* What a command sets up before its work, in this order: the runtime (DISTZO_ISA, an
  * error for an unknown or unrunnable level; the threads), OpenBLAS (bench's reference),
