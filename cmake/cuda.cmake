@@ -19,6 +19,8 @@ if(DZ_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
   endif()
   enable_language(CUDA)
+  # made above, before the architectures were set; its links reach dz_cuda through dz_backend
+  set_target_properties(dz_cuda_host PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
   find_package(CUDAToolkit REQUIRED)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)

@@ -30,6 +30,13 @@ foreach(line IN LISTS dz_layer_lines)
     endforeach()
   endif()
 endforeach()
+# With -DDZ_CUDA=ON dz_backend uses dz_cuda (--backend cuda looks for a GPU): the CUDA
+# backend's objects and the CUDA libraries go in too.
+if(DZ_CUDA)
+  set_target_properties(dz_cuda_host dz_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  list(APPEND dz_objects $<TARGET_OBJECTS:dz_cuda_host> $<TARGET_OBJECTS:dz_cuda>)
+  list(APPEND dz_external CUDA::cudart CUDA::cublas CUDA::cublasLt)
+endif()
 list(REMOVE_DUPLICATES dz_external)
 
 # Before 1.0 a minor version may change the ABI, so the SONAME carries MAJOR.MINOR.

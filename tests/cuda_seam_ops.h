@@ -74,12 +74,12 @@ static void pass_op(dz_cuda_seam *s, dz_cuda_stream st, const seam_case *c, int 
     const int q = (int)c->q;
     const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
     if (!s) {
-        if (kind == 0 && bf16) cpu->perturb_pair_bf16(th, wp, wm, n, eps, S, t, next, i0, dist);
-        else if (kind == 0) cpu->perturb_pair(th, wp, wm, n, eps, S, t, next, i0, dist);
-        else if (kind == 1 && bf16) cpu->update_bf16(th, n, g, q, lr, wd, S, t, step, i0, dist);
-        else if (kind == 1) cpu->update_f32(th, n, g, q, lr, wd, S, t, step, i0, dist);
-        else if (bf16) cpu->update_then_perturb_bf16(th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
-        else cpu->update_then_perturb_f32(th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
+        if (kind == 0 && bf16) cpu->ops->perturb_pair_bf16(cpu, th, wp, wm, n, eps, S, t, next, i0, dist);
+        else if (kind == 0) cpu->ops->perturb_pair(cpu, th, wp, wm, n, eps, S, t, next, i0, dist);
+        else if (kind == 1 && bf16) cpu->ops->update_bf16(cpu, th, n, g, q, lr, wd, S, t, step, i0, dist);
+        else if (kind == 1) cpu->ops->update_f32(cpu, th, n, g, q, lr, wd, S, t, step, i0, dist);
+        else if (bf16) cpu->ops->update_then_perturb_bf16(cpu, th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
+        else cpu->ops->update_then_perturb_f32(cpu, th, wp, wm, n, &upd, eps, S, t, next, i0, dist);
         return;
     }
     int r;
@@ -133,8 +133,8 @@ static void seam_fills_match_cpu(dz_cuda_seam *s, dz_cuda_stream st, const seam_
     SEAM_OK(s, s->memcpy_async(s, z_got, d_z, n * 4, DZ_COPY_D2H, st));
     SEAM_OK(s, s->memcpy_async(s, x_got, d_x, n * 4, DZ_COPY_D2H, st));
     seam_download(s, st, h_got, d_h, n * 2);
-    dz_backend_cpu()->z_fill(z, c->seed, c->tensor, draw, c->i0, n, c->dist);
-    dz_backend_cpu()->philox_fill(x, c->seed, DZ_PURPOSE_SR, c->tensor, draw, c->i0, n);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), z, c->seed, c->tensor, draw, c->i0, n, c->dist);
+    dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, c->seed, DZ_PURPOSE_SR, c->tensor, draw, c->i0, n);
     for (size_t i = 0; i < n; i++) h[i] = dz_bf16_round_stochastic(v[i], x[i]);
     if (memcmp(z, z_got, n * 4)) fail_msg("%s: z_fill differs from the CPU backend (n %zu)", s->name, n);
     if (memcmp(x, x_got, n * 4)) fail_msg("%s: philox_fill differs from the CPU backend (n %zu)", s->name, n);
@@ -179,7 +179,7 @@ static void seam_matmul_matches_ref(dz_cuda_seam *s, float tol) {
     uint64_t r = 3;
     for (int i = 0; i < M * K; i++) x[i] = (float)dz_normal(&r);
     for (int i = 0; i < N * K; i++) w[i] = (float)(0.1 * dz_normal(&r));
-    dz_backend_ref()->matmul(want, x, w, NULL, M, N, K);
+    dz_backend_ref()->ops->matmul(dz_backend_ref(), want, x, w, NULL, M, N, K);
     dz_cuda_stream st = NULL;
     SEAM_OK(s, s->stream_create(s, &st));
     float *d_x = seam_upload(s, st, x, sizeof(float) * M * K), *d_w = seam_upload(s, st, w, sizeof(float) * N * K);

@@ -76,7 +76,7 @@ static void matmul_with_bias_on(const dz_backend *be) {
                 for (int t = 0; t < K; t++) acc += (double)x[i * K + t] * w[j * K + t];
                 want[i * N + j] = acc;
             }
-        be->matmul(y, x, w, b, M, N, K);
+        be->ops->matmul(be, y, x, w, b, M, N, K);
         assert_true(max_rel_err(y, want, (size_t)M * N) < 1e-5 * sqrt(K));
         free(x), free(w), free(b), free(y), free(want);
     }
@@ -96,14 +96,14 @@ static void norms_on(const dz_backend *be) {
         var /= dim;
         for (int i = 0; i < dim; i++) want[r * dim + i] = (x[r * dim + i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
     }
-    be->layernorm(y, x, w, b, rows, dim, 1e-5f);
+    be->ops->layernorm(be, y, x, w, b, rows, dim, 1e-5f);
     assert_true(max_rel_err(y, want, rows * dim) < 1e-5);
     for (int r = 0; r < rows; r++) {
         double sq = 0;
         for (int i = 0; i < dim; i++) sq += pow(x[r * dim + i], 2);
         for (int i = 0; i < dim; i++) want[r * dim + i] = x[r * dim + i] / sqrt(sq / dim + 1e-6) * w[i];
     }
-    be->rmsnorm(y, x, w, rows, dim, 1e-6f);
+    be->ops->rmsnorm(be, y, x, w, rows, dim, 1e-6f);
     assert_true(max_rel_err(y, want, rows * dim) < 1e-5);
     free(x), free(w), free(b), free(y), free(want);
 }
@@ -127,7 +127,7 @@ static void rope_half_split_on(const dz_backend *be) {
     for (int r = 0; r < rows; r++) pos[r] = pos0 + r % per_seq;
     float table[(5 + 3) * 8];
     dz_rope_table_fill(table, pos0 + per_seq, hd, 10000.0f);
-    be->rope(x, rows, pos, heads, hd, table);
+    be->ops->rope(be, x, rows, pos, heads, hd, table);
     assert_true(max_rel_err(x, want, rows * heads * hd) < 1e-6);
     free(x), free(want);
 }
@@ -170,7 +170,7 @@ static void attention_gqa_padding_prefix_on(const dz_backend *be) {
     dz_attn_args a = {.batch = B, .n_new = n_new, .max_keys = T, .n_heads = H, .n_kv_heads = KV, .head_dim = hd,
                       .start = start, .lengths = lengths, .prefix_k = pk, .prefix_v = pv, .own_k = ok, .own_v = ov,
                       .scale = 1.0f / sqrtf(hd), .scratch = scratch, .scratch_threads = 64};
-    be->attention(out, q, &a);
+    be->ops->attention(be, out, q, &a);
     assert_true(max_rel_err(out, want, B * n_new * H * hd) < 1e-5);
     /* packed (row0): only the real rows, back to back; each must be the padded layout's
      * row bit for bit (the forward packs its streams so) */
@@ -184,7 +184,7 @@ static void attention_gqa_padding_prefix_on(const dz_backend *be) {
     row0[B] = n;
     assert_true(n < B * n_new); /* the case has padding to drop */
     a.row0 = row0;
-    be->attention(pout, pq, &a);
+    be->ops->attention(be, pout, pq, &a);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < row0[b + 1] - row0[b]; i++)
             assert_memory_equal(pout + (row0[b] + i) * H * hd, out + (b * n_new + i) * H * hd, sizeof(float) * H * hd);
@@ -199,10 +199,10 @@ static void activations_and_logsumexp_on(const dz_backend *be) {
     double *want = malloc(sizeof(double) * n);
     memcpy(r, g, sizeof(float) * n);
     for (size_t i = 0; i < n; i++) want[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
-    be->swiglu(g, u, n);
+    be->ops->swiglu(be, g, u, n);
     assert_true(max_rel_err(g, want, n) < 1e-6);
     for (size_t i = 0; i < n; i++) want[i] = r[i] > 0 ? r[i] : 0;
-    be->relu(r, n);
+    be->ops->relu(be, r, n);
     assert_true(max_rel_err(r, want, n) < 1e-12);
     /* two chunks of a 3 x 700 row block, folded online */
     float *l = randn(3 * 700, 13, 5), m[3] = {-INFINITY, -INFINITY, -INFINITY}, sum[3] = {0};
@@ -211,8 +211,8 @@ static void activations_and_logsumexp_on(const dz_backend *be) {
         memcpy(c1 + row * 300, l + row * 700, sizeof(float) * 300);
         memcpy(c2 + row * 400, l + row * 700 + 300, sizeof(float) * 400);
     }
-    be->logsumexp_update(c1, 3, 300, m, sum);
-    be->logsumexp_update(c2, 3, 400, m, sum);
+    be->ops->logsumexp_update(be, c1, 3, 300, m, sum);
+    be->ops->logsumexp_update(be, c2, 3, 400, m, sum);
     for (int row = 0; row < 3; row++) {
         double acc = 0;
         for (int i = 0; i < 700; i++) acc += exp((double)l[row * 700 + i]);
@@ -233,10 +233,10 @@ static void ops_are_bitwise_equal_across_thread_counts(void **s) {
         y[t] = malloc(sizeof(float) * M * N);
         ln[t] = malloc(sizeof(float) * M * K);
         lse[t] = calloc(2 * M, sizeof(float));
-        be->matmul(y[t], x, w, w, M, N, K);
-        be->layernorm(ln[t], x, w, w + K, M, K, 1e-5f);
+        be->ops->matmul(be, y[t], x, w, w, M, N, K);
+        be->ops->layernorm(be, ln[t], x, w, w + K, M, K, 1e-5f);
         for (int i = 0; i < M; i++) lse[t][i] = -INFINITY;
-        be->logsumexp_update(y[t], M, N, lse[t], lse[t] + M);
+        be->ops->logsumexp_update(be, y[t], M, N, lse[t], lse[t] + M);
     }
     assert_memory_equal(y[0], y[1], sizeof(float) * M * N);
     assert_memory_equal(ln[0], ln[1], sizeof(float) * M * K);
@@ -296,9 +296,9 @@ static void op_host_free(op_host *h) {
 }
 
 static float *upload_floats(const dz_backend *be, const float *host, size_t n) {
-    float *buf = be->alloc(sizeof(float) * n);
+    float *buf = be->ops->alloc(be, sizeof(float) * n);
     assert_non_null(buf);
-    be->upload(buf, host, sizeof(float) * n);
+    be->ops->upload(be, buf, host, sizeof(float) * n);
     return buf;
 }
 
@@ -313,7 +313,7 @@ static void op_inputs_make(op_inputs *in, const dz_backend *be, const op_host *h
     in->k = upload_floats(be, h->k, ATT_B * slot), in->v = upload_floats(be, h->v, ATT_B * slot);
     in->mm_w = upload_floats(be, h->mm_w, MM_N * OP_DIM);
     in->rope_cs = upload_floats(be, h->rope_cs, ROPE_POS * ROPE_HD);
-    in->scratch = be->alloc(sizeof(float) * dz_attn_scratch_floats(ATT_HD, ATT_T) * 2);
+    in->scratch = be->ops->alloc(be, sizeof(float) * dz_attn_scratch_floats(ATT_HD, ATT_T) * 2);
     const int prefix_slot[ATT_B] = {0, 1, 0}; /* sequence 2 continues sequence 0's slot */
     for (int b = 0; b < ATT_B; b++) {
         in->ok[b] = in->k + b * slot, in->ov[b] = in->v + b * slot;
@@ -328,59 +328,61 @@ static void op_inputs_make(op_inputs *in, const dz_backend *be, const op_host *h
 static void op_inputs_free(op_inputs *in) {
     float *p[] = {in->x, in->w, in->b, in->rot, in->act, in->up, in->lse_a, in->lse_b, in->q, in->k, in->v, in->mm_w,
                   in->rope_cs, in->scratch};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) in->be->free(p[i]);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) in->be->ops->free(in->be, p[i]);
 }
 
 /* Each op writes its result into the buffer out. */
 static void run_matmul(const op_inputs *in, float *out) {
-    in->be->matmul(out, in->x, in->mm_w, in->b, OP_ROWS, MM_N, OP_DIM);
+    in->be->ops->matmul(in->be, out, in->x, in->mm_w, in->b, OP_ROWS, MM_N, OP_DIM);
 }
 static void run_layernorm(const op_inputs *in, float *out) {
-    in->be->layernorm(out, in->x, in->w, in->b, OP_ROWS, OP_DIM, 1e-5f);
+    in->be->ops->layernorm(in->be, out, in->x, in->w, in->b, OP_ROWS, OP_DIM, 1e-5f);
 }
-static void run_rmsnorm(const op_inputs *in, float *out) { in->be->rmsnorm(out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f); }
+static void run_rmsnorm(const op_inputs *in, float *out) {
+    in->be->ops->rmsnorm(in->be, out, in->x, in->w, OP_ROWS, OP_DIM, 1e-6f);
+}
 static void run_rope(const op_inputs *in, float *out) {
-    in->be->upload(out, in->h->rot, sizeof(float) * OP_ROWS * ROPE_HEADS * ROPE_HD);
-    in->be->rope(out, OP_ROWS, in->h->pos, ROPE_HEADS, ROPE_HD, in->rope_cs);
+    in->be->ops->upload(in->be, out, in->h->rot, sizeof(float) * OP_ROWS * ROPE_HEADS * ROPE_HD);
+    in->be->ops->rope(in->be, out, OP_ROWS, in->h->pos, ROPE_HEADS, ROPE_HD, in->rope_cs);
 }
-static void run_attention(const op_inputs *in, float *out) { in->be->attention(out, in->q, &in->attn); }
+static void run_attention(const op_inputs *in, float *out) { in->be->ops->attention(in->be, out, in->q, &in->attn); }
 static void run_relu(const op_inputs *in, float *out) {
-    in->be->upload(out, in->h->act, sizeof(float) * OP_N);
-    in->be->relu(out, OP_N);
+    in->be->ops->upload(in->be, out, in->h->act, sizeof(float) * OP_N);
+    in->be->ops->relu(in->be, out, OP_N);
 }
 static void run_swiglu(const op_inputs *in, float *out) {
-    in->be->upload(out, in->h->act, sizeof(float) * OP_N);
-    in->be->swiglu(out, in->up, OP_N);
+    in->be->ops->upload(in->be, out, in->h->act, sizeof(float) * OP_N);
+    in->be->ops->swiglu(in->be, out, in->up, OP_N);
 }
 static void run_add(const op_inputs *in, float *out) {
-    in->be->upload(out, in->h->act, sizeof(float) * OP_N);
-    in->be->add(out, in->up, OP_N);
+    in->be->ops->upload(in->be, out, in->h->act, sizeof(float) * OP_N);
+    in->be->ops->add(in->be, out, in->up, OP_N);
 }
-static void run_fill(const op_inputs *in, float *out) { in->be->fill(out, -1.5f, OP_N); }
+static void run_fill(const op_inputs *in, float *out) { in->be->ops->fill(in->be, out, -1.5f, OP_N); }
 /* Rows of x scattered into SLOT_ROWS rows (the rest zero), then gathered back permuted. */
 static void run_copy_rows(const op_inputs *in, float *out) {
-    in->be->fill(out, 0.0f, (size_t)SLOT_ROWS * OP_DIM);
-    in->be->copy_rows(out, in->h->scatter, in->x, NULL, OP_ROWS, OP_DIM);
-    in->be->copy_rows(out + SLOT_ROWS * OP_DIM, NULL, in->x, in->h->gather, OP_ROWS, OP_DIM);
+    in->be->ops->fill(in->be, out, 0.0f, (size_t)SLOT_ROWS * OP_DIM);
+    in->be->ops->copy_rows(in->be, out, in->h->scatter, in->x, NULL, OP_ROWS, OP_DIM);
+    in->be->ops->copy_rows(in->be, out + SLOT_ROWS * OP_DIM, NULL, in->x, in->h->gather, OP_ROWS, OP_DIM);
 }
 /* out: the running max of each row, then the running sum. */
 static void run_logsumexp(const op_inputs *in, float *out) {
-    in->be->fill(out, -INFINITY, OP_ROWS);
-    in->be->fill(out + OP_ROWS, 0.0f, OP_ROWS);
-    in->be->logsumexp_update(in->lse_a, OP_ROWS, LSE_A, out, out + OP_ROWS);
-    in->be->logsumexp_update(in->lse_b, OP_ROWS, LSE_B, out, out + OP_ROWS);
+    in->be->ops->fill(in->be, out, -INFINITY, OP_ROWS);
+    in->be->ops->fill(in->be, out + OP_ROWS, 0.0f, OP_ROWS);
+    in->be->ops->logsumexp_update(in->be, in->lse_a, OP_ROWS, LSE_A, out, out + OP_ROWS);
+    in->be->ops->logsumexp_update(in->be, in->lse_b, OP_ROWS, LSE_B, out, out + OP_ROWS);
 }
 /* The head's sequence over two vocabulary chunks: max, sum, target logit, log-prob. */
 static void run_logprob(const op_inputs *in, float *out) {
     float *m = out, *s = out + OP_ROWS, *tgt = out + 2 * OP_ROWS, *lp = out + 3 * OP_ROWS;
-    in->be->fill(m, -INFINITY, OP_ROWS);
-    in->be->fill(s, 0.0f, OP_ROWS);
-    in->be->fill(tgt, 7.0f, OP_ROWS);
-    in->be->logsumexp_update(in->lse_a, OP_ROWS, LSE_A, m, s);
-    in->be->pick_target(tgt, in->lse_a, OP_ROWS, LSE_A, in->h->targets, 0);
-    in->be->logsumexp_update(in->lse_b, OP_ROWS, LSE_B, m, s);
-    in->be->pick_target(tgt, in->lse_b, OP_ROWS, LSE_B, in->h->targets, LSE_A);
-    in->be->logprob_finish(lp, tgt, m, s, OP_ROWS);
+    in->be->ops->fill(in->be, m, -INFINITY, OP_ROWS);
+    in->be->ops->fill(in->be, s, 0.0f, OP_ROWS);
+    in->be->ops->fill(in->be, tgt, 7.0f, OP_ROWS);
+    in->be->ops->logsumexp_update(in->be, in->lse_a, OP_ROWS, LSE_A, m, s);
+    in->be->ops->pick_target(in->be, tgt, in->lse_a, OP_ROWS, LSE_A, in->h->targets, 0);
+    in->be->ops->logsumexp_update(in->be, in->lse_b, OP_ROWS, LSE_B, m, s);
+    in->be->ops->pick_target(in->be, tgt, in->lse_b, OP_ROWS, LSE_B, in->h->targets, LSE_A);
+    in->be->ops->logprob_finish(in->be, lp, tgt, m, s, OP_ROWS);
 }
 
 typedef struct backend_op {
@@ -411,14 +413,14 @@ enum { N_OPS = sizeof ops / sizeof ops[0] };
  * that an element the op fails to write cannot match. */
 static void run_op(const backend_op *op, const op_inputs *in, float *out) {
     const dz_backend *be = in->be;
-    float *buf = be->alloc(sizeof(float) * op->out_floats);
+    float *buf = be->ops->alloc(be, sizeof(float) * op->out_floats);
     assert_non_null(buf);
     memset(out, 0xA5, sizeof(float) * op->out_floats);
-    be->upload(buf, out, sizeof(float) * op->out_floats);
+    be->ops->upload(be, buf, out, sizeof(float) * op->out_floats);
     op->run(in, buf);
-    be->synchronize();
-    be->download(out, buf, sizeof(float) * op->out_floats);
-    be->free(buf);
+    be->ops->synchronize(be);
+    be->ops->download(be, out, buf, sizeof(float) * op->out_floats);
+    be->ops->free(be, buf);
 }
 
 static void run_op_at(const backend_op *op, const op_inputs *in, dz_isa isa, int threads, float *out) {
@@ -537,45 +539,48 @@ typedef struct zo_results {
 
 static void zo_run(const dz_backend *be, const float *theta, const uint16_t *theta_h, zo_results *r) {
     const size_t fb = sizeof(float) * ZO_N, hb = sizeof(uint16_t) * ZO_N;
-    float *th = be->alloc(fb), *wp_buf = be->alloc(fb + 64), *wm_buf = be->alloc(fb + 64);
-    uint16_t *h = be->alloc(hb);
-    uint32_t *x = be->alloc(sizeof(uint32_t) * ZO_N);
+    float *th = be->ops->alloc(be, fb), *wp_buf = be->ops->alloc(be, fb + 64), *wm_buf = be->ops->alloc(be, fb + 64);
+    uint16_t *h = be->ops->alloc(be, hb);
+    uint32_t *x = be->ops->alloc(be, sizeof(uint32_t) * ZO_N);
     assert_true(th && wp_buf && wm_buf && h && x);
     float *wp = wp_buf + ZO_WP_SHIFT, *wm = wm_buf + ZO_WM_SHIFT;
     const float g3[3] = {0.75f, -1.25f, 0.3f}, g1[1] = {-2.0f};
     const dz_zo_update upd3 = {.g = g3, .q = 3, .lr = 1e-2f, .wd = 0.1f, .step = 5};
     const dz_zo_update upd1 = {.g = g1, .q = 1, .lr = 3e-2f, .wd = 0.0f, .step = 9};
     for (int d = 0; d < 2; d++) {
-        be->z_fill(wp, ZO_SEED, ZO_TENSOR, ZO_DRAW + d, ZO_I0, ZO_N, (dz_zdist)d);
-        be->download(r->z[d], wp, fb);
+        be->ops->z_fill(be, wp, ZO_SEED, ZO_TENSOR, ZO_DRAW + d, ZO_I0, ZO_N, (dz_zdist)d);
+        be->ops->download(be, r->z[d], wp, fb);
     }
-    be->philox_fill(x, ZO_SEED, DZ_PURPOSE_SR, ZO_TENSOR, ZO_DRAW, ZO_I0, ZO_N);
-    be->download(r->words, x, sizeof r->words);
-    be->upload(th, theta, fb);
-    be->perturb_pair(th, wp, wm, ZO_N, 1e-3f, ZO_SEED, ZO_TENSOR, ZO_DRAW, ZO_I0, DZ_Z_GAUSSIAN);
-    be->download(r->pair_f32[0], wp, fb), be->download(r->pair_f32[1], wm, fb);
-    be->upload(h, theta_h, hb);
-    be->perturb_pair_bf16(h, wp, wm, ZO_N, 1e-3f, ZO_SEED, ZO_TENSOR, ZO_DRAW, ZO_I0, DZ_Z_RADEMACHER);
-    be->download(r->pair_bf16[0], wp, fb), be->download(r->pair_bf16[1], wm, fb);
+    be->ops->philox_fill(be, x, ZO_SEED, DZ_PURPOSE_SR, ZO_TENSOR, ZO_DRAW, ZO_I0, ZO_N);
+    be->ops->download(be, r->words, x, sizeof r->words);
+    be->ops->upload(be, th, theta, fb);
+    be->ops->perturb_pair(be, th, wp, wm, ZO_N, 1e-3f, ZO_SEED, ZO_TENSOR, ZO_DRAW, ZO_I0, DZ_Z_GAUSSIAN);
+    be->ops->download(be, r->pair_f32[0], wp, fb), be->ops->download(be, r->pair_f32[1], wm, fb);
+    be->ops->upload(be, h, theta_h, hb);
+    be->ops->perturb_pair_bf16(be, h, wp, wm, ZO_N, 1e-3f, ZO_SEED, ZO_TENSOR, ZO_DRAW, ZO_I0, DZ_Z_RADEMACHER);
+    be->ops->download(be, r->pair_bf16[0], wp, fb), be->ops->download(be, r->pair_bf16[1], wm, fb);
     const dz_zo_update *u[2] = {&upd3, &upd1};
     for (int k = 0; k < 2; k++) {
-        be->upload(th, theta, fb);
-        be->update_f32(th, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
+        be->ops->upload(be, th, theta, fb);
+        be->ops->update_f32(be, th, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
                        DZ_Z_GAUSSIAN);
-        be->download(r->upd_f32[k], th, fb);
-        be->upload(h, theta_h, hb);
-        be->update_bf16(h, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
+        be->ops->download(be, r->upd_f32[k], th, fb);
+        be->ops->upload(be, h, theta_h, hb);
+        be->ops->update_bf16(be, h, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
                         DZ_Z_GAUSSIAN);
-        be->download(r->upd_bf16[k], h, hb);
+        be->ops->download(be, r->upd_bf16[k], h, hb);
     }
-    be->upload(th, theta, fb);
-    be->update_then_perturb_f32(th, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
-    be->download(r->fused_f32[0], th, fb), be->download(r->fused_f32[1], wp, fb), be->download(r->fused_f32[2], wm, fb);
-    be->upload(h, theta_h, hb);
-    be->update_then_perturb_bf16(h, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
-    be->download(r->fused_bf16, h, hb);
-    be->download(r->fused_bf16_pair[0], wp, fb), be->download(r->fused_bf16_pair[1], wm, fb);
-    be->free(th), be->free(wp_buf), be->free(wm_buf), be->free(h), be->free(x);
+    be->ops->upload(be, th, theta, fb);
+    be->ops->update_then_perturb_f32(be, th, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
+    be->ops->download(be, r->fused_f32[0], th, fb);
+    be->ops->download(be, r->fused_f32[1], wp, fb);
+    be->ops->download(be, r->fused_f32[2], wm, fb);
+    be->ops->upload(be, h, theta_h, hb);
+    be->ops->update_then_perturb_bf16(be, h, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
+    be->ops->download(be, r->fused_bf16, h, hb);
+    be->ops->download(be, r->fused_bf16_pair[0], wp, fb), be->ops->download(be, r->fused_bf16_pair[1], wm, fb);
+    be->ops->free(be, th), be->ops->free(be, wp_buf), be->ops->free(be, wm_buf);
+    be->ops->free(be, h), be->ops->free(be, x);
 }
 
 /* Which part of zo_results the first difference is in. */
@@ -624,10 +629,38 @@ static void zo_ops_are_bitwise_the_reference_on_every_backend(void **s) {
     free(theta), free(theta_h), free(want), free(got);
 }
 
+/* A run's instance by name (--backend): cpu (also NULL) and ref are the registered stateless
+ * instances, which free leaves; cuda is refused saying why; an unknown name names the choices. */
+static void instances_by_name(void **state) {
+    (void)state;
+    dz_backend *be = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_backend_create(NULL, &be, &err), DZ_OK);
+    assert_ptr_equal(be, dz_backend_cpu());
+    dz_backend_free(be);
+    assert_int_equal(dz_backend_create("ref", &be, &err), DZ_OK);
+    assert_ptr_equal(be, dz_backend_ref());
+    dz_backend_free(be);
+    assert_string_equal(dz_backend_ref()->name, "ref"); /* still there */
+    assert_int_equal(dz_backend_create("cpu", &be, &err), DZ_OK);
+    assert_ptr_equal(be, dz_backend_by_name("cpu"));
+    assert_int_equal(dz_backend_create("gpu", &be, &err), DZ_ERR_INVALID);
+    assert_null(be);
+    assert_non_null(strstr(err.msg, "--backend gpu: unknown backend (cpu, cuda or ref)"));
+    assert_int_equal(dz_backend_create("cuda", &be, &err), DZ_ERR_UNSUPPORTED);
+    assert_null(be);
+#ifdef DZ_HAVE_CUDA
+    assert_true(strstr(err.msg, "no CUDA GPU found") || strstr(err.msg, "forward is not built yet"));
+#else
+    assert_non_null(strstr(err.msg, "--backend cuda: this distzo was built without CUDA"));
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exp_is_accurate),
         cmocka_unit_test(matmul_with_bias),
+        cmocka_unit_test(instances_by_name),
         cmocka_unit_test(norms),
         cmocka_unit_test(rope_half_split),
         cmocka_unit_test(attention_gqa_padding_prefix),

@@ -5,6 +5,8 @@
  *  - GEMM is cuBLAS's: column-major, all four transposes, leading dimensions above the rows,
  *    bf16 inputs, beta = 0 not reading C, against an independent row-major expectation;
  *  - spans it cannot run (q outside 1..64, two thetas, half a pair) are refused;
+ *  - the CUDA backend instance over it (cuda_backend.h): zeroed buffers, the fused pass
+ *    bitwise the CPU backend's, a seam error inside an op kept and said;
  *  - the mistakes it exists to catch fail: a download read before its synchronize (poison),
  *    an upload's source changed before it, two streams touching a buffer without an event
  *    between them (both orders), a ZO2-style three-stream pipeline missing one wait, a
@@ -21,6 +23,7 @@
 #include <cmocka.h>
 
 #include "cuda_seam_ops.h"
+#include "backend/cuda/cuda_backend.h"
 
 static dz_cuda_seam *seam(void) {
     dz_cuda_seam *s = dz_cuda_seam_host_create();
@@ -208,7 +211,8 @@ static void zo2_streaming_schedule_needs_every_wait(void **st) {
     memcpy(want, masters, sizeof(float) * BLOCKS * n);
     const float g = 1.5f;
     for (int k = 0; k < BLOCKS; k++)
-        dz_backend_cpu()->update_f32(want + k * n, n, &g, 1, 0.5f, 0.0f, 5, (uint32_t)k, 3, 0, DZ_Z_GAUSSIAN);
+        dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), want + k * n, n, &g, 1, 0.5f, 0.0f, 5, (uint32_t)k, 3, 0,
+                                          DZ_Z_GAUSSIAN);
     dz_cuda_seam *s = seam();
     assert_int_equal(zo2_pipeline(s, 0, masters, BLOCKS, n), DZ_CUDA_OK);
     assert_memory_equal(masters, want, sizeof(float) * BLOCKS * n);
@@ -283,6 +287,72 @@ static void invalid_spans_are_refused(void **st) {
     s->destroy(s);
 }
 
+/* The fused pass (bf16 or f32 masters, q draws) on backend be: theta in place, the pair into
+ * w (2n floats); through be's own buffers and copies when it has no host buffers. */
+static void backend_pass(const dz_backend *be, const seam_case *c, int bf16, const float *g, void *th, float *w) {
+    const size_t n = c->n, tb = n * (bf16 ? 2 : 4);
+    const dz_zo_update upd = {.g = g, .q = (int)c->q, .lr = 0.0625f, .wd = c->wd, .step = c->step};
+    const uint32_t next = (c->step + 1) * c->q;
+    void *d_th = be->host_buffers ? th : be->ops->alloc(be, tb);
+    float *d_w = be->host_buffers ? w : be->ops->alloc(be, 2 * n * sizeof(float));
+    assert_true(d_th && d_w);
+    if (!be->host_buffers) be->ops->upload(be, d_th, th, tb);
+    if (bf16) be->ops->update_then_perturb_bf16(be, d_th, d_w, d_w + n, n, &upd, 1e-3f, c->seed, c->tensor, next, c->i0,
+                                                c->dist);
+    else be->ops->update_then_perturb_f32(be, d_th, d_w, d_w + n, n, &upd, 1e-3f, c->seed, c->tensor, next, c->i0,
+                                          c->dist);
+    be->ops->synchronize(be);
+    if (be->host_buffers) return;
+    be->ops->download(be, th, d_th, tb);
+    be->ops->download(be, w, d_w, 2 * n * sizeof(float));
+    be->ops->free(be, d_th);
+    be->ops->free(be, d_w);
+}
+
+/* The CUDA backend as an instance (cuda_backend.h) over the host seam: its buffers start at
+ * zero (the seam's fresh memory is NaN), its fused pass gives the CPU backend's bits, and a
+ * seam error inside a void op is kept and said. */
+static void the_cuda_backend_instance_runs_the_zo_ops(void **st) {
+    (void)st;
+    dz_cuda_seam *s = seam();
+    dz_backend *be = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_backend_cuda_create_on(s, 1, &be, &err), DZ_OK);
+    assert_string_equal(be->name, "cuda");
+    assert_null(be->ops->matmul); /* the forward is not built yet */
+    float *d = be->ops->alloc(be, 64 * sizeof(float)), back[64];
+    be->ops->download(be, back, d, sizeof back);
+    for (int i = 0; i < 64; i++) assert_true(back[i] == 0.0f);
+    be->ops->free(be, d);
+    for (size_t k = 0; k < sizeof seam_cases / sizeof seam_cases[0]; k++)
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            const seam_case *c = &seam_cases[k];
+            const size_t n = c->n;
+            float g[64], *th = malloc(n * 4), *want_w = calloc(2 * n, 4), *got_w = calloc(2 * n, 4);
+            uint16_t *th_h = malloc(n * 2);
+            for (uint32_t j = 0; j < c->q; j++) g[j] = 0.25f * (float)j - 1.5f;
+            seam_theta(th, th_h, n, 17 + k);
+            void *want = malloc(n * 4), *got = malloc(n * 4);
+            memcpy(want, bf16 ? (void *)th_h : (void *)th, n * (bf16 ? 2 : 4));
+            memcpy(got, want, n * (bf16 ? 2 : 4));
+            backend_pass(dz_backend_cpu(), c, bf16, g, want, want_w);
+            backend_pass(be, c, bf16, g, got, got_w);
+            if (memcmp(want, got, n * (bf16 ? 2 : 4)) || memcmp(want_w, got_w, 2 * n * 4))
+                fail_msg("case %zu (%s): the cuda instance differs from the CPU backend", k, bf16 ? "bf16" : "f32");
+            free(th), free(th_h), free(want), free(got), free(want_w), free(got_w);
+        }
+    char msg[256];
+    assert_int_equal(dz_backend_cuda_status(be, msg, sizeof msg), DZ_CUDA_OK);
+    float *small = be->ops->alloc(be, 8 * sizeof(float));
+    be->ops->z_fill(be, small, 1, 2, 3, 0, 9, DZ_Z_GAUSSIAN); /* one element past the buffer */
+    be->ops->synchronize(be);
+    assert_int_equal(dz_backend_cuda_status(be, msg, sizeof msg), DZ_CUDA_ERR_OVERRUN);
+    assert_true(msg[0] != 0);
+    be->ops->free(be, small);
+    assert_int_equal(dz_cuda_seam_host_hazards(s), 0);
+    dz_backend_free(be); /* and the seam it owns */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(zo_ops_match_the_cpu_backend),
@@ -296,6 +366,7 @@ int main(void) {
         cmocka_unit_test(wrong_leading_dimensions_fail),
         cmocka_unit_test(overruns_fail),
         cmocka_unit_test(invalid_spans_are_refused),
+        cmocka_unit_test(the_cuda_backend_instance_runs_the_zo_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,7 +220,7 @@ static void reference_z(const estimator_case *e, const dz_param *t, int id, uint
                         dz_dtype dt, float *z) {
     const size_t n = (size_t)dz_param_numel(t);
     if (e->estimator == DZ_ZO_SPARSE) {
-        dz_backend_ref()->z_fill(z, SEED, (uint32_t)id, draw, 0, n, DIST);
+        dz_backend_ref()->ops->z_fill(dz_backend_ref(), z, SEED, (uint32_t)id, draw, 0, n, DIST);
         for (int64_t row = 0; row < t->rows; row++) {
             const float tau = row_tau(theta, dt, row, t->cols, e->density);
             for (int64_t c = 0; c < t->cols; c++) {
@@ -256,8 +256,9 @@ static void reference_perturb(const estimator_case *e, dz_model *m, int id, uint
     const void *theta = dz_model_tensor(m, id);
     if (!structured(e, t)) {
         const dz_backend *cpu = dz_backend_cpu();
-        if (dt == DZ_BF16) cpu->perturb_pair_bf16(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
-        else cpu->perturb_pair(theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
+        if (dt == DZ_BF16)
+            cpu->ops->perturb_pair_bf16(cpu, theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
+        else cpu->ops->perturb_pair(cpu, theta, plus, minus, n, EPS, SEED, (uint32_t)id, draw, 0, DIST);
         return;
     }
     reference_z(e, t, id, draw, theta, dt, z);
@@ -276,8 +277,12 @@ static void reference_update(const estimator_case *e, dz_model *m, int id, uint3
     const size_t n = (size_t)dz_param_numel(t);
     void *theta = dz_model_tensor(m, id);
     if (!structured(e, t)) {
-        if (dt == DZ_BF16) dz_backend_cpu()->update_bf16(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
-        else dz_backend_cpu()->update_f32(theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0, DIST);
+        if (dt == DZ_BF16)
+            dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0,
+                                               DIST);
+        else
+            dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), theta, n, g, Q, LR, wd, SEED, (uint32_t)id, step, 0,
+                                              DIST);
         return;
     }
     for (int j = 0; j < Q; j++) reference_z(e, t, id, step * Q + (uint32_t)j, theta, dt, zs + (size_t)j * n);

@@ -96,9 +96,9 @@ static void z_and_words_match(void **s) {
         dz_zo_span_run_host(&sp);
         for (int b = 0; b < 2; b++) {
             const dz_backend *be = backend_at(b);
-            be->z_fill(want, k.seed, k.tensor, draw, k.i0, k.n, k.dist);
+            be->ops->z_fill(be, want, k.seed, k.tensor, draw, k.i0, k.n, k.dist);
             assert_same_bits(got, want, 4 * k.n, "z_fill", c, be->name);
-            be->philox_fill(want_x, k.seed, sp.purpose, k.tensor, draw, k.i0, k.n);
+            be->ops->philox_fill(be, want_x, k.seed, sp.purpose, k.tensor, draw, k.i0, k.n);
             assert_same_bits(got_x, want_x, 4 * k.n, "philox_fill", c, be->name);
         }
     }
@@ -119,17 +119,19 @@ static void run_backend_pass(const dz_backend *be, const zcase *k, pass_kind kin
     const uint32_t next = (k->step + 1) * k->q;
     const dz_zo_update upd = {.g = g, .q = (int)k->q, .lr = lr, .wd = wd, .step = k->step};
     if (kind == PAIR && bf16)
-        be->perturb_pair_bf16(o->th_h, o->wp, o->wm, k->n, eps, k->seed, k->tensor, next, k->i0, k->dist);
+        be->ops->perturb_pair_bf16(be, o->th_h, o->wp, o->wm, k->n, eps, k->seed, k->tensor, next, k->i0, k->dist);
     else if (kind == PAIR)
-        be->perturb_pair(o->th, o->wp, o->wm, k->n, eps, k->seed, k->tensor, next, k->i0, k->dist);
+        be->ops->perturb_pair(be, o->th, o->wp, o->wm, k->n, eps, k->seed, k->tensor, next, k->i0, k->dist);
     else if (kind == UPDATE && bf16)
-        be->update_bf16(o->th_h, k->n, g, (int)k->q, lr, wd, k->seed, k->tensor, k->step, k->i0, k->dist);
+        be->ops->update_bf16(be, o->th_h, k->n, g, (int)k->q, lr, wd, k->seed, k->tensor, k->step, k->i0, k->dist);
     else if (kind == UPDATE)
-        be->update_f32(o->th, k->n, g, (int)k->q, lr, wd, k->seed, k->tensor, k->step, k->i0, k->dist);
+        be->ops->update_f32(be, o->th, k->n, g, (int)k->q, lr, wd, k->seed, k->tensor, k->step, k->i0, k->dist);
     else if (bf16)
-        be->update_then_perturb_bf16(o->th_h, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0, k->dist);
+        be->ops->update_then_perturb_bf16(be, o->th_h, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0,
+                                          k->dist);
     else
-        be->update_then_perturb_f32(o->th, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0, k->dist);
+        be->ops->update_then_perturb_f32(be, o->th, o->wp, o->wm, k->n, &upd, eps, k->seed, k->tensor, next, k->i0,
+                                         k->dist);
 }
 
 static void run_element_pass(const zcase *k, pass_kind kind, int bf16, const float *g, float wd, pass_out *o) {
@@ -183,7 +185,8 @@ static void stochastic_rounding_matches(void **s) {
         const dz_zo_span sp = {.mode = DZ_SPAN_ROUND, .seed = k.seed, .tensor = k.tensor, .draw = k.step * k.q,
                                .i0 = k.i0, .n = k.n, .in_f32 = v, .out_bf16 = got};
         dz_zo_span_run_host(&sp);
-        dz_backend_cpu()->philox_fill(x, k.seed, DZ_PURPOSE_SR, k.tensor, k.step * k.q, k.i0, k.n);
+        dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, k.seed, DZ_PURPOSE_SR, k.tensor, k.step * k.q, k.i0,
+                                           k.n);
         for (size_t i = 0; i < k.n; i++) want[i] = dz_bf16_round_stochastic(v[i], x[i]);
         assert_same_bits(got, want, 2 * k.n, "stochastic rounding", c, "cpu");
     }

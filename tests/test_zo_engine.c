@@ -98,7 +98,8 @@ static const float *ref_rows(const void *self, int stream, int id, int64_t row0,
     const int64_t cols = dz_model_params(r->m)->params[id].cols;
     const size_t n = (size_t)(nrows * cols);
     const float *theta = (const float *)dz_model_tensor(r->m, id) + row0 * cols;
-    dz_backend_cpu()->z_fill(scratch, r->seed, (uint32_t)id, r->draw, (uint64_t)(row0 * cols), n, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), scratch, r->seed, (uint32_t)id, r->draw, (uint64_t)(row0 * cols), n,
+                                  DZ_Z_GAUSSIAN);
     for (size_t i = 0; i < n; i++) scratch[i] = (float)((double)theta[i] + r->sign * (double)r->eps * scratch[i]);
     return scratch;
 }

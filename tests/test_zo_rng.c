@@ -68,9 +68,10 @@ static void philox_known_answers(void **state) {
         const uint64_t seed = v[4] | (uint64_t)v[5] << 32;
         FOR_EACH_ISA(isa) {
             uint32_t x[6];
-            dz_backend_cpu()->philox_fill(x, seed, v[1], v[2], v[3], 4 * (uint64_t)v[0], 4);
+            dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, seed, v[1], v[2], v[3], 4 * (uint64_t)v[0], 4);
             for (int w = 0; w < 4; w++) assert_int_equal(x[w], v[6 + w]);
-            dz_backend_cpu()->philox_fill(x, seed, v[1], v[2], v[3], 4 * (uint64_t)v[0] + 1, 3); /* partial block */
+            dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), x, seed, v[1], v[2], v[3], 4 * (uint64_t)v[0] + 1,
+                                               3); /* partial block */
             for (int w = 0; w < 3; w++) assert_int_equal(x[w], v[7 + w]);
         }
         reset_isa();
@@ -143,11 +144,11 @@ static void golden_z(void **state) {
         const uint64_t seed = hex64(c, "seed"), i0 = (uint64_t)num(c, "i0");
         const uint32_t tensor = (uint32_t)num(c, "tensor"), draw = (uint32_t)num(c, "draw");
         const dz_zdist dist = (dz_zdist)num(c, "dist");
-        dz_backend_ref()->z_fill(got, seed, tensor, draw, i0, n, dist);
+        dz_backend_ref()->ops->z_fill(dz_backend_ref(), got, seed, tensor, draw, i0, n, dist);
         for (size_t i = 0; i < n; i++) assert_int_equal(fbits(got[i]), want[i]);
         FOR_EACH_ISA(isa) {
             memset(got, 0, sizeof(float) * n);
-            dz_backend_cpu()->z_fill(got, seed, tensor, draw, i0, n, dist);
+            dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), got, seed, tensor, draw, i0, n, dist);
             for (size_t i = 0; i < n; i++)
                 if (fbits(got[i]) != want[i])
                     fail_msg("case %d (%s) element %zu: %08x, numpy %08x", cases, dz_isa_name(isa), i,
@@ -164,8 +165,8 @@ static void golden_z(void **state) {
     size_t n;
     uint32_t *want = words(s, "x", &n), got[64];
     assert_true(n <= 64);
-    dz_backend_cpu()->philox_fill(got, hex64(s, "seed"), DZ_PURPOSE_SR, (uint32_t)num(s, "tensor"),
-                                  (uint32_t)num(s, "draw"), (uint64_t)num(s, "i0"), n);
+    dz_backend_cpu()->ops->philox_fill(dz_backend_cpu(), got, hex64(s, "seed"), DZ_PURPOSE_SR,
+                                       (uint32_t)num(s, "tensor"), (uint32_t)num(s, "draw"), (uint64_t)num(s, "i0"), n);
     for (size_t i = 0; i < n; i++) assert_int_equal(got[i], want[i]);
     free(want);
 }
@@ -229,7 +230,8 @@ static void golden_ops(void **state) {
         float *theta = malloc(4 * n), *p = malloc(4 * n), *m = malloc(4 * n);
         FOR_EACH_ISA(isa) {
             memcpy(theta, th, 4 * n);
-            dz_backend_cpu()->update_then_perturb_f32(theta, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
+            dz_backend_cpu()->ops->update_then_perturb_f32(dz_backend_cpu(), theta, p, m, n, &upd, eps, seed, tensor,
+                                                           next, i0, dist);
             for (size_t i = 0; i < n; i++) {
                 assert_int_equal(fbits(theta[i]), up[i]);
                 assert_int_equal(fbits(p[i]), wp[i]);
@@ -244,7 +246,8 @@ static void golden_ops(void **state) {
         uint16_t *h = malloc(2 * n);
         FOR_EACH_ISA(isa) {
             for (size_t i = 0; i < n; i++) h[i] = (uint16_t)th[i];
-            dz_backend_cpu()->update_then_perturb_bf16(h, p, m, n, &upd, eps, seed, tensor, next, i0, dist);
+            dz_backend_cpu()->ops->update_then_perturb_bf16(dz_backend_cpu(), h, p, m, n, &upd, eps, seed, tensor, next,
+                                                            i0, dist);
             for (size_t i = 0; i < n; i++) {
                 assert_int_equal(h[i], up[i]);
                 assert_int_equal(fbits(p[i]), wp[i]);
@@ -267,9 +270,11 @@ static void simd_variants_match_scalar(void **state) {
     float *want = malloc(4 * n), *got = malloc(4 * n);
     char ran[64] = "";
     for (int dist = 0; dist < 2; dist++) {
-        dz_backend_ref()->z_fill(want, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n, (dz_zdist)dist);
+        dz_backend_ref()->ops->z_fill(dz_backend_ref(), want, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n,
+                                      (dz_zdist)dist);
         FOR_EACH_ISA(isa) {
-            dz_backend_cpu()->z_fill(got, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n, (dz_zdist)dist);
+            dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), got, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n,
+                                          (dz_zdist)dist);
             assert_same_f32(got, want, n, dz_isa_name(isa));
             if (dist == 0) strcat(strcat(ran, " "), dz_isa_name(isa));
         }
@@ -287,10 +292,10 @@ static void slicing_invariance(void **state) {
     const size_t n = 20000;
     float *whole = malloc(4 * n), *sliced = malloc(4 * n);
     for (int dist = 0; dist < 2; dist++) {
-        dz_backend_cpu()->z_fill(whole, 42, 3, 9, 1000003, n, (dz_zdist)dist);
+        dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), whole, 42, 3, 9, 1000003, n, (dz_zdist)dist);
         for (size_t at = 0, k = 0; at < n; k++) {
             size_t m = pieces[k % 10] < n - at ? pieces[k % 10] : n - at;
-            dz_backend_cpu()->z_fill(sliced + at, 42, 3, 9, 1000003 + at, m, (dz_zdist)dist);
+            dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), sliced + at, 42, 3, 9, 1000003 + at, m, (dz_zdist)dist);
             at += m;
         }
         assert_same_f32(sliced, whole, n, "z sliced");
@@ -328,9 +333,9 @@ static const float g3[3] = {0.7f, -1.3f, 2.1f};
 
 static void fused_slices(span_out *o, size_t off, size_t m, const dz_zo_update *upd, uint64_t i0) {
     const dz_backend *cpu = dz_backend_cpu();
-    cpu->update_then_perturb_f32(o->theta + off, o->wp + off, o->wm + off, m, upd, 1e-3f, 7, 5, 39, i0 + off,
+    cpu->ops->update_then_perturb_f32(cpu, o->theta + off, o->wp + off, o->wm + off, m, upd, 1e-3f, 7, 5, 39, i0 + off,
                                  DZ_Z_GAUSSIAN);
-    cpu->update_then_perturb_bf16(o->h + off, o->bwp + off, o->bwm + off, m, upd, 1e-3f, 7, 5, 39, i0 + off,
+    cpu->ops->update_then_perturb_bf16(cpu, o->h + off, o->bwp + off, o->bwm + off, m, upd, 1e-3f, 7, 5, 39, i0 + off,
                                   DZ_Z_GAUSSIAN);
 }
 
@@ -355,19 +360,23 @@ static void slicing_invariance_fused(void **state) {
 static span_out unfused_step(size_t n, uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist) {
     span_out o = span_alloc(n);
     if (upd) {
-        dz_backend_cpu()->update_f32(o.theta, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step, i0, dist);
-        dz_backend_cpu()->update_bf16(o.h, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step, i0, dist);
+        dz_backend_cpu()->ops->update_f32(dz_backend_cpu(), o.theta, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4,
+                                          upd->step, i0, dist);
+        dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), o.h, n, upd->g, upd->q, upd->lr, upd->wd, 99, 4, upd->step,
+                                           i0, dist);
     }
-    dz_backend_cpu()->perturb_pair(o.theta, o.wp, o.wm, n, 2e-3f, 99, 4, next, i0, dist);
-    dz_backend_cpu()->perturb_pair_bf16(o.h, o.bwp, o.bwm, n, 2e-3f, 99, 4, next, i0, dist);
+    dz_backend_cpu()->ops->perturb_pair(dz_backend_cpu(), o.theta, o.wp, o.wm, n, 2e-3f, 99, 4, next, i0, dist);
+    dz_backend_cpu()->ops->perturb_pair_bf16(dz_backend_cpu(), o.h, o.bwp, o.bwm, n, 2e-3f, 99, 4, next, i0, dist);
     return o;
 }
 
 /* The same through update_then_perturb_*. */
 static span_out fused_step(size_t n, uint64_t i0, const dz_zo_update *upd, uint32_t next, dz_zdist dist) {
     span_out o = span_alloc(n);
-    dz_backend_cpu()->update_then_perturb_f32(o.theta, o.wp, o.wm, n, upd, 2e-3f, 99, 4, next, i0, dist);
-    dz_backend_cpu()->update_then_perturb_bf16(o.h, o.bwp, o.bwm, n, upd, 2e-3f, 99, 4, next, i0, dist);
+    dz_backend_cpu()->ops->update_then_perturb_f32(dz_backend_cpu(), o.theta, o.wp, o.wm, n, upd, 2e-3f, 99, 4, next,
+                                                   i0, dist);
+    dz_backend_cpu()->ops->update_then_perturb_bf16(dz_backend_cpu(), o.h, o.bwp, o.bwm, n, upd, 2e-3f, 99, 4, next, i0,
+                                                    dist);
     return o;
 }
 
@@ -421,7 +430,7 @@ static void gaussian_moments_and_independence(void **state) {
     (void)state;
     const size_t n = 1000000;
     float *z = malloc(4 * n), *w = malloc(4 * n);
-    dz_backend_cpu()->z_fill(z, 2024, 10, 3, 0, n, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), z, 2024, 10, 3, 0, n, DZ_Z_GAUSSIAN);
     double m1 = 0, m2 = 0, m4 = 0, zmax = 0;
     size_t tail3 = 0;
     for (size_t i = 0; i < n; i++) {
@@ -445,11 +454,11 @@ static void gaussian_moments_and_independence(void **state) {
     for (size_t lag = 1; lag <= 4; lag *= 2) assert_true(fabs(corr(z, z + lag, n - lag)) < 5 / sn);
     /* The next tensor, the next draw, the next seed. (Gaussian and Rademacher z of the same
      * counter share words, so they are dependent; a run uses one distribution.) */
-    dz_backend_cpu()->z_fill(w, 2024, 11, 3, 0, n, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), w, 2024, 11, 3, 0, n, DZ_Z_GAUSSIAN);
     assert_true(fabs(corr(z, w, n)) < 5 / sn);
-    dz_backend_cpu()->z_fill(w, 2024, 10, 4, 0, n, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), w, 2024, 10, 4, 0, n, DZ_Z_GAUSSIAN);
     assert_true(fabs(corr(z, w, n)) < 5 / sn);
-    dz_backend_cpu()->z_fill(w, 2025, 10, 3, 0, n, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), w, 2025, 10, 3, 0, n, DZ_Z_GAUSSIAN);
     assert_true(fabs(corr(z, w, n)) < 5 / sn);
     free(z);
     free(w);
@@ -459,8 +468,8 @@ static void rademacher_balance(void **state) {
     (void)state;
     const size_t n = 1000000;
     float *z = malloc(4 * n), *w = malloc(4 * n);
-    dz_backend_cpu()->z_fill(z, 7, 0, 0, 0, n, DZ_Z_RADEMACHER);
-    dz_backend_cpu()->z_fill(w, 7, 0, 1, 0, n, DZ_Z_RADEMACHER);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), z, 7, 0, 0, 0, n, DZ_Z_RADEMACHER);
+    dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), w, 7, 0, 1, 0, n, DZ_Z_RADEMACHER);
     double s = 0;
     long lanes[4] = {0};
     for (size_t i = 0; i < n; i++) {
@@ -489,8 +498,8 @@ static void bf16_stochastic_rounding_unbiased(void **state) {
     const uint16_t one_half = 0x3FC0; /* 1.5; bf16 ulp in [1, 2) is 2^-7 */
     for (size_t i = 0; i < n; i++) h[i] = h2[i] = one_half;
     const float g = 0.0f, lr = 1e-3f, wd = 0.0078125f * 1e-3f / 1.5f / 1e-3f; /* lr wd 1.5 = 1e-3 ulp */
-    dz_backend_cpu()->update_bf16(h, n, &g, 1, lr, wd, 555, 8, 21, 0, DZ_Z_GAUSSIAN);
-    dz_backend_cpu()->update_bf16(h2, n, &g, 1, lr, wd, 555, 8, 21, 0, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), h, n, &g, 1, lr, wd, 555, 8, 21, 0, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), h2, n, &g, 1, lr, wd, 555, 8, 21, 0, DZ_Z_GAUSSIAN);
     assert_memory_equal(h, h2, 2 * n);
     /* The f32 value each weight had before rounding, as the spec computes it. */
     const float th = 1.5f, v = th - lr * (0.0f + wd * th);
@@ -506,7 +515,7 @@ static void bf16_stochastic_rounding_unbiased(void **state) {
     assert_true(fabs((double)down - n * p) < 5 * sd);
     /* A different step draws different words: the moved set changes. */
     for (size_t i = 0; i < n; i++) h2[i] = one_half;
-    dz_backend_cpu()->update_bf16(h2, n, &g, 1, lr, wd, 555, 8, 22, 0, DZ_Z_GAUSSIAN);
+    dz_backend_cpu()->ops->update_bf16(dz_backend_cpu(), h2, n, &g, 1, lr, wd, 555, 8, 22, 0, DZ_Z_GAUSSIAN);
     size_t both = 0;
     for (size_t i = 0; i < n; i++) both += h[i] != one_half && h2[i] != one_half;
     assert_true(both < 20); /* ~ n p^2 = 1 if independent */

@@ -20,6 +20,7 @@ typedef struct dz_bench_report {
 typedef struct dz_bench_forward_spec {
     int batch, seq;
     float seconds; /* the least time to measure the forward */
+    const char *backend; /* --backend (dz_backend_create; NULL: cpu), in each spec */
 } dz_bench_forward_spec;
 dz_status dz_bench_forward(dz_model *m, const dz_bench_forward_spec *s, const dz_bench_report *r, dz_error *err);
 
@@ -31,6 +32,7 @@ typedef struct dz_bench_step_spec {
     const char *model, *store; /* store: NULL (in memory), disk:PATH or disk-nocache:PATH */
     dz_dtype master;
     int batch, seq, steps, fuse, max_resident_mb, stream_globals;
+    const char *backend;
 } dz_bench_step_spec;
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err);
 
@@ -39,6 +41,7 @@ dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, d
 typedef struct dz_bench_classify_spec {
     const char *data, *label_words;
     int batch, steps;
+    const char *backend;
 } dz_bench_classify_spec;
 dz_status dz_bench_classify(dz_model *m, const dz_tokenizer *tok, const dz_bench_classify_spec *s,
                             const dz_bench_report *r, dz_error *err);
@@ -48,6 +51,7 @@ dz_status dz_bench_classify(dz_model *m, const dz_tokenizer *tok, const dz_bench
 typedef struct dz_bench_eval_spec {
     const char *data, *label_words; /* label_words NULL: MeZO's */
     int batch, batches, repeat, flat;
+    const char *backend;
 } dz_bench_eval_spec;
 dz_status dz_bench_eval(dz_model *m, const dz_tokenizer *tok, const dz_bench_eval_spec *s, const dz_bench_report *r,
                         dz_error *err);

@@ -72,6 +72,7 @@ typedef struct dz_fed_join_config {
     const char *name;        /* shown in the coordinator's log (NULL: none) */
     const char *save;        /* folder: the weights at the end, HF layout (NULL: not saved) */
     double retry_for;        /* seconds to keep retrying an unreachable coordinator (default 60) */
+    const char *backend;     /* what the replica runs on (dz_backend_create; NULL: cpu) */
 } dz_fed_join_config;
 
 typedef struct dz_fed_join_event {

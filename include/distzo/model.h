@@ -188,10 +188,18 @@ dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int k
 dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_seq, int kv_cache, int n_streams,
                                    dz_forward **out, dz_error *err);
 /* The compute backend a forward runs every op on (src/backend/backend.h: dz_backend_cpu(),
- * dz_backend_by_name("ref"), ...). */
+ * dz_backend_by_name("ref"), ...): an instance, holding its own state (a device backend's
+ * device, streams, library handles, workspace), passed to every op. */
 typedef struct dz_backend dz_backend;
+/* The instance of backend `name` (NULL: "cpu"; "cpu", "ref" or "cuda"; --backend).
+ * DZ_ERR_INVALID for an unknown name; "cuda" is DZ_ERR_UNSUPPORTED saying why: a build
+ * without CUDA, no GPU on this machine, or (today) its forward not built yet. */
+dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
+/* Frees what create made (cpu and ref: one shared stateless instance, left). NULL is fine. */
+void dz_backend_free(dz_backend *be);
 /* The general form: n_streams streams on `backend` (NULL: the CPU backend), which
- * allocates every activation buffer; the forwards above are this with NULL. */
+ * allocates every activation buffer and must outlive the forward; the forwards above are
+ * this with NULL. */
 dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend, int max_batch, int max_seq,
                                     int kv_cache, int n_streams, dz_forward **out, dz_error *err);
 const dz_backend *dz_forward_backend(const dz_forward *f);

@@ -30,6 +30,7 @@ typedef struct dz_engine_spec {
     int max_resident_mb;    /* with a disk store: refuse to start above this many MB resident (0: no cap) */
     int stream_globals;     /* with a disk store: the global block stays in it too */
     int signs;              /* with a process group: the forwards this rank runs (1: +eps, 2: -eps, 3: both) */
+    const char *backend;    /* the backend the forward and the ZO ops run on (dz_backend_create; NULL: cpu) */
 } dz_engine_spec;
 
 /* Loads the weights and puts the masters where spec says. A disk store is rebuilt from

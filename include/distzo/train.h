@@ -71,6 +71,8 @@ typedef struct dz_train_layout {
     dz_comm *comm;            /* NULL: one process */
     int pertp, dp;            /* perturbation x data parallelism; 0: derived (all ranks data-parallel) */
     int verify_every;         /* compare replica checksums across nodes every this many steps (0: never) */
+    const char *backend;      /* --backend: what the forward and the ZO ops run on (NULL: cpu); the ZO ops give
+                                 every backend's bits, so a run resumes on any */
 } dz_train_layout;
 
 typedef struct dz_train_config {

@@ -1,5 +1,6 @@
-/* The compute backend: every numeric op the model and the ZO step run goes through one of
- * these function tables, chosen when a forward is created (dz_forward_create_backend).
+/* The compute backend: every numeric op the model and the ZO step run goes through a
+ * backend instance (its op table and its own state), chosen when a forward is created
+ * (dz_forward_create_backend) and passed to every op as its first argument.
  *
  * Memory. Float and element arguments of ops (x, y, w, theta, w_plus, ...) are backend
  * buffers: memory from the table's alloc, or for weights what upload_view returned. Host
@@ -51,60 +52,66 @@ typedef struct dz_attn_args {
     int scratch_threads;
 } dz_attn_args;
 
-typedef struct dz_backend {
-    const char *name;
-    /* Backend buffers are host memory that host code may read and write directly. */
-    int host_buffers;
+typedef struct dz_backend dz_backend;
 
+/* The op table of a backend. Every op takes the instance it runs on first: its state
+ * (device, streams, library handles, workspace) is be->ctx. */
+typedef struct dz_backend_ops {
     /* ---- buffers ---- */
     /* bytes of backend memory, zero-filled and 64-byte aligned (NULL when out of memory);
      * free(NULL) is a no-op. */
-    void *(*alloc)(size_t bytes);
-    void (*free)(void *buf);
+    void *(*alloc)(const dz_backend *be, size_t bytes);
+    void (*free)(const dz_backend *be, void *buf);
     /* Copies n host bytes at src into the buffer dst; src == dst (a host_buffers backend's
      * staging is the buffer itself) copies nothing. */
-    void (*upload)(void *dst, const void *src, size_t n);
+    void (*upload)(const dz_backend *be, void *dst, const void *src, size_t n);
     /* Makes n host bytes at src readable by ops and returns where: dst (a buffer of at
      * least n bytes) after copying, or, on a host_buffers backend, src itself (zero-copy:
      * src must then stay valid and unchanged while ops read it). For weights that the
      * weight source (model.h) hands out as host fp32 rows. */
-    const void *(*upload_view)(void *dst, const void *src, size_t n);
+    const void *(*upload_view)(const dz_backend *be, void *dst, const void *src, size_t n);
     /* Copies n bytes of the buffer src into host memory dst. */
-    void (*download)(void *dst, const void *src, size_t n);
-    void (*synchronize)(void);
+    void (*download)(const dz_backend *be, void *dst, const void *src, size_t n);
+    void (*synchronize)(const dz_backend *be);
 
     /* ---- the forward ---- */
     /* y[M,N] = x[M,K] . w[N,K]^T (+ bias[N] if non-NULL). Row-major, Linear layout. */
-    void (*matmul)(float *y, const float *x, const float *w, const float *bias, int M, int N, int K);
-    void (*layernorm)(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps);
-    void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int dim, float eps);
+    void (*matmul)(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N,
+                   int K);
+    void (*layernorm)(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows,
+                      int dim, float eps);
+    void (*rmsnorm)(const dz_backend *be, float *y, const float *x, const float *w, int rows, int dim, float eps);
     /* Rotates x[rows, n_heads*head_dim] in place, pairs (i, i + head_dim/2) of each head
      * (the HF layout); row r is at position pos[r], whose angles' cosines and sines are row
      * pos[r] of cos_sin (a buffer filled by dz_rope_table_fill). */
-    void (*rope)(float *x, int rows, const int *pos, int n_heads, int head_dim, const float *cos_sin);
+    void (*rope)(const dz_backend *be, float *x, int rows, const int *pos, int n_heads, int head_dim,
+                 const float *cos_sin);
     /* out[B*n_new, n_heads*head_dim] = causal softmax(q k^T * scale) v, q [B*n_new,
      * n_heads*head_dim]; the key/value slots already hold every position queried. */
-    void (*attention)(float *out, const float *q, const dz_attn_args *a);
-    void (*relu)(float *x, size_t n);
+    void (*attention)(const dz_backend *be, float *out, const float *q, const dz_attn_args *a);
+    void (*relu)(const dz_backend *be, float *x, size_t n);
     /* gate[i] = silu(gate[i]) * up[i] */
-    void (*swiglu)(float *gate, const float *up, size_t n);
+    void (*swiglu)(const dz_backend *be, float *gate, const float *up, size_t n);
     /* y[i] += x[i] (the residual adds, and the position embeddings onto the token rows) */
-    void (*add)(float *y, const float *x, size_t n);
+    void (*add)(const dz_backend *be, float *y, const float *x, size_t n);
     /* x[i] = v */
-    void (*fill)(float *x, float v, size_t n);
+    void (*fill)(const dz_backend *be, float *x, float v, size_t n);
     /* Row dst_rows[i] of dst[., cols] = row src_rows[i] of src[., cols] for i < nrows; a NULL
      * index array is the identity. Gathers (the head's rows) and scatters (keys and values
      * into their slots by position). Rows do not overlap. */
-    void (*copy_rows)(float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows, int cols);
+    void (*copy_rows)(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows,
+                      int nrows, int cols);
     /* Online log-softmax pieces over one vocabulary chunk of logits[rows, n]:
      * running max m[r] and running sum s[r] of exp(logit - m[r]) are updated. */
-    void (*logsumexp_update)(const float *logits, int rows, int n, float *m, float *s);
+    void (*logsumexp_update)(const dz_backend *be, const float *logits, int rows, int n, float *m, float *s);
     /* The chunk logits[rows, n] holds vocabulary entries v0 .. v0+n-1: for each row whose
      * targets[r] falls among them, out[r] = its logit; other rows keep out[r]. */
-    void (*pick_target)(float *out, const float *logits, int rows, int n, const int *targets, int v0);
+    void (*pick_target)(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets,
+                        int v0);
     /* out[r] = target[r] - m[r] - log(s[r]): log p(target) from the online pieces; out may
      * alias target. */
-    void (*logprob_finish)(float *out, const float *target, const float *m, const float *s, int rows);
+    void (*logprob_finish)(const dz_backend *be, float *out, const float *target, const float *m, const float *s,
+                           int rows);
 
     /* ---- the ZO step (contract: backend/zo_ops.h) ----
      * Each works on elements i0 .. i0+n-1 of one tensor (`tensor` = its id), deriving z from
@@ -113,30 +120,44 @@ typedef struct dz_backend {
      * over spans. A draw index is d = step * q + sample (uint32, wrapping). bf16 masters
      * (uint16_t) are widened, updated in f32 and stochastically rounded back; w+- are f32. */
     /* z_i (purpose 0). */
-    void (*z_fill)(float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n, dz_zdist dist);
+    void (*z_fill)(const dz_backend *be, float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0,
+                   size_t n, dz_zdist dist);
     /* Raw words: x_i = word i % 4 of block i / 4 with counter (i / 4, purpose, tensor, draw). */
-    void (*philox_fill)(uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i0,
-                        size_t n);
+    void (*philox_fill)(const dz_backend *be, uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor,
+                        uint32_t draw, uint64_t i0, size_t n);
     /* w_plus = theta + eps z, w_minus = theta - eps z with z of draw `draw`. */
-    void (*perturb_pair)(const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
-                         uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
-    void (*perturb_pair_bf16)(const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps,
-                              uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
+    void (*perturb_pair)(const dz_backend *be, const float *theta, float *w_plus, float *w_minus, size_t n, float eps,
+                         uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
+    void (*perturb_pair_bf16)(const dz_backend *be, const uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+                              float eps, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist);
     /* theta -= lr * (mean_j g[j] z_j + wd theta), z_j of draw step*q + j (g: host memory). */
-    void (*update_f32)(float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                       uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
-    void (*update_bf16)(uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                        uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
+    void (*update_f32)(const dz_backend *be, float *theta, size_t n, const float *g, int q, float lr, float wd,
+                       uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
+    void (*update_bf16)(const dz_backend *be, uint16_t *theta, size_t n, const float *g, int q, float lr, float wd,
+                        uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist);
     /* One pass: apply the pending update `upd` (NULL = none) to theta in place, then write
      * the pair for draw `next_draw` from the updated theta (w_plus = w_minus = NULL: update
      * only). Bitwise equal to update_* followed by perturb_pair*. */
-    void (*update_then_perturb_f32)(float *theta, float *w_plus, float *w_minus, size_t n, const dz_zo_update *upd,
-                                    float eps, uint64_t seed, uint32_t tensor, uint32_t next_draw, uint64_t i0,
-                                    dz_zdist dist);
-    void (*update_then_perturb_bf16)(uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+    void (*update_then_perturb_f32)(const dz_backend *be, float *theta, float *w_plus, float *w_minus, size_t n,
+                                    const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+                                    uint32_t next_draw, uint64_t i0, dz_zdist dist);
+    void (*update_then_perturb_bf16)(const dz_backend *be, uint16_t *theta, float *w_plus, float *w_minus, size_t n,
                                      const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                                      uint32_t next_draw, uint64_t i0, dz_zdist dist);
-} dz_backend;
+
+    /* Frees the instance and its state (dz_backend_free); NULL: a static instance. */
+    void (*destroy)(dz_backend *be);
+} dz_backend_ops;
+
+/* A backend instance: the op table and the state its ops share. Ops are called as
+ * be->ops->matmul(be, ...). */
+struct dz_backend {
+    const char *name;
+    /* Backend buffers are host memory that host code may read and write directly. */
+    int host_buffers;
+    const dz_backend_ops *ops;
+    void *ctx; /* the instance's state (NULL: cpu and ref have none) */
+};
 
 /* distzo's optimized CPU backend (host_buffers; threads: dz_set_num_threads, core/threads.h). */
 const dz_backend *dz_backend_cpu(void);
@@ -146,10 +167,15 @@ const dz_backend *dz_backend_cpu(void);
  * pointers. Slow: for tests. */
 const dz_backend *dz_backend_ref(void);
 
-/* The registry: every backend built in, "cpu" first. */
+/* The registry: every backend whose ops all run here, "cpu" first (their stateless
+ * instances; the tests go through them all). */
 int dz_backend_count(void);
 const dz_backend *dz_backend_at(int i); /* NULL outside 0 .. count-1 */
 const dz_backend *dz_backend_by_name(const char *name); /* NULL if none */
+/* A run's instance by name (--backend cpu|ref|cuda), and its end; also public
+ * (include/distzo/model.h says what each refuses). */
+dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
+void dz_backend_free(dz_backend *be);
 
 /* The rotary angles' cosines and sines for positions 0 .. n_pos-1 (host memory, a row of
  * head_dim floats per position: cos_sin[p * head_dim + i] = cos(a), cos_sin[p * head_dim +

@@ -26,19 +26,20 @@ typedef struct row_op {
     float eps;
 } row_op;
 
-static void cpu_upload(void *dst, const void *src, size_t n) {
+static void cpu_upload(const dz_backend *be, void *dst, const void *src, size_t n) {
     if (dst != src) memcpy(dst, src, n);
 }
 
-static const void *cpu_upload_view(void *dst, const void *src, size_t n) { return src; }
+static const void *cpu_upload_view(const dz_backend *be, void *dst, const void *src, size_t n) { return src; }
 
-static void cpu_download(void *dst, const void *src, size_t n) {
+static void cpu_download(const dz_backend *be, void *dst, const void *src, size_t n) {
     if (dst != src) memcpy(dst, src, n);
 }
 
-static void cpu_synchronize(void) {}
+static void cpu_synchronize(const dz_backend *be) {}
 
-static void cpu_matmul(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
+static void cpu_matmul(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N,
+                       int K) {
     dz_gemm_linear(y, x, w, bias, M, N, K);
 }
 
@@ -59,7 +60,8 @@ static void layernorm_row(void *ctx, int r, int thread) {
     for (int i = 0; i < dim; i++) yr[i] = (xr[i] - m) * rstd * w[i] + (b ? b[i] : 0.0f);
 }
 
-static void cpu_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {
+static void cpu_layernorm(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows,
+                          int dim, float eps) {
     row_op o = {.y = y, .x = x, .w = w, .b = b, .dim = dim, .eps = eps};
     dz_parallel_for(rows, layernorm_row, &o);
 }
@@ -75,7 +77,7 @@ static void rmsnorm_row(void *ctx, int r, int thread) {
     for (int i = 0; i < dim; i++) yr[i] = w[i] * (xr[i] * rstd);
 }
 
-static void cpu_rmsnorm(float *y, const float *x, const float *w, int rows, int dim, float eps) {
+static void cpu_rmsnorm(const dz_backend *be, float *y, const float *x, const float *w, int rows, int dim, float eps) {
     row_op o = {.y = y, .x = x, .w = w, .dim = dim, .eps = eps};
     dz_parallel_for(rows, rmsnorm_row, &o);
 }
@@ -101,7 +103,8 @@ static void rope_row(void *ctx, int r, int thread) {
     }
 }
 
-static void cpu_rope(float *x, int rows, const int *positions, int n_heads, int head_dim, const float *cos_sin) {
+static void cpu_rope(const dz_backend *be, float *x, int rows, const int *positions, int n_heads, int head_dim,
+                     const float *cos_sin) {
     rope_op o = {x, positions, n_heads, head_dim, cos_sin};
     dz_parallel_for(rows, rope_row, &o);
 }
@@ -240,7 +243,7 @@ static void attend_chunk(void *ctx, int c, int thread) {
 }
 
 /* One chunk per thread, as many as there are scratch slots. */
-static void cpu_attention(float *out, const float *q, const dz_attn_args *a) {
+static void cpu_attention(const dz_backend *be, float *out, const float *q, const dz_attn_args *a) {
     const int threads = dz_parallel_threads();
     attn_op o = {out, q, a, threads < a->scratch_threads ? threads : a->scratch_threads};
     dz_parallel_for(o.chunks, attend_chunk, &o);
@@ -265,7 +268,7 @@ static void relu_span(void *ctx, int k, int thread) {
     for (size_t i = 0, n = span_len(o, k); i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-static void cpu_relu(float *x, size_t n) {
+static void cpu_relu(const dz_backend *be, float *x, size_t n) {
     elementwise_op o = {.y = x, .n = n};
     dz_parallel_for(spans_of(n), relu_span, &o);
 }
@@ -279,7 +282,7 @@ static void swiglu_task(void *ctx, int k, int thread) {
     swiglu_span(o->y + span_start(k), o->x + span_start(k), span_len(o, k));
 }
 
-static void cpu_swiglu(float *gate, const float *up, size_t n) {
+static void cpu_swiglu(const dz_backend *be, float *gate, const float *up, size_t n) {
     elementwise_op o = {gate, up, n};
     dz_parallel_for(spans_of(n), swiglu_task, &o);
 }
@@ -291,7 +294,7 @@ static void add_span(void *ctx, int k, int thread) {
     for (size_t i = 0, n = span_len(o, k); i < n; i++) y[i] += x[i];
 }
 
-static void cpu_add(float *y, const float *x, size_t n) {
+static void cpu_add(const dz_backend *be, float *y, const float *x, size_t n) {
     elementwise_op o = {y, x, n};
     dz_parallel_for(spans_of(n), add_span, &o);
 }
@@ -322,7 +325,7 @@ static void logsumexp_task(void *ctx, int r, int thread) {
     logsumexp_row(o->logits + (size_t)r * o->n, o->n, o->m + r, o->s + r);
 }
 
-static void cpu_logsumexp_update(const float *logits, int rows, int n, float *m, float *s) {
+static void cpu_logsumexp_update(const dz_backend *be, const float *logits, int rows, int n, float *m, float *s) {
     logsumexp_op o = {logits, n, m, s};
     dz_parallel_for(rows, logsumexp_task, &o);
 }
@@ -334,33 +337,37 @@ static void fill_span(void *ctx, int k, int thread) {
     for (size_t i = 0, n = span_len(o, k); i < n; i++) x[i] = v;
 }
 
-static void cpu_fill(float *x, float v, size_t n) {
+static void cpu_fill(const dz_backend *be, float *x, float v, size_t n) {
     elementwise_op o = {x, &v, n};
     dz_parallel_for(spans_of(n), fill_span, &o);
 }
 
 /* Rows are a few KB each and few: one thread, no task overhead. */
-static void cpu_copy_rows(float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows,
-                          int cols) {
+static void cpu_copy_rows(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows,
+                          int nrows, int cols) {
     for (int i = 0; i < nrows; i++)
         memcpy(dst + (size_t)(dst_rows ? dst_rows[i] : i) * cols, src + (size_t)(src_rows ? src_rows[i] : i) * cols,
                sizeof(float) * (size_t)cols);
 }
 
-static void cpu_pick_target(float *out, const float *logits, int rows, int n, const int *targets, int v0) {
+static void cpu_pick_target(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets,
+                            int v0) {
     for (int r = 0; r < rows; r++)
         if (targets[r] >= v0 && targets[r] < v0 + n) out[r] = logits[(size_t)r * n + (targets[r] - v0)];
 }
 
-static void cpu_logprob_finish(float *out, const float *target, const float *m, const float *s, int rows) {
+static void cpu_logprob_finish(const dz_backend *be, float *out, const float *target, const float *m, const float *s,
+                               int rows) {
     for (int r = 0; r < rows; r++) out[r] = target[r] - m[r] - logf(s[r]);
 }
 
-static const dz_backend cpu_backend = {
-    .name = "cpu",
-    .host_buffers = 1,
-    .alloc = dz_alloc,
-    .free = dz_free,
+/* Plain host memory: the instance holds no state. */
+static void *cpu_alloc(const dz_backend *be, size_t bytes) { return dz_alloc(bytes); }
+static void cpu_free(const dz_backend *be, void *buf) { dz_free(buf); }
+
+static const dz_backend_ops cpu_ops = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
     .upload = cpu_upload,
     .upload_view = cpu_upload_view,
     .download = cpu_download,
@@ -387,6 +394,9 @@ static const dz_backend cpu_backend = {
     .update_then_perturb_f32 = dz_cpu_update_then_perturb_f32,
     .update_then_perturb_bf16 = dz_cpu_update_then_perturb_bf16,
 };
+
+/* The one instance: no state, so every caller may share it (dz_backend_free leaves it). */
+static dz_backend cpu_backend = {.name = "cpu", .host_buffers = 1, .ops = &cpu_ops};
 
 const dz_backend *dz_backend_cpu(void) { return &cpu_backend; }
 

@@ -140,14 +140,15 @@ static void fill(void *out, const zo_counter *ctr, uint64_t i0, size_t n, zo_mod
     }
 }
 
-void dz_cpu_z_fill(float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n, dz_zdist dist) {
+void dz_cpu_z_fill(const dz_backend *be, float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0,
+                   size_t n, dz_zdist dist) {
     zo_counter ctr;
     zo_counter_init(&ctr, seed, DZ_PURPOSE_Z, tensor, draw);
     fill(z, &ctr, i0, n, (zo_mode)dist);
 }
 
-void dz_cpu_philox_fill(uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw, uint64_t i0,
-                        size_t n) {
+void dz_cpu_philox_fill(const dz_backend *be, uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor,
+                        uint32_t draw, uint64_t i0, size_t n) {
     zo_counter ctr;
     zo_counter_init(&ctr, seed, purpose, tensor, draw);
     fill(x, &ctr, i0, n, ZO_WORDS);

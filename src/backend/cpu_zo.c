@@ -79,7 +79,8 @@ DZ_ISA_VARIANTS(make_pair_streaming, (float *wp, float *wm, const float *th, con
     else sse_stream_pair(wp, wm, th, z, eps, n);
 }
 
-/* Elements i .. i+m-1 (m <= ZO_CHUNK), at offset off into the io arrays. */
+/* Elements i .. i+m-1 (m <= ZO_CHUNK), at offset off into the io arrays. The CPU backend
+ * has no state: its fills run on no instance (NULL). */
 static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *upd, float eps, uint64_t seed,
                   uint32_t tensor, uint32_t next_draw, uint64_t i, dz_zdist dist, int streaming) {
     float buf[ZO_CHUNK], z[ZO_CHUNK];
@@ -89,7 +90,7 @@ static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *u
         float u[ZO_CHUNK];
         const uint32_t d0 = upd->step * (uint32_t)upd->q;
         for (int j = 0; j < upd->q; j++) {
-            dz_cpu_z_fill(z, seed, tensor, d0 + (uint32_t)j, i, m, dist);
+            dz_cpu_z_fill(NULL, z, seed, tensor, d0 + (uint32_t)j, i, m, dist);
             dz_zo_add_scaled(u, upd->g[j], z, m, j == 0);
         }
         if (io->out_f32) {
@@ -98,12 +99,12 @@ static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *u
         } else {
             uint32_t x[ZO_CHUNK];
             dz_zo_apply_update(buf, buf, u, m, upd->q, upd->lr, upd->wd);
-            dz_cpu_philox_fill(x, seed, DZ_PURPOSE_SR, tensor, d0, i, m);
+            dz_cpu_philox_fill(NULL, x, seed, DZ_PURPOSE_SR, tensor, d0, i, m);
             round_bf16(io->out_bf16 + off, buf, x, m);
         }
     }
     if (io->w_plus) {
-        dz_cpu_z_fill(z, seed, tensor, next_draw, i, m, dist);
+        dz_cpu_z_fill(NULL, z, seed, tensor, next_draw, i, m, dist);
         if (streaming) make_pair_streaming(io->w_plus + off, io->w_minus + off, th, z, eps, m);
         else dz_zo_make_pair(io->w_plus + off, io->w_minus + off, th, z, eps, m);
     }
@@ -122,38 +123,38 @@ static void run_span(const span_io *io, size_t n, const dz_zo_update *upd, float
     if (streaming) _mm_sfence(); /* streaming stores are weakly ordered: done before any thread reads them */
 }
 
-void dz_cpu_perturb_pair(const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
-                         uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+void dz_cpu_perturb_pair(const dz_backend *be, const float *theta, float *w_plus, float *w_minus, size_t n, float eps,
+                         uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
     const span_io io = {.in_f32 = theta, .w_plus = w_plus, .w_minus = w_minus};
     run_span(&io, n, NULL, eps, seed, tensor, draw, i0, dist);
 }
 
-void dz_cpu_perturb_pair_bf16(const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps,
-                              uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+void dz_cpu_perturb_pair_bf16(const dz_backend *be, const uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+                              float eps, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
     const span_io io = {.in_bf16 = theta, .w_plus = w_plus, .w_minus = w_minus};
     run_span(&io, n, NULL, eps, seed, tensor, draw, i0, dist);
 }
 
-void dz_cpu_update_f32(float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                       uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+void dz_cpu_update_f32(const dz_backend *be, float *theta, size_t n, const float *g, int q, float lr, float wd,
+                       uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
     const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
-    dz_cpu_update_then_perturb_f32(theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
+    dz_cpu_update_then_perturb_f32(be, theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
 }
 
-void dz_cpu_update_bf16(uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                        uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+void dz_cpu_update_bf16(const dz_backend *be, uint16_t *theta, size_t n, const float *g, int q, float lr, float wd,
+                        uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
     const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
-    dz_cpu_update_then_perturb_bf16(theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
+    dz_cpu_update_then_perturb_bf16(be, theta, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
 }
 
-void dz_cpu_update_then_perturb_f32(float *theta, float *w_plus, float *w_minus, size_t n, const dz_zo_update *upd,
-                                    float eps, uint64_t seed, uint32_t tensor, uint32_t next_draw, uint64_t i0,
-                                    dz_zdist dist) {
+void dz_cpu_update_then_perturb_f32(const dz_backend *be, float *theta, float *w_plus, float *w_minus, size_t n,
+                                    const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+                                    uint32_t next_draw, uint64_t i0, dz_zdist dist) {
     const span_io io = {.in_f32 = theta, .out_f32 = upd ? theta : NULL, .w_plus = w_plus, .w_minus = w_minus};
     run_span(&io, n, upd, eps, seed, tensor, next_draw, i0, dist);
 }
 
-void dz_cpu_update_then_perturb_bf16(uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+void dz_cpu_update_then_perturb_bf16(const dz_backend *be, uint16_t *theta, float *w_plus, float *w_minus, size_t n,
                                      const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                                      uint32_t next_draw, uint64_t i0, dz_zdist dist) {
     const span_io io = {.in_bf16 = theta, .out_bf16 = upd ? theta : NULL, .w_plus = w_plus, .w_minus = w_minus};

@@ -12,18 +12,19 @@
 #include "backend/backend.h"
 #include "core/util.h"
 
-static void ref_upload(void *dst, const void *src, size_t n) {
+static void ref_upload(const dz_backend *be, void *dst, const void *src, size_t n) {
     if (dst != src) memcpy(dst, src, n);
 }
 
-static const void *ref_upload_view(void *dst, const void *src, size_t n) {
-    ref_upload(dst, src, n);
+static const void *ref_upload_view(const dz_backend *be, void *dst, const void *src, size_t n) {
+    ref_upload(be, dst, src, n);
     return dst;
 }
 
-static void ref_synchronize(void) {}
+static void ref_synchronize(const dz_backend *be) {}
 
-static void ref_matmul(float *y, const float *x, const float *w, const float *bias, int M, int N, int K) {
+static void ref_matmul(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N,
+                       int K) {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double acc = bias ? bias[j] : 0.0;
@@ -32,7 +33,8 @@ static void ref_matmul(float *y, const float *x, const float *w, const float *bi
         }
 }
 
-static void ref_layernorm(float *y, const float *x, const float *w, const float *b, int rows, int dim, float eps) {
+static void ref_layernorm(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows,
+                          int dim, float eps) {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * dim;
         double mean = 0.0, var = 0.0;
@@ -44,7 +46,7 @@ static void ref_layernorm(float *y, const float *x, const float *w, const float 
     }
 }
 
-static void ref_rmsnorm(float *y, const float *x, const float *w, int rows, int dim, float eps) {
+static void ref_rmsnorm(const dz_backend *be, float *y, const float *x, const float *w, int rows, int dim, float eps) {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * dim;
         double sq = 0.0;
@@ -54,7 +56,8 @@ static void ref_rmsnorm(float *y, const float *x, const float *w, int rows, int 
     }
 }
 
-static void ref_rope(float *x, int rows, const int *pos, int n_heads, int head_dim, const float *cos_sin) {
+static void ref_rope(const dz_backend *be, float *x, int rows, const int *pos, int n_heads, int head_dim,
+                     const float *cos_sin) {
     const int half = head_dim / 2;
     for (int r = 0; r < rows; r++)
         for (int h = 0; h < n_heads; h++) {
@@ -83,7 +86,7 @@ static double score(const float *qi, const dz_attn_args *a, int b, int j, int kv
 }
 
 /* Three passes over the keys of each query (max, sum, weighted values): no scratch. */
-static void ref_attention(float *out, const float *q, const dz_attn_args *a) {
+static void ref_attention(const dz_backend *be, float *out, const float *q, const dz_attn_args *a) {
     const int hd = a->head_dim, qstride = a->n_heads * hd, group = a->n_heads / a->n_kv_heads;
     for (int b = 0; b < a->batch; b++)
         for (int i = 0; i < (a->row0 ? a->row0[b + 1] - a->row0[b] : a->n_new); i++)
@@ -108,30 +111,30 @@ static void ref_attention(float *out, const float *q, const dz_attn_args *a) {
             }
 }
 
-static void ref_relu(float *x, size_t n) {
+static void ref_relu(const dz_backend *be, float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-static void ref_swiglu(float *gate, const float *up, size_t n) {
+static void ref_swiglu(const dz_backend *be, float *gate, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) gate[i] = (float)(gate[i] / (1.0 + exp(-(double)gate[i])) * up[i]);
 }
 
-static void ref_add(float *y, const float *x, size_t n) {
+static void ref_add(const dz_backend *be, float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = (float)((double)y[i] + x[i]);
 }
 
-static void ref_fill(float *x, float v, size_t n) {
+static void ref_fill(const dz_backend *be, float *x, float v, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = v;
 }
 
-static void ref_copy_rows(float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows,
-                          int cols) {
+static void ref_copy_rows(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows,
+                          int nrows, int cols) {
     for (int i = 0; i < nrows; i++)
         for (int c = 0; c < cols; c++)
             dst[(size_t)(dst_rows ? dst_rows[i] : i) * cols + c] = src[(size_t)(src_rows ? src_rows[i] : i) * cols + c];
 }
 
-static void ref_logsumexp_update(const float *logits, int rows, int n, float *m, float *s) {
+static void ref_logsumexp_update(const dz_backend *be, const float *logits, int rows, int n, float *m, float *s) {
     for (int r = 0; r < rows; r++) {
         const float *l = logits + (size_t)r * n;
         double mx = m[r];
@@ -143,12 +146,14 @@ static void ref_logsumexp_update(const float *logits, int rows, int n, float *m,
     }
 }
 
-static void ref_pick_target(float *out, const float *logits, int rows, int n, const int *targets, int v0) {
+static void ref_pick_target(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets,
+                            int v0) {
     for (int r = 0; r < rows; r++)
         if (targets[r] >= v0 && targets[r] < v0 + n) out[r] = logits[(size_t)r * n + (targets[r] - v0)];
 }
 
-static void ref_logprob_finish(float *out, const float *target, const float *m, const float *s, int rows) {
+static void ref_logprob_finish(const dz_backend *be, float *out, const float *target, const float *m, const float *s,
+                               int rows) {
     for (int r = 0; r < rows; r++) out[r] = (float)((double)target[r] - m[r] - log(s[r]));
 }
 
@@ -164,12 +169,13 @@ static float z_at(uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i, dz_
     return pair[lane & 1];
 }
 
-static void ref_z_fill(float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, size_t n, dz_zdist dist) {
+static void ref_z_fill(const dz_backend *be, float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0,
+                       size_t n, dz_zdist dist) {
     for (size_t k = 0; k < n; k++) z[k] = z_at(seed, tensor, draw, i0 + k, dist);
 }
 
-static void ref_philox_fill(uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor, uint32_t draw,
-                            uint64_t i0, size_t n) {
+static void ref_philox_fill(const dz_backend *be, uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor,
+                            uint32_t draw, uint64_t i0, size_t n) {
     for (size_t k = 0; k < n; k++) {
         uint32_t w[4];
         dz_philox_block_of(w, seed, purpose, tensor, draw, i0 + k);
@@ -217,47 +223,50 @@ static void ref_span(master th_at, float *w_plus, float *w_minus, size_t n, cons
     }
 }
 
-static void ref_perturb_pair(const float *theta, float *w_plus, float *w_minus, size_t n, float eps, uint64_t seed,
-                             uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+static void ref_perturb_pair(const dz_backend *be, const float *theta, float *w_plus, float *w_minus, size_t n,
+                             float eps, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
     ref_span((master){.in_f32 = theta}, w_plus, w_minus, n, NULL, eps, seed, tensor, draw, i0, dist);
 }
 
-static void ref_perturb_pair_bf16(const uint16_t *theta, float *w_plus, float *w_minus, size_t n, float eps,
-                                  uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0, dz_zdist dist) {
+static void ref_perturb_pair_bf16(const dz_backend *be, const uint16_t *theta, float *w_plus, float *w_minus, size_t n,
+                                  float eps, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0,
+                                  dz_zdist dist) {
     ref_span((master){.in_bf16 = theta}, w_plus, w_minus, n, NULL, eps, seed, tensor, draw, i0, dist);
 }
 
-static void ref_update_f32(float *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                           uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+static void ref_update_f32(const dz_backend *be, float *theta, size_t n, const float *g, int q, float lr, float wd,
+                           uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
     const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
     ref_span((master){.in_f32 = theta, .out_f32 = theta}, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
 }
 
-static void ref_update_bf16(uint16_t *theta, size_t n, const float *g, int q, float lr, float wd, uint64_t seed,
-                            uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
+static void ref_update_bf16(const dz_backend *be, uint16_t *theta, size_t n, const float *g, int q, float lr, float wd,
+                            uint64_t seed, uint32_t tensor, uint32_t step, uint64_t i0, dz_zdist dist) {
     const dz_zo_update upd = {.g = g, .q = q, .lr = lr, .wd = wd, .step = step};
     ref_span((master){.in_bf16 = theta, .out_bf16 = theta}, NULL, NULL, n, &upd, 0.0f, seed, tensor, 0, i0, dist);
 }
 
-static void ref_update_then_perturb_f32(float *theta, float *w_plus, float *w_minus, size_t n,
+static void ref_update_then_perturb_f32(const dz_backend *be, float *theta, float *w_plus, float *w_minus, size_t n,
                                         const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                                         uint32_t next_draw, uint64_t i0, dz_zdist dist) {
     const master th = {.in_f32 = theta, .out_f32 = theta};
     ref_span(th, w_plus, w_minus, n, upd, eps, seed, tensor, next_draw, i0, dist);
 }
 
-static void ref_update_then_perturb_bf16(uint16_t *theta, float *w_plus, float *w_minus, size_t n,
-                                         const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
+static void ref_update_then_perturb_bf16(const dz_backend *be, uint16_t *theta, float *w_plus, float *w_minus,
+                                         size_t n, const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                                          uint32_t next_draw, uint64_t i0, dz_zdist dist) {
     const master th = {.in_bf16 = theta, .out_bf16 = theta};
     ref_span(th, w_plus, w_minus, n, upd, eps, seed, tensor, next_draw, i0, dist);
 }
 
-static const dz_backend ref_backend = {
-    .name = "ref",
-    .host_buffers = 0,
-    .alloc = dz_alloc,
-    .free = dz_free,
+/* Plain host memory: the instance holds no state. */
+static void *ref_alloc(const dz_backend *be, size_t bytes) { return dz_alloc(bytes); }
+static void ref_free(const dz_backend *be, void *buf) { dz_free(buf); }
+
+static const dz_backend_ops ref_ops = {
+    .alloc = ref_alloc,
+    .free = ref_free,
     .upload = ref_upload,
     .upload_view = ref_upload_view,
     .download = ref_upload,
@@ -284,5 +293,8 @@ static const dz_backend ref_backend = {
     .update_then_perturb_f32 = ref_update_then_perturb_f32,
     .update_then_perturb_bf16 = ref_update_then_perturb_bf16,
 };
+
+/* The one instance: no state, so every caller may share it (dz_backend_free leaves it). */
+static dz_backend ref_backend = {.name = "ref", .host_buffers = 0, .ops = &ref_ops};
 
 const dz_backend *dz_backend_ref(void) { return &ref_backend; }

@@ -1,7 +1,11 @@
-/* The backends built into this library, "cpu" first (the default of a forward). */
+/* The backends built into this library, "cpu" first (the default of a forward), and the
+ * instances a run creates by name (--backend). */
 #include <string.h>
 
 #include "backend/backend.h"
+#ifdef DZ_HAVE_CUDA
+#include "backend/cuda/cuda_seam.h"
+#endif
 
 static const dz_backend *registered(int i) {
     switch (i) {
@@ -19,4 +23,36 @@ const dz_backend *dz_backend_by_name(const char *name) {
     for (int i = 0; name && i < dz_backend_count(); i++)
         if (strcmp(registered(i)->name, name) == 0) return registered(i);
     return NULL;
+}
+
+/* cuda: refused, saying why, until the CUDA backend's forward exists (docs/CUDA.md). With
+ * -DDZ_CUDA=ON a GPU is looked for first, so a machine without one hears that. */
+static dz_status cuda_refused(dz_error *err) {
+#ifdef DZ_HAVE_CUDA
+    int status = 0;
+    dz_cuda_seam *seam = dz_cuda_seam_runtime_create(0, &status);
+    if (!seam && status == DZ_CUDA_ERR_NO_DEVICE)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: no CUDA GPU found on this machine");
+    if (!seam) return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA runtime did not start (status %d)",
+                              status);
+    seam->destroy(seam);
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (only its "
+                                            "ZO ops exist, docs/CUDA.md); use --backend cpu or ref");
+#else
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: this distzo was built without CUDA (configure with "
+                                            "cmake -DDZ_CUDA=ON)");
+#endif
+}
+
+dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err) {
+    *out = NULL;
+    if (name && strcmp(name, "cuda") == 0) return cuda_refused(err);
+    const dz_backend *be = dz_backend_by_name(name ? name : "cpu");
+    if (!be) return dz_fail(err, DZ_ERR_INVALID, "--backend %s: unknown backend (cpu, cuda or ref)", name);
+    *out = (dz_backend *)be; /* cpu and ref: the one stateless instance, which free leaves */
+    return DZ_OK;
+}
+
+void dz_backend_free(dz_backend *be) {
+    if (be && be->ops->destroy) be->ops->destroy(be);
 }

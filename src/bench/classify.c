@@ -9,8 +9,9 @@
 
 /* Seconds per step over `steps` steps after one warm-up (lr 0: the same weights for both
  * layouts), and each timed step's g. */
-static dz_status time_class_steps(dz_model *m, const dz_class_set *cs, int batch, int steps, int share, double *secs,
-                                  float *g, dz_error *err) {
+static dz_status time_class_steps(dz_model *m, const char *backend, const dz_class_set *cs, int batch, int steps,
+                                  int share, double *secs, float *g, dz_error *err) {
+    dz_backend *be = NULL;
     dz_forward *f = NULL;
     dz_zo_engine *e = NULL;
     dz_class_batch bb = {0};
@@ -19,7 +20,8 @@ static dz_status time_class_steps(dz_model *m, const dz_class_set *cs, int batch
     float *scores = malloc(sizeof(float) * (size_t)batch * K);
     const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1};
     dz_status st = ex && labels && scores ? DZ_OK : dz_fail(err, DZ_ERR_NOMEM, "out of memory");
-    if (st == DZ_OK) st = dz_forward_create_streams(m, batch * K, cs->max_len, 0, share ? 4 : 2, &f, err);
+    if (st == DZ_OK) st = dz_backend_create(backend, &be, err);
+    if (st == DZ_OK) st = dz_forward_create_backend(m, be, batch * K, cs->max_len, 0, share ? 4 : 2, &f, err);
     if (st == DZ_OK) st = dz_zo_engine_create(m, f, &zp, &e, err);
     if (st == DZ_OK) st = dz_class_batch_init(&bb, batch * K, cs->max_len, share, err);
     dz_bench_class_loss cl = {.bb = &bb, .labels = labels, .n = batch, .K = K, .scores = scores};
@@ -39,6 +41,7 @@ static dz_status time_class_steps(dz_model *m, const dz_class_set *cs, int batch
     dz_class_batch_free(&bb);
     dz_zo_engine_free(e);
     dz_forward_free(f);
+    dz_backend_free(be);
     free(ex);
     free(labels);
     free(scores);
@@ -76,8 +79,8 @@ dz_status dz_bench_classify(dz_model *m, const dz_tokenizer *tok, const dz_bench
     double t_flat = 0, t_shared = 0;
     float *g = malloc(sizeof(float) * 2 * (size_t)steps);
     if (st == DZ_OK && !g) st = dz_fail(err, DZ_ERR_NOMEM, "out of memory");
-    if (st == DZ_OK) st = time_class_steps(m, &cs, batch, steps, 0, &t_flat, g, err);
-    if (st == DZ_OK) st = time_class_steps(m, &cs, batch, steps, 1, &t_shared, g + steps, err);
+    if (st == DZ_OK) st = time_class_steps(m, s->backend, &cs, batch, steps, 0, &t_flat, g, err);
+    if (st == DZ_OK) st = time_class_steps(m, s->backend, &cs, batch, steps, 1, &t_shared, g + steps, err);
     if (st == DZ_OK) print_classify(r, s, t_flat, t_shared, memcmp(g, g + steps, sizeof(float) * (size_t)steps) == 0);
     free(g);
     dz_class_set_free(&cs);

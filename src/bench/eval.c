@@ -27,6 +27,7 @@ typedef struct eval_bench {
     dz_model *m;
     dz_dataset ds;
     dz_class_set cs;
+    dz_backend *be;
     dz_forward *f;
     dz_zo_engine *e;
     eval_batch_work *bw;
@@ -102,7 +103,9 @@ static dz_status eval_bench_init(eval_bench *b, const dz_tokenizer *tok, dz_erro
     b->bw = calloc((size_t)s->batches, sizeof *b->bw);
     dz_status st = b->bw ? load_examples(b, tok, err) : dz_fail(err, DZ_ERR_NOMEM, "out of memory");
     const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1};
-    if (st == DZ_OK) st = dz_forward_create_streams(b->m, batch * K, b->cs.max_len, 0, s->flat ? 2 : 4, &b->f, err);
+    if (st == DZ_OK) st = dz_backend_create(s->backend, &b->be, err);
+    if (st == DZ_OK)
+        st = dz_forward_create_backend(b->m, b->be, batch * K, b->cs.max_len, 0, s->flat ? 2 : 4, &b->f, err);
     if (st == DZ_OK) st = dz_zo_engine_create(b->m, b->f, &zp, &b->e, err);
     const size_t rows_cap = (size_t)batch * K * b->cs.max_len;
     if (st == DZ_OK) {
@@ -128,6 +131,7 @@ static void eval_bench_free(eval_bench *b) {
     free(b->bw), free(b->lp), free(b->plp), free(b->scores), free(b->ex), free(b->lab);
     dz_zo_engine_free(b->e);
     dz_forward_free(b->f);
+    dz_backend_free(b->be);
     dz_class_set_free(&b->cs);
     dz_dataset_free(&b->ds);
 }

@@ -61,9 +61,11 @@ static void print_forward(const dz_bench_report *r, const dz_model *m, const dz_
 dz_status dz_bench_forward(dz_model *m, const dz_bench_forward_spec *s, const dz_bench_report *r, dz_error *err) {
     const dz_config *c = dz_model_config(m);
     dz_forward *f = NULL;
+    dz_backend *be = NULL;
     dz_lm_work lw = {0};
     dz_status st = dz_lm_work_init(&lw, c, s->batch, s->seq, err);
-    if (st == DZ_OK) st = dz_forward_create(m, s->batch, s->seq, 0, &f, err);
+    if (st == DZ_OK) st = dz_backend_create(s->backend, &be, err);
+    if (st == DZ_OK) st = dz_forward_create_backend(m, be, s->batch, s->seq, 0, 1, &f, err);
     const dz_weight_source w = dz_model_weights(m);
     dz_gemm_shape shapes[DZ_BENCH_MAX_SHAPES];
     const int ns = dz_bench_model_shapes(c, s->batch, s->seq, shapes);
@@ -84,6 +86,7 @@ dz_status dz_bench_forward(dz_model *m, const dz_bench_forward_spec *s, const dz
         print_forward(r, m, f, s, &x);
     }
     dz_forward_free(f);
+    dz_backend_free(be);
     dz_lm_work_free(&lw);
     return st;
 }

@@ -15,7 +15,9 @@ typedef struct step_result {
 static dz_status forward_phase(dz_model *m, int in_memory, dz_lm_work *lw, const dz_bench_step_spec *s, step_result *x,
                                dz_error *err) {
     dz_forward *f = NULL;
-    dz_status st = in_memory ? dz_forward_create(m, s->batch, s->seq, 0, &f, err) : DZ_OK;
+    dz_backend *be = NULL;
+    dz_status st = in_memory ? dz_backend_create(s->backend, &be, err) : DZ_OK;
+    if (st == DZ_OK && in_memory) st = dz_forward_create_backend(m, be, s->batch, s->seq, 0, 1, &f, err);
     const dz_weight_source w = dz_model_weights(m);
     for (int r = 0; st == DZ_OK && in_memory && r <= s->steps; r++) {
         double t0 = dz_now();
@@ -25,6 +27,7 @@ static dz_status forward_phase(dz_model *m, int in_memory, dz_lm_work *lw, const
     x->rss_eval = dz_runtime_peak_rss();
     if (f) x->eval_act = dz_forward_bytes(f);
     dz_forward_free(f);
+    dz_backend_free(be);
     return st;
 }
 
@@ -34,7 +37,8 @@ static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_s
     dz_store *store = dz_setup_store(setup);
     const dz_engine_spec es = {.max_batch = s->batch, .max_len = s->seq, .streams = 2,
                                .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = s->fuse},
-                               .max_resident_mb = s->max_resident_mb, .stream_globals = s->stream_globals};
+                               .max_resident_mb = s->max_resident_mb, .stream_globals = s->stream_globals,
+                               .backend = s->backend};
     dz_status st = dz_setup_engine(setup, &es, err);
     dz_forward *f = dz_setup_forward(setup);
     dz_zo_engine *e = dz_setup_zo_engine(setup);

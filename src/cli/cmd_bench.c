@@ -41,6 +41,7 @@ static int bench_forward(int argc, char **argv) {
         {"batch", DZ_OPT_INT, &s.batch, "sequences (default 16)"},
         {"seq", DZ_OPT_INT, &s.seq, "tokens per sequence (default 128)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_backend_option(&s.backend),
         {"seconds", DZ_OPT_FLOAT, &s.seconds, "minimum time to measure the forward (default 5)"},
         dz_cli_dtype_option(&dtype, NULL),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
@@ -51,9 +52,9 @@ static int bench_forward(int argc, char **argv) {
     if (!model) return dz_cli_failf("bench forward needs --model M");
     if (s.batch < 1 || s.seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
     dz_model *m;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .blas = DZ_CLI_BLAS, .model = model, .dtype = dtype},
-                           &m, NULL)))
-        return rc;
+    const dz_cli_preamble p = {
+        .threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS, .model = model, .dtype = dtype};
+    if ((rc = dz_cli_start(&p, &m, NULL))) return rc;
     dz_error err = {0};
     rc = bench_done(dz_bench_forward(m, &s, &(dz_bench_report){stdout, json, model}, &err), &err);
     dz_model_free(m);
@@ -70,6 +71,7 @@ static int bench_step(int argc, char **argv) {
         {"seq", DZ_OPT_INT, &s.seq, "tokens per sequence (default 128)"},
         {"steps", DZ_OPT_INT, &s.steps, "timed steps (default 3, after one warm-up)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_backend_option(&s.backend),
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply updates at once instead of fused into the next step"},
         {"store", DZ_OPT_STR, &s.store, "disk:PATH or disk-nocache:PATH: masters in a store file (skips the forward phase)"},
@@ -85,7 +87,7 @@ static int bench_step(int argc, char **argv) {
     if (dz_dtype_parse(master, &s.master) != 0 || s.master == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s'", master);
     s.fuse = !no_fuse;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend}, NULL, NULL))) return rc;
     dz_error err = {0};
     return bench_done(dz_bench_step(&s, &(dz_bench_report){stdout, json, s.model}, &err), &err);
 }
@@ -101,6 +103,7 @@ static int bench_classify(int argc, char **argv) {
         {"batch", DZ_OPT_INT, &s.batch, "examples per step (default 16)"},
         {"steps", DZ_OPT_INT, &s.steps, "timed steps (default 20, after one warm-up)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_backend_option(&s.backend),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
@@ -112,7 +115,9 @@ static int bench_classify(int argc, char **argv) {
     if (!s.data) s.data = dz_cli_asset("sst2/train.tsv", dbuf, sizeof dbuf);
     dz_model *m;
     dz_tokenizer *tok;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .model = model, .dtype = "f32"}, &m, &tok))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend, .model = model, .dtype = "f32"},
+                           &m, &tok)))
+        return rc;
     dz_error err = {0};
     rc = bench_done(dz_bench_classify(m, tok, &s, &(dz_bench_report){stdout, json, model}, &err), &err);
     dz_tokenizer_free(tok);
@@ -132,6 +137,7 @@ static int bench_eval(int argc, char **argv) {
         {"batches", DZ_OPT_INT, &s.batches, "batches (default 4)"},
         {"repeat", DZ_OPT_INT, &s.repeat, "rounds over the batches, the best of each kept (default 3, after a warm-up)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_backend_option(&s.backend),
         {"flat", DZ_OPT_FLAG, &s.flat, "every candidate a full sequence (MeZO) instead of continuing a shared prompt"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
@@ -144,7 +150,8 @@ static int bench_eval(int argc, char **argv) {
     if (!s.data) s.data = dz_cli_asset("sst2/dev.tsv", dbuf, sizeof dbuf);
     dz_model *m;
     dz_tokenizer *tok;
-    const dz_cli_preamble p = {.threads = threads, .blas = DZ_CLI_BLAS_PASSIVE, .model = model, .dtype = "f32"};
+    const dz_cli_preamble p = {
+        .threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS_PASSIVE, .model = model, .dtype = "f32"};
     if ((rc = dz_cli_start(&p, &m, &tok))) return rc;
     dz_error err = {0};
     rc = bench_done(dz_bench_eval(m, tok, &s, &(dz_bench_report){stdout, json, model}, &err), &err);

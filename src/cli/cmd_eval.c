@@ -14,6 +14,8 @@ typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
     int limit, batch, threads, json, share_prompts, gen_tokens;
     const dz_task_preset *preset;
+    const char *backend; /* --backend */
+    dz_backend *be;      /* its instance, which every forward runs on */
 } eval_opts;
 
 static int load_dataset(const eval_opts *o, dz_dataset *ds) {
@@ -112,7 +114,8 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     int rc = 0;
     if (!preds || !scores) rc = dz_cli_failf("out of memory");
     /* two streams: each example's prompt runs once, its candidates continue it */
-    if (!rc && dz_forward_create_streams(m, per * cs.n_labels, cs.max_len, 0, o->share_prompts ? 2 : 1, &f, &err) != DZ_OK)
+    if (!rc && dz_forward_create_backend(m, o->be, per * cs.n_labels, cs.max_len, 0, o->share_prompts ? 2 : 1, &f,
+                                         &err) != DZ_OK)
         rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     dz_progress prog;
@@ -180,7 +183,7 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     if (pf) fprintf(pf, "example\tposition\ttoken\tlogprob\n");
     const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
     dz_forward *f = NULL;
-    if (dz_forward_create(m, 1, seq, 0, &f, &err) != DZ_OK) {
+    if (dz_forward_create_backend(m, o->be, 1, seq, 0, 1, &f, &err) != DZ_OK) {
         if (pf) pred_close(&pred, 0);
         return dz_cli_fail(&err);
     }
@@ -275,7 +278,7 @@ static int eval_qa(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     char **answers = o->predictions ? calloc((size_t)qs.n_examples + 1, sizeof *answers) : NULL;
     dz_forward *f = NULL;
     int rc = f1 && em && (answers || !o->predictions) ? 0 : dz_cli_failf("out of memory");
-    if (!rc && dz_forward_create(m, 1, max_seq, 0, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && dz_forward_create_backend(m, o->be, 1, max_seq, 0, 1, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     dz_progress prog;
     dz_progress_begin(&prog, "evaluation", "examples", qs.n_examples);
@@ -397,14 +400,18 @@ static int evaluate(eval_opts *o, const char *model_arg) {
     if (unwritable) return unwritable;
     dz_model *m;
     dz_tokenizer *tok;
-    const dz_cli_preamble p = {.threads = o->threads, .model = model, .dtype = o->dtype, .tokenizer = o->tokenizer};
+    const dz_cli_preamble p = {.threads = o->threads, .model = model, .dtype = o->dtype, .tokenizer = o->tokenizer,
+                               .backend = o->backend};
     int rc = dz_cli_start(&p, &m, &tok);
     if (rc) return rc;
     dz_dataset ds = {0};
-    rc = load_dataset(o, &ds);
+    dz_error err = {0};
+    rc = dz_backend_create(o->backend, &o->be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    if (!rc) rc = load_dataset(o, &ds);
     if (!rc && o->preset && o->preset->generation) rc = eval_qa(o, m, tok, &ds);
     else if (!rc) rc = strcmp(o->task, "lm") ? eval_classify(o, m, tok, &ds) : eval_lm(o, m, tok, &ds);
     dz_dataset_free(&ds);
+    dz_backend_free(o->be);
     dz_tokenizer_free(tok);
     dz_model_free(m);
     return rc;
@@ -437,6 +444,7 @@ int dz_cmd_eval(int argc, char **argv) {
         dz_cli_dtype_option(&o.dtype, NULL),
         dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
+        dz_cli_backend_option(&o.backend),
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},

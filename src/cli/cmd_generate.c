@@ -52,7 +52,7 @@ static int encode_prompt(const dz_tokenizer *tok, const char *source, const char
 
 /* The command's options. */
 typedef struct gen_opts {
-    const char *prompt, *dtype, *tokenizer, *system;
+    const char *prompt, *dtype, *tokenizer, *system, *backend;
     int n, threads, json, chat;
     uint64_t seed;
     float temperature, top_p;
@@ -71,7 +71,7 @@ static int check_options(const gen_opts *o) {
 
 /* A forward for the n_prompt ids (n_prompt < 0: encoding failed, err says why) and n more
  * tokens, within the model's cap positions; 0, or the exit status. */
-static int open_forward(dz_model *m, int n_prompt, int n, int cap, dz_forward **f, dz_error *err) {
+static int open_forward(dz_model *m, dz_backend *be, int n_prompt, int n, int cap, dz_forward **f, dz_error *err) {
     if (n_prompt < 0) return dz_cli_fail(err);
     if (n_prompt >= cap)
         return dz_cli_failf("option --prompt: %d tokens do not fit %s's %d positions (leave room for -n)", n_prompt,
@@ -80,7 +80,7 @@ static int open_forward(dz_model *m, int n_prompt, int n, int cap, dz_forward **
         return dz_cli_failf("%s: the tokenizer has no BOS token, so an empty prompt cannot start generation",
                             dz_model_path(m));
     const int seq = n_prompt + n < cap ? n_prompt + n : cap;
-    return dz_forward_create(m, 1, seq, 1, f, err) == DZ_OK ? 0 : dz_cli_fail(err);
+    return dz_forward_create_backend(m, be, 1, seq, 1, 1, f, err) == DZ_OK ? 0 : dz_cli_fail(err);
 }
 
 /* The prompt as text before its continuation streams (BOS is a marker, not text). */
@@ -140,9 +140,12 @@ static int generate(const gen_opts *o, const char *model, dz_model *m, const dz_
     const char *tok_source = o->tokenizer ? o->tokenizer : model; /* where the chat template comes from */
     const int n_prompt = ids ? encode_prompt(tok, tok_source, o->prompt, o->chat, o->system, ids, cap, &err) : -1;
     dz_forward *f = NULL;
-    int rc = open_forward(m, n_prompt, n, cap, &f, &err);
+    dz_backend *be = NULL;
+    int rc = n_prompt < 0 || dz_backend_create(o->backend, &be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    if (!rc) rc = open_forward(m, be, n_prompt, n, cap, &f, &err);
     if (!rc) rc = sample(o, m, tok, f, ids, n_prompt, n);
     dz_forward_free(f);
+    dz_backend_free(be);
     free(ids);
     return rc;
 }
@@ -165,6 +168,7 @@ int dz_cmd_generate(int argc, char **argv) {
         dz_cli_dtype_option(&o.dtype, NULL),
         dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
+        dz_cli_backend_option(&o.backend),
         {"json", DZ_OPT_FLAG, &o.json, "print JSON instead of streaming text"},
         {0},
     };
@@ -175,7 +179,8 @@ int dz_cmd_generate(int argc, char **argv) {
     if ((rc = check_options(&o))) return rc;
     dz_model *m;
     dz_tokenizer *tok;
-    const dz_cli_preamble pre = {.threads = o.threads, .model = pos[0], .dtype = o.dtype, .tokenizer = o.tokenizer};
+    const dz_cli_preamble pre = {.threads = o.threads, .model = pos[0], .dtype = o.dtype, .tokenizer = o.tokenizer,
+                                 .backend = o.backend};
     if ((rc = dz_cli_start(&pre, &m, &tok))) return rc;
     rc = generate(&o, pos[0], m, tok);
     dz_tokenizer_free(tok);

@@ -42,6 +42,7 @@ int dz_cmd_join(int argc, char **argv) {
         {"checksum-file", DZ_OPT_STR, &checksum_file, "file to write the replica's final checksum to (16 hex digits)"},
         {"retry-for", DZ_OPT_FLOAT, &retry_for, "seconds to keep retrying an unreachable coordinator (default 60)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_backend_option(&c.backend),
         {0},
     };
     const char *pos[1];
@@ -53,7 +54,7 @@ int dz_cmd_join(int argc, char **argv) {
     join_progress p = {.kill_round = -1};
     const char *kill = getenv("DISTZO_TEST_KILL");
     if (kill && sscanf(kill, "join:%d", &p.kill_round) != 1) p.kill_round = -1;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c.backend}, NULL, NULL))) return rc;
     dz_error err = {0};
     dz_fed_join_result res;
     if (dz_fed_join(&c, on_event, &p, &res, &err) != DZ_OK) return dz_cli_fail(&err);

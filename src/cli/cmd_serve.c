@@ -93,6 +93,7 @@ int dz_cmd_serve(int argc, char **argv) {
          "write RUN/checkpoint-N (the weights, for distzo eval) every N rounds (default 1000; 0: never)"},
         {"keep-checkpoints", DZ_OPT_INT, &t->schedule.keep_checkpoints, "numbered checkpoints to keep (default 1)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_backend_option(&t->layout.backend),
     };
     enum { N_OWN = sizeof own / sizeof own[0] };
     dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
@@ -111,7 +112,8 @@ int dz_cmd_serve(int argc, char **argv) {
     t->data.train = NULL;
     t->out_dir = out;
     c.fed.round_timeout = round_timeout, c.fed.worker_timeout = worker_timeout, c.linger = linger;
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = t->layout.backend}, NULL, NULL)))
+        return rc;
     dz_error err = {0};
     int kill_round = -1;
     const char *kill = getenv("DISTZO_TEST_KILL");

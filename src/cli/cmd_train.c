@@ -230,6 +230,7 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"resume", DZ_OPT_FLAG, &t->resume, "continue the run in --out, bitwise as if never stopped: its run.json settings apply, --steps "
                                           "may raise them, any other setting given must equal the run's"},
         dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
+        dz_cli_backend_option(&c->layout.backend),
         {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c->layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c->layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
@@ -430,7 +431,7 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) {
+    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;
     }

@@ -44,6 +44,21 @@ dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help) {
                     help ? help : "tokenizer file or folder (default: the model's own)"};
 }
 
+dz_opt dz_cli_backend_option(const char **backend) {
+    return (dz_opt){"backend", DZ_OPT_STR, backend,
+                    "cpu|cuda|ref: what the model and the ZO step run on (default cpu)"};
+}
+
+/* A backend that cannot run here (cuda without CUDA or a GPU, an unknown name) is refused
+ * at once, before the model is read. */
+static int check_backend(const char *name) {
+    dz_error err = {0};
+    dz_backend *be = NULL;
+    if (dz_backend_create(name, &be, &err) != DZ_OK) return dz_cli_fail(&err);
+    dz_backend_free(be);
+    return 0;
+}
+
 static int start_runtime(int threads) {
     dz_error err = {0};
     if (threads < 0 || threads > DZ_CLI_MAX_THREADS) /* 0: the default; thousands of threads only thrash */
@@ -91,6 +106,7 @@ static int load_model(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok
 
 int dz_cli_start(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok) {
     int rc = start_runtime(p->threads);
+    if (!rc) rc = check_backend(p->backend);
     if (!rc && p->blas != DZ_CLI_NO_BLAS) rc = load_blas(p->blas);
     if (rc || !p->model) return rc;
     char buf[4200];

@@ -21,13 +21,15 @@ int dz_cli_parse(const dz_cmd_spec *cmd, const dz_opt *opts, int argc, char **ar
  * words (0 or absent: $OMP_NUM_THREADS, else all cores). */
 enum { DZ_CLI_MAX_THREADS = 1024 };
 dz_opt dz_cli_threads_option(int *threads, const char *help);
-/* --dtype (the weights in memory) and --tokenizer (instead of the model's own), the
- * preamble's other two options; help NULL: the common words. */
+/* --dtype (the weights in memory) and --tokenizer (instead of the model's own),
+ * which the preamble also reads; help NULL: the common words. */
 dz_opt dz_cli_dtype_option(const char **dtype, const char *help);
 dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help);
+/* --backend cpu|cuda|ref: what the forward and the ZO ops run on (NULL: cpu). */
+dz_opt dz_cli_backend_option(const char **backend);
 
 /* What a command sets up before its work, in this order: the runtime (DISTZO_ISA, an
- * error for an unknown or unrunnable level; the threads), OpenBLAS (bench's reference),
+ * error for an unknown or unrunnable level; the threads), the backend's check, OpenBLAS (bench's reference),
  * the model and its tokenizer. */
 typedef enum dz_cli_blas { DZ_CLI_NO_BLAS, DZ_CLI_BLAS, DZ_CLI_BLAS_PASSIVE } dz_cli_blas;
 typedef struct dz_cli_preamble {
@@ -36,6 +38,7 @@ typedef struct dz_cli_preamble {
     const char *model;      /* NULL: none to load (a run folder: its best/, dz_cli_model_arg) */
     const char *dtype;      /* --dtype; NULL: f32 */
     const char *tokenizer;  /* --tokenizer; NULL: the model's own (loaded when tok is given) */
+    const char *backend;    /* --backend: refused here, before any work, when it cannot run */
 } dz_cli_preamble;
 /* Returns 0, or the exit status after saying why; *m (and *tok when tok is non-NULL: an
  * error when there is none) are the caller's to free. */

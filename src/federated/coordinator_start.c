@@ -39,7 +39,8 @@ static dz_status load_evaluator(coordinator *c, dz_error *err) {
     evaluator *ev = c->eval = calloc(1, sizeof *ev);
     if (!ev) return dz_fail(err, DZ_ERR_NOMEM, "serve: out of memory");
     ev->cfg = c->train;
-    ev->cfg.data.train = NULL, ev->cfg.out_dir = NULL, ev->cfg.layout = (dz_train_layout){0};
+    ev->cfg.data.train = NULL, ev->cfg.out_dir = NULL;
+    ev->cfg.layout = (dz_train_layout){.backend = c->train.layout.backend};
     dz_status st = dz_compute_begin(&ev->comp, &ev->cfg, NULL, err);
     if (st == DZ_OK) st = dz_prepare(&ev->comp, &ev->data, c->train.model, 0, err);
     c->setup = ev->comp.setup;
@@ -54,6 +55,7 @@ static dz_status load_base(coordinator *c, dz_error *err) {
         .max_batch = 1, .max_len = 2, .streams = 2,
         .zo = {.seed = t->optim.seed, .eps = t->optim.eps, .q = t->optim.q, .rademacher = t->optim.rademacher,
                .wd = t->optim.wd, .fuse = 1},
+        .backend = t->layout.backend,
     };
     dz_status st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
     if (st == DZ_OK && !c->eval) st = dz_setup_engine(c->setup, &es, err);
@@ -124,8 +126,10 @@ static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_erro
 dz_status dz_fed_coord_resume_run(coordinator *c, int steps, int *lock_fd, char **strings, dz_error *err) {
     char path[4200];
     uint64_t fp = 0;
+    const dz_train_layout layout = c->train.layout; /* where it runs: this start's, not in run.json */
     dz_status st = dz_run_lock(c->run_dir, lock_fd, err);
     if (st == DZ_OK) st = dz_run_config_read(c->run_dir, &c->train, strings, err);
+    c->train.layout = layout;
     if (st == DZ_OK) st = dz_fed_settings_read(c->run_dir, &c->fed, &fp, err);
     c->train.out_dir = c->run_dir;
     if (st == DZ_OK && steps > c->train.optim.steps) {

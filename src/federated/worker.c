@@ -126,7 +126,7 @@ static dz_status load_replica(worker *w, dz_error *err) {
     dz_train_config *c = &w->run_cfg;
     if (w->cfg->model) c->model = w->cfg->model;
     c->data.train = w->cfg->data, c->data.test = NULL, c->data.dev_examples = 0;
-    c->store.spec = NULL, c->out_dir = NULL, c->layout = (dz_train_layout){0};
+    c->store.spec = NULL, c->out_dir = NULL, c->layout = (dz_train_layout){.backend = w->cfg->backend};
     if ((uint32_t)c->optim.q != w->info.q)
         return dz_fail(err, DZ_ERR_FORMAT, "the coordinator's run has %d samples per step but %u slots per round",
                        c->optim.q, w->info.q);

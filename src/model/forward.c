@@ -29,7 +29,7 @@ static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, in
                              dz_error *err) {
     const dz_model *m = f->m;
     if (!f->wscratch) {
-        f->wscratch = f->be->alloc(f->wscratch_floats * sizeof(float));
+        f->wscratch = f->be->ops->alloc(f->be, f->wscratch_floats * sizeof(float));
         if (!f->wscratch) return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the block scratch");
         f->bytes += f->wscratch_floats * sizeof(float);
     }
@@ -42,7 +42,7 @@ static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, in
         const dz_param *p = &m->table.params[id];
         const size_t n = (size_t)dz_param_numel(p);
         const float *src = w->rows(w->self, s, id, 0, p->rows, rows_at + off);
-        t[r] = f->be->upload_view(f->wscratch + off, src, n * sizeof(float));
+        t[r] = f->be->ops->upload_view(f->be, f->wscratch + off, src, n * sizeof(float));
         off += n;
     }
     return DZ_OK;
@@ -60,7 +60,7 @@ static void fetch_small_globals(dz_forward *f, const dz_weight_source *w, int s,
         const dz_param *p = &m->table.params[id];
         const size_t n = (size_t)dz_param_numel(p);
         const float *src = w->rows(w->self, s, id, 0, p->rows, rows_at + off);
-        g[r] = f->be->upload_view(f->rscratch + off, src, n * sizeof(float));
+        g[r] = f->be->ops->upload_view(f->be, f->rscratch + off, src, n * sizeof(float));
         off += n;
     }
 }
@@ -75,7 +75,7 @@ static void gather_rows(dz_forward *f, const dz_weight_source *w, int s, int id,
         const float *src = w->rows(w->self, s, id, src_rows[r] + row_offset, 1, dst);
         if (src != dst) memcpy(dst, src, sizeof(float) * cols);
     }
-    f->be->upload(buf, rows_at, sizeof(float) * (size_t)n * cols);
+    f->be->ops->upload(f->be, buf, rows_at, sizeof(float) * (size_t)n * cols);
 }
 
 /* Token embeddings (projected in if the model has project_in) plus position embeddings,
@@ -92,17 +92,17 @@ static void embed(dz_forward *f, const dz_weight_source *w, int s, const int *to
     if (has_proj) {
         const float *g[DZ_ROLE_MAX];
         fetch_small_globals(f, w, s, g);
-        f->be->matmul(st->x, f->emb, g[DZ_G_PROJ_IN], NULL, N, c->dim, c->embed_dim);
+        f->be->ops->matmul(f->be, st->x, f->emb, g[DZ_G_PROJ_IN], NULL, N, c->dim, c->embed_dim);
     }
     if (pos_id < 0) return;
     gather_rows(f, w, s, pos_id, st->pos, c->pos_offset, N, c->dim, f->xb);
-    f->be->add(st->x, f->xb, (size_t)N * c->dim);
+    f->be->ops->add(f->be, st->x, f->xb, (size_t)N * c->dim);
 }
 
 static void norm(const dz_forward *f, float *y, const float *x, const float *wt, const float *b, int rows) {
     const dz_config *c = &f->m->cfg;
-    if (c->arch == DZ_ARCH_OPT) f->be->layernorm(y, x, wt, b, rows, c->dim, c->norm_eps);
-    else f->be->rmsnorm(y, x, wt, rows, c->dim, c->norm_eps);
+    if (c->arch == DZ_ARCH_OPT) f->be->ops->layernorm(f->be, y, x, wt, b, rows, c->dim, c->norm_eps);
+    else f->be->ops->rmsnorm(f->be, y, x, wt, rows, c->dim, c->norm_eps);
 }
 
 void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
@@ -123,15 +123,15 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         norm(f, f->xb, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
         in = f->xb;
     }
-    be->matmul(f->q, in, t[DZ_L_WQ], t[DZ_L_BQ], N, qd, d);
-    be->matmul(f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
-    be->matmul(f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
+    be->ops->matmul(be, f->q, in, t[DZ_L_WQ], t[DZ_L_BQ], N, qd, d);
+    be->ops->matmul(be, f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
+    be->ops->matmul(be, f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
     if (c->arch == DZ_ARCH_LLAMA) {
-        be->rope(f->q, N, st->pos, c->n_heads, c->head_dim, f->rope_cs);
-        be->rope(f->kn, N, st->pos, c->n_kv_heads, c->head_dim, f->rope_cs);
+        be->ops->rope(be, f->q, N, st->pos, c->n_heads, c->head_dim, f->rope_cs);
+        be->ops->rope(be, f->kn, N, st->pos, c->n_kv_heads, c->head_dim, f->rope_cs);
     }
-    be->copy_rows(kc, st->slot, f->kn, NULL, N, kvd); /* keys and values into the slots, by position */
-    be->copy_rows(vc, st->slot, f->vn, NULL, N, kvd);
+    be->ops->copy_rows(be, kc, st->slot, f->kn, NULL, N, kvd); /* keys and values into the slots, by position */
+    be->ops->copy_rows(be, vc, st->slot, f->vn, NULL, N, kvd);
     const stream *ps = st->parent_stream >= 0 ? &f->st[st->parent_stream] : NULL;
     for (int b = 0; b < st->B; b++) {
         f->ok[b] = kc + (size_t)b * slot;
@@ -146,9 +146,9 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         .own_v = f->ov, .scale = 1.0f / sqrtf((float)c->head_dim), .scratch = f->attn_scratch,
         .scratch_threads = f->scratch_threads,
     };
-    be->attention(f->att, f->q, &a);
-    be->matmul(f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
-    be->add(x, f->xb, (size_t)N * d);
+    be->ops->attention(be, f->att, f->q, &a);
+    be->ops->matmul(be, f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
+    be->ops->add(be, x, f->xb, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
 
     /* feed-forward */
@@ -159,17 +159,17 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     }
     const size_t nh = (size_t)N * c->hidden_dim;
     if (c->arch == DZ_ARCH_OPT) {
-        be->matmul(f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], N, c->hidden_dim, d);
-        be->relu(f->f1, nh);
+        be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], N, c->hidden_dim, d);
+        be->ops->relu(be, f->f1, nh);
     } else {
-        be->matmul(f->f1, in, t[DZ_L_W_GATE], NULL, N, c->hidden_dim, d);
-        be->matmul(f->f2, in, t[DZ_L_W_UP], NULL, N, c->hidden_dim, d);
-        be->swiglu(f->f1, f->f2, nh);
+        be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, N, c->hidden_dim, d);
+        be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, N, c->hidden_dim, d);
+        be->ops->swiglu(be, f->f1, f->f2, nh);
     }
-    be->matmul(f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
-    be->add(x, f->att, (size_t)N * d);
+    be->ops->matmul(be, f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
+    be->ops->add(be, x, f->att, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
-    be->synchronize(); /* the caller may rewrite t's buffers once this returns */
+    be->ops->synchronize(be); /* the caller may rewrite t's buffers once this returns */
 }
 
 dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w, const int *tokens,
@@ -261,12 +261,13 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
         if ((f->row_tmp[i] = st->row_of[rows[i]]) < 0)
             return dz_fail(err, DZ_ERR_INVALID, "head: row %d is padding (at or past its sequence's length)", rows[i]);
     }
-    f->be->copy_rows(f->xb, NULL, st->x, f->row_tmp, nrows, c->dim);
+    f->be->ops->copy_rows(f->be, f->xb, NULL, st->x, f->row_tmp, nrows, c->dim);
     const float *g[DZ_ROLE_MAX];
     fetch_small_globals(f, w, s, g);
     if (g[DZ_G_FINAL_NORM_W]) norm(f, f->xb, f->xb, g[DZ_G_FINAL_NORM_W], g[DZ_G_FINAL_NORM_B], nrows);
-    if (g[DZ_G_PROJ_OUT]) f->be->matmul(st->hsel, f->xb, g[DZ_G_PROJ_OUT], NULL, nrows, c->embed_dim, c->dim);
-    else f->be->copy_rows(st->hsel, NULL, f->xb, NULL, nrows, c->dim);
+    if (g[DZ_G_PROJ_OUT])
+        f->be->ops->matmul(f->be, st->hsel, f->xb, g[DZ_G_PROJ_OUT], NULL, nrows, c->embed_dim, c->dim);
+    else f->be->ops->copy_rows(f->be, st->hsel, NULL, f->xb, NULL, nrows, c->dim);
     return DZ_OK;
 }
 
@@ -295,8 +296,8 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
         const int s = sets[k].stream;
         dz_status st = head_inputs(f, w, s, sets[k].rows, sets[k].nrows, err);
         if (st != DZ_OK) return st;
-        f->be->fill(f->st[s].hmax, -INFINITY, (size_t)sets[k].nrows);
-        f->be->fill(f->st[s].hsum, 0.0f, (size_t)sets[k].nrows);
+        f->be->ops->fill(f->be, f->st[s].hmax, -INFINITY, (size_t)sets[k].nrows);
+        f->be->ops->fill(f->be, f->st[s].hsum, 0.0f, (size_t)sets[k].nrows);
     }
     const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
@@ -308,25 +309,27 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
             if (nrows == 0) continue;
             const float *host = w->view ? w->view(w->self, s, head_id, v0, nv) : NULL; /* a step's -eps chunk */
             if (!host) host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
-            const float *wchunk = f->be->upload_view(f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
+            const float *wchunk =
+                f->be->ops->upload_view(f->be, f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
                 const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
-                f->be->matmul(f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv, c->embed_dim);
+                f->be->ops->matmul(f->be, f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv,
+                                   c->embed_dim);
                 if (logits && k == 0)
                     for (int r = 0; r < nr; r++)
-                        f->be->download(logits + (size_t)(r0 + r) * c->vocab_size + v0, f->hlogits + (size_t)r * nv,
-                                        sizeof(float) * nv);
+                        f->be->ops->download(f->be, logits + (size_t)(r0 + r) * c->vocab_size + v0,
+                                             f->hlogits + (size_t)r * nv, sizeof(float) * nv);
                 if (!targets) continue;
-                f->be->logsumexp_update(f->hlogits, nr, nv, st->hmax + r0, st->hsum + r0);
-                f->be->pick_target(st->htgt + r0, f->hlogits, nr, nv, targets + r0, v0);
+                f->be->ops->logsumexp_update(f->be, f->hlogits, nr, nv, st->hmax + r0, st->hsum + r0);
+                f->be->ops->pick_target(f->be, st->htgt + r0, f->hlogits, nr, nv, targets + r0, v0);
             }
         }
     }
     for (int k = 0; k < n_sets; k++) {
         const stream *st = &f->st[sets[k].stream];
         if (!sets[k].targets) continue;
-        f->be->logprob_finish(st->htgt, st->htgt, st->hmax, st->hsum, sets[k].nrows);
-        f->be->download(sets[k].logprobs, st->htgt, sizeof(float) * (size_t)sets[k].nrows);
+        f->be->ops->logprob_finish(f->be, st->htgt, st->htgt, st->hmax, st->hsum, sets[k].nrows);
+        f->be->ops->download(f->be, sets[k].logprobs, st->htgt, sizeof(float) * (size_t)sets[k].nrows);
     }
     return DZ_OK;
 }

@@ -13,7 +13,7 @@
 static float *take(dz_forward *f, size_t floats, int *ok) {
     f->bytes += floats * sizeof(float);
     if (f->count_only) return NULL;
-    float *p = f->be->alloc(floats * sizeof(float));
+    float *p = f->be->ops->alloc(f->be, floats * sizeof(float));
     if (!p) *ok = 0;
     return p;
 }
@@ -83,7 +83,7 @@ static int scratch_threads_for(int threads) {
 static void fill_rope_table(dz_forward *f, const dz_config *c) {
     float *host = staged(f, f->rope_cs);
     dz_rope_table_fill(host, f->max_seq, c->head_dim, c->rope_theta);
-    f->be->upload(f->rope_cs, host, (size_t)f->max_seq * c->head_dim * sizeof(float));
+    f->be->ops->upload(f->be, f->rope_cs, host, (size_t)f->max_seq * c->head_dim * sizeof(float));
 }
 
 size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int kv_cache, int n_streams, int threads,
@@ -181,7 +181,7 @@ void dz_forward_free(dz_forward *f) {
     for (int s = 0; s < f->n_streams; s++) {
         stream *t = &f->st[s];
         float *sb[] = {t->x, t->hsel, t->hmax, t->hsum, t->htgt, t->kcache, t->vcache};
-        for (size_t i = 0; i < sizeof sb / sizeof sb[0]; i++) f->be->free(sb[i]);
+        for (size_t i = 0; i < sizeof sb / sizeof sb[0]; i++) f->be->ops->free(f->be, sb[i]);
         free(t->lengths);
         free(t->start);
         free(t->parent);
@@ -193,7 +193,7 @@ void dz_forward_free(dz_forward *f) {
     free(f->st);
     float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->rope_cs,
                      f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->free(bufs[i]);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->ops->free(f->be, bufs[i]);
     dz_free(f->stage);
     free(f->pk);
     free(f->pv);

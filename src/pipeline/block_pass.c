@@ -22,11 +22,11 @@ void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, v
     if (dz_sz_applies(p, id))
         dz_sz_span(p, id, i0, n, th, wp, wm, apply ? &u : NULL);
     else if (dz_masters_bf16(p))
-        p->be->update_then_perturb_bf16(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw,
-                                        i0, p->z.dist);
+        p->be->ops->update_then_perturb_bf16(p->be, th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id,
+                                             p->draw, i0, p->z.dist);
     else
-        p->be->update_then_perturb_f32(th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id, p->draw, i0,
-                                       p->z.dist);
+        p->be->ops->update_then_perturb_f32(p->be, th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id,
+                                            p->draw, i0, p->z.dist);
 }
 
 /* The pending update of span s, whose first element lies at th. */
@@ -35,9 +35,11 @@ static void update_span(const dz_pipeline *p, const span *s, void *th) {
     if (dz_sz_applies(p, s->id))
         dz_sz_span(p, s->id, s->i0, s->n, th, NULL, NULL, &u);
     else if (dz_masters_bf16(p))
-        p->be->update_bf16(th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0, p->z.dist);
+        p->be->ops->update_bf16(p->be, th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0,
+                                p->z.dist);
     else
-        p->be->update_f32(th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0, p->z.dist);
+        p->be->ops->update_f32(p->be, th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0,
+                               p->z.dist);
 }
 
 /* ---- In the store, chunk by chunk ------------------------------------------------- */

@@ -210,7 +210,7 @@ DZ_ISA_VARIANTS(round_chunk_bf16, (uint16_t *h, const float *x, const uint32_t *
 static void z_segment(const dz_pipeline *p, int id, int64_t cols, int64_t row, int64_t c, size_t len, uint32_t d,
                       const float *x, float tau, const float *v, float *z) {
     if (p->z.shape == DZ_PZ_SPARSE) {
-        p->be->z_fill(z, p->z.seed, (uint32_t)id, d, (uint64_t)(row * cols + c), len, p->z.dist);
+        p->be->ops->z_fill(p->be, z, p->z.seed, (uint32_t)id, d, (uint64_t)(row * cols + c), len, p->z.dist);
         mask_z(z, x, tau, len);
         return;
     }
@@ -254,7 +254,8 @@ static void row_piece(const dz_pipeline *p, int id, int64_t cols, int64_t row, i
                 dz_zo_add_scaled(acc, u->g[j], z, n, j == 0);
             }
             if (bf16) {
-                p->be->philox_fill(sr, p->z.seed, DZ_PURPOSE_SR, (uint32_t)id, d0, (uint64_t)(row * cols + c0) + a, n);
+                p->be->ops->philox_fill(p->be, sr, p->z.seed, DZ_PURPOSE_SR, (uint32_t)id, d0,
+                                        (uint64_t)(row * cols + c0) + a, n);
                 dz_zo_apply_update(acc, x, acc, n, u->q, u->lr, u->wd);
                 round_chunk_bf16((uint16_t *)(void *)t, acc, sr, n);
             } else {

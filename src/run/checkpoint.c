@@ -59,15 +59,16 @@ dz_status dz_run_folder_diverged(const dz_run_folder *rf, const dz_compute *c, i
                    c->cfg->optim.max_bad_steps, hint, rf->dir, steps);
 }
 
-/* The selection score an evaluation row of metrics.jsonl carries (NaN if none). */
+/* The selection score an evaluation row of metrics.jsonl carries (NaN if none), as the
+ * float32 the run kept (the text "0.4977064" reads back as another double). */
 static double row_score(int lm, const dz_metrics_row *r) {
     if (!r->has_eval) return NAN;
-    return lm ? -r->dev_loss : r->dev_accuracy;
+    return dz_metrics_value(lm ? -r->dev_loss : r->dev_accuracy);
 }
 
 static double row_test_score(int lm, const dz_metrics_row *r) {
     if (!r->has_eval) return NAN;
-    return lm ? -r->test_loss : r->test_accuracy;
+    return dz_metrics_value(lm ? -r->test_loss : r->test_accuracy);
 }
 
 /* The checkpoint's trainer_state.json (or the base model's score, before any replay),
@@ -88,19 +89,23 @@ dz_status dz_run_folder_restore_best(dz_run_folder *rf, int lm, double base_dev,
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: best_dev/best_step missing", sp);
         } else {
             /* -1e300 is how state_json writes "none yet" (JSON has no -inf) */
-            rf->best.dev = bd->valuedouble <= -1e300 ? -INFINITY : bd->valuedouble, rf->best.step = bs->valueint;
-            rf->best.test = cJSON_IsNumber(bt) && bt->valuedouble > -1e300 ? bt->valuedouble : NAN;
+            /* an older distzo wrote unrounded scores: rounded as this run's are */
+            rf->best.dev = bd->valuedouble <= -1e300 ? -INFINITY : dz_metrics_value(bd->valuedouble);
+            rf->best.step = bs->valueint;
+            rf->best.test = cJSON_IsNumber(bt) && bt->valuedouble > -1e300 ? dz_metrics_value(bt->valuedouble) : NAN;
         }
         cJSON_Delete(o);
     } else {
-        rf->best.dev = isfinite(base_dev) ? base_dev : -INFINITY, rf->best.test = base_test;
+        rf->best.dev = isfinite(base_dev) ? dz_metrics_value(base_dev) : -INFINITY;
+        rf->best.test = dz_metrics_value(base_test);
     }
     char mp[4400];
     snprintf(mp, sizeof mp, "%s/metrics.jsonl", rf->dir);
     dz_metrics_row *rows = NULL;
     size_t n = 0;
     int64_t last = 0; /* rows count steps done; row 0 is the evaluation before training */
-    if (st == DZ_OK && dz_file_exists(mp)) st = dz_metrics_read(mp, &rows, &n, err);
+    dz_metrics_torn torn; /* said where resume rewrites the file */
+    if (st == DZ_OK && dz_file_exists(mp)) st = dz_metrics_read_quiet(mp, &rows, &n, &torn, err);
     rf->before_dev = base_dev, rf->before_test = base_test;
     for (size_t i = 0; st == DZ_OK && i < n; i++) {
         last = rows[i].step > last ? rows[i].step : last;

@@ -251,7 +251,8 @@ dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     dz_metrics_row *rows = NULL;
     size_t n = 0;
-    if (st == DZ_OK && dz_file_exists(path)) st = dz_metrics_read(path, &rows, &n, err);
+    dz_metrics_torn torn; /* only the steps matter here: the writer (resume) says a torn tail */
+    if (st == DZ_OK && dz_file_exists(path)) st = dz_metrics_read_quiet(path, &rows, &n, &torn, err);
     for (size_t i = 0; st == DZ_OK && i < n; i++)
         if (rows[i].step > r->metrics) r->metrics = rows[i].step;
     free(rows);

@@ -35,16 +35,33 @@ typedef struct dz_metrics dz_metrics;
 /* Opens path (and metrics.csv and a new event file beside it) for appending (creating it). Lines with step > keep_through are dropped
  * first, as is a torn tail (lines cut short by a crash), by an atomic rewrite: on resume
  * pass the last step the run has state for (the seed log's last step), so the file then
- * continues exactly as an uninterrupted run's would. A new run passes its first step - 1.
+ * continues exactly as an uninterrupted run's would. Rows of path that metrics.csv lacks
+ * (resume rebuilt them, or the CSV was removed) are added to it and to the new event file. A new run passes its first step - 1.
  * A malformed line before the last good one is an error naming the file and line.
  * sync_every: fsync every that many lines; 0 = only in dz_metrics_sync / close. */
 dz_status dz_metrics_open(const char *path, int64_t keep_through, int sync_every, dz_metrics **out, dz_error *err);
 /* Appends one line; steps must not decrease. */
 dz_status dz_metrics_append(dz_metrics *m, const dz_metrics_row *row, dz_error *err);
 dz_status dz_metrics_sync(dz_metrics *m, dz_error *err);
+/* A torn tail of metrics.jsonl (lines cut short by a crash): its bytes (0: none) and first line. */
+typedef struct dz_metrics_torn {
+    size_t bytes, line;
+} dz_metrics_torn;
+/* dz_metrics_read, but a torn tail is returned in *torn, not said: for a reader that
+ * rewrites the file (and says so once) or only needs the steps. */
+dz_status dz_metrics_read_quiet(const char *path, dz_metrics_row **rows, size_t *n, dz_metrics_torn *torn,
+                                dz_error *err);
+/* The warning for a torn tail dropped from path (nothing when t->bytes is 0). */
+void dz_metrics_say_torn(const char *path, const dz_metrics_torn *t);
+/* metrics.csv's whole lines as rows (the header and lines that are not rows skipped):
+ * resume restores rows metrics.jsonl lost from it (its values have jsonl's digits). */
+dz_status dz_metrics_csv_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err);
 /* Writes rows (in the order given) as path's whole content, atomically: resume's
  * rebuild of rows lost from metrics.jsonl. */
 dz_status dz_metrics_write_rows(const char *path, const dz_metrics_row *rows, size_t n, dz_error *err);
+/* v as metrics.jsonl holds it: rounded to float32 (non-finite values unchanged). The
+ * best-so-far is kept so, because resume can rebuild it only from metrics.jsonl's rows. */
+double dz_metrics_value(double v);
 /* f with the fewest digits (%.Ng, N up to 9) that read back as the same float: 4e-05,
  * not 3.9999998989515e-05 (run.json writes its floats so too). Returns the length. */
 int dz_float_shortest(char *out, size_t cap, float f);

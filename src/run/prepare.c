@@ -25,6 +25,7 @@ dz_status dz_prepare(dz_compute *c, dz_run_data *d, const char *weights, int fro
         .max_resident_mb = t->store.max_resident_mb,
         .stream_globals = t->store.stream_globals,
         .signs = c->lay.signs,
+        .backend = t->layout.backend,
     };
     st = dz_compute_engine(c, &es, err);
     return st == DZ_OK ? dz_run_data_buffers(d, local, K, max_len, share, err) : st;

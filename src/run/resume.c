@@ -96,14 +96,14 @@ static dz_status open_log(dz_trainer *tr, const dz_seedlog_header *h, const char
     return dz_seedlog_create(log_path, h, sync_every, &tr->folder.log, err);
 }
 
-/* The steps 1..n whose have[] is 0, as "3-8, 12", in buf. */
-static void ranges(const unsigned char *have, int64_t n, char *buf, size_t cap) {
+/* The steps 1..n whose src[] is which, as "3-8, 12", in buf. */
+static void ranges(const unsigned char *src, int64_t n, unsigned char which, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
     for (int64_t a = 1; a <= n && used + 48 < cap; a++) {
-        if (have[a]) continue;
+        if (src[a] != which) continue;
         int64_t b = a;
-        while (b + 1 <= n && !have[b + 1]) b++;
+        while (b + 1 <= n && src[b + 1] == which) b++;
         used += (size_t)snprintf(buf + used, cap - used, a == b ? "%s%lld" : "%s%lld-%lld", used ? ", " : "",
                                  (long long)a, (long long)b);
         a = b;
@@ -115,43 +115,88 @@ static int by_step(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+enum { ROW_GONE, ROW_KEPT, ROW_FROM_CSV, ROW_FROM_LOG }; /* where a rebuilt metrics.jsonl row comes from */
+
+/* rows[0..n) whose step 0..last has no row yet (src[step] == ROW_GONE) into all[*m], as from. */
+static size_t take_rows(const dz_metrics_row *rows, size_t n, int64_t last, unsigned char from, unsigned char *src,
+                        dz_metrics_row *all, size_t *m) {
+    size_t taken = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].step >= 0 && rows[i].step <= last && src[rows[i].step] == ROW_GONE)
+            src[rows[i].step] = from, all[(*m)++] = rows[i], taken++;
+    return taken;
+}
+
+/* Rows metrics.jsonl lost, said: from metrics.csv (whole), or from the log's records. */
+static void say_rebuilt(const char *path, const unsigned char *src, int64_t last, size_t csv, size_t lost) {
+    char steps[512];
+    if (csv) ranges(src, last, ROW_FROM_CSV, steps, sizeof steps);
+    if (csv)
+        dz_log(DZ_LOG_WARN, "%s: the rows of steps %s are gone (the file was cut or removed): restored from "
+               "metrics.csv", path, steps);
+    if (lost) ranges(src, last, ROW_FROM_LOG, steps, sizeof steps);
+    if (lost)
+        dz_log(DZ_LOG_WARN, "%s: the rows of steps %s are gone (the file was cut or removed): rebuilt from the seed "
+               "log with their step, lr and g, in metrics.jsonl, metrics.csv and the TensorBoard events; their loss "
+               "and evaluations are lost", path, steps);
+}
+
 /* Rank 0, once the log is settled: rows of metrics.jsonl the log holds steps for but the
- * file lost (cut, or removed) are said and rebuilt from the log's records (step, lr, g;
- * the loss and evaluations are gone for good). */
+ * file lost (cut, or removed) are said and rebuilt: whole from metrics.csv (its rows have
+ * jsonl's digits) where it has them, else from the log's records (step, lr, g; the loss
+ * and evaluations are gone for good). A torn tail is dropped (said once, here). */
 static dz_status rebuild_metrics(dz_trainer *tr, dz_error *err) {
-    char path[4400];
+    char path[4400], csv_path[4400];
     snprintf(path, sizeof path, "%s/metrics.jsonl", tr->folder.dir);
+    snprintf(csv_path, sizeof csv_path, "%s/metrics.csv", tr->folder.dir);
     const size_t nlog = dz_seedlog_count(tr->folder.log);
     const int64_t last = dz_seedlog_next_step(tr->folder.log); /* rows 1..last: the steps the log holds */
-    dz_metrics_row *rows = NULL;
-    size_t n = 0;
-    dz_status st = dz_file_exists(path) ? dz_metrics_read(path, &rows, &n, err) : DZ_OK;
-    unsigned char *have = st == DZ_OK ? calloc((size_t)last + 1, 1) : NULL;
-    dz_metrics_row *all = have ? malloc(sizeof *all * (n + nlog + 1)) : NULL;
+    dz_metrics_row *rows = NULL, *csv = NULL;
+    size_t n = 0, ncsv = 0;
+    dz_metrics_torn torn = {0};
+    dz_status st = dz_file_exists(path) ? dz_metrics_read_quiet(path, &rows, &n, &torn, err) : DZ_OK;
+    if (st == DZ_OK && dz_file_exists(csv_path)) st = dz_metrics_csv_read(csv_path, &csv, &ncsv, err);
+    unsigned char *src = st == DZ_OK ? calloc((size_t)last + 1, 1) : NULL;
+    dz_metrics_row *all = src ? malloc(sizeof *all * (n + ncsv + nlog + 1)) : NULL;
     if (st == DZ_OK && !all) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
-    size_t m = 0, lost = 0;
-    for (size_t i = 0; st == DZ_OK && i < n; i++)
-        if (rows[i].step >= 0 && rows[i].step <= last && !have[rows[i].step]) have[rows[i].step] = 1, all[m++] = rows[i];
+    size_t m = 0, from_csv = 0, lost = 0;
+    if (st == DZ_OK) take_rows(rows, n, last, ROW_KEPT, src, all, &m);
+    if (st == DZ_OK) from_csv = take_rows(csv, ncsv, last, ROW_FROM_CSV, src, all, &m);
     for (size_t i = 0; st == DZ_OK && i < nlog; i++) {
         const dz_seedlog_record r = dz_seedlog_get(tr->folder.log, i);
         const int64_t step = (int64_t)r.step + 1;
-        if (step > last || have[step]) continue;
+        if (step > last || src[step] != ROW_GONE) continue;
         double g = 0.0;
         for (int j = 0; j < tr->cfg.optim.q; j++) g += (double)r.g[j] / tr->cfg.optim.q;
-        all[m++] = (dz_metrics_row){.step = step, .loss = NAN, .g = g, .lr = r.lr, .seconds = NAN}, lost++;
+        src[step] = ROW_FROM_LOG, lost++;
+        all[m++] = (dz_metrics_row){.step = step, .loss = NAN, .g = g, .lr = r.lr, .seconds = NAN};
     }
-    if (st == DZ_OK && lost) {
-        char gone[512];
-        ranges(have, last, gone, sizeof gone);
-        dz_log(DZ_LOG_WARN, "%s: the rows of steps %s are gone (the file was cut or removed): rebuilt from the seed "
-               "log with their step, lr and g; their loss and evaluations are lost", path, gone);
+    if (st == DZ_OK) dz_metrics_say_torn(path, &torn); /* once, here, where the file is rewritten without it */
+    if (st == DZ_OK) say_rebuilt(path, src, last, from_csv, lost);
+    if (st == DZ_OK && (from_csv || lost || torn.bytes)) {
         qsort(all, m, sizeof *all, by_step);
         st = dz_metrics_write_rows(path, all, m, err);
     }
-    if (st == DZ_OK && have && !have[0] && (lost || n))
+    if (st == DZ_OK && src && src[0] == ROW_GONE && (lost || from_csv || n))
         dz_log(DZ_LOG_WARN, "%s: row 0 (the scores before training) is gone: it cannot be rebuilt", path);
-    free(rows), free(have), free(all);
+    free(rows), free(csv), free(src), free(all);
     return st;
+}
+
+/* Rank 0: the log holds the steps up to the checkpoint (and none missing before it), said
+ * in the steps a user sees (checkpoint-N, metrics.jsonl): the log's records count from 0. */
+static dz_status log_reaches(const dz_trainer *tr, int ckpt_steps, dz_error *err) {
+    const dz_seedlog *log = tr->folder.log;
+    const int64_t first = (int64_t)dz_seedlog_get_header(log)->start_step + 1, logged = dz_seedlog_next_step(log);
+    if (ckpt_steps < first - 1)
+        return dz_fail(err, DZ_ERR_INVALID, "%s/seeds.log starts at step %lld, after checkpoint-%d: it cannot "
+                       "continue that checkpoint", tr->folder.dir, (long long)first, ckpt_steps);
+    if (ckpt_steps > logged)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log ends after step %lld but the checkpoint is checkpoint-%d: "
+                       "steps %lld..%d are missing (the log must be synced before a checkpoint); train --resume-from "
+                       "%s:%lld --out NEW recomputes them", tr->folder.dir, (long long)logged, ckpt_steps,
+                       (long long)logged + 1, ckpt_steps, tr->folder.dir, (long long)logged);
+    return DZ_OK;
 }
 
 /* A replay record as rank 0 sends it to the others. */
@@ -177,6 +222,7 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
         st = open_log(tr, h, log_path, ckpt_steps, &made_log, err);
         tr->folder.ckpt_steps = ckpt_steps;
         if (st == DZ_OK) st = dz_run_folder_restore_best(&tr->folder, tr->data.lm, base_dev, base_test, err);
+        if (st == DZ_OK) st = log_reaches(tr, ckpt_steps, err);
         if (st == DZ_OK) st = dz_seedlog_replay_range(tr->folder.log, (int64_t)ckpt_steps - 1, &first, &n, err);
         if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->folder.log);
         if (st == DZ_OK) st = rebuild_metrics(tr, err);

@@ -117,7 +117,7 @@ void dz_seed_pool_weights_sync(dz_seed_pool_weights *w, const dz_seed_pool *p) {
             int64_t *d = w->d[i];
             for (uint64_t i0 = 0; i0 < n; i0 += Z_CHUNK) {
                 const size_t len = n - i0 < Z_CHUNK ? (size_t)(n - i0) : Z_CHUNK;
-                dz_backend_cpu()->z_fill(w->z, w->run_seed, (uint32_t)i, k, i0, len, dist);
+                dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), w->z, w->run_seed, (uint32_t)i, k, i0, len, dist);
                 if (a_old == 0) /* a seed's first scalar (every seed of a join): term(0) is 0 */
                     for (size_t j = 0; j < len; j++) d[i0 + j] += term(a_new, w->z[j], scale);
                 else

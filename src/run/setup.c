@@ -15,6 +15,7 @@
 struct dz_zo_setup {
     dz_model *m;
     dz_store *store;
+    dz_backend *be; /* the forward's and the engine's (--backend) */
     dz_forward *f;
     dz_zo_engine *e;
     dz_comm *comm;
@@ -132,7 +133,9 @@ static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
 }
 
 dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err) {
-    dz_status st = dz_forward_create_streams(s->m, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
+    dz_status st = dz_backend_create(spec->backend, &s->be, err);
+    if (st == DZ_OK)
+        st = dz_forward_create_backend(s->m, s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
     if (st == DZ_OK && s->store)
         st = dz_zo_store_residency(s->m, s->f, s->store, spec->max_resident_mb, spec->stream_globals, err);
     if (st == DZ_OK) st = dz_zo_engine_create(s->m, s->f, &spec->zo, &s->e, err);
@@ -151,6 +154,7 @@ void dz_setup_free(dz_zo_setup *s) {
     dz_zo_engine_free(s->e);
     dz_store_close(s->store);
     dz_forward_free(s->f);
+    dz_backend_free(s->be);
     dz_model_free(s->m);
     free(s);
 }

@@ -63,7 +63,9 @@ static dz_status zero_shot(dz_trainer *tr, int resume, dz_best *best, dz_train_p
                            dz_train_result *res, dz_error *err) {
     dz_status st = dz_evaluate_sets(&tr->data, &res->zero_shot_dev, &res->zero_shot_test, err);
     if (st != DZ_OK) return st;
-    if (!resume) best->dev = isfinite(res->zero_shot_dev) ? res->zero_shot_dev : -INFINITY, best->test = res->zero_shot_test;
+    if (!resume) /* scores as metrics.jsonl holds them, so a resume rebuilds the same best */
+        best->dev = isfinite(res->zero_shot_dev) ? dz_metrics_value(res->zero_shot_dev) : -INFINITY,
+        best->test = dz_metrics_value(res->zero_shot_test);
     dz_metrics_row row = {.step = 0, .loss = NAN, .g = NAN, .lr = NAN, .seconds = dz_now() - tr->t0,
                           .dev_accuracy = NAN, .test_accuracy = NAN, .best_dev_accuracy = NAN, .dev_loss = NAN,
                           .test_loss = NAN};
@@ -130,8 +132,9 @@ static dz_status after_step(dz_trainer *tr, int done, loop_state *ls, dz_metrics
         *report = 0;
         if ((st = dz_evaluate_sets(&tr->data, &dev, &test, err)) != DZ_OK) return st;
         *report = 1;
-        if (isfinite(dev) && dev > ls->best.dev) { /* a non-finite score never becomes best/ */
-            ls->best = (dz_best){.dev = dev, .test = test, .step = done};
+        /* a non-finite score never becomes best/; scores as metrics.jsonl holds them (resume rebuilds from it) */
+        if (isfinite(dev) && dz_metrics_value(dev) > ls->best.dev) {
+            ls->best = (dz_best){.dev = dz_metrics_value(dev), .test = dz_metrics_value(test), .step = done};
             st = dz_run_folder_checkpoint(&tr->folder, &tr->comp, "best", done, &ls->best, err);
         }
         eval_fields(tr, dev, test, ls->best.dev, row, p);

@@ -69,16 +69,18 @@ static void pass_task(void *ctx, int k, int thread) {
     float *th = j->theta + i0;
     switch (j->kind) {
     case PASS_ZGEN:
-        for (uint32_t d = 0; d < 2; d++) j->be->z_fill(j->z + (size_t)thread * PASS_SPAN, 1, 0, d, i0, len, DZ_Z_GAUSSIAN);
+        for (uint32_t d = 0; d < 2; d++)
+            j->be->ops->z_fill(j->be, j->z + (size_t)thread * PASS_SPAN, 1, 0, d, i0, len, DZ_Z_GAUSSIAN);
         break;
     case PASS_PERTURB:
-        j->be->perturb_pair(th, j->wp + w, j->wm + w, len, 1e-3f, 1, 0, 1, i0, DZ_Z_GAUSSIAN);
+        j->be->ops->perturb_pair(j->be, th, j->wp + w, j->wm + w, len, 1e-3f, 1, 0, 1, i0, DZ_Z_GAUSSIAN);
         break;
     case PASS_UPDATE:
-        j->be->update_f32(th, len, j->upd->g, 1, 0.0f, 0.0f, 1, 0, 0, i0, DZ_Z_GAUSSIAN);
+        j->be->ops->update_f32(j->be, th, len, j->upd->g, 1, 0.0f, 0.0f, 1, 0, 0, i0, DZ_Z_GAUSSIAN);
         break;
     case PASS_FUSED:
-        j->be->update_then_perturb_f32(th, j->wp + w, j->wm + w, len, j->upd, 1e-3f, 1, 0, 1, i0, DZ_Z_GAUSSIAN);
+        j->be->ops->update_then_perturb_f32(j->be, th, j->wp + w, j->wm + w, len, j->upd, 1e-3f, 1, 0, 1, i0,
+                                            DZ_Z_GAUSSIAN);
         break;
     case PASS_READ: {
         const uint32_t *u = (const uint32_t *)th;

@@ -2,9 +2,9 @@
 # A run folder's files are checked against each other, and a damaged one is found, said
 # and, where the seed log allows, rebuilt (issue 27): every resumed or exported result is
 # compared with a clean run of the same settings or with `distzo export` of the run.
-# usage: run_integrity.sh DISTZO ASSETS
+# usage: run_integrity.sh DISTZO ASSETS TB_READER (tests/test_tensorboard: prints an event file)
 set -u
-bin=$1 assets=$2
+bin=$1 assets=$2 tb=$3
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
 head -21 "$assets/sst2/dev.tsv" > "$tmp/test.tsv"
@@ -12,6 +12,17 @@ run=(--checkpoint-every 4 --eval-every 4 --train-examples 32 --dev-examples 8 --
      --test "$tmp/test.tsv")
 train() { "$bin" train "${run[@]}" "$@"; }
 snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum; find . | sort); }
+# same_state A B N: every file of checkpoint-N/ and best/ (trainer_state.json's best scores
+# included) and run.json the same in both runs
+same_state() {
+  local d f
+  for d in checkpoint-$3 best; do
+    [ ! -e "$1/$d" ] && [ ! -e "$2/$d" ] && continue
+    [ -d "$1/$d" ] && [ "$(ls "$1/$d")" = "$(ls "$2/$d")" ] || return 1
+    for f in "$1/$d"/*; do cmp -s "$f" "$2/$d/${f##*/}" || return 1; done
+  done
+  cmp -s "$1/run.json" "$2/run.json"
+}
 "$bin" train "${run[@]}" --steps 12 --out "$tmp/clean" > "$tmp/clean.txt" 2>&1 || bad "the clean run failed"
 "$bin" train "${run[@]}" --steps 8 --out "$tmp/clean8" > /dev/null 2>&1 || bad "the clean 8-step run failed"
 
@@ -57,6 +68,11 @@ grep -q "train --resume-from $tmp/cut:6 --out NEW recomputes the lost steps" <<<
   cmp -s "$tmp/cut_new_x/model.safetensors" "$tmp/clean8/checkpoint-8/model.safetensors" &&
   ok "following it recomputes steps 7-8: the export equals the clean run's checkpoint-8" ||
   bad "--resume-from the cut log's end: $(tail -1 "$tmp/cut_new.txt")"
+# resume says the same, in the steps a user sees (checkpoint-N, metrics.jsonl), not the log's 0-based records
+out=$("$bin" train --resume --out "$tmp/cut" 2>&1) && bad "resume of a log cut before LATEST: exit 0" ||
+  { grep -q "seeds.log ends after step 6 but the checkpoint is checkpoint-8: steps 7..8 are missing" <<<"$out" &&
+      grep -q -- "--resume-from $tmp/cut:6 --out NEW" <<<"$out" && ok "resume of a cut log names steps 7..8 and --resume-from" ||
+      bad "resume of a cut log: $(tail -1 <<<"$out")"; }
 out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" --allow-short-log 2>&1) && grep -q "warning.*ends after step 6" <<<"$out" &&
   ok "--allow-short-log exports the cut log with a warning" || bad "--allow-short-log: $out"
 
@@ -103,6 +119,21 @@ grep -q "checkpoint-8/model.safetensors: the weights' checksum is [0-9a-f]*, tra
 "$bin" export --run "$tmp/rot" -o "$tmp/rot_x" > /dev/null 2>&1 || bad "export of the rebuilt run failed"
 same_run "$tmp/clean" "$tmp/rot" 12 && cmp -s "$tmp/rot_x/model.safetensors" "$tmp/rot/checkpoint-12/model.safetensors" &&
   ok "the rebuilt run is the clean run and its export" || bad "after a damaged checkpoint the run differs from the clean run"
+# the best-so-far rebuilt from metrics.jsonl's rows is the clean run's to the bit (scores are
+# kept as the float32 metrics.jsonl holds; "0.45" read back is another double)
+same_state "$tmp/clean" "$tmp/rot" 12 && ok "rebuilt: checkpoint-12/, best/ and run.json are the clean run's, bit for bit" ||
+  bad "rebuilt state differs: $(cat "$tmp/rot/checkpoint-12/trainer_state.json") vs $(cat "$tmp/clean/checkpoint-12/trainer_state.json")"
+# the same where the best score was found after step 0 (read back from metrics.jsonl's rows;
+# a test score of 217/436 is not "0.4977064" read as a double)
+big=(--eval-every 25 --checkpoint-every 25 --dev-examples 40 --train-examples 200 --threads 1)
+"$bin" train "${big[@]}" --steps 25 --out "$tmp/rot2" > /dev/null 2>&1 && "$bin" train "${big[@]}" --steps 40 --out "$tmp/clean40" > /dev/null 2>&1 ||
+  bad "the runs with --dev-examples 40 failed"
+flip_byte "$tmp/rot2/checkpoint-25/model.safetensors" $(($(stat -c %s "$tmp/rot2/checkpoint-25/model.safetensors") - 1000))
+"$bin" train --resume --steps 40 --out "$tmp/rot2" > "$tmp/rot2.txt" 2>&1 || bad "resume of rot2 failed: $(tail -1 "$tmp/rot2.txt")"
+grep -q '"best_step": 25' "$tmp/clean40/checkpoint-40/trainer_state.json" || bad "clean40's best is not step 25: the case does not test it"
+grep -q "rebuilding the weights" "$tmp/rot2.txt" && same_run "$tmp/clean40" "$tmp/rot2" 40 && same_state "$tmp/clean40" "$tmp/rot2" 40 &&
+  ok "rebuilt with the best at step 25: checkpoint-40/ (trainer_state.json's best_test), best/, metrics, seeds.log as the clean run's" ||
+  bad "rebuilt rot2: $(cat "$tmp/rot2/checkpoint-40/trainer_state.json") vs $(cat "$tmp/clean40/checkpoint-40/trainer_state.json")"
 cp -r "$tmp/clean8" "$tmp/old"
 sed -i -E 's/, "weights_checksum": "[0-9a-f]+"//' "$tmp/old/checkpoint-8/trainer_state.json"
 "$bin" train --resume --steps 12 --out "$tmp/old" > "$tmp/old.txt" 2>&1 && grep -q "no weights_checksum (written by an older distzo)" "$tmp/old.txt" &&
@@ -143,24 +174,46 @@ out=$("$bin" train --resume-from "$tmp/clean8:4" --seed 3 --out "$tmp/branch2" 2
   { grep -q -- "--seed 3 differs" <<<"$out" && [ ! -e "$tmp/branch2" ] && ok "--resume-from refuses a new --seed, writing nothing" ||
     bad "--resume-from --seed 3: $(tail -1 <<<"$out")"; }
 
-# 27.8: metrics.jsonl cut or removed: resume says which rows are gone and rebuilds them from
-# the seed log (step, lr, g; the loss is gone), the rest as the clean run's
+# 27.8: metrics.jsonl cut or removed: resume says which rows are gone and restores them from
+# metrics.csv where it has them (the same digits: the clean run's rows), else rebuilds them
+# from the seed log (step, lr, g; the loss is gone) into metrics.jsonl and its views
 steps_lr_g() { sed -E 's/"loss": [^,]*, //; s/, "seconds": [^,}]*//; s/, "(dev|test|best_dev)_accuracy": [^,}]*//g' "$1/metrics.jsonl"; }
 cp -r "$tmp/clean8" "$tmp/nom" && rm "$tmp/nom/metrics.jsonl"
 "$bin" train --resume --steps 12 --out "$tmp/nom" > "$tmp/nom.txt" 2>&1 || bad "resume without metrics.jsonl failed"
-grep -q "metrics.jsonl: the rows of steps 1-8 are gone .*rebuilt from the seed log" "$tmp/nom.txt" &&
-  grep -q "row 0 (the scores before training) is gone" "$tmp/nom.txt" && ok "a removed metrics.jsonl: the lost rows are named" ||
-  bad "removed metrics.jsonl: $(grep -i warn "$tmp/nom.txt")"
-diff -q <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nom") > /dev/null &&
-  grep -q '"step": 3, "loss": null, "g": ' "$tmp/nom/metrics.jsonl" &&
+grep -q "metrics.jsonl: the rows of steps 1-8 are gone .*restored from metrics.csv" "$tmp/nom.txt" && same_run "$tmp/clean" "$tmp/nom" 12 &&
+  ok "a removed metrics.jsonl: rows 0-8 restored from metrics.csv, said; the run is the clean run" ||
+  bad "removed metrics.jsonl: $(grep -i warn "$tmp/nom.txt"); $(diff <(metrics "$tmp/clean") <(metrics "$tmp/nom") | head -3)"
+cp -r "$tmp/clean8" "$tmp/nol" && rm "$tmp/nol/metrics.jsonl" "$tmp/nol/metrics.csv"
+"$bin" train --resume --steps 12 --out "$tmp/nol" > "$tmp/nol.txt" 2>&1 || bad "resume without metrics.jsonl and .csv failed"
+grep -q "metrics.jsonl: the rows of steps 1-8 are gone .*rebuilt from the seed log" "$tmp/nol.txt" &&
+  grep -q "row 0 (the scores before training) is gone" "$tmp/nol.txt" && ok "both metrics files removed: the lost rows are named" ||
+  bad "removed metrics.jsonl and .csv: $(grep -i warn "$tmp/nol.txt")"
+diff -q <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nol") > /dev/null &&
+  grep -q '"step": 3, "loss": null, "g": ' "$tmp/nol/metrics.jsonl" &&
   ok "rows 1-12 are back with the clean run's step, lr and g (the lost losses null)" ||
-  bad "rebuilt rows differ: $(diff <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nom") | head -3)"
+  bad "rebuilt rows differ: $(diff <(steps_lr_g "$tmp/clean" | sed 1d) <(steps_lr_g "$tmp/nol") | head -3)"
 cp -r "$tmp/clean8" "$tmp/cutm"
 head -c $(($(head -3 "$tmp/cutm/metrics.jsonl" | wc -c) + 20)) "$tmp/clean8/metrics.jsonl" > "$tmp/cutm/metrics.jsonl"
 "$bin" train --resume --steps 12 --out "$tmp/cutm" > "$tmp/cutm.txt" 2>&1 || bad "resume with a cut metrics.jsonl failed"
-grep -q "the rows of steps 3-8 are gone" "$tmp/cutm.txt" && diff -q <(steps_lr_g "$tmp/clean") <(steps_lr_g "$tmp/cutm") > /dev/null &&
-  diff -q <(metrics "$tmp/clean" | head -3) <(metrics "$tmp/cutm" | head -3) > /dev/null &&
-  ok "a cut metrics.jsonl: rows 3-8 rebuilt and named, rows 0-2 kept as they were" ||
+grep -q "the rows of steps 3-8 are gone .*restored from metrics.csv" "$tmp/cutm.txt" && same_run "$tmp/clean" "$tmp/cutm" 12 &&
+  ok "a cut metrics.jsonl: rows 3-8 restored from metrics.csv and named; the run is the clean run" ||
   bad "cut metrics.jsonl: $(grep -i warn "$tmp/cutm.txt" | tail -2)"
+n=$(grep -c "dropping a torn tail of 20 bytes from line 4" "$tmp/cutm.txt")
+[ "$n" = 1 ] && ok "the torn tail is said once" || bad "the torn tail is said $n times: $(grep -i torn "$tmp/cutm.txt")"
+# both cut (a crash of the machine): rows 3-8 rebuilt from the log into metrics.jsonl and
+# its views (metrics.csv's step, g, lr as the clean run's; this start's TensorBoard events)
+cp -r "$tmp/clean8" "$tmp/cutv"
+head -3 "$tmp/clean8/metrics.jsonl" > "$tmp/cutv/metrics.jsonl" && head -4 "$tmp/clean8/metrics.csv" > "$tmp/cutv/metrics.csv"
+"$bin" train --resume --steps 12 --out "$tmp/cutv" > "$tmp/cutv.txt" 2>&1 || bad "resume with cut metrics files failed"
+grep -q "the rows of steps 3-8 are gone .*rebuilt from the seed log .* in metrics.jsonl, metrics.csv and the TensorBoard events" "$tmp/cutv.txt" &&
+  diff -q <(steps_lr_g "$tmp/clean") <(steps_lr_g "$tmp/cutv") > /dev/null &&
+  diff -q <(cut -d, -f1,3,4 "$tmp/clean/metrics.csv") <(cut -d, -f1,3,4 "$tmp/cutv/metrics.csv") > /dev/null &&
+  ok "both cut: rows 3-8 rebuilt in metrics.jsonl and metrics.csv (step, g, lr as the clean run's), and said so" ||
+  bad "both cut: $(grep -i warn "$tmp/cutv.txt" | tail -1); $(diff <(cut -d, -f1,3,4 "$tmp/clean/metrics.csv") <(cut -d, -f1,3,4 "$tmp/cutv/metrics.csv") | head -4)"
+ev=$(cd "$tmp/cutv" && for f in events.out.tfevents.*; do [ -e "$tmp/clean8/$f" ] || echo "$f"; done)
+"$tb" "$tmp/cutv/$ev" > "$tmp/cutv_ev.txt" 2>&1 &&
+  [ "$(awk '$3 == "train/g" { print $2 }' "$tmp/cutv_ev.txt" | tr '\n' ' ')" = "3 4 5 6 7 8 9 10 11 12 " ] &&
+  ok "the resume's event file has train/g of the rebuilt steps 3-8, then 9-12" ||
+  bad "the resume's event file $ev: $(awk '$3 == "train/g"' "$tmp/cutv_ev.txt" | head -3)"
 
 finish
