@@ -501,11 +501,11 @@ dz_status dz_dataset_append_preset_row(const dz_task_preset *p, const char *json
                        name, p->name);
     cJSON *o = cJSON_Parse(json);
     reader r = {.path = name, .line = line, .err = err, .st = DZ_OK};
-    sbuf b = {0};
+    dz_bytes b = {0};
     dz_status st = cJSON_IsObject(o) ? impl->row(&r, o, &b, out, cap)
                                      : dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", name, line);
     cJSON_Delete(o);
-    free(b.s);
+    free(b.p);
     return st;
 }
 
