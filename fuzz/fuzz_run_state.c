@@ -7,10 +7,10 @@
  * (with its trainer_state.json) in the fuzzed run folder, and then by exactly the path
  * the writer makes; every name CHECKPOINTS accepts is one the writer writes
  * ("checkpoint-N", N as printed), so pruning can never remove a folder of another name.
- * CHECKPOINTS's reader is static in run_files.c, which is therefore included here. */
+ * CHECKPOINTS's reader is static in checkpoint_files.c, which is therefore included here. */
 #include "fuzz_input.h"
 
-#include "../src/run/run_files.c"
+#include "../src/run/checkpoint_files.c"
 #include "run/metrics.h"
 
 static char g_run_dir[64];

@@ -1,5 +1,5 @@
-/* For the targets that compile src/run/run_files.c (fuzz_run_config, fuzz_run_state):
- * writing a checkpoint saves a model and its tokenizer, which these targets never do, so
+/* For the target that compiles src/run/checkpoint_files.c (fuzz_run_state):
+ * writing a checkpoint saves a model and its tokenizer, which this target never does, so
  * the model and tokenizer layers are not linked (their libraries do not build with clang's
  * warnings as errors, and they would add nothing to the fuzzing). Each stands-in aborts:
  * a target that reached one would crash, never pass. Signatures come from the headers. */

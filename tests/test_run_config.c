@@ -1,4 +1,4 @@
-/* run.json (src/run/run_files.c): every setting of dz_train_config written and read back
+/* run.json (src/run/run_json.c): every setting of dz_train_config written and read back
  * field by field, each with a value no default has (so a field read into another, or
  * left at its default, fails), under the key names run folders written before the
  * config was nested already use (a resume of an existing run must keep reading them);

@@ -6,6 +6,29 @@
 #include "cli/common.h"
 #include "distzo/benchmarks.h"
 
+/* The four benchmarks: their names and what each measures (its --help). */
+enum { FORWARD, STEP, CLASSIFY, EVAL, N_BENCH };
+static const dz_cmd_spec benches[N_BENCH] = {
+    [FORWARD] = {.name = "bench forward", .usage = "--model M [--batch B --seq T --threads N]",
+                 .summary = "Times whole forward passes (head on every position, as LM training does) and,\n"
+                            "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio."},
+    [STEP] = {.name = "bench step", .usage = "--model M [--batch B --seq T --threads N]",
+              .summary = "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
+                         "perturbed forwards, perturbation and update), with the peak RSS after each phase;\n"
+                         "in memory with f32 masters, also the step's element-wise passes (z alone, perturb,\n"
+                         "update, the fused pass) at the model's size, their bytes moved per step, and this\n"
+                         "machine's memory bandwidth with the same threads."},
+    [CLASSIFY] = {.name = "bench classify", .usage = "[--model M] [--data FILE] [--batch B --steps N]",
+                  .summary = "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
+                             "sequence (MeZO) and with candidates continuing their example's shared prompt."},
+    [EVAL] = {.name = "bench eval",
+              .usage = "[--model M.gguf] [--data dev.tsv] [--batch B --batches N --repeat R --threads T]",
+              .summary = "Times eval forwards and ZO steps on real SST-2 batches and, in the same run, the\n"
+                         "GEMMs (OpenBLAS sgemm and distzo's, the faster per shape) on exactly the batches'\n"
+                         "Linear shapes: the rows needed (no padding) for the layers, the scored rows for the\n"
+                         "head; prints ideal / measured."},
+};
+
 /* The benchmark's status as the command's: 0, or 1 after saying why. */
 static int bench_done(dz_status st, const dz_error *err) { return st == DZ_OK ? 0 : dz_cli_fail(err); }
 
@@ -20,19 +43,11 @@ static int bench_forward(int argc, char **argv) {
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&s.backend),
         {"seconds", DZ_OPT_FLOAT, &s.seconds, "minimum time to measure the forward (default 5)"},
-        {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 or bf16"},
+        dz_cli_dtype_option(&dtype, NULL),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "bench forward",
-        .usage = "--model M [--batch B --seq T --threads N]",
-        .summary = "Times whole forward passes (head on every position, as LM training does) and,\n"
-                   "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio.",
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&benches[FORWARD], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if (!model) return dz_cli_failf("bench forward needs --model M");
     if (s.batch < 1 || s.seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
@@ -65,18 +80,7 @@ static int bench_step(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "bench step",
-        .usage = "--model M [--batch B --seq T --threads N]",
-        .summary = "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
-                   "perturbed forwards, perturbation and update), with the peak RSS after each phase;\n"
-                   "in memory with f32 masters, also the step's element-wise passes (z alone, perturb,\n"
-                   "update, the fused pass) at the model's size, their bytes moved per step, and this\n"
-                   "machine's memory bandwidth with the same threads.",
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&benches[STEP], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if (!s.model) return dz_cli_failf("bench step needs --model M");
     if (s.batch < 1 || s.seq < 2 || s.steps < 1) return dz_cli_failf("--batch, --steps must be >= 1 and --seq >= 2");
@@ -103,15 +107,7 @@ static int bench_classify(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "bench classify",
-        .usage = "[--model M] [--data FILE] [--batch B --steps N]",
-        .summary = "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
-                   "sequence (MeZO) and with candidates continuing their example's shared prompt.",
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&benches[CLASSIFY], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if (s.batch < 1 || s.steps < 1) return dz_cli_failf("--batch and --steps must be >= 1");
     char mbuf[4096], dbuf[4096];
@@ -146,17 +142,7 @@ static int bench_eval(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "bench eval",
-        .usage = "[--model M.gguf] [--data dev.tsv] [--batch B --batches N --repeat R --threads T]",
-        .summary = "Times eval forwards and ZO steps on real SST-2 batches and, in the same run, the\n"
-                   "GEMMs (OpenBLAS sgemm and distzo's, the faster per shape) on exactly the batches'\n"
-                   "Linear shapes: the rows needed (no padding) for the layers, the scored rows for the\n"
-                   "head; prints ideal / measured.",
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&benches[EVAL], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if (s.batch < 1 || s.batches < 1 || s.repeat < 1) return dz_cli_failf("--batch, --batches and --repeat must be >= 1");
     char mbuf[4096], dbuf[4096];
@@ -175,10 +161,9 @@ static int bench_eval(int argc, char **argv) {
 }
 
 int dz_cmd_bench(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "forward")) return bench_forward(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "step")) return bench_step(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "classify")) return bench_classify(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "eval")) return bench_eval(argc - 1, argv + 1);
+    int (*const run[N_BENCH])(int, char **) = {bench_forward, bench_step, bench_classify, bench_eval};
+    for (int b = 0; argc >= 2 && b < N_BENCH; b++)
+        if (!strcmp(argv[1], benches[b].name + strlen("bench "))) return run[b](argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: distzo bench forward|step|classify|eval [options]  (`distzo bench forward --help`)\n");
         return 0;

@@ -417,6 +417,14 @@ static int evaluate(eval_opts *o, const char *model_arg) {
     return rc;
 }
 
+static const dz_cmd_spec eval_cmd = {
+    .name = "eval",
+    .usage = "[MODEL] [--task sst2|classify|lm] [--data FILE] [options]",
+    .min_positional = 0, .max_positional = 1,
+    .summary = "Evaluates MODEL (default: stories260K from the assets folder, $DISTZO_ASSETS).\n"
+               "Classification: one sequence per candidate label word after the prompt; a\n"
+               "candidate's score is the mean log-prob of its tokens; the prediction is the argmax."};
+
 int dz_cmd_eval(int argc, char **argv) {
     eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1, .gen_tokens = DZ_OPT_UNSET}; /* unset: 50 */
     int no_share = 0;
@@ -433,8 +441,8 @@ int dz_cmd_eval(int argc, char **argv) {
         {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
         {"batch", DZ_OPT_INT, &o.batch, "sequences per forward (default 16)"},
-        {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
-        {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
+        dz_cli_dtype_option(&o.dtype, NULL),
+        dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
@@ -442,18 +450,8 @@ int dz_cmd_eval(int argc, char **argv) {
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "eval",
-        .usage = "[MODEL] [--task sst2|classify|lm] [--data FILE] [options]",
-        .summary = "Evaluates MODEL (default: stories260K from the assets folder, $DISTZO_ASSETS).\n"
-                   "Classification: one sequence per candidate label word after the prompt; a\n"
-                   "candidate's score is the mean log-prob of its tokens; the prediction is the argmax.",
-        .min_positional = 0,
-        .max_positional = 1,
-        .opts = opts,
-    };
     const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&eval_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
@@ -461,7 +459,7 @@ int dz_cmd_eval(int argc, char **argv) {
     const eval_opts as_given = o; /* before a run's checkpoint fills in the run's settings */
     char run_best[4200], preset_buf[4200];
     rc = 0;
-    const char *model_arg = npos ? dz_cli_model_arg(pos[0], run_best, sizeof run_best, &rc) : NULL; /* RUN: RUN/best */
+    const char *model_arg = pos[0] ? dz_cli_model_arg(pos[0], run_best, sizeof run_best, &rc) : NULL; /* RUN: RUN/best */
     if (rc) return rc;
     dz_train_config run;
     char *run_strings = NULL; /* the run's settings that o then points into */

@@ -10,6 +10,13 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+static const dz_cmd_spec export_cmd = {
+    .name = "export",
+    .usage = "--run RUN_DIR [--base M] -o OUT | --model M -o OUT  [--format hf|gguf] [--type f16|f32|bf16|q8_0]",
+    .summary = "Replays a run's seed log onto its base model and writes the trained weights\n"
+               "(bitwise those of training) in Hugging Face layout or as a GGUF file that\n"
+               "llama.cpp runs; or converts a model (--model) the same way."};
+
 int dz_cmd_export(int argc, char **argv) {
     const char *base = NULL, *model = NULL, *run = NULL, *out = NULL, *store = NULL, *format = NULL, *type = NULL;
     int threads = 0, allow_short = 0;
@@ -31,18 +38,7 @@ int dz_cmd_export(int argc, char **argv) {
         dz_cli_threads_option(&threads, NULL),
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "export",
-        .usage = "--run RUN_DIR [--base M] -o OUT | --model M -o OUT  [--format hf|gguf] [--type f16|f32|bf16|q8_0]",
-        .summary = "Replays a run's seed log onto its base model and writes the trained weights\n"
-                   "(bitwise those of training) in Hugging Face layout or as a GGUF file that\n"
-                   "llama.cpp runs; or converts a model (--model) the same way.",
-        .min_positional = 0,
-        .max_positional = 0,
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&export_cmd, opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if ((!run && !model) || !out) return dz_cli_failf("export needs --run RUN_DIR (or --model M) and -o OUT");
     if (run && model) return dz_cli_failf("export: --model is for converting without a run; with --run use --base");

@@ -150,6 +150,10 @@ static int generate(const gen_opts *o, const char *model, dz_model *m, const dz_
     return rc;
 }
 
+static const dz_cmd_spec generate_cmd = {
+    .name = "generate", .usage = "MODEL [--prompt TEXT] [-n N] [options]", .min_positional = 1, .max_positional = 1,
+    .summary = "Continues a prompt with MODEL. Temperature 0 decodes greedily."};
+
 int dz_cmd_generate(int argc, char **argv) {
     gen_opts o = {.prompt = "", .dtype = "f32", .n = 256, .temperature = 1.0f, .top_p = 0.9f};
     const dz_opt opts[] = {
@@ -161,24 +165,16 @@ int dz_cmd_generate(int argc, char **argv) {
         {"temperature", DZ_OPT_FLOAT, &o.temperature, "0 = greedy (default 1.0)"},
         {"top-p", DZ_OPT_FLOAT, &o.top_p, "nucleus sampling mass (default 0.9)"},
         {"seed", DZ_OPT_SEED, &o.seed, "sampling seed (default 0)"},
-        {"dtype", DZ_OPT_STR, &o.dtype, "weights in memory: f32 or bf16"},
-        {"tokenizer", DZ_OPT_STR, &o.tokenizer, "tokenizer file or folder (default: the model's own)"},
+        dz_cli_dtype_option(&o.dtype, NULL),
+        dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),
         {"json", DZ_OPT_FLAG, &o.json, "print JSON instead of streaming text"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "generate",
-        .usage = "MODEL [--prompt TEXT] [-n N] [options]",
-        .summary = "Continues a prompt with MODEL. Temperature 0 decodes greedily.",
-        .min_positional = 1,
-        .max_positional = 1,
-        .opts = opts,
-    };
     /* accept the short -n N form too */
     const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&generate_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     if ((rc = check_options(&o))) return rc;
     dz_model *m;

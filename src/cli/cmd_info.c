@@ -3,24 +3,20 @@
 
 #include "cli/common.h"
 
+static const dz_cmd_spec info_cmd = {
+    .name = "info", .usage = "MODEL [options]", .min_positional = 1, .max_positional = 1,
+    .summary = "Describes MODEL (a Hugging Face folder, a .gguf file or a llama2.c .bin)."};
+
 int dz_cmd_info(int argc, char **argv) {
     const char *dtype = "f32";
     int json = 0;
     const dz_opt opts[] = {
-        {"dtype", DZ_OPT_STR, &dtype, "weights in memory: f32 (default) or bf16"},
+        dz_cli_dtype_option(&dtype, "weights in memory: f32 (default) or bf16"),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "info",
-        .usage = "MODEL [options]",
-        .summary = "Describes MODEL (a Hugging Face folder, a .gguf file or a llama2.c .bin).",
-        .min_positional = 1,
-        .max_positional = 1,
-        .opts = opts,
-    };
     const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&info_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     dz_model *m;
     if ((rc = dz_cli_start(&(dz_cli_preamble){.model = pos[0], .dtype = dtype}, &m, NULL))) return rc;

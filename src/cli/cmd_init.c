@@ -78,16 +78,8 @@ int dz_cmd_init(int argc, char **argv) {
     snprintf(presets, sizeof presets, "Writes a random model in Hugging Face layout (config.json + model.safetensors) with a\n"
              "tokenizer: --tokenizer, else the preset's from the assets (OPT: GPT-2 BPE with OPT's ids;\n"
              "smollm2-135m: SmolLM2's; llama-* and qwen2*: none there, pass the family's).\nPresets: %s.", dz_preset_names());
-    const dz_cmd_spec spec = {
-        .name = "init",
-        .usage = "--preset NAME -o DIR [options]",
-        .summary = presets,
-        .min_positional = 0,
-        .max_positional = 0,
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    const dz_cmd_spec init_cmd = {.name = "init", .usage = "--preset NAME -o DIR [options]", .summary = presets};
+    int rc = dz_cli_parse(&init_cmd, opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if (!out) return dz_cli_failf("init needs an output folder: -o DIR");
     if (!folder_empty_or_new(out)) /* a mistyped -o must not replace a model with random weights */

@@ -20,6 +20,13 @@ static void on_event(const dz_fed_join_event *ev, void *user) {
     if (ev->kind == DZ_FED_RESYNC) fprintf(stderr, "distzo: resync at %d records\n", ev->round);
 }
 
+static const dz_cmd_spec join_cmd = {
+    .name = "join",
+    .usage = "URL --data FILE --token-file F [--model M] [--save DIR]",
+    .min_positional = 1, .max_positional = 1,
+    .summary = "Works for a federated run: replays its log, then computes one-byte projected gradients\n"
+               "on this machine's data for the slots each round assigns it, until the run is done."};
+
 int dz_cmd_join(int argc, char **argv) {
     dz_fed_join_config c = {.retry_for = 60.0};
     float retry_for = 60.0f;
@@ -38,17 +45,8 @@ int dz_cmd_join(int argc, char **argv) {
         dz_cli_backend_option(&c.backend),
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "join",
-        .usage = "URL --data FILE --token-file F [--model M] [--save DIR]",
-        .summary = "Works for a federated run: replays its log, then computes one-byte projected gradients\n"
-                   "on this machine's data for the slots each round assigns it, until the run is done.",
-        .min_positional = 1,
-        .max_positional = 1,
-        .opts = opts,
-    };
     const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&join_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     c.url = pos[0];
     c.retry_for = retry_for;

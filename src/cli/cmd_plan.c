@@ -69,6 +69,11 @@ static void print_table(const char *model, const dz_plan_request *r, const dz_pl
     printf("\nrecommended: P%d x D%d: mpirun -np %d distzo train --pertp %d --dp %d ...\n", B->p, B->d, B->n, B->p, B->d);
 }
 
+static const dz_cmd_spec plan_cmd = {
+    .name = "plan", .usage = "--model M_OR_PRESET --nodes K --ranks-per-node R --mem-per-node GB [options]",
+    .summary = "For each DistZO2 layout (P x D = K x R ranks): memory per rank and per node, bytes\n"
+               "exchanged and work per rank per step, whether it fits; recommends the fastest that fits."};
+
 int dz_cmd_plan(int argc, char **argv) {
     const char *model = NULL, *store = "ram", *master = "f32", *estimator = "mezo";
     int json = 0;
@@ -100,17 +105,7 @@ int dz_cmd_plan(int argc, char **argv) {
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "plan",
-        .usage = "--model M_OR_PRESET --nodes K --ranks-per-node R --mem-per-node GB [options]",
-        .summary = "For each DistZO2 layout (P x D = K x R ranks): memory per rank and per node, bytes\n"
-                   "exchanged and work per rank per step, whether it fits; recommends the fastest that fits.",
-        .min_positional = 0,
-        .max_positional = 0,
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&plan_cmd, opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if (!model) return dz_cli_failf("plan needs --model M_OR_PRESET (a model path or one of: %s)", dz_preset_names());
     if (!(mem_gb > 0.0f)) return dz_cli_failf("option --mem-per-node: needs a positive number of GB");

@@ -120,6 +120,11 @@ static int report(const char *out_dir, const char *path, size_t n_loss, size_t n
     return 0;
 }
 
+static const dz_cmd_spec plot_cmd = {
+    .name = "plot", .usage = "RUN_DIR [-o DIR]", .min_positional = 1, .max_positional = 1,
+    .summary = "Plots RUN_DIR/metrics.jsonl with gnuplot: loss.png (training loss and its moving\n"
+               "average against the step) and accuracy.png (dev accuracy, when the run evaluated)."};
+
 int dz_cmd_plot(int argc, char **argv) {
     const char *out_dir = NULL;
     const dz_opt opts[] = {
@@ -127,17 +132,8 @@ int dz_cmd_plot(int argc, char **argv) {
                                       "plot reads the run folder and writes nothing into it)"},
         {0},
     };
-    const dz_cmd_spec spec = {
-        .name = "plot",
-        .usage = "RUN_DIR [-o DIR]",
-        .summary = "Plots RUN_DIR/metrics.jsonl with gnuplot: loss.png (training loss and its moving\n"
-                   "average against the step) and accuracy.png (dev accuracy, when the run evaluated).",
-        .min_positional = 1,
-        .max_positional = 1,
-        .opts = opts,
-    };
     const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&plot_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     const char *run = pos[0];
     char default_out[4200];

@@ -46,6 +46,11 @@ static int fed_options(dz_fed_serve_config *c, const char *code, int seed_pool, 
     return 0;
 }
 
+static const dz_cmd_spec serve_cmd = {
+    .name = "serve", .usage = "--out RUN_DIR --token-file F [--listen HOST:PORT] [--resume] [training settings]",
+    .summary = "Coordinates a federated ZO run: workers (`distzo join`) compute one-byte projected gradients\n"
+               "on their own data; each round becomes one seed-log record (`distzo export` replays it)."};
+
 int dz_cmd_serve(int argc, char **argv) {
     dz_fed_serve_config c = {.listen = "127.0.0.1:8470", .linger = 10.0};
     dz_train_config *t = &c.train;
@@ -94,16 +99,8 @@ int dz_cmd_serve(int argc, char **argv) {
     dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
     memcpy(opts, own, sizeof own);
     dz_cli_train_options(opts + N_OWN, t, &v, DZ_CLI_SERVE);
-    const dz_cmd_spec spec = {
-        .name = "serve",
-        .usage = "--out RUN_DIR --token-file F [--listen HOST:PORT] [--resume] [training settings]",
-        .summary = "Coordinates a federated ZO run: workers (`distzo join`) compute one-byte projected gradients\n"
-                   "on their own data; each round becomes one seed-log record (`distzo export` replays it).",
-        .opts = opts,
-    };
     t->data.dev_examples = 0, t->schedule.eval_every = 0; /* no selection set: the coordinator has no training data */
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&serve_cmd, opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     if ((rc = dz_cli_train_given(t))) return rc;
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");

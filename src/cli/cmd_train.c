@@ -115,12 +115,13 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
  * then its keys for the command line's own options (--out, --threads, --log-every...)
  * through the option parser, as if given first on the command line. *doc keeps the
  * strings those point into. */
-static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *c, char **strings, cJSON **doc) {
+static int load_config(const dz_cmd_spec *cmd, const dz_opt *opts, train_opts *t, dz_train_config *c, char **strings,
+                       cJSON **doc) {
     const char *own[64];
     const dz_opt *own_opt[64];
     char names[64][32]; /* the long names ("quiet" of "quiet|q") */
     int n_own = 0;
-    for (const dz_opt *o = spec->opts; o->name && n_own < 63; o++) {
+    for (const dz_opt *o = opts; o->name && n_own < 63; o++) {
         snprintf(names[n_own], sizeof names[0], "%.*s", (int)strcspn(o->name, "|"), o->name);
         if (!dz_train_config_has_key(names[n_own]) && strcmp(names[n_own], "config") && strcmp(names[n_own], "resume"))
             own_opt[n_own] = o, own[n_own] = names[n_own], n_own++;
@@ -161,9 +162,8 @@ static int load_config(const dz_cmd_spec *spec, train_opts *t, dz_train_config *
             toks[n++] = nums[n_nums++];
         }
     }
-    const char *pos[1];
-    int npos;
-    return dz_args_parse(spec, n, toks, pos, &npos) ? 2 : 0;
+    const int rc = dz_cli_parse(cmd, opts, n, toks, NULL);
+    return rc < 0 ? 0 : rc;
 }
 
 /* --resume-from OLD_RUN:STEP: OLD_RUN's run.json is the --config of the new run. */
@@ -242,6 +242,13 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
 }
 
+static const dz_cmd_spec train_cmd = {
+    .name = "train", .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
+    .summary = "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
+               "RUN_DIR gets run.json (the settings, resolved), seeds.log, metrics.jsonl, metrics.csv,\n"
+               "events.out.tfevents.* (TensorBoard: tensorboard --logdir RUN_DIR), checkpoint-N/ and best/\n"
+               "(HF layout). Steps count from 1 as checkpoint-N does; step 0 is the evaluation before training."};
+
 int dz_cmd_train(int argc, char **argv) {
     dz_train_config c;
     dz_train_config_default(&c);
@@ -255,19 +262,7 @@ int dz_cmd_train(int argc, char **argv) {
     dz_opt opts[TRAIN_OPTS_CAP] = {{0}};
     train_option_table(opts, &c, &t);
     c.data.gen_tokens = DZ_OPT_UNSET; /* 0 (run.json's "50") unless given */
-    const dz_cmd_spec spec = {
-        .name = "train",
-        .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
-        .summary = "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
-                   "RUN_DIR gets run.json (the settings, resolved), seeds.log, metrics.jsonl, metrics.csv,\n"
-                   "events.out.tfevents.* (TensorBoard: tensorboard --logdir RUN_DIR), checkpoint-N/ and best/\n"
-                   "(HF layout). Steps count from 1 as checkpoint-N does; step 0 is the evaluation before training.",
-        .min_positional = 0,
-        .max_positional = 0,
-        .opts = opts,
-    };
-    const char *pos[1];
-    int npos, rc = dz_cli_parse(&spec, argc, argv, pos, &npos);
+    int rc = dz_cli_parse(&train_cmd, opts, argc, argv, NULL);
     if (rc >= 0) return rc;
     const dz_cli_train_cmdline cmdline = {.data = c.data, .no_share = t.no_share, .task_file = t.v.task_file};
     if (c.data.gen_tokens != DZ_OPT_UNSET && c.data.gen_tokens < 1) /* given, before a config or run.json sets it */
@@ -286,9 +281,9 @@ int dz_cmd_train(int argc, char **argv) {
         options_from_settings(&t, &c);
         t.data = NULL, t.test = NULL, t.v.task_file = NULL;
     } else if (t.config) {
-        rc = load_config(&spec, &t, &c, &config_strings, &config_doc);
+        rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
-    if (!rc && (t.resume || t.config)) dz_args_parse(&spec, argc, argv, pos, &npos); /* parsed once already: cannot fail */
+    if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);

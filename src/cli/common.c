@@ -22,13 +22,26 @@ int dz_cli_failf(const char *fmt, ...) {
     return 1;
 }
 
-int dz_cli_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **pos, int *n_pos) {
-    const int rc = dz_args_parse(spec, argc, argv, pos, n_pos);
+int dz_cli_parse(const dz_cmd_spec *cmd, const dz_opt *opts, int argc, char **argv, const char **pos) {
+    dz_cmd_spec spec = *cmd;
+    spec.opts = opts;
+    for (int i = 0; i < spec.max_positional; i++) pos[i] = NULL;
+    int n_pos;
+    const int rc = dz_args_parse(&spec, argc, argv, pos, &n_pos);
     return rc == 0 ? -1 : rc < 0 ? 2 : 0;
 }
 
 dz_opt dz_cli_threads_option(int *threads, const char *help) {
     return (dz_opt){"threads", DZ_OPT_INT, threads, help ? help : "threads (default: $OMP_NUM_THREADS, else all cores)"};
+}
+
+dz_opt dz_cli_dtype_option(const char **dtype, const char *help) {
+    return (dz_opt){"dtype", DZ_OPT_STR, dtype, help ? help : "weights in memory: f32 or bf16"};
+}
+
+dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help) {
+    return (dz_opt){"tokenizer", DZ_OPT_STR, tokenizer,
+                    help ? help : "tokenizer file or folder (default: the model's own)"};
 }
 
 dz_opt dz_cli_backend_option(const char **backend) {

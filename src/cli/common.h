@@ -10,14 +10,21 @@
 int dz_cli_fail(const dz_error *err);
 int dz_cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses the command line: -1 to go on, else the command's exit status (0 after --help,
- * 2 after a usage error, said on stderr). */
-int dz_cli_parse(const dz_cmd_spec *spec, int argc, char **argv, const char **pos, int *n_pos);
+/* Parses the command line by what the command is (cmd: its name, usage, summary and
+ * positional arguments, usually a file-scope constant) and its option table: -1 to go on,
+ * with pos[0..cmd->max_positional) the positional arguments (NULL where absent; pos may be
+ * NULL when the command takes none), else the command's exit status (0 after --help, 2
+ * after a usage error, said on stderr). */
+int dz_cli_parse(const dz_cmd_spec *cmd, const dz_opt *opts, int argc, char **argv, const char **pos);
 
 /* --threads N, the one option every command that computes takes; help NULL: the common
  * words (0 or absent: $OMP_NUM_THREADS, else all cores). */
 enum { DZ_CLI_MAX_THREADS = 1024 };
 dz_opt dz_cli_threads_option(int *threads, const char *help);
+/* --dtype (the weights in memory) and --tokenizer (instead of the model's own),
+ * which the preamble also reads; help NULL: the common words. */
+dz_opt dz_cli_dtype_option(const char **dtype, const char *help);
+dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help);
 /* --backend cpu|cuda|ref: what the forward and the ZO ops run on (NULL: cpu). */
 dz_opt dz_cli_backend_option(const char **backend);
 

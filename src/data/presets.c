@@ -1,4 +1,4 @@
-/* Over 500 lines, one file: the ten presets' readers share its static helpers (field, push, sbuf).
+/* Over 500 lines, one file: the ten presets' readers share its static helpers (field, push, sb_clear).
  * MeZO's task presets: the public releases' files (SuperGLUE jsonl, SQuAD v1.1 json, DROP
  * json) read into examples whose text is the whole prompt of MeZO's template
  * (large_models/templates.py) and whose candidates are its verbalizer's words, or, for
@@ -10,36 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/util.h"
 
-/* ---- a growable string ---------------------------------------------------------------- */
+/* ---- the prompt, built in a dz_bytes (core/bytes.h) -------------------------------- */
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p, b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-static void sb_clear(sbuf *b) {
-    b->n = 0;
-    if (b->s) b->s[0] = '\0';
+static void sb_clear(dz_bytes *b) {
+    b->len = 0;
+    if (b->p) b->p[0] = '\0';
 }
 
 /* ---- reading fields ------------------------------------------------------------------- */
@@ -95,11 +73,11 @@ static void ascii_lower(char *s, size_t n) {
 
 /* ---- one example ---------------------------------------------------------------------- */
 
-static dz_status push(dz_dataset *out, int *cap, reader *r, const sbuf *prompt, int label, const char *const *cands,
+static dz_status push(dz_dataset *out, int *cap, reader *r, const dz_bytes *prompt, int label, const char *const *cands,
                       int n_cands, const char *const *answers, int n_answers) {
     if (r->st != DZ_OK) return r->st;
     if (prompt->oom) return r->st = dz_fail(r->err, DZ_ERR_NOMEM, "%s: out of memory", r->path);
-    dz_status st = dz_dataset_push(out, cap, prompt->s, prompt->n, label, r->line, r->err);
+    dz_status st = dz_dataset_push(out, cap, prompt->p, prompt->len, label, r->line, r->err);
     dz_example *ex = st == DZ_OK ? &out->items[out->count - 1] : NULL;
     if (st == DZ_OK && cands) st = dz_example_set_list(ex, DZ_EXAMPLE_CANDS, cands, n_cands, r->err);
     if (st == DZ_OK && answers) {
@@ -116,63 +94,65 @@ static const char *const YES_NO[2] = {"Yes", "No"}, *const NO_YES[2] = {"No", "Y
 
 /* ---- SuperGLUE jsonl: one object per line --------------------------------------------- */
 
-typedef dz_status (*row_fn)(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap);
+typedef dz_status (*row_fn)(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap);
 
-static dz_status rte_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status rte_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     static const char *const names[2] = {"entailment", "not_entailment"};
     const char *premise = str(r, o, "premise"), *hyp = str(r, o, "hypothesis");
     const int label = label_of(r, o, names, 2);
-    sb_str(b, premise), sb_str(b, "\nDoes this mean that \""), sb_str(b, hyp), sb_str(b, "\" is true? Yes or No?\n");
+    dz_bytes_str(b, premise), dz_bytes_str(b, "\nDoes this mean that \"");
+    dz_bytes_str(b, hyp), dz_bytes_str(b, "\" is true? Yes or No?\n");
     return push(out, cap, r, b, label, YES_NO, 2, NULL, 0);
 }
 
-static dz_status cb_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status cb_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     static const char *const names[3] = {"entailment", "contradiction", "neutral"};
     static const char *const words[3] = {"Yes", "No", "Maybe"};
     const char *premise = str(r, o, "premise"), *hyp = str(r, o, "hypothesis");
     const int label = label_of(r, o, names, 3);
-    sb_str(b, "Suppose "), sb_str(b, premise), sb_str(b, " Can we infer that \""), sb_str(b, hyp);
-    sb_str(b, "\"? Yes, No, or Maybe?\n");
+    dz_bytes_str(b, "Suppose "), dz_bytes_str(b, premise);
+    dz_bytes_str(b, " Can we infer that \""), dz_bytes_str(b, hyp);
+    dz_bytes_str(b, "\"? Yes, No, or Maybe?\n");
     return push(out, cap, r, b, label, words, 3, NULL, 0);
 }
 
-static dz_status boolq_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status boolq_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     const char *passage = str(r, o, "passage"), *q = str(r, o, "question");
     const int label = label_of(r, o, NULL, 2);
-    sb_str(b, passage), sb_str(b, " ");
-    const size_t at = b->n;
-    sb_str(b, q);
-    if (!b->oom && b->n > at && b->s[at] >= 'a' && b->s[at] <= 'z') b->s[at] = (char)(b->s[at] - 'a' + 'A');
-    if (b->n == at || b->s[b->n - 1] != '?') sb_str(b, "?");
-    sb_str(b, "\n");
+    dz_bytes_str(b, passage), dz_bytes_str(b, " ");
+    const size_t at = b->len;
+    dz_bytes_str(b, q);
+    if (!b->oom && b->len > at && b->p[at] >= 'a' && b->p[at] <= 'z') b->p[at] = (char)(b->p[at] - 'a' + 'A');
+    if (b->len == at || b->p[b->len - 1] != '?') dz_bytes_str(b, "?");
+    dz_bytes_str(b, "\n");
     return push(out, cap, r, b, label < 0 ? -1 : 1 - label, YES_NO, 2, NULL, 0); /* true: "Yes" */
 }
 
-static dz_status wic_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status wic_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     const char *word = str(r, o, "word"), *s1 = str(r, o, "sentence1"), *s2 = str(r, o, "sentence2");
     const int label = label_of(r, o, NULL, 2);
-    sb_str(b, "Does the word \""), sb_str(b, word);
-    sb_str(b, "\" have the same meaning in these two sentences? Yes, No?\n");
-    sb_str(b, s1), sb_str(b, "\n"), sb_str(b, s2), sb_str(b, "\n");
+    dz_bytes_str(b, "Does the word \""), dz_bytes_str(b, word);
+    dz_bytes_str(b, "\" have the same meaning in these two sentences? Yes, No?\n");
+    dz_bytes_str(b, s1), dz_bytes_str(b, "\n"), dz_bytes_str(b, s2), dz_bytes_str(b, "\n");
     return push(out, cap, r, b, label, NO_YES, 2, NULL, 0);
 }
 
-static dz_status wsc_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status wsc_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     const char *text = str(r, o, "text");
     const cJSON *target = field(r, o, "target", is_obj, "an object");
     const char *span1 = str(r, target, "span1_text"), *span2 = str(r, target, "span2_text");
     const int label = label_of(r, o, NULL, 2);
-    sb_str(b, text), sb_str(b, "\nIn the previous sentence, does the pronoun \"");
-    const size_t at = b->n;
-    sb_str(b, span2);
-    if (!b->oom) ascii_lower(b->s + at, b->n - at);
-    sb_str(b, "\" refer to "), sb_str(b, span1), sb_str(b, "? Yes or No?\n");
+    dz_bytes_str(b, text), dz_bytes_str(b, "\nIn the previous sentence, does the pronoun \"");
+    const size_t at = b->len;
+    dz_bytes_str(b, span2);
+    if (!b->oom) ascii_lower(b->p + at, b->len - at);
+    dz_bytes_str(b, "\" refer to "), dz_bytes_str(b, span1), dz_bytes_str(b, "? Yes or No?\n");
     return push(out, cap, r, b, label, NO_YES, 2, NULL, 0);
 }
 
 /* COPA: the premise without its final period, " so " (effect) or " because " (cause), and
  * each alternative with its first word lowercased unless it is "I". */
-static dz_status copa_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status copa_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     const char *premise = str(r, o, "premise"), *q = str(r, o, "question");
     const char *choice[2] = {str(r, o, "choice1"), str(r, o, "choice2")};
     const int label = label_of(r, o, NULL, 2);
@@ -182,7 +162,7 @@ static dz_status copa_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, i
     size_t n = strlen(premise);
     while (n > 0 && (premise[n - 1] == ' ' || (premise[n - 1] >= '\t' && premise[n - 1] <= '\r'))) n--;
     if (n > 0 && premise[n - 1] == '.') n--;
-    sb_add(b, premise, n), sb_str(b, strcmp(q, "effect") ? " because " : " so ");
+    dz_bytes_put(b, premise, n), dz_bytes_str(b, strcmp(q, "effect") ? " because " : " so ");
     char *alt[2] = {strdup(choice[0]), strdup(choice[1])};
     if (!alt[0] || !alt[1]) b->oom = 1;
     for (int k = 0; k < 2 && alt[k]; k++) {
@@ -195,7 +175,7 @@ static dz_status copa_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, i
 }
 
 /* MultiRC: one yes/no example per (question, answer) pair of each passage. */
-static dz_status multirc_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status multirc_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     const cJSON *passage = field(r, o, "passage", is_obj, "an object");
     const char *text = str(r, passage, "text");
     const cJSON *qs = field(r, passage, "questions", is_arr, "a list"), *q;
@@ -206,8 +186,9 @@ static dz_status multirc_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out
             const char *answer = str(r, a, "text");
             const int label = label_of(r, a, NULL, 2);
             sb_clear(b);
-            sb_str(b, text), sb_str(b, "\nQuestion: "), sb_str(b, question), sb_str(b, "\nI found this answer \"");
-            sb_str(b, answer), sb_str(b, "\". Is that correct? Yes or No?\n");
+            dz_bytes_str(b, text), dz_bytes_str(b, "\nQuestion: ");
+            dz_bytes_str(b, question), dz_bytes_str(b, "\nI found this answer \"");
+            dz_bytes_str(b, answer), dz_bytes_str(b, "\". Is that correct? Yes or No?\n");
             if (push(out, cap, r, b, label, NO_YES, 2, NULL, 0) != DZ_OK) return r->st;
         }
     }
@@ -238,27 +219,27 @@ static int sort_unique(char **v, int n) {
 }
 
 /* ReCoRD's prompt: the passage with each "@highlight\n" as "- ", then "\n-". */
-static void record_prompt(sbuf *prompt, const char *text, size_t len) {
+static void record_prompt(dz_bytes *prompt, const char *text, size_t len) {
     for (size_t i = 0; i < len;) {
         const char *h = strstr(text + i, "@highlight\n");
         const size_t stop = h ? (size_t)(h - text) : len;
-        sb_add(prompt, text + i, stop - i);
+        dz_bytes_put(prompt, text + i, stop - i);
         if (!h) break;
-        sb_str(prompt, "- ");
+        dz_bytes_str(prompt, "- ");
         i = stop + strlen("@highlight\n");
     }
-    sb_str(prompt, "\n-");
+    dz_bytes_str(prompt, "\n-");
 }
 
 /* A ReCoRD candidate: " " + the query with each @placeholder replaced by the entity. */
-static void record_candidate(sbuf *cand, const char *query, const char *entity) {
+static void record_candidate(dz_bytes *cand, const char *query, const char *entity) {
     sb_clear(cand);
-    sb_str(cand, " ");
+    dz_bytes_str(cand, " ");
     for (const char *p = query;;) {
         const char *at = strstr(p, "@placeholder");
-        sb_add(cand, p, at ? (size_t)(at - p) : strlen(p));
+        dz_bytes_put(cand, p, at ? (size_t)(at - p) : strlen(p));
         if (!at) break;
-        sb_str(cand, entity);
+        dz_bytes_str(cand, entity);
         p = at + strlen("@placeholder");
     }
 }
@@ -267,7 +248,7 @@ static void record_candidate(sbuf *cand, const char *query, const char *entity) 
  * replaced by each entity of the passage (MeZO's ReCoRDTemplateGPT3); the label (the
  * training target) is the first entity (in sorted order) that is an answer, and every
  * entity that is an answer counts as correct (the example's answers). */
-static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out, int *cap) {
+static dz_status record_row(reader *r, const cJSON *o, dz_bytes *b, dz_dataset *out, int *cap) {
     const cJSON *passage = field(r, o, "passage", is_obj, "an object");
     const char *text = str(r, passage, "text");
     const cJSON *ents = field(r, passage, "entities", is_arr, "a list"), *qas = field(r, o, "qas", is_arr, "a list");
@@ -293,7 +274,7 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
     if (r->st == DZ_OK && (n < 1 || n > DZ_MAX_CANDS))
         r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s:%d: the passage names %d entities (1 to %d are supported)", r->path,
                         r->line, n, DZ_MAX_CANDS);
-    sbuf prompt = {0}, cand = {0};
+    dz_bytes prompt = {0}, cand = {0};
     record_prompt(&prompt, text, len);
     char **cands = calloc((size_t)n + 1, sizeof *cands);
     const char **gold = calloc((size_t)n + 1, sizeof *gold); /* the candidates that answer a query */
@@ -307,7 +288,7 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
         for (int k = 0; k < n && r->st == DZ_OK; k++) {
             record_candidate(&cand, query, ent[k]);
             free(cands[k]);
-            if (!(cands[k] = strdup(cand.s ? cand.s : ""))) b->oom = 1;
+            if (!(cands[k] = strdup(cand.p ? cand.p : ""))) b->oom = 1;
             const cJSON *a;
             int answer = 0;
             cJSON_ArrayForEach(a, answers) {
@@ -322,7 +303,7 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
                             r->path, r->line);
         if (cand.oom) b->oom = 1;
         sb_clear(b);
-        sb_add(b, prompt.s ? prompt.s : "", prompt.n);
+        dz_bytes_put(b, prompt.p ? prompt.p : "", prompt.len);
         if (prompt.oom) b->oom = 1;
         if (push(out, cap, r, b, label, (const char *const *)cands, n, NULL, 0) != DZ_OK) break;
         /* every entity that answers the query counts as correct (MeZO's evaluation) */
@@ -331,7 +312,7 @@ static dz_status record_row(reader *r, const cJSON *o, sbuf *b, dz_dataset *out,
             break;
     }
     for (int k = 0; k < n; k++) free(ent[k]), free(cands ? cands[k] : NULL);
-    free(ent), free(cands), free(gold), free(prompt.s), free(cand.s);
+    free(ent), free(cands), free(gold), free(prompt.p), free(cand.p);
     return r->st;
 }
 
@@ -340,7 +321,7 @@ static dz_status load_jsonl(const char *path, row_fn row, dz_dataset *out, dz_er
     dz_status st = dz_lines_open(&lr, path, err);
     if (st != DZ_OK) return st;
     int cap = 0;
-    sbuf b = {0};
+    dz_bytes b = {0};
     st = dz_dataset_init(out, path, err);
     while (st == DZ_OK) {
         char *line;
@@ -354,7 +335,7 @@ static dz_status load_jsonl(const char *path, row_fn row, dz_dataset *out, dz_er
         if (st == DZ_OK) st = row(&r, o, &b, out, &cap);
         cJSON_Delete(o);
     }
-    free(b.s);
+    free(b.p);
     dz_lines_close(&lr);
     return st;
 }
@@ -362,7 +343,7 @@ static dz_status load_jsonl(const char *path, row_fn row, dz_dataset *out, dz_er
 /* ---- SQuAD v1.1 and DROP: one json document ------------------------------------------- */
 
 static dz_status squad_doc(reader *r, const cJSON *doc, dz_dataset *out, int *cap) {
-    sbuf b = {0};
+    dz_bytes b = {0};
     const cJSON *data = field(r, doc, "data", is_arr, "a list"), *art;
     cJSON_ArrayForEach(art, data) {
         const char *title = str(r, art, "title");
@@ -385,8 +366,9 @@ static dz_status squad_doc(reader *r, const cJSON *doc, dz_dataset *out, int *ca
                 size_t qn = strlen(q);
                 while (qn > 0 && (q[qn - 1] == ' ' || (q[qn - 1] >= '\t' && q[qn - 1] <= '\r'))) qn--;
                 sb_clear(&b);
-                sb_str(&b, "Title: "), sb_str(&b, title), sb_str(&b, "\nContext: "), sb_str(&b, context);
-                sb_str(&b, "\nQuestion: "), sb_add(&b, q, qn), sb_str(&b, "\nAnswer:");
+                dz_bytes_str(&b, "Title: "), dz_bytes_str(&b, title);
+                dz_bytes_str(&b, "\nContext: "), dz_bytes_str(&b, context);
+                dz_bytes_str(&b, "\nQuestion: "), dz_bytes_put(&b, q, qn), dz_bytes_str(&b, "\nAnswer:");
                 if (!answers) b.oom = 1;
                 push(out, cap, r, &b, -1, NULL, 0, answers, na);
                 free(answers);
@@ -394,7 +376,7 @@ static dz_status squad_doc(reader *r, const cJSON *doc, dz_dataset *out, int *ca
             }
         }
     }
-    free(b.s);
+    free(b.p);
     return r->st;
 }
 
@@ -420,7 +402,7 @@ static int drop_answer(reader *r, const cJSON *a, const char **dst, char *date, 
 }
 
 static dz_status drop_doc(reader *r, const cJSON *doc, dz_dataset *out, int *cap) {
-    sbuf b = {0};
+    dz_bytes b = {0};
     const cJSON *sec;
     if (!cJSON_IsObject(doc))
         return r->st = dz_fail(r->err, DZ_ERR_FORMAT, "%s: expected an object of passages", r->path);
@@ -446,13 +428,14 @@ static dz_status drop_doc(reader *r, const cJSON *doc, dz_dataset *out, int *cap
             size_t qn = strlen(q);
             while (qn > 0 && (q[qn - 1] == ' ' || (q[qn - 1] >= '\t' && q[qn - 1] <= '\r'))) qn--;
             sb_clear(&b);
-            sb_str(&b, "Passage: "), sb_str(&b, passage), sb_str(&b, "\nQuestion: "), sb_add(&b, q, qn);
-            sb_str(&b, "\nAnswer:");
+            dz_bytes_str(&b, "Passage: "), dz_bytes_str(&b, passage);
+            dz_bytes_str(&b, "\nQuestion: "), dz_bytes_put(&b, q, qn);
+            dz_bytes_str(&b, "\nAnswer:");
             if (push(out, cap, r, &b, -1, NULL, 0, answers, na) != DZ_OK) break;
         }
         if (r->st != DZ_OK) break;
     }
-    free(b.s);
+    free(b.p);
     return r->st;
 }
 
@@ -518,11 +501,11 @@ dz_status dz_dataset_append_preset_row(const dz_task_preset *p, const char *json
                        name, p->name);
     cJSON *o = cJSON_Parse(json);
     reader r = {.path = name, .line = line, .err = err, .st = DZ_OK};
-    sbuf b = {0};
+    dz_bytes b = {0};
     dz_status st = cJSON_IsObject(o) ? impl->row(&r, o, &b, out, cap)
                                      : dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", name, line);
     cJSON_Delete(o);
-    free(b.s);
+    free(b.p);
     return st;
 }
 

@@ -199,6 +199,16 @@ static int cmp_tensor(const void *a, const void *b) {
     return strcmp((*(const dz_gguf_tensor *const *)a)->name, (*(const dz_gguf_tensor *const *)b)->name);
 }
 
+/* qsorts n entries of size bytes with cmp: the position of the first entry equal to the one
+ * before it, or 0 when all differ (the lookups' indexes hold no name twice). */
+static int sort_unique(void *base, int n, size_t size, int (*cmp)(const void *, const void *)) {
+    char *b = base;
+    qsort(b, (size_t)n, size, cmp);
+    for (int i = 1; i < n; i++)
+        if (cmp(b + (size_t)(i - 1) * size, b + (size_t)i * size) == 0) return i;
+    return 0;
+}
+
 typedef struct span {
     size_t begin, end;
     int index;
@@ -246,10 +256,8 @@ static dz_status read_metadata(cursor *c, dz_gguf *g, uint64_t n_kv, dz_error *e
         if (st == DZ_OK) st = read_value(c, kv, err);
     }
     for (int i = 0; i < g->n_kv; i++) g->kv_sorted[i] = &g->kv[i];
-    if (st == DZ_OK) qsort(g->kv_sorted, (size_t)g->n_kv, sizeof *g->kv_sorted, cmp_kv);
-    for (int i = 1; i < g->n_kv && st == DZ_OK; i++)
-        if (strcmp(g->kv_sorted[i - 1]->key, g->kv_sorted[i]->key) == 0)
-            st = dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' appears twice", c->path, g->kv_sorted[i]->key);
+    const int twice = st == DZ_OK ? sort_unique(g->kv_sorted, g->n_kv, sizeof *g->kv_sorted, cmp_kv) : 0;
+    if (twice) st = dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' appears twice", c->path, g->kv_sorted[twice]->key);
     return st;
 }
 
@@ -276,10 +284,10 @@ static dz_status read_tensor_infos(cursor *c, dz_gguf *g, uint64_t n_tensors, ui
         if (t->name) g->n_tensors++;
     }
     for (int i = 0; i < g->n_tensors; i++) g->tensors_sorted[i] = &g->tensors[i];
-    if (st == DZ_OK) qsort(g->tensors_sorted, (size_t)g->n_tensors, sizeof *g->tensors_sorted, cmp_tensor);
-    for (int i = 1; i < g->n_tensors && st == DZ_OK; i++)
-        if (strcmp(g->tensors_sorted[i - 1]->name, g->tensors_sorted[i]->name) == 0)
-            st = dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' appears twice", c->path, g->tensors_sorted[i]->name);
+    const int twice =
+        st == DZ_OK ? sort_unique(g->tensors_sorted, g->n_tensors, sizeof *g->tensors_sorted, cmp_tensor) : 0;
+    if (twice)
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' appears twice", c->path, g->tensors_sorted[twice]->name);
     return st;
 }
 
@@ -379,24 +387,16 @@ void dz_gguf_close(dz_gguf *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* Lookups search the sorted indexes with the comparators that sorted them (no name twice). */
 const dz_gguf_kv *dz_gguf_find_kv(const dz_gguf *g, const char *key) {
-    int lo = 0, hi = g->n_kv - 1;
-    while (lo <= hi) {
-        const int mid = lo + (hi - lo) / 2, c = strcmp(g->kv_sorted[mid]->key, key);
-        if (c == 0) return g->kv_sorted[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return NULL;
+    const dz_gguf_kv probe = {.key = (char *)key}, *p = &probe;
+    const dz_gguf_kv **hit = g->n_kv ? bsearch(&p, g->kv_sorted, (size_t)g->n_kv, sizeof p, cmp_kv) : NULL;
+    return hit ? *hit : NULL;
 }
 
 const dz_gguf_tensor *dz_gguf_find_tensor(const dz_gguf *g, const char *name) {
-    int lo = 0, hi = g->n_tensors - 1;
-    while (lo <= hi) {
-        const int mid = lo + (hi - lo) / 2, c = strcmp(g->tensors_sorted[mid]->name, name);
-        if (c == 0) return g->tensors_sorted[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return NULL;
+    const dz_gguf_tensor probe = {.name = (char *)name}, *p = &probe;
+    const dz_gguf_tensor **hit =
+        g->n_tensors ? bsearch(&p, g->tensors_sorted, (size_t)g->n_tensors, sizeof p, cmp_tensor) : NULL;
+    return hit ? *hit : NULL;
 }

@@ -11,9 +11,20 @@ static dz_status lookup(const dz_gguf *g, const char *key, const dz_gguf_kv **kv
     return *kv ? DZ_OK : dz_fail(err, DZ_ERR_NOT_FOUND, "%s: metadata key '%s' is missing", g->path, key);
 }
 
-static int is_integer(dz_gguf_vtype t) {
-    return t == DZ_GGUF_U8 || t == DZ_GGUF_I8 || t == DZ_GGUF_U16 || t == DZ_GGUF_I16 || t == DZ_GGUF_U32 ||
-           t == DZ_GGUF_I32 || t == DZ_GGUF_U64 || t == DZ_GGUF_I64;
+/* Value types as a set: TYPE(DZ_GGUF_F32) | TYPE(DZ_GGUF_F64). */
+#define TYPE(t) (1u << (t))
+#define INTEGER_TYPES                                                                                             \
+    (TYPE(DZ_GGUF_U8) | TYPE(DZ_GGUF_I8) | TYPE(DZ_GGUF_U16) | TYPE(DZ_GGUF_I16) | TYPE(DZ_GGUF_U32) |           \
+     TYPE(DZ_GGUF_I32) | TYPE(DZ_GGUF_U64) | TYPE(DZ_GGUF_I64))
+
+/* key's value when its type is in types, else an error saying it should be `expected`. */
+static dz_status lookup_as(const dz_gguf *g, const char *key, unsigned types, const char *expected,
+                           const dz_gguf_kv **kv, dz_error *err) {
+    dz_status st = lookup(g, key, kv, err);
+    if (st == DZ_OK && !((unsigned)(*kv)->type < 32 && (TYPE((*kv)->type) & types)))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected %s", g->path, key,
+                     dz_gguf_vtype_name((*kv)->type), expected);
+    return st;
 }
 
 static int is_signed(dz_gguf_vtype t) {
@@ -35,11 +46,8 @@ static void integer_value(dz_gguf_vtype t, const unsigned char *p, int *negative
 
 static dz_status get_integer(const dz_gguf *g, const char *key, int64_t lo, uint64_t hi, int64_t *out, dz_error *err) {
     const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
+    dz_status st = lookup_as(g, key, INTEGER_TYPES, "an integer", &kv, err);
     if (st != DZ_OK) return st;
-    if (!is_integer(kv->type))
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected an integer", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
     int neg;
     uint64_t mag;
     integer_value(kv->type, kv->data, &neg, &mag);
@@ -79,43 +87,28 @@ static double float_value(dz_gguf_vtype t, const unsigned char *p) {
 
 dz_status dz_gguf_get_f32(const dz_gguf *g, const char *key, float *out, dz_error *err) {
     const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
-    if (st != DZ_OK) return st;
-    if (kv->type != DZ_GGUF_F32 && kv->type != DZ_GGUF_F64)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected a float", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
-    *out = (float)float_value(kv->type, kv->data);
-    return DZ_OK;
+    dz_status st = lookup_as(g, key, TYPE(DZ_GGUF_F32) | TYPE(DZ_GGUF_F64), "a float", &kv, err);
+    if (st == DZ_OK) *out = (float)float_value(kv->type, kv->data);
+    return st;
 }
 
 dz_status dz_gguf_get_bool(const dz_gguf *g, const char *key, int *out, dz_error *err) {
     const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
-    if (st != DZ_OK) return st;
-    if (kv->type != DZ_GGUF_BOOL)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected a bool", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
-    *out = kv->data[0] != 0;
-    return DZ_OK;
+    dz_status st = lookup_as(g, key, TYPE(DZ_GGUF_BOOL), "a bool", &kv, err);
+    if (st == DZ_OK) *out = kv->data[0] != 0;
+    return st;
 }
 
 dz_status dz_gguf_get_string(const dz_gguf *g, const char *key, dz_gguf_str *out, dz_error *err) {
     const dz_gguf_kv *kv;
-    dz_status st = lookup(g, key, &kv, err);
-    if (st != DZ_OK) return st;
-    if (kv->type != DZ_GGUF_STRING)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected a string", g->path, key,
-                       dz_gguf_vtype_name(kv->type));
-    *out = kv->str;
-    return DZ_OK;
+    dz_status st = lookup_as(g, key, TYPE(DZ_GGUF_STRING), "a string", &kv, err);
+    if (st == DZ_OK) *out = kv->str;
+    return st;
 }
 
 dz_status dz_gguf_get_array(const dz_gguf *g, const char *key, int elem, const dz_gguf_kv **out, dz_error *err) {
-    dz_status st = lookup(g, key, out, err);
+    dz_status st = lookup_as(g, key, TYPE(DZ_GGUF_ARRAY), "an array", out, err);
     if (st != DZ_OK) return st;
-    if ((*out)->type != DZ_GGUF_ARRAY)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is a %s, expected an array", g->path, key,
-                       dz_gguf_vtype_name((*out)->type));
     if (elem >= 0 && (int)(*out)->elem_type != elem)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' is an array of %s, expected an array of %s", g->path,
                        key, dz_gguf_vtype_name((*out)->elem_type), dz_gguf_vtype_name((dz_gguf_vtype)elem));

@@ -1,4 +1,4 @@
-/* The run folder's checkpoints (checkpoint-N/, best/: run_files.c writes the folders) and
+/* The run folder's checkpoints (checkpoint-N/, best/: checkpoint_files.c writes the folders) and
  * the best-so-far they carry, restored on resume. */
 #include <cjson/cJSON.h>
 #include <math.h>

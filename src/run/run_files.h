@@ -1,4 +1,5 @@
-/* The run folder: run.json (the settings), checkpoint-N/ folders with LATEST, best/. */
+/* The run folder's files: run.json, the settings (run_json.c); the lock, checkpoint-N/
+ * folders with CHECKPOINTS and LATEST, best/ (checkpoint_files.c). */
 #ifndef DZ_RUN_RUN_FILES_H
 #define DZ_RUN_RUN_FILES_H
 

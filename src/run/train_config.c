@@ -1,4 +1,4 @@
-/* dz_train_config's defaults: MeZO's settings (run.json, read back by run_files.c, starts
+/* dz_train_config's defaults: MeZO's settings (run.json, read back by run_json.c, starts
  * from them too), the check of settings on their own, and a run's settings loaded for a resume. */
 #include <limits.h>
 #include <math.h>

@@ -52,6 +52,15 @@ static int decoded_piece(const char *t, char *out) {
 
 /* Token strings: bytes (byte mapping undone) into tok->bpe and tok->pieces; added tokens
  * and strings outside the mapping decode as written. */
+/* *buf holds at least len + 1 bytes (grown to 2 len + 64 when not): 0, or -1 out of memory. */
+static int room_for(char **buf, size_t *cap, size_t len) {
+    if (len + 1 <= *cap) return 0;
+    char *nb = realloc(*buf, *cap = 2 * len + 64);
+    if (!nb) return -1;
+    *buf = nb;
+    return 0;
+}
+
 static dz_status read_tokens(dz_tokenizer *tok, const dz_vocab_spec *spec, const int *inv, dz_error *err) {
     int n = spec->n_tokens;
     if (dz_pieces_init(&tok->bpe, n) || dz_pieces_init(&tok->pieces, n)) return oom(spec, err);
@@ -62,13 +71,9 @@ static dz_status read_tokens(dz_tokenizer *tok, const dz_vocab_spec *spec, const
         const char *t = spec->tokens[id];
         if (!t) continue;
         size_t len = strlen(t);
-        if (len + 1 > cap) {
-            char *nb = realloc(bytes, cap = 2 * len + 64);
-            if (!nb) {
-                st = oom(spec, err);
-                break;
-            }
-            bytes = nb;
+        if (room_for(&bytes, &cap, len)) {
+            st = oom(spec, err);
+            break;
         }
         int blen = token_bytes(tok, inv, t, bytes);
         if (blen >= 0 && dz_pieces_set(&tok->bpe, id, bytes, blen)) st = oom(spec, err);
@@ -132,11 +137,7 @@ static dz_status read_merges(dz_tokenizer *tok, const dz_vocab_spec *spec, const
                          spec->merges_field, i, ia < 0 ? left : b, spec->tokens_field);
             break;
         }
-        int la, lb;
-        const char *pa = dz_pieces_get(&tok->bpe, ia, &la), *pb = dz_pieces_get(&tok->bpe, ib, &lb);
-        memcpy(scratch, pa, (size_t)la);
-        memcpy(scratch + la, pb, (size_t)lb);
-        int merged = dz_strmap_find(&tok->bpe_index, &tok->bpe, scratch, la + lb);
+        const int merged = dz_strmap_find_pair(&tok->bpe_index, &tok->bpe, ia, ib, scratch);
         if (merged < 0)
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: %s[%d]: merged token \"%.80s%.80s\" is not in %s", spec->source,
                          spec->merges_field, i, left, b, spec->tokens_field);
@@ -189,13 +190,9 @@ static dz_status build_sentencepiece(dz_tokenizer *tok, const dz_vocab_spec *spe
         const char *t = spec->tokens[id] ? spec->tokens[id] : "";
         size_t len = strlen(t);
         int m = 0, type = spec->types ? spec->types[id] : DZ_TOKEN_NORMAL;
-        if (len + 1 > cap) {
-            char *nb = realloc(buf, cap = 2 * len + 64);
-            if (!nb) {
-                st = oom(spec, err);
-                break;
-            }
-            buf = nb;
+        if (room_for(&buf, &cap, len)) {
+            st = oom(spec, err);
+            break;
         }
         for (size_t i = 0; i < len; i++) {
             if ((uint8_t)t[i] == 0xE2 && i + 2 < len && (uint8_t)t[i + 1] == 0x96 && (uint8_t)t[i + 2] == 0x81) {

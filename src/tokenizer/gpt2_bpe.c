@@ -173,11 +173,7 @@ static dz_status read_merges(dz_tokenizer *tok, const gpt2_loader *ld, const cha
                          ia < 0 ? a : b, vocab_path);
             break;
         }
-        int la, lb;
-        const char *pa = dz_pieces_get(&ld->bpe, ia, &la), *pb = dz_pieces_get(&ld->bpe, ib, &lb);
-        memcpy(scratch, pa, (size_t)la);
-        memcpy(scratch + la, pb, (size_t)lb);
-        int merged = dz_strmap_find(&ld->index, &ld->bpe, scratch, la + lb);
+        const int merged = dz_strmap_find_pair(&ld->index, &ld->bpe, ia, ib, scratch);
         if (merged < 0)
             st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: merged token \"%.80s%.80s\" is not in %s", path, lineno, a, b,
                          vocab_path);

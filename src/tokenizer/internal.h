@@ -30,6 +30,9 @@ typedef struct dz_strmap {
 
 int dz_strmap_build(dz_strmap *m, const dz_pieces *p); /* 0, or -1 out of memory */
 int dz_strmap_find(const dz_strmap *m, const dz_pieces *p, const char *s, int len); /* id or -1 */
+/* The id of pieces a and b one after the other (what a BPE merge of a and b makes), or -1;
+ * scratch holds their two lengths. */
+int dz_strmap_find_pair(const dz_strmap *m, const dz_pieces *p, int a, int b, char *scratch);
 void dz_strmap_free(dz_strmap *m);
 
 /* (left id, right id) -> merge rank and merged id; a later insert of the same pair replaces

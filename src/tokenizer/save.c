@@ -9,36 +9,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/bytes.h"
 #include "core/util.h"
 #include "tokenizer/internal.h"
 
-/* A growable byte buffer; on allocation failure it sets oom and stops growing. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const void *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap < b->len + n) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static dz_status write_file(const char *dir, const char *name, const sbuf *b, dz_error *err) {
+static dz_status write_file(const char *dir, const char *name, const dz_bytes *b, dz_error *err) {
     char path[4096];
     if (b->oom) return dz_fail(err, DZ_ERR_NOMEM, "%s/%s: out of memory", dir, name);
     if (dz_path_join(path, sizeof path, dir, name) != 0) return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", dir);
@@ -48,16 +23,16 @@ static dz_status write_file(const char *dir, const char *name, const sbuf *b, dz
 /* ---- llama2.c ---- */
 
 static dz_status save_llama2c(const dz_tokenizer *tok, const char *dir, dz_error *err) {
-    sbuf b = {0};
+    dz_bytes b = {0};
     int32_t max_len = tok->max_piece_len;
-    sb_put(&b, &max_len, 4); /* llama2.c's files are little-endian, as is every host we build on */
+    dz_bytes_put(&b, &max_len, 4); /* llama2.c's files are little-endian, as is every host we build on */
     for (int id = 0; id < tok->vocab_size; id++) {
         int len;
         const char *s = dz_pieces_get(&tok->pieces, id, &len);
         int32_t n = s ? len : 0;
-        sb_put(&b, &tok->scores[id], 4);
-        sb_put(&b, &n, 4);
-        if (n) sb_put(&b, s, (size_t)n);
+        dz_bytes_put(&b, &tok->scores[id], 4);
+        dz_bytes_put(&b, &n, 4);
+        if (n) dz_bytes_put(&b, s, (size_t)n);
     }
     dz_status st = write_file(dir, "tokenizer.bin", &b, err);
     free(b.p);
@@ -77,29 +52,29 @@ static void byte_to_unicode(int cp[256]) {
 }
 
 /* A token's bytes as its vocabulary string (UTF-8), JSON-escaped when json is set. */
-static void put_token(sbuf *b, const int cp[256], const char *s, int len, int json) {
+static void put_token(dz_bytes *b, const int cp[256], const char *s, int len, int json) {
     for (int i = 0; i < len; i++) {
         int c = cp[(uint8_t)s[i]];
         char u[2];
         if (c < 0x80) {
-            if (json && (c == '"' || c == '\\')) sb_put(b, "\\", 1);
+            if (json && (c == '"' || c == '\\')) dz_bytes_put(b, "\\", 1);
             u[0] = (char)c;
-            sb_put(b, u, 1);
+            dz_bytes_put(b, u, 1);
         } else { /* all code points of the mapping are below 0x800: two UTF-8 bytes */
             u[0] = (char)(0xC0 | (c >> 6));
             u[1] = (char)(0x80 | (c & 0x3F));
-            sb_put(b, u, 2);
+            dz_bytes_put(b, u, 2);
         }
     }
 }
 
-static void put_entry(sbuf *b, const int cp[256], const char *s, int len, int id, int *first) {
+static void put_entry(dz_bytes *b, const int cp[256], const char *s, int len, int id, int *first) {
     char num[32];
-    sb_str(b, *first ? "{\"" : ", \"");
+    dz_bytes_str(b, *first ? "{\"" : ", \"");
     *first = 0;
     put_token(b, cp, s, len, 1);
     snprintf(num, sizeof num, "\": %d", id);
-    sb_str(b, num);
+    dz_bytes_str(b, num);
 }
 
 /* With fairseq's dict.txt (OPT ids), the vocabulary HF's OPT files have: the four specials,
@@ -108,7 +83,7 @@ static void put_entry(sbuf *b, const int cp[256], const char *s, int len, int id
  * facebook/opt-* ship (50265 entries). The rest of dict.txt's madeupword padding is left
  * out: HF would count it in len(tokenizer), beyond OPT's 50272 embedding rows.
  * Without dict.txt the ids already are the vocabulary file's: all of them are written. */
-static void vocab_json(const dz_tokenizer *tok, const int cp[256], sbuf *b) {
+static void vocab_json(const dz_tokenizer *tok, const int cp[256], dz_bytes *b) {
     int end = tok->pieces.n, mask_id = -1, first = 1;
     if (tok->id_map) {
         int max_mapped = 3;
@@ -123,7 +98,7 @@ static void vocab_json(const dz_tokenizer *tok, const int cp[256], sbuf *b) {
         if (s) put_entry(b, cp, s, len, id, &first);
     }
     if (mask_id >= 0) put_entry(b, cp, "<mask>", 6, mask_id, &first);
-    sb_str(b, first ? "{}\n" : "}\n");
+    dz_bytes_str(b, first ? "{}\n" : "}\n");
 }
 
 /* The bytes of a BPE-space id (merges run on GPT-2 ids; dict.txt maps them to output ids). */
@@ -139,7 +114,7 @@ static int by_rank(const void *a, const void *b) {
 }
 
 /* "#version: 0.2", then the merges best first (ranks are their lines in the file read). */
-static dz_status merges_txt(const dz_tokenizer *tok, const int cp[256], const char *dir, sbuf *b, dz_error *err) {
+static dz_status merges_txt(const dz_tokenizer *tok, const int cp[256], const char *dir, dz_bytes *b, dz_error *err) {
     const dz_pairmap *m = &tok->merges;
     dz_pair_entry *e = malloc((size_t)(m->count ? m->count : 1) * sizeof *e);
     if (!e) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", dir);
@@ -147,7 +122,7 @@ static dz_status merges_txt(const dz_tokenizer *tok, const int cp[256], const ch
     for (uint32_t i = 0; m->e && i <= m->mask; i++)
         if (m->e[i].key != UINT64_MAX) e[n++] = m->e[i];
     qsort(e, (size_t)n, sizeof *e, by_rank);
-    sb_str(b, "#version: 0.2\n");
+    dz_bytes_str(b, "#version: 0.2\n");
     dz_status st = DZ_OK;
     for (int i = 0; i < n && st == DZ_OK; i++) {
         int ids[2] = {(int)(e[i].key >> 32), (int)(uint32_t)e[i].key};
@@ -160,7 +135,7 @@ static dz_status merges_txt(const dz_tokenizer *tok, const int cp[256], const ch
                 break;
             }
             put_token(b, cp, s, len, 0);
-            sb_str(b, k ? "\n" : " ");
+            dz_bytes_str(b, k ? "\n" : " ");
         }
     }
     free(e);
@@ -199,10 +174,10 @@ static dz_status special_files(const dz_tokenizer *tok, const char *dir, dz_erro
     const char *names[2] = {"special_tokens_map.json", "tokenizer_config.json"};
     dz_status st = DZ_OK;
     for (int k = 0; k < 2 && st == DZ_OK; k++) {
-        sbuf b = {0};
+        dz_bytes b = {0};
         if (texts[k]) {
-            sb_str(&b, texts[k]);
-            sb_str(&b, "\n");
+            dz_bytes_str(&b, texts[k]);
+            dz_bytes_str(&b, "\n");
         } else b.oom = 1;
         st = write_file(dir, names[k], &b, err);
         free(b.p);
@@ -216,7 +191,7 @@ static dz_status special_files(const dz_tokenizer *tok, const char *dir, dz_erro
 static dz_status save_gpt2(const dz_tokenizer *tok, const char *dir, dz_error *err) {
     int cp[256];
     byte_to_unicode(cp);
-    sbuf b = {0};
+    dz_bytes b = {0};
     vocab_json(tok, cp, &b);
     dz_status st = write_file(dir, "vocab.json", &b, err);
     b.len = 0;

@@ -5,37 +5,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "tokenizer/build.h"
 #include "tokenizer/internal.h"
 
-/* The token strings, built into one blob, then handed to the writer as an array. */
+/* The token strings, built into one blob (each followed by a NUL), then handed to the
+ * writer as an array. */
 typedef struct strlist {
-    char *blob;
-    size_t used, cap;
+    dz_bytes blob;
     size_t *off;
     int *len;
     int n;
-    int oom;
 } strlist;
 
 static void sl_add(strlist *l, const char *s, int len) {
-    if (l->oom) return;
-    if (l->used + (size_t)len + 1 > l->cap) {
-        size_t cap = l->cap ? l->cap : 1 << 16;
-        while (cap < l->used + (size_t)len + 1) cap *= 2;
-        char *nb = realloc(l->blob, cap);
-        if (!nb) {
-            l->oom = 1;
-            return;
-        }
-        l->blob = nb;
-        l->cap = cap;
-    }
-    memcpy(l->blob + l->used, s, (size_t)len);
-    l->blob[l->used + (size_t)len] = '\0';
-    l->off[l->n] = l->used;
+    const size_t at = l->blob.len;
+    dz_bytes_put(&l->blob, s, (size_t)len);
+    dz_bytes_put(&l->blob, "", 1);
+    if (l->blob.oom) return;
+    l->off[l->n] = at;
     l->len[l->n++] = len;
-    l->used += (size_t)len + 1;
 }
 
 static int sl_init(strlist *l, int n) {
@@ -48,18 +37,18 @@ static int sl_init(strlist *l, int n) {
 /* Hands the list to the writer (pointers are made only now: the blob may have moved). */
 static int sl_put(strlist *l, dz_gguf_writer *w, const char *key) {
     const char **p = malloc((size_t)(l->n ? l->n : 1) * sizeof *p);
-    if (!p || l->oom) {
+    if (!p || l->blob.oom) {
         free(p);
         return -1;
     }
-    for (int i = 0; i < l->n; i++) p[i] = l->blob + l->off[i];
+    for (int i = 0; i < l->n; i++) p[i] = l->blob.p + l->off[i];
     dz_gguf_put_strings(w, key, p, l->len, (size_t)l->n);
     free(p);
     return 0;
 }
 
 static void sl_free(strlist *l) {
-    free(l->blob);
+    free(l->blob.p);
     free(l->off);
     free(l->len);
 }
@@ -182,10 +171,14 @@ static const char *bpe_bytes(const dz_tokenizer *tok, int id, int *len) {
 }
 
 /* Token id's string: an added token's text (type: its GGUF type), else its BPE piece (type 0);
- * NULL past the tokenizer's ids (the embedding's padding rows). */
-static const char *token_text(const dz_tokenizer *tok, int id, int *type, int *len) {
+ * NULL past the tokenizer's ids (the embedding's padding rows), once written as padding into
+ * l and types. */
+static const char *token_text(const dz_tokenizer *tok, int id, strlist *l, int32_t *types, int *type, int *len) {
     *type = id < tok->pieces.n ? added_type(tok, id) : 0;
-    if (id >= tok->pieces.n) return NULL;
+    if (id >= tok->pieces.n) {
+        pad_token(l, types, id);
+        return NULL;
+    }
     return *type ? dz_pieces_get(&tok->pieces, id, len) : bpe_bytes(tok, id, len);
 }
 
@@ -208,11 +201,8 @@ static dz_status declare_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_write
     int bad = sl_init(&l, n_vocab) | sl_init(&ml, m->count) | !types | !e | !buf;
     for (int id = 0; !bad && id < n_vocab; id++) {
         int len, type;
-        const char *s = token_text(tok, id, &type, &len);
-        if (!s) {
-            pad_token(&l, types, id);
-            continue;
-        }
+        const char *s = token_text(tok, id, &l, types, &type, &len);
+        if (!s) continue;
         if (type) {
             sl_add(&l, s, len); /* added tokens are written as their text */
         } else {
@@ -288,11 +278,8 @@ static dz_status declare_char_bpe(const dz_tokenizer *tok, int n_vocab, dz_gguf_
     }
     for (int id = 0; !bad && id < n_vocab; id++) {
         int len, type;
-        const char *s = token_text(tok, id, &type, &len);
-        if (!s) {
-            pad_token(&l, types, id);
-            continue;
-        }
+        const char *s = token_text(tok, id, &l, types, &type, &len);
+        if (!s) continue;
         sl_add(&l, s, len); /* the piece as tokenizer.json writes it: U+2581 for " ", <0xXX> for bytes */
         if (!type) {
             const int is_byte = len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>';

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/util.h"
 #include "tokenizer/build.h"
 #include "tokenizer/internal.h"
@@ -211,30 +212,7 @@ dz_status dz_sentencepiece_load(const char *path, dz_tokenizer **out, dz_error *
 /* ---- writing: the same fields back, so a checkpoint's tokenizer.model loads in distzo
  * and in sentencepiece / transformers with the same ids ---- */
 
-typedef struct pbw {
-    uint8_t *p;
-    size_t len, cap;
-    int oom;
-} pbw;
-
-static void w_bytes(pbw *w, const void *s, size_t n) {
-    if (w->oom) return;
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 65536;
-        while (cap < w->len + n) cap *= 2;
-        uint8_t *np = realloc(w->p, cap);
-        if (!np) {
-            w->oom = 1;
-            return;
-        }
-        w->p = np;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, s, n);
-    w->len += n;
-}
-
-static void w_varint(pbw *w, uint64_t v) {
+static void w_varint(dz_bytes *w, uint64_t v) {
     uint8_t b[10];
     int n = 0;
     do {
@@ -243,15 +221,15 @@ static void w_varint(pbw *w, uint64_t v) {
         if (v) b[n] |= 0x80;
         n++;
     } while (v);
-    w_bytes(w, b, (size_t)n);
+    dz_bytes_put(w, b, (size_t)n);
 }
 
-static void w_key(pbw *w, uint32_t field, int wire) { w_varint(w, (uint64_t)field << 3 | (uint64_t)wire); }
-static void w_int(pbw *w, uint32_t field, int64_t v) { w_key(w, field, 0), w_varint(w, (uint64_t)v); }
-static void w_sub(pbw *w, uint32_t field, const pbw *sub) {
+static void w_key(dz_bytes *w, uint32_t field, int wire) { w_varint(w, (uint64_t)field << 3 | (uint64_t)wire); }
+static void w_int(dz_bytes *w, uint32_t field, int64_t v) { w_key(w, field, 0), w_varint(w, (uint64_t)v); }
+static void w_sub(dz_bytes *w, uint32_t field, const dz_bytes *sub) {
     w_key(w, field, 2);
     w_varint(w, sub->len);
-    w_bytes(w, sub->p, sub->len);
+    dz_bytes_put(w, sub->p, sub->len);
     w->oom |= sub->oom;
 }
 
@@ -262,21 +240,21 @@ static int piece_type(const dz_tokenizer *tok, int id) {
 }
 
 dz_status dz_save_sentencepiece(const dz_tokenizer *tok, const char *dir, dz_error *err) {
-    pbw model = {0}, piece = {0}, text = {0};
+    dz_bytes model = {0}, piece = {0}, text = {0};
     for (int id = 0; id < tok->vocab_size; id++) {
         int len;
         const char *s = dz_pieces_get(&tok->pieces, id, &len);
         text.len = piece.len = 0;
-        for (int i = 0; s && i < len; i++) w_bytes(&text, s[i] == ' ' ? "\xE2\x96\x81" : &s[i], s[i] == ' ' ? 3 : 1);
+        for (int i = 0; s && i < len; i++) dz_bytes_put(&text, s[i] == ' ' ? "\xE2\x96\x81" : &s[i], s[i] == ' ' ? 3 : 1);
         w_sub(&piece, 1, &text);
         uint32_t bits;
         memcpy(&bits, &tok->scores[id], 4);
         w_key(&piece, 2, 5);
-        w_bytes(&piece, &bits, 4);
+        dz_bytes_put(&piece, &bits, 4);
         w_int(&piece, 3, piece_type(tok, id));
         w_sub(&model, 1, &piece);
     }
-    pbw trainer = {0}, norm = {0};
+    dz_bytes trainer = {0}, norm = {0};
     w_int(&trainer, 3, 2); /* BPE */
     w_int(&trainer, 35, 1); /* byte_fallback */
     static const uint32_t id_fields[DZ_SPECIAL_COUNT] = {41, 42, 43, 40};
@@ -284,7 +262,7 @@ dz_status dz_save_sentencepiece(const dz_tokenizer *tok, const char *dir, dz_err
     w_sub(&model, 2, &trainer);
     w_key(&norm, 1, 2);
     w_varint(&norm, 8);
-    w_bytes(&norm, "identity", 8);
+    dz_bytes_put(&norm, "identity", 8);
     w_int(&norm, 3, tok->dummy_prefix);
     w_int(&norm, 4, 0); /* remove_extra_whitespaces: off, as read */
     w_int(&norm, 5, 1);

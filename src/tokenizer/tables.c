@@ -82,6 +82,14 @@ int dz_strmap_find(const dz_strmap *m, const dz_pieces *p, const char *s, int le
     }
 }
 
+int dz_strmap_find_pair(const dz_strmap *m, const dz_pieces *p, int a, int b, char *scratch) {
+    int la = 0, lb = 0;
+    const char *pa = dz_pieces_get(p, a, &la), *pb = dz_pieces_get(p, b, &lb);
+    memcpy(scratch, pa, (size_t)la);
+    memcpy(scratch + la, pb, (size_t)lb);
+    return dz_strmap_find(m, p, scratch, la + lb);
+}
+
 void dz_strmap_free(dz_strmap *m) {
     free(m->slot);
     m->slot = NULL;
