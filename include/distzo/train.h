@@ -31,7 +31,9 @@ typedef struct dz_train_data {
     /* Examples the caller holds (Python's lists, DataFrames) instead of the train / test
      * files: read in place, never written to a file. run.json keeps their fingerprints (a
      * hash of every row, set by dz_train) in place of paths, and a resume must be given
-     * data with the same fingerprint. NULL: the files. */
+     * data with the same fingerprint. A generation task's rows need a prompt and gold
+     * answers: the first answer is the training target, as the preset's file gives it.
+     * NULL: the files. */
     const dz_dataset *train_set, *test_set;
     const char *train_fingerprint, *test_fingerprint; /* run.json's (16 hex digits); NULL: data from files */
 } dz_train_data;

@@ -119,9 +119,10 @@ class Model:
         exact_matches (numpy). data: a file the command line takes, or examples as held in
         Python: a list of dicts, a pandas DataFrame or a datasets.Dataset (text_key,
         label_key; a SuperGLUE preset: its own fields, as its jsonl file's lines; squad and
-        drop: text_key is the whole prompt and label_key, default "answers", the gold
-        answers: a list of str, or a dict with one under "text", as Hugging Face's squad
-        has)."""
+        drop: text_key is the whole prompt, or where a row has none MeZO's prompt of its
+        fields (squad: title, context, question; drop: passage, question), and label_key,
+        default "answers", the gold answers: a list of str, or a dict with them under
+        "text", as Hugging Face's squad has)."""
         if self.tokenizer is None:
             raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
         qa = task in ("squad", "drop")
@@ -131,8 +132,10 @@ class Model:
             path, records = os.fspath(data), None
         elif task in _PRESETS and not qa:  # the preset reads its rows' own fields, as in its file
             path, records = None, _json_rows(data)
+        elif qa:
+            path, records = None, _qa_records(data, task, text_key, label_key)
         else:
-            path, records = None, _records(data, text_key, None if task == "lm" else label_key, answers=qa)
+            path, records = None, _records(data, text_key, None if task == "lm" else label_key)
         r = self._c.evaluate(task, path, records, template, label_words, text_key, label_key, batch, share_prompts,
                              gen_tokens)
         import numpy as np
@@ -178,17 +181,16 @@ def _answers(value: Any) -> list[str]:
     return [str(a) for a in value]
 
 
-def _records(data: Any, text_key: str, label_key: Optional[str], answers: bool = False) -> list[Record]:
-    """(text, label, answers) of examples held in Python: a DataFrame or a datasets.Dataset
-    by its columns, else any sized iterable of mappings (a list of dicts). answers: the
-    label_key holds gold answers (squad, drop), not a class."""
+def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[Record]:
+    """(text, label, None) of examples held in Python: a DataFrame or a datasets.Dataset
+    by its columns, else any sized iterable of mappings (a list of dicts)."""
     if data is None:
         raise ValueError("no data: give a file or examples")
 
     def record(text: Any, label: Any) -> Record:
         if label_key is None:
             return (str(text), None, None)
-        return (str(text), None, _answers(label)) if answers else (str(text), int(label), None)
+        return (str(text), int(label), None)
 
     if hasattr(data, "columns") or hasattr(data, "column_names"):
         names = list(getattr(data, "column_names", None) or data.columns)
@@ -208,17 +210,58 @@ def _records(data: Any, text_key: str, label_key: Optional[str], answers: bool =
     return out
 
 
-def _json_rows(data: Any) -> list[str]:
-    """Each example (a mapping, or a DataFrame's / datasets.Dataset's row) as JSON text: the
-    line a SuperGLUE preset's jsonl file would hold, read with the preset's own fields."""
+# MeZO's prompts of the generation presets (large_models/templates.py), as the library's
+# file loaders build them (src/data/presets.c): the fields a row gives them from.
+_QA_PROMPTS = {"squad": ("Title: {title}\nContext: {context}\nQuestion: {question}\nAnswer:",
+                         ("title", "context", "question")),
+               "drop": ("Passage: {passage}\nQuestion: {question}\nAnswer:", ("passage", "question"))}
+_C_SPACE = " \t\n\v\f\r"  # what the file loaders strip from a question (C's isspace)
+
+
+def _qa_records(data: Any, task: str, text_key: str, label_key: str) -> list[Record]:
+    """(prompt, None, answers) of squad's or drop's rows: the prompt is the row's text_key
+    where it has one, else MeZO's template of its fields (squad: title, context, question,
+    as Hugging Face's squad; drop: passage, question); the answers are label_key's (a list
+    of str, or Hugging Face's {"text": [...]}; drop's answers_spans {"spans": [...]} where
+    the row has no label_key)."""
+    template, fields = _QA_PROMPTS[task]
+    out: list[Record] = []
+    for i, row in enumerate(_rows(data)):
+        if text_key in row:
+            prompt = str(row[text_key])
+        else:
+            missing = [f for f in fields if f not in row]
+            if missing:
+                raise ValueError(f"example {i}: no key {text_key!r} (the whole prompt) and no "
+                                 f"{', '.join(map(repr, missing))} ({task}'s prompt is built from {', '.join(fields)})")
+            values = {f: str(row[f]) for f in fields}
+            values["question"] = values["question"].strip(_C_SPACE)
+            prompt = template.format(**values)
+        key = "answers_spans" if label_key not in row and task == "drop" and "answers_spans" in row else label_key
+        if key not in row:
+            raise ValueError(f"example {i}: no key {label_key!r} (the gold answers)")
+        gold = _answers(row[key]["spans"] if key == "answers_spans" else row[key])
+        if not gold:
+            raise ValueError(f"example {i}: {key!r} has no gold answers")
+        out.append((prompt, None, gold))
+    return out
+
+
+def _rows(data: Any) -> Iterable[Any]:
+    """Each example as a mapping: a DataFrame's or a datasets.Dataset's rows by their
+    columns, else the items of a sized iterable of mappings."""
     if data is None:
         raise ValueError("no data: give a file or examples")
     if hasattr(data, "columns") or hasattr(data, "column_names"):
         names = list(getattr(data, "column_names", None) or data.columns)
-        rows: Iterable[Any] = (dict(zip(names, values)) for values in zip(*(list(data[n]) for n in names)))
-    else:
-        rows = data
-    return [json.dumps(dict(row), default=_plain) for row in rows]
+        return (dict(zip(names, values)) for values in zip(*(list(data[n]) for n in names)))
+    return data
+
+
+def _json_rows(data: Any) -> list[str]:
+    """Each example (a mapping, or a DataFrame's / datasets.Dataset's row) as JSON text: the
+    line a SuperGLUE preset's jsonl file would hold, read with the preset's own fields."""
+    return [json.dumps(dict(row), default=_plain) for row in _rows(data)]
 
 
 def _plain(value: Any) -> Any:

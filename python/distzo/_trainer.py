@@ -10,8 +10,8 @@ import tempfile
 from typing import Any, Callable, Optional, Union
 
 from . import _distzo
-from ._distzo import InvalidError, UnsupportedError
-from ._model import _PRESETS, Model, PathLike, Record, _json_rows, _records, _runtime
+from ._distzo import InvalidError
+from ._model import _PRESETS, Model, PathLike, Record, _json_rows, _qa_records, _records, _runtime
 
 log = logging.getLogger("distzo")
 
@@ -29,15 +29,17 @@ def _is_path(data: Any) -> bool:
     return isinstance(data, (str, os.PathLike))
 
 
-def _data_records(settings: dict[str, Any], data: Any, what: str) -> Optional[Records]:
+def _data_records(settings: dict[str, Any], data: Any) -> Optional[Records]:
     """Examples held in Python (a list of dicts, a DataFrame, a datasets.Dataset) as (text,
-    label) pairs by the run's text_key and label_key; None for a file or no data."""
+    label) pairs by the run's text_key and label_key (squad, drop: prompts and gold
+    answers; a SuperGLUE preset: JSON rows); None for a file or no data."""
     if data is None or _is_path(data):
         return None
     task = settings.get("task", "sst2")
-    if task in ("squad", "drop"):
-        raise UnsupportedError(f"Trainer: task {task}: {what} held in Python is read for sst2, classify, lm and the "
-                               "SuperGLUE presets; give squad's or drop's data as its file")
+    if task in ("squad", "drop"):  # a prompt (or its fields) and the gold answers, as Model.evaluate reads them
+        label_key = settings.get("label_key")
+        return _qa_records(data, task, settings.get("text_key") or "text",
+                           "answers" if label_key in (None, "label") else label_key)
     if task in _PRESETS:  # read with the preset's own fields, as its jsonl file's lines
         return _json_rows(data)
     label_key = None if task == "lm" else settings.get("label_key") or "label"
@@ -54,7 +56,10 @@ class Trainer:
     config=None, **options): train_data and eval_data are files the command line takes,
     or examples held in Python (a list of dicts, a pandas DataFrame, a datasets.Dataset:
     read by text_key and label_key, default "text" and "label", or for a SuperGLUE preset
-    by its own fields; never written to a file: run.json then keeps their fingerprints,
+    by its own fields; for squad and drop a prompt (text_key, or MeZO's template of the
+    row's title, context and question, drop's passage and question) and gold answers
+    (label_key, default "answers": a list, or Hugging Face's {"text": [...]}), the first
+    the training target; never written to a file: run.json then keeps their fingerprints,
     and Trainer.resume needs the same data). options are the command line's long names
     with "_" for "-"
     (lr, eps, steps, batch, seed, data_seed, train_examples, dev_examples, task,
@@ -95,8 +100,8 @@ class Trainer:
                 settings[key] = os.path.realpath(settings[key])
         self.settings = settings
         self.eval_data = eval_data
-        self._records = (_data_records(settings, train_data, "train_data"),
-                         _data_records(settings, eval_data, "eval_data"))
+        self._records = (_data_records(settings, train_data),
+                         _data_records(settings, eval_data))
 
     def train(self, progress: Optional[bool] = None) -> dict[str, Any]:
         """Runs the steps (Ctrl-C stops at a step boundary, leaving the run resumable, and
@@ -142,7 +147,7 @@ class Trainer:
         if train_data is not None or eval_data is not None:
             with open(os.path.join(os.fspath(run_dir), "run.json"), encoding="utf-8") as f:
                 run = {**json.load(f), **settings}
-            records = (_data_records(run, train_data, "train_data"), _data_records(run, eval_data, "eval_data"))
+            records = (_data_records(run, train_data), _data_records(run, eval_data))
             return _run(settings, os.fspath(run_dir), True, callback, progress, layout, records, run)
         return _run(settings, os.fspath(run_dir), True, callback, progress, layout)
 

@@ -144,7 +144,7 @@ def test_python_data_errors(model, data, tmp_path):
         distzo.Trainer(model, [{"text": "a"}], out=tmp_path / "r1", steps=1)
     with pytest.raises(ValueError, match="no column 'sentence'"):
         distzo.Trainer(model, HFDataset(data["train"]), out=tmp_path / "r2", steps=1, text_key="sentence")
-    with pytest.raises(NotImplementedError, match="squad"):
+    with pytest.raises(ValueError, match="example 0: no key 'answers'"):  # an sst2 row has no gold answers
         distzo.Trainer(model, data["train"], out=tmp_path / "r3", steps=1, task="squad")
     with pytest.raises(distzo.FormatError, match="<python data>:1"):  # an sst2 row is no RTE row
         model.evaluate("rte", data["test"])
@@ -266,3 +266,72 @@ def test_preset_rows_train_and_evaluate_as_the_file(model, cli, tmp_path):
     distzo.Trainer.resume(tmp_path / "py", train_data=train, eval_data=val, steps=3)
     r, ref = model.evaluate("rte", val), model.evaluate("rte", folder / "val.jsonl")
     assert r["examples"] == 2 and np.array_equal(r["scores"], ref["scores"])
+
+
+def hf_squad(path):
+    """The questions of a SQuAD v1.1 file as Hugging Face's squad rows (title, context,
+    question, answers {"text", "answer_start"}): no prompt, the Trainer builds MeZO's."""
+    return [{"id": qa["id"], "title": article["title"], "context": paragraph["context"], "question": qa["question"],
+             "answers": {"text": [a["text"] for a in qa["answers"]],
+                         "answer_start": [a["answer_start"] for a in qa["answers"]]}}
+            for article in json.loads(path.read_text())["data"] for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]]
+
+
+def drop_golds(answer):
+    """A DROP answer object's gold strings: its number, else its spans, else its date."""
+    if answer["number"]:
+        return [answer["number"]]
+    if any(answer["spans"]):
+        return [s for s in answer["spans"] if s]
+    date = " ".join(answer["date"][k] for k in ("day", "month", "year") if answer["date"][k])
+    return [date] if date else []
+
+
+def hf_drop(path):
+    """The questions of a DROP file as Hugging Face's drop rows (passage, question,
+    answers_spans {"spans"}): the first answer's golds, then the validated answers'."""
+    rows = []
+    for section in json.loads(path.read_text()).values():
+        for qa in section["qa_pairs"]:
+            golds = drop_golds(qa["answer"])
+            for answer in qa.get("validated_answers", [])[:3]:
+                golds += drop_golds(answer)
+            rows.append({"passage": section["passage"], "question": qa["question"],
+                         "answers_spans": {"spans": golds, "types": ["span"] * len(golds)}})
+    return rows
+
+
+@pytest.mark.parametrize("task,folder,files", [
+    ("squad", "story_qa", ("train-v1.1.json", "dev-v1.1.json")),
+    ("drop", "DROP", ("drop_dataset_train.json", "drop_dataset_dev.json"))])
+def test_generation_rows_train_as_the_file(model, cli, task, folder, files, tmp_path):
+    """squad's and drop's rows held in Python (Hugging Face's shapes, or a whole prompt)
+    train the run of their files bitwise, and resume with the same rows to its bits."""
+    from conftest import REPO
+
+    train_file, test_file = (REPO / "tests" / "data" / "tasks" / folder / name for name in files)
+    rows = hf_squad if task == "squad" else hf_drop
+    train, test = rows(train_file), rows(test_file)
+    if task == "squad":  # the eval rows as whole prompts, the way Model.evaluate's test gives them
+        test = squad_rows(test_file)
+    few = dict(task=task, train_examples=2, dev_examples=1, batch=2, steps=4, lr=1e-3, seed=3, eval_every=2,
+               checkpoint_every=2, gen_tokens=4)
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in few.items()]
+    subprocess.run([cli, "train", "--model", model.path, "--tokenizer", model.info["tokenizer"], "--data",
+                    str(train_file), "--test", str(test_file), *args, "--out", str(tmp_path / "cli"), "--quiet"],
+                   check=True, capture_output=True)
+    distzo.Trainer(model, HFDataset(train), test, out=tmp_path / "py", **few).train()
+    same_weights(tmp_path / "py", tmp_path / "cli", 4)
+    run = json.loads((tmp_path / "py" / "run.json").read_text())
+    assert len(run["train_data_fingerprint"]) == 16 and "train_data" not in run
+    distzo.Trainer(model, train, test, out=tmp_path / "part", **{**few, "steps": 2}).train()
+    distzo.Trainer.resume(tmp_path / "part", train_data=train, eval_data=test, steps=4)
+    same_weights(tmp_path / "part", tmp_path / "cli", 4)
+    other = [dict(r) for r in train]
+    other[0]["question"] += " Really?"
+    with pytest.raises(distzo.InvalidError, match="fingerprint"):
+        distzo.Trainer.resume(tmp_path / "part", train_data=other, eval_data=test, steps=6)
+    with pytest.raises(ValueError, match="question"):
+        distzo.Trainer(model, [{k: v for k, v in r.items() if k != "question"} for r in train], out=tmp_path / "x",
+                       **few)

@@ -19,18 +19,23 @@ void dz_fed_settings_default(dz_fed_settings *s) {
                            .max_joins_per_client = DZ_FED_MAX_JOINS_DEFAULT};
 }
 
+/* Both timeouts: positive and at most a day. */
+static dz_status check_timeout(const char *option, double seconds, dz_error *err) {
+    if (seconds > 0 && seconds <= 86400) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID, "%s %g: must be in (0, 86400] seconds", option, seconds);
+}
+
 dz_status dz_fed_settings_check(const dz_fed_settings *s, int q, dz_error *err) {
     if (s->samples_per_worker < 1 || s->samples_per_worker > q)
         return dz_fail(err, DZ_ERR_INVALID, "--samples-per-worker %d: must be 1..%d (--spsa-samples, the slots of a round)",
                        s->samples_per_worker, q);
     if (s->quorum < 0 || s->quorum > q)
         return dz_fail(err, DZ_ERR_INVALID, "--quorum %d: must be 0 (every assigned slot) .. %d", s->quorum, q);
-    if (!(s->round_timeout > 0 && s->round_timeout <= 86400))
-        return dz_fail(err, DZ_ERR_INVALID, "--round-timeout %g: must be in (0, 86400] seconds", s->round_timeout);
+    dz_status st;
+    if ((st = check_timeout("--round-timeout", s->round_timeout, err)) != DZ_OK) return st;
     if (s->min_workers < 1 || s->min_workers > DZ_FED_MAX_MACHINES)
         return dz_fail(err, DZ_ERR_INVALID, "--min-workers %d: must be 1..%d", s->min_workers, DZ_FED_MAX_MACHINES);
-    if (!(s->worker_timeout > 0 && s->worker_timeout <= 86400))
-        return dz_fail(err, DZ_ERR_INVALID, "--worker-timeout %g: must be in (0, 86400] seconds", s->worker_timeout);
+    if ((st = check_timeout("--worker-timeout", s->worker_timeout, err)) != DZ_OK) return st;
     if (!(s->robust_clip == 0 || (s->robust_clip >= 1 && isfinite(s->robust_clip))))
         return dz_fail(err, DZ_ERR_INVALID, "--robust-clip %g: must be 0 (off) or at least 1", (double)s->robust_clip);
     if (!(s->g_clip > 0 && isfinite(s->g_clip)))

@@ -72,29 +72,27 @@ static dz_status get_float(const jctx *c, const char *name, int required, float 
     return DZ_OK;
 }
 
-static dz_status get_bool(const jctx *c, const char *name, int def, int *out) {
-    const cJSON *j = field(c, name);
-    if (!j) {
-        *out = def;
-        return DZ_OK;
-    }
-    if (!cJSON_IsBool(j))
-        return dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s' is not true/false", c->path, name);
-    *out = cJSON_IsTrue(j);
+/* An optional field of one JSON type: *j is NULL when absent; an error names the type. */
+static dz_status optional(const jctx *c, const char *name, cJSON_bool (*is)(const cJSON *), const char *type,
+                          const cJSON **j) {
+    *j = field(c, name);
+    if (*j && !is(*j)) return dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s' is not %s", c->path, name, type);
     return DZ_OK;
+}
+
+static dz_status get_bool(const jctx *c, const char *name, int def, int *out) {
+    const cJSON *j;
+    dz_status st = optional(c, name, cJSON_IsBool, "true/false", &j);
+    if (st == DZ_OK) *out = j ? cJSON_IsTrue(j) : def;
+    return st;
 }
 
 /* The string value, def when absent; NULL + error when not a string. */
 static dz_status get_str(const jctx *c, const char *name, const char *def, const char **out) {
-    const cJSON *j = field(c, name);
-    if (!j) {
-        *out = def;
-        return DZ_OK;
-    }
-    if (!cJSON_IsString(j))
-        return dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s' is not a string", c->path, name);
-    *out = j->valuestring;
-    return DZ_OK;
+    const cJSON *j;
+    dz_status st = optional(c, name, cJSON_IsString, "a string", &j);
+    if (st == DZ_OK) *out = j ? j->valuestring : def;
+    return st;
 }
 
 /* Token ids: an integer, a list (first element is used: eos_token_id often lists
@@ -130,15 +128,20 @@ static dz_status require_str(const jctx *c, const char *name, const char *def, c
 
 /* ---- architectures ---- */
 
-static dz_status parse_opt(const jctx *c, dz_config *cfg) {
-    int no_final = 0, affine = 1, bias = 1;
-    dz_status s = DZ_OK;
-    cfg->arch = DZ_ARCH_OPT;
-    if (!s) s = get_int(c, "vocab_size", 1, 0, &cfg->vocab_size);
+/* The sizes every architecture requires, in this order; only the MLP width's key differs. */
+static dz_status get_sizes(const jctx *c, const char *mlp_key, dz_config *cfg) {
+    dz_status s = get_int(c, "vocab_size", 1, 0, &cfg->vocab_size);
     if (!s) s = get_int(c, "hidden_size", 1, 0, &cfg->dim);
-    if (!s) s = get_int(c, "ffn_dim", 1, 0, &cfg->hidden_dim);
+    if (!s) s = get_int(c, mlp_key, 1, 0, &cfg->hidden_dim);
     if (!s) s = get_int(c, "num_hidden_layers", 1, 0, &cfg->n_layers);
     if (!s) s = get_int(c, "num_attention_heads", 1, 0, &cfg->n_heads);
+    return s;
+}
+
+static dz_status parse_opt(const jctx *c, dz_config *cfg) {
+    int no_final = 0, affine = 1, bias = 1;
+    cfg->arch = DZ_ARCH_OPT;
+    dz_status s = get_sizes(c, "ffn_dim", cfg);
     if (!s) s = get_int(c, "max_position_embeddings", 1, 0, &cfg->max_seq_len);
     if (!s) s = get_int(c, "word_embed_proj_dim", 0, cfg->dim, &cfg->embed_dim);
     if (!s) s = get_bool(c, "do_layer_norm_before", 1, &cfg->pre_norm);
@@ -202,13 +205,8 @@ static dz_status check_sliding_window(const jctx *c, const char *model_type, int
 static dz_status parse_llama(const jctx *c, const char *model_type, dz_config *cfg) {
     int head_dim = 0, mlp_bias = 0, attn_bias = 0;
     int qwen2 = !strcmp(model_type, "qwen2");
-    dz_status s = DZ_OK;
     cfg->arch = DZ_ARCH_LLAMA;
-    if (!s) s = get_int(c, "vocab_size", 1, 0, &cfg->vocab_size);
-    if (!s) s = get_int(c, "hidden_size", 1, 0, &cfg->dim);
-    if (!s) s = get_int(c, "intermediate_size", 1, 0, &cfg->hidden_dim);
-    if (!s) s = get_int(c, "num_hidden_layers", 1, 0, &cfg->n_layers);
-    if (!s) s = get_int(c, "num_attention_heads", 1, 0, &cfg->n_heads);
+    dz_status s = get_sizes(c, "intermediate_size", cfg);
     if (!s) s = get_int(c, "num_key_value_heads", 0, cfg->n_heads, &cfg->n_kv_heads);
     cfg->head_dim = cfg->n_heads > 0 ? cfg->dim / cfg->n_heads : 0;
     if (!s) s = get_int(c, "head_dim", 0, cfg->head_dim, &head_dim);

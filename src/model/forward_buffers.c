@@ -176,32 +176,27 @@ dz_status dz_forward_create(const dz_model *m, int max_batch, int max_seq, int k
     return dz_forward_create_backend(m, NULL, max_batch, max_seq, kv_cache, 1, out, err);
 }
 
+/* The host arrays, freed in a list as the backend's buffers are. */
+static void free_each(void *const *p, size_t n) {
+    for (size_t i = 0; i < n; i++) free(p[i]);
+}
+
 void dz_forward_free(dz_forward *f) {
     if (!f) return;
     for (int s = 0; s < f->n_streams; s++) {
         stream *t = &f->st[s];
         float *sb[] = {t->x, t->hsel, t->hmax, t->hsum, t->htgt, t->kcache, t->vcache};
         for (size_t i = 0; i < sizeof sb / sizeof sb[0]; i++) f->be->ops->free(f->be, sb[i]);
-        free(t->lengths);
-        free(t->start);
-        free(t->parent);
-        free(t->pos);
-        free(t->slot);
-        free(t->row0);
-        free(t->row_of);
+        void *host[] = {t->lengths, t->start, t->parent, t->pos, t->slot, t->row0, t->row_of};
+        free_each(host, sizeof host / sizeof host[0]);
     }
     free(f->st);
     float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->rope_cs,
                      f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->ops->free(f->be, bufs[i]);
     dz_free(f->stage);
-    free(f->pk);
-    free(f->pv);
-    free(f->ok);
-    free(f->ov);
-    free(f->start_tmp);
-    free(f->row_tmp);
-    free(f->head_sets);
+    void *host[] = {f->pk, f->pv, f->ok, f->ov, f->start_tmp, f->row_tmp, f->head_sets};
+    free_each(host, sizeof host / sizeof host[0]);
     free(f);
 }
 

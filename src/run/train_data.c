@@ -36,6 +36,19 @@ uint64_t dz_run_data_hash(const dz_dataset *ds) {
     return h;
 }
 
+/* A generation row held in memory (a prompt and its gold answers) trains on what the
+ * preset's file loader gives it: MeZO's verbalize(), " answers[0]\n" after "Answer:". */
+static dz_status answer_target(dz_example *ex, const char *name, dz_error *err) {
+    if (ex->completion) return DZ_OK;
+    if (ex->n_answers < 1)
+        return dz_fail(err, DZ_ERR_INVALID, "%s:%d: no gold answers (a generation task trains on the first)", name,
+                       ex->line);
+    const size_t n = strlen(ex->answers[0]) + 3;
+    if (!(ex->completion = malloc(n))) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", name);
+    snprintf(ex->completion, n, " %s\n", ex->answers[0]);
+    return DZ_OK;
+}
+
 /* Rows the caller holds (Python's: cfg's train_set, k 0, or test_set, k 1), copied into
  * *ds, never written to a file: run.json keeps their fingerprint instead of a path, and a
  * resume (cfg's fingerprint, run.json's) must be given rows with the same one. */
@@ -64,6 +77,7 @@ static dz_status memory_examples(dz_run_data *td, int k, dz_dataset *ds, dz_erro
     dz_status st = DZ_OK;
     int cap = 0;
     for (int i = 0; i < given->count && st == DZ_OK; i++) st = dz_dataset_append(ds, &cap, &given->items[i], err);
+    for (int i = 0; i < ds->count && st == DZ_OK && td->gen; i++) st = answer_target(&ds->items[i], ds->path, err);
     return st;
 }
 

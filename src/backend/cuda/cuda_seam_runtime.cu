@@ -101,11 +101,19 @@ int zo_span(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st) {
     return check(s, static_cast<cudaError_t>(dz_cuda_zo_launch(span, stream_of(st))), "the ZO kernel's launch");
 }
 
-int stream_create(dz_cuda_seam *s, dz_cuda_stream *st) {
-    cudaStream_t h = nullptr;
-    const int status = check(s, cudaStreamCreateWithFlags(&h, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    *st = h;
+/* A stream or an event: make the handle with its flags, hand it out even when the call
+ * failed (as nullptr), and say which CUDA call it was. */
+template <typename Handle, typename Out>
+static int create(dz_cuda_seam *s, cudaError_t (*make)(Handle *, unsigned int), unsigned int flags, const char *call,
+                  Out *out) {
+    Handle h = nullptr;
+    const int status = check(s, make(&h, flags), call);
+    *out = h;
     return status;
+}
+
+int stream_create(dz_cuda_seam *s, dz_cuda_stream *st) {
+    return create(s, cudaStreamCreateWithFlags, cudaStreamNonBlocking, "cudaStreamCreateWithFlags", st);
 }
 int stream_destroy(dz_cuda_seam *s, dz_cuda_stream st) {
     return check(s, cudaStreamDestroy(stream_of(st)), "cudaStreamDestroy");
@@ -114,10 +122,7 @@ int stream_synchronize(dz_cuda_seam *s, dz_cuda_stream st) {
     return check(s, cudaStreamSynchronize(stream_of(st)), "cudaStreamSynchronize");
 }
 int event_create(dz_cuda_seam *s, dz_cuda_event *ev) {
-    cudaEvent_t e = nullptr;
-    const int status = check(s, cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    *ev = e;
-    return status;
+    return create(s, cudaEventCreateWithFlags, cudaEventDisableTiming, "cudaEventCreateWithFlags", ev);
 }
 int event_destroy(dz_cuda_seam *s, dz_cuda_event ev) {
     return check(s, cudaEventDestroy(event_of(ev)), "cudaEventDestroy");
