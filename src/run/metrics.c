@@ -1,4 +1,6 @@
-/* metrics.jsonl writer and reader, with the metrics.csv and TensorBoard views of the same
+/* Over 500 lines, one file: the jsonl rows and their two views (csv, TensorBoard) are written,
+ * read back and repaired together, through the same row struct and static helpers.
+ * metrics.jsonl writer and reader, with the metrics.csv and TensorBoard views of the same
  * rows (formats in metrics.h). */
 #include "run/metrics.h"
 
