@@ -131,6 +131,23 @@ static void readable_and_exact(void **state) {
     assert_true(r.optim.lr == 4e-5f), assert_int_equal(r.optim.lr_schedule, DZ_LR_COSINE);
     assert_int_equal(r.optim.rademacher, 1);
     free(strings);
+
+    /* a choice given as a number is one of its names' places: -1 or 2 of a two-way choice
+     * is refused, naming the field (found by fuzz_run_config: it was kept and compared) */
+    static const char *const bad[] = {"\"share_prompts\": -1", "\"fuse\": 2", "\"schedule\": 3", "\"rademacher\": -1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[sizeof old + 16];
+        const char *key_end = strchr(bad[i] + 1, '"') + 1;
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)(key_end - bad[i]), bad[i]); /* with its quotes */
+        const char *field = strstr(fixed, key);
+        assert_non_null(field);
+        const char *value_end = strpbrk(field, ",}");
+        snprintf(json, sizeof json, "%.*s%s%s", (int)(field - fixed), fixed, bad[i], value_end);
+        assert_int_equal(dz_run_config_parse(json, strlen(json), "bad.json", &r, &strings, &err), DZ_ERR_FORMAT);
+        if (!strstr(err.msg, "bad.json") || !strstr(err.msg, "0..") || strncmp(strchr(err.msg, '\'') + 1, key + 1, strlen(key) - 2)) fail_msg("%s: %s", bad[i], err.msg);
+        free(strings), strings = NULL;
+    }
 }
 
 int main(void) {

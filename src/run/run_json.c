@@ -160,6 +160,13 @@ static int choice_index(const char *names, const char *name) {
     return -1;
 }
 
+/* How many names a choice's "a|b|c" holds. */
+static int choice_count(const char *names) {
+    int k = 1;
+    for (const char *n = names; (n = strchr(n, '|')); n++) k++;
+    return k;
+}
+
 /* A u64 as its exact integer text (a double would round seeds from 2^53 on). */
 static void add_u64(cJSON *o, const char *key, uint64_t v) {
     char buf[24];
@@ -274,8 +281,12 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
     if (!cJSON_IsNumber(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a number", path, key);
     const double x = v->valuedouble;
     const int integral = f->kind != F_FLOAT;
-    const double lo = f->kind == F_U64 ? 0.0 : f->kind == F_SCHEDULE ? DZ_LR_CONSTANT : INT_MIN;
-    const double hi = f->kind == F_U64 ? 18446744073709551615.0 : f->kind == F_SCHEDULE ? DZ_LR_COSINE : INT_MAX;
+    /* a choice given by its index: one of its names' places, so it is written back by name */
+    const double lo = f->kind == F_U64 || f->names ? 0.0 : INT_MIN;
+    const double hi = f->kind == F_U64 ? 18446744073709551615.0 : f->names ? choice_count(f->names) - 1 : INT_MAX;
+    if (f->names && (!isfinite(x) || x != floor(x) || x < lo || x > hi))
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %g is not one of %s (or their places 0..%g)", path, key, x,
+                       f->names, hi);
     if (!isfinite(x) || (integral && (x != floor(x) || x < lo || x > hi)))
         return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %g is not a valid value", path, key, x);
     switch (f->kind) {
