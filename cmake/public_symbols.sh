@@ -10,9 +10,14 @@ out=$1 cc=$2 nm=$3 archive=$4
 shift 4
 export LC_ALL=C
 
-# Comments go with the compiler's own tokenizer (-fpreprocessed: nothing is expanded or
-# included); then preprocessor lines and their continuations.
-declared=$(for h in "$@"; do "$cc" -fpreprocessed -dD -E -P "$h"; done |
+# Comments go with GCC's own tokenizer (-fpreprocessed: nothing is expanded or included);
+# a compiler without it (clang) has them removed by perl; then preprocessor lines and
+# their continuations.
+strip_comments() {
+  "$cc" -fpreprocessed -dD -E -P "$1" 2> /dev/null ||
+    perl -0777 -pe 's{/\*.*?\*/}{ }gs; s{//[^\n]*}{}g' "$1"
+}
+declared=$(for h in "$@"; do strip_comments "$h"; done |
   awk 'cont || /^[ \t]*#/ { cont = /\\$/; next } { print }' | tr '\n' ' ' |
   grep -oE '[A-Za-z_][A-Za-z0-9_]*[[:space:]]*\(' | tr -d '( \t' | sort -u)
 defined=$("$nm" --defined-only -g "$archive" 2> /dev/null | awk 'NF == 3 { print $3 }' | sort -u)

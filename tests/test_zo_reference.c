@@ -232,7 +232,7 @@ static void engine_free(engine_fixture *x) {
 static void engine_init(const dz_train_config *c, engine_fixture *x) {
     memset(x, 0, sizeof *x);
     dz_error err = {0};
-    dz_dataset pool, drawn;
+    dz_dataset pool = {0}, drawn = {0};
     dz_prompt_spec spec;
     dz_prompt_spec_default_sst2(&spec);
     dz_status st = dz_model_load(c->model, DZ_F32, &x->m, &err);

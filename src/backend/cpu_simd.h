@@ -48,7 +48,7 @@
     DZ_ISA_VARIANT(name, AVX512, avx512, params, args)                                                          \
     static void (*const name##_variants[DZ_ISA_COUNT]) params = {                                               \
         [DZ_ISA_BASELINE] = name##_baseline, [DZ_ISA_AVX2] = name##_avx2, [DZ_ISA_AVX512] = name##_avx512};   \
-    DZ_ISA_INLINE void name params { name##_variants[dz_isa_active()] args; }                                 \
+    __attribute__((unused)) DZ_ISA_INLINE void name params { name##_variants[dz_isa_active()] args; }         \
     DZ_ISA_INLINE void name##_body(__attribute__((unused)) dz_isa isa, DZ_ISA_UNPAREN params)
 
 #define DZ_ISA_UNPAREN(...) __VA_ARGS__
