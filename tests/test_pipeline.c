@@ -16,6 +16,11 @@
  *    store therefore equals RAM;
  *  - replay (dz_zo_apply of the reference's g, as resume and export do), in RAM and over
  *    a store;
+ *  - resident on a device stand-in (--backend ref's instance: the reference backend's ops
+ *    on buffers that host code cannot touch, src/backend/guard_backend.c): the masters,
+ *    working copies and global rows in the backend's buffers, every ZO op on them, fused,
+ *    unfused and replayed, against the same plain loop run on the reference backend (its
+ *    float ops are not the CPU's); the estimators it does not run yet are refused;
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
@@ -318,7 +323,9 @@ static const float *whole_rows(const void *self, int stream, int id, int64_t row
     return wm->w[id] + row0 * wm->t->params[id].cols;
 }
 
-static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, const batch *b, trace *out) {
+/* The plain loop with its forward on backend be (NULL: the CPU). */
+static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, const batch *b, const dz_backend *be,
+                       trace *out) {
     dz_model *m = load_owned(dir, dt);
     const dz_param_table *t = dz_model_params(m);
     trace_alloc(out, t, dt, b);
@@ -331,7 +338,7 @@ static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, 
     }
     dz_forward *f;
     dz_error err = {0};
-    assert_int_equal(dz_forward_create(m, b->g.B, b->g.T, 0, &f, &err), DZ_OK);
+    assert_int_equal(dz_forward_create_backend(m, be, b->g.B, b->g.T, 0, 1, &f, &err), DZ_OK);
     const whole_model wp = {t, plus}, wm = {t, minus};
     const dz_weight_source src_plus = {.rows = whole_rows, .self = &wp}, src_minus = {.rows = whole_rows, .self = &wm};
     float *lp = malloc(sizeof(float) * (size_t)b->n_rows);
@@ -379,22 +386,27 @@ typedef struct pipeline {
     int fuse;
     unsigned flags;     /* store flags */
     int replay;         /* dz_zo_apply of the reference's g instead of dz_zo_step */
+    int resident;       /* on --backend ref's guarded instance: the masters resident in its buffers */
 } pipeline;
 
 static const pipeline PIPELINES[] = {
-    {"RAM, fused", 0, 0, 1, 0, 0},
-    {"RAM, unfused", 0, 0, 0, 0, 0},
-    {"disk, globals resident, fused", 1, 0, 1, 0, 0},
-    {"disk, globals resident, unfused", 1, 0, 0, 0, 0},
-    {"disk, globals streamed, fused", 1, 1, 1, 0, 0},
-    {"disk, globals streamed, unfused", 1, 1, 0, 0, 0},
-    {"disk without page cache, globals streamed, fused", 1, 1, 1, DZ_STORE_DROP_CACHE, 0},
-    {"RAM, replayed", 0, 0, 1, 0, 1},
-    {"disk, globals resident, replayed", 1, 0, 1, 0, 1},
-    {"disk, globals streamed, replayed", 1, 1, 1, 0, 1},
+    {"RAM, fused", 0, 0, 1, 0, 0, 0},
+    {"RAM, unfused", 0, 0, 0, 0, 0, 0},
+    {"disk, globals resident, fused", 1, 0, 1, 0, 0, 0},
+    {"disk, globals resident, unfused", 1, 0, 0, 0, 0, 0},
+    {"disk, globals streamed, fused", 1, 1, 1, 0, 0, 0},
+    {"disk, globals streamed, unfused", 1, 1, 0, 0, 0, 0},
+    {"disk without page cache, globals streamed, fused", 1, 1, 1, DZ_STORE_DROP_CACHE, 0, 0},
+    {"RAM, replayed", 0, 0, 1, 0, 1, 0},
+    {"disk, globals resident, replayed", 1, 0, 1, 0, 1, 0},
+    {"disk, globals streamed, replayed", 1, 1, 1, 0, 1, 0},
+    {"on a device stand-in (resident), fused", 0, 0, 1, 0, 0, 1},
+    {"on a device stand-in (resident), unfused", 0, 0, 0, 0, 0, 1},
+    {"on a device stand-in (resident), replayed", 0, 0, 1, 0, 1, 1},
 };
 
 typedef struct engine_run {
+    dz_backend *be; /* the forward's (NULL: the CPU) */
     dz_model *m;
     dz_forward *f;
     dz_store *s;
@@ -411,9 +423,10 @@ static void apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
     if (dz_zo_apply(e, step, lr, g, &err) != DZ_OK) fail_msg("replay of step %u: %s", step, err.msg);
 }
 
-/* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline. */
-static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p, const batch *b,
-                        engine_run *r) {
+/* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline: DZ_OK, or
+ * (expect_refusal) the engine's refusal, whose message is in err. */
+static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p,
+                                 const batch *b, engine_run *r, dz_error *refusal) {
     memset(r, 0, sizeof *r);
     char store_path[600];
     snprintf(store_path, sizeof store_path, "%s/masters.safetensors", g_dir);
@@ -421,12 +434,16 @@ static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est,
     dz_status st = p->disk ? dz_store_load_model(dir, dt, &r->m, &err) : dz_model_load(dir, dt, &r->m, &err);
     if (st == DZ_OK) st = p->disk ? dz_store_create_as(store_path, r->m, dt, p->flags, &r->s, &err)
                                   : dz_model_make_owned(r->m, &err);
-    if (st == DZ_OK) st = dz_forward_create_streams(r->m, b->g.B, b->g.T, 0, 2, &r->f, &err);
+    if (st == DZ_OK && p->resident) st = dz_backend_create("ref", &r->be, &err);
+    if (st == DZ_OK) st = dz_forward_create_backend(r->m, r->be, b->g.B, b->g.T, 0, 2, &r->f, &err);
     if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
     const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
                              .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
                              .lozo_rank = est->rank, .lozo_nu = est->nu};
-    if (st == DZ_OK) st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, &err);
+    if (st == DZ_OK) {
+        st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, refusal);
+        if (st != DZ_OK) return st;
+    }
     if (st == DZ_OK && p->disk) st = dz_zo_engine_use_store(r->e, r->s, &err);
     if (st != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
     if (p->disk) { /* what the pipeline holds where: the layers never in the model, the globals as asked */
@@ -439,11 +456,19 @@ static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est,
                          resident ? "missing from" : "still in");
         }
     }
+    return DZ_OK;
+}
+
+static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p, const batch *b,
+                        engine_run *r) {
+    dz_error err = {0};
+    if (engine_try_open(dir, dt, est, p, b, r, &err) != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
 }
 
 static void engine_close(engine_run *r) {
     dz_zo_engine_free(r->e);
     dz_forward_free(r->f);
+    dz_backend_free(r->be);
     dz_store_close(r->s);
     dz_model_free(r->m);
 }
@@ -555,30 +580,49 @@ static void expect_reference_trains(const char *dir, dz_dtype dt, const estimato
         for (int j = 0; j < Q; j++) assert_true(ref->loss_plus[s][j] != ref->loss_minus[s][j]);
 }
 
+/* Resident mode computes z on the device only for MeZO: the structured estimators are
+ * refused, saying which, before a step. */
+static void expect_resident_refused(const char *dir, const model_case *mc, const pipeline *p, const batch *b) {
+    engine_run r;
+    dz_error err = {0};
+    if (engine_try_open(dir, mc->dtype, &mc->est, p, b, &r, &err) != DZ_ERR_UNSUPPORTED)
+        fail_msg("%s, %s: resident mode ran %s", dir, p->name, dz_zo_estimator_name(mc->est.estimator));
+    if (!strstr(err.msg, "computes its z on the host")) fail_msg("%s: the refusal says: %s", p->name, err.msg);
+    engine_close(&r);
+}
+
 static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
     char dir[1024];
     model_dir(mc, dir, sizeof dir);
     batch b;
     batch_load(mc->name, &b);
-    trace ref;
-    plain_mezo(dir, mc->dtype, &mc->est, &b, &ref);
+    trace ref, ref_on_ref; /* the plain loop on the CPU, and (resident mode) on the reference backend */
+    plain_mezo(dir, mc->dtype, &mc->est, &b, NULL, &ref);
     expect_reference_trains(dir, mc->dtype, &mc->est, &ref);
+    const int resident_runs = mc->est.estimator == DZ_ZO_MEZO;
+    if (resident_runs) plain_mezo(dir, mc->dtype, &mc->est, &b, dz_backend_ref(), &ref_on_ref);
     dz_model *shape = load_owned(dir, mc->dtype);
     for (size_t k = 0; k < sizeof PIPELINES / sizeof PIPELINES[0]; k++) {
         const pipeline *p = &PIPELINES[k];
+        if (p->resident && !resident_runs) {
+            expect_resident_refused(dir, mc, p, &b);
+            continue;
+        }
+        const trace *want = p->resident ? &ref_on_ref : &ref;
         char what[1200];
         snprintf(what, sizeof what, "%s %s (%d layers) as %s, %s", dz_zo_estimator_name(mc->est.estimator), mc->name,
                  dz_model_config(shape)->n_layers, dz_dtype_name(mc->dtype), p->name);
         trace got;
-        run_pipeline(dir, mc->dtype, &mc->est, p, &b, &ref, &got);
-        expect_same_losses(what, &ref, &got);
-        expect_same_masters(what, dz_model_params(shape), mc->dtype, &ref, &got);
-        expect_same_eval(what, &b, &ref, &got);
-        printf("  %-72s = plain loop\n", what);
+        run_pipeline(dir, mc->dtype, &mc->est, p, &b, want, &got);
+        expect_same_losses(what, want, &got);
+        expect_same_masters(what, dz_model_params(shape), mc->dtype, want, &got);
+        expect_same_eval(what, &b, want, &got);
+        printf("  %-72s = plain loop%s\n", what, p->resident ? " on ref" : "");
         trace_free(&got);
     }
     dz_model_free(shape);
     trace_free(&ref);
+    if (resident_runs) trace_free(&ref_on_ref);
     batch_free(&b);
 }
 

@@ -170,6 +170,10 @@ typedef struct dz_weight_source {
     const float *(*rows)(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch);
     const void *self;
     const float *(*view)(const void *self, int stream, int id, int64_t row0, int64_t nrows);
+    /* 0: rows are host memory (scratch is host memory). 1: rows and view hand out buffers of
+     * the forward's backend, and scratch is one: a ZO trainer's source whose masters are
+     * resident on a device, read with no host copy and no upload. */
+    int backend_rows;
 } dz_weight_source;
 
 dz_weight_source dz_model_weights(const dz_model *m);

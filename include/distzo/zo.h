@@ -154,9 +154,13 @@ dz_status dz_zo_plan_resident(const dz_model *m, const dz_forward *f, const stru
 dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
                                 int stream_globals, dz_error *err);
 
-/* Applies any pending update to every block (with shared masters: collective). */
+/* Applies any pending update to every block (with shared masters: collective). Masters
+ * resident on a device backend (its buffers not host memory) are then downloaded into the
+ * model's tensors, which evaluation, checkpoints and checksums read. */
 dz_status dz_zo_flush(dz_zo_engine *e, dz_error *err);
-/* Applies the update of a logged step (replay: resume, export): bitwise what training did. */
+/* Applies the update of a logged step (replay: resume, export): bitwise what training did.
+ * Resident masters are updated on the device; the model's tensors catch up at the next
+ * dz_zo_flush. */
 dz_status dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err);
 /* The model's weights as the forward sees them (flush first). */
 dz_weight_source dz_zo_master_source(const dz_zo_engine *e);

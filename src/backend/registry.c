@@ -49,7 +49,9 @@ dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err) {
     if (name && strcmp(name, "cuda") == 0) return cuda_refused(err);
     const dz_backend *be = dz_backend_by_name(name ? name : "cpu");
     if (!be) return dz_fail(err, DZ_ERR_INVALID, "--backend %s: unknown backend (cpu, cuda or ref)", name);
-    *out = (dz_backend *)be; /* cpu and ref: the one stateless instance, which free leaves */
+    /* a run on ref stands in for a device: its buffers are guarded from host code */
+    if (!be->host_buffers) return dz_backend_guarded_create(be, out, err);
+    *out = (dz_backend *)be; /* cpu: the one stateless instance, which free leaves */
     return DZ_OK;
 }
 

@@ -98,10 +98,12 @@ dz_status dz_zo_set_update(dz_zo_engine *e, uint32_t step, float lr, const float
     return dz_pipeline_set_update(e->pipe, &u, err);
 }
 
+/* Applied at once, on the device when the masters are resident there: a replay downloads
+ * nothing per update (the caller's flush does, once). */
 dz_status dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err) {
-    dz_status st = dz_zo_flush(e, err);
+    dz_status st = dz_pipeline_apply_pending(e->pipe, err);
     if (st == DZ_OK) st = dz_zo_set_update(e, step, lr, g, err);
-    if (st == DZ_OK) st = dz_zo_flush(e, err);
+    if (st == DZ_OK) st = dz_pipeline_apply_pending(e->pipe, err);
     return st;
 }
 

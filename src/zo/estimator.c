@@ -210,7 +210,7 @@ static dz_status step_with(dz_zo_engine *e, uint32_t step, float lr, const sampl
     dz_status st = estimate(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
     if (st != DZ_OK || !out->finite) return st;
     st = dz_zo_set_update(e, step, lr, out->g, err);
-    if (st == DZ_OK && !e->p.fuse) st = dz_zo_flush(e, err);
+    if (st == DZ_OK && !e->p.fuse) st = dz_pipeline_apply_pending(e->pipe, err); /* resident: no download */
     return st;
 }
 
