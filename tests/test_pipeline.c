@@ -21,6 +21,9 @@
  *    working copies and global rows in the backend's buffers, every ZO op on them, fused,
  *    unfused and replayed, against the same plain loop run on the reference backend (its
  *    float ops are not the CPU's); the estimators it does not run yet are refused;
+ *  - resident on the CUDA backend's instance over the host seam, its forward's ops borrowed
+ *    from the reference (tests/cuda_standin.h): its buffers and its ZO ops on the seam's
+ *    stream, which must meet no overrun and no read before a synchronize;
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
@@ -44,6 +47,7 @@
 #include "golden.h"
 #include "store/store.h"
 #include "backend/backend.h"
+#include "cuda_standin.h"
 
 enum { STEPS = 4, Q = 2 };
 static const uint64_t SEED = 21;
@@ -386,7 +390,8 @@ typedef struct pipeline {
     int fuse;
     unsigned flags;     /* store flags */
     int replay;         /* dz_zo_apply of the reference's g instead of dz_zo_step */
-    int resident;       /* on --backend ref's guarded instance: the masters resident in its buffers */
+    int resident;       /* the masters resident in the buffers of: 1 --backend ref's guarded instance, 2 the
+                           CUDA instance over the host seam (cuda_standin.h) */
 } pipeline;
 
 static const pipeline PIPELINES[] = {
@@ -403,10 +408,13 @@ static const pipeline PIPELINES[] = {
     {"on a device stand-in (resident), fused", 0, 0, 1, 0, 0, 1},
     {"on a device stand-in (resident), unfused", 0, 0, 0, 0, 0, 1},
     {"on a device stand-in (resident), replayed", 0, 0, 1, 0, 1, 1},
+    {"on CUDA over the host seam (resident), fused", 0, 0, 1, 0, 0, 2},
+    {"on CUDA over the host seam (resident), unfused", 0, 0, 0, 0, 0, 2},
 };
 
 typedef struct engine_run {
-    dz_backend *be; /* the forward's (NULL: the CPU) */
+    dz_backend *be;     /* the forward's (NULL: the CPU) */
+    cuda_standin *cuda; /* resident 2: its instance is the forward's */
     dz_model *m;
     dz_forward *f;
     dz_store *s;
@@ -434,8 +442,11 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
     dz_status st = p->disk ? dz_store_load_model(dir, dt, &r->m, &err) : dz_model_load(dir, dt, &r->m, &err);
     if (st == DZ_OK) st = p->disk ? dz_store_create_as(store_path, r->m, dt, p->flags, &r->s, &err)
                                   : dz_model_make_owned(r->m, &err);
-    if (st == DZ_OK && p->resident) st = dz_backend_create("ref", &r->be, &err);
-    if (st == DZ_OK) st = dz_forward_create_backend(r->m, r->be, b->g.B, b->g.T, 0, 2, &r->f, &err);
+    if (st == DZ_OK && p->resident == 1) st = dz_backend_create("ref", &r->be, &err);
+    if (st == DZ_OK && p->resident == 2 && !(r->cuda = cuda_standin_create()))
+        st = dz_fail(&err, DZ_ERR_NOMEM, "the CUDA instance over the host seam");
+    const dz_backend *be = r->cuda ? &r->cuda->be : r->be;
+    if (st == DZ_OK) st = dz_forward_create_backend(r->m, be, b->g.B, b->g.T, 0, 2, &r->f, &err);
     if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
     const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
                              .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
@@ -468,6 +479,10 @@ static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est,
 static void engine_close(engine_run *r) {
     dz_zo_engine_free(r->e);
     dz_forward_free(r->f);
+    char msg[300];
+    if (r->cuda && cuda_standin_status(r->cuda, msg, sizeof msg) != DZ_CUDA_OK)
+        fail_msg("the CUDA instance's seam: %s", msg);
+    cuda_standin_free(r->cuda);
     dz_backend_free(r->be);
     dz_store_close(r->s);
     dz_model_free(r->m);
