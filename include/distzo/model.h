@@ -196,10 +196,12 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
  * device, streams, library handles, workspace), passed to every op. */
 typedef struct dz_backend dz_backend;
 /* The instance of backend `name` (NULL: "cpu"; "cpu", "ref" or "cuda"; --backend).
- * DZ_ERR_INVALID for an unknown name; "cuda" is DZ_ERR_UNSUPPORTED saying why: a build
- * without CUDA, no GPU on this machine, or (today) its forward not built yet. */
+ * "ref" is the reference's ops on buffers host code cannot touch (a device stand-in for
+ * tests: a stray host access faults). DZ_ERR_INVALID for an unknown name; "cuda" is
+ * DZ_ERR_UNSUPPORTED saying why: a build without CUDA, no GPU on this machine, or (today)
+ * its forward not built yet. */
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
-/* Frees what create made (cpu and ref: one shared stateless instance, left). NULL is fine. */
+/* Frees what create made (cpu: one shared stateless instance, left). NULL is fine. */
 void dz_backend_free(dz_backend *be);
 /* The general form: n_streams streams on `backend` (NULL: the CPU backend), which
  * allocates every activation buffer and must outlive the forward; the forwards above are
