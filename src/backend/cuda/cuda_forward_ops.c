@@ -14,9 +14,10 @@ static dz_gemm_compute compute_of(dz_gpu_math m) {
 int dz_cuda_matmul(dz_cuda_seam *s, dz_cuda_stream st, dz_gpu_math math, float *y, const float *x, const float *w,
                    const float *bias, int M, int N, int K) {
     if (M == 0 || N == 0) return DZ_CUDA_OK;
-    const int ld = K > 1 ? K : 1;
-    int status = s->gemm_ex(s, st, DZ_GEMM_T, DZ_GEMM_N, N, M, K, 1.0f, w, DZ_CUDA_R_32F, ld, x, DZ_CUDA_R_32F, ld,
-                            0.0f, y, DZ_CUDA_R_32F, N, compute_of(math));
+    int status = K == 0 /* an empty sum: zeros, without asking cuBLAS what k = 0 means */
+                     ? dz_cuda_fill(s, st, y, 0.0f, (size_t)M * N)
+                     : s->gemm_ex(s, st, DZ_GEMM_T, DZ_GEMM_N, N, M, K, 1.0f, w, DZ_CUDA_R_32F, K, x, DZ_CUDA_R_32F,
+                                  K, 0.0f, y, DZ_CUDA_R_32F, N, compute_of(math));
     if (status != DZ_CUDA_OK || !bias) return status;
     const dz_fw_launch L = {.mode = DZ_FW_BIAS, .y = y, .x = bias, .rows = M, .cols = N};
     return s->fw_launch(s, &L, st);
