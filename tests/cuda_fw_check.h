@@ -198,7 +198,8 @@ static void fw_check_rope(const dz_backend *cuda) {
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const int rows = shapes[k][0], heads = shapes[k][1], hd = shapes[k][2];
         const size_t n = (size_t)rows * heads * hd;
-        float *cs = malloc(sizeof(float) * N_POS * hd), *got = fw_randn(n, 20 + k, 1), *want = malloc(sizeof(float) * n);
+        float *cs = malloc(sizeof(float) * N_POS * hd), *got = fw_randn(n, 20 + k, 1);
+        float *want = malloc(sizeof(float) * n);
         int *pos = malloc(sizeof(int) * rows);
         dz_rope_table_fill(cs, N_POS, hd, 10000.0f);
         for (int r = 0; r < rows; r++) pos[r] = (r * 7 + 3) % N_POS;

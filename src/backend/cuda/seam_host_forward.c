@@ -78,17 +78,19 @@ static int fw_ranges(hs_state *h, hs_op *op) {
         return st;
     case DZ_FW_COPY_ROWS:
         if (rows == 0 || cols == 0) return DZ_CUDA_OK;
-        if ((st = idx_span(h, L, 0, "dst_rows", &lo, &hi)) == DZ_CUDA_OK) st = idx_span(h, L, 1, "src_rows", &lo2, &hi2);
+        st = idx_span(h, L, 0, "dst_rows", &lo, &hi);
+        if (st == DZ_CUDA_OK) st = idx_span(h, L, 1, "src_rows", &lo2, &hi2);
         if (st == DZ_CUDA_OK) st = fw_range(h, op, L->y, lo * cols, (hi - lo) * cols, 1, "dst");
         return st == DZ_CUDA_OK ? fw_range(h, op, L->x, lo2 * cols, (hi2 - lo2) * cols, 0, "src") : st;
     case DZ_FW_LOGSUMEXP:
         if ((st = fw_range(h, op, L->x, 0, rc, 0, "logits")) == DZ_CUDA_OK) st = fw_range(h, op, L->m, 0, rows, 1, "m");
         return st == DZ_CUDA_OK ? fw_range(h, op, L->s, 0, rows, 1, "s") : st;
     case DZ_FW_PICK:
-        if ((st = fw_range(h, op, L->y, 0, rows, 1, "out")) == DZ_CUDA_OK) st = fw_range(h, op, L->x, 0, rc, 0, "logits");
-        return st;
+        st = fw_range(h, op, L->y, 0, rows, 1, "out");
+        return st == DZ_CUDA_OK ? fw_range(h, op, L->x, 0, rc, 0, "logits") : st;
     case DZ_FW_LOGPROB:
-        if ((st = fw_range(h, op, L->y, 0, rows, 1, "out")) == DZ_CUDA_OK) st = fw_range(h, op, L->x, 0, rows, 0, "target");
+        st = fw_range(h, op, L->y, 0, rows, 1, "out");
+        if (st == DZ_CUDA_OK) st = fw_range(h, op, L->x, 0, rows, 0, "target");
         if (st == DZ_CUDA_OK) st = fw_range(h, op, L->m, 0, rows, 0, "m");
         return st == DZ_CUDA_OK ? fw_range(h, op, L->s, 0, rows, 0, "s") : st;
     }
