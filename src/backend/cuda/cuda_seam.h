@@ -1,6 +1,6 @@
 /* The CUDA seam: every CUDA runtime and cuBLAS call the CUDA backend's host logic makes
- * (buffers, transfers, streams, events, GEMM, the ZO and forward kernels' launches) goes through this
- * table, so that the same host logic runs
+ * (buffers, transfers, streams, events, GEMM, the ZO and forward kernels' launches) goes
+ * through this table, so that the same host logic runs
  *  - on a GPU: dz_cuda_seam_runtime() (cuda_seam_runtime.cu; -DDZ_CUDA=ON builds), and
  *  - in the CPU suite: dz_cuda_seam_host_create() (seam_host.c), served from host memory
  *    with a reference GEMM; it executes each stream's work lazily, at the synchronize that
