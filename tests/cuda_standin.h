@@ -1,11 +1,12 @@
-/* The CUDA backend as far as it exists, made able to run a forward for tests: its instance
- * over the host seam (src/backend/cuda/cuda_backend.c: device buffers, upload, download,
- * synchronize and the ZO ops, each on the seam's stream, with the seam's checks of
- * overruns and of reads before a synchronize), with the forward's ops, still NULL there,
- * taken from the reference backend. The host seam's device memory is host memory that
- * runs its stream's work lazily, at a synchronize: so each borrowed forward op first
- * synchronizes the stream (what the ZO ops enqueued is then in the buffers), then runs the
- * reference's op on the buffers in place. Include once per test program. */
+/* The CUDA backend as far as it exists, made able to run a whole forward for tests: its
+ * instance over the host seam (src/backend/cuda/cuda_backend.c: device buffers, upload,
+ * download, synchronize, the ZO ops and the forward's ops it has, each on the seam's
+ * stream, with the seam's checks of overruns and of reads before a synchronize), with each
+ * forward op it lacks yet (NULL there: attention) taken from the reference backend. The
+ * host seam's device memory is host memory whose stream work runs lazily, at a
+ * synchronize: so a borrowed op first synchronizes the stream (what was enqueued is then
+ * in the buffers), then runs the reference's op on the buffers in place. Include once per
+ * test program. */
 #ifndef DZ_TESTS_CUDA_STANDIN_H
 #define DZ_TESTS_CUDA_STANDIN_H
 
@@ -15,7 +16,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_seam.h"
 
-/* The CUDA instance the stand-in borrows its buffers and ZO ops from (its ctx is shared). */
+/* The CUDA instance with the borrowed ops (its ctx is shared). */
 typedef struct cuda_standin {
     dz_backend be;      /* the instance to hand to a forward */
     dz_backend *cuda;   /* the CUDA backend's instance over the host seam */
@@ -61,7 +62,7 @@ static cuda_standin *cuda_standin_create(void) {
         return NULL;
     }
     c->ops = *c->cuda->ops;
-#define BORROW(name) c->ops.name = standin_##name
+#define BORROW(name) c->ops.name = c->ops.name ? c->ops.name : standin_##name
     BORROW(matmul), BORROW(layernorm), BORROW(rmsnorm), BORROW(rope), BORROW(attention), BORROW(relu);
     BORROW(swiglu), BORROW(add), BORROW(fill), BORROW(copy_rows), BORROW(logsumexp_update), BORROW(pick_target);
     BORROW(logprob_finish);

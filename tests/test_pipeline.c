@@ -21,9 +21,10 @@
  *    working copies and global rows in the backend's buffers, every ZO op on them, fused,
  *    unfused and replayed, against the same plain loop run on the reference backend (its
  *    float ops are not the CPU's); the estimators it does not run yet are refused;
- *  - resident on the CUDA backend's instance over the host seam, its forward's ops borrowed
- *    from the reference (tests/cuda_standin.h): its buffers and its ZO ops on the seam's
- *    stream, which must meet no overrun and no read before a synchronize;
+ *  - resident on the CUDA backend's instance over the host seam (its buffers, ZO ops and
+ *    forward ops on the seam's stream, the forward ops it lacks yet borrowed from the
+ *    reference: tests/cuda_standin.h), against the plain loop on such an instance, meeting
+ *    no overrun and no read before a synchronize;
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
@@ -606,16 +607,44 @@ static void expect_resident_refused(const char *dir, const model_case *mc, const
     engine_close(&r);
 }
 
+/* The plain loop on the CUDA instance over the host seam. */
+static void plain_mezo_on_cuda(const char *dir, const model_case *mc, const batch *b, trace *out) {
+    cuda_standin *cuda = cuda_standin_create();
+    assert_non_null(cuda);
+    plain_mezo(dir, mc->dtype, &mc->est, b, &cuda->be, out);
+    char msg[300];
+    if (cuda_standin_status(cuda, msg, sizeof msg) != DZ_CUDA_OK) fail_msg("the plain loop on CUDA: %s", msg);
+    cuda_standin_free(cuda);
+}
+
+/* Step 0's losses (both draws at the base weights) of the plain loop on another backend
+ * agree with the CPU's to summation order: the largest relative difference, printed. */
+static void expect_close_first_losses(const char *what, const trace *cpu, const trace *other) {
+    double worst = 0.0;
+    for (int j = 0; j < Q; j++) {
+        const double want[2] = {cpu->loss_plus[0][j], cpu->loss_minus[0][j]};
+        const double got[2] = {other->loss_plus[0][j], other->loss_minus[0][j]};
+        for (int k = 0; k < 2; k++) worst = fmax(worst, fabs(got[k] - want[k]) / fabs(want[k]));
+    }
+    printf("  plain loop %s: step 0's losses within %.2g (relative) of the CPU's\n", what, worst);
+    assert_true(worst <= 1e-5);
+}
+
 static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
     char dir[1024];
     model_dir(mc, dir, sizeof dir);
     batch b;
     batch_load(mc->name, &b);
-    trace ref, ref_on_ref; /* the plain loop on the CPU, and (resident mode) on the reference backend */
+    trace ref, on_dev[2]; /* the plain loop on the CPU, and (resident modes 1, 2) on ref and on CUDA */
     plain_mezo(dir, mc->dtype, &mc->est, &b, NULL, &ref);
     expect_reference_trains(dir, mc->dtype, &mc->est, &ref);
     const int resident_runs = mc->est.estimator == DZ_ZO_MEZO;
-    if (resident_runs) plain_mezo(dir, mc->dtype, &mc->est, &b, dz_backend_ref(), &ref_on_ref);
+    if (resident_runs) {
+        plain_mezo(dir, mc->dtype, &mc->est, &b, dz_backend_ref(), &on_dev[0]);
+        plain_mezo_on_cuda(dir, mc, &b, &on_dev[1]);
+        expect_close_first_losses("on ref", &ref, &on_dev[0]);
+        expect_close_first_losses("on CUDA over the host seam", &ref, &on_dev[1]);
+    }
     dz_model *shape = load_owned(dir, mc->dtype);
     for (size_t k = 0; k < sizeof PIPELINES / sizeof PIPELINES[0]; k++) {
         const pipeline *p = &PIPELINES[k];
@@ -623,7 +652,7 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
             expect_resident_refused(dir, mc, p, &b);
             continue;
         }
-        const trace *want = p->resident ? &ref_on_ref : &ref;
+        const trace *want = p->resident ? &on_dev[p->resident - 1] : &ref;
         char what[1200];
         snprintf(what, sizeof what, "%s %s (%d layers) as %s, %s", dz_zo_estimator_name(mc->est.estimator), mc->name,
                  dz_model_config(shape)->n_layers, dz_dtype_name(mc->dtype), p->name);
@@ -632,12 +661,13 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
         expect_same_losses(what, want, &got);
         expect_same_masters(what, dz_model_params(shape), mc->dtype, want, &got);
         expect_same_eval(what, &b, want, &got);
-        printf("  %-72s = plain loop%s\n", what, p->resident ? " on ref" : "");
+        static const char *const on[] = {"", " on ref", " on CUDA"};
+        printf("  %-72s = plain loop%s\n", what, on[p->resident]);
         trace_free(&got);
     }
     dz_model_free(shape);
     trace_free(&ref);
-    if (resident_runs) trace_free(&ref_on_ref);
+    if (resident_runs) trace_free(&on_dev[0]), trace_free(&on_dev[1]);
     batch_free(&b);
 }
 

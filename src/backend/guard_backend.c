@@ -107,7 +107,8 @@ WRAP(swiglu, (const dz_backend *be, float *gate, const float *up, size_t n), (IN
 WRAP(add, (const dz_backend *be, float *y, const float *x, size_t n), (IN(be), y, x, n))
 WRAP(fill, (const dz_backend *be, float *x, float v, size_t n), (IN(be), x, v, n))
 WRAP(copy_rows,
-     (const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows, int cols),
+     (const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows, int nrows,
+      int cols),
      (IN(be), dst, dst_rows, src, src_rows, nrows, cols))
 WRAP(logsumexp_update, (const dz_backend *be, const float *logits, int rows, int n, float *m, float *s),
      (IN(be), logits, rows, n, m, s))

@@ -1,8 +1,9 @@
 /* The weight sources the forward reads the global block through (token and position rows,
  * the final norm, head chunks): perturbed for a step, the masters as they are for
  * evaluation. Resident, the perturbed rows are computed on the device from the masters
- * there, into the forward's buffers (backend_rows); the masters' source is their host copy. rows() has no error path: a store read that fails hands the forward zeros
- * and is recorded here for dz_pipeline_rows_status. */
+ * there, into the forward's buffers (backend_rows); the masters' source is their host copy.
+ * rows() has no error path: a store read that fails hands the forward zeros and is
+ * recorded here for dz_pipeline_rows_status. */
 #include <string.h>
 
 #include "core/threads.h"

@@ -86,13 +86,17 @@ if paste -d' ' <(col "$tmp/cpu0") <(col "$tmp/ref0") | awk -v n="$steps" '
      function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
      { rows++; l = rel($2, $5); g = rel($3, $6); if (l > lmax) lmax = l; if (g > gmax) gmax = g
        d = $2 - $5; if (d < 0) d = -d; if (d > dmax) dmax = d }
-     END { printf "largest loss difference %.3g (relative %.3g), g relative %.3g over %d steps\n", dmax, lmax, gmax, rows
+     END { printf "largest loss difference %.3g (relative %.3g), g relative %.3g over %d steps\n", dmax, lmax,
+                  gmax, rows
            exit !(rows == n && lmax <= 1e-5 && gmax <= 1e-3) }' > "$tmp/diff"
-then ok "ref's losses at the CPU's weights: $(cat "$tmp/diff")"; else bad "ref's losses vs the CPU's: $(cat "$tmp/diff")"; fi
+then ok "ref's losses at the CPU's weights: $(cat "$tmp/diff")"
+else bad "ref's losses vs the CPU's: $(cat "$tmp/diff")"; fi
 
-refused "train --store disk --backend ref" "--store disk:.* with --backend ref: this backend keeps the masters in its own memory" \
+refused "train --store disk --backend ref" \
+  "--store disk:.* with --backend ref: this backend keeps the masters in its own memory" \
   train "${args[@]}" --store "disk:$tmp/store.safetensors" --backend ref --out "$tmp/disk-ref"
-[ -e "$tmp/store.safetensors" ] && bad "the refused disk store was written" || ok "the refused disk store was not written"
+if [ -e "$tmp/store.safetensors" ]; then bad "the refused disk store was written"
+else ok "the refused disk store was not written"; fi
 
 "$bin" eval "$model" --data "$tmp/test.tsv" --predictions "$tmp/cpu.tsv" > /dev/null 2>&1
 "$bin" eval "$model" --data "$tmp/test.tsv" --predictions "$tmp/ref.tsv" --backend ref > /dev/null 2>&1
