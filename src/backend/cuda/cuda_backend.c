@@ -5,12 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_zo_ops.h"
 
 typedef struct cuda_ctx {
     dz_cuda_seam *seam;
     dz_cuda_stream stream; /* every op of the instance, in call order */
     int owns_seam;
+    dz_cuda_attn_stage attn; /* the attention launches' sequences (cuda_attention.h) */
     int status;            /* the first error an op met (DZ_CUDA_OK: none) */
     char msg[256];
 } cuda_ctx;
@@ -115,8 +117,14 @@ static void cu_update_then_perturb_bf16(const dz_backend *be, uint16_t *theta, f
                                              next_draw, i0, dist));
 }
 
+static void cu_attention(const dz_backend *be, float *out, const float *q, const dz_attn_args *a) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_attention(c->seam, c->stream, &c->attn, out, q, a));
+}
+
 static void cu_destroy(dz_backend *be) {
     cuda_ctx *c = ctx_of(be);
+    dz_cuda_attn_stage_free(c->seam, &c->attn);
     c->seam->stream_destroy(c->seam, c->stream);
     if (c->owns_seam) c->seam->destroy(c->seam);
     free(c);
@@ -131,6 +139,7 @@ static const dz_backend_ops cuda_ops = {
     .upload_view = cu_upload_view,
     .download = cu_download,
     .synchronize = cu_synchronize,
+    .attention = cu_attention,
     .z_fill = cu_z_fill,
     .philox_fill = cu_philox_fill,
     .perturb_pair = cu_perturb_pair,

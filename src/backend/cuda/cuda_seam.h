@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "backend/zo_element.h"
+#include "backend/cuda/attention_element.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,6 +71,8 @@ struct dz_cuda_seam {
                    void *C, dz_cuda_dtype ct, int ldc, dz_gemm_compute compute);
     /* a ZO op over one span (backend/zo_element.h; the kernels of zo_kernels.cu) */
     int (*zo_span)(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st);
+    /* flash-style causal attention (attention_element.h; the kernel of attention_kernel.cu) */
+    int (*attention)(dz_cuda_seam *s, const dz_attn_launch *launch, dz_cuda_stream st);
     /* ---- streams and events (cudaStreamCreateWithFlags(NonBlocking), cudaEventCreateWithFlags(DisableTiming)) ---- */
     int (*stream_create)(dz_cuda_seam *s, dz_cuda_stream *st);
     int (*stream_destroy)(dz_cuda_seam *s, dz_cuda_stream st);
