@@ -21,6 +21,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backend/cuda/cuda_attention.h" /* DZ_ATTN_STAGE_SLOTS */
 #include "backend/cuda/cuda_backend.h"
 #include "cuda_attention_cases.h"
 
@@ -91,27 +92,28 @@ static void scribble(attn_run *r) {
     }
 }
 
-/* Two calls before any synchronize, the second with a larger batch (the staging grows),
- * then a third reusing it: each call's host arrays scribbled over as soon as it returns. */
+/* Calls before any synchronize, more of them than the staging has slots, the second with
+ * a larger batch (the staging grows): each call's host arrays scribbled over as soon as it
+ * returns. A slot refilled before the device took what it held would change an upload's
+ * source (a hazard) or a launch's sequences. */
 static void back_to_back_calls_keep_their_own_args(void **st) {
     (void)st;
+    enum { CALLS = DZ_ATTN_STAGE_SLOTS + 2 };
+    static const int layout[CALLS] = {3, 1, 2, 0, 1, 2}, hd[CALLS] = {8, 16, 64, 16, 8, 16}, kv[CALLS] = {4, 1, 2, 2, 4, 1};
     dz_cuda_seam *s = NULL;
     dz_backend *be = instance(&s);
-    attn_run a, b, c;
-    attn_case_make(&a, be, &attn_layouts[3], 8, 4); /* long: 2 sequences */
-    attn_case_make(&b, be, &attn_layouts[1], 16, 1); /* tree: 4 */
-    attn_case_make(&c, be, &attn_layouts[2], 64, 2); /* packed: 4 */
-    attn_run *runs[] = {&a, &b, &c};
-    for (int i = 0; i < 3; i++) {
-        be->ops->attention(be, runs[i]->dout, runs[i]->dq, &runs[i]->args);
-        scribble(runs[i]);
+    attn_run runs[CALLS];
+    for (int i = 0; i < CALLS; i++) attn_case_make(&runs[i], be, &attn_layouts[layout[i]], hd[i], kv[i]);
+    for (int i = 0; i < CALLS; i++) {
+        be->ops->attention(be, runs[i].dout, runs[i].dq, &runs[i].args);
+        scribble(&runs[i]);
     }
-    for (int i = 0; i < 3; i++) {
-        const double e = attn_case_error(runs[i], be);
+    for (int i = 0; i < CALLS; i++) {
+        const double e = attn_case_error(&runs[i], be);
         if (!(e <= ATTN_TOL)) fail_msg("call %d: relative error %.3g", i, e);
     }
     assert_clean(be, s);
-    for (int i = 0; i < 3; i++) attn_case_free(runs[i], be);
+    for (int i = 0; i < CALLS; i++) attn_case_free(&runs[i], be);
     dz_backend_free(be);
 }
 

@@ -1,8 +1,10 @@
 /* On a GPU (label gpu; -DDZ_CUDA=ON builds only): the ZO kernels (backend/cuda/zo_kernels.cu)
- * through the CUDA runtime seam give the CPU backend's bits for every ZO op, and cuBLAS's
- * fp32 GEMM in the Linear layout matches the reference backend. The checks are those the
- * CPU suite runs through the host seam (tests/cuda_seam_ops.h). Where no GPU is found the
- * test exits 77, which CTest reports as skipped (never as passed). */
+ * through the CUDA runtime seam give the CPU backend's bits for every ZO op, cuBLAS's
+ * fp32 GEMM in the Linear layout matches the reference backend, and the CUDA backend
+ * instance's attention (the flash-style kernel of attention_kernel.cu) matches the
+ * reference backend on every case of tests/cuda_attention_cases.h. The checks are those
+ * the CPU suite runs through the host seam (tests/cuda_seam_ops.h, test_cuda_attention.c).
+ * Where no GPU is found the test exits 77, which CTest reports as skipped (never as passed). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,8 @@
 #include <cmocka.h>
 
 #include "cuda_seam_ops.h"
+#include "cuda_attention_cases.h"
+#include "backend/cuda/cuda_backend.h"
 
 static dz_cuda_seam *gpu;
 
@@ -28,6 +32,20 @@ static void cublas_linear_matmul_matches_the_reference(void **st) {
     seam_matmul_matches_ref(gpu, 1e-5f);
 }
 
+/* The instance over the runtime seam (not its owner): every case within 1e-5 relative. */
+static void attention_kernel_matches_the_reference(void **st) {
+    (void)st;
+    dz_backend *be = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_backend_cuda_create_on(gpu, 0, &be, &err), DZ_OK);
+    const double worst = attn_every_case_matches_ref(be);
+    print_message("gpu: attention's worst relative error %.3g against the reference\n", worst);
+    char msg[256];
+    const int status = dz_backend_cuda_status(be, msg, sizeof msg);
+    if (status != DZ_CUDA_OK) fail_msg("the instance's status is %d: %s", status, msg);
+    dz_backend_free(be);
+}
+
 int main(void) {
     int status = DZ_CUDA_OK;
     gpu = dz_cuda_seam_runtime_create(0, &status);
@@ -39,6 +57,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(zo_kernels_match_the_cpu_backend),
         cmocka_unit_test(cublas_linear_matmul_matches_the_reference),
+        cmocka_unit_test(attention_kernel_matches_the_reference),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     gpu->destroy(gpu);

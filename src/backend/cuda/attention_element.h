@@ -30,7 +30,7 @@
 
 #define DZ_ATTN_KEY_TILE 32       /* keys staged and scored at a time */
 #define DZ_ATTN_QUERY_TILE 64     /* query rows per block, a thread each */
-#define DZ_ATTN_MAX_HEAD_DIM 256  /* a row's query and accumulator are arrays of this */
+#define DZ_ATTN_MAX_HEAD_DIM 256  /* the kernel's largest row arrays */
 
 #if defined(__CUDA_ARCH__) /* the device pass: the host compilers know no such pragma */
 #define DZ_ATTN_UNROLL _Pragma("unroll")
@@ -71,11 +71,11 @@ static inline const char *dz_attn_launch_invalid(const dz_attn_launch *L) {
     return NULL;
 }
 
-/* The state of one query row. */
+/* The state of one query row: its running max and sum, and its query and accumulator
+ * (head_dim floats each, the caller's: a GPU thread's own arrays). */
 typedef struct dz_attn_row {
     float m, l;
-    float q[DZ_ATTN_MAX_HEAD_DIM];
-    float acc[DZ_ATTN_MAX_HEAD_DIM];
+    float *q, *acc;
 } dz_attn_row;
 
 /* Where row i of sequence s, head h, sits in q and out. */

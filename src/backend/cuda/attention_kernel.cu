@@ -10,7 +10,9 @@
 
 #include <cuda_runtime.h>
 
-__global__ void __launch_bounds__(DZ_ATTN_QUERY_TILE) attention_kernel(const dz_attn_launch L) {
+/* CAP: the row arrays' size, head_dim rounded up to 64, 128 or 256 (a thread's local
+ * memory is reserved for every thread the GPU can hold, so no more than the head needs). */
+template <int CAP> __global__ void __launch_bounds__(DZ_ATTN_QUERY_TILE) attention_kernel(const dz_attn_launch L) {
     extern __shared__ float staged[]; /* keys, then values: DZ_ATTN_KEY_TILE rows of head_dim each */
     const dz_attn_seq s = L.seqs[blockIdx.z];
     const int tile = (int)blockIdx.x, h = (int)blockIdx.y, t = (int)threadIdx.x;
@@ -18,7 +20,8 @@ __global__ void __launch_bounds__(DZ_ATTN_QUERY_TILE) attention_kernel(const dz_
     const int hd = L.head_dim, kvh = h / (L.n_heads / L.n_kv_heads), i = tile * DZ_ATTN_QUERY_TILE + t;
     const int nkeys = dz_attn_tile_keys(&s, tile), real = i < s.queries;
     float *kt = staged, *vt = staged + DZ_ATTN_KEY_TILE * hd;
-    dz_attn_row r;
+    float q[CAP], acc[CAP];
+    dz_attn_row r = {0.0f, 0.0f, q, acc};
     if (real) dz_attn_row_begin(&r, L.q + dz_attn_offset(&L, &s, i, h), hd);
     for (int k0 = 0; k0 < nkeys; k0 += DZ_ATTN_KEY_TILE) {
         for (int e = t; e < DZ_ATTN_KEY_TILE * hd; e += DZ_ATTN_QUERY_TILE) dz_attn_stage(kt, vt, &s, &L, kvh, k0, nkeys, e);
@@ -32,15 +35,20 @@ __global__ void __launch_bounds__(DZ_ATTN_QUERY_TILE) attention_kernel(const dz_
         for (int d = 0; d < hd; d++) L.out[dz_attn_offset(&L, &s, i, h) + d] = 0.0f;
 }
 
-extern "C" int dz_cuda_attention_launch(const dz_attn_launch *L, void *stream) {
-    if (L->batch == 0 || L->query_tiles == 0) return (int)cudaSuccess;
+template <int CAP> static cudaError_t launch(const dz_attn_launch *L, cudaStream_t stream) {
     const size_t smem = 2 * sizeof(float) * DZ_ATTN_KEY_TILE * (size_t)L->head_dim;
     if (smem > 48 * 1024) { /* above the default limit of dynamic shared memory: ask for it */
         const cudaError_t e =
-            cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return (int)e;
+            cudaFuncSetAttribute(attention_kernel<CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
     }
     const dim3 grid((unsigned)L->query_tiles, (unsigned)L->n_heads, (unsigned)L->batch);
-    attention_kernel<<<grid, DZ_ATTN_QUERY_TILE, smem, (cudaStream_t)stream>>>(*L);
-    return (int)cudaGetLastError();
+    attention_kernel<CAP><<<grid, DZ_ATTN_QUERY_TILE, smem, stream>>>(*L);
+    return cudaGetLastError();
+}
+
+extern "C" int dz_cuda_attention_launch(const dz_attn_launch *L, void *stream) {
+    if (L->batch == 0 || L->query_tiles == 0) return (int)cudaSuccess;
+    cudaStream_t st = (cudaStream_t)stream;
+    return (int)(L->head_dim <= 64 ? launch<64>(L, st) : L->head_dim <= 128 ? launch<128>(L, st) : launch<256>(L, st));
 }

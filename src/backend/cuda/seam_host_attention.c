@@ -62,15 +62,18 @@ int hs_attention_run(hs_state *h, const dz_attn_launch *L) {
         const int st = check_seq(h, L, &L->seqs[b], b);
         if (st != DZ_CUDA_OK) return st;
     }
-    float *staged = malloc(sizeof(float) * 2 * DZ_ATTN_KEY_TILE * (size_t)L->head_dim);
-    dz_attn_row *rows = malloc(sizeof(dz_attn_row) * DZ_ATTN_QUERY_TILE);
+    const size_t hd = (size_t)L->head_dim; /* a block: the staged tiles, then each row's q and acc */
+    float *staged = malloc(sizeof(float) * 2 * hd * (DZ_ATTN_KEY_TILE + DZ_ATTN_QUERY_TILE));
+    dz_attn_row rows[DZ_ATTN_QUERY_TILE];
     int st = DZ_CUDA_OK;
-    if (!staged || !rows) st = hs_fail(h, DZ_CUDA_ERR_MEMORY, "attention: out of host memory for a block");
+    if (!staged) st = hs_fail(h, DZ_CUDA_ERR_MEMORY, "attention: out of host memory for a block");
+    for (int i = 0; i < DZ_ATTN_QUERY_TILE && staged; i++)
+        rows[i].q = staged + 2 * hd * (DZ_ATTN_KEY_TILE + (size_t)i), rows[i].acc = rows[i].q + hd;
     for (int b = 0; b < L->batch && st == DZ_CUDA_OK; b++)
         for (int hh = 0; hh < L->n_heads; hh++)
             for (int t = 0; t < L->query_tiles && t * DZ_ATTN_QUERY_TILE < L->seqs[b].rows; t++)
-                run_block(L, &L->seqs[b], hh, t, staged, staged + DZ_ATTN_KEY_TILE * L->head_dim, rows);
-    free(staged), free(rows);
+                run_block(L, &L->seqs[b], hh, t, staged, staged + DZ_ATTN_KEY_TILE * hd, rows);
+    free(staged);
     return st;
 }
 
