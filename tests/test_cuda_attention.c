@@ -99,7 +99,8 @@ static void scribble(attn_run *r) {
 static void back_to_back_calls_keep_their_own_args(void **st) {
     (void)st;
     enum { CALLS = DZ_ATTN_STAGE_SLOTS + 2 };
-    static const int layout[CALLS] = {3, 1, 2, 0, 1, 2}, hd[CALLS] = {8, 16, 64, 16, 8, 16}, kv[CALLS] = {4, 1, 2, 2, 4, 1};
+    static const int layout[CALLS] = {3, 1, 2, 0, 1, 2}, hd[CALLS] = {8, 16, 64, 16, 8, 16};
+    static const int kv[CALLS] = {4, 1, 2, 2, 4, 1};
     dz_cuda_seam *s = NULL;
     dz_backend *be = instance(&s);
     attn_run runs[CALLS];

@@ -24,7 +24,8 @@ template <int CAP> __global__ void __launch_bounds__(DZ_ATTN_QUERY_TILE) attenti
     dz_attn_row r = {0.0f, 0.0f, q, acc};
     if (real) dz_attn_row_begin(&r, L.q + dz_attn_offset(&L, &s, i, h), hd);
     for (int k0 = 0; k0 < nkeys; k0 += DZ_ATTN_KEY_TILE) {
-        for (int e = t; e < DZ_ATTN_KEY_TILE * hd; e += DZ_ATTN_QUERY_TILE) dz_attn_stage(kt, vt, &s, &L, kvh, k0, nkeys, e);
+        for (int e = t; e < DZ_ATTN_KEY_TILE * hd; e += DZ_ATTN_QUERY_TILE)
+            dz_attn_stage(kt, vt, &s, &L, kvh, k0, nkeys, e);
         __syncthreads();
         const int n = real ? dz_attn_row_keys(&s, i, k0) : 0;
         if (n > 0) dz_attn_row_tile(&r, kt, vt, n, hd, L.scale);

@@ -131,7 +131,7 @@ static void cu_destroy(dz_backend *be) {
     free(be);
 }
 
-/* The forward's ops stay NULL until the CUDA forward exists (docs/CUDA.md). */
+/* The forward's ops but attention stay NULL until the CUDA forward exists (docs/CUDA.md). */
 static const dz_backend_ops cuda_ops = {
     .alloc = cu_alloc,
     .free = cu_free,

@@ -1,7 +1,7 @@
 /* The CUDA backend as a dz_backend instance over a CUDA seam (cuda_seam.h): its state is
  * the seam and one non-blocking stream. What exists: buffers (device memory), upload,
- * upload_view, download, synchronize and the ten ZO ops (cuda_zo_ops.h). The forward's ops
- * are not built yet (NULL), so dz_backend_create refuses "cuda" (registry.c) and this is
+ * upload_view, download, synchronize, the ten ZO ops (cuda_zo_ops.h) and attention
+ * (cuda_attention.h). The forward's other ops are not built yet (NULL), so dz_backend_create refuses "cuda" (registry.c) and this is
  * reached by the tests only, through the host seam (tests/test_cuda_seam.c). Library
  * dz_cuda_host. */
 #ifndef DZ_BACKEND_CUDA_CUDA_BACKEND_H
