@@ -5,6 +5,7 @@
  *    tests/cuda_attention_cases.h: head_dim 8, 16 and 64; 4 query heads on 4, 2 and 1 kv
  *    heads; padding rows; tree batches (continuations reading another sequence's slot
  *    below their start); packed rows (row0); 300 keys (ten key tiles) and 300 query rows;
+ *    and head_dim 100 and 256 on the tree batch (the kernel's larger row arrays);
  *  - the comparison catches a wrong result: a scale off by 1e-3, a prefix read from the
  *    wrong slot, a length one short;
  *  - the host arrays of the args may change as soon as the op returns, and back-to-back
