@@ -146,27 +146,47 @@ static double attn_case_error(attn_run *r, const dz_backend *be) {
     return worst;
 }
 
-static void attn_case_free(attn_run *r, const dz_backend *be) {
-    for (int b = 0; b < r->lay->batch; b++) {
-        be->ops->free(be, r->dk[b]), be->ops->free(be, r->dv[b]);
-        free(r->k[b]), free(r->v[b]);
-    }
+static void attn_device_free(attn_run *r, const dz_backend *be) {
+    for (int b = 0; b < r->lay->batch; b++) be->ops->free(be, r->dk[b]), be->ops->free(be, r->dv[b]);
     be->ops->free(be, r->dq), be->ops->free(be, r->dout);
+}
+
+static void attn_case_free(attn_run *r, const dz_backend *be) {
+    attn_device_free(r, be);
+    for (int b = 0; b < r->lay->batch; b++) free(r->k[b]), free(r->v[b]);
     free(r->q), free(r->want), free(r->got);
 }
 
-/* Layout lay at head_dim hd with 4 query heads on kv kv heads: the instance's error. */
-static double attn_case_check(const dz_backend *be, const attn_layout *lay, int hd, int kv) {
+/* r's case run on instance twin gives the bits r->got holds. */
+static void attn_twin_same_bits(const attn_run *r, const dz_backend *twin) {
+    attn_run t = *r; /* the host data; its own buffers and result */
+    t.got = attn_floats(r->out_floats);
+    attn_device_make(&t, twin);
+    twin->ops->attention(twin, t.dout, t.dq, &t.args);
+    attn_case_error(&t, twin);
+    for (size_t i = 0; i < r->out_floats; i++)
+        if (memcmp(&t.got[i], &r->got[i], sizeof(float)))
+            fail_msg("attention, %s, head_dim %d, %d kv heads: element %zu is %.9g, %.9g on the twin instance",
+                     r->lay->name, r->hd, r->kv, i, r->got[i], t.got[i]);
+    attn_device_free(&t, twin);
+    free(t.got);
+}
+
+/* Layout lay at head_dim hd with 4 query heads on kv kv heads: the instance's error. With
+ * twin (another instance: the GPU's test gives the host seam's), twin must give be's bits. */
+static double attn_case_check(const dz_backend *be, const dz_backend *twin, const attn_layout *lay, int hd, int kv) {
     attn_run r;
     attn_case_make(&r, be, lay, hd, kv);
     be->ops->attention(be, r.dout, r.dq, &r.args);
     const double e = attn_case_error(&r, be);
+    if (twin) attn_twin_same_bits(&r, twin);
     attn_case_free(&r, be);
     return e;
 }
 
-static double attn_case_within_tol(const dz_backend *be, const attn_layout *lay, int hd, int kv) {
-    const double e = attn_case_check(be, lay, hd, kv);
+static double attn_case_within_tol(const dz_backend *be, const dz_backend *twin, const attn_layout *lay, int hd,
+                                   int kv) {
+    const double e = attn_case_check(be, twin, lay, hd, kv);
     if (!(e <= ATTN_TOL))
         fail_msg("attention, %s, head_dim %d, %d kv heads: relative error %.3g > %.1g on %s", lay->name, hd, kv, e,
                  ATTN_TOL, be->name);
@@ -175,9 +195,9 @@ static double attn_case_within_tol(const dz_backend *be, const attn_layout *lay,
 
 /* Every layout (the long one at head_dim 64 only: the reference is slow) at head_dim 8,
  * 16 and 64 with 4, 2 and 1 kv heads, and the tree batch at head_dim 100 and 256 (the
- * kernel's larger row arrays; 64 KiB of staged tiles at 256), each within ATTN_TOL; the
- * worst error seen. */
-static double attn_every_case_matches_ref(const dz_backend *be) {
+ * kernel's larger row arrays; 64 KiB of staged tiles at 256), each within ATTN_TOL and,
+ * with twin, bitwise twin's; the worst error seen. */
+static double attn_every_case_matches_ref(const dz_backend *be, const dz_backend *twin) {
     static const int hds[] = {8, 16, 64}, kvs[] = {4, 2, 1}, wide[] = {100, 256};
     double worst = 0.0;
     for (size_t l = 0; l < sizeof attn_layouts / sizeof attn_layouts[0]; l++)
@@ -185,9 +205,9 @@ static double attn_every_case_matches_ref(const dz_backend *be) {
             for (int k = 0; k < 3; k++) {
                 const attn_layout *lay = &attn_layouts[l];
                 if (strcmp(lay->name, "long") == 0 && hds[h] != 64) continue;
-                worst = fmax(worst, attn_case_within_tol(be, lay, hds[h], kvs[k]));
+                worst = fmax(worst, attn_case_within_tol(be, twin, lay, hds[h], kvs[k]));
             }
-    for (int w = 0; w < 2; w++) worst = fmax(worst, attn_case_within_tol(be, &attn_layouts[1], wide[w], 2));
+    for (int w = 0; w < 2; w++) worst = fmax(worst, attn_case_within_tol(be, twin, &attn_layouts[1], wide[w], 2));
     return worst;
 }
 

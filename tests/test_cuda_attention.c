@@ -49,10 +49,15 @@ static void every_case_matches_the_reference(void **st) {
     (void)st;
     dz_cuda_seam *s = NULL;
     dz_backend *be = instance(&s);
-    const double worst = attn_every_case_matches_ref(be);
+    const double worst = attn_every_case_matches_ref(be, NULL);
     print_message("host seam: worst relative error %.3g against the reference\n", worst);
+    dz_cuda_seam *s2 = NULL;
+    dz_backend *twin = instance(&s2); /* the twin check test_cuda_gpu makes against a GPU */
+    attn_case_check(be, twin, &attn_layouts[2], 16, 2);
     assert_clean(be, s);
+    assert_clean(twin, s2);
     dz_backend_free(be);
+    dz_backend_free(twin);
 }
 
 /* Layout `name`'s case with one thing of the instance's args changed: its error. */

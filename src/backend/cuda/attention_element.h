@@ -13,9 +13,9 @@
  * and the row's output is acc / l. Float throughout, as the CPU backend: the terms are
  * probabilities (<= 1) times values, so a row of n keys carries about sqrt(n) roundings of
  * its own size plus one rescale per tile; tests/test_cuda_attention.c holds it to the
- * reference backend's double sums within 1e-5 relative for 300 keys. No multiply-add is
- * contracted (-fmad=false, -ffp-contract=off), so the GPU differs from the host seam only
- * by its expf.
+ * reference backend's double sums within 1e-5 relative for 300 keys. exp is the CPU
+ * backend's dz_expf (backend/expf.h) and no multiply-add is contracted (-fmad=false,
+ * -ffp-contract=off), so the GPU gives the host seam's bits (tests/test_cuda_gpu.c).
  *
  * Semantics are dz_attn_args' (backend.h): keys at positions below start come from the
  * prefix slots, the rest from the sequence's own; rows past a sequence's real queries
@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "backend/expf.h"
 #include "backend/zo_ops.h" /* DZ_HD */
 
 #define DZ_ATTN_KEY_TILE 32       /* keys staged and scored at a time */
@@ -134,11 +135,11 @@ DZ_HD static inline void dz_attn_row_tile(dz_attn_row *r, const float *kt, const
         s[j] = s[j] * scale;
         if (j < n) m = fmaxf(m, s[j]);
     }
-    const float alpha = m == r->m ? 1.0f : expf(r->m - m); /* the first tile: exp(-inf) = 0 */
+    const float alpha = m == r->m ? 1.0f : dz_expf(r->m - m); /* first tile: l and acc are 0 anyway */
     float l = r->l * alpha;
     DZ_ATTN_UNROLL
     for (int j = 0; j < DZ_ATTN_KEY_TILE; j++) {
-        s[j] = j < n ? expf(s[j] - m) : 0.0f;
+        s[j] = j < n ? dz_expf(s[j] - m) : 0.0f;
         l = l + s[j];
     }
     r->m = m, r->l = l;

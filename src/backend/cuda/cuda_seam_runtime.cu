@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention_kernel.h"
+#include "backend/cuda/forward_kernels.h"
 #include "backend/cuda/zo_kernels.h"
 
 namespace {
@@ -102,6 +103,10 @@ int zo_span(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st) {
     return check(s, static_cast<cudaError_t>(dz_cuda_zo_launch(span, stream_of(st))), "the ZO kernel's launch");
 }
 
+int fw_launch(dz_cuda_seam *s, const dz_fw_launch *L, dz_cuda_stream st) {
+    return check(s, static_cast<cudaError_t>(dz_cuda_fw_launch(L, stream_of(st))), "a forward kernel's launch");
+}
+
 int attention(dz_cuda_seam *s, const dz_attn_launch *launch, dz_cuda_stream st) {
     const char *bad = dz_attn_launch_invalid(launch);
     if (bad) {
@@ -161,7 +166,7 @@ void fill_table(dz_cuda_seam *s) {
     s->name = "cuda";
     s->device_count = device_count, s->dev_alloc = dev_alloc, s->dev_free = dev_free;
     s->host_alloc = host_alloc, s->host_free = host_free, s->memcpy_async = memcpy_async;
-    s->sgemm = sgemm, s->gemm_ex = gemm_ex, s->zo_span = zo_span;
+    s->sgemm = sgemm, s->gemm_ex = gemm_ex, s->zo_span = zo_span, s->fw_launch = fw_launch;
     s->attention = attention;
     s->stream_create = stream_create, s->stream_destroy = stream_destroy, s->stream_synchronize = stream_synchronize;
     s->event_create = event_create, s->event_destroy = event_destroy, s->event_record = event_record;

@@ -8,6 +8,7 @@ static const char *kind_name(hs_kind k) {
     return k == HS_COPY   ? "copy"
            : k == HS_GEMM ? "GEMM"
            : k == HS_ZO   ? "ZO kernel"
+           : k == HS_FW   ? "forward kernel"
            : k == HS_ATTN ? "attention kernel"
                           : "wait";
 }
