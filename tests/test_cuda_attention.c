@@ -10,6 +10,7 @@
  *    wrong slot, a length one short;
  *  - the host arrays of the args may change as soon as the op returns, and back-to-back
  *    calls that grow the instance's staging give right results with no hazard;
+ *  - the staging is allocated by the first call and by a larger batch only, never per call;
  *  - key rows outside their slot, q shorter than its rows, and launches the kernel cannot
  *    run fail, kept as the instance's status, and nothing is written. */
 #include <math.h>
@@ -124,6 +125,40 @@ static void back_to_back_calls_keep_their_own_args(void **st) {
     dz_backend_free(be);
 }
 
+/* The seam's allocations, counted: its dev_alloc and host_alloc wrapped. */
+static int allocations;
+static int (*real_dev_alloc)(dz_cuda_seam *, void **, size_t), (*real_host_alloc)(dz_cuda_seam *, void **, size_t);
+static int counted_dev_alloc(dz_cuda_seam *s, void **p, size_t n) { return allocations++, real_dev_alloc(s, p, n); }
+static int counted_host_alloc(dz_cuda_seam *s, void **p, size_t n) { return allocations++, real_host_alloc(s, p, n); }
+
+static int attention_allocations(const dz_backend *be, attn_run *r) {
+    const int before = allocations;
+    be->ops->attention(be, r->dout, r->dq, &r->args);
+    return allocations - before;
+}
+
+static void the_staging_is_allocated_once(void **st) {
+    (void)st;
+    dz_cuda_seam *s = NULL;
+    dz_backend *be = instance(&s);
+    real_dev_alloc = s->dev_alloc, real_host_alloc = s->host_alloc;
+    s->dev_alloc = counted_dev_alloc, s->host_alloc = counted_host_alloc;
+    attn_run small, big;
+    attn_case_make(&small, be, &attn_layouts[3], 8, 2); /* 2 sequences */
+    attn_case_make(&big, be, &attn_layouts[1], 8, 2);   /* 4 */
+    assert_int_equal(attention_allocations(be, &small), 2); /* the host ring and the device array */
+    for (int i = 0; i < 2 * DZ_ATTN_STAGE_SLOTS; i++) assert_int_equal(attention_allocations(be, &small), 0);
+    assert_int_equal(attention_allocations(be, &big), 2); /* grown */
+    for (int i = 0; i < 2 * DZ_ATTN_STAGE_SLOTS; i++) {
+        assert_int_equal(attention_allocations(be, &big), 0);
+        assert_int_equal(attention_allocations(be, &small), 0);
+    }
+    assert_true(attn_case_error(&small, be) <= ATTN_TOL && attn_case_error(&big, be) <= ATTN_TOL);
+    assert_clean(be, s);
+    attn_case_free(&small, be), attn_case_free(&big, be);
+    dz_backend_free(be);
+}
+
 /* The tree case with the instance's args changed by `what`: the status it ends with
  * (message in msg), and whether out was left as it was. */
 static int failing(int what, char *msg, size_t cap, int *untouched) {
@@ -178,6 +213,7 @@ int main(void) {
         cmocka_unit_test(every_case_matches_the_reference),
         cmocka_unit_test(wrong_results_are_detected),
         cmocka_unit_test(back_to_back_calls_keep_their_own_args),
+        cmocka_unit_test(the_staging_is_allocated_once),
         cmocka_unit_test(overruns_and_bad_launches_fail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
