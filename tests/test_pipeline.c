@@ -22,9 +22,8 @@
  *    unfused and replayed, against the same plain loop run on the reference backend (its
  *    float ops are not the CPU's); the estimators it does not run yet are refused;
  *  - resident on the CUDA backend's instance over the host seam (its buffers, ZO ops and
- *    forward ops on the seam's stream, the forward ops it lacks yet borrowed from the
- *    reference: tests/cuda_standin.h), against the plain loop on such an instance, meeting
- *    no overrun and no read before a synchronize;
+ *    forward ops on the seam's stream), against the plain loop on such an instance,
+ *    meeting no overrun, race or read before a synchronize;
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
@@ -48,7 +47,7 @@
 #include "golden.h"
 #include "store/store.h"
 #include "backend/backend.h"
-#include "cuda_standin.h"
+#include "backend/cuda/cuda_backend.h"
 
 enum { STEPS = 4, Q = 2 };
 static const uint64_t SEED = 21;
@@ -392,7 +391,7 @@ typedef struct pipeline {
     unsigned flags;     /* store flags */
     int replay;         /* dz_zo_apply of the reference's g instead of dz_zo_step */
     int resident;       /* the masters resident in the buffers of: 1 --backend ref's guarded instance, 2 the
-                           CUDA instance over the host seam (cuda_standin.h) */
+                           CUDA instance over the host seam */
 } pipeline;
 
 static const pipeline PIPELINES[] = {
@@ -411,11 +410,11 @@ static const pipeline PIPELINES[] = {
     {"on a device stand-in (resident), replayed", 0, 0, 1, 0, 1, 1},
     {"on CUDA over the host seam (resident), fused", 0, 0, 1, 0, 0, 2},
     {"on CUDA over the host seam (resident), unfused", 0, 0, 0, 0, 0, 2},
+    {"on CUDA over the host seam (resident), replayed", 0, 0, 1, 0, 1, 2},
 };
 
 typedef struct engine_run {
-    dz_backend *be;     /* the forward's (NULL: the CPU) */
-    cuda_standin *cuda; /* resident 2: its instance is the forward's */
+    dz_backend *be; /* the forward's (NULL: the CPU) */
     dz_model *m;
     dz_forward *f;
     dz_store *s;
@@ -444,10 +443,8 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
     if (st == DZ_OK) st = p->disk ? dz_store_create_as(store_path, r->m, dt, p->flags, &r->s, &err)
                                   : dz_model_make_owned(r->m, &err);
     if (st == DZ_OK && p->resident == 1) st = dz_backend_create("ref", &r->be, &err);
-    if (st == DZ_OK && p->resident == 2 && !(r->cuda = cuda_standin_create()))
-        st = dz_fail(&err, DZ_ERR_NOMEM, "the CUDA instance over the host seam");
-    const dz_backend *be = r->cuda ? &r->cuda->be : r->be;
-    if (st == DZ_OK) st = dz_forward_create_backend(r->m, be, b->g.B, b->g.T, 0, 2, &r->f, &err);
+    if (st == DZ_OK && p->resident == 2) st = dz_backend_cuda_create_on(dz_cuda_seam_host_create(), 1, &r->be, &err);
+    if (st == DZ_OK) st = dz_forward_create_backend(r->m, r->be, b->g.B, b->g.T, 0, 2, &r->f, &err);
     if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
     const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
                              .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
@@ -477,13 +474,18 @@ static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est,
     if (engine_try_open(dir, dt, est, p, b, r, &err) != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
 }
 
+/* be (NULL, or not the CUDA instance: nothing to check) met no seam error: no overrun, no
+ * race between streams, no read before a synchronize. */
+static void expect_seam_clean(const char *what, const dz_backend *be) {
+    char msg[300];
+    if (be && !strcmp(be->name, "cuda") && dz_backend_cuda_status(be, msg, sizeof msg) != DZ_CUDA_OK)
+        fail_msg("%s: %s", what, msg);
+}
+
 static void engine_close(engine_run *r) {
     dz_zo_engine_free(r->e);
     dz_forward_free(r->f);
-    char msg[300];
-    if (r->cuda && cuda_standin_status(r->cuda, msg, sizeof msg) != DZ_CUDA_OK)
-        fail_msg("the CUDA instance's seam: %s", msg);
-    cuda_standin_free(r->cuda);
+    expect_seam_clean("the CUDA instance's seam", r->be);
     dz_backend_free(r->be);
     dz_store_close(r->s);
     dz_model_free(r->m);
@@ -609,12 +611,12 @@ static void expect_resident_refused(const char *dir, const model_case *mc, const
 
 /* The plain loop on the CUDA instance over the host seam. */
 static void plain_mezo_on_cuda(const char *dir, const model_case *mc, const batch *b, trace *out) {
-    cuda_standin *cuda = cuda_standin_create();
-    assert_non_null(cuda);
-    plain_mezo(dir, mc->dtype, &mc->est, b, &cuda->be, out);
-    char msg[300];
-    if (cuda_standin_status(cuda, msg, sizeof msg) != DZ_CUDA_OK) fail_msg("the plain loop on CUDA: %s", msg);
-    cuda_standin_free(cuda);
+    dz_backend *cuda = NULL;
+    dz_error err = {0};
+    if (dz_backend_cuda_create_on(dz_cuda_seam_host_create(), 1, &cuda, &err) != DZ_OK) fail_msg("%s", err.msg);
+    plain_mezo(dir, mc->dtype, &mc->est, b, cuda, out);
+    expect_seam_clean("the plain loop on CUDA", cuda);
+    dz_backend_free(cuda);
 }
 
 /* Step 0's losses (both draws at the base weights) of the plain loop on another backend
