@@ -635,7 +635,8 @@ static void zo_ops_are_bitwise_the_reference_on_every_backend(void **s) {
 
 /* A run's instance by name (--backend): cpu (also NULL) is the registered stateless
  * instance, which free leaves; ref is the reference's ops on guarded buffers (a device
- * stand-in, its own instance); cuda is refused saying why; an unknown name names the choices. */
+ * stand-in, its own instance); cuda is the CUDA backend where a CUDA build finds a GPU, else
+ * refused saying why; an unknown name names the choices. */
 static void instances_by_name(void **state) {
     (void)state;
     dz_backend *be = NULL;
@@ -653,11 +654,17 @@ static void instances_by_name(void **state) {
     assert_int_equal(dz_backend_create("gpu", &be, &err), DZ_ERR_INVALID);
     assert_null(be);
     assert_non_null(strstr(err.msg, "--backend gpu: unknown backend (cpu, cuda or ref)"));
+#ifdef DZ_HAVE_CUDA /* on a GPU the CUDA backend's instance, else refused saying so */
+    if (dz_backend_create("cuda:fp32", &be, &err) == DZ_OK) {
+        assert_true(!strcmp(be->name, "cuda") && be->host_buffers == 0 && be->ops->attention);
+        dz_backend_free(be);
+    } else {
+        assert_null(be);
+        assert_non_null(strstr(err.msg, "no CUDA GPU found"));
+    }
+#else
     assert_int_equal(dz_backend_create("cuda", &be, &err), DZ_ERR_UNSUPPORTED);
     assert_null(be);
-#ifdef DZ_HAVE_CUDA
-    assert_true(strstr(err.msg, "no CUDA GPU found") || strstr(err.msg, "forward is not built yet"));
-#else
     assert_non_null(strstr(err.msg, "--backend cuda: this distzo was built without CUDA"));
 #endif
 }

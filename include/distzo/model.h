@@ -197,9 +197,9 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
 typedef struct dz_backend dz_backend;
 /* The instance of backend `name` (NULL: "cpu"; "cpu", "ref" or "cuda"; --backend).
  * "ref" is the reference's ops on buffers host code cannot touch (a device stand-in for
- * tests: a stray host access faults). DZ_ERR_INVALID for an unknown name; "cuda" is
- * DZ_ERR_UNSUPPORTED saying why: a build without CUDA, no GPU on this machine, or (today)
- * its forward not built yet. */
+ * tests: a stray host access faults). "cuda" is the CUDA backend on GPU 0 ("cuda:MODE":
+ * --gpu-math), or DZ_ERR_UNSUPPORTED saying why: a build without CUDA, no GPU on this
+ * machine. DZ_ERR_INVALID for an unknown name. */
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
 /* Frees what create made (cpu: one shared stateless instance, left). NULL is fine. */
 void dz_backend_free(dz_backend *be);
