@@ -193,8 +193,12 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
 typedef struct dz_backend dz_backend;
 /* The instance of backend `name` (NULL: "cpu"; "cpu", "ref" or "cuda"; --backend).
  * DZ_ERR_INVALID for an unknown name; "cuda" is DZ_ERR_UNSUPPORTED saying why: a build
- * without CUDA, no GPU on this machine, or (today) its forward not built yet. */
+ * without CUDA, no GPU on this machine, or (today) its forward not built yet. "cuda" may
+ * carry its math mode and its GPU: "cuda:MODE" (--gpu-math), "cuda@D" or "cuda:MODE@D"
+ * (GPU D of this machine, the rank's by --gpus-per-node; default 0). */
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
+/* GPUs the CUDA runtime shows this process (0 in a build without CUDA or without a GPU). */
+int dz_cuda_gpu_count(void);
 /* Frees what create made (cpu and ref: one shared stateless instance, left). NULL is fine. */
 void dz_backend_free(dz_backend *be);
 /* The general form: n_streams streams on `backend` (NULL: the CPU backend), which

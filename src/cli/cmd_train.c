@@ -90,6 +90,7 @@ typedef struct train_opts {
     const char *model, *data, *out, *test, *config, *estimator;
     const char *resume_from; /* OLD_RUN:STEP */
     const char *gpu_math;    /* --gpu-math: joined into c->layout.backend */
+    dz_cli_gpus gpus;        /* --gpus-per-node, --share-gpus: this rank's GPU, joined in train_run */
     char from_run[4096], from_config[4200];
     int from_step;
     int resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
@@ -233,6 +234,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
         dz_cli_backend_option(&c->layout.backend),
         dz_cli_gpu_math_option(&t->gpu_math),
+        dz_cli_gpus_option(&t->gpus),
+        dz_cli_share_gpus_option(&t->gpus),
         {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c->layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c->layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
@@ -434,7 +437,8 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
+    if ((rc = dz_cli_gpus_join(&c->layout.backend, &t->gpus, dz_comm_machine_rank(comm), dz_comm_machine_ranks(comm))) ||
+        (rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;
     }

@@ -62,6 +62,39 @@ void dz_cli_gpu_math_join(const char **backend, const char *gpu_math) {
     *backend = joined;
 }
 
+dz_opt dz_cli_gpus_option(dz_cli_gpus *g) {
+    return (dz_opt){"gpus-per-node", DZ_OPT_INT, &g->per_node,
+                    "--backend cuda: GPUs per machine; each rank owns GPU (its rank on the machine) mod N "
+                    "(default: the GPUs the machine shows)"};
+}
+
+dz_opt dz_cli_share_gpus_option(dz_cli_gpus *g) {
+    return (dz_opt){"share-gpus", DZ_OPT_FLAG, &g->share,
+                    "--backend cuda: let more ranks on a machine than GPUs share them (round robin)"};
+}
+
+static int is_cuda(const char *backend) {
+    return backend && strncmp(backend, "cuda", 4) == 0 && (backend[4] == '\0' || backend[4] == ':');
+}
+
+int dz_cli_gpus_join(const char **backend, const dz_cli_gpus *g, int machine_rank, int machine_ranks) {
+    static char joined[160]; /* one command per process */
+    const int given = g->per_node != 0 || g->share;
+    if (given && !is_cuda(*backend))
+        return dz_cli_failf("--gpus-per-node and --share-gpus apply to --backend cuda only (not %s)",
+                            *backend ? *backend : "cpu");
+    if (!is_cuda(*backend)) return 0;
+    if (g->per_node < 0) return dz_cli_failf("option --gpus-per-node: %d is negative", g->per_node);
+    const int n = g->per_node ? g->per_node : dz_cuda_gpu_count();
+    if (n == 0) return 0; /* no GPU: the backend's check says so */
+    dz_error err = {0};
+    int device = 0;
+    if (dz_gpu_for_rank(machine_rank, machine_ranks, n, g->share, &device, &err) != DZ_OK) return dz_cli_fail(&err);
+    snprintf(joined, sizeof joined, "%.120s@%d", *backend, device);
+    *backend = joined;
+    return 0;
+}
+
 /* A backend that cannot run here (cuda without CUDA or a GPU, an unknown name) is refused
  * at once, before the model is read. */
 static int check_backend(const char *name) {

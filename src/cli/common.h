@@ -33,6 +33,18 @@ dz_opt dz_cli_backend_option(const char **backend);
  * it does not know; NULL leaves the name as it is. */
 dz_opt dz_cli_gpu_math_option(const char **gpu_math);
 void dz_cli_gpu_math_join(const char **backend, const char *gpu_math);
+/* --gpus-per-node N and --share-gpus (train, serve, join): the GPU this process owns, its
+ * machine-local rank mod N (dz_gpu_for_rank; N absent: the GPUs the machine shows), joined
+ * into the backend's name ("cuda@D", "cuda:fp32@D") after the process group is known.
+ * Refused, saying why, for a backend other than cuda, and for more ranks on a machine
+ * than GPUs without --share-gpus. Returns 0 or the exit status. */
+typedef struct dz_cli_gpus {
+    int per_node; /* --gpus-per-node: 0 when absent */
+    int share;    /* --share-gpus */
+} dz_cli_gpus;
+dz_opt dz_cli_gpus_option(dz_cli_gpus *g);
+dz_opt dz_cli_share_gpus_option(dz_cli_gpus *g);
+int dz_cli_gpus_join(const char **backend, const dz_cli_gpus *g, int machine_rank, int machine_ranks);
 
 /* What a command sets up before its work, in this order: the runtime (DISTZO_ISA, an
  * error for an unknown or unrunnable level; the threads), the backend's check, OpenBLAS (bench's reference),

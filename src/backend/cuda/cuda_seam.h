@@ -124,7 +124,8 @@ int dz_cuda_seam_host_hazards(const dz_cuda_seam *s);
 int dz_cuda_seam_host_pending(const dz_cuda_seam *s, const void *p, size_t bytes);
 
 /* The CUDA runtime and cuBLAS on GPU `device` (only in -DDZ_CUDA=ON builds: dz_cuda).
- * NULL with *status set (DZ_CUDA_ERR_NO_DEVICE where there is no GPU) when it cannot start. */
+ * NULL with *status set (DZ_CUDA_ERR_NO_DEVICE where there is no GPU, DZ_CUDA_ERR_INVALID where
+ * there are GPUs but not this one) when it cannot start. */
 dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status);
 
 #ifdef __cplusplus
