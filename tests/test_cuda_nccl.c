@@ -193,12 +193,14 @@ static void run_open(run *x, int n, size_t cap, int buffers) {
 }
 
 static void run_close(run *x, int strict) {
+    for (int r = 0; r < x->g.n; r++) { /* every device's uploads read the host block: done first */
+        const int st = x->g.s[r]->device_synchronize(x->g.s[r]);
+        if (strict) SEAM_OK(x->g.s[r], st);
+    }
     dz_cuda_seam *s0 = x->g.s[0];
     int st = s0->host_free(s0, x->host);
     if (strict) SEAM_OK(s0, st);
     for (int r = 0; r < x->g.n; r++) {
-        st = x->g.s[r]->device_synchronize(x->g.s[r]);
-        if (strict) SEAM_OK(x->g.s[r], st);
         st = dz_sliced_upload_free(&x->u[r]);
         if (strict) SEAM_OK(x->g.s[r], st);
     }
