@@ -10,7 +10,8 @@
  *    device's link carries ceil(B / N) bytes at most and together they carry B once;
  *    leaving out any one of its waits (the gather's on the upload, the upload's on the
  *    compute that still reads the buffer, the compute's on the gather) is a hazard;
- *  - the device a rank owns (dz_gpu_for_rank, distzo/parallel.h). */
+ *  - the device a rank owns (dz_gpu_for_rank, distzo/parallel.h) and its way to the
+ *    backend, the name "cuda@D". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 
 #include "backend/cuda/sliced_upload.h"
 #include "cuda_seam_ok.h"
+#include "backend/backend.h"
 #include "distzo/parallel.h"
 
 enum { MAX_N = 4 };
@@ -335,6 +337,26 @@ static void ranks_own_gpus_by_local_rank(void **state) {
     assert_int_equal(dz_gpu_for_rank(2, 2, 4, 0, &dev, &err), DZ_ERR_INVALID); /* rank outside its machine */
 }
 
+/* The choice travels in the backend's name, "cuda@D" or "cuda:MODE@D": cuda's only, a
+ * number, then refused for want of CUDA or a GPU (this machine) like plain "cuda". */
+static void the_gpu_travels_in_the_backend_name(void **state) {
+    (void)state;
+    dz_backend *be = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_backend_create("ref@0", &be, &err), DZ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "--gpus-per-node applies to --backend cuda only (not ref)"));
+    assert_int_equal(dz_backend_create("cuda@x", &be, &err), DZ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "'x' is not a GPU number"));
+    assert_int_equal(dz_backend_create("cuda@-1", &be, &err), DZ_ERR_INVALID);
+    assert_int_equal(dz_backend_create("cuda:fp16@1", &be, &err), DZ_ERR_INVALID); /* the mode still checked */
+    assert_int_equal(dz_backend_create("cuda:fp32@1", &be, &err), DZ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "--backend cuda: "));
+    assert_int_equal(dz_backend_create("cuda@3", &be, &err), DZ_ERR_UNSUPPORTED);
+    assert_null(be);
+    assert_int_equal(dz_backend_create("cpu", &be, &err), DZ_OK); /* names without a GPU as before */
+    dz_backend_free(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_gather_gives_every_device_every_slice),
@@ -344,6 +366,7 @@ int main(void) {
         cmocka_unit_test(uploads_overlap_compute_in_order),
         cmocka_unit_test(a_missing_wait_is_a_hazard),
         cmocka_unit_test(ranks_own_gpus_by_local_rank),
+        cmocka_unit_test(the_gpu_travels_in_the_backend_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

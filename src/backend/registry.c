@@ -53,15 +53,13 @@ static dz_status cuda_refused(int device, dz_error *err) {
 #endif
 }
 
+/* No context is made: every rank asks, and a context holds device memory. */
 int dz_cuda_gpu_count(void) {
-    int count = 0;
 #ifdef DZ_HAVE_CUDA
-    int status = 0;
-    dz_cuda_seam *seam = dz_cuda_seam_runtime_create(0, &status);
-    if (seam && seam->device_count(seam, &count) != DZ_CUDA_OK) count = 0;
-    if (seam) seam->destroy(seam);
+    return dz_cuda_seam_runtime_devices();
+#else
+    return 0;
 #endif
-    return count;
 }
 
 /* "NAME@D": GPU D (--gpus-per-node's choice), cuda's only; cut off name into base. */

@@ -127,6 +127,9 @@ int dz_cuda_seam_host_pending(const dz_cuda_seam *s, const void *p, size_t bytes
  * NULL with *status set (DZ_CUDA_ERR_NO_DEVICE where there is no GPU, DZ_CUDA_ERR_INVALID where
  * there are GPUs but not this one) when it cannot start. */
 dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status);
+/* GPUs the CUDA runtime shows this process (0 when none or the runtime fails), without
+ * creating a context on any of them (cudaGetDeviceCount). -DDZ_CUDA=ON builds only. */
+int dz_cuda_seam_runtime_devices(void);
 
 #ifdef __cplusplus
 }

@@ -171,6 +171,11 @@ extern "C" int dz_cuda_seam_runtime_fail(dz_cuda_seam *s, int status, const char
     return status;
 }
 
+extern "C" int dz_cuda_seam_runtime_devices(void) {
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 extern "C" dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
