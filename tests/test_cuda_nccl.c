@@ -281,13 +281,15 @@ static void uploads_overlap_compute_in_order(void **state) {
     }
 }
 
-/* Each wait left out (one device of three, the others correct) is a hazard on that device. */
+/* Each wait left out (one device of three, the others correct) is a hazard on that device;
+ * the buffer still read is block k - 1's with one buffer (which 1), block k - 2's with two
+ * (which 3). */
 static void a_missing_wait_is_a_hazard(void **state) {
     (void)state;
     unsigned char *out = malloc(3 * 64);
-    for (int which = 0; which < 3; which++) {
+    for (int which = 0; which < 4; which++) {
         run x;
-        run_open(&x, 3, 64, 1);
+        run_open(&x, 3, 64, which == 3 ? 2 : 1);
         fill_bytes(x.host, 64, 5);
         dz_cuda_seam *s1 = x.g.s[1];
         if (which == 0) { /* the gather does not wait for the slice's upload */
@@ -298,10 +300,17 @@ static void a_missing_wait_is_a_hazard(void **state) {
             compute_block(&x, 0, 64, out);
             x.u[1].omit = DZ_SLICED_OMIT_RELEASE_WAIT;
             assert_int_equal(dz_sliced_upload_slice(&x.u[1], 1, x.host, 64), DZ_CUDA_ERR_HAZARD);
-        } else { /* the compute reads the block without waiting for its gather */
+        } else if (which == 2) { /* the compute reads the block without waiting for its gather */
             SEAM_OK(x.g.s[0], dz_sliced_upload_node(x.up, 3, 0, x.host, 64));
             assert_int_equal(s1->memcpy_async(s1, out, x.u[1].buf[0], 64, DZ_COPY_D2H, x.compute[1]),
                              DZ_CUDA_ERR_HAZARD);
+        } else { /* two buffers: block 1 goes to the other one; block 2 must wait for block 0's compute */
+            for (uint64_t k = 0; k < 2; k++) {
+                SEAM_OK(x.g.s[0], dz_sliced_upload_node(x.up, 3, k, x.host, 64));
+                compute_block(&x, k, 64, out);
+            }
+            x.u[1].omit = DZ_SLICED_OMIT_RELEASE_WAIT;
+            assert_int_equal(dz_sliced_upload_slice(&x.u[1], 2, x.host, 64), DZ_CUDA_ERR_HAZARD);
         }
         assert_non_null(strstr(s1->last_error(s1), "race"));
         assert_int_equal(dz_cuda_seam_host_hazards(s1), 1);
