@@ -277,12 +277,19 @@ static void skip_complete(dz_gguf_writer *w) {
     }
 }
 
-dz_status dz_gguf_write_f32(dz_gguf_writer *w, const float *src, size_t n, dz_error *err) {
+/* The tensor the next data belongs to, or NULL (the writer's error then in *err). */
+static wtensor *current_tensor(dz_gguf_writer *w, dz_error *err) {
     if (w->st == DZ_OK && !w->begun) fail(w, DZ_ERR_INVALID, "tensor data before the header in", w->path);
     skip_complete(w);
     if (w->st == DZ_OK && w->cur >= w->n_t) fail(w, DZ_ERR_INVALID, "more tensor data than declared in", w->path);
-    if (w->st != DZ_OK) return sticky(w, err);
-    wtensor *t = &w->t[w->cur];
+    if (w->st == DZ_OK) return &w->t[w->cur];
+    sticky(w, err);
+    return NULL;
+}
+
+dz_status dz_gguf_write_f32(dz_gguf_writer *w, const float *src, size_t n, dz_error *err) {
+    wtensor *t = current_tensor(w, err);
+    if (!t) return w->st;
     const dz_ggml_type_info ti = dz_ggml_type_describe(t->type);
     if (!dz_ggml_quantizable(t->type))
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tensor '%s': distzo cannot convert fp32 into %s (write its encoded "
@@ -308,11 +315,8 @@ dz_status dz_gguf_write_f32(dz_gguf_writer *w, const float *src, size_t n, dz_er
 }
 
 dz_status dz_gguf_write_blocks(dz_gguf_writer *w, const void *blocks, size_t nblocks, dz_error *err) {
-    if (w->st == DZ_OK && !w->begun) fail(w, DZ_ERR_INVALID, "tensor data before the header in", w->path);
-    skip_complete(w);
-    if (w->st == DZ_OK && w->cur >= w->n_t) fail(w, DZ_ERR_INVALID, "more tensor data than declared in", w->path);
-    if (w->st != DZ_OK) return sticky(w, err);
-    wtensor *t = &w->t[w->cur];
+    const wtensor *t = current_tensor(w, err);
+    if (!t) return w->st;
     const dz_ggml_type_info ti = dz_ggml_type_describe(t->type);
     const uint64_t left = (t->numel - w->cur_numel) / (uint64_t)ti.block;
     if (nblocks > left)
