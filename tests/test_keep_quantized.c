@@ -264,14 +264,30 @@ static void read_only(void **s) {
     dz_model *m = load(DZ_TEST_DATA "/gguf/tiny_llama.gguf", DZ_F32, DZ_LOAD_KEEP_QUANTIZED);
     const dz_param_table *t = dz_model_params(m);
     int held = 0;
+    size_t stored = 0;
     for (int i = 0; i < t->count; i++) {
         const int q = dz_model_tensor_quantized(m, i);
         held += q;
         assert_true(q ? dz_model_tensor(m, i) == NULL : dz_model_tensor(m, i) != NULL);
         if (t->params[i].rows == 1) assert_false(q); /* the F32 norms are read as stored */
+        size_t nbytes;
+        const void *bytes = dz_model_tensor_stored(m, i, &nbytes);
+        assert_non_null(bytes);
+        if (q) stored += nbytes;
+        else assert_int_equal(nbytes, (size_t)(t->params[i].rows * t->params[i].cols) * 4);
     }
-    assert_true(held > 0);
+    assert_int_equal(stored, dz_model_bytes_quantized(m));
+    /* the bytes held are the file's own blocks */
+    dz_gguf g;
     dz_error err = {0};
+    if (dz_gguf_open(DZ_TEST_DATA "/gguf/tiny_llama.gguf", &g, &err) != DZ_OK) fail_msg("%s", err.msg);
+    const dz_gguf_tensor *emb = dz_gguf_find_tensor(&g, "token_embd.weight");
+    size_t nbytes;
+    const void *held_emb = dz_model_tensor_stored(m, dz_param_find(t, dz_model_config(m)->n_layers, DZ_G_TOK_EMB), &nbytes);
+    assert_int_equal(nbytes, emb->nbytes);
+    assert_memory_equal(held_emb, emb->data, nbytes);
+    dz_gguf_close(&g);
+    assert_true(held > 0);
     assert_int_equal(dz_model_make_owned(m, &err), DZ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "tiny_llama.gguf: the model is held quantized (--keep-quantized)"));
     assert_int_equal(dz_model_keep_for_store(m, 1, DZ_F32, &err), DZ_ERR_UNSUPPORTED);

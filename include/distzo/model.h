@@ -128,6 +128,10 @@ dz_status dz_model_load_flags(const char *path, dz_dtype dtype, unsigned flags, 
 int dz_model_tensor_quantized(const dz_model *m, int id);
 /* Bytes of the tensors held quantized (in the file's mapping; 0 when none is). */
 size_t dz_model_bytes_quantized(const dz_model *m);
+/* Tensor id's bytes as the model holds them, *nbytes their count: the quantized blocks of a
+ * tensor held quantized, else its data in the model's dtype (NULL, 0: let go of). For
+ * fingerprints of a read-only base (the same file and flags give the same bytes). */
+const void *dz_model_tensor_stored(const dz_model *m, int id, size_t *nbytes);
 void dz_model_free(dz_model *m);
 const dz_config *dz_model_config(const dz_model *m);
 const dz_param_table *dz_model_params(const dz_model *m);

@@ -22,6 +22,16 @@ int dz_model_tensor_quantized(const dz_model *m, int id) { return m->quant && m-
 
 size_t dz_model_bytes_quantized(const dz_model *m) { return m->quant_bytes; }
 
+const void *dz_model_tensor_stored(const dz_model *m, int id, size_t *nbytes) {
+    const dz_param *p = &m->table.params[id];
+    if (dz_model_tensor_quantized(m, id)) {
+        *nbytes = (size_t)p->rows * m->quant[id].row_bytes;
+        return m->quant[id].data;
+    }
+    *nbytes = m->data[id] ? (size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) : 0;
+    return m->data[id];
+}
+
 typedef struct rows_job {
     const dz_model *m;
     const dz_model_quant *q;
