@@ -94,6 +94,9 @@ static int load_model(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok
         return dz_cli_failf("option --dtype: '%s' is not one of f32, bf16, f16", p->dtype);
     if (dz_model_load_flags(p->model, dt, p->keep_quantized ? DZ_LOAD_KEEP_QUANTIZED : 0, m, &err) != DZ_OK)
         return dz_cli_fail(&err);
+    if (p->keep_quantized && dz_model_bytes_quantized(*m) == 0) /* an HF folder, a llama2.c file, an F32 GGUF */
+        fprintf(stderr, "distzo: --keep-quantized: %s has no tensor stored quantized (or F16/BF16 in a GGUF); it is "
+                        "read as without the option\n", p->model);
     if (!tok) return 0;
     *tok = NULL;
     const char *tp = p->tokenizer ? p->tokenizer : dz_model_tokenizer_path(*m);

@@ -3,7 +3,8 @@
 # the same file dequantized at load gives, exactly: SmolLM2-135M Q4_1 (eval's per-example
 # scores, greedy and sampled text) and stories260K converted to GGUF q8_0 and f16 (eval's
 # scores, greedy text); the weights it holds are a fraction of the dequantized ones
-# (eval --json's weight_bytes, and its peak RSS); full-parameter train refuses the option.
+# (eval --json's weight_bytes, and its peak RSS); full-parameter train refuses the option;
+# on a model with nothing quantized the option is said to change nothing.
 # usage: keep_quantized.sh DISTZO_BINARY ASSETS_DIR
 set -u
 bin=$1 assets=$2
@@ -51,6 +52,10 @@ file=$(stat -c %s "$assets/$smol")
 [ "$rk" -lt $((rl / 2)) ] && ok "SmolLM2 eval peak RSS: $rl bytes at load, $rk kept quantized" ||
   bad "SmolLM2 eval peak RSS: $rl at load, $rk kept quantized (expected under half)"
 
+out=$("$bin" generate "$assets/stories260K/stories260K.bin" -n 4 --temperature 0 --keep-quantized 2>&1 > /dev/null)
+[ $? -eq 0 ] && [[ $out == *"--keep-quantized: "*"stories260K.bin has no tensor stored quantized"* ]] &&
+  ok "--keep-quantized on a model with nothing quantized: said, and run as without it" ||
+  bad "--keep-quantized on stories260K.bin: $out"
 out=$("$bin" train --model "$tmp/s_q8_0.gguf" --steps 1 --keep-quantized --out "$tmp/run" 2>&1)
 [ $? -ne 0 ] && [[ $out == *"option --keep-quantized: full-parameter training updates every weight"* ]] &&
   [ ! -e "$tmp/run" ] && ok "train --keep-quantized is refused, saying why" ||
