@@ -1,9 +1,10 @@
 /* On a GPU (label gpu; -DDZ_CUDA=ON builds only): the ZO kernels (backend/cuda/zo_kernels.cu)
  * through the CUDA runtime seam give the CPU backend's bits for every ZO op, cuBLAS's fp32
  * GEMM in the Linear layout matches the reference backend, and every forward op of the CUDA
- * backend instance but attention (cuda_forward_ops.h: cuBLAS in each --gpu-math mode, the
- * kernels of forward_kernels.cu) matches the reference backend. The checks are those the CPU
- * suite runs through the host seam (tests/cuda_seam_ops.h, tests/cuda_fw_check.h). And NCCL
+ * backend instance (cuda_forward_ops.h: cuBLAS in each --gpu-math mode, the kernels of
+ * forward_kernels.cu; attention: the flash-style kernel of attention_kernel.cu) matches the
+ * reference backend. The checks are those the CPU suite runs through the host seam
+ * (tests/cuda_seam_ops.h, tests/cuda_fw_check.h, tests/cuda_attention_cases.h). And NCCL
  * behind the seam: DistZO2's sliced upload on a group of one GPU. Where no
  * GPU is found the test exits 77, which CTest reports as skipped (never as passed). */
 #include <math.h>
@@ -19,6 +20,8 @@
 #include "backend/cuda/sliced_upload.h"
 #include "cuda_fw_check.h"
 #include "cuda_seam_ops.h"
+#include "cuda_attention_cases.h"
+#include "backend/cuda/cuda_backend.h"
 
 static dz_cuda_seam *gpu;
 
@@ -42,6 +45,26 @@ static void forward_ops_match_the_reference(void **st) {
     assert_int_equal(dz_backend_cuda_create_on(gpu, 0, &be, &err), DZ_OK);
     fw_check_all(be, 0);
     dz_backend_free(be); /* the seam stays: main destroys it */
+}
+
+/* The instance on the GPU's seam: attention on every case within 1e-5 relative of the
+ * reference and bitwise an instance on the host seam (the same element code, dz_expf, no
+ * contraction). */
+static void attention_kernel_matches_the_reference(void **st) {
+    (void)st;
+    dz_backend *be = NULL, *host = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_backend_cuda_create_on(gpu, 0, &be, &err), DZ_OK);
+    dz_cuda_seam *hs = dz_cuda_seam_host_create();
+    assert_non_null(hs);
+    assert_int_equal(dz_backend_cuda_create_on(hs, 1, &host, &err), DZ_OK);
+    const double worst = attn_every_case_matches_ref(be, host);
+    print_message("gpu: attention's worst relative error %.3g against the reference\n", worst);
+    char msg[256];
+    const int status = dz_backend_cuda_status(be, msg, sizeof msg);
+    if (status != DZ_CUDA_OK) fail_msg("the instance's status is %d: %s", status, msg);
+    dz_backend_free(be); /* the seam stays: main destroys it */
+    dz_backend_free(host);
 }
 
 /* NCCL behind the seam on this GPU (a group of one: only one-GPU machines are lent):
@@ -89,6 +112,7 @@ int main(void) {
         cmocka_unit_test(zo_kernels_match_the_cpu_backend),
         cmocka_unit_test(cublas_linear_matmul_matches_the_reference),
         cmocka_unit_test(forward_ops_match_the_reference),
+        cmocka_unit_test(attention_kernel_matches_the_reference),
         cmocka_unit_test(sliced_upload_through_nccl),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

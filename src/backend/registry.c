@@ -28,9 +28,9 @@ const dz_backend *dz_backend_by_name(const char *name) {
     return NULL;
 }
 
-/* cuda: refused, saying why, until the CUDA backend's attention and the pipeline on device
- * buffers exist (docs/CUDA.md). With -DDZ_CUDA=ON the instance's GPU is looked for first,
- * so a machine without one (or without that one) hears that. */
+/* cuda: refused, saying why, until the pipeline on device buffers exists (docs/CUDA.md).
+ * With -DDZ_CUDA=ON the instance's GPU is looked for first, so a machine without one (or
+ * without that one) hears that. */
 static dz_status cuda_refused(int device, dz_error *err) {
 #ifdef DZ_HAVE_CUDA
     int status = 0;
@@ -43,8 +43,8 @@ static dz_status cuda_refused(int device, dz_error *err) {
     if (!seam) return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA runtime did not start (status %d)",
                               status);
     seam->destroy(seam);
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (its "
-                                            "attention and the pipeline on device buffers are missing, docs/CUDA.md); "
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (the "
+                                            "pipeline on device buffers is missing, docs/CUDA.md); "
                                             "use --backend cpu or ref");
 #else
     (void)device;

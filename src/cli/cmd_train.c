@@ -94,6 +94,7 @@ typedef struct train_opts {
     char from_run[4096], from_config[4200];
     int from_step;
     int resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
+    int keep_quantized; /* refused: full-parameter training writes the base */
     float rank_timeout;
 } train_opts;
 
@@ -225,6 +226,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
          "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
+        {"keep-quantized", DZ_OPT_FLAG, &t->keep_quantized,
+         "refused: training every parameter updates the base, so a GGUF is dequantized at load (eval and generate "
+         "take it)"},
         {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
         {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
          "STEP of its seed log with its settings, where --lr, --schedule, --warmup, --steps, --max-bad-steps and "
@@ -289,6 +293,10 @@ int dz_cmd_train(int argc, char **argv) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
+    if (!rc && t.keep_quantized)
+        rc = dz_cli_failf("option --keep-quantized: full-parameter training updates every weight of the base, which "
+                          "a quantized base held as loaded cannot take; train dequantizes a GGUF at load (eval and "
+                          "generate read a base kept quantized)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);

@@ -25,6 +25,9 @@ dz_opt dz_cli_threads_option(int *threads, const char *help);
  * which the preamble also reads; help NULL: the common words. */
 dz_opt dz_cli_dtype_option(const char **dtype, const char *help);
 dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help);
+/* --keep-quantized: a GGUF base held as its file stores it, dequantized layer by layer as
+ * the forward reads it (read-only uses: eval, generate). */
+dz_opt dz_cli_keep_quantized_option(int *keep);
 /* --backend cpu|cuda|ref: what the forward and the ZO ops run on (NULL: cpu). */
 dz_opt dz_cli_backend_option(const char **backend);
 /* --gpu-math tf32|bf16|fp32: the CUDA backend's matrix products. dz_cli_gpu_math_join,
@@ -57,6 +60,7 @@ typedef struct dz_cli_preamble {
     const char *dtype;      /* --dtype; NULL: f32 */
     const char *tokenizer;  /* --tokenizer; NULL: the model's own (loaded when tok is given) */
     const char *backend;    /* --backend: refused here, before any work, when it cannot run */
+    int keep_quantized;     /* --keep-quantized: DZ_LOAD_KEEP_QUANTIZED */
 } dz_cli_preamble;
 /* Returns 0, or the exit status after saying why; *m (and *tok when tok is non-NULL: an
  * error when there is none) are the caller's to free. */

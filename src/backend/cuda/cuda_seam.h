@@ -22,6 +22,7 @@
 
 #include "backend/forward_element.h"
 #include "backend/zo_element.h"
+#include "backend/cuda/attention_element.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,6 +79,8 @@ struct dz_cuda_seam {
     int (*zo_span)(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st);
     /* a forward op but GEMM and attention (backend/forward_element.h; forward_kernels.cu) */
     int (*fw_launch)(dz_cuda_seam *s, const dz_fw_launch *L, dz_cuda_stream st);
+    /* flash-style causal attention (attention_element.h; the kernel of attention_kernel.cu) */
+    int (*attention)(dz_cuda_seam *s, const dz_attn_launch *launch, dz_cuda_stream st);
     /* ---- streams and events (cudaStreamCreateWithFlags(NonBlocking), cudaEventCreateWithFlags(DisableTiming)) ---- */
     int (*stream_create)(dz_cuda_seam *s, dz_cuda_stream *st);
     int (*stream_destroy)(dz_cuda_seam *s, dz_cuda_stream st);

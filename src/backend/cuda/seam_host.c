@@ -129,6 +129,7 @@ dz_cuda_seam *dz_cuda_seam_host_create_device(int device) {
     hs_stream_api(s);
     hs_ops_api(s);
     hs_forward_api(s);
+    hs_attention_api(s);
     hs_nccl_api(s);
     return s;
 }

@@ -34,7 +34,7 @@ typedef struct hs_range {
     int write;
 } hs_range;
 
-typedef enum hs_kind { HS_COPY, HS_GEMM, HS_ZO, HS_FW, HS_WAIT, HS_GATHER } hs_kind;
+typedef enum hs_kind { HS_COPY, HS_GEMM, HS_ZO, HS_FW, HS_ATTN, HS_WAIT, HS_GATHER } hs_kind;
 
 typedef struct hs_gemm {
     dz_gemm_op ta, tb;
@@ -64,6 +64,7 @@ typedef struct hs_op {
         hs_gemm gemm;
         dz_zo_span zo;
         dz_fw_launch fw;
+        dz_attn_launch attn;
         struct {
             int stream;
             uint64_t pos; /* run that stream's operations below this absolute index */
@@ -135,6 +136,11 @@ void hs_ops_api(dz_cuda_seam *s);
 
 /* seam_host_forward.c: the forward's kernels (backend/forward_element.h) */
 void hs_forward_api(dz_cuda_seam *s);
+
+/* seam_host_attention.c: the attention kernel's launch, and its run (which checks the
+ * sequences' rows and key slots, read from device memory, before it writes anything) */
+int hs_attention_run(hs_state *h, const dz_attn_launch *L);
+void hs_attention_api(dz_cuda_seam *s);
 
 /* seam_host_nccl.c: communicators and the all-gather across host seams */
 int hs_gather_run(hs_state *h, const hs_op *op);

@@ -5,10 +5,11 @@
 #include <stdlib.h>
 
 static const char *kind_name(hs_kind k) {
-    return k == HS_COPY ? "copy"
+    return k == HS_COPY   ? "copy"
            : k == HS_GEMM ? "GEMM"
            : k == HS_ZO   ? "ZO kernel"
            : k == HS_FW     ? "forward kernel"
+           : k == HS_ATTN   ? "attention kernel"
            : k == HS_GATHER ? "all-gather"
                             : "wait";
 }
