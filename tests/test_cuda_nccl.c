@@ -86,7 +86,8 @@ static void gather_once(node *g, size_t count, int in_place) {
         SEAM_OK(s, s->memcpy_async(s, send[r], host + (size_t)r * count, count, DZ_COPY_H2D, st[r]));
     }
     SEAM_OK(g->s[0], g->s[0]->group_start(g->s[0]));
-    for (int r = 0; r < n; r++) SEAM_OK(g->s[r], g->s[r]->all_gather(g->s[r], g->comm[r], send[r], recv[r], count, st[r]));
+    for (int r = 0; r < n; r++)
+        SEAM_OK(g->s[r], g->s[r]->all_gather(g->s[r], g->comm[r], send[r], recv[r], count, st[r]));
     SEAM_OK(g->s[0], g->s[0]->group_end(g->s[0]));
     for (int r = n - 1; r >= 0; r--) { /* the last device's work runs first: the rendezvous orders it */
         dz_cuda_seam *s = g->s[r];

@@ -445,7 +445,8 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_gpus_join(&c->layout.backend, &t->gpus, dz_comm_machine_rank(comm), dz_comm_machine_ranks(comm))) ||
+    const int machine_rank = dz_comm_machine_rank(comm), machine_ranks = dz_comm_machine_ranks(comm);
+    if ((rc = dz_cli_gpus_join(&c->layout.backend, &t->gpus, machine_rank, machine_ranks)) ||
         (rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;

@@ -39,7 +39,8 @@ int comm_unique_id(dz_cuda_seam *s, dz_cuda_comm_id *id) {
 int comm_init(dz_cuda_seam *s, dz_cuda_comm *comm, int nranks, int rank, const dz_cuda_comm_id *id) {
     *comm = nullptr;
     const cudaError_t e = cudaSetDevice(s->device);
-    if (e != cudaSuccess) return dz_cuda_seam_runtime_fail(s, DZ_CUDA_ERR_RUNTIME, "cudaSetDevice", cudaGetErrorString(e));
+    if (e != cudaSuccess)
+        return dz_cuda_seam_runtime_fail(s, DZ_CUDA_ERR_RUNTIME, "cudaSetDevice", cudaGetErrorString(e));
     ncclUniqueId u;
     memcpy(u.internal, id->bytes, sizeof id->bytes);
     ncclComm_t c = nullptr;

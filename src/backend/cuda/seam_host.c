@@ -123,9 +123,9 @@ dz_cuda_seam *dz_cuda_seam_host_create_device(int device) {
         return NULL;
     }
     h->streams[0].live = 1; /* the handle NULL */
-    *s = (dz_cuda_seam){.name = "host", .device = device, .impl = h, .device_count = device_count, .dev_alloc = dev_alloc,
-                        .dev_free = dev_free, .host_alloc = host_alloc, .host_free = host_free,
-                        .last_error = last_error, .destroy = destroy};
+    *s = (dz_cuda_seam){.name = "host", .device = device, .impl = h, .device_count = device_count,
+                        .dev_alloc = dev_alloc, .dev_free = dev_free, .host_alloc = host_alloc,
+                        .host_free = host_free, .last_error = last_error, .destroy = destroy};
     hs_stream_api(s);
     hs_ops_api(s);
     hs_forward_api(s);
