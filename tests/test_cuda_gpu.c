@@ -4,7 +4,8 @@
  * backend instance (cuda_forward_ops.h: cuBLAS in each --gpu-math mode, the kernels of
  * forward_kernels.cu; attention: the flash-style kernel of attention_kernel.cu) matches the
  * reference backend. The checks are those the CPU suite runs through the host seam
- * (tests/cuda_seam_ops.h, tests/cuda_fw_check.h, tests/cuda_attention_cases.h). Where no
+ * (tests/cuda_seam_ops.h, tests/cuda_fw_check.h, tests/cuda_attention_cases.h). And NCCL
+ * behind the seam: DistZO2's sliced upload on a group of one GPU. Where no
  * GPU is found the test exits 77, which CTest reports as skipped (never as passed). */
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backend/cuda/sliced_upload.h"
 #include "cuda_fw_check.h"
 #include "cuda_seam_ops.h"
 #include "cuda_attention_cases.h"
@@ -65,6 +67,39 @@ static void attention_kernel_matches_the_reference(void **st) {
     dz_backend_free(host);
 }
 
+/* NCCL behind the seam on this GPU (a group of one: only one-GPU machines are lent):
+ * DistZO2's sliced upload, blocks of odd sizes through two rotating buffers, each read back
+ * bitwise after its all-gather. */
+static void sliced_upload_through_nccl(void **st) {
+    (void)st;
+    dz_cuda_comm_id id;
+    dz_cuda_comm comm = NULL;
+    dz_cuda_stream compute = NULL;
+    dz_sliced_upload u;
+    unsigned char *host = NULL, *back = malloc(1 << 20);
+    SEAM_OK(gpu, gpu->comm_unique_id(gpu, &id));
+    SEAM_OK(gpu, gpu->comm_init(gpu, &comm, 1, 0, &id));
+    SEAM_OK(gpu, gpu->host_alloc(gpu, (void **)&host, 1 << 20));
+    SEAM_OK(gpu, gpu->stream_create(gpu, &compute));
+    SEAM_OK(gpu, dz_sliced_upload_init(&u, gpu, comm, 0, 1, 1 << 20, 2));
+    static const size_t sizes[] = {1, 4099, 1 << 20, 77};
+    for (uint64_t k = 0; k < 4; k++) {
+        for (size_t i = 0; i < sizes[k]; i++) host[i] = (unsigned char)(i * 131u + k);
+        void *buf = NULL;
+        SEAM_OK(gpu, dz_sliced_upload_node((dz_sliced_upload *const[]){&u}, 1, k, host, sizes[k]));
+        SEAM_OK(gpu, dz_sliced_acquire(&u, k, compute, &buf));
+        SEAM_OK(gpu, gpu->memcpy_async(gpu, back, buf, sizes[k], DZ_COPY_D2H, compute));
+        SEAM_OK(gpu, dz_sliced_release(&u, k, compute));
+        SEAM_OK(gpu, gpu->stream_synchronize(gpu, compute));
+        assert_memory_equal(back, host, sizes[k]);
+    }
+    SEAM_OK(gpu, dz_sliced_upload_free(&u));
+    SEAM_OK(gpu, gpu->stream_destroy(gpu, compute));
+    SEAM_OK(gpu, gpu->host_free(gpu, host));
+    SEAM_OK(gpu, gpu->comm_destroy(gpu, comm));
+    free(back);
+}
+
 int main(void) {
     int status = DZ_CUDA_OK;
     gpu = dz_cuda_seam_runtime_create(0, &status);
@@ -78,6 +113,7 @@ int main(void) {
         cmocka_unit_test(cublas_linear_matmul_matches_the_reference),
         cmocka_unit_test(forward_ops_match_the_reference),
         cmocka_unit_test(attention_kernel_matches_the_reference),
+        cmocka_unit_test(sliced_upload_through_nccl),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     gpu->destroy(gpu);

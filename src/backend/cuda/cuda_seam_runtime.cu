@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention_kernel.h"
+#include "backend/cuda/cuda_seam_nccl.h"
 #include "backend/cuda/forward_kernels.h"
 #include "backend/cuda/zo_kernels.h"
 
@@ -172,15 +173,28 @@ void fill_table(dz_cuda_seam *s) {
     s->event_create = event_create, s->event_destroy = event_destroy, s->event_record = event_record;
     s->event_synchronize = event_synchronize, s->stream_wait_event = stream_wait_event;
     s->device_synchronize = device_synchronize, s->last_error = last_error, s->destroy = destroy;
+    dz_cuda_seam_nccl_api(s); /* the collectives: cuda_seam_nccl.cu */
 }
 
 } // namespace
 
+extern "C" int dz_cuda_seam_runtime_fail(dz_cuda_seam *s, int status, const char *what, const char *detail) {
+    snprintf(rt(s)->err, sizeof rt(s)->err, "%s: %s", what, detail);
+    return status;
+}
+
+extern "C" int dz_cuda_seam_runtime_devices(void) {
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 extern "C" dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count <= device || device < 0) {
-        *status = e == cudaSuccess || status_of(e) == DZ_CUDA_ERR_NO_DEVICE ? DZ_CUDA_ERR_NO_DEVICE : status_of(e);
+    if (e != cudaSuccess || count <= device || device < 0) { /* GPUs, but not this one: INVALID */
+        *status = e == cudaSuccess && count > 0                       ? DZ_CUDA_ERR_INVALID
+                  : e == cudaSuccess || status_of(e) == DZ_CUDA_ERR_NO_DEVICE ? DZ_CUDA_ERR_NO_DEVICE
+                                                                          : status_of(e);
         return nullptr;
     }
     dz_cuda_seam *s = static_cast<dz_cuda_seam *>(calloc(1, sizeof *s));
@@ -190,7 +204,7 @@ extern "C" dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status) {
         *status = DZ_CUDA_ERR_MEMORY;
         return nullptr;
     }
-    s->impl = r, r->device = device;
+    s->impl = r, s->device = r->device = device;
     *status = cudaSetDevice(device) == cudaSuccess && cublasCreate(&r->blas) == CUBLAS_STATUS_SUCCESS
                   ? DZ_CUDA_OK
                   : DZ_CUDA_ERR_RUNTIME;
