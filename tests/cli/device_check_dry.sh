@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# tools/device_check.sh --dry-run: issue 33's prepared GPU check, its logic run here without a
+# GPU (the CPU backend in place of cuda, opt-tiny in place of OPT-1.3B):
+# - summary.txt lists every item once, each either with a figure (passed, met, missed,
+#   measured) or as "not available" saying why, never passed without a figure; the JUnit
+#   file is well-formed and counts the same;
+# - the MeZO runs' CPU exports equal their checkpoints bitwise (checked here again with cmp),
+#   bench step's step time is the one in its JSON; PyTorch's comparison is measured where
+#   torch and transformers import, else "not available" (not installed on the dev machine);
+# - with --backend cuda in a build that lacks it, every item that needs it is "not available"
+#   with distzo's reason, and the check still succeeds;
+# - a damaged export (DZ_DEVICE_CHECK_CORRUPT=stories) fails its item and the check (exit 1);
+# - a spent time budget fails the steps that could not start (exit 1).
+# usage: device_check_dry.sh DISTZO ASSETS
+set -euo pipefail
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin gpt2-bpe/dict.txt sst2/train.tsv sst2/dev.tsv
+script=$(cd "$(dirname "$0")/../.." && pwd)/tools/device_check.sh
+items="build gpu_tests backend mezo_stories mezo_opt bench_distzo bench_torch target_step target_memory target_stream"
+
+# dry NAME [VAR=VALUE...]: the dry run into $tmp/NAME; its exit status in $tmp/NAME.rc
+dry() {
+  local name=$1 rc=0
+  shift
+  env "$@" DZ_DEVICE_CHECK_BIN="$bin" OUT="$tmp/$name" bash "$script" --dry-run > "$tmp/$name.txt" 2>&1 || rc=$?
+  echo "$rc" > "$tmp/$name.rc"
+}
+rc() { cat "$tmp/$1.rc"; }
+line() { grep "^item $2: " "$tmp/$1/summary.txt" || true; }
+status() { line "$1" "$2" | sed -E 's/^item [a-z_]+: (passed|failed|met|missed|measured|not available): .*/\1/'; }
+
+# every_item RUN: each item once, with a figure or as "not available" with a reason
+every_item() {
+  local run=$1 name n s detail bad_items=""
+  for name in $items; do
+    n=$(line "$run" "$name" | wc -l) s=$(status "$run" "$name") detail=$(line "$run" "$name" | sed -E 's/^[^:]*: [^:]*: //')
+    case $s in
+      passed | met | missed | measured) [[ $detail =~ [0-9] ]] || bad_items="$bad_items $name(no figure)" ;;
+      failed) ;;
+      "not available") [ -n "$detail" ] || bad_items="$bad_items $name(no reason)" ;;
+      *) bad_items="$bad_items $name(status '$s')" ;;
+    esac
+    [ "$n" = 1 ] || bad_items="$bad_items $name($n lines)"
+  done
+  if [ -z "$bad_items" ]; then ok "$run: every item listed once, with a figure or as not available"
+  else bad "$run: items wrong:$bad_items ($(head -c 2000 "$tmp/$run/summary.txt"))"; fi
+}
+
+# junit RUN FAILURES: device_check.xml parses, 10 test cases, FAILURES failures
+junit() {
+  local x=$tmp/$1/device_check.xml
+  if [ "$(grep -c '<testcase ' "$x")" = 10 ] && grep -q "failures=\"$2\"" "$x" &&
+     { ! command -v python3 > /dev/null || python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$x"; }
+  then ok "$1: device_check.xml well-formed, 10 cases, $2 failures"; else bad "$1: device_check.xml: $(head -c 600 "$x")"; fi
+}
+
+dry cpu OMP_NUM_THREADS=1
+every_item cpu
+junit cpu 0
+[ "$(rc cpu)" = 0 ] && ok "the dry run succeeds" || bad "dry run exit $(rc cpu): $(tail -5 "$tmp/cpu.txt")"
+for m in stories opt; do
+  w=$tmp/cpu/work
+  if [ "$(status cpu "mezo_$m")" = passed ] && line cpu "mezo_$m" | grep -q 'bitwise' &&
+     cmp -s "$w/run_$m/checkpoint-20/model.safetensors" "$w/export_$m/model.safetensors"; then
+    ok "mezo_$m: passed, and the export does equal checkpoint-20"
+  else bad "mezo_$m: $(line cpu "mezo_$m")"; fi
+done
+s=$(sed -nE 's/.*"step_seconds": ([0-9.]+).*/\1/p' "$tmp/cpu/bench_distzo.out")
+if [ -n "$s" ] && [ "$(status cpu bench_distzo)" = measured ] && line cpu bench_distzo | grep -qF "step $s s"; then
+  ok "bench_distzo: step $s s, bench step's own figure"
+else bad "bench_distzo: $(line cpu bench_distzo) (json step_seconds '$s')"; fi
+if python3 -c 'import torch, transformers' > /dev/null 2>&1; then
+  [ "$(status cpu bench_torch)" = measured ] && ok "PyTorch installed: bench_torch measured" ||
+    bad "bench_torch: $(line cpu bench_torch)"
+else
+  [ "$(status cpu bench_torch)" = "not available" ] && [ "$(status cpu target_step)" = "not available" ] &&
+    line cpu bench_torch | grep -q 'PyTorch is not usable here' && ok "no PyTorch: its items not available, saying so" ||
+    bad "no PyTorch: $(line cpu bench_torch) / $(line cpu target_step)"
+fi
+
+dry cuda OMP_NUM_THREADS=1 DZ_DEVICE_CHECK_BACKEND=cuda
+every_item cuda
+na=0
+for name in backend mezo_stories mezo_opt bench_distzo target_step target_stream; do
+  [ "$(status cuda "$name")" = "not available" ] && line cuda "$name" | grep -q -- '--backend cuda:' && na=$((na + 1))
+done
+[ "$na" = 6 ] && [ "$(rc cuda)" = 0 ] && ok "--backend cuda refused: its 6 items not available with distzo's reason" ||
+  bad "--backend cuda: $na of 6 not available, exit $(rc cuda): $(cat "$tmp/cuda/summary.txt")"
+
+dry corrupt OMP_NUM_THREADS=1 DZ_DEVICE_CHECK_CORRUPT=stories
+every_item corrupt
+junit corrupt 1
+[ "$(status corrupt mezo_stories)" = failed ] && [ "$(status corrupt mezo_opt)" = passed ] && [ "$(rc corrupt)" = 1 ] &&
+  ok "a damaged export fails mezo_stories and the check" ||
+  bad "damaged export: $(line corrupt mezo_stories), exit $(rc corrupt)"
+
+dry budget OMP_NUM_THREADS=1 DZ_DEVICE_CHECK_BUDGET=3
+every_item budget
+[ "$(status budget backend)" = failed ] && line budget backend | grep -q 'budget' && [ "$(rc budget)" = 1 ] &&
+  ok "a spent budget fails the steps it stops" || bad "spent budget: $(line budget backend), exit $(rc budget)"
+finish
