@@ -30,12 +30,14 @@
 # (dev.tsv and 2000 training rows) from $DISTZO_ASSETS, else ./device_assets, else
 # ../shared/assets. Only 64 MiB reach the GPU machine and ../shared does not, so on this side
 # first run `tools/device_check.sh --stage-assets` (copies them into ./device_assets, which
-# git ignores; 5 MiB) and carry device_assets with the repository.
+# git ignores; 3.3 MiB) and carry device_assets with the repository. The models and runs
+# (15 GB for OPT-1.3B) go to $DZ_DEVICE_CHECK_WORK (default build-device/check), never to $OUT.
 #
 # --dry-run (or DZ_DEVICE_CHECK_DRY=1): the same logic on this machine without a GPU: no
 # build (DZ_DEVICE_CHECK_BIN, default build/distzo), the "device" backend is
 # DZ_DEVICE_CHECK_BACKEND (default cpu), tiny sizes (opt-tiny, batch 2 x 16), PyTorch on the
-# CPU where it is installed. tests/cli/device_check_dry.sh runs it.
+# CPU where it is installed. tests/cli/device_check_dry.sh runs it; DZ_DEVICE_CHECK_CORRUPT=stories
+# (dry runs only) damages the stories export before the comparison, to show that it fails.
 #
 # Usage: OUT=/some/dir tools/device_check.sh [--dry-run | --stage-assets]
 set -uo pipefail
@@ -45,8 +47,9 @@ root=$PWD
 # ---- output: the summary, one line per item, the JUnit file --------------------------------
 say() { echo "$*" | tee -a "$out/summary.txt"; }
 
-# item NAME STATUS DETAIL...: records one result (the DETAIL words joined by spaces). passed, met, missed and measured need a figure
-# (a digit) in DETAIL, else the item is recorded as failed: nothing is claimed unmeasured.
+# item NAME STATUS DETAIL...: records one result (DETAIL's words joined by spaces). passed, met,
+# missed and measured need a figure (a digit) in DETAIL, else the item is recorded as failed:
+# nothing is claimed unmeasured.
 item() {
   local name=$1 status=$2 detail="${*:3}"
   case $status in
@@ -182,7 +185,8 @@ check_build() {
   [ -x "$nvcc" ] || { item build failed "nvcc not found"; return; }
   say "nvcc: $("$nvcc" --version | tail -n 1)"
   run_step configure 120 env DISTZO_ASSETS="$assets" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DDZ_CUDA=ON -DDZ_REQUIRE_ASSETS=OFF -DCMAKE_CUDA_COMPILER="$nvcc" || { item build failed "configure: $step_why"; return; }
+    -DDZ_CUDA=ON -DDZ_REQUIRE_ASSETS=OFF -DCMAKE_CUDA_COMPILER="$nvcc" ||
+    { item build failed "configure: $step_why"; return; }
   configure_s=$step_s
   run_step build 300 cmake --build "$build" -j"$(nproc)" --target distzo test_cuda_gpu ||
     { item build failed "build: $step_why"; return; }
@@ -200,9 +204,10 @@ check_gpu_tests() {
   rc=$?
   grep -E '^ *[0-9]+/[0-9]+ Test' "$log" | tee -a "$out/summary.txt"
   if grep -q 'No tests were found' "$log"; then item gpu_tests failed "no gpu-labelled tests in $build"
-  elif grep -qE 'Skipped|Not Run' "$log"; then item gpu_tests failed "gpu tests skipped (no GPU found?), see ctest_gpu.out"
+  elif grep -qE 'Skipped|Not Run' "$log"; then item gpu_tests failed "gpu tests skipped (no GPU?), see ctest_gpu.out"
   elif [ "$rc" -ne 0 ]; then item gpu_tests failed "$step_why"
-  else item gpu_tests passed "$(grep -oE '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log"), $step_s s"; fi
+  else item gpu_tests passed "$(grep -oE '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log")," \
+    "$step_s s"; fi
 }
 
 # greedy TAG BACKEND: stories260K's 8 greedy tokens on BACKEND (generate --json), into $out/TAG.out
@@ -324,7 +329,9 @@ bench_step() {
   rc=$?
   sampler_stop
   own=$(json_get "$out/$name.out" '~(peak.*device|device.*peak).*bytes')
-  if [ -n "$own" ]; then bench_peak=$(awk -v b="$own" 'BEGIN { printf "%.1f", b / 1048576 }') peak_how="bench step's own"
+  [ -n "$own" ] && own=$(awk -v b="$own" 'BEGIN { printf "%.1f", b / 1048576 }')
+  [ -n "$own" ] || own=$(json_get "$out/$name.out" '~(peak.*device|device.*peak).*mib')
+  if [ -n "$own" ]; then bench_peak=$own peak_how="bench step's own figure"
   else bench_peak=$(smi_peak "$name") peak_how="nvidia-smi, above idle, CUDA context included"; fi
   return $rc
 }
@@ -390,7 +397,8 @@ stream_step() {
     { stream_why="not available in this build: distzo bench step has no --max-device-memory"; return; }
   [ -n "$dz_step" ] || { stream_why="no resident step to compare with"; return; }
   cap=$(($(stat -c %s "$work/opt/model.safetensors") / 4 / 1048576))
-  bench_step bench_stream --max-device-memory "$cap" || { stream_why="bench step --max-device-memory $cap: $step_why"; return; }
+  bench_step bench_stream --max-device-memory "$cap" ||
+    { stream_why="bench step --max-device-memory $cap: $step_why"; return; }
   st_step=$(json_get "$out/bench_stream.out" step_seconds)
   say "streaming: --max-device-memory $cap MB (25% of the model): step ${st_step:-?} s, peak ${bench_peak:-?} MiB"
 }
@@ -399,7 +407,8 @@ check_targets() {
   target target_step "PyTorch MeZO step / distzo step" "$pt_step" "$dz_step" ">=" 2 \
     "needs both steps: distzo ${dz_step:-not measured}, PyTorch ${pt_step:-not measured} (${cuda_why:-${torch_why:-}})"
   target target_memory "distzo peak device memory / PyTorch inference forward (MiB)" "$dz_peak" "$pt_mem" "<=" 1.1 \
-    "needs both: distzo ${dz_peak:-not measured}, PyTorch ${pt_mem:-not measured} (${cuda_why:-${torch_why:-${peak_why:-no PyTorch device figure on $torch_device}}})"
+    "needs both: distzo ${dz_peak:-not measured}, PyTorch ${pt_mem:-not measured}" \
+    "(${cuda_why:-${torch_why:-${peak_why:-no PyTorch device figure on $torch_device}}})"
   stream_step
   target target_stream "streaming at 25% / resident step (s)" "$st_step" "$dz_step" "<=" 1.3 "$stream_why"
 }
@@ -435,11 +444,13 @@ else
 fi
 mkdir -p "$work"
 
-say "device_check ($mode): $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "device_check ($mode): $(date -u +%Y-%m-%dT%H:%M:%SZ)," \
+    "commit $(git rev-parse --short HEAD 2> /dev/null || echo unknown)"
 say "gpu: $(gpu_name)"
 say "assets: $assets; device backend: $be; budget $((deadline - $(date +%s))) s"
 for f in $need_files; do
-  [ -f "$assets/$f" ] || say "assets: MISSING $assets/$f (run tools/device_check.sh --stage-assets here, carry device_assets)"
+  [ -f "$assets/$f" ] ||
+    say "assets: MISSING $assets/$f (run tools/device_check.sh --stage-assets here, carry device_assets)"
 done
 
 check_build
