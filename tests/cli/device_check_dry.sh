@@ -71,7 +71,8 @@ done
 s=$(sed -nE 's/.*"step_seconds": ([0-9.]+).*/\1/p' "$tmp/cpu/bench_distzo.out")
 said=$(line cpu bench_distzo | sed -nE 's/.*: step ([0-9.]+) s,.*/\1/p')
 if [ -n "$s" ] && [ "$(status cpu bench_distzo)" = measured ] &&
-   awk -v a="$s" -v b="$said" 'BEGIN { exit !(b != "" && a == b + 0) }'; then ok "bench_distzo: step $said s, bench step's own figure ($s)"
+   awk -v a="$s" -v b="$said" 'BEGIN { exit !(b != "" && a == b + 0) }'; then
+  ok "bench_distzo: step $said s, bench step's own figure ($s)"
 else bad "bench_distzo: $(line cpu bench_distzo) (json step_seconds '$s')"; fi
 if python3 -c 'import torch, transformers' > /dev/null 2>&1; then
   [ "$(status cpu bench_torch)" = measured ] && ok "PyTorch installed: bench_torch measured" ||
