@@ -9,6 +9,8 @@
 #   torch and transformers import, else "not available" (not installed on the dev machine);
 # - with --backend cuda in a build that lacks it, every item that needs it is "not available"
 #   with distzo's reason, and the check still succeeds;
+# - with a stand-in for Python with PyTorch (DZ_PYTHON: prints mezo_reference.py's JSON with a
+#   chosen step time), the step target is the ratio of the two steps, met or missed as it must;
 # - a damaged export (DZ_DEVICE_CHECK_CORRUPT=stories) fails its item and the check (exit 1);
 # - a spent time budget fails the steps that could not start (exit 1).
 # usage: device_check_dry.sh DISTZO ASSETS
@@ -93,9 +95,37 @@ done
 [ "$na" = 6 ] && [ "$(rc cuda)" = 0 ] && ok "--backend cuda refused: its 6 items not available with distzo's reason" ||
   bad "--backend cuda: $na of 6 not available, exit $(rc cuda): $(cat "$tmp/cuda/summary.txt")"
 
-dry corrupt OMP_NUM_THREADS=1 DZ_DEVICE_CHECK_CORRUPT=stories
+# fake_python STEP: $tmp/python, which answers the PyTorch probe and prints mezo_reference.py's
+# JSON (the keys the check reads) with a step of STEP seconds
+fake_python() {
+  local json='{"torch": "stub", "forward_s": {"mean": 0.25}, "step_s": {"mean": STEP},
+              "device_memory_mib": {"forward": {"max_allocated_mib": 64.0}}}'
+  { echo '#!/usr/bin/env bash'
+    echo '[ "$1" = -c ] && exit 0'
+    echo "echo '${json/STEP/$1}'"; } > "$tmp/python"
+  chmod +x "$tmp/python"
+}
+# step_target RUN STATUS: target_step is STATUS with PyTorch's step / distzo's as its ratio
+step_target() {
+  local pt dz r
+  pt=$(line "$1" bench_torch | sed -nE 's/.*: step ([0-9.e-]+) s,.*/\1/p')
+  dz=$(line "$1" bench_distzo | sed -nE 's/.*: step ([0-9.]+) s,.*/\1/p')
+  r=$(line "$1" target_step | sed -nE 's/.* = ([0-9.]+) \(target >= 2\)$/\1/p')
+  if [ "$(status "$1" target_step)" = "$2" ] && [ -n "$r" ] && [ -n "$dz" ] &&
+     awk -v p="$pt" -v d="$dz" -v r="$r" 'BEGIN { e = p / d; exit !(r - e < 0.001 && e - r < 0.001) }'; then
+    ok "$1: PyTorch step $pt s / distzo $dz s = $r: target_step $2"
+  else bad "$1: $(line "$1" bench_torch) / $(line "$1" target_step)"; fi
+}
+fake_python 1000
+dry torch OMP_NUM_THREADS=1 DZ_PYTHON="$tmp/python"
+every_item torch
+step_target torch met
+
+fake_python 1e-9
+dry corrupt OMP_NUM_THREADS=1 DZ_DEVICE_CHECK_CORRUPT=stories DZ_PYTHON="$tmp/python"
 every_item corrupt
-junit corrupt 1
+step_target corrupt missed
+junit corrupt 2
 [ "$(status corrupt mezo_stories)" = failed ] && [ "$(status corrupt mezo_opt)" = passed ] && [ "$(rc corrupt)" = 1 ] &&
   ok "a damaged export fails mezo_stories and the check" ||
   bad "damaged export: $(line corrupt mezo_stories), exit $(rc corrupt)"
