@@ -30,7 +30,8 @@
 # (dev.tsv and 2000 training rows) from $DISTZO_ASSETS, else ./device_assets, else
 # ../shared/assets. Only 64 MiB reach the GPU machine and ../shared does not, so on this side
 # first run `tools/device_check.sh --stage-assets` (copies them into ./device_assets, which
-# git ignores; 3.3 MiB) and carry device_assets with the repository. The models and runs
+# git ignores; 3.3 MiB) and `--stage-deps` (the build's C libraries, 11 MiB, in case the GPU
+# machine lacks them: see below), and carry device_assets with the repository. The models and runs
 # (15 GB for OPT-1.3B) go to $DZ_DEVICE_CHECK_WORK (default build-device/check), never to $OUT.
 #
 # --dry-run (or DZ_DEVICE_CHECK_DRY=1): the same logic on this machine without a GPU: no
@@ -39,7 +40,7 @@
 # CPU where it is installed. tests/cli/device_check_dry.sh runs it; DZ_DEVICE_CHECK_CORRUPT=stories
 # (dry runs only) damages the stories export before the comparison, to show that it fails.
 #
-# Usage: OUT=/some/dir tools/device_check.sh [--dry-run | --stage-assets]
+# Usage: OUT=/some/dir tools/device_check.sh [--dry-run | --stage-assets | --stage-deps]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -167,10 +168,54 @@ stage_assets() {
     [ -f "$src/$f" ] || { echo "stage-assets: $src/$f not found (set DISTZO_ASSETS)" >&2; return 1; }
   done
   chmod -R u+w "$dst" 2> /dev/null
-  rm -rf "$dst" && mkdir -p "$dst/sst2" || return 1
+  rm -rf "$dst"/{stories260K,gpt2-bpe,sst2} && mkdir -p "$dst/sst2" || return 1
   cp -r "$src/stories260K" "$src/gpt2-bpe" "$dst/" && cp "$src/sst2/dev.tsv" "$dst/sst2/" &&
     head -n 2001 "$src/sst2/train.tsv" > "$dst/sst2/train.tsv" && chmod -R u+w "$dst" || return 1
   echo "staged $(du -sh "$dst" | cut -f1) in $dst: pass carry [\"device_assets\"] to the GPU run"
+}
+
+# ---- C libraries the GPU machine may lack ----------------------------------------------------
+# The GPU machines' image has nvcc, CMake and PyTorch but maybe not the build's C libraries
+# (cJSON, OpenBLAS, libmicrohttpd, libcurl, cmocka, pkg-config). --stage-deps unpacks this
+# machine's Debian 12 packages of them and what they load into device_assets/deps.tar.xz (11
+# MiB, travels with the assets); where a plain configure fails there, the build uses them.
+deb_packages="libcjson-dev libcjson1 libcmocka-dev libcmocka0 libopenblas0-openmp libopenblas-openmp-dev
+  libgfortran5 libmicrohttpd-dev libmicrohttpd12 libgnutls30 libhogweed6 libnettle8 libgmp10 libp11-kit0
+  libtasn1-6 libffi8 libidn2-0 libunistring2 libcurl4-openssl-dev libcurl4 libbrotli1 libgssapi-krb5-2 libkrb5-3
+  libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2 libldap-2.5-0 libsasl2-2 libsasl2-modules-db libdb5.3
+  libnghttp2-14 libpsl5 librtmp1 libssh2-1 libssl3 libzstd1 zlib1g pkgconf pkgconf-bin libpkgconf3"
+
+stage_deps() {
+  local tmp f
+  tmp=$(mktemp -d) || return 1
+  mkdir -p "$tmp/debs" "$tmp/root" "$root/device_assets"
+  # shellcheck disable=SC2086
+  (cd "$tmp/debs" && apt-get download $deb_packages > "$tmp/apt.log" 2>&1) ||
+    { tail -n 3 "$tmp/apt.log" >&2; rm -rf "$tmp"; return 1; }
+  for f in "$tmp"/debs/*.deb; do dpkg -x "$f" "$tmp/root" || { rm -rf "$tmp"; return 1; }; done
+  # static archives, docs, LAPACK: not needed; Requires.private names .pc files not staged
+  find "$tmp/root" -name '*.a' -delete
+  rm -rf "$tmp"/root/usr/share/{doc,man,info,lintian,locale}
+  rm -f "$tmp"/root/usr/lib/x86_64-linux-gnu/openblas-openmp/lib{lapack,blas}*
+  sed -i '/^Requires.private:/d' "$tmp"/root/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+  tar -C "$tmp/root" -cJf "$root/device_assets/deps.tar.xz" . || { rm -rf "$tmp"; return 1; }
+  rm -rf "$tmp"
+  echo "staged $(du -h "$root/device_assets/deps.tar.xz" | cut -f1) of C libraries in device_assets/deps.tar.xz"
+}
+
+# use_staged_deps: unpacks device_assets/deps.tar.xz under $build and points CMake, pkg-config,
+# the compiler, the linker and the loader at it (found before the system's).
+use_staged_deps() {
+  local p=$build/deps lib
+  [ -f "$assets/deps.tar.xz" ] || return 1
+  rm -rf "$p" && mkdir -p "$p" && tar -C "$p" -xJf "$assets/deps.tar.xz" || return 1
+  lib=$p/usr/lib/x86_64-linux-gnu
+  export CMAKE_PREFIX_PATH=$p/usr PKG_CONFIG_LIBDIR=$lib/pkgconfig:$p/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$p
+  export CPATH=$p/usr/include${CPATH:+:$CPATH} LIBRARY_PATH=$lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$lib:$lib/openblas-openmp:$p/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PATH=$PATH:$p/usr/bin
+  link_flags="-Wl,-rpath-link,$lib"
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
 }
 
 # ---- the items -------------------------------------------------------------------------------
@@ -184,13 +229,24 @@ check_build() {
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   [ -x "$nvcc" ] || { item build failed "nvcc not found"; return; }
   say "nvcc: $("$nvcc" --version | tail -n 1)"
-  run_step configure 120 env DISTZO_ASSETS="$assets" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DDZ_CUDA=ON -DDZ_REQUIRE_ASSETS=OFF -DCMAKE_CUDA_COMPILER="$nvcc" ||
-    { item build failed "configure: $step_why"; return; }
+  if ! configure "$nvcc"; then
+    use_staged_deps ||
+      { item build failed "configure: $step_why (and no device_assets/deps.tar.xz to fall back on)"; return; }
+    say "deps: a plain configure failed ($(grep -m1 -iE 'error|not found' "$out/configure.log" | cut -c1-150));" \
+        "using the staged C libraries of device_assets/deps.tar.xz"
+    mv "$out/configure.log" "$out/configure_plain.log"
+    configure "$nvcc" || { item build failed "configure with the staged libraries: $step_why"; return; }
+  fi
   configure_s=$step_s
   run_step build 300 cmake --build "$build" -j"$(nproc)" --target distzo test_cuda_gpu ||
     { item build failed "build: $step_why"; return; }
   item build passed "configure $configure_s s, distzo and test_cuda_gpu built in $step_s s (-j$(nproc))"
+}
+
+configure() {
+  run_step configure 120 env DISTZO_ASSETS="$assets" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DDZ_CUDA=ON -DDZ_REQUIRE_ASSETS=OFF -DCMAKE_CUDA_COMPILER="$1" \
+    ${link_flags:+"-DCMAKE_EXE_LINKER_FLAGS=$link_flags"}
 }
 
 check_gpu_tests() {
@@ -417,8 +473,9 @@ dry=${DZ_DEVICE_CHECK_DRY:-0}
 case "${1:-}" in
   --dry-run) dry=1 ;;
   --stage-assets) stage_assets; exit ;;
+  --stage-deps) stage_deps; exit ;;
   "") ;;
-  *) echo "usage: OUT=DIR $0 [--dry-run | --stage-assets]" >&2; exit 2 ;;
+  *) echo "usage: OUT=DIR $0 [--dry-run | --stage-assets | --stage-deps]" >&2; exit 2 ;;
 esac
 
 out=${OUT:-$root/device_check_out}
@@ -428,7 +485,7 @@ out=$(cd "$out" && pwd)
 : > "$out/items.tsv"
 started=$(date +%s)
 deadline=$((started + ${DZ_DEVICE_CHECK_BUDGET:-470}))
-torch_why="" opt_why="" cuda_why="" peak_why="" smi_pid=""
+torch_why="" opt_why="" cuda_why="" peak_why="" smi_pid="" link_flags=""
 assets=$(find_assets)
 stories=$assets/stories260K/stories260K.bin
 py=${DZ_PYTHON:-python3}
