@@ -409,7 +409,7 @@ check_bench_distzo() {
 torch_usable() {
   local probe="import torch, transformers" said
   [ "$torch_device" = cuda ] && probe="$probe; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'"
-  said=$("$py" -c "$probe" 2>&1) && return 0
+  said=$(LD_LIBRARY_PATH=$plain_ld_path "$py" -c "$probe" 2>&1) && return 0
   torch_why="PyTorch is not usable here, its comparison is skipped ($py: $(tail -n 1 <<< "$said" | cut -c1-120))"
   return 1
 }
@@ -420,8 +420,9 @@ check_bench_torch() {
   [ -n "$opt_why" ] && { item bench_torch "not available" "$opt_why"; return; }
   torch_usable || { item bench_torch "not available" "$torch_why"; return; }
   sampler_start bench_torch
-  run_step bench_torch 200 "$py" bench/mezo_reference.py --model "$work/opt" --batch "$bench_batch" \
-    --seq "$bench_seq" --steps "$bench_steps" --forwards "$bench_steps" --threads "$threads" \
+  # Python gets the machine's own loader path, not the staged C libraries' (use_staged_deps)
+  run_step bench_torch 200 env LD_LIBRARY_PATH="$plain_ld_path" "$py" bench/mezo_reference.py --model "$work/opt" \
+    --batch "$bench_batch" --seq "$bench_seq" --steps "$bench_steps" --forwards "$bench_steps" --threads "$threads" \
     --device "$torch_device" --json
   rc=$?
   sampler_stop
@@ -489,6 +490,7 @@ torch_why="" opt_why="" cuda_why="" peak_why="" smi_pid="" link_flags=""
 assets=$(find_assets)
 stories=$assets/stories260K/stories260K.bin
 py=${DZ_PYTHON:-python3}
+plain_ld_path=${LD_LIBRARY_PATH:-}
 
 if [ "$dry" = 1 ]; then
   mode=dry bin=${DZ_DEVICE_CHECK_BIN:-$root/build/distzo} be=${DZ_DEVICE_CHECK_BACKEND:-cpu}
