@@ -285,7 +285,10 @@ check_backend() {
     item backend passed "generate --backend $be on stories260K: 8 greedy tokens in $step_s s, $same"
   elif grep -qE -- "--backend $be:" "$out/backend.log" 2> /dev/null; then
     cuda_why="not available in this build: $(grep -m1 -oE -- "--backend $be:.*" "$out/backend.log" | cut -c1-200)"
-    item backend "not available" "$cuda_why"
+    # on the GPU machine, a CUDA build that finds no GPU is broken, not unfinished
+    if [ "$mode" = device ] && grep -qE 'no CUDA GPU found|built without CUDA' "$out/backend.log"; then
+      item backend failed "$cuda_why"
+    else item backend "not available" "$cuda_why"; fi
   else
     cuda_why="generate --backend $be failed"
     item backend failed "generate --backend $be: $step_why"
