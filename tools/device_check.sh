@@ -275,14 +275,15 @@ tokens() { sed -nE 's/.*"tokens": (\[[^]]*\]).*/\1/p' "$out/$1.out"; }
 
 # check_backend: does this distzo run --backend $be? Sets cuda_why when it does not.
 check_backend() {
-  local same
+  local same took
   cuda_why=""
   [ -x "$bin" ] || { cuda_why="no distzo binary at $bin"; item backend failed "$cuda_why"; return; }
   if greedy backend "$be"; then
+    took=$step_s
     greedy backend_cpu cpu
     same="differ from the CPU's: $(tokens backend) vs $(tokens backend_cpu)"
     [ -n "$(tokens backend)" ] && [ "$(tokens backend)" = "$(tokens backend_cpu)" ] && same="equal the CPU's"
-    item backend passed "generate --backend $be on stories260K: 8 greedy tokens in $step_s s, $same"
+    item backend passed "generate --backend $be on stories260K: 8 greedy tokens in $took s, $same"
   elif grep -qE -- "--backend $be:" "$out/backend.log" 2> /dev/null; then
     cuda_why="not available in this build: $(grep -m1 -oE -- "--backend $be:.*" "$out/backend.log" | cut -c1-200)"
     # on the GPU machine, a CUDA build that finds no GPU is broken, not unfinished
