@@ -39,6 +39,7 @@
 # DZ_DEVICE_CHECK_BACKEND (default cpu), tiny sizes (opt-tiny, batch 2 x 16), PyTorch on the
 # CPU where it is installed. tests/cli/device_check_dry.sh runs it; DZ_DEVICE_CHECK_CORRUPT=stories
 # (dry runs only) damages the stories export before the comparison, to show that it fails.
+# DZ_DEVICE_CHECK_OPT: another `distzo init` preset than opt-1.3b (a quicker check of the flow).
 #
 # Usage: OUT=/some/dir tools/device_check.sh [--dry-run | --stage-assets | --stage-deps]
 set -uo pipefail
@@ -503,7 +504,7 @@ if [ "$dry" = 1 ]; then
 else
   mode=device build=$root/build-device bin=$root/build-device/distzo be=cuda
   work=${DZ_DEVICE_CHECK_WORK:-$root/build-device/check} threads=$(nproc)
-  opt_preset=opt-1.3b train_batch=4 bench_batch=16 bench_seq=128 bench_steps=3 torch_device=cuda
+  opt_preset=${DZ_DEVICE_CHECK_OPT:-opt-1.3b} train_batch=4 bench_batch=16 bench_seq=128 bench_steps=3 torch_device=cuda
 fi
 mkdir -p "$work"
 
