@@ -360,12 +360,17 @@ make_opt() {
 
 # ---- the benchmarks --------------------------------------------------------------------------
 # sampler_start NAME / sampler_stop: nvidia-smi's memory.used (MiB) every 100 ms into
-# $out/NAME.smi, and the idle figure before; smi_peak NAME: the peak above idle.
+# $out/NAME.smi, and the idle figure before; smi_peak NAME: the peak above idle. Line-buffered,
+# so that no sample is left in a buffer when it is stopped (SIGTERM: a background job of a
+# script ignores SIGINT).
 sampler_start() {
+  local line_buffered=()
   smi_pid="" smi_idle=""
   command -v nvidia-smi > /dev/null || return 0
+  command -v stdbuf > /dev/null && line_buffered=(stdbuf -oL)
   smi_idle=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2> /dev/null | head -n 1)
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 -lms 100 > "$out/$1.smi" 2> /dev/null &
+  "${line_buffered[@]}" nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 -lms 100 \
+    > "$out/$1.smi" 2> /dev/null &
   smi_pid=$!
 }
 sampler_stop() {
