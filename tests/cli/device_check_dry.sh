@@ -11,6 +11,8 @@
 #   with distzo's reason, and the check still succeeds;
 # - with a stand-in for Python with PyTorch (DZ_PYTHON: prints mezo_reference.py's JSON with a
 #   chosen step time), the step target is the ratio of the two steps, met or missed as it must;
+#   with a stand-in nvidia-smi (500 MiB idle, 1500 MiB while sampling), distzo's peak device
+#   memory is 1000 MiB and the memory target 1000 / PyTorch's 64 MiB, missed;
 # - a damaged export (DZ_DEVICE_CHECK_CORRUPT=stories) fails its item and the check (exit 1);
 # - a spent time budget fails the steps that could not start (exit 1).
 # usage: device_check_dry.sh DISTZO ASSETS
@@ -116,10 +118,27 @@ step_target() {
     ok "$1: PyTorch step $pt s / distzo $dz s = $r: target_step $2"
   else bad "$1: $(line "$1" bench_torch) / $(line "$1" target_step)"; fi
 }
+# $tmp/bin/nvidia-smi: 500 MiB used when asked once, 1500 MiB in its sampling loop
+mkdir -p "$tmp/bin"
+cat > "$tmp/bin/nvidia-smi" << 'SMI'
+#!/usr/bin/env bash
+case "$*" in
+  *-lms*) while :; do echo 1500; sleep 0.05; done ;;
+  *memory.used*) echo 500 ;;
+  *--query-gpu=name*) echo "Stand-in GPU, 1000 MiB, 0.0" ;;
+  *) echo "stand-in nvidia-smi" ;;
+esac
+SMI
+chmod +x "$tmp/bin/nvidia-smi"
 fake_python 1000
-dry torch OMP_NUM_THREADS=1 DZ_PYTHON="$tmp/python"
+dry torch OMP_NUM_THREADS=1 DZ_PYTHON="$tmp/python" PATH="$tmp/bin:$PATH"
 every_item torch
 step_target torch met
+if line torch bench_distzo | grep -q 'peak device memory 1000 MiB (nvidia-smi' &&
+   [ "$(status torch target_memory)" = missed ] &&
+   line torch target_memory | grep -qF '= 1000 / 64.0 = 15.625 (target <= 1.1)'; then
+  ok "torch: peak device memory 1000 MiB from nvidia-smi's samples; 1000 / 64 = 15.625, memory target missed"
+else bad "torch: $(line torch bench_distzo) / $(line torch target_memory)"; fi
 
 fake_python 1e-9
 dry corrupt OMP_NUM_THREADS=1 DZ_DEVICE_CHECK_CORRUPT=stories DZ_PYTHON="$tmp/python"
