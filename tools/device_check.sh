@@ -289,6 +289,7 @@ check_backend() {
     cuda_why="not available in this build: $(grep -m1 -oE -- "--backend $be:.*" "$out/backend.log" | cut -c1-200)"
     # on the GPU machine, a CUDA build that finds no GPU is broken, not unfinished
     if [ "$mode" = device ] && grep -qE 'no CUDA GPU found|built without CUDA' "$out/backend.log"; then
+      cuda_why="refused: $(grep -m1 -oE -- "--backend $be:.*" "$out/backend.log" | cut -c1-200)"
       item backend failed "$cuda_why"
     else item backend "not available" "$cuda_why"; fi
   else
@@ -473,9 +474,9 @@ stream_step() {
 check_targets() {
   target target_step "PyTorch MeZO step / distzo step" "$pt_step" "$dz_step" ">=" 2 \
     "needs both steps: distzo ${dz_step:-not measured}, PyTorch ${pt_step:-not measured} (${cuda_why:-${torch_why:-}})"
+  local why="${cuda_why:-${torch_why:-${peak_why:-no PyTorch device figure on $torch_device}}}"
   target target_memory "distzo peak device memory / PyTorch inference forward (MiB)" "$dz_peak" "$pt_mem" "<=" 1.1 \
-    "needs both: distzo ${dz_peak:-not measured}, PyTorch ${pt_mem:-not measured}" \
-    "(${cuda_why:-${torch_why:-${peak_why:-no PyTorch device figure on $torch_device}}})"
+    "needs both: distzo ${dz_peak:-not measured}, PyTorch ${pt_mem:-not measured} ($why)"
   stream_step
   target target_stream "streaming at 25% / resident step (s)" "$st_step" "$dz_step" "<=" 1.3 "$stream_why"
 }
