@@ -43,7 +43,7 @@
 #
 # Usage: OUT=/some/dir tools/device_check.sh [--dry-run | --stage-assets | --stage-deps]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 
 # ---- output: the summary, one line per item, the JUnit file --------------------------------
