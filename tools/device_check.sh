@@ -7,8 +7,9 @@
 #
 # Items, in order, each under its own `timeout` and all under one budget (DZ_DEVICE_CHECK_BUDGET,
 # default 470 s), so that a step that hangs cannot eat the rerun's time:
-#  build         cmake -DDZ_CUDA=ON, targets distzo and test_cuda_gpu, -j$(nproc)
-#  gpu_tests     ctest -L gpu (tests/test_cuda_gpu.c: ZO kernels bitwise, forward ops vs the reference)
+#  build         cmake -DDZ_CUDA=ON, targets distzo and the gpu-labelled tests', -j$(nproc)
+#  gpu_tests     ctest -L gpu (tests/test_cuda_gpu.c: ZO kernels bitwise, the forward's ops and the
+#                flash-style attention against the reference)
 #  backend       does this distzo accept --backend cuda? (a greedy generate on stories260K)
 #  mezo_stories  20 MeZO steps of stories260K on the GPU; `distzo export --run` on the CPU must
 #                give checkpoint-20's model.safetensors bitwise (cmp); step 1's loss vs a CPU run
@@ -239,9 +240,13 @@ check_build() {
     configure "$nvcc" || { item build failed "configure with the staged libraries: $step_why"; return; }
   fi
   configure_s=$step_s
-  run_step build 300 cmake --build "$build" -j"$(nproc)" --target distzo test_cuda_gpu ||
+  # the gpu-labelled tests are programs of their own name (dz_test)
+  gpu_targets=$(ctest --test-dir "$build" -N -L gpu | sed -nE 's/^ *Test +#[0-9]+: ([A-Za-z0-9_]+)$/\1/p')
+  # shellcheck disable=SC2086
+  run_step build 300 cmake --build "$build" -j"$(nproc)" --target distzo ${gpu_targets:-test_cuda_gpu} ||
     { item build failed "build: $step_why"; return; }
-  item build passed "configure $configure_s s, distzo and test_cuda_gpu built in $step_s s (-j$(nproc))"
+  item build passed "configure $configure_s s, distzo and ${gpu_targets:-test_cuda_gpu} built in $step_s s" \
+    "(-j$(nproc))"
 }
 
 configure() {

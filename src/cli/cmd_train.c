@@ -90,9 +90,11 @@ typedef struct train_opts {
     const char *model, *data, *out, *test, *config, *estimator;
     const char *resume_from; /* OLD_RUN:STEP */
     const char *gpu_math;    /* --gpu-math: joined into c->layout.backend */
+    dz_cli_gpus gpus;        /* --gpus-per-node, --share-gpus: this rank's GPU, joined in train_run */
     char from_run[4096], from_config[4200];
     int from_step;
     int resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
+    int keep_quantized; /* refused: full-parameter training writes the base */
     float rank_timeout;
 } train_opts;
 
@@ -224,6 +226,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
          "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
+        {"keep-quantized", DZ_OPT_FLAG, &t->keep_quantized,
+         "refused: training every parameter updates the base, so a GGUF is dequantized at load (eval and generate "
+         "take it)"},
         {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
         {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
          "STEP of its seed log with its settings, where --lr, --schedule, --warmup, --steps, --max-bad-steps and "
@@ -233,6 +238,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
         dz_cli_backend_option(&c->layout.backend),
         dz_cli_gpu_math_option(&t->gpu_math),
+        dz_cli_gpus_option(&t->gpus),
+        dz_cli_share_gpus_option(&t->gpus),
         {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c->layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c->layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
@@ -286,6 +293,10 @@ int dz_cmd_train(int argc, char **argv) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
+    if (!rc && t.keep_quantized)
+        rc = dz_cli_failf("option --keep-quantized: full-parameter training updates every weight of the base, which "
+                          "a quantized base held as loaded cannot take; train dequantizes a GGUF at load (eval and "
+                          "generate read a base kept quantized)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);
@@ -434,7 +445,9 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
+    const int machine_rank = dz_comm_machine_rank(comm), machine_ranks = dz_comm_machine_ranks(comm);
+    if ((rc = dz_cli_gpus_join(&c->layout.backend, &t->gpus, machine_rank, machine_ranks)) ||
+        (rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;
     }
