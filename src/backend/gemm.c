@@ -156,7 +156,7 @@ typedef struct gemm_workspace {
     float tile[GEMM_MR_MAX * GEMM_NR_MAX];
     /* the pair GEMM's (below) on its first call: the minus sign's panels, beside pb
      * (the plus sign's), and one panel's rows of w+ and w- (NR x KC each) and of z (KC) */
-    float *pb_minus, *rows_pm, *z;
+    float *pb_minus, *rows_pm, *z, *u;
     struct gemm_workspace *next;
 } gemm_workspace;
 
@@ -184,7 +184,7 @@ __attribute__((destructor)) static void free_workspaces(void) {
     pthread_mutex_lock(&g_workspaces_lock);
     for (gemm_workspace *w = g_workspaces, *next; w; w = next) {
         next = w->next;
-        free(w->px), free(w->pb), free(w->pb_minus), free(w->rows_pm), free(w->z), free(w);
+        free(w->px), free(w->pb), free(w->pb_minus), free(w->rows_pm), free(w->z), free(w->u), free(w);
     }
     g_workspaces = NULL;
     pthread_mutex_unlock(&g_workspaces_lock);
@@ -462,17 +462,31 @@ static int pair_workspace(gemm_workspace *ws) {
     ws->pb_minus = aligned_alloc(64, sizeof(float) * GEMM_KC * (GEMM_NC + GEMM_NR_MAX));
     ws->rows_pm = aligned_alloc(64, sizeof(float) * 2 * GEMM_NR_MAX * GEMM_KC);
     ws->z = aligned_alloc(64, sizeof(float) * GEMM_KC);
-    if (ws->pb_minus && ws->rows_pm && ws->z) return 1;
-    free(ws->pb_minus), free(ws->rows_pm), free(ws->z);
-    ws->pb_minus = ws->rows_pm = ws->z = NULL;
+    ws->u = aligned_alloc(64, sizeof(float) * GEMM_KC);
+    if (ws->pb_minus && ws->rows_pm && ws->z && ws->u) return 1;
+    free(ws->pb_minus), free(ws->rows_pm), free(ws->z), free(ws->u);
+    ws->pb_minus = ws->rows_pm = ws->z = ws->u = NULL;
     return 0;
+}
+
+/* theta[0 .. n), elements i .. i+n-1 of the tensor, gets the pending update in place: the
+ * z of each sample's draw accumulated into u in the spec's order, then applied (cpu_zo.c's
+ * chunk, element by element, so any split into rows gives the same bits). z, u: n floats. */
+static void update_in_place(float *theta, size_t n, uint64_t i, const dz_gemm_perturb *pt, float *z, float *u) {
+    const dz_zo_update *upd = pt->upd;
+    const uint32_t d0 = upd->step * (uint32_t)upd->q;
+    for (int j = 0; j < upd->q; j++) {
+        dz_cpu_z_fill(NULL, z, pt->seed, pt->tensor, d0 + (uint32_t)j, i, n, pt->dist);
+        dz_zo_add_scaled(u, upd->g[j], z, n, j == 0);
+    }
+    dz_zo_apply_update(theta, theta, u, n, upd->q, upd->lr, upd->wd);
 }
 
 /* The block's panels of both signs: each panel's rows of theta + eps z and theta - eps z
  * made in L1/L2 (z drawn once per element, the pair made as perturb_pair makes it), then
  * packed like any w (pure data movement, so the panels hold exactly the floats perturb_pair
  * would have written to memory). */
-static void pack_pair_block(const gemm_kernel *kr, gemm_workspace *ws, const float *theta, int N, int K,
+static void pack_pair_block(const gemm_kernel *kr, gemm_workspace *ws, float *theta, int N, int K,
                             const gemm_block *b, const dz_gemm_perturb *pt) {
     const int nr = kr->nr, kc = b->kc;
     float *rp = ws->rows_pm, *rm = ws->rows_pm + (size_t)nr * kc;
@@ -481,6 +495,7 @@ static void pack_pair_block(const gemm_kernel *kr, gemm_workspace *ws, const flo
         const int rows = N - n_first < ncols ? N - n_first : ncols;
         for (int r = 0; r < rows; r++) {
             const size_t e = (size_t)(n_first + r) * K + b->pc;
+            if (pt->upd) update_in_place(theta + e, (size_t)kc, pt->i0 + e, pt, ws->z, ws->u);
             dz_cpu_z_fill(NULL, ws->z, pt->seed, pt->tensor, pt->draw, pt->i0 + e, (size_t)kc, pt->dist);
             dz_zo_make_pair(rp + (size_t)r * kc, rm + (size_t)r * kc, theta + e, ws->z, pt->eps, (size_t)kc);
         }
@@ -492,10 +507,10 @@ static void pack_pair_block(const gemm_kernel *kr, gemm_workspace *ws, const flo
 /* Plain loops (a thread without packing buffers): each row of w+ / w- made a chunk at a
  * time, each output's chain kept in y between chunks (a float in memory is the float in
  * the register), the bias added at the end. Exact, slow, only when out of memory. */
-static void gemm_pair_unpacked(const gemm_args g[2], const int m0[2], const int m1[2], int n0, int n1,
+static void gemm_pair_unpacked(float *theta, const gemm_args g[2], const int m0[2], const int m1[2], int n0, int n1,
                                const dz_gemm_perturb *pt) {
     enum { CH = 256 };
-    float z[CH], w[2][CH];
+    float z[CH], u[CH], w[2][CH];
     const int K = g[0].K;
     for (int n = n0; n < n1; n++) {
         for (int s = 0; s < 2; s++)
@@ -503,8 +518,9 @@ static void gemm_pair_unpacked(const gemm_args g[2], const int m0[2], const int 
         for (int k0 = 0; k0 < K; k0 += CH) {
             const int m = K - k0 < CH ? K - k0 : CH;
             const size_t e = (size_t)n * K + k0;
+            if (pt->upd) update_in_place(theta + e, (size_t)m, pt->i0 + e, pt, z, u);
             dz_cpu_z_fill(NULL, z, pt->seed, pt->tensor, pt->draw, pt->i0 + e, (size_t)m, pt->dist);
-            dz_zo_make_pair(w[0], w[1], g[0].w + e, z, pt->eps, (size_t)m);
+            dz_zo_make_pair(w[0], w[1], theta + e, z, pt->eps, (size_t)m);
             for (int s = 0; s < 2; s++)
                 for (int i = m0[s]; i < m1[s]; i++) {
                     float *acc = &g[s].y[(size_t)i * g[s].N + n];
@@ -519,16 +535,16 @@ static void gemm_pair_unpacked(const gemm_args g[2], const int m0[2], const int 
 
 /* Columns [n0, n1) of both signs' rows [m0[s], m1[s]) on the calling thread: per block of
  * w, both signs' panels packed once, then each sign's tiles run on its own panels. */
-static void gemm_pair_part(const gemm_kernel *kr, const gemm_args g[2], const int m0[2], const int m1[2], int n0,
-                           int n1, const dz_gemm_perturb *pt) {
-    if (n0 >= n1 || (m0[0] >= m1[0] && m0[1] >= m1[1])) return;
+static void gemm_pair_part(const gemm_kernel *kr, float *theta, const gemm_args g[2], const int m0[2],
+                           const int m1[2], int n0, int n1, const dz_gemm_perturb *pt) {
+    if (n0 >= n1) return;
     gemm_workspace *ws = workspace();
-    if (!ws || !pair_workspace(ws)) return gemm_pair_unpacked(g, m0, m1, n0, n1, pt);
+    if (!ws || !pair_workspace(ws)) return gemm_pair_unpacked(theta, g, m0, m1, n0, n1, pt);
     const int K = g[0].K;
     for (int jc = n0; jc < n1; jc += GEMM_NC)
         for (int pc = 0; pc < K; pc += GEMM_KC) {
             const gemm_block b = {jc, n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC, n1, pc, K - pc < GEMM_KC ? K - pc : GEMM_KC};
-            pack_pair_block(kr, ws, g[0].w, g[0].N, K, &b, pt);
+            pack_pair_block(kr, ws, theta, g[0].N, K, &b, pt);
             for (int s = 0; s < 2; s++) gemm_block_rows(kr, ws, &g[s], m0[s], m1[s], &b, s ? ws->pb_minus : ws->pb, 0);
         }
 }
@@ -547,19 +563,19 @@ static int pair_trivial(const gemm_args g[2]) {
     return 1;
 }
 
-void dz_gemm_linear_pair_serial(dz_isa isa, float *const y[2], const float *const x[2], const int M[2],
-                                const float *theta, const float *const bias[2], int N, int K,
-                                const dz_gemm_perturb *pt) {
+void dz_gemm_linear_pair_serial(dz_isa isa, float *const y[2], const float *const x[2], const int M[2], float *theta,
+                                const float *const bias[2], int N, int K, const dz_gemm_perturb *pt) {
     gemm_args g[2];
     pair_args(g, y, x, M, theta, bias, N, K);
     if (pair_trivial(g)) return;
     if (isa <= DZ_ISA_AUTO || isa >= DZ_ISA_COUNT) isa = dz_isa_active();
     const int m0[2] = {0, 0}, m1[2] = {g[0].M, g[1].M};
-    gemm_pair_part(&gemm_kernels[isa], g, m0, m1, 0, N, pt);
+    gemm_pair_part(&gemm_kernels[isa], theta, g, m0, m1, 0, N, pt);
 }
 
 typedef struct gemm_pair_call {
     const gemm_kernel *kr;
+    float *theta;
     const gemm_args *g;
     const dz_gemm_perturb *pt;
     int shares;
@@ -571,10 +587,24 @@ static void gemm_pair_share(void *ctx, int share, int thread) {
     const gemm_pair_call *c = ctx;
     int m0[2], m1[2], n0 = 0, n1 = 0;
     for (int s = 0; s < 2; s++) thread_share(&c->g[s], c->kr->nr, share, c->shares, &m0[s], &m1[s], &n0, &n1);
-    gemm_pair_part(c->kr, c->g, m0, m1, n0, n1, c->pt);
+    gemm_pair_part(c->kr, c->theta, c->g, m0, m1, n0, n1, c->pt);
 }
 
-void dz_gemm_linear_pair(float *const y[2], const float *const x[2], const int M[2], const float *theta,
+/* The pending update of theta's rows of share t (of c->shares), on its own: for a split
+ * whose shares pack the same columns (each element must be updated once). */
+static void update_share(void *ctx, int share, int thread) {
+    const gemm_pair_call *c = ctx;
+    const int N = c->g[0].N, K = c->g[0].K;
+    const int n0 = (int)((long)N * share / c->shares), n1 = (int)((long)N * (share + 1) / c->shares);
+    float z[256], u[256];
+    for (size_t e = (size_t)n0 * K, end = (size_t)n1 * K; e < end;) {
+        const size_t m = end - e < 256 ? end - e : 256;
+        update_in_place(c->theta + e, m, c->pt->i0 + e, c->pt, z, u);
+        e += m;
+    }
+}
+
+void dz_gemm_linear_pair(float *const y[2], const float *const x[2], const int M[2], float *theta,
                          const float *const bias[2], int N, int K, const dz_gemm_perturb *pt) {
     gemm_args g[2];
     pair_args(g, y, x, M, theta, bias, N, K);
@@ -583,9 +613,17 @@ void dz_gemm_linear_pair(float *const y[2], const float *const x[2], const int M
     const int threads = dz_parallel_threads();
     if (threads <= 1) {
         const int m0[2] = {0, 0}, m1[2] = {g[0].M, g[1].M};
-        return gemm_pair_part(kr, g, m0, m1, 0, N, pt);
+        return gemm_pair_part(kr, theta, g, m0, m1, 0, N, pt);
     }
-    const gemm_pair_call call = {kr, g, pt, threads};
+    gemm_pair_call call = {kr, theta, g, pt, threads};
+    const int panels = (N + kr->nr - 1) / kr->nr;
+    int n_split = threads < panels ? threads : panels; /* thread_share's split of N */
+    while (threads % n_split) n_split--;
+    dz_gemm_perturb plain = *pt;
+    if (pt->upd && n_split < threads) { /* shares would pack the same columns */
+        dz_parallel_for(threads, update_share, &call);
+        plain.upd = NULL, call.pt = &plain;
+    }
     dz_parallel_for(threads, gemm_pair_share, (void *)&call);
 }
 
