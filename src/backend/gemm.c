@@ -303,8 +303,8 @@ typedef struct gemm_block {
     int jc, nc, n1, pc, kc;
 } gemm_block;
 
-static void gemm_block_rows(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1,
-                            const gemm_block *b, const float *pb, int pack) {
+GEMM_INLINE void gemm_block_rows(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1,
+                                const gemm_block *b, const float *pb, int pack) {
     const int mr = kr->mr, nr = kr->nr, mc_max = GEMM_MC / mr * mr, jc = b->jc, nc = b->nc, pc = b->pc, kc = b->kc;
     const int copy_x = g->K % 512 == 0, lda = copy_x ? GEMM_X_STRIDE : g->K;
     const int first = pc == 0, last = pc + kc == g->K;
