@@ -5,7 +5,8 @@
  *   new: each matrix's dz_gemm_linear_pair on theta, the update applied in its packing;
  *   gemms: the two GEMMs alone on ready w+ / w- (what neither way can go below).
  * Checks that old and new give the same bits. SmolLM2-135M's layer shapes.
- * usage: bench_gemm_pair [ROWS [REPS [THREADS]]]   e.g. 640 9 2 */
+ * usage: bench_gemm_pair [ROWS [REPS [THREADS [rademacher]]]]   e.g. 640 9 2
+ * (rademacher: the cheaper z of the contract's other distribution, to see the share of z) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ typedef struct layer {
     float *theta[N_MAT], *wp[N_MAT], *wm[N_MAT];
     float *x, *y[2][N_MAT];
     int rows;
+    dz_zdist dist;
     float g;
 } layer;
 
@@ -40,7 +42,7 @@ static void span_task(void *ctx, int k, int thread) {
     const dz_backend *be = dz_backend_cpu();
     const dz_zo_update u = {.g = &L->g, .q = 1, .lr = 1e-7f, .step = 3};
     be->ops->update_then_perturb_f32(be, L->theta[m] + i0, L->wp[m] + i0, L->wm[m] + i0, len, &u, 1e-3f, 1, m, 7, i0,
-                                     DZ_Z_GAUSSIAN);
+                                     L->dist);
 }
 
 static int n_spans(void) {
@@ -63,7 +65,7 @@ static double run(layer *L, int way, double *cpu) {
         const int N = shape[m][0], K = shape[m][1];
         if (way == 1) {
             const dz_zo_update u = {.g = &L->g, .q = 1, .lr = 1e-7f, .step = 3};
-            const dz_gemm_perturb pt = {.eps = 1e-3f, .seed = 1, .tensor = (uint32_t)m, .draw = 7, .dist = DZ_Z_GAUSSIAN,
+            const dz_gemm_perturb pt = {.eps = 1e-3f, .seed = 1, .tensor = (uint32_t)m, .draw = 7, .dist = L->dist,
                                         .upd = &u};
             const float *x[2] = {L->x, L->x}, *b[2] = {NULL, NULL};
             const int M[2] = {L->rows, L->rows};
@@ -117,6 +119,7 @@ int main(int argc, char **argv) {
     int reps = argc > 2 ? atoi(argv[2]) : 9;
     if (reps > MAX_REPS) reps = MAX_REPS;
     dz_set_num_threads(argc > 3 ? atoi(argv[3]) : 2);
+    L.dist = argc > 4 && !strcmp(argv[4], "rademacher") ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN;
     float *theta0[N_MAT];
     for (int m = 0; m < N_MAT; m++) {
         const size_t n = (size_t)shape[m][0] * shape[m][1];
@@ -132,7 +135,8 @@ int main(int argc, char **argv) {
             const int way = (w + r) % 3;
             f[0][way][r] = run(&L, way, &f[1][way][r]);
         }
-    printf("layer of SmolLM2-135M, %d rows, both signs, %d reps, medians:\n", L.rows, reps);
+    printf("layer of SmolLM2-135M, %d rows, both signs, %s z, %d reps, medians:\n", L.rows,
+           L.dist == DZ_Z_RADEMACHER ? "rademacher" : "gaussian", reps);
     for (int c = 0; c < 2; c++) {
         for (int w = 0; w < 3; w++) qsort(f[c][w], (size_t)reps, sizeof(double), by_value);
         const double old = f[c][0][reps / 2], nw = f[c][1][reps / 2], gm = f[c][2][reps / 2];
