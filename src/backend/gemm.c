@@ -11,7 +11,11 @@
  *
  * The micro-kernel is one body instantiated per vector unit: 12 x 32 (AVX-512, 24 zmm
  * accumulators), 6 x 16 (AVX2, 12 ymm), and 4 x 8 with fmaf on the baseline, whose
- * correctly rounded fmaf gives the hardware FMA's bits. */
+ * correctly rounded fmaf gives the hardware FMA's bits.
+ *
+ * dz_gemm_linear_pair (at the end) runs both signs of a ZO step's matrix from theta: its
+ * packing makes the panels of theta + eps z and theta - eps z itself, so the perturbed
+ * weights never go through memory; the tiles are the same. */
 #include "backend/gemm.h"
 
 #include <immintrin.h>
