@@ -203,6 +203,13 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
+        {"peft", DZ_OPT_STR, &c->peft.method, "none (default: every parameter) or lora: train a LoRA adapter over the "
+         "read-only base (docs/ADAPTERS.md)"},
+        {"lora-rank", DZ_OPT_INT, &c->peft.lora_rank, "lora: r (default 8)"},
+        {"lora-alpha", DZ_OPT_FLOAT, &c->peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},
+        {"lora-targets", DZ_OPT_STR, &c->peft.lora_targets, "lora: modules, q,v by default (q k v o up gate down, or "
+         "q_proj k_proj v_proj o_proj up_proj gate_proj down_proj)"},
+        {"lora-dropout", DZ_OPT_FLOAT, &c->peft.lora_dropout, "lora: only 0 (a ZO step has no dropout)"},
         {"dev-examples", DZ_OPT_INT, &c->data.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c->schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
                                                             "one more before training (step 0) and after the last step"},
