@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# --peft lora end to end on stories260K (a llama2.c checkpoint: q, k, v, o as separate
+# tensors, so q_proj and v_proj are targets of their own):
+# - the base model's file is bitwise as before, and checkpoints hold the adapter alone
+#   (PEFT's keys, B = 0 at the start: step 0's evaluation is the base model's);
+# - threads 1 and 2, a resume after a stop, and export's replay of the seed log give the
+#   same adapter bitwise; the adapter differs from its start;
+# - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
+#   whose eval is the same;
+# - refusals: --lora-dropout != 0, an unknown target, --peft prefix, a disk store, a
+#   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
+# usage: lora.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+test_set "$assets" 32
+base_model="$assets/stories260K/stories260K.bin"
+common=(--model "$base_model" --peft lora --lora-targets q_proj,v --steps 8 --eval-every 4 --checkpoint-every 4
+        --train-examples 48 --dev-examples 16 --batch 8 --lr 2e-3 --eps 1e-2 --test "$tmp/test.tsv")
+run() { "$bin" train "${common[@]}" "$@" > "$tmp/log" 2>&1; }
+adapter() { echo "$1/checkpoint-$2/adapter_model.safetensors"; }
+sum_before=$(sha256sum < "$base_model")
+
+run --threads 2 --out "$tmp/ref" || { bad "the reference LoRA run failed: $(tail -3 "$tmp/log")"; finish; exit; }
+[ "$(sha256sum < "$base_model")" = "$sum_before" ] && ok "the base model's file is unchanged" ||
+  bad "the base model's file changed"
+ls "$tmp/ref/checkpoint-8" | grep -q '^model.safetensors$' && bad "the checkpoint holds a whole model" ||
+  ok "the checkpoint holds no model.safetensors"
+grep -q '"peft_type":[[:space:]]*"LORA"' "$tmp/ref/checkpoint-8/adapter_config.json" &&
+  grep -q '"r":[[:space:]]*8' "$tmp/ref/checkpoint-8/adapter_config.json" &&
+  ok "adapter_config.json: LORA, r 8" || bad "adapter_config.json: $(cat "$tmp/ref/checkpoint-8/adapter_config.json")"
+grep -q '"lora_targets":[[:space:]]*"q_proj,v"' "$tmp/ref/run.json" && grep -q '"lora_alpha":[[:space:]]*16' "$tmp/ref/run.json" &&
+  ok "run.json records the LoRA settings" || bad "run.json: $(grep -i lora "$tmp/ref/run.json")"
+grep -q 'base_model.model.model.layers.4.self_attn.v_proj.lora_B.weight' "$(adapter "$tmp/ref" 8)" &&
+  ! grep -q 'k_proj' "$(adapter "$tmp/ref" 8)" && ok "PEFT's keys, q and v only" || bad "the adapter's keys"
+
+# step 0 (B = 0) scores the base model: the same as a full run's step 0
+"$bin" train --model "$base_model" --steps 1 --eval-every 4 --checkpoint-every 4 --train-examples 48 \
+  --dev-examples 16 --batch 8 --test "$tmp/test.tsv" --threads 1 --out "$tmp/full" > /dev/null 2>&1
+[ "$(head -1 "$tmp/full/metrics.jsonl" | sed -E 's/, "seconds": [^,}]*//')" = "$(metrics "$tmp/ref" | head -1)" ] &&
+  ok "step 0 with B = 0 scores as the base model" || bad "step 0: $(head -1 "$tmp/full/metrics.jsonl") vs $(head -1 "$tmp/ref/metrics.jsonl")"
+
+# threads, resume, replay: the same adapter bitwise
+run --threads 1 --out "$tmp/t1" && same_run_files() { cmp -s "$(adapter "$1" 8)" "$(adapter "$2" 8)" &&
+  cmp -s "$1/seeds.log" "$2/seeds.log" && diff -q <(metrics "$1") <(metrics "$2") > /dev/null; }
+same_run_files "$tmp/ref" "$tmp/t1" && ok "threads 1 and 2: the same adapter, log and metrics" || bad "threads differ"
+run --threads 1 --steps 4 --out "$tmp/stop" && "$bin" train --resume --steps 8 --threads 2 --keep-checkpoints 2 --out "$tmp/stop" \
+  > "$tmp/log" 2>&1 || bad "the resume failed: $(tail -3 "$tmp/log")"
+same_run_files "$tmp/ref" "$tmp/stop" && ok "stopped at step 4, resumed == uninterrupted" || bad "resume differs"
+rm -rf "$tmp/stop/checkpoint-8" && printf 'checkpoint-4\n' > "$tmp/stop/LATEST"
+"$bin" train --resume --steps 8 --threads 1 --out "$tmp/stop" > "$tmp/log" 2>&1
+cmp -s "$(adapter "$tmp/ref" 8)" "$(adapter "$tmp/stop" 8)" && ok "resumed from checkpoint-4 with the log's steps replayed" ||
+  bad "replay on resume differs: $(tail -2 "$tmp/log")"
+"$bin" export --run "$tmp/ref" -o "$tmp/peft" > /dev/null 2>&1 || bad "export failed"
+cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 8)" && ok "export's replay == the run's adapter" ||
+  bad "export's adapter differs from checkpoint-8's"
+cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 4)" && bad "the adapter did not change (4 -> 8)" ||
+  ok "the adapter trained (checkpoint-4 != checkpoint-8)"
+
+# eval --adapter: the run's own test accuracy; --merge: the same scores from a whole model
+want=$(tail -1 "$tmp/ref/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+got=$("$bin" eval "$base_model" --adapter "$tmp/peft" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
+      grep -o '"accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "eval --adapter: the run's test accuracy ($got)" ||
+  bad "eval --adapter gave '$got', the run '$want'"
+"$bin" export --run "$tmp/ref" --merge -o "$tmp/merged" > /dev/null 2>&1 || bad "export --merge failed"
+got=$("$bin" eval "$tmp/merged" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
+      grep -o '"accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ "$got" = "$want" ] && ok "the merged model's accuracy is the run's ($got)" || bad "merged: '$got', the run '$want'"
+"$bin" generate "$base_model" --adapter "$tmp/peft" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
+  ok "generate --adapter runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
+
+# refusals, each naming what is wrong
+refuse() { # WHAT PATTERN ARGS...
+  local what=$1 pat=$2
+  shift 2
+  if "$@" > "$tmp/err" 2>&1; then bad "$what: accepted"
+  elif grep -q -- "$pat" "$tmp/err"; then ok "$what: refused"
+  else bad "$what: $(tail -1 "$tmp/err")"; fi
+}
+refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
+refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
+refuse "--peft prefix" "prefix tuning is not built" "$bin" train "${common[@]}" --peft prefix --out "$tmp/x3"
+refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
+refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"
+refuse "--merge of a full run" "no adapter" "$bin" export --run "$tmp/full" --merge -o "$tmp/x5"
+cp -r "$tmp/ref" "$tmp/asfull" && sed -i '/"peft"\|"lora_/d' "$tmp/asfull/run.json" && sed -i -z 's/,\n}/\n}/' "$tmp/asfull/run.json"
+refuse "a LoRA log replayed as a full run's" "another layout" "$bin" export --run "$tmp/asfull" -o "$tmp/x6"
+[ ! -e "$tmp/x1/run.json" ] && [ ! -e "$tmp/x2/run.json" ] && ok "a refused start writes no run.json" || bad "a refused start wrote"
+finish
