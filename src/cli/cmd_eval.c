@@ -475,7 +475,11 @@ int dz_cmd_eval(int argc, char **argv) {
     if (rc) return rc;
     dz_train_config run;
     char *run_strings = NULL; /* the run's settings that o then points into */
-    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) fill_from_run(&o, &run);
+    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) {
+        fill_from_run(&o, &run);
+        if (dz_lora_is_folder(model_arg) && !o.adapter) /* a LoRA run's checkpoint: its adapter on the run's base */
+            o.adapter = model_arg, model_arg = run.model;
+    }
     rc = resolve_task(&o, preset_buf, sizeof preset_buf);
     if (!rc) rc = refuse_unused(&o, &as_given, argc, argv);
     if (!rc) rc = evaluate(&o, model_arg);

@@ -68,6 +68,10 @@ got=$("$bin" eval "$base_model" --adapter "$tmp/peft" --data "$tmp/test.tsv" --j
 got=$("$bin" eval "$tmp/merged" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
       grep -o '"accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
 [ "$got" = "$want" ] && ok "the merged model's accuracy is the run's ($got)" || bad "merged: '$got', the run '$want'"
+got=$("$bin" eval "$tmp/ref/checkpoint-8" --json --threads 1 2>/dev/null | grep -o '"accuracy": [0-9.e-]*' |
+      awk '{printf "%.6f", $2}')
+[ "$got" = "$want" ] && ok "eval RUN/checkpoint-8: the adapter on the run's base, its test data ($got)" ||
+  bad "eval of the checkpoint: '$got', the run '$want'"
 "$bin" generate "$base_model" --adapter "$tmp/peft" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
   ok "generate --adapter runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
 
