@@ -90,19 +90,18 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
     if (spec->store && strcmp(spec->store, "ram") != 0)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft: --store %s is not supported with an adapter (the adapter is "
                        "small; the base is read-only): use --store ram", spec->store);
-    if (s->comm && dz_comm_size(s->comm) > 1)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft: adapters run in one process today (no mpirun layouts yet)");
     const char *base = spec->base ? spec->base : spec->path;
     dz_status st = dz_model_load(base, spec->master_dtype, &s->base, err);
     if (st != DZ_OK) return st;
     const dz_config *cfg = dz_model_config(s->base);
-    if (!dz_lora_is_folder(spec->path)) return dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
-    st = dz_lora_load(spec->path, cfg, &s->m, err);
+    if (!dz_lora_is_folder(spec->path)) st = dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
+    else st = dz_lora_load(spec->path, cfg, &s->m, err);
     const dz_lora_spec *got = st == DZ_OK ? dz_model_lora(s->m) : NULL;
     if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets))
         st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r, lora_alpha or target_modules differ from the run's "
                      "(--lora-rank %d, --lora-alpha %g)", spec->path, spec->lora->rank, (double)spec->lora->alpha);
-    return st;
+    /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
+    return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;
 }
 
 dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_error *err) {

@@ -3,7 +3,8 @@
 # tensors, so q_proj and v_proj are targets of their own):
 # - the base model's file is bitwise as before, and checkpoints hold the adapter alone
 #   (PEFT's keys, B = 0 at the start: step 0's evaluation is the base model's);
-# - threads 1 and 2, a resume after a stop, and export's replay of the seed log give the
+# - threads 1 and 2, the baseline kernels, mpirun -np 2 (--pertp 2, --dp 2 on the node's
+#   shared adapter), a resume after a stop, and export's replay of the seed log give the
 #   same adapter bitwise; the adapter differs from its start;
 # - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
 #   whose eval is the same;
@@ -45,6 +46,19 @@ grep -q 'base_model.model.model.layers.4.self_attn.v_proj.lora_B.weight' "$(adap
 run --threads 1 --out "$tmp/t1" && same_run_files() { cmp -s "$(adapter "$1" 8)" "$(adapter "$2" 8)" &&
   cmp -s "$1/seeds.log" "$2/seeds.log" && diff -q <(metrics "$1") <(metrics "$2") > /dev/null; }
 same_run_files "$tmp/ref" "$tmp/t1" && ok "threads 1 and 2: the same adapter, log and metrics" || bad "threads differ"
+DISTZO_ISA=baseline run --threads 2 --out "$tmp/isa" && same_run_files "$tmp/ref" "$tmp/isa" &&
+  ok "the baseline kernels give the same adapter" || bad "the baseline kernels differ"
+if command -v mpirun > /dev/null; then # the node's ranks share the adapter's masters, each its slice
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for layout in --pertp --dp; do
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np 2 "$bin" train \
+      "${common[@]}" "$layout" 2 --threads 1 --out "$tmp/mpi$layout" > "$tmp/log" 2>&1 &&
+      same_run_files "$tmp/ref" "$tmp/mpi$layout" && ok "mpirun -np 2 $layout 2 == one process" ||
+      bad "mpirun -np 2 $layout 2: $(tail -2 "$tmp/log")"
+  done
+else
+  bad "mpirun not found on PATH (scripts/deps.sh installs it): LoRA's MPI layouts are unchecked"
+fi
 run --threads 1 --steps 4 --out "$tmp/stop" && "$bin" train --resume --steps 8 --threads 2 --keep-checkpoints 2 --out "$tmp/stop" \
   > "$tmp/log" 2>&1 || bad "the resume failed: $(tail -3 "$tmp/log")"
 same_run_files "$tmp/ref" "$tmp/stop" && ok "stopped at step 4, resumed == uninterrupted" || bad "resume differs"
