@@ -29,8 +29,6 @@ dz_status dz_train_peft_check(const dz_train_config *c, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "--lora-rank %d: expected 1..4096", p->lora_rank);
     if (!(p->lora_alpha > 0.0f) || p->lora_alpha > 1e6f)
         return dz_fail(err, DZ_ERR_INVALID, "--lora-alpha %g: expected a positive number", (double)p->lora_alpha);
-    if (c->optim.estimator != DZ_ZO_MEZO)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft lora: only --estimator mezo trains adapters today");
     unsigned targets;
     return dz_lora_parse_targets(p->lora_targets, &targets, err);
 }
