@@ -17,12 +17,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_seam.h"
 #include "backend/cuda/cuda_zo_ops.h"
-
-#define SEAM_OK(s, call)                                                                         \
-    do {                                                                                         \
-        const int seam_st_ = (call);                                                             \
-        if (seam_st_ != DZ_CUDA_OK) fail_msg("%s: status %d: %s", #call, seam_st_, (s)->last_error(s)); \
-    } while (0)
+#include "cuda_seam_ok.h"
 
 static void *seam_upload(dz_cuda_seam *s, dz_cuda_stream st, const void *host, size_t bytes) {
     void *d = NULL;

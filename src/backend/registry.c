@@ -2,7 +2,10 @@
  * instances a run creates by name (--backend). */
 #include <string.h>
 
+#include <stdio.h>
+
 #include "backend/backend.h"
+#include "backend/cuda/gpu_math.h"
 #ifdef DZ_HAVE_CUDA
 #include "backend/cuda/cuda_seam.h"
 #endif
@@ -25,8 +28,9 @@ const dz_backend *dz_backend_by_name(const char *name) {
     return NULL;
 }
 
-/* cuda: refused, saying why, until the CUDA backend's forward exists (docs/CUDA.md). With
- * -DDZ_CUDA=ON a GPU is looked for first, so a machine without one hears that. */
+/* cuda: refused, saying why, until the CUDA backend's attention and the pipeline on device
+ * buffers exist (docs/CUDA.md). With -DDZ_CUDA=ON a GPU is looked for first, so a machine
+ * without one hears that. */
 static dz_status cuda_refused(dz_error *err) {
 #ifdef DZ_HAVE_CUDA
     int status = 0;
@@ -36,17 +40,35 @@ static dz_status cuda_refused(dz_error *err) {
     if (!seam) return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA runtime did not start (status %d)",
                               status);
     seam->destroy(seam);
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (only its "
-                                            "ZO ops exist, docs/CUDA.md); use --backend cpu or ref");
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (its "
+                                            "attention and the pipeline on device buffers are missing, docs/CUDA.md); "
+                                            "use --backend cpu or ref");
 #else
     return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: this distzo was built without CUDA (configure with "
                                             "cmake -DDZ_CUDA=ON)");
 #endif
 }
 
+/* "cuda:MODE" carries --gpu-math (backend/cuda/gpu_math.h): checked before anything else,
+ * and only cuda takes one. */
+static dz_status split_math(const char *name, char *base, size_t cap, dz_error *err) {
+    const char *colon = strchr(name, ':');
+    snprintf(base, cap, "%.*s", colon ? (int)(colon - name) : (int)strlen(name), name);
+    dz_gpu_math math;
+    if (!colon) return DZ_OK;
+    if (strcmp(base, "cuda") != 0)
+        return dz_fail(err, DZ_ERR_INVALID, "--gpu-math applies to --backend cuda only (not %s)", base);
+    if (dz_gpu_math_parse(colon + 1, &math) != 0)
+        return dz_fail(err, DZ_ERR_INVALID, "--gpu-math %s: not one of tf32, bf16, fp32", colon + 1);
+    return DZ_OK;
+}
+
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err) {
     *out = NULL;
-    if (name && strcmp(name, "cuda") == 0) return cuda_refused(err);
+    char base[32];
+    const dz_status st = split_math(name ? name : "cpu", base, sizeof base, err);
+    if (st != DZ_OK) return st;
+    if (strcmp(base, "cuda") == 0) return cuda_refused(err);
     const dz_backend *be = dz_backend_by_name(name ? name : "cpu");
     if (!be) return dz_fail(err, DZ_ERR_INVALID, "--backend %s: unknown backend (cpu, cuda or ref)", name);
     *out = (dz_backend *)be; /* cpu and ref: the one stateless instance, which free leaves */

@@ -33,6 +33,7 @@ static const dz_cmd_spec benches[N_BENCH] = {
 static int bench_done(dz_status st, const dz_error *err) { return st == DZ_OK ? 0 : dz_cli_fail(err); }
 
 static int bench_forward(int argc, char **argv) {
+    const char *gpu_math = NULL;
     const char *model = NULL, *dtype = "f32";
     int threads = 0, json = 0;
     dz_bench_forward_spec s = {.batch = 16, .seq = 128, .seconds = 5.0f};
@@ -42,6 +43,7 @@ static int bench_forward(int argc, char **argv) {
         {"seq", DZ_OPT_INT, &s.seq, "tokens per sequence (default 128)"},
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&s.backend),
+        dz_cli_gpu_math_option(&gpu_math),
         {"seconds", DZ_OPT_FLOAT, &s.seconds, "minimum time to measure the forward (default 5)"},
         dz_cli_dtype_option(&dtype, NULL),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
@@ -49,6 +51,7 @@ static int bench_forward(int argc, char **argv) {
     };
     int rc = dz_cli_parse(&benches[FORWARD], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
+    dz_cli_gpu_math_join(&s.backend, gpu_math);
     if (!model) return dz_cli_failf("bench forward needs --model M");
     if (s.batch < 1 || s.seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
     dz_model *m;
@@ -62,6 +65,7 @@ static int bench_forward(int argc, char **argv) {
 }
 
 static int bench_step(int argc, char **argv) {
+    const char *gpu_math = NULL;
     const char *master = "f32";
     int threads = 0, json = 0, no_fuse = 0;
     dz_bench_step_spec s = {.batch = 16, .seq = 128, .steps = 3};
@@ -72,6 +76,7 @@ static int bench_step(int argc, char **argv) {
         {"steps", DZ_OPT_INT, &s.steps, "timed steps (default 3, after one warm-up)"},
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&s.backend),
+        dz_cli_gpu_math_option(&gpu_math),
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply updates at once instead of fused into the next step"},
         {"store", DZ_OPT_STR, &s.store, "disk:PATH or disk-nocache:PATH: masters in a store file (skips the forward phase)"},
@@ -82,6 +87,7 @@ static int bench_step(int argc, char **argv) {
     };
     int rc = dz_cli_parse(&benches[STEP], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
+    dz_cli_gpu_math_join(&s.backend, gpu_math);
     if (!s.model) return dz_cli_failf("bench step needs --model M");
     if (s.batch < 1 || s.seq < 2 || s.steps < 1) return dz_cli_failf("--batch, --steps must be >= 1 and --seq >= 2");
     if (dz_dtype_parse(master, &s.master) != 0 || s.master == DZ_F16)
@@ -93,6 +99,7 @@ static int bench_step(int argc, char **argv) {
 }
 
 static int bench_classify(int argc, char **argv) {
+    const char *gpu_math = NULL;
     const char *model = NULL;
     int threads = 0, json = 0;
     dz_bench_classify_spec s = {.label_words = DZ_DEFAULT_LABEL_WORDS, .batch = 16, .steps = 20};
@@ -104,11 +111,13 @@ static int bench_classify(int argc, char **argv) {
         {"steps", DZ_OPT_INT, &s.steps, "timed steps (default 20, after one warm-up)"},
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&s.backend),
+        dz_cli_gpu_math_option(&gpu_math),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
     int rc = dz_cli_parse(&benches[CLASSIFY], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
+    dz_cli_gpu_math_join(&s.backend, gpu_math);
     if (s.batch < 1 || s.steps < 1) return dz_cli_failf("--batch and --steps must be >= 1");
     char mbuf[4096], dbuf[4096];
     if (!model) model = dz_cli_default_model(mbuf, sizeof mbuf);
@@ -126,6 +135,7 @@ static int bench_classify(int argc, char **argv) {
 }
 
 static int bench_eval(int argc, char **argv) {
+    const char *gpu_math = NULL;
     const char *model = NULL;
     int threads = 0, json = 0;
     dz_bench_eval_spec s = {.batch = 16, .batches = 4, .repeat = 3};
@@ -138,12 +148,14 @@ static int bench_eval(int argc, char **argv) {
         {"repeat", DZ_OPT_INT, &s.repeat, "rounds over the batches, the best of each kept (default 3, after a warm-up)"},
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&s.backend),
+        dz_cli_gpu_math_option(&gpu_math),
         {"flat", DZ_OPT_FLAG, &s.flat, "every candidate a full sequence (MeZO) instead of continuing a shared prompt"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
     int rc = dz_cli_parse(&benches[EVAL], opts, argc, argv, NULL);
     if (rc >= 0) return rc;
+    dz_cli_gpu_math_join(&s.backend, gpu_math);
     if (s.batch < 1 || s.batches < 1 || s.repeat < 1) return dz_cli_failf("--batch, --batches and --repeat must be >= 1");
     char mbuf[4096], dbuf[4096];
     if (!model) model = dz_cli_asset("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf", mbuf, sizeof mbuf);

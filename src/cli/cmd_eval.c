@@ -438,6 +438,7 @@ static const dz_cmd_spec eval_cmd = {
 int dz_cmd_eval(int argc, char **argv) {
     eval_opts o = {.dtype = "f32", .batch = 16, .share_prompts = 1, .gen_tokens = DZ_OPT_UNSET}; /* unset: 50 */
     int no_share = 0;
+    const char *gpu_math = NULL;
     const dz_opt opts[] = {
         {"task", DZ_OPT_STR, &o.task, "sst2 (tsv, default), classify (jsonl), lm (text or jsonl), or a MeZO preset "
          "(rte, cb, boolq, wsc, wic, multirc, copa, record, squad, drop: docs/TASKS.md)"},
@@ -455,6 +456,7 @@ int dz_cmd_eval(int argc, char **argv) {
         dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),
+        dz_cli_gpu_math_option(&gpu_math),
         {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT LoRA adapter folder (distzo export of a --peft lora run, or PEFT's "
          "own) run beside MODEL, its base"},
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
@@ -465,6 +467,7 @@ int dz_cmd_eval(int argc, char **argv) {
     const char *pos[1];
     int rc = dz_cli_parse(&eval_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
+    dz_cli_gpu_math_join(&o.backend, gpu_math);
     if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
         return rc;
     o.share_prompts = !no_share;

@@ -162,6 +162,7 @@ static const dz_cmd_spec generate_cmd = {
 
 int dz_cmd_generate(int argc, char **argv) {
     gen_opts o = {.prompt = "", .dtype = "f32", .n = 256, .temperature = 1.0f, .top_p = 0.9f};
+    const char *gpu_math = NULL;
     const dz_opt opts[] = {
         {"prompt", DZ_OPT_STR, &o.prompt, "text to continue (default: empty, start from BOS); with --chat, the user's message"},
         {"chat", DZ_OPT_FLAG, &o.chat, "lay the prompt out with the model's chat template (GGUF tokenizer.chat_template or "
@@ -175,6 +176,7 @@ int dz_cmd_generate(int argc, char **argv) {
         dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),
+        dz_cli_gpu_math_option(&gpu_math),
         {"json", DZ_OPT_FLAG, &o.json, "print JSON instead of streaming text"},
         {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT LoRA adapter folder run beside MODEL, its base"},
         {0},
@@ -184,6 +186,7 @@ int dz_cmd_generate(int argc, char **argv) {
     int rc = dz_cli_parse(&generate_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     if ((rc = check_options(&o))) return rc;
+    dz_cli_gpu_math_join(&o.backend, gpu_math);
     dz_model *m;
     dz_tokenizer *tok;
     const dz_cli_preamble pre = {.threads = o.threads, .model = pos[0], .dtype = o.dtype, .tokenizer = o.tokenizer,

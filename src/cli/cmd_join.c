@@ -31,7 +31,7 @@ int dz_cmd_join(int argc, char **argv) {
     dz_fed_join_config c = {.retry_for = 60.0};
     float retry_for = 60.0f;
     int threads = 0;
-    const char *checksum_file = NULL;
+    const char *checksum_file = NULL, *gpu_math = NULL;
     const dz_opt opts[] = {
         {"data", DZ_OPT_STR, &c.data, "this machine's training file (its examples never leave it)"},
         {"model", DZ_OPT_STR, &c.model, "the base model here (default: the path the coordinator's run names)"},
@@ -43,6 +43,7 @@ int dz_cmd_join(int argc, char **argv) {
         {"retry-for", DZ_OPT_FLOAT, &retry_for, "seconds to keep retrying an unreachable coordinator (default 60)"},
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&c.backend),
+        dz_cli_gpu_math_option(&gpu_math),
         {0},
     };
     const char *pos[1];
@@ -54,6 +55,7 @@ int dz_cmd_join(int argc, char **argv) {
     join_progress p = {.kill_round = -1};
     const char *kill = getenv("DISTZO_TEST_KILL");
     if (kill && sscanf(kill, "join:%d", &p.kill_round) != 1) p.kill_round = -1;
+    dz_cli_gpu_math_join(&c.backend, gpu_math);
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c.backend}, NULL, NULL))) return rc;
     dz_error err = {0};
     dz_fed_join_result res;

@@ -89,6 +89,7 @@ typedef struct train_opts {
     dz_cli_train_values v; /* those train shares with serve */
     const char *model, *data, *out, *test, *config, *estimator;
     const char *resume_from; /* OLD_RUN:STEP */
+    const char *gpu_math;    /* --gpu-math: joined into c->layout.backend */
     char from_run[4096], from_config[4200];
     int from_step;
     int resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
@@ -238,6 +239,7 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
                                           "may raise them, any other setting given must equal the run's"},
         dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
         dz_cli_backend_option(&c->layout.backend),
+        dz_cli_gpu_math_option(&t->gpu_math),
         {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c->layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c->layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
@@ -301,6 +303,7 @@ int dz_cmd_train(int argc, char **argv) {
         /* --resume-from: the old run's run.json is the config, its values the run's own */
         rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
     }
+    dz_cli_gpu_math_join(&c.layout.backend, t.gpu_math);
     if (!rc) rc = train_run(&c, &t);
     free(run_strings);
     free(config_strings);

@@ -49,6 +49,19 @@ dz_opt dz_cli_backend_option(const char **backend) {
                     "cpu|cuda|ref: what the model and the ZO step run on (default cpu)"};
 }
 
+dz_opt dz_cli_gpu_math_option(const char **gpu_math) {
+    return (dz_opt){"gpu-math", DZ_OPT_STR, gpu_math,
+                    "tf32|bf16|fp32: --backend cuda's matrix products: TF32 or BF16 tensor cores, or full fp32 "
+                    "(default tf32)"};
+}
+
+void dz_cli_gpu_math_join(const char **backend, const char *gpu_math) {
+    static char joined[128]; /* one command per process */
+    if (!gpu_math) return;
+    snprintf(joined, sizeof joined, "%.60s:%.60s", *backend ? *backend : "cpu", gpu_math);
+    *backend = joined;
+}
+
 /* A backend that cannot run here (cuda without CUDA or a GPU, an unknown name) is refused
  * at once, before the model is read. */
 static int check_backend(const char *name) {

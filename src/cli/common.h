@@ -27,6 +27,12 @@ dz_opt dz_cli_dtype_option(const char **dtype, const char *help);
 dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help);
 /* --backend cpu|cuda|ref: what the forward and the ZO ops run on (NULL: cpu). */
 dz_opt dz_cli_backend_option(const char **backend);
+/* --gpu-math tf32|bf16|fp32: the CUDA backend's matrix products. dz_cli_gpu_math_join,
+ * called after parsing, writes it into the backend's name ("cuda:fp32"), which
+ * dz_backend_create (the preamble's check) refuses for a backend other than cuda or a mode
+ * it does not know; NULL leaves the name as it is. */
+dz_opt dz_cli_gpu_math_option(const char **gpu_math);
+void dz_cli_gpu_math_join(const char **backend, const char *gpu_math);
 
 /* What a command sets up before its work, in this order: the runtime (DISTZO_ISA, an
  * error for an unknown or unrunnable level; the threads), the backend's check, OpenBLAS (bench's reference),

@@ -4,6 +4,8 @@
 #   not what the error names), by every command that takes it, saying why: a build without
 #   CUDA, no GPU here, or (a CUDA build on a GPU) its forward not built yet;
 # - an unknown backend is refused naming the choices;
+# - --gpu-math tf32|bf16|fp32 is taken where --backend is: with cuda it reaches the same
+#   refusal, with another backend or an unknown mode it is refused saying so;
 # - --backend cpu is the default, bit for bit (weights, seed log, metrics);
 # - --backend ref runs a whole training run on the reference backend: its seed log replayed
 #   on the CPU (distzo export) gives its weights bitwise (the ZO ops are every backend's
@@ -40,6 +42,20 @@ refused "serve --backend cuda" "$why" serve --model "$nomodel" --out "$tmp/s" --
 refused "join --backend cuda" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" --backend cuda
 [ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --backend cuda left a run folder" || ok "refusals leave no run folder"
 refused "unknown backend" "--backend gpu: unknown backend \(cpu, cuda or ref\)" eval "$model" --backend gpu
+refused "train --gpu-math" "$why" train --model "$nomodel" --backend cuda --gpu-math fp32 --out "$tmp/r"
+refused "eval --gpu-math" "$why" eval "$nomodel" --backend cuda --gpu-math bf16
+refused "generate --gpu-math" "$why" generate "$nomodel" --backend cuda --gpu-math tf32
+for b in forward step classify eval; do
+  refused "bench $b --gpu-math" "$why" bench "$b" --model "$nomodel" --backend cuda --gpu-math fp32
+done
+refused "serve --gpu-math" "$why" serve --model "$nomodel" --out "$tmp/s" --backend cuda --gpu-math fp32
+refused "join --gpu-math" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" --backend cuda \
+  --gpu-math fp32
+refused "--gpu-math without cuda" "--gpu-math applies to --backend cuda only \(not cpu\)" eval "$model" --gpu-math fp32
+refused "--gpu-math with ref" "--gpu-math applies to --backend cuda only \(not ref\)" \
+  train --model "$nomodel" --backend ref --gpu-math bf16 --out "$tmp/r"
+refused "--gpu-math unknown" "--gpu-math fp16: not one of tf32, bf16, fp32" eval "$nomodel" --backend cuda --gpu-math fp16
+[ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --gpu-math left a run folder" || ok "--gpu-math refusals leave no run folder"
 
 steps=3
 args=(--model "$model" --steps "$steps" --eval-every 0 --checkpoint-every "$steps" --batch 4 --train-examples 24

@@ -5,12 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_forward_ops.h"
 #include "backend/cuda/cuda_zo_ops.h"
 
 typedef struct cuda_ctx {
     dz_cuda_seam *seam;
     dz_cuda_stream stream; /* every op of the instance, in call order */
     int owns_seam;
+    dz_gpu_math math;      /* the matrix products' compute type (--gpu-math; tf32 by default) */
     int status;            /* the first error an op met (DZ_CUDA_OK: none) */
     char msg[256];
 } cuda_ctx;
@@ -61,6 +63,76 @@ static void cu_free(const dz_backend *be, void *buf) {
     cuda_ctx *c = ctx_of(be);
     if (buf) note(c, c->seam->dev_free(c->seam, buf));
 }
+
+/* ---- the forward (cuda_forward_ops.h) ---- */
+
+static void cu_matmul(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N,
+                      int K) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_matmul(c->seam, c->stream, c->math, y, x, w, bias, M, N, K));
+}
+
+static void cu_layernorm(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows,
+                         int dim, float eps) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_layernorm(c->seam, c->stream, y, x, w, b, rows, dim, eps));
+}
+
+static void cu_rmsnorm(const dz_backend *be, float *y, const float *x, const float *w, int rows, int dim, float eps) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_rmsnorm(c->seam, c->stream, y, x, w, rows, dim, eps));
+}
+
+static void cu_rope(const dz_backend *be, float *x, int rows, const int *pos, int n_heads, int head_dim,
+                    const float *cos_sin) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_rope(c->seam, c->stream, x, rows, pos, n_heads, head_dim, cos_sin));
+}
+
+static void cu_relu(const dz_backend *be, float *x, size_t n) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_relu(c->seam, c->stream, x, n));
+}
+
+static void cu_swiglu(const dz_backend *be, float *gate, const float *up, size_t n) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_swiglu(c->seam, c->stream, gate, up, n));
+}
+
+static void cu_add(const dz_backend *be, float *y, const float *x, size_t n) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_add(c->seam, c->stream, y, x, n));
+}
+
+static void cu_fill(const dz_backend *be, float *x, float v, size_t n) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_fill(c->seam, c->stream, x, v, n));
+}
+
+static void cu_copy_rows(const dz_backend *be, float *dst, const int *dst_rows, const float *src, const int *src_rows,
+                         int nrows, int cols) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_copy_rows(c->seam, c->stream, dst, dst_rows, src, src_rows, nrows, cols));
+}
+
+static void cu_logsumexp_update(const dz_backend *be, const float *logits, int rows, int n, float *m, float *s) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_logsumexp_update(c->seam, c->stream, logits, rows, n, m, s));
+}
+
+static void cu_pick_target(const dz_backend *be, float *out, const float *logits, int rows, int n, const int *targets,
+                           int v0) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_pick_target(c->seam, c->stream, out, logits, rows, n, targets, v0));
+}
+
+static void cu_logprob_finish(const dz_backend *be, float *out, const float *target, const float *m, const float *s,
+                              int rows) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_logprob_finish(c->seam, c->stream, out, target, m, s, rows));
+}
+
+/* ---- the ZO step (cuda_zo_ops.h) ---- */
 
 static void cu_z_fill(const dz_backend *be, float *z, uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i0,
                       size_t n, dz_zdist dist) {
@@ -123,7 +195,7 @@ static void cu_destroy(dz_backend *be) {
     free(be);
 }
 
-/* The forward's ops stay NULL until the CUDA forward exists (docs/CUDA.md). */
+/* Attention stays NULL until its kernel exists (docs/CUDA.md). */
 static const dz_backend_ops cuda_ops = {
     .alloc = cu_alloc,
     .free = cu_free,
@@ -131,6 +203,18 @@ static const dz_backend_ops cuda_ops = {
     .upload_view = cu_upload_view,
     .download = cu_download,
     .synchronize = cu_synchronize,
+    .matmul = cu_matmul,
+    .layernorm = cu_layernorm,
+    .rmsnorm = cu_rmsnorm,
+    .rope = cu_rope,
+    .relu = cu_relu,
+    .swiglu = cu_swiglu,
+    .add = cu_add,
+    .fill = cu_fill,
+    .copy_rows = cu_copy_rows,
+    .logsumexp_update = cu_logsumexp_update,
+    .pick_target = cu_pick_target,
+    .logprob_finish = cu_logprob_finish,
     .z_fill = cu_z_fill,
     .philox_fill = cu_philox_fill,
     .perturb_pair = cu_perturb_pair,
@@ -163,3 +247,9 @@ int dz_backend_cuda_status(const dz_backend *be, char *msg, size_t cap) {
     if (msg && cap) snprintf(msg, cap, "%s", c->msg);
     return c->status;
 }
+
+void dz_backend_cuda_set_math(dz_backend *be, dz_gpu_math math) { ctx_of(be)->math = math; }
+
+dz_gpu_math dz_backend_cuda_math(const dz_backend *be) { return ctx_of(be)->math; }
+
+dz_cuda_seam *dz_backend_cuda_seam(const dz_backend *be) { return ctx_of(be)->seam; }

@@ -1,6 +1,6 @@
 /* The CUDA seam: every CUDA runtime and cuBLAS call the CUDA backend's host logic makes
- * (buffers, transfers, streams, events, GEMM, the ZO kernels' launches) goes through this
- * table, so that the same host logic runs
+ * (buffers, transfers, streams, events, GEMM, the ZO and forward kernels' launches) goes
+ * through this table, so that the same host logic runs
  *  - on a GPU: dz_cuda_seam_runtime() (cuda_seam_runtime.cu; -DDZ_CUDA=ON builds), and
  *  - in the CPU suite: dz_cuda_seam_host_create() (seam_host.c), served from host memory
  *    with a reference GEMM; it executes each stream's work lazily, at the synchronize that
@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 
+#include "backend/forward_element.h"
 #include "backend/zo_element.h"
 
 #ifdef __cplusplus
@@ -70,6 +71,8 @@ struct dz_cuda_seam {
                    void *C, dz_cuda_dtype ct, int ldc, dz_gemm_compute compute);
     /* a ZO op over one span (backend/zo_element.h; the kernels of zo_kernels.cu) */
     int (*zo_span)(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st);
+    /* a forward op but GEMM and attention (backend/forward_element.h; forward_kernels.cu) */
+    int (*fw_launch)(dz_cuda_seam *s, const dz_fw_launch *L, dz_cuda_stream st);
     /* ---- streams and events (cudaStreamCreateWithFlags(NonBlocking), cudaEventCreateWithFlags(DisableTiming)) ---- */
     int (*stream_create)(dz_cuda_seam *s, dz_cuda_stream *st);
     int (*stream_destroy)(dz_cuda_seam *s, dz_cuda_stream st);

@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/forward_kernels.h"
 #include "backend/cuda/zo_kernels.h"
 
 namespace {
@@ -101,6 +102,10 @@ int zo_span(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st) {
     return check(s, static_cast<cudaError_t>(dz_cuda_zo_launch(span, stream_of(st))), "the ZO kernel's launch");
 }
 
+int fw_launch(dz_cuda_seam *s, const dz_fw_launch *L, dz_cuda_stream st) {
+    return check(s, static_cast<cudaError_t>(dz_cuda_fw_launch(L, stream_of(st))), "a forward kernel's launch");
+}
+
 /* A stream or an event: make the handle with its flags, hand it out even when the call
  * failed (as nullptr), and say which CUDA call it was. */
 template <typename Handle, typename Out>
@@ -150,7 +155,7 @@ void fill_table(dz_cuda_seam *s) {
     s->name = "cuda";
     s->device_count = device_count, s->dev_alloc = dev_alloc, s->dev_free = dev_free;
     s->host_alloc = host_alloc, s->host_free = host_free, s->memcpy_async = memcpy_async;
-    s->sgemm = sgemm, s->gemm_ex = gemm_ex, s->zo_span = zo_span;
+    s->sgemm = sgemm, s->gemm_ex = gemm_ex, s->zo_span = zo_span, s->fw_launch = fw_launch;
     s->stream_create = stream_create, s->stream_destroy = stream_destroy, s->stream_synchronize = stream_synchronize;
     s->event_create = event_create, s->event_destroy = event_destroy, s->event_record = event_record;
     s->event_synchronize = event_synchronize, s->stream_wait_event = stream_wait_event;

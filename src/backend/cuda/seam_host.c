@@ -126,6 +126,7 @@ dz_cuda_seam *dz_cuda_seam_host_create(void) {
                         .last_error = last_error, .destroy = destroy};
     hs_stream_api(s);
     hs_ops_api(s);
+    hs_forward_api(s);
     return s;
 }
 

@@ -34,7 +34,7 @@ typedef struct hs_range {
     int write;
 } hs_range;
 
-typedef enum hs_kind { HS_COPY, HS_GEMM, HS_ZO, HS_WAIT } hs_kind;
+typedef enum hs_kind { HS_COPY, HS_GEMM, HS_ZO, HS_FW, HS_WAIT } hs_kind;
 
 typedef struct hs_gemm {
     dz_gemm_op ta, tb;
@@ -63,6 +63,7 @@ typedef struct hs_op {
         hs_copy copy;
         hs_gemm gemm;
         dz_zo_span zo;
+        dz_fw_launch fw;
         struct {
             int stream;
             uint64_t pos; /* run that stream's operations below this absolute index */
@@ -121,5 +122,8 @@ void hs_stream_api(dz_cuda_seam *s);
 /* seam_host_ops.c: copies, GEMM, ZO spans */
 int hs_execute(hs_state *h, const hs_op *op);
 void hs_ops_api(dz_cuda_seam *s);
+
+/* seam_host_forward.c: the forward's kernels (backend/forward_element.h) */
+void hs_forward_api(dz_cuda_seam *s);
 
 #endif

@@ -153,6 +153,7 @@ static int zo_span(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st) {
 int hs_execute(hs_state *h, const hs_op *op) {
     if (op->kind == HS_GEMM) gemm_run(&op->u.gemm);
     else if (op->kind == HS_ZO) dz_zo_span_run_host(&op->u.zo);
+    else if (op->kind == HS_FW) dz_fw_run_host(&op->u.fw);
     if (op->kind != HS_COPY) return DZ_CUDA_OK;
     const hs_copy *c = &op->u.copy;
     int status = DZ_CUDA_OK;

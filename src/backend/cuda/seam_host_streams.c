@@ -5,7 +5,11 @@
 #include <stdlib.h>
 
 static const char *kind_name(hs_kind k) {
-    return k == HS_COPY ? "copy" : k == HS_GEMM ? "GEMM" : k == HS_ZO ? "ZO kernel" : "wait";
+    return k == HS_COPY ? "copy"
+           : k == HS_GEMM ? "GEMM"
+           : k == HS_ZO   ? "ZO kernel"
+           : k == HS_FW   ? "forward kernel"
+                          : "wait";
 }
 
 static void clock_merge(uint32_t *into, const uint32_t *from) {
