@@ -251,6 +251,16 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
 }
 
+/* A --lora-* option on the command line of a run that trains no LoRA adapter says so. */
+static int refuse_lora_alone(const dz_train_config *c, int argc, char **argv) {
+    if (c->peft.method && strcmp(c->peft.method, "none")) return 0; /* lora, or refused by the settings check */
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--lora-", 7))
+            return dz_cli_failf("option %.*s: the run trains every parameter (give --peft lora for an adapter)",
+                                (int)strcspn(argv[i], "="), argv[i]);
+    return 0;
+}
+
 static const dz_cmd_spec train_cmd = {
     .name = "train", .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
     .summary = "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
@@ -302,6 +312,7 @@ int dz_cmd_train(int argc, char **argv) {
         c.out_dir = t.out;
         /* --resume-from: the old run's run.json is the config, its values the run's own */
         rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
+        if (!rc) rc = refuse_lora_alone(&c, argc, argv);
     }
     dz_cli_gpu_math_join(&c.layout.backend, t.gpu_math);
     if (!rc) rc = train_run(&c, &t);

@@ -111,6 +111,7 @@ refuse() { # WHAT PATTERN ARGS...
 }
 refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
 refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
+refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"
 refuse "--peft prefix" "prefix tuning is not built" "$bin" train "${common[@]}" --peft prefix --out "$tmp/x3"
 refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
 refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"
