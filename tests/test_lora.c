@@ -238,6 +238,10 @@ static void refusals(void **state) {
     dz_model *back = NULL;
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "use_rslora"));
+    write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\"], "
+               "\"rank_pattern\": {\"out_proj\": 2}}");
+    assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "rank_pattern"));
     write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\", \"fc1\"]}");
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "fc1.lora_A.weight' is missing"));

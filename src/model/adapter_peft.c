@@ -73,6 +73,22 @@ static dz_status read_targets(const cJSON *o, const char *path, unsigned *target
     return DZ_OK;
 }
 
+/* The first setting that would change the adapter from one (r, alpha) on every layer of
+ * the targets, or NULL: per-module ranks and alphas, a subset of layers, rsLoRA, DoRA,
+ * a transposed layout. */
+static const char *unsupported_key(const cJSON *o) {
+    static const char *const flags[] = {"use_rslora", "use_dora", "fan_in_fan_out"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, flags[i]))) return flags[i];
+    static const char *const maps[] = {"rank_pattern", "alpha_pattern"};
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, maps[i]);
+        if (v && !cJSON_IsNull(v) && cJSON_GetArraySize(v) > 0) return maps[i];
+    }
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(o, "layers_to_transform");
+    return layers && !cJSON_IsNull(layers) ? "layers_to_transform" : NULL;
+}
+
 /* The settings of adapter_config.json distzo can honour; the rest refused by name. */
 static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, size_t cap, dz_error *err) {
     char *text = NULL;
@@ -92,10 +108,9 @@ static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, s
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: lora_alpha must be a positive number", path);
     else if (bias && (!cJSON_IsString(bias) || strcmp(bias->valuestring, "none")))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: bias must be \"none\" (trained biases are not supported)", path);
-    else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "use_rslora")) ||
-             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "fan_in_fan_out")) ||
-             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "use_dora")))
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: use_rslora, use_dora and fan_in_fan_out are not supported", path);
+    else if (unsupported_key(o))
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: %s is not supported (one r and lora_alpha on every layer of the "
+                     "targets; no rsLoRA, DoRA or fan_in_fan_out)", path, unsupported_key(o));
     if (st == DZ_OK) *spec = (dz_lora_spec){.rank = (int)r->valuedouble, .alpha = (float)a->valuedouble};
     if (st == DZ_OK) st = read_targets(o, path, &spec->targets, err);
     snprintf(base, cap, "%s", cJSON_IsString(b) ? b->valuestring : "");
