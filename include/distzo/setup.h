@@ -23,10 +23,11 @@ typedef struct dz_weights_spec {
     int n_inputs;
     /* Adapter training (--peft lora): non-NULL, the masters are a LoRA adapter over the base
      * model `base` (NULL: path), loaded read-only as master_dtype; the adapter is path's
-     * when path is a PEFT folder (a checkpoint), else made new from lora_seed. */
+     * when path is a PEFT folder (a checkpoint), else lora_init's, else made new from lora_seed. */
     const dz_lora_spec *lora;
     const char *base;
     uint64_t lora_seed;
+    const char *lora_init;  /* a PEFT folder the adapter starts from when path is not one (NULL: new) */
 } dz_weights_spec;
 
 typedef struct dz_engine_spec {

@@ -90,6 +90,7 @@ typedef struct dz_train_peft {
     float lora_alpha;         /* the update is (alpha / r) B A (default 16) */
     const char *lora_targets; /* module names, "q,v" by default (q k v o up gate down, or HF's q_proj ...) */
     float lora_dropout;       /* only 0: a ZO step has no dropout */
+    const char *lora_init;    /* a PEFT LoRA folder the adapter starts from (NULL: PEFT's init from the seed) */
 } dz_train_peft;
 
 typedef struct dz_train_config {

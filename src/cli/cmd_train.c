@@ -211,6 +211,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"lora-targets", DZ_OPT_STR, &c->peft.lora_targets, "lora: modules, q,v by default (q k v o up gate down, or "
          "q_proj k_proj v_proj o_proj up_proj gate_proj down_proj)"},
         {"lora-dropout", DZ_OPT_FLOAT, &c->peft.lora_dropout, "lora: only 0 (a ZO step has no dropout)"},
+        {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora: start from this PEFT LoRA folder (its r, alpha and targets "
+         "must be the run's) instead of PEFT's init; run.json keeps the path, as it keeps --model's"},
         {"dev-examples", DZ_OPT_INT, &c->data.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c->schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
                                                             "one more before training (step 0) and after the last step"},

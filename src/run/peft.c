@@ -16,6 +16,9 @@ int dz_train_peft_lora(const dz_train_config *c, dz_lora_spec *spec) {
 
 dz_status dz_train_peft_check(const dz_train_config *c, dz_error *err) {
     const dz_train_peft *p = &c->peft;
+    if ((!p->method || !strcmp(p->method, "none")) && p->lora_init)
+        return dz_fail(err, DZ_ERR_INVALID, "--adapter %s: the run trains every parameter (give --peft lora to "
+                       "train the adapter on)", p->lora_init);
     if (!p->method || !strcmp(p->method, "none")) return DZ_OK;
     if (!strcmp(p->method, "prefix"))
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft prefix: prefix tuning is not built yet (docs/ADAPTERS.md); "
@@ -71,4 +74,5 @@ void dz_train_peft_weights(const dz_train_config *c, dz_weights_spec *ws, dz_lor
     ws->lora = spec;
     ws->base = c->model;
     ws->lora_seed = c->optim.seed;
+    ws->lora_init = c->peft.lora_init;
 }

@@ -91,6 +91,7 @@ static const run_field FIELDS[] = {
     FIELD("lora_rank", "--lora-rank", F_INT, peft.lora_rank, RESUME_SAME, 1),
     FIELD("lora_alpha", "--lora-alpha", F_FLOAT, peft.lora_alpha, RESUME_SAME, 1),
     FIELD("lora_targets", "--lora-targets", F_STR, peft.lora_targets, RESUME_SAME, 1),
+    FIELD("lora_init", "--adapter", F_STR, peft.lora_init, RESUME_SAME, 1),
 };
 #undef FIELD
 #undef CHOICE

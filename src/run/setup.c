@@ -94,12 +94,14 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
     dz_status st = dz_model_load(base, spec->master_dtype, &s->base, err);
     if (st != DZ_OK) return st;
     const dz_config *cfg = dz_model_config(s->base);
-    if (!dz_lora_is_folder(spec->path)) st = dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
-    else st = dz_lora_load(spec->path, cfg, &s->m, err);
+    const char *folder = dz_lora_is_folder(spec->path) ? spec->path : spec->lora_init;
+    if (!folder) st = dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
+    else st = dz_lora_load(folder, cfg, &s->m, err);
     const dz_lora_spec *got = st == DZ_OK ? dz_model_lora(s->m) : NULL;
     if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets))
-        st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r, lora_alpha or target_modules differ from the run's "
-                     "(--lora-rank %d, --lora-alpha %g)", spec->path, spec->lora->rank, (double)spec->lora->alpha);
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r %d, lora_alpha %g or target_modules differ from the "
+                     "run's (--lora-rank %d, --lora-alpha %g, --lora-targets)", folder, got->rank, (double)got->alpha,
+                     spec->lora->rank, (double)spec->lora->alpha);
     /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
     return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;
 }

@@ -7,7 +7,7 @@
 #   shared adapter), a resume after a stop, and export's replay of the seed log give the
 #   same adapter bitwise; the adapter differs from its start;
 # - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
-#   whose eval is the same;
+#   whose eval is the same; train --adapter DIR starts a run from it;
 # - refusals: --lora-dropout != 0, an unknown target, --peft prefix, a disk store, a
 #   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
 # usage: lora.sh DISTZO ASSETS
@@ -101,6 +101,17 @@ got=$("$bin" eval "$tmp/ref/checkpoint-8" --json --threads 1 2>/dev/null | grep 
 "$bin" generate "$base_model" --adapter "$tmp/peft" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
   ok "generate --adapter runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
 
+# train --adapter DIR: a new run starts from an exported adapter (step 0 scores it), and its
+# export replays its log onto that adapter
+run --threads 1 --steps 4 --adapter "$tmp/peft" --out "$tmp/cont" || bad "train --adapter failed: $(tail -2 "$tmp/log")"
+got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ "$got" = "$want" ] && ok "train --adapter: step 0 scores the adapter it starts from ($got)" ||
+  bad "train --adapter: step 0 scored '$got', the adapter '$want'"
+"$bin" export --run "$tmp/cont" -o "$tmp/cont-x" > /dev/null 2>&1 &&
+  cmp -s "$tmp/cont-x/adapter_model.safetensors" "$(adapter "$tmp/cont" 4)" &&
+  ! cmp -s "$tmp/cont-x/adapter_model.safetensors" "$tmp/peft/adapter_model.safetensors" &&
+  ok "train --adapter: export replays onto the starting adapter" || bad "train --adapter: export differs"
+
 # refusals, each naming what is wrong
 refuse() { # WHAT PATTERN ARGS...
   local what=$1 pat=$2
@@ -112,11 +123,13 @@ refuse() { # WHAT PATTERN ARGS...
 refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
 refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
 refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"
+refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
+refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
 refuse "--peft prefix" "prefix tuning is not built" "$bin" train "${common[@]}" --peft prefix --out "$tmp/x3"
 refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
 refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"
 refuse "--merge of a full run" "no adapter" "$bin" export --run "$tmp/full" --merge -o "$tmp/x5"
 cp -r "$tmp/ref" "$tmp/asfull" && sed -i '/"peft"\|"lora_/d' "$tmp/asfull/run.json" && sed -i -z 's/,\n}/\n}/' "$tmp/asfull/run.json"
 refuse "a LoRA log replayed as a full run's" "another layout" "$bin" export --run "$tmp/asfull" -o "$tmp/x6"
-[ ! -e "$tmp/x1/run.json" ] && [ ! -e "$tmp/x2/run.json" ] && ok "a refused start writes no run.json" || bad "a refused start wrote"
+[ ! -e "$tmp/x1/run.json" ] && [ ! -e "$tmp/x2/run.json" ] && [ ! -e "$tmp/x8/run.json" ] && ok "a refused start writes no run.json" || bad "a refused start wrote"
 finish
