@@ -184,6 +184,8 @@ dz_status dz_lora_parse_targets(const char *list, unsigned *out, dz_error *err);
 /* The mask as the short names ("q,v"), or as cfg's module names ("q_proj,v_proj"). */
 void dz_lora_targets_string(unsigned targets, char *out, size_t cap);
 void dz_lora_module_names(const dz_config *cfg, unsigned targets, char *out, size_t cap);
+/* Target t's LLaMA-family module name ("q_proj", ...). */
+const char *dz_lora_target_name(int target);
 /* The adapter's table for a base of cfg: per layer, A then B of each target, named with
  * PEFT's keys (base_model.model.<base name>.lora_A.weight). */
 dz_status dz_lora_table_build(const dz_config *cfg, const dz_lora_spec *spec, dz_param_table *out, dz_error *err);

@@ -1,5 +1,4 @@
-/* LoRA adapters as models of their own: the targets and their names, the adapter's
- * parameter table (A and B of each targeted projection, per layer), its initialization
+/* LoRA adapters as models of their own: the adapter's parameter table (A and B of each targeted projection, per layer), its initialization
  * as PEFT does it, and the merge into a base. The adapter is what a LoRA run trains: the
  * ZO engine walks its table exactly as it walks a full model's, and the base stays as
  * loaded (docs/ADAPTERS.md). */
@@ -11,54 +10,6 @@
 #include "core/rng.h"
 #include "core/util.h"
 #include "model/model_internal.h"
-
-static const char *const SHORT[DZ_LORA_N_TARGETS] = {"q", "k", "v", "o", "up", "gate", "down"};
-static const char *const LLAMA_NAMES[DZ_LORA_N_TARGETS] = {"q_proj", "k_proj", "v_proj", "o_proj",
-                                                           "up_proj", "gate_proj", "down_proj"};
-static const char *const OPT_NAMES[DZ_LORA_N_TARGETS] = {"q_proj", "k_proj", "v_proj", "out_proj",
-                                                         "fc1", NULL, "fc2"};
-static const int BASE_ROLE[DZ_LORA_N_TARGETS] = {DZ_L_WQ, DZ_L_WK, DZ_L_WV, DZ_L_WO,
-                                                 DZ_L_W_UP, DZ_L_W_GATE, DZ_L_W_DOWN};
-
-int dz_lora_base_role(int target) { return target >= 0 && target < DZ_LORA_N_TARGETS ? BASE_ROLE[target] : -1; }
-
-static int target_of(const char *name, size_t n) {
-    for (int t = 0; t < DZ_LORA_N_TARGETS; t++) {
-        const char *names[3] = {SHORT[t], LLAMA_NAMES[t], OPT_NAMES[t]};
-        for (int k = 0; k < 3; k++)
-            if (names[k] && strlen(names[k]) == n && !strncmp(names[k], name, n)) return t;
-    }
-    return -1;
-}
-
-dz_status dz_lora_parse_targets(const char *list, unsigned *out, dz_error *err) {
-    *out = 0;
-    for (const char *p = list; p && *p;) {
-        const size_t n = strcspn(p, ",");
-        const int t = target_of(p, n);
-        if (t < 0)
-            return dz_fail(err, DZ_ERR_INVALID, "--lora-targets: unknown module '%.*s' (known: q k v o up gate down, "
-                           "or q_proj k_proj v_proj o_proj up_proj gate_proj down_proj, OPT's out_proj fc1 fc2)",
-                           (int)n, p);
-        *out |= 1u << t;
-        p += n + (p[n] == ',');
-    }
-    if (!*out) return dz_fail(err, DZ_ERR_INVALID, "--lora-targets: no module named");
-    return DZ_OK;
-}
-
-static void join_names(const char *const *names, unsigned targets, char *out, size_t cap) {
-    size_t used = 0;
-    out[0] = '\0';
-    for (int t = 0; t < DZ_LORA_N_TARGETS && used < cap; t++)
-        if (targets & (1u << t)) used += (size_t)snprintf(out + used, cap - used, "%s%s", used ? "," : "", names[t]);
-}
-
-void dz_lora_targets_string(unsigned targets, char *out, size_t cap) { join_names(SHORT, targets, out, cap); }
-
-void dz_lora_module_names(const dz_config *cfg, unsigned targets, char *out, size_t cap) {
-    join_names(cfg->arch == DZ_ARCH_OPT ? OPT_NAMES : LLAMA_NAMES, targets, out, cap);
-}
 
 /* Appends A [r, in] and B [out, r] of base tensor p (target t) to the table. */
 static dz_status add_pair(dz_param_table *t, const dz_param *p, int target, int rank, dz_error *err) {
@@ -87,10 +38,10 @@ dz_status dz_lora_table_build(const dz_config *cfg, const dz_lora_spec *spec, dz
     for (int l = 0; st == DZ_OK && l < cfg->n_layers; l++)
         for (int t = 0; st == DZ_OK && t < DZ_LORA_N_TARGETS; t++) {
             if (!(spec->targets & (1u << t))) continue;
-            const int id = dz_param_find(&base, l, BASE_ROLE[t]);
+            const int id = dz_param_find(&base, l, dz_lora_base_role(t));
             if (id < 0)
                 st = dz_fail(err, DZ_ERR_INVALID, "--lora-targets: a %s model has no %s projection", dz_arch_name(cfg->arch),
-                             LLAMA_NAMES[t]);
+                             dz_lora_target_name(t));
             else st = add_pair(out, &base.params[id], t, spec->rank, err);
         }
     if (st == DZ_OK && out->count == 0) st = dz_fail(err, DZ_ERR_INVALID, "--lora-targets: no module named");
@@ -167,7 +118,7 @@ dz_status dz_lora_merge(dz_model *base, const dz_model *adapter, dz_error *err) 
     for (int i = 0; i < adapter->table.count; i += 2) {
         const dz_param *a = &adapter->table.params[i];
         const int target = (a->role - DZ_L_LORA_FIRST) / 2;
-        const int id = dz_param_find(&base->table, a->block, BASE_ROLE[target]);
+        const int id = dz_param_find(&base->table, a->block, dz_lora_base_role(target));
         if (id < 0) return dz_fail(err, DZ_ERR_INVALID, "adapter merge: the base has no tensor for %s", a->hf_name);
         const dz_param *w = &base->table.params[id];
         merge_one(base->data[id], adapter->data[i], adapter->data[i + 1], w->rows, w->cols, adapter->lora.rank, s);
