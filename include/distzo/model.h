@@ -293,7 +293,8 @@ dz_status dz_forward_layer_weights(dz_forward *f, const dz_weight_source *w, int
 /* Attaches a LoRA adapter (an adapter model, dz_lora_create/load) whose tensors are read
  * through src (a copy is kept; NULL: the adapter's own): every targeted projection then
  * adds (alpha / r) (x A^T) B^T. Its tensors come in t[] of dz_forward_layer at the
- * adapter roles. Only on a backend with host buffers (the CPU's, ref). */
+ * adapter roles. On any backend (without host buffers the (alpha/r) scale is applied on a
+ * host copy). */
 dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const dz_weight_source *src, dz_error *err);
 
 /* Logits of the given rows (indices into the B*n_new positions of the last run):

@@ -52,7 +52,9 @@ struct dz_forward {
     const dz_model *lora;
     dz_weight_source lora_src;
     float lora_scale;
-    float *lora_r, *lora_o, *lora_w;     /* dz_forward_bytes_for: sizes without buffers */
+    float *lora_r, *lora_o, *lora_w;
+    size_t lora_bytes;
+    float *lora_host;   /* a backend without host buffers: the adapter's rows and the scale staged here */     /* dz_forward_bytes_for: sizes without buffers */
 };
 
 /* Embeddings and the head are read a few rows at a time, never whole. */

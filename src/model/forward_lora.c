@@ -24,14 +24,16 @@ void dz_forward_lora_free(dz_forward *f) {
     float *bufs[] = {f->lora_r, f->lora_o, f->lora_w};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->ops->free(f->be, bufs[i]);
     f->lora_r = f->lora_o = f->lora_w = NULL;
+    dz_free(f->lora_host);
+    f->lora_host = NULL;
     f->lora = NULL;
+    f->bytes -= f->lora_bytes;
+    f->lora_bytes = 0;
 }
 
 dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const dz_weight_source *src, dz_error *err) {
     const dz_config *c = &f->m->cfg;
     if (!adapter || !adapter->is_lora) return dz_fail(err, DZ_ERR_INVALID, "forward: not a LoRA adapter");
-    if (!f->be->host_buffers)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "forward: LoRA adapters run on the CPU backends only (cpu, ref)");
     if (adapter->cfg.n_layers != c->n_layers || adapter->cfg.dim != c->dim || adapter->cfg.hidden_dim != c->hidden_dim ||
         adapter->cfg.arch != c->arch)
         return dz_fail(err, DZ_ERR_INVALID, "forward: the adapter %s was made for another model's shape", adapter->path);
@@ -48,6 +50,12 @@ dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const d
             dz_forward_lora_free(f);
             return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the adapter's buffers");
         }
+        f->lora_bytes += sizes[i] * sizeof(float), f->bytes += sizes[i] * sizeof(float); /* dz_forward_bytes counts them */
+    }
+    const size_t host = sizes[1] > sizes[2] ? sizes[1] : sizes[2];
+    if (!f->be->host_buffers && !(f->lora_host = dz_alloc(host * sizeof(float)))) { /* staging, scaling */
+        dz_forward_lora_free(f);
+        return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the adapter's host buffer");
     }
     f->lora = adapter;
     f->lora_src = src ? *src : dz_model_weights(adapter);
@@ -64,7 +72,8 @@ void dz_forward_lora_fetch(dz_forward *f, int s, int l, const float **t) {
         if (id < 0) continue;
         const dz_param *p = &f->lora->table.params[id];
         const size_t n = (size_t)dz_param_numel(p);
-        const float *src = f->lora_src.rows(f->lora_src.self, s, id, 0, p->rows, f->lora_w + off);
+        float *rows_at = f->be->host_buffers ? f->lora_w : f->lora_host; /* host rows, then uploaded */
+        const float *src = f->lora_src.rows(f->lora_src.self, s, id, 0, p->rows, rows_at + off);
         t[r] = f->be->ops->upload_view(f->be, f->lora_w + off, src, n * sizeof(float));
         off += n;
     }
@@ -83,6 +92,9 @@ void dz_forward_lora_add(dz_forward *f, float *y, const float *in, const float *
     be->ops->matmul(be, f->lora_o, f->lora_r, b, NULL, N, out, r);
     be->ops->synchronize(be);
     const size_t n = (size_t)N * out;
-    for (size_t i = 0; i < n; i++) f->lora_o[i] *= f->lora_scale; /* host buffers (set_adapter checked) */
+    float *h = be->host_buffers ? f->lora_o : f->lora_host; /* the scale on the host: no backend op scales */
+    if (!be->host_buffers) be->ops->download(be, h, f->lora_o, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] *= f->lora_scale;
+    if (!be->host_buffers) be->ops->upload(be, f->lora_o, h, n * sizeof(float));
     be->ops->add(be, y, f->lora_o, n);
 }

@@ -8,6 +8,7 @@
 #   same adapter bitwise; the adapter differs from its start;
 # - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
 #   whose eval is the same; train --adapter DIR starts a run from it;
+# - --backend ref (a device backend's staging path) gives the CPU's first step to 1e-5;
 # - refusals: --lora-dropout != 0, an unknown target, --peft prefix, a disk store, a
 #   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
 # usage: lora.sh DISTZO ASSETS
@@ -71,6 +72,13 @@ cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 8)" && ok "ex
   bad "export's adapter differs from checkpoint-8's"
 cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 4)" && bad "the adapter did not change (4 -> 8)" ||
   ok "the adapter trained (checkpoint-4 != checkpoint-8)"
+
+# --backend ref stages every buffer as a device backend does: the same first step to 1e-5
+run --backend ref --threads 1 --steps 1 --out "$tmp/refbe" || bad "--backend ref failed: $(tail -2 "$tmp/log")"
+loss() { sed -n 2p "$1/metrics.jsonl" | grep -o '"loss": [0-9.e-]*' | awk '{print $2}'; }
+awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; exit !(a != "" && (d < 0 ? -d : d) <= 1e-5 * b) }' &&
+  ok "--backend ref: step 1's loss $(loss "$tmp/refbe") is the CPU's $(loss "$tmp/ref") to 1e-5" ||
+  bad "--backend ref: step 1's loss $(loss "$tmp/refbe"), the CPU's $(loss "$tmp/ref")"
 
 # the structured estimators over the adapter's 2-D tensors keep the seed-log invariant
 for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
