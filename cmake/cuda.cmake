@@ -36,6 +36,20 @@ if(DZ_CUDA)
       ${dz_nvcc_werror}>)
   target_link_libraries(dz_cuda PUBLIC dz_cuda_host CUDA::cudart CUDA::cublas CUDA::cublasLt)
   target_compile_definitions(dz_cuda PUBLIC DZ_HAVE_CUDA=1)
+  # NCCL, the collectives of several GPUs (src/backend/cuda/cuda_seam_nccl.cu): beside the
+  # toolkit (CUDA 13 ships it in lib/) or where the system keeps it. Without it the CUDA
+  # build still builds, and the seam's collectives say that NCCL is missing.
+  find_path(DZ_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(DZ_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}
+               ${CUDAToolkit_TARGET_DIR} PATH_SUFFIXES lib lib64)
+  if(DZ_NCCL_INCLUDE_DIR AND DZ_NCCL_LIBRARY)
+    message(STATUS "NCCL: ${DZ_NCCL_LIBRARY}")
+    target_include_directories(dz_cuda PRIVATE ${DZ_NCCL_INCLUDE_DIR})
+    target_link_libraries(dz_cuda PUBLIC ${DZ_NCCL_LIBRARY})
+    target_compile_definitions(dz_cuda PRIVATE DZ_HAVE_NCCL=1)
+  else()
+    message(WARNING "NCCL not found: the CUDA seam's collectives (several GPUs) will report it missing")
+  endif()
 
   # The flags are not taken on trust: the ZO kernels' PTX, made with them, must hold no
   # fused or contractible float operation (cmake/check_no_fma.sh), or dz_cuda does not build.

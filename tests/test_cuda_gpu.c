@@ -1,9 +1,11 @@
 /* On a GPU (label gpu; -DDZ_CUDA=ON builds only): the ZO kernels (backend/cuda/zo_kernels.cu)
  * through the CUDA runtime seam give the CPU backend's bits for every ZO op, cuBLAS's fp32
  * GEMM in the Linear layout matches the reference backend, and every forward op of the CUDA
- * backend instance but attention (cuda_forward_ops.h: cuBLAS in each --gpu-math mode, the
- * kernels of forward_kernels.cu) matches the reference backend. The checks are those the CPU
- * suite runs through the host seam (tests/cuda_seam_ops.h, tests/cuda_fw_check.h). Where no
+ * backend instance (cuda_forward_ops.h: cuBLAS in each --gpu-math mode, the kernels of
+ * forward_kernels.cu; attention: the flash-style kernel of attention_kernel.cu) matches the
+ * reference backend. The checks are those the CPU suite runs through the host seam
+ * (tests/cuda_seam_ops.h, tests/cuda_fw_check.h, tests/cuda_attention_cases.h). And NCCL
+ * behind the seam: DistZO2's sliced upload on a group of one GPU. Where no
  * GPU is found the test exits 77, which CTest reports as skipped (never as passed). */
 #include <math.h>
 #include <setjmp.h>
@@ -15,8 +17,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backend/cuda/sliced_upload.h"
 #include "cuda_fw_check.h"
 #include "cuda_seam_ops.h"
+#include "cuda_attention_cases.h"
+#include "backend/cuda/cuda_backend.h"
 
 static dz_cuda_seam *gpu;
 
@@ -42,6 +47,59 @@ static void forward_ops_match_the_reference(void **st) {
     dz_backend_free(be); /* the seam stays: main destroys it */
 }
 
+/* The instance on the GPU's seam: attention on every case within 1e-5 relative of the
+ * reference and bitwise an instance on the host seam (the same element code, dz_expf, no
+ * contraction). */
+static void attention_kernel_matches_the_reference(void **st) {
+    (void)st;
+    dz_backend *be = NULL, *host = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_backend_cuda_create_on(gpu, 0, &be, &err), DZ_OK);
+    dz_cuda_seam *hs = dz_cuda_seam_host_create();
+    assert_non_null(hs);
+    assert_int_equal(dz_backend_cuda_create_on(hs, 1, &host, &err), DZ_OK);
+    const double worst = attn_every_case_matches_ref(be, host);
+    print_message("gpu: attention's worst relative error %.3g against the reference\n", worst);
+    char msg[256];
+    const int status = dz_backend_cuda_status(be, msg, sizeof msg);
+    if (status != DZ_CUDA_OK) fail_msg("the instance's status is %d: %s", status, msg);
+    dz_backend_free(be); /* the seam stays: main destroys it */
+    dz_backend_free(host);
+}
+
+/* NCCL behind the seam on this GPU (a group of one: only one-GPU machines are lent):
+ * DistZO2's sliced upload, blocks of odd sizes through two rotating buffers, each read back
+ * bitwise after its all-gather. */
+static void sliced_upload_through_nccl(void **st) {
+    (void)st;
+    dz_cuda_comm_id id;
+    dz_cuda_comm comm = NULL;
+    dz_cuda_stream compute = NULL;
+    dz_sliced_upload u;
+    unsigned char *host = NULL, *back = malloc(1 << 20);
+    SEAM_OK(gpu, gpu->comm_unique_id(gpu, &id));
+    SEAM_OK(gpu, gpu->comm_init(gpu, &comm, 1, 0, &id));
+    SEAM_OK(gpu, gpu->host_alloc(gpu, (void **)&host, 1 << 20));
+    SEAM_OK(gpu, gpu->stream_create(gpu, &compute));
+    SEAM_OK(gpu, dz_sliced_upload_init(&u, gpu, comm, 0, 1, 1 << 20, 2));
+    static const size_t sizes[] = {1, 4099, 1 << 20, 77};
+    for (uint64_t k = 0; k < 4; k++) {
+        for (size_t i = 0; i < sizes[k]; i++) host[i] = (unsigned char)(i * 131u + k);
+        void *buf = NULL;
+        SEAM_OK(gpu, dz_sliced_upload_node((dz_sliced_upload *const[]){&u}, 1, k, host, sizes[k]));
+        SEAM_OK(gpu, dz_sliced_acquire(&u, k, compute, &buf));
+        SEAM_OK(gpu, gpu->memcpy_async(gpu, back, buf, sizes[k], DZ_COPY_D2H, compute));
+        SEAM_OK(gpu, dz_sliced_release(&u, k, compute));
+        SEAM_OK(gpu, gpu->stream_synchronize(gpu, compute));
+        assert_memory_equal(back, host, sizes[k]);
+    }
+    SEAM_OK(gpu, dz_sliced_upload_free(&u));
+    SEAM_OK(gpu, gpu->stream_destroy(gpu, compute));
+    SEAM_OK(gpu, gpu->host_free(gpu, host));
+    SEAM_OK(gpu, gpu->comm_destroy(gpu, comm));
+    free(back);
+}
+
 int main(void) {
     int status = DZ_CUDA_OK;
     gpu = dz_cuda_seam_runtime_create(0, &status);
@@ -54,6 +112,8 @@ int main(void) {
         cmocka_unit_test(zo_kernels_match_the_cpu_backend),
         cmocka_unit_test(cublas_linear_matmul_matches_the_reference),
         cmocka_unit_test(forward_ops_match_the_reference),
+        cmocka_unit_test(attention_kernel_matches_the_reference),
+        cmocka_unit_test(sliced_upload_through_nccl),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     gpu->destroy(gpu);

@@ -152,9 +152,22 @@ static void writer_errors_name_the_key_or_tensor(void **state) {
     dz_gguf_writer_free(w);
 
     check(dz_gguf_writer_create(path, 0, &w, &err), &err);
-    dz_gguf_add_tensor(w, "t", DZ_GGML_Q4_0, 2, ne);
+    dz_gguf_add_tensor(w, "t", 16 /* IQ2_XXS: layout unknown here */, 2, ne);
     expect_error(dz_gguf_writer_begin(w, &err), &err, "cannot write this ggml type for tensor 't'");
     dz_gguf_writer_free(w);
+
+    /* Q4_0 is declared, but its data only comes as encoded blocks, whole ones that fit */
+    const int64_t ne4[2] = {32, 2};
+    const unsigned char blocks[3 * 18] = {0};
+    check(dz_gguf_writer_create(path, 0, &w, &err), &err);
+    dz_gguf_add_tensor(w, "t", DZ_GGML_Q4_0, 2, ne4);
+    check(dz_gguf_writer_begin(w, &err), &err);
+    expect_error(dz_gguf_write_f32(w, v, 32, &err), &err, "tensor 't': distzo cannot convert fp32 into Q4_0");
+    expect_error(dz_gguf_write_blocks(w, blocks, 3, &err), &err, "tensor 't': 3 blocks do not fit the 2 left");
+    check(dz_gguf_write_blocks(w, blocks, 2, &err), &err);
+    check(dz_gguf_writer_finish(w, &err), &err);
+    dz_gguf_writer_free(w);
+    assert_int_equal(unlink(path), 0);
 
     check(dz_gguf_writer_create(path, 0, &w, &err), &err);
     dz_gguf_add_tensor(w, "f", DZ_GGML_F32, 2, ne);

@@ -118,13 +118,31 @@ typedef struct dz_model dz_model;
  * .bin checkpoint, holding weights as dtype (F32 or BF16; F16 also accepted). Tensors whose
  * file dtype equals dtype are used in place through mmap; others are converted once. */
 dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_error *err);
+/* Flags of dz_model_load_flags. DZ_LOAD_KEEP_QUANTIZED: a GGUF file's tensors that are not
+ * F32 (the quantized blocks, F16, BF16) stay in the file's read-only mapping as stored, and
+ * the model's weight source (dz_model_weights) dequantizes the rows the forward reads (a
+ * layer block into the forward's block scratch, token rows, head chunks) on every read,
+ * bitwise into the values the dequantize-at-load model holds: memory about the file's size
+ * instead of dtype's size of every parameter. Such a model is read-only: dz_model_tensor is
+ * NULL for those tensors, and dz_model_make_owned, dz_model_keep_for_store and
+ * dz_model_move_to refuse it (full-parameter training). No effect on other formats. */
+enum { DZ_LOAD_KEEP_QUANTIZED = 1 };
+dz_status dz_model_load_flags(const char *path, dz_dtype dtype, unsigned flags, dz_model **out, dz_error *err);
+/* 1 when tensor id is held quantized (DZ_LOAD_KEEP_QUANTIZED): read it through dz_model_weights. */
+int dz_model_tensor_quantized(const dz_model *m, int id);
+/* Bytes of the tensors held quantized (in the file's mapping; 0 when none is). */
+size_t dz_model_bytes_quantized(const dz_model *m);
+/* Tensor id's bytes as the model holds them, *nbytes their count: the quantized blocks of a
+ * tensor held quantized, else its data in the model's dtype (NULL, 0: let go of). For
+ * fingerprints of a read-only base (the same file and flags give the same bytes). */
+const void *dz_model_tensor_stored(const dz_model *m, int id, size_t *nbytes);
 void dz_model_free(dz_model *m);
 const dz_config *dz_model_config(const dz_model *m);
 const dz_param_table *dz_model_params(const dz_model *m);
 dz_dtype dz_model_dtype(const dz_model *m);
 const char *dz_model_path(const dz_model *m);
 const char *dz_model_format(const dz_model *m); /* "hf-safetensors" or "llama2c" */
-/* Data of tensor id (in the model dtype). */
+/* Data of tensor id (in the model dtype); NULL for a tensor held quantized or let go of. */
 void *dz_model_tensor(const dz_model *m, int id);
 /* Copies every tensor still mapped from a file into owned memory, so the weights can be
  * written (the ZO trainer's master weights). */
@@ -217,6 +235,10 @@ typedef struct dz_weight_source {
     const float *(*rows)(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch);
     const void *self;
     const float *(*view)(const void *self, int stream, int id, int64_t row0, int64_t nrows);
+    /* 1 when rows do not depend on the stream (the model's own source): the forward then
+     * fetches a layer block or a head chunk once for all the streams it runs (a source
+     * that converts or dequantizes does that work once); 0 (the default): per stream. */
+    int same_for_streams;
 } dz_weight_source;
 
 dz_weight_source dz_model_weights(const dz_model *m);
@@ -240,8 +262,12 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
 typedef struct dz_backend dz_backend;
 /* The instance of backend `name` (NULL: "cpu"; "cpu", "ref" or "cuda"; --backend).
  * DZ_ERR_INVALID for an unknown name; "cuda" is DZ_ERR_UNSUPPORTED saying why: a build
- * without CUDA, no GPU on this machine, or (today) its forward not built yet. */
+ * without CUDA, no GPU on this machine, or (today) its forward not built yet. "cuda" may
+ * carry its math mode and its GPU: "cuda:MODE" (--gpu-math), "cuda@D" or "cuda:MODE@D"
+ * (GPU D of this machine, the rank's by --gpus-per-node; default 0). */
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
+/* GPUs the CUDA runtime shows this process (0 in a build without CUDA or without a GPU). */
+int dz_cuda_gpu_count(void);
 /* Frees what create made (cpu and ref: one shared stateless instance, left). NULL is fine. */
 void dz_backend_free(dz_backend *be);
 /* The general form: n_streams streams on `backend` (NULL: the CPU backend), which

@@ -26,6 +26,7 @@ int dz_comm_rank(const dz_comm *c);
 int dz_comm_size(const dz_comm *c);
 int dz_comm_n_nodes(const dz_comm *c);
 int dz_comm_machine_ranks(const dz_comm *c); /* ranks on this machine (real shared memory) */
+int dz_comm_machine_rank(const dz_comm *c);  /* this rank's place among them, 0..machine_ranks-1 */
 const char *dz_comm_backend(const dz_comm *c); /* "mpi (Open MPI 4.1.4)" or "single process" */
 
 /* A rank that stops answering (stopped, deadlocked, its machine lost) must not hang the
@@ -37,6 +38,13 @@ void dz_comm_set_timeout(dz_comm *c, double seconds);
 
 /* Element-wise sum over all ranks, in place. */
 dz_status dz_comm_sum_u64(dz_comm *c, uint64_t *buf, size_t n, dz_error *err);
+
+/* The GPU a rank owns (--gpus-per-node G): its machine-local rank mod G. GPUs belong to a
+ * machine, so the rank is counted among the ranks of the machine (dz_comm_machine_rank),
+ * not of a simulated node (--node-size). More ranks on the machine than G are refused
+ * unless `share` (--share-gpus: ranks then take GPUs round robin, several per GPU). */
+dz_status dz_gpu_for_rank(int machine_rank, int machine_ranks, int gpus_per_node, int share, int *device,
+                          dz_error *err);
 
 /* Bytes this rank has sent through the process group (payload, not protocol). */
 uint64_t dz_comm_bytes_sent(const dz_comm *c);

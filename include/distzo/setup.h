@@ -28,6 +28,7 @@ typedef struct dz_weights_spec {
     const char *base;
     uint64_t lora_seed;
     const char *lora_init;  /* a PEFT folder the adapter starts from when path is not one (NULL: new) */
+    unsigned base_flags;    /* dz_model_load_flags of the base (DZ_LOAD_KEEP_QUANTIZED) */
 } dz_weights_spec;
 
 typedef struct dz_engine_spec {

@@ -91,6 +91,8 @@ typedef struct dz_train_peft {
     const char *lora_targets; /* module names, "q,v" by default (q k v o up gate down, or HF's q_proj ...) */
     float lora_dropout;       /* only 0: a ZO step has no dropout */
     const char *lora_init;    /* a PEFT LoRA folder the adapter starts from (NULL: PEFT's init from the seed) */
+    int keep_quantized;       /* the base's GGUF blocks stay quantized (DZ_LOAD_KEEP_QUANTIZED): the same bits, in
+                               * about the file's memory; not in run.json (a resume may change it) */
 } dz_train_peft;
 
 typedef struct dz_train_config {

@@ -70,9 +70,11 @@ class Model:
     """A model distzo loads: a Hugging Face folder (safetensors), a llama2.c .bin, a GGUF
     file or a run's checkpoint, as the command line takes them."""
 
-    def __init__(self, path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32") -> None:
+    def __init__(self, path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32",
+                 keep_quantized: bool = False) -> None:
         _runtime()
-        self._c = _distzo.Model(os.fspath(path), None if tokenizer is None else os.fspath(tokenizer), dtype)
+        self._c = _distzo.Model(os.fspath(path), None if tokenizer is None else os.fspath(tokenizer), dtype,
+                                bool(keep_quantized))
         self.tokenizer: Optional[Tokenizer] = Tokenizer(self._c) if self._c.has_tokenizer else None
 
     @property
@@ -271,6 +273,9 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def load(path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32") -> Model:
-    """Loads a model (and its tokenizer: the one beside it, or tokenizer=PATH)."""
-    return Model(path, tokenizer, dtype)
+def load(path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32",
+         keep_quantized: bool = False) -> Model:
+    """Loads a model (and its tokenizer: the one beside it, or tokenizer=PATH). keep_quantized:
+    a GGUF's quantized tensors stay as the file stores them and are dequantized a layer at a
+    time as the forward reads them (the same logits, bit for bit; `--keep-quantized`)."""
+    return Model(path, tokenizer, dtype, keep_quantized)

@@ -47,9 +47,10 @@ static int load_tokenizer(Model *self, const char *tok_path, dz_error *err) {
 }
 
 static int model_init(Model *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"path", "tokenizer", "dtype", NULL};
+    static char *names[] = {"path", "tokenizer", "dtype", "keep_quantized", NULL};
     const char *path, *tok_path = NULL, *dtype = "f32";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zs", names, &path, &tok_path, &dtype)) return -1;
+    int keep = 0; /* DZ_LOAD_KEEP_QUANTIZED: a GGUF's blocks held as stored */
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zsp", names, &path, &tok_path, &dtype, &keep)) return -1;
     dz_dtype dt;
     if (dz_dtype_parse(dtype, &dt) != 0) {
         PyErr_Format(PyExc_ValueError, "dtype '%s' is not one of f32, bf16, f16", dtype);
@@ -59,7 +60,9 @@ static int model_init(Model *self, PyObject *args, PyObject *kw) {
     dz_error err = {0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = dz_model_load(path, dt, &self->model, &err) == DZ_OK ? load_tokenizer(self, tok_path, &err) : -1;
+    rc = dz_model_load_flags(path, dt, keep ? DZ_LOAD_KEEP_QUANTIZED : 0, &self->model, &err) == DZ_OK
+             ? load_tokenizer(self, tok_path, &err)
+             : -1;
     Py_END_ALLOW_THREADS
     if (rc < 0) {
         model_free(self);

@@ -279,3 +279,16 @@ def test_gguf_model_generates_as_the_cli(cli, assets):
     ref = json.loads(out)
     assert model.tokenizer.encode("The capital of France is") == ref["prompt_tokens"]
     assert model.generate_ids("The capital of France is", max_tokens=6, temperature=0) == ref["tokens"]
+
+
+def test_gguf_kept_quantized_same_logits(cli, assets):
+    """keep_quantized: the GGUF's blocks held as stored, dequantized as read: the same logits, bit for bit."""
+    import numpy as np
+
+    gguf = assets / "smollm2-135m" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    ids = distzo.load(gguf).tokenizer.encode("The capital of France is")
+    at_load = distzo.load(gguf).logits(ids)
+    kept = distzo.load(gguf, keep_quantized=True)
+    assert np.array_equal(kept.logits(ids).view(np.uint32), at_load.view(np.uint32))
+    assert kept.generate_ids(ids, max_tokens=6, temperature=0) == distzo.load(gguf).generate_ids(ids, max_tokens=6,
+                                                                                                  temperature=0)

@@ -176,6 +176,7 @@ const dz_backend *dz_backend_by_name(const char *name); /* NULL if none */
  * (include/distzo/model.h says what each refuses). */
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);
 void dz_backend_free(dz_backend *be);
+int dz_cuda_gpu_count(void);
 
 /* The rotary angles' cosines and sines for positions 0 .. n_pos-1 (host memory, a row of
  * head_dim floats per position: cos_sin[p * head_dim + i] = cos(a), cos_sin[p * head_dim +

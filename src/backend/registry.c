@@ -1,8 +1,8 @@
 /* The backends built into this library, "cpu" first (the default of a forward), and the
  * instances a run creates by name (--backend). */
-#include <string.h>
-
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/backend.h"
 #include "backend/cuda/gpu_math.h"
@@ -28,25 +28,54 @@ const dz_backend *dz_backend_by_name(const char *name) {
     return NULL;
 }
 
-/* cuda: refused, saying why, until the CUDA backend's attention and the pipeline on device
- * buffers exist (docs/CUDA.md). With -DDZ_CUDA=ON a GPU is looked for first, so a machine
- * without one hears that. */
-static dz_status cuda_refused(dz_error *err) {
+/* cuda: refused, saying why, until the pipeline on device buffers exists (docs/CUDA.md).
+ * With -DDZ_CUDA=ON the instance's GPU is looked for first, so a machine without one (or
+ * without that one) hears that. */
+static dz_status cuda_refused(int device, dz_error *err) {
 #ifdef DZ_HAVE_CUDA
     int status = 0;
-    dz_cuda_seam *seam = dz_cuda_seam_runtime_create(0, &status);
+    dz_cuda_seam *seam = dz_cuda_seam_runtime_create(device, &status);
     if (!seam && status == DZ_CUDA_ERR_NO_DEVICE)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: no CUDA GPU found on this machine");
+    if (!seam && status == DZ_CUDA_ERR_INVALID)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: GPU %d not found: this machine shows %d "
+                       "(--gpus-per-node above its GPUs?)", device, dz_cuda_gpu_count());
     if (!seam) return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA runtime did not start (status %d)",
                               status);
     seam->destroy(seam);
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (its "
-                                            "attention and the pipeline on device buffers are missing, docs/CUDA.md); "
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (the "
+                                            "pipeline on device buffers is missing, docs/CUDA.md); "
                                             "use --backend cpu or ref");
 #else
+    (void)device;
     return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: this distzo was built without CUDA (configure with "
                                             "cmake -DDZ_CUDA=ON)");
 #endif
+}
+
+/* No context is made: every rank asks, and a context holds device memory. */
+int dz_cuda_gpu_count(void) {
+#ifdef DZ_HAVE_CUDA
+    return dz_cuda_seam_runtime_devices();
+#else
+    return 0;
+#endif
+}
+
+/* "NAME@D": GPU D (--gpus-per-node's choice), cuda's only; cut off name into base. */
+static dz_status split_device(const char *name, char *base, size_t cap, int *device, dz_error *err) {
+    const char *at = strrchr(name, '@');
+    char *end = NULL;
+    *device = 0;
+    snprintf(base, cap, "%.*s", at ? (int)(at - name) : (int)strlen(name), name);
+    if (!at) return DZ_OK;
+    const long d = strtol(at + 1, &end, 10);
+    if (end == at + 1 || *end || d < 0 || d > 1024)
+        return dz_fail(err, DZ_ERR_INVALID, "--backend %s: '%s' is not a GPU number", name, at + 1);
+    if (strncmp(base, "cuda", 4) != 0 || (base[4] && base[4] != ':'))
+        return dz_fail(err, DZ_ERR_INVALID, "--gpus-per-node applies to --backend cuda only (not %s)", base);
+    *device = (int)d;
+    return DZ_OK;
 }
 
 /* "cuda:MODE" carries --gpu-math (backend/cuda/gpu_math.h): checked before anything else,
@@ -65,10 +94,12 @@ static dz_status split_math(const char *name, char *base, size_t cap, dz_error *
 
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err) {
     *out = NULL;
-    char base[32];
-    const dz_status st = split_math(name ? name : "cpu", base, sizeof base, err);
+    char named[96], base[32];
+    int device = 0;
+    dz_status st = split_device(name ? name : "cpu", named, sizeof named, &device, err);
+    if (st == DZ_OK) st = split_math(named, base, sizeof base, err);
     if (st != DZ_OK) return st;
-    if (strcmp(base, "cuda") == 0) return cuda_refused(err);
+    if (strcmp(base, "cuda") == 0) return cuda_refused(device, err);
     const dz_backend *be = dz_backend_by_name(name ? name : "cpu");
     if (!be) return dz_fail(err, DZ_ERR_INVALID, "--backend %s: unknown backend (cpu, cuda or ref)", name);
     *out = (dz_backend *)be; /* cpu and ref: the one stateless instance, which free leaves */

@@ -12,7 +12,7 @@
 
 typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
-    int limit, batch, threads, json, share_prompts, gen_tokens;
+    int limit, batch, threads, json, share_prompts, gen_tokens, keep_quantized;
     const dz_task_preset *preset;
     const char *backend; /* --backend */
     dz_backend *be;      /* its instance, which every forward runs on */
@@ -144,7 +144,7 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
             for (int k = 0; k < cs.n_labels; k++) printf("%s%d", k ? ", " : "", counts[k]);
             printf("], \"truncated\": %d, \"seconds\": %.3f, \"activation_bytes\": %zu, \"weight_bytes\": %zu, "
                    "\"peak_rss_bytes\": %zu}\n",
-                   cs.truncated, secs, dz_forward_bytes(f), dz_model_bytes_owned(m) + dz_model_bytes_mapped(m),
+                   cs.truncated, secs, dz_forward_bytes(f), dz_model_bytes_owned(m) + dz_model_bytes_mapped(m) + dz_model_bytes_quantized(m),
                    dz_cli_peak_rss());
         } else {
             printf("%s: %d examples, accuracy %.2f%% (%.1f s)\n", o->data, cs.n_examples, 100.0 * acc, secs);
@@ -409,7 +409,7 @@ static int evaluate(eval_opts *o, const char *model_arg) {
     dz_model *m;
     dz_tokenizer *tok;
     const dz_cli_preamble p = {.threads = o->threads, .model = model, .dtype = o->dtype, .tokenizer = o->tokenizer,
-                               .backend = o->backend};
+                               .backend = o->backend, .keep_quantized = o->keep_quantized};
     int rc = dz_cli_start(&p, &m, &tok);
     if (rc) return rc;
     dz_dataset ds = {0};
@@ -453,6 +453,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
         {"batch", DZ_OPT_INT, &o.batch, "sequences per forward (default 16)"},
         dz_cli_dtype_option(&o.dtype, NULL),
+        dz_cli_keep_quantized_option(&o.keep_quantized),
         dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),

@@ -54,7 +54,7 @@ static int encode_prompt(const dz_tokenizer *tok, const char *source, const char
 typedef struct gen_opts {
     const char *prompt, *dtype, *tokenizer, *system, *backend;
     const char *adapter; /* --adapter: a PEFT LoRA folder */
-    int n, threads, json, chat;
+    int n, threads, json, chat, keep_quantized;
     uint64_t seed;
     float temperature, top_p;
 } gen_opts;
@@ -173,6 +173,7 @@ int dz_cmd_generate(int argc, char **argv) {
         {"top-p", DZ_OPT_FLOAT, &o.top_p, "nucleus sampling mass (default 0.9)"},
         {"seed", DZ_OPT_SEED, &o.seed, "sampling seed (default 0)"},
         dz_cli_dtype_option(&o.dtype, NULL),
+        dz_cli_keep_quantized_option(&o.keep_quantized),
         dz_cli_tokenizer_option(&o.tokenizer, NULL),
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),
@@ -190,7 +191,7 @@ int dz_cmd_generate(int argc, char **argv) {
     dz_model *m;
     dz_tokenizer *tok;
     const dz_cli_preamble pre = {.threads = o.threads, .model = pos[0], .dtype = o.dtype, .tokenizer = o.tokenizer,
-                                 .backend = o.backend};
+                                 .backend = o.backend, .keep_quantized = o.keep_quantized};
     if ((rc = dz_cli_start(&pre, &m, &tok))) return rc;
     rc = generate(&o, pos[0], m, tok);
     dz_tokenizer_free(tok);

@@ -32,6 +32,7 @@ int dz_cmd_join(int argc, char **argv) {
     float retry_for = 60.0f;
     int threads = 0;
     const char *checksum_file = NULL, *gpu_math = NULL;
+    dz_cli_gpus gpus = {0};
     const dz_opt opts[] = {
         {"data", DZ_OPT_STR, &c.data, "this machine's training file (its examples never leave it)"},
         {"model", DZ_OPT_STR, &c.model, "the base model here (default: the path the coordinator's run names)"},
@@ -44,6 +45,8 @@ int dz_cmd_join(int argc, char **argv) {
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&c.backend),
         dz_cli_gpu_math_option(&gpu_math),
+        dz_cli_gpus_option(&gpus),
+        dz_cli_share_gpus_option(&gpus),
         {0},
     };
     const char *pos[1];
@@ -56,6 +59,7 @@ int dz_cmd_join(int argc, char **argv) {
     const char *kill = getenv("DISTZO_TEST_KILL");
     if (kill && sscanf(kill, "join:%d", &p.kill_round) != 1) p.kill_round = -1;
     dz_cli_gpu_math_join(&c.backend, gpu_math);
+    if ((rc = dz_cli_gpus_join(&c.backend, &gpus, 0, 1))) return rc; /* one process: rank 0 of 1 */
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c.backend}, NULL, NULL))) return rc;
     dz_error err = {0};
     dz_fed_join_result res;

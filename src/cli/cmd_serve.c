@@ -61,6 +61,7 @@ int dz_cmd_serve(int argc, char **argv) {
     dz_fed_settings_default(&c.fed);
     dz_cli_train_values v = dz_cli_train_values_default();
     const char *model = NULL, *out = NULL, *code = "byte", *sampling = NULL, *gpu_math = NULL;
+    dz_cli_gpus gpus = {0};
     int threads = 0, seed_pool = DZ_OPT_UNSET;
     float round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
     const dz_opt own[] = {
@@ -95,6 +96,8 @@ int dz_cmd_serve(int argc, char **argv) {
         dz_cli_threads_option(&threads, NULL),
         dz_cli_backend_option(&t->layout.backend),
         dz_cli_gpu_math_option(&gpu_math),
+        dz_cli_gpus_option(&gpus),
+        dz_cli_share_gpus_option(&gpus),
     };
     enum { N_OWN = sizeof own / sizeof own[0] };
     dz_opt opts[N_OWN + DZ_CLI_TRAIN_OPTS + 1] = {{0}};
@@ -114,6 +117,7 @@ int dz_cmd_serve(int argc, char **argv) {
     t->out_dir = out;
     c.fed.round_timeout = round_timeout, c.fed.worker_timeout = worker_timeout, c.linger = linger;
     dz_cli_gpu_math_join(&t->layout.backend, gpu_math);
+    if ((rc = dz_cli_gpus_join(&t->layout.backend, &gpus, 0, 1))) return rc; /* one process: rank 0 of 1 */
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = t->layout.backend}, NULL, NULL)))
         return rc;
     dz_error err = {0};

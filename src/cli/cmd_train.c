@@ -90,9 +90,11 @@ typedef struct train_opts {
     const char *model, *data, *out, *test, *config, *estimator;
     const char *resume_from; /* OLD_RUN:STEP */
     const char *gpu_math;    /* --gpu-math: joined into c->layout.backend */
+    dz_cli_gpus gpus;        /* --gpus-per-node, --share-gpus: this rank's GPU, joined in train_run */
     char from_run[4096], from_config[4200];
     int from_step;
     int resume, no_fuse, threads, no_share, node_size, log_every, quiet, json;
+    int keep_quantized; /* refused: full-parameter training writes the base */
     float rank_timeout;
 } train_opts;
 
@@ -118,11 +120,11 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
  * strings those point into. */
 static int load_config(const dz_cmd_spec *cmd, const dz_opt *opts, train_opts *t, dz_train_config *c, char **strings,
                        cJSON **doc) {
-    const char *own[64];
-    const dz_opt *own_opt[64];
-    char names[64][32]; /* the long names ("quiet" of "quiet|q") */
+    const char *own[80];
+    const dz_opt *own_opt[80];
+    char names[80][32]; /* the long names ("quiet" of "quiet|q") */
     int n_own = 0;
-    for (const dz_opt *o = opts; o->name && n_own < 63; o++) {
+    for (const dz_opt *o = opts; o->name && n_own < 79; o++) {
         snprintf(names[n_own], sizeof names[0], "%.*s", (int)strcspn(o->name, "|"), o->name);
         if (!dz_train_config_has_key(names[n_own]) && strcmp(names[n_own], "config") && strcmp(names[n_own], "resume"))
             own_opt[n_own] = o, own[n_own] = names[n_own], n_own++;
@@ -187,7 +189,7 @@ static int resume_from(train_opts *t) {
 
 /* train's own options (those serve does not share) into out, then the shared ones; out
  * holds TRAIN_OPTS_CAP entries, the last left {0}. */
-enum { TRAIN_OPTS_CAP = 64 };
+enum { TRAIN_OPTS_CAP = 72 };
 static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     const dz_opt own[] = {
         {"config", DZ_OPT_STR, &t->config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
@@ -233,6 +235,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
          "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
+        {"keep-quantized", DZ_OPT_FLAG, &t->keep_quantized,
+         "with --peft lora: a GGUF base's blocks stay quantized, read-only (the same bits as dequantized at load); "
+         "refused without an adapter: training every parameter updates the base"},
         {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
         {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
          "STEP of its seed log with its settings, where --lr, --schedule, --warmup, --steps, --max-bad-steps and "
@@ -242,6 +247,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
         dz_cli_backend_option(&c->layout.backend),
         dz_cli_gpu_math_option(&t->gpu_math),
+        dz_cli_gpus_option(&t->gpus),
+        dz_cli_share_gpus_option(&t->gpus),
         {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},
         {"dp", DZ_OPT_INT, &c->layout.dp, "mpirun: data-parallel groups (default: ranks / pertp)"},
         {"verify-every", DZ_OPT_INT, &c->layout.verify_every, "compare weight checksums across nodes every N steps (default 0)"},
@@ -305,6 +312,11 @@ int dz_cmd_train(int argc, char **argv) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
+    c.peft.keep_quantized = t.keep_quantized && c.peft.method && !strcmp(c.peft.method, "lora"); /* the base read-only */
+    if (!rc && t.keep_quantized && !c.peft.keep_quantized)
+        rc = dz_cli_failf("option --keep-quantized: full-parameter training updates every weight of the base, which "
+                          "a quantized base held as loaded cannot take; train dequantizes a GGUF at load (eval and "
+                          "generate read a base kept quantized)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);
@@ -454,7 +466,9 @@ static int train_run(dz_train_config *c, const train_opts *t) {
         threads = cores / dz_comm_machine_ranks(comm) > 1 ? (int)(cores / dz_comm_machine_ranks(comm)) : 1;
     }
     if (rank != 0 || t->quiet) dz_log_set_level(DZ_LOG_WARN);
-    if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
+    const int machine_rank = dz_comm_machine_rank(comm), machine_ranks = dz_comm_machine_ranks(comm);
+    if ((rc = dz_cli_gpus_join(&c->layout.backend, &t->gpus, machine_rank, machine_ranks)) ||
+        (rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = c->layout.backend}, NULL, NULL))) {
         dz_comm_finalize(comm);
         return rc;
     }

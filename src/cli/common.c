@@ -44,6 +44,12 @@ dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help) {
                     help ? help : "tokenizer file or folder (default: the model's own)"};
 }
 
+dz_opt dz_cli_keep_quantized_option(int *keep) {
+    return (dz_opt){"keep-quantized", DZ_OPT_FLAG, keep,
+                    "GGUF: hold the weights as the file stores them (quantized, mapped) and dequantize each layer as "
+                    "the forward reads it: memory about the file's size, the same results, bit for bit"};
+}
+
 dz_opt dz_cli_backend_option(const char **backend) {
     return (dz_opt){"backend", DZ_OPT_STR, backend,
                     "cpu|cuda|ref: what the model and the ZO step run on (default cpu)"};
@@ -60,6 +66,39 @@ void dz_cli_gpu_math_join(const char **backend, const char *gpu_math) {
     if (!gpu_math) return;
     snprintf(joined, sizeof joined, "%.60s:%.60s", *backend ? *backend : "cpu", gpu_math);
     *backend = joined;
+}
+
+dz_opt dz_cli_gpus_option(dz_cli_gpus *g) {
+    return (dz_opt){"gpus-per-node", DZ_OPT_INT, &g->per_node,
+                    "--backend cuda: GPUs per machine; each rank owns GPU (its rank on the machine) mod N "
+                    "(default: the GPUs the machine shows)"};
+}
+
+dz_opt dz_cli_share_gpus_option(dz_cli_gpus *g) {
+    return (dz_opt){"share-gpus", DZ_OPT_FLAG, &g->share,
+                    "--backend cuda: let more ranks on a machine than GPUs share them (round robin)"};
+}
+
+static int is_cuda(const char *backend) {
+    return backend && strncmp(backend, "cuda", 4) == 0 && (backend[4] == '\0' || backend[4] == ':');
+}
+
+int dz_cli_gpus_join(const char **backend, const dz_cli_gpus *g, int machine_rank, int machine_ranks) {
+    static char joined[160]; /* one command per process */
+    const int given = g->per_node != 0 || g->share;
+    if (given && !is_cuda(*backend))
+        return dz_cli_failf("--gpus-per-node and --share-gpus apply to --backend cuda only (not %s)",
+                            *backend ? *backend : "cpu");
+    if (!is_cuda(*backend)) return 0;
+    if (g->per_node < 0) return dz_cli_failf("option --gpus-per-node: %d is negative", g->per_node);
+    const int n = g->per_node ? g->per_node : dz_cuda_gpu_count();
+    if (n == 0) return 0; /* no GPU: the backend's check says so */
+    dz_error err = {0};
+    int device = 0;
+    if (dz_gpu_for_rank(machine_rank, machine_ranks, n, g->share, &device, &err) != DZ_OK) return dz_cli_fail(&err);
+    snprintf(joined, sizeof joined, "%.120s@%d", *backend, device);
+    *backend = joined;
+    return 0;
 }
 
 /* A backend that cannot run here (cuda without CUDA or a GPU, an unknown name) is refused
@@ -99,7 +138,11 @@ static int load_model(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok
     dz_dtype dt = DZ_F32;
     if (p->dtype && dz_dtype_parse(p->dtype, &dt) != 0)
         return dz_cli_failf("option --dtype: '%s' is not one of f32, bf16, f16", p->dtype);
-    if (dz_model_load(p->model, dt, m, &err) != DZ_OK) return dz_cli_fail(&err);
+    if (dz_model_load_flags(p->model, dt, p->keep_quantized ? DZ_LOAD_KEEP_QUANTIZED : 0, m, &err) != DZ_OK)
+        return dz_cli_fail(&err);
+    if (p->keep_quantized && dz_model_bytes_quantized(*m) == 0) /* an HF folder, a llama2.c file, an F32 GGUF */
+        fprintf(stderr, "distzo: --keep-quantized: %s has no tensor stored quantized (or F16/BF16 in a GGUF); it is "
+                        "read as without the option\n", p->model);
     if (!tok) return 0;
     *tok = NULL;
     const char *tp = p->tokenizer ? p->tokenizer : dz_model_tokenizer_path(*m);
@@ -124,7 +167,7 @@ int dz_cli_start(const dz_cli_preamble *p, dz_model **m, dz_tokenizer **tok) {
     if (rc || !p->model) return rc;
     char buf[4200];
     const dz_cli_preamble here = {.model = dz_cli_model_arg(p->model, buf, sizeof buf, &rc), .dtype = p->dtype,
-                                  .tokenizer = p->tokenizer};
+                                  .tokenizer = p->tokenizer, .keep_quantized = p->keep_quantized};
     return rc ? rc : load_model(&here, m, tok);
 }
 

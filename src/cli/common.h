@@ -25,6 +25,9 @@ dz_opt dz_cli_threads_option(int *threads, const char *help);
  * which the preamble also reads; help NULL: the common words. */
 dz_opt dz_cli_dtype_option(const char **dtype, const char *help);
 dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help);
+/* --keep-quantized: a GGUF base held as its file stores it, dequantized layer by layer as
+ * the forward reads it (read-only uses: eval, generate). */
+dz_opt dz_cli_keep_quantized_option(int *keep);
 /* --backend cpu|cuda|ref: what the forward and the ZO ops run on (NULL: cpu). */
 dz_opt dz_cli_backend_option(const char **backend);
 /* --gpu-math tf32|bf16|fp32: the CUDA backend's matrix products. dz_cli_gpu_math_join,
@@ -33,6 +36,18 @@ dz_opt dz_cli_backend_option(const char **backend);
  * it does not know; NULL leaves the name as it is. */
 dz_opt dz_cli_gpu_math_option(const char **gpu_math);
 void dz_cli_gpu_math_join(const char **backend, const char *gpu_math);
+/* --gpus-per-node N and --share-gpus (train, serve, join): the GPU this process owns, its
+ * machine-local rank mod N (dz_gpu_for_rank; N absent: the GPUs the machine shows), joined
+ * into the backend's name ("cuda@D", "cuda:fp32@D") after the process group is known.
+ * Refused, saying why, for a backend other than cuda, and for more ranks on a machine
+ * than GPUs without --share-gpus. Returns 0 or the exit status. */
+typedef struct dz_cli_gpus {
+    int per_node; /* --gpus-per-node: 0 when absent */
+    int share;    /* --share-gpus */
+} dz_cli_gpus;
+dz_opt dz_cli_gpus_option(dz_cli_gpus *g);
+dz_opt dz_cli_share_gpus_option(dz_cli_gpus *g);
+int dz_cli_gpus_join(const char **backend, const dz_cli_gpus *g, int machine_rank, int machine_ranks);
 
 /* What a command sets up before its work, in this order: the runtime (DISTZO_ISA, an
  * error for an unknown or unrunnable level; the threads), the backend's check, OpenBLAS (bench's reference),
@@ -45,6 +60,7 @@ typedef struct dz_cli_preamble {
     const char *dtype;      /* --dtype; NULL: f32 */
     const char *tokenizer;  /* --tokenizer; NULL: the model's own (loaded when tok is given) */
     const char *backend;    /* --backend: refused here, before any work, when it cannot run */
+    int keep_quantized;     /* --keep-quantized: DZ_LOAD_KEEP_QUANTIZED */
 } dz_cli_preamble;
 /* Returns 0, or the exit status after saying why; *m (and *tok when tok is non-NULL: an
  * error when there is none) are the caller's to free. */

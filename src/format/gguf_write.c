@@ -142,7 +142,7 @@ void dz_gguf_add_tensor(dz_gguf_writer *w, const char *name, uint32_t type, int 
     for (int i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name)) return fail(w, DZ_ERR_INVALID, "duplicate tensor", name);
     const dz_ggml_type_info ti = dz_ggml_type_describe(type);
-    if (!dz_ggml_quantizable(type)) return fail(w, DZ_ERR_UNSUPPORTED, "distzo cannot write this ggml type for tensor", name);
+    if (ti.block_bytes == 0) return fail(w, DZ_ERR_UNSUPPORTED, "distzo cannot write this ggml type for tensor", name);
     if (ndim < 1 || ndim > DZ_GGUF_MAX_DIMS) return fail(w, DZ_ERR_INVALID, "bad dimension count for tensor", name);
     uint64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
@@ -277,13 +277,23 @@ static void skip_complete(dz_gguf_writer *w) {
     }
 }
 
-dz_status dz_gguf_write_f32(dz_gguf_writer *w, const float *src, size_t n, dz_error *err) {
+/* The tensor the next data belongs to, or NULL (the writer's error then in *err). */
+static wtensor *current_tensor(dz_gguf_writer *w, dz_error *err) {
     if (w->st == DZ_OK && !w->begun) fail(w, DZ_ERR_INVALID, "tensor data before the header in", w->path);
     skip_complete(w);
     if (w->st == DZ_OK && w->cur >= w->n_t) fail(w, DZ_ERR_INVALID, "more tensor data than declared in", w->path);
-    if (w->st != DZ_OK) return sticky(w, err);
-    wtensor *t = &w->t[w->cur];
+    if (w->st == DZ_OK) return &w->t[w->cur];
+    sticky(w, err);
+    return NULL;
+}
+
+dz_status dz_gguf_write_f32(dz_gguf_writer *w, const float *src, size_t n, dz_error *err) {
+    wtensor *t = current_tensor(w, err);
+    if (!t) return w->st;
     const dz_ggml_type_info ti = dz_ggml_type_describe(t->type);
+    if (!dz_ggml_quantizable(t->type))
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tensor '%s': distzo cannot convert fp32 into %s (write its encoded "
+                       "blocks)", w->path, t->name, ti.name);
     if (n % (size_t)ti.block || n > t->numel - w->cur_numel)
         return dz_fail(err, DZ_ERR_INVALID, "%s: tensor '%s': %zu elements do not fit what is left (%llu) in whole blocks",
                        w->path, t->name, n, (unsigned long long)(t->numel - w->cur_numel));
@@ -300,6 +310,20 @@ dz_status dz_gguf_write_f32(dz_gguf_writer *w, const float *src, size_t n, dz_er
         i += k;
     }
     w->cur_numel += n;
+    skip_complete(w);
+    return sticky(w, err);
+}
+
+dz_status dz_gguf_write_blocks(dz_gguf_writer *w, const void *blocks, size_t nblocks, dz_error *err) {
+    const wtensor *t = current_tensor(w, err);
+    if (!t) return w->st;
+    const dz_ggml_type_info ti = dz_ggml_type_describe(t->type);
+    const uint64_t left = (t->numel - w->cur_numel) / (uint64_t)ti.block;
+    if (nblocks > left)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: tensor '%s': %zu blocks do not fit the %llu left", w->path, t->name,
+                       nblocks, (unsigned long long)left);
+    out_put(w, blocks, nblocks * (size_t)ti.block_bytes);
+    w->cur_numel += nblocks * (uint64_t)ti.block;
     skip_complete(w);
     return sticky(w, err);
 }

@@ -34,8 +34,9 @@ void dz_gguf_put_strings(dz_gguf_writer *w, const char *key, const char *const *
 void dz_gguf_put_f32s(dz_gguf_writer *w, const char *key, const float *v, size_t n);
 void dz_gguf_put_i32s(dz_gguf_writer *w, const char *key, const int32_t *v, size_t n);
 
-/* A tensor of type (a dz_ggml_type dz_ggml_quantize writes) with ggml dims ne[0..ndim)
- * (ne[0] innermost, a multiple of the type's block). */
+/* A tensor of type (any dz_ggml_type of known layout) with ggml dims ne[0..ndim) (ne[0]
+ * innermost, a multiple of the type's block). Its data comes from dz_gguf_write_f32 when
+ * dz_ggml_quantize writes the type, else as encoded blocks (dz_gguf_write_blocks). */
 void dz_gguf_add_tensor(dz_gguf_writer *w, const char *name, uint32_t type, int ndim, const int64_t *ne);
 
 /* Writes the header, the metadata and the tensor infos (nothing may be declared after). */
@@ -44,6 +45,9 @@ dz_status dz_gguf_writer_begin(dz_gguf_writer *w, dz_error *err);
  * converted from fp32; n a multiple of the type's block. A call may span part of a tensor
  * but not run past its end. */
 dz_status dz_gguf_write_f32(dz_gguf_writer *w, const float *src, size_t n, dz_error *err);
+/* Appends nblocks blocks of the current tensor as they are (already encoded in its type:
+ * a quantized tensor copied from another file, or test data). */
+dz_status dz_gguf_write_blocks(dz_gguf_writer *w, const void *blocks, size_t nblocks, dz_error *err);
 /* Checks every tensor is complete, fsyncs, renames over the path, fsyncs the folder. */
 dz_status dz_gguf_writer_finish(dz_gguf_writer *w, dz_error *err);
 

@@ -314,15 +314,17 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
     const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
         const int nv = c->vocab_size - v0 < HEAD_VOCAB_CHUNK ? c->vocab_size - v0 : HEAD_VOCAB_CHUNK;
+        const float *wchunk = NULL; /* a source the same for every stream gives the chunk once */
         for (int k = 0; k < n_sets; k++) {
             const int s = sets[k].stream, nrows = sets[k].nrows;
             const int *targets = sets[k].targets;
             stream *st = &f->st[s];
             if (nrows == 0) continue;
-            const float *host = w->view ? w->view(w->self, s, head_id, v0, nv) : NULL; /* a step's -eps chunk */
-            if (!host) host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
-            const float *wchunk =
-                f->be->ops->upload_view(f->be, f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
+            if (!wchunk || !w->same_for_streams) {
+                const float *host = w->view ? w->view(w->self, s, head_id, v0, nv) : NULL; /* a step's -eps chunk */
+                if (!host) host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
+                wchunk = f->be->ops->upload_view(f->be, f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
+            }
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
                 const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
                 f->be->ops->matmul(f->be, f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv,
@@ -390,8 +392,9 @@ dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_stre
     const float *t[DZ_ROLE_MAX];
     dz_status st = DZ_OK;
     for (int l = 0; st == DZ_OK && l < f->m->cfg.n_layers; l++)
-        for (int k = 0; st == DZ_OK && k < n_streams; k++) {
-            st = dz_forward_layer_weights(f, w, streams[k], l, t, err);
+        for (int k = 0; st == DZ_OK && k < n_streams; k++) { /* t stays valid: a layer only reads it */
+            const int same = w->same_for_streams && (!f->lora || f->lora_src.same_for_streams);
+            if (k == 0 || !same) st = dz_forward_layer_weights(f, w, streams[k], l, t, err);
             if (st == DZ_OK) dz_forward_layer(f, streams[k], l, t);
         }
     return st;

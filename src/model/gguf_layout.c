@@ -28,6 +28,11 @@ int64_t dz_gguf_model_row(int64_t row, int head_dim) {
     return head * head_dim + (within % 2) * half + within / 2;
 }
 
+int64_t dz_gguf_file_row(int64_t row, int head_dim) {
+    const int64_t head = row / head_dim, within = row % head_dim, half = head_dim / 2;
+    return head * head_dim + 2 * (within % half) + within / half;
+}
+
 int dz_gguf_permuted(const dz_param *p, int n_layers, int interleaved_rope) {
     return interleaved_rope && p->block < n_layers && (p->role == DZ_L_WQ || p->role == DZ_L_WK);
 }

@@ -18,6 +18,8 @@ void dz_gguf_tensor_name(const dz_param *p, int n_layers, char *out, size_t cap)
  * tensor is model row dz_gguf_model_row(row): within each head, row 2i + r is model row
  * r * head_dim/2 + i. */
 int64_t dz_gguf_model_row(int64_t row, int head_dim);
+/* The inverse: the file row that holds model row `row`. */
+int64_t dz_gguf_file_row(int64_t row, int head_dim);
 
 /* 1 when tensor p is a Q or K weight whose rows the converter permutes (interleaved rope). */
 int dz_gguf_permuted(const dz_param *p, int n_layers, int interleaved_rope);

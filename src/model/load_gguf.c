@@ -1,6 +1,8 @@
 /* GGUF models (llama.cpp's format): the architecture's metadata keys give the config, the
  * tensors are dequantized row slice by row slice into the model's arena in its dtype (the
- * mapped file is never copied whole), and the mapping is closed once every tensor is in.
+ * mapped file is never copied whole), and the mapping is closed once every tensor is in;
+ * or, keeping the base quantized (DZ_LOAD_KEEP_QUANTIZED), every tensor not stored as F32
+ * stays in the mapping as the file holds it and is dequantized when read (quantized.c).
  *
  * A llama model's Q and K rows were permuted by llama.cpp's converter (gguf_layout.h); they
  * are put back at load, as for llama2.c. Qwen2 is converted without it (NEOX rotary). */
@@ -183,7 +185,42 @@ static void place_rows(const dz_gguf_tensor *t, void *dst, dz_dtype dtype, int i
     }
 }
 
-dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err) {
+/* Tensor i, held as the file stores it: its rows are dequantized when read (quantized.c). */
+static void hold_quantized(dz_model *m, int i, const dz_gguf_tensor *t, int interleaved) {
+    m->quant[i] = (dz_model_quant){.type = t->type, .data = t->data, .row_bytes = t->row_bytes,
+                                   .head_dim = interleaved ? m->cfg.head_dim : 0};
+    m->data[i] = NULL;
+    m->quant_bytes += t->nbytes;
+}
+
+/* Held quantized (keep): every tensor not stored as F32. F32 ones (norms, biases) are
+ * small and read as they are stored; F16/BF16 ones are converted on read like the blocks. */
+static int held(const dz_gguf_tensor *t, int keep) { return keep && t->type != DZ_GGML_F32; }
+
+/* Each tensor into the arena, converted, or (keep) held in the file; max_cols: the widest row. */
+static dz_status place_all(dz_model *m, const dz_gguf *g, const gguf_arch *a, const dz_gguf_tensor **found, int keep,
+                           size_t max_cols, dz_error *err) {
+    float *row = malloc(max_cols * sizeof *row);
+    if (!row) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", g->path);
+    size_t off = 0;
+    for (int i = 0; i < m->table.count; i++) {
+        const dz_param *p = &m->table.params[i];
+        const int interleaved = dz_gguf_permuted(p, m->cfg.n_layers, a->interleaved_rope);
+        if (held(found[i], keep)) {
+            hold_quantized(m, i, found[i], interleaved);
+            continue;
+        }
+        void *dst = (char *)m->owned + off;
+        off += ((size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+        place_rows(found[i], dst, m->dtype, interleaved, m->cfg.head_dim, row);
+        m->data[i] = dst;
+        release_pages(found[i]->data, found[i]->nbytes);
+    }
+    free(row);
+    return DZ_OK;
+}
+
+dz_status dz_model_load_gguf(dz_model *m, const char *path, int keep, dz_error *err) {
     m->format = "gguf";
     dz_gguf g;
     dz_status st = dz_gguf_open(path, &g, err);
@@ -196,7 +233,8 @@ dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err) {
     if (st == DZ_OK) {
         found = calloc((size_t)m->table.count, sizeof *found);
         used = calloc((size_t)g.n_tensors + 1, 1);
-        if (!found || !used) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
+        m->quant = keep ? calloc((size_t)m->table.count, sizeof *m->quant) : NULL;
+        if (!found || !used || (keep && !m->quant)) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
     size_t arena = 0, max_cols = 1;
     char name[128];
@@ -207,7 +245,8 @@ dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err) {
         st = check_tensor(&g, p, name, found[i], err);
         if (st != DZ_OK) break;
         used[found[i] - g.tensors] = 1;
-        arena += ((size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
+        if (!held(found[i], keep))
+            arena += ((size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
         if ((size_t)p->cols > max_cols) max_cols = (size_t)p->cols;
     }
     /* A tensor the model does not consume would be silently dropped; a known one (such as
@@ -216,23 +255,19 @@ dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err) {
         if (!used[i])
             st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tensor '%s' is not part of a %s model as distzo runs it", path,
                          g.tensors[i].name, a->name);
-    float *row = st == DZ_OK ? malloc(max_cols * sizeof *row) : NULL;
-    if (st == DZ_OK && !row) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     if (st == DZ_OK) st = dz_model_alloc_arena(m, arena, err);
-    size_t off = 0;
-    for (int i = 0; st == DZ_OK && i < m->table.count; i++) {
-        const dz_param *p = &m->table.params[i];
-        const int interleaved = dz_gguf_permuted(p, m->cfg.n_layers, a->interleaved_rope);
-        void *dst = (char *)m->owned + off;
-        off += ((size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
-        place_rows(found[i], dst, m->dtype, interleaved, m->cfg.head_dim, row);
-        m->data[i] = dst;
-        release_pages(found[i]->data, found[i]->nbytes);
-    }
-    free(row);
+    if (st == DZ_OK) st = place_all(m, &g, a, found, keep, max_cols, err);
     free(found);
     free(used);
-    dz_gguf_close(&g); /* every tensor was converted into the arena */
+    if (st == DZ_OK && m->quant_bytes > 0) { /* the model reads its blocks from the mapping from now on */
+        m->map = g.map;
+        m->map_size = g.map_size;
+        g.map = NULL;
+    } else {
+        free(m->quant);
+        m->quant = NULL;
+    }
+    dz_gguf_close(&g);
     if (st == DZ_OK) dz_model_find_tokenizer(path, &m->cfg, m->tokenizer, sizeof m->tokenizer);
     return st;
 }

@@ -147,26 +147,38 @@ static int64_t first_non_finite(const void *x, dz_dtype t, size_t n) {
 static dz_status check_finite(const dz_model *m, dz_error *err) {
     enum { SLICE = 1 << 22 };
     const size_t esz = dz_dtype_size(m->dtype);
+    size_t qfloats = 1 << 18; /* tensors held quantized are checked as they read, 1 MB of rows (or one) at a time */
+    for (int id = 0; id < m->table.count; id++)
+        if ((size_t)m->table.params[id].cols > qfloats) qfloats = (size_t)m->table.params[id].cols;
+    float *qbuf = m->quant_bytes ? malloc(qfloats * sizeof *qbuf) : NULL;
+    if (m->quant_bytes && !qbuf) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", m->path);
     for (int id = 0; id < m->table.count; id++) {
         const dz_param *p = &m->table.params[id];
         const size_t n = (size_t)dz_param_numel(p);
         const int mapped = dz_model_tensor_mapped(m, id);
-        int64_t at = -1;
-        for (size_t i = 0; i < n && at < 0; i += SLICE) {
+        int64_t at = dz_model_tensor_quantized(m, id) ? dz_model_quant_first_non_finite(m, id, qbuf, qfloats) : -1;
+        for (size_t i = 0; i < n && at < 0 && !dz_model_tensor_quantized(m, id); i += SLICE) {
             const size_t k = n - i < SLICE ? n - i : SLICE;
             const char *x = (const char *)m->data[id] + i * esz;
             const int64_t j = first_non_finite(x, m->dtype, k);
             if (j >= 0) at = (int64_t)i + j;
             if (mapped) release_pages(x, k * esz);
         }
-        if (at >= 0)
+        if (at >= 0) {
+            free(qbuf);
             return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' has a non-finite value at element %lld (row %lld)",
                            m->path, p->hf_name, (long long)at, (long long)(at / p->cols));
+        }
     }
+    free(qbuf);
     return DZ_OK;
 }
 
 dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_error *err) {
+    return dz_model_load_flags(path, dtype, 0, out, err);
+}
+
+dz_status dz_model_load_flags(const char *path, dz_dtype dtype, unsigned flags, dz_model **out, dz_error *err) {
     *out = NULL;
     dz_model *m = calloc(1, sizeof *m);
     if (!m) return dz_fail(err, DZ_ERR_NOMEM, "out of memory");
@@ -178,7 +190,7 @@ dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_err
     } else if (ends_with(path, ".bin")) {
         st = dz_model_load_llama2c(m, path, err);
     } else if (ends_with(path, ".gguf")) {
-        st = dz_model_load_gguf(m, path, err);
+        st = dz_model_load_gguf(m, path, (flags & DZ_LOAD_KEEP_QUANTIZED) != 0, err);
     } else if (!dz_file_exists(path)) {
         st = dz_fail(err, DZ_ERR_IO, "%s: no such file or folder", path);
     } else {
@@ -200,6 +212,7 @@ void dz_model_free(dz_model *m) {
     dz_hf_checkpoint_close(&m->ckpt);
     if (m->map) munmap(m->map, m->map_size);
     if (!m->shared_arena) dz_free(m->owned);
+    free(m->quant);
     free(m->data);
     free(m->ids);
     dz_param_table_free(&m->table);
@@ -238,6 +251,10 @@ static int kept(const dz_model *m, int id, keep_mode keep) {
  * one, converting the weights in only when copy is set), drops the others (NULL), and
  * lets go of the file mappings; the model's dtype is dtype from then on. */
 static dz_status place_tensors(dz_model *m, keep_mode keep, dz_dtype dtype, char *shared, int copy, dz_error *err) {
+    if (m->quant_bytes) /* what would be written (trained, moved, stored) is only read, block by block */
+        return dz_fail(err, DZ_ERR_UNSUPPORTED,
+                       "%s: the model is held quantized (--keep-quantized), which only reads it; training every "
+                       "parameter needs it dequantized at load (leave --keep-quantized out)", m->path);
     const size_t esz = dz_dtype_size(dtype);
     size_t bytes = 0;
     for (int i = 0; i < m->table.count; i++)
@@ -271,7 +288,7 @@ static dz_status place_tensors(dz_model *m, keep_mode keep, dz_dtype dtype, char
 }
 
 dz_status dz_model_make_owned(dz_model *m, dz_error *err) {
-    return m->mapped_bytes == 0 ? DZ_OK : place_tensors(m, KEEP_ALL, m->dtype, NULL, 1, err);
+    return m->mapped_bytes == 0 && m->quant_bytes == 0 ? DZ_OK : place_tensors(m, KEEP_ALL, m->dtype, NULL, 1, err);
 }
 
 dz_status dz_model_keep_for_store(dz_model *m, int keep_globals, dz_dtype dtype, dz_error *err) {
@@ -297,6 +314,7 @@ const char *dz_model_tokenizer_path(const dz_model *m) { return m->tokenizer[0] 
 static const float *model_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
     (void)stream;
     const dz_model *m = self;
+    if (m->quant && m->quant[id].data) return dz_model_quant_rows(m, id, row0, nrows, scratch);
     const int64_t cols = m->table.params[id].cols;
     const char *base = (const char *)m->data[id] + (size_t)(row0 * cols) * dz_dtype_size(m->dtype);
     if (m->dtype == DZ_F32) return (const float *)base;
@@ -305,5 +323,5 @@ static const float *model_rows(const void *self, int stream, int id, int64_t row
 }
 
 dz_weight_source dz_model_weights(const dz_model *m) {
-    return (dz_weight_source){.rows = model_rows, .self = m};
+    return (dz_weight_source){.rows = model_rows, .self = m, .same_for_streams = 1};
 }

@@ -9,6 +9,15 @@
 
 enum { DZ_ROLE_MAX = (int)DZ_L_COUNT > (int)DZ_G_COUNT ? (int)DZ_L_COUNT : (int)DZ_G_COUNT };
 
+/* A tensor held as the GGUF file stores it (DZ_LOAD_KEEP_QUANTIZED, quantized.c): its rows
+ * are dequantized on each read through the model's weight source. */
+typedef struct dz_model_quant {
+    uint32_t type;              /* dz_ggml_type */
+    const unsigned char *data;  /* inside the file mapping (map); NULL: not held quantized */
+    size_t row_bytes;           /* bytes of one file row */
+    int head_dim;               /* > 0: Q/K rows in llama.cpp's rotary order, undone on read */
+} dz_model_quant;
+
 struct dz_model {
     dz_config cfg;
     dz_param_table table;
@@ -20,7 +29,9 @@ struct dz_model {
     int shared_arena;         /* owned points into memory the caller provided (a node-shared store) */
     size_t mapped_bytes;
     dz_hf_checkpoint ckpt;  /* HF: kept open while tensors point into it */
-    void *map;              /* llama2.c: the file's mapping */
+    dz_model_quant *quant;  /* per tensor id; NULL when no tensor is held quantized */
+    size_t quant_bytes;     /* bytes of the tensors held quantized */
+    void *map;              /* llama2.c, or a GGUF whose tensors are held quantized: the file's mapping */
     size_t map_size;
     char path[PATH_MAX];
     char tokenizer[PATH_MAX];
@@ -49,7 +60,15 @@ dz_status dz_model_alloc_arena(dz_model *m, size_t bytes, dz_error *err);
 
 dz_status dz_model_load_hf(dz_model *m, const char *dir, dz_error *err);
 dz_status dz_model_load_llama2c(dz_model *m, const char *path, dz_error *err);
-/* A .gguf file (src/model/load_gguf.c); every tensor is converted, the file is not kept. */
-dz_status dz_model_load_gguf(dz_model *m, const char *path, dz_error *err);
+/* A .gguf file (src/model/load_gguf.c): every tensor is converted and the file is not kept,
+ * or, with keep_quantized, every tensor that is not F32 stays in the mapped file (m->quant). */
+dz_status dz_model_load_gguf(dz_model *m, const char *path, int keep_quantized, dz_error *err);
+
+/* Rows [row0, row0+nrows) of a tensor held quantized, as fp32 values of the model's dtype
+ * (bitwise what the dequantize-at-load model holds), into dst (nrows * cols floats); returns dst. */
+const float *dz_model_quant_rows(const dz_model *m, int id, int64_t row0, int64_t nrows, float *dst);
+/* The first element of a tensor held quantized whose value is Inf or NaN, or -1; buf
+ * (buf_floats >= its cols) is the scratch the rows are read through. */
+int64_t dz_model_quant_first_non_finite(const dz_model *m, int id, float *buf, size_t buf_floats);
 
 #endif

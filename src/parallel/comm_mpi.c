@@ -18,7 +18,7 @@ static const double PING_WAIT_S = 10.0;
 
 struct dz_comm {
     int mpi;                  /* 0: one process, no MPI calls at all */
-    int rank, size, node, n_nodes, node_rank, node_size, machine_ranks;
+    int rank, size, node, n_nodes, node_rank, node_size, machine_ranks, machine_rank;
     MPI_Comm node_comm, watch;
     int has_node_comm, has_watch;
     double timeout_s;         /* 0: collectives wait forever */
@@ -50,7 +50,7 @@ static dz_status split_nodes(dz_comm *c, int node_size, dz_error *err) {
     int srank, ssize;
     MPI_Comm_rank(shared, &srank);
     MPI_Comm_size(shared, &ssize);
-    c->machine_ranks = ssize;
+    c->machine_ranks = ssize, c->machine_rank = srank;
     /* Nodes are numbered machine by machine (machines ordered by their lowest world rank);
      * a machine holds ceil(ranks / per) nodes. */
     int leader = c->rank;
@@ -147,6 +147,7 @@ int dz_comm_node_rank(const dz_comm *c) { return c->node_rank; }
 int dz_comm_node_size(const dz_comm *c) { return c->node_size; }
 int dz_comm_is_mpi(const dz_comm *c) { return c->mpi; }
 int dz_comm_machine_ranks(const dz_comm *c) { return c->machine_ranks; }
+int dz_comm_machine_rank(const dz_comm *c) { return c->machine_rank; }
 const char *dz_comm_backend(const dz_comm *c) { return c->backend; }
 uint64_t dz_comm_bytes_sent(const dz_comm *c) { return c->sent; }
 

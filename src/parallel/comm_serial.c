@@ -37,6 +37,7 @@ int dz_comm_node_rank(const dz_comm *c) { return (void)c, 0; }
 int dz_comm_node_size(const dz_comm *c) { return (void)c, 1; }
 int dz_comm_is_mpi(const dz_comm *c) { return (void)c, 0; }
 int dz_comm_machine_ranks(const dz_comm *c) { return (void)c, 1; }
+int dz_comm_machine_rank(const dz_comm *c) { return (void)c, 0; }
 const char *dz_comm_backend(const dz_comm *c) { return (void)c, "single process (built without MPI)"; }
 uint64_t dz_comm_bytes_sent(const dz_comm *c) { return (void)c, 0; }
 dz_status dz_comm_sum_f64(dz_comm *c, double *b, size_t n, dz_error *e) { return (void)c, (void)b, (void)n, (void)e, DZ_OK; }

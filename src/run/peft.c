@@ -40,4 +40,5 @@ void dz_train_peft_weights(const dz_train_config *c, dz_weights_spec *ws, dz_lor
     ws->base = c->model;
     ws->lora_seed = c->optim.seed;
     ws->lora_init = c->peft.lora_init;
+    ws->base_flags = c->peft.keep_quantized ? DZ_LOAD_KEEP_QUANTIZED : 0;
 }

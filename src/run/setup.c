@@ -91,7 +91,7 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft: --store %s is not supported with an adapter (the adapter is "
                        "small; the base is read-only): use --store ram", spec->store);
     const char *base = spec->base ? spec->base : spec->path;
-    dz_status st = dz_model_load(base, spec->master_dtype, &s->base, err);
+    dz_status st = dz_model_load_flags(base, spec->master_dtype, spec->base_flags, &s->base, err);
     if (st != DZ_OK) return st;
     const dz_config *cfg = dz_model_config(s->base);
     const char *folder = dz_lora_is_folder(spec->path) ? spec->path : spec->lora_init;

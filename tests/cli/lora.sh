@@ -8,6 +8,8 @@
 #   same adapter bitwise; the adapter differs from its start;
 # - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
 #   whose eval is the same; train --adapter DIR starts a run from it;
+# - a SmolLM2 Q4_1 GGUF base kept quantized (--keep-quantized): the adapter and log of the
+#   base dequantized at load, in under 0.6x its peak RSS;
 # - --backend ref (a device backend's staging path) gives the CPU's first step to 1e-5;
 # - refusals: --lora-dropout != 0, an unknown target, --peft prefix, a disk store, a
 #   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
@@ -15,7 +17,7 @@
 set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
-need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
 test_set "$assets" 32
 base_model="$assets/stories260K/stories260K.bin"
 common=(--model "$base_model" --peft lora --lora-targets q_proj,v --steps 8 --eval-every 4 --checkpoint-every 4
@@ -80,6 +82,21 @@ awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; ex
   ok "--backend ref: step 1's loss $(loss "$tmp/refbe") is the CPU's $(loss "$tmp/ref") to 1e-5" ||
   bad "--backend ref: step 1's loss $(loss "$tmp/refbe"), the CPU's $(loss "$tmp/ref")"
 
+# a GGUF base kept quantized (--keep-quantized): the same adapter and log as dequantized at
+# load, in less memory; without an adapter the option is refused
+gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
+head -9 "$assets/sst2/dev.tsv" > "$tmp/t8.tsv"
+q=(train --model "$gguf" --peft lora --steps 2 --eval-every 0 --checkpoint-every 2 --train-examples 8 --dev-examples 4
+   --batch 4 --test "$tmp/t8.tsv" --threads 2)
+"$bin" "${q[@]}" --out "$tmp/gguf-deq" > "$tmp/deq.txt" 2>&1 && "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" \
+  > "$tmp/q.txt" 2>&1 || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
+cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
+  ok "--keep-quantized: the adapter and log of the base dequantized at load" || bad "--keep-quantized changes the bits"
+rss() { grep -o 'peak RSS [0-9.]*' "$1" | awk '{print $3}'; }
+awk -v a="$(rss "$tmp/q.txt")" -v b="$(rss "$tmp/deq.txt")" 'BEGIN { exit !(a > 0 && a < 0.6 * b) }' &&
+  ok "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB" ||
+  bad "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB"
+
 # the structured estimators over the adapter's 2-D tensors keep the seed-log invariant
 for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
   read -r -a e <<< "--estimator $est"
@@ -133,6 +150,7 @@ refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --l
 refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"
 refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
 refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
+refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
 refuse "--peft prefix" "prefix tuning is not built" "$bin" train "${common[@]}" --peft prefix --out "$tmp/x3"
 refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
 refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"

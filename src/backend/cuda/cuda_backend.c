@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_forward_ops.h"
 #include "backend/cuda/cuda_zo_ops.h"
 
@@ -13,6 +14,7 @@ typedef struct cuda_ctx {
     dz_cuda_stream stream; /* every op of the instance, in call order */
     int owns_seam;
     dz_gpu_math math;      /* the matrix products' compute type (--gpu-math; tf32 by default) */
+    dz_cuda_attn_stage attn; /* the attention launches' sequences (cuda_attention.h) */
     int status;            /* the first error an op met (DZ_CUDA_OK: none) */
     char msg[256];
 } cuda_ctx;
@@ -187,15 +189,21 @@ static void cu_update_then_perturb_bf16(const dz_backend *be, uint16_t *theta, f
                                              next_draw, i0, dist));
 }
 
+static void cu_attention(const dz_backend *be, float *out, const float *q, const dz_attn_args *a) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, dz_cuda_attention(c->seam, c->stream, &c->attn, out, q, a));
+}
+
 static void cu_destroy(dz_backend *be) {
     cuda_ctx *c = ctx_of(be);
+    dz_cuda_attn_stage_free(c->seam, &c->attn);
     c->seam->stream_destroy(c->seam, c->stream);
     if (c->owns_seam) c->seam->destroy(c->seam);
     free(c);
     free(be);
 }
 
-/* Attention stays NULL until its kernel exists (docs/CUDA.md). */
+/* Every op of the table. */
 static const dz_backend_ops cuda_ops = {
     .alloc = cu_alloc,
     .free = cu_free,
@@ -215,6 +223,7 @@ static const dz_backend_ops cuda_ops = {
     .logsumexp_update = cu_logsumexp_update,
     .pick_target = cu_pick_target,
     .logprob_finish = cu_logprob_finish,
+    .attention = cu_attention,
     .z_fill = cu_z_fill,
     .philox_fill = cu_philox_fill,
     .perturb_pair = cu_perturb_pair,

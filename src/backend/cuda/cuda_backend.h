@@ -1,9 +1,10 @@
 /* The CUDA backend as a dz_backend instance over a CUDA seam (cuda_seam.h): its state is
  * the seam, one non-blocking stream and the matrix products' math mode. What exists:
  * buffers (device memory), upload, upload_view, download, synchronize, the forward's ops
- * but attention (cuda_forward_ops.h) and the ten ZO ops (cuda_zo_ops.h). Attention is not
- * built yet (NULL), so dz_backend_create refuses "cuda" (registry.c) and this is reached by
- * the tests only, through the host seam (tests/test_cuda_seam.c, tests/test_cuda_ops.c).
+ * (cuda_forward_ops.h, attention: cuda_attention.h) and the ten ZO ops (cuda_zo_ops.h).
+ * The pipeline does not run on device buffers yet, so dz_backend_create refuses "cuda"
+ * (registry.c) and this is reached by the tests only, through the host seam
+ * (tests/test_cuda_seam.c, tests/test_cuda_ops.c, tests/test_cuda_attention.c).
  * Library dz_cuda_host. */
 #ifndef DZ_BACKEND_CUDA_CUDA_BACKEND_H
 #define DZ_BACKEND_CUDA_CUDA_BACKEND_H

@@ -22,6 +22,7 @@
 
 #include "backend/forward_element.h"
 #include "backend/zo_element.h"
+#include "backend/cuda/attention_element.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +40,10 @@ typedef enum dz_cuda_status {
 
 typedef void *dz_cuda_stream; /* cudaStream_t */
 typedef void *dz_cuda_event;  /* cudaEvent_t */
+typedef void *dz_cuda_comm;   /* ncclComm_t: this device's member of a group of devices */
+typedef struct dz_cuda_comm_id {
+    char bytes[128]; /* ncclUniqueId (NCCL_UNIQUE_ID_BYTES): made once, given to every member */
+} dz_cuda_comm_id;
 
 typedef enum dz_cuda_copy { DZ_COPY_H2D, DZ_COPY_D2H, DZ_COPY_D2D } dz_cuda_copy;
 typedef enum dz_gemm_op { DZ_GEMM_N, DZ_GEMM_T } dz_gemm_op;                 /* CUBLAS_OP_N, CUBLAS_OP_T */
@@ -52,6 +57,7 @@ typedef enum dz_gemm_compute {
 typedef struct dz_cuda_seam dz_cuda_seam;
 struct dz_cuda_seam {
     const char *name; /* "cuda" or "host" */
+    int device;       /* the GPU this seam drives (the host seam: the device it plays) */
     void *impl;
     int (*device_count)(dz_cuda_seam *s, int *count);
     /* ---- memory: device buffers and pinned host buffers (cudaMalloc, cudaMallocHost) ---- */
@@ -73,6 +79,8 @@ struct dz_cuda_seam {
     int (*zo_span)(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st);
     /* a forward op but GEMM and attention (backend/forward_element.h; forward_kernels.cu) */
     int (*fw_launch)(dz_cuda_seam *s, const dz_fw_launch *L, dz_cuda_stream st);
+    /* flash-style causal attention (attention_element.h; the kernel of attention_kernel.cu) */
+    int (*attention)(dz_cuda_seam *s, const dz_attn_launch *launch, dz_cuda_stream st);
     /* ---- streams and events (cudaStreamCreateWithFlags(NonBlocking), cudaEventCreateWithFlags(DisableTiming)) ---- */
     int (*stream_create)(dz_cuda_seam *s, dz_cuda_stream *st);
     int (*stream_destroy)(dz_cuda_seam *s, dz_cuda_stream st);
@@ -83,12 +91,34 @@ struct dz_cuda_seam {
     int (*event_synchronize)(dz_cuda_seam *s, dz_cuda_event ev);
     int (*stream_wait_event)(dz_cuda_seam *s, dz_cuda_stream st, dz_cuda_event ev);
     int (*device_synchronize)(dz_cuda_seam *s);
+    /* ---- collectives over a group of devices (NCCL; cuda_seam_nccl.cu, seam_host_nccl.c) ----
+     * comm_init joins this device as `rank` of `nranks` (ncclCommInitRank; id from one
+     * comm_unique_id of the group). A process driving several devices brackets its calls of
+     * one collective (and the inits) with group_start/group_end (ncclGroupStart/End), or the
+     * first waits forever for the others. all_gather (ncclAllGather, bytes): runs on st, reads
+     * `count` bytes at send on this device, writes rank r's at recv + r * count on every
+     * device; send may be recv + rank * count (in place). Like a copy, it is ordered with the
+     * device's other streams by events only. */
+    int (*comm_unique_id)(dz_cuda_seam *s, dz_cuda_comm_id *id);
+    int (*comm_init)(dz_cuda_seam *s, dz_cuda_comm *comm, int nranks, int rank, const dz_cuda_comm_id *id);
+    int (*comm_destroy)(dz_cuda_seam *s, dz_cuda_comm comm);
+    int (*group_start)(dz_cuda_seam *s);
+    int (*group_end)(dz_cuda_seam *s);
+    int (*all_gather)(dz_cuda_seam *s, dz_cuda_comm comm, const void *send, void *recv, size_t count,
+                      dz_cuda_stream st);
     const char *(*last_error)(dz_cuda_seam *s);
     void (*destroy)(dz_cuda_seam *s);
 };
 
-/* The host implementation (always built: library dz_cuda_host). NULL when out of memory. */
+/* The host implementation (always built: library dz_cuda_host). NULL when out of memory.
+ * Several in one process play the devices of a node (dz_cuda_seam_host_create_device: the
+ * device number it reports), each with its own memory, streams and clocks; their
+ * collectives meet in a group made by comm_unique_id. */
 dz_cuda_seam *dz_cuda_seam_host_create(void);
+dz_cuda_seam *dz_cuda_seam_host_create_device(int device);
+/* Bytes of copies of one kind (H2D: host to this device, what its PCIe link carries)
+ * enqueued on the host implementation so far. */
+size_t dz_cuda_seam_host_copied(const dz_cuda_seam *s, dz_cuda_copy kind);
 /* What the host implementation found: hazards reported so far (calls that failed with
  * DZ_CUDA_ERR_HAZARD), and whether host range [p, p + bytes) is the destination of a
  * download that no synchronize has completed yet (reading it now would read poison:
@@ -97,8 +127,12 @@ int dz_cuda_seam_host_hazards(const dz_cuda_seam *s);
 int dz_cuda_seam_host_pending(const dz_cuda_seam *s, const void *p, size_t bytes);
 
 /* The CUDA runtime and cuBLAS on GPU `device` (only in -DDZ_CUDA=ON builds: dz_cuda).
- * NULL with *status set (DZ_CUDA_ERR_NO_DEVICE where there is no GPU) when it cannot start. */
+ * NULL with *status set (DZ_CUDA_ERR_NO_DEVICE where there is no GPU, DZ_CUDA_ERR_INVALID where
+ * there are GPUs but not this one) when it cannot start. */
 dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status);
+/* GPUs the CUDA runtime shows this process (0 when none or the runtime fails), without
+ * creating a context on any of them (cudaGetDeviceCount). -DDZ_CUDA=ON builds only. */
+int dz_cuda_seam_runtime_devices(void);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/attention_kernel.h"
+#include "backend/cuda/cuda_seam_nccl.h"
 #include "backend/cuda/forward_kernels.h"
 #include "backend/cuda/zo_kernels.h"
 
@@ -106,6 +108,16 @@ int fw_launch(dz_cuda_seam *s, const dz_fw_launch *L, dz_cuda_stream st) {
     return check(s, static_cast<cudaError_t>(dz_cuda_fw_launch(L, stream_of(st))), "a forward kernel's launch");
 }
 
+int attention(dz_cuda_seam *s, const dz_attn_launch *launch, dz_cuda_stream st) {
+    const char *bad = dz_attn_launch_invalid(launch);
+    if (bad) {
+        snprintf(rt(s)->err, sizeof rt(s)->err, "attention: %s", bad);
+        return DZ_CUDA_ERR_INVALID;
+    }
+    return check(s, static_cast<cudaError_t>(dz_cuda_attention_launch(launch, stream_of(st))),
+                 "the attention kernel's launch");
+}
+
 /* A stream or an event: make the handle with its flags, hand it out even when the call
  * failed (as nullptr), and say which CUDA call it was. */
 template <typename Handle, typename Out>
@@ -156,19 +168,33 @@ void fill_table(dz_cuda_seam *s) {
     s->device_count = device_count, s->dev_alloc = dev_alloc, s->dev_free = dev_free;
     s->host_alloc = host_alloc, s->host_free = host_free, s->memcpy_async = memcpy_async;
     s->sgemm = sgemm, s->gemm_ex = gemm_ex, s->zo_span = zo_span, s->fw_launch = fw_launch;
+    s->attention = attention;
     s->stream_create = stream_create, s->stream_destroy = stream_destroy, s->stream_synchronize = stream_synchronize;
     s->event_create = event_create, s->event_destroy = event_destroy, s->event_record = event_record;
     s->event_synchronize = event_synchronize, s->stream_wait_event = stream_wait_event;
     s->device_synchronize = device_synchronize, s->last_error = last_error, s->destroy = destroy;
+    dz_cuda_seam_nccl_api(s); /* the collectives: cuda_seam_nccl.cu */
 }
 
 } // namespace
 
+extern "C" int dz_cuda_seam_runtime_fail(dz_cuda_seam *s, int status, const char *what, const char *detail) {
+    snprintf(rt(s)->err, sizeof rt(s)->err, "%s: %s", what, detail);
+    return status;
+}
+
+extern "C" int dz_cuda_seam_runtime_devices(void) {
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 extern "C" dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count <= device || device < 0) {
-        *status = e == cudaSuccess || status_of(e) == DZ_CUDA_ERR_NO_DEVICE ? DZ_CUDA_ERR_NO_DEVICE : status_of(e);
+    if (e != cudaSuccess || count <= device || device < 0) { /* GPUs, but not this one: INVALID */
+        *status = e == cudaSuccess && count > 0                       ? DZ_CUDA_ERR_INVALID
+                  : e == cudaSuccess || status_of(e) == DZ_CUDA_ERR_NO_DEVICE ? DZ_CUDA_ERR_NO_DEVICE
+                                                                          : status_of(e);
         return nullptr;
     }
     dz_cuda_seam *s = static_cast<dz_cuda_seam *>(calloc(1, sizeof *s));
@@ -178,7 +204,7 @@ extern "C" dz_cuda_seam *dz_cuda_seam_runtime_create(int device, int *status) {
         *status = DZ_CUDA_ERR_MEMORY;
         return nullptr;
     }
-    s->impl = r, r->device = device;
+    s->impl = r, s->device = r->device = device;
     *status = cudaSetDevice(device) == cudaSuccess && cublasCreate(&r->blas) == CUBLAS_STATUS_SUCCESS
                   ? DZ_CUDA_OK
                   : DZ_CUDA_ERR_RUNTIME;

@@ -113,7 +113,9 @@ static void destroy(dz_cuda_seam *s) {
     free(h->allocs), free(h), free(s);
 }
 
-dz_cuda_seam *dz_cuda_seam_host_create(void) {
+dz_cuda_seam *dz_cuda_seam_host_create(void) { return dz_cuda_seam_host_create_device(0); }
+
+dz_cuda_seam *dz_cuda_seam_host_create_device(int device) {
     dz_cuda_seam *s = calloc(1, sizeof *s);
     hs_state *h = calloc(1, sizeof *h);
     if (!s || !h) {
@@ -121,16 +123,22 @@ dz_cuda_seam *dz_cuda_seam_host_create(void) {
         return NULL;
     }
     h->streams[0].live = 1; /* the handle NULL */
-    *s = (dz_cuda_seam){.name = "host", .impl = h, .device_count = device_count, .dev_alloc = dev_alloc,
-                        .dev_free = dev_free, .host_alloc = host_alloc, .host_free = host_free,
-                        .last_error = last_error, .destroy = destroy};
+    *s = (dz_cuda_seam){.name = "host", .device = device, .impl = h, .device_count = device_count,
+                        .dev_alloc = dev_alloc, .dev_free = dev_free, .host_alloc = host_alloc,
+                        .host_free = host_free, .last_error = last_error, .destroy = destroy};
     hs_stream_api(s);
     hs_ops_api(s);
     hs_forward_api(s);
+    hs_attention_api(s);
+    hs_nccl_api(s);
     return s;
 }
 
 int dz_cuda_seam_host_hazards(const dz_cuda_seam *s) { return ((const hs_state *)s->impl)->hazards; }
+
+size_t dz_cuda_seam_host_copied(const dz_cuda_seam *s, dz_cuda_copy kind) {
+    return ((const hs_state *)s->impl)->copied[kind];
+}
 
 int dz_cuda_seam_host_pending(const dz_cuda_seam *s, const void *p, size_t bytes) {
     const hs_state *h = s->impl;

@@ -34,7 +34,7 @@ typedef struct hs_range {
     int write;
 } hs_range;
 
-typedef enum hs_kind { HS_COPY, HS_GEMM, HS_ZO, HS_FW, HS_WAIT } hs_kind;
+typedef enum hs_kind { HS_COPY, HS_GEMM, HS_ZO, HS_FW, HS_ATTN, HS_WAIT, HS_GATHER } hs_kind;
 
 typedef struct hs_gemm {
     dz_gemm_op ta, tb;
@@ -64,10 +64,18 @@ typedef struct hs_op {
         hs_gemm gemm;
         dz_zo_span zo;
         dz_fw_launch fw;
+        dz_attn_launch attn;
         struct {
             int stream;
             uint64_t pos; /* run that stream's operations below this absolute index */
         } wait;
+        struct {
+            struct hs_member *member; /* this device's member of the group (seam_host_nccl.c) */
+            uint64_t seq;             /* the member's collective number */
+            const void *send;
+            void *recv;
+            size_t count;
+        } gather;
     } u;
 } hs_op;
 
@@ -98,6 +106,7 @@ typedef struct hs_state {
     hs_event events[HS_EVENTS];
     uint32_t host_clock[HS_STREAMS];
     int hazards;
+    size_t copied[3]; /* bytes of copies enqueued, by dz_cuda_copy */
     char err[512];
 } hs_state;
 
@@ -117,6 +126,8 @@ int hs_stream_index(hs_state *h, dz_cuda_stream st, int *index);
 int hs_enqueue(hs_state *h, int stream, hs_op *op);
 int hs_run_all(hs_state *h);
 int hs_settle(hs_state *h, int stream);
+/* Runs stream s's operations below absolute index pos (another device's, for a collective). */
+int hs_run_stream(hs_state *h, int s, uint64_t pos);
 void hs_stream_api(dz_cuda_seam *s);
 
 /* seam_host_ops.c: copies, GEMM, ZO spans */
@@ -125,5 +136,14 @@ void hs_ops_api(dz_cuda_seam *s);
 
 /* seam_host_forward.c: the forward's kernels (backend/forward_element.h) */
 void hs_forward_api(dz_cuda_seam *s);
+
+/* seam_host_attention.c: the attention kernel's launch, and its run (which checks the
+ * sequences' rows and key slots, read from device memory, before it writes anything) */
+int hs_attention_run(hs_state *h, const dz_attn_launch *L);
+void hs_attention_api(dz_cuda_seam *s);
+
+/* seam_host_nccl.c: communicators and the all-gather across host seams */
+int hs_gather_run(hs_state *h, const hs_op *op);
+void hs_nccl_api(dz_cuda_seam *s);
 
 #endif

@@ -31,6 +31,7 @@ static int memcpy_async(dz_cuda_seam *s, void *dst, const void *src, size_t n, d
     op.r[1] = (hs_range){(uintptr_t)dst, (uintptr_t)dst + n, 1};
     if (op.u.copy.host_src) op.u.copy.src_sum = hs_checksum(src, n);
     status = hs_enqueue(h, i, &op);
+    if (status == DZ_CUDA_OK) h->copied[kind] += n;
     if (status != DZ_CUDA_OK || kind != DZ_COPY_D2H) return status;
     status = hs_settle(h, i);
     memset(dst, 0xFF, n); /* poison until it runs */
@@ -151,9 +152,11 @@ static int zo_span(dz_cuda_seam *s, const dz_zo_span *span, dz_cuda_stream st) {
 }
 
 int hs_execute(hs_state *h, const hs_op *op) {
+    if (op->kind == HS_ATTN) return hs_attention_run(h, &op->u.attn);
     if (op->kind == HS_GEMM) gemm_run(&op->u.gemm);
     else if (op->kind == HS_ZO) dz_zo_span_run_host(&op->u.zo);
     else if (op->kind == HS_FW) dz_fw_run_host(&op->u.fw);
+    else if (op->kind == HS_GATHER) return hs_gather_run(h, op);
     if (op->kind != HS_COPY) return DZ_CUDA_OK;
     const hs_copy *c = &op->u.copy;
     int status = DZ_CUDA_OK;

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 
 static const char *kind_name(hs_kind k) {
-    return k == HS_COPY ? "copy"
+    return k == HS_COPY   ? "copy"
            : k == HS_GEMM ? "GEMM"
            : k == HS_ZO   ? "ZO kernel"
-           : k == HS_FW   ? "forward kernel"
-                          : "wait";
+           : k == HS_FW     ? "forward kernel"
+           : k == HS_ATTN   ? "attention kernel"
+           : k == HS_GATHER ? "all-gather"
+                            : "wait";
 }
 
 static void clock_merge(uint32_t *into, const uint32_t *from) {
@@ -80,12 +82,12 @@ int hs_enqueue(hs_state *h, int stream, hs_op *op) {
 }
 
 /* Runs stream s's operations below absolute index pos (a wait first runs what it waits for). */
-static int run_stream(hs_state *h, int s, uint64_t pos) {
+int hs_run_stream(hs_state *h, int s, uint64_t pos) {
     hs_stream *q = &h->streams[s];
     int status = DZ_CUDA_OK;
     while (q->done < q->n && q->base + q->done < pos) {
         const hs_op *op = &q->ops[q->done++];
-        const int st = op->kind == HS_WAIT ? run_stream(h, op->u.wait.stream, op->u.wait.pos) : hs_execute(h, op);
+        const int st = op->kind == HS_WAIT ? hs_run_stream(h, op->u.wait.stream, op->u.wait.pos) : hs_execute(h, op);
         if (status == DZ_CUDA_OK) status = st;
     }
     return status;
@@ -106,7 +108,7 @@ int hs_settle(hs_state *h, int stream) {
             for (int a = 0; a < x->nr; a++)
                 touches |= x->r[a].lo < y->r[1].hi && y->r[1].lo < x->r[a].hi; /* r[1]: the destination */
             if (touches && x->clock[x->stream] <= y->clock[x->stream]) {
-                const int st = run_stream(h, s, q->base + k + 1);
+                const int st = hs_run_stream(h, s, q->base + k + 1);
                 if (status == DZ_CUDA_OK) status = st;
                 break;
             }
@@ -118,7 +120,7 @@ int hs_settle(hs_state *h, int stream) {
 /* Everything of stream s has run and the host has seen it: retire its queue. */
 static int sync_stream(hs_state *h, int s) {
     hs_stream *q = &h->streams[s];
-    const int st = run_stream(h, s, UINT64_MAX);
+    const int st = hs_run_stream(h, s, UINT64_MAX);
     clock_merge(h->host_clock, q->clock);
     q->base += q->n;
     q->n = q->done = 0;
@@ -129,7 +131,7 @@ int hs_run_all(hs_state *h) {
     int status = DZ_CUDA_OK;
     for (int s = 0; s < HS_STREAMS; s++)
         if (h->streams[s].live) {
-            const int st = run_stream(h, s, UINT64_MAX);
+            const int st = hs_run_stream(h, s, UINT64_MAX);
             if (status == DZ_CUDA_OK) status = st;
         }
     for (int s = 0; s < HS_STREAMS; s++)
@@ -208,7 +210,7 @@ static int event_synchronize(dz_cuda_seam *s, dz_cuda_event ev) {
     int e = 0;
     const int status = event_index(h, ev, &e);
     if (status != DZ_CUDA_OK || !h->events[e].recorded) return status; /* never recorded: done */
-    const int st = run_stream(h, h->events[e].stream, h->events[e].pos);
+    const int st = hs_run_stream(h, h->events[e].stream, h->events[e].pos);
     clock_merge(h->host_clock, h->events[e].clock);
     return st;
 }
