@@ -7,7 +7,8 @@
  *  - the id it joined with was made by its node's rank 0 (that process's pid, its first id),
  *    so the node's broadcast reached it and no other node's id did;
  *  - it joined as its node rank of its node's size, on the GPU of its machine-local rank;
- *  - a node rank 0 that cannot make the id makes every rank of its node fail saying so;
+ *  - a node rank 0 that cannot make the id makes every rank of its node fail saying so, and
+ *    ranks of a node on one GPU (--share-gpus) are refused by every rank;
  *  - the node-shared block, pinned on every rank, is a pinned range of its seam: a slice
  *    uploads from it and comes back intact, a copy past its end is an overrun, a second
  *    registration and host_free of it are refused, and unpinning (or the seam's end) leaves
@@ -144,6 +145,25 @@ static void a_leader_without_an_id_fails_its_node(void **state) {
     s->destroy(s);
 }
 
+/* --share-gpus: every rank on GPU 0; a node of several ranks is refused by all of them. */
+static void ranks_sharing_a_gpu_are_refused(void **state) {
+    (void)state;
+    dz_cuda_seam *s = dz_cuda_seam_host_create_device(0);
+    assert_non_null(s);
+    dz_gpu_group g;
+    dz_error err;
+    const dz_status st = dz_gpu_group_join(comm, s, &g, &err);
+    if (dz_comm_node_size(comm) == 1) {
+        assert_int_equal(st, DZ_OK);
+        assert_int_equal(dz_gpu_group_leave(s, &g, &err), DZ_OK);
+    } else {
+        assert_int_equal(st, DZ_ERR_INVALID);
+        assert_null(g.comm);
+        assert_non_null(strstr(err.msg, "ranks 0 and 1 both drive GPU 0"));
+    }
+    s->destroy(s);
+}
+
 enum { BLOCK = 4099 };
 
 static unsigned char pattern(size_t i) { return (unsigned char)(i * 131 + 17); }
@@ -200,6 +220,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(each_rank_joins_its_node_group),
         cmocka_unit_test(a_group_gathers_or_says_it_cannot),
         cmocka_unit_test(a_leader_without_an_id_fails_its_node),
+        cmocka_unit_test(ranks_sharing_a_gpu_are_refused),
         cmocka_unit_test(the_node_block_is_pinned_on_every_rank),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 /* A node's NCCL group across its MPI ranks and the pinned node-shared block (gpu_group.h). */
 #include "parallel/gpu_group.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* What node rank 0 broadcasts: the id, or that it could not make one (so the node's other
@@ -15,16 +17,35 @@ static dz_status seam_fail(dz_cuda_seam *s, int status, const char *what, dz_err
                    s->last_error(s));
 }
 
+/* NCCL takes each GPU once per communicator, and ranks sharing one (--share-gpus) would fail
+ * in ncclCommInitRank, or wait there: every rank of the node sees every rank's GPU first. */
+static dz_status gpus_distinct(dz_comm *c, const dz_cuda_seam *s, const dz_gpu_group *g, dz_error *err) {
+    uint64_t *dev = calloc((size_t)g->nranks, sizeof *dev);
+    if (!dev) return dz_fail(err, DZ_ERR_NOMEM, "the node's GPUs: out of memory");
+    dev[g->rank] = (uint64_t)s->device + 1;
+    dz_status st = dz_comm_node_sum_u64(c, dev, (size_t)g->nranks, err);
+    for (int a = 0; st == DZ_OK && a < g->nranks; a++)
+        for (int b = a + 1; st == DZ_OK && b < g->nranks; b++)
+            if (dev[a] == dev[b])
+                st = dz_fail(err, DZ_ERR_INVALID, "node %d's ranks %d and %d both drive GPU %d (--share-gpus): an NCCL "
+                             "group takes each GPU once, so DistZO2's sliced upload needs a GPU per rank of the node",
+                             dz_comm_node(c), a, b, (int)dev[a] - 1);
+    free(dev);
+    return st;
+}
+
 dz_status dz_gpu_group_join(dz_comm *c, dz_cuda_seam *s, dz_gpu_group *g, dz_error *err) {
     memset(g, 0, sizeof *g);
     g->rank = dz_comm_node_rank(c), g->nranks = dz_comm_node_size(c);
+    dz_status st = gpus_distinct(c, s, g, err);
+    if (st != DZ_OK) return st;
     node_id shared = {0};
     int status = DZ_CUDA_OK;
     if (g->rank == 0) {
         status = s->comm_unique_id(s, &shared.id);
         shared.made = status == DZ_CUDA_OK;
     }
-    dz_status st = dz_comm_node_bcast(c, &shared, sizeof shared, err);
+    st = dz_comm_node_bcast(c, &shared, sizeof shared, err);
     if (st != DZ_OK) return st;
     if (!shared.made)
         return g->rank == 0 ? seam_fail(s, status, "the node's NCCL id (ncclGetUniqueId)", err)

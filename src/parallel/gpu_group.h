@@ -22,7 +22,9 @@ typedef struct dz_gpu_group {
 } dz_gpu_group;
 
 /* Collective over the node. On failure g->comm stays NULL and the error says which step
- * (and, where node rank 0 could not make the id, every rank of the node says so). */
+ * (and, where node rank 0 could not make the id, every rank of the node says so). Ranks of
+ * the node on one GPU (--share-gpus) are refused by every rank of the node, naming them:
+ * NCCL takes each GPU once per communicator. */
 dz_status dz_gpu_group_join(dz_comm *c, dz_cuda_seam *s, dz_gpu_group *g, dz_error *err);
 dz_status dz_gpu_group_leave(dz_cuda_seam *s, dz_gpu_group *g, dz_error *err);
 
