@@ -267,7 +267,7 @@ int dz_cmd_train(int argc, char **argv) {
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     train_opts t = {.v = dz_cli_train_values_default(), .out = "runs/default", .estimator = "mezo",
-                    .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
+                    .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S, .gpus = DZ_CLI_GPUS_UNSET};
     dz_opt opts[TRAIN_OPTS_CAP] = {{0}};
     train_option_table(opts, &c, &t);
     c.data.gen_tokens = DZ_OPT_UNSET; /* 0 (run.json's "50") unless given */
