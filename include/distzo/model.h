@@ -215,7 +215,7 @@ dz_status dz_forward_create_streams(const dz_model *m, int max_batch, int max_se
 typedef struct dz_backend dz_backend;
 /* The instance of backend `name` (NULL: "cpu"; "cpu", "ref" or "cuda"; --backend).
  * DZ_ERR_INVALID for an unknown name; "cuda" is DZ_ERR_UNSUPPORTED saying why: a build
- * without CUDA, no GPU on this machine, or (today) its forward not built yet. "cuda" may
+ * without CUDA, no GPU on this machine, or (today) no pipeline on device buffers yet. "cuda" may
  * carry its math mode and its GPU: "cuda:MODE" (--gpu-math), "cuda@D" or "cuda:MODE@D"
  * (GPU D of this machine, the rank's by --gpus-per-node; default 0). */
 dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err);

@@ -43,9 +43,9 @@ static dz_status cuda_refused(int device, dz_error *err) {
     if (!seam) return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA runtime did not start (status %d)",
                               status);
     seam->destroy(seam);
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend's forward is not built yet (the "
-                                            "pipeline on device buffers is missing, docs/CUDA.md); "
-                                            "use --backend cpu or ref");
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend cannot run a model yet (its forward "
+                                            "and ZO ops exist; the pipeline on device buffers is missing, "
+                                            "docs/CUDA.md); use --backend cpu or ref");
 #else
     (void)device;
     return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: this distzo was built without CUDA (configure with "

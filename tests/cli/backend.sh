@@ -2,7 +2,7 @@
 # --backend cpu|cuda|ref (src/backend/registry.c, docs/ARCHITECTURE.md):
 # - cuda is refused at once, before the model is read (a model path that does not exist is
 #   not what the error names), by every command that takes it, saying why: a build without
-#   CUDA, no GPU here, or (a CUDA build on a GPU) its forward not built yet;
+#   CUDA, no GPU here, or (a CUDA build on a GPU) no pipeline on device buffers yet;
 # - an unknown backend is refused naming the choices;
 # - --gpu-math tf32|bf16|fp32 is taken where --backend is: with cuda it reaches the same
 #   refusal, with another backend or an unknown mode it is refused saying so;
@@ -30,7 +30,7 @@ refused() {
     bad "$name: exit $rc, said: $(head -c 300 "$tmp/err")"; fi
 }
 
-why='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found|the CUDA backend.s forward is not built yet)'
+why='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found|the CUDA backend cannot run a model yet)'
 nomodel=$tmp/no-such-model
 refused "train --backend cuda" "$why" train --model "$nomodel" --backend cuda --out "$tmp/r"
 refused "eval --backend cuda" "$why" eval "$nomodel" --backend cuda

@@ -26,7 +26,7 @@ refused() {
 
 nomodel=$tmp/no-such-model
 only_cuda='--gpus-per-node and --share-gpus apply to --backend cuda only \(not (cpu|ref)\)'
-backend_says='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found|GPU [0-9]+ not found|the CUDA backend.s forward is not built yet)'
+backend_says='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found|GPU [0-9]+ not found|the CUDA backend cannot run a model yet)'
 refused "train --gpus-per-node without cuda" "$only_cuda" "$bin" train --model "$nomodel" --gpus-per-node 2 --out "$tmp/r"
 refused "train --share-gpus with ref" "$only_cuda" "$bin" train --model "$nomodel" --backend ref --share-gpus --out "$tmp/r"
 refused "serve --gpus-per-node without cuda" "$only_cuda" "$bin" serve --model "$nomodel" --out "$tmp/s" --gpus-per-node 1
