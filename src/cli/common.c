@@ -52,7 +52,7 @@ dz_opt dz_cli_keep_quantized_option(int *keep) {
 
 dz_opt dz_cli_backend_option(const char **backend) {
     return (dz_opt){"backend", DZ_OPT_STR, backend,
-                    "cpu|cuda|ref: what the model and the ZO step run on (default cpu)"};
+                    "cpu|cuda|ref: what the model (and a training step) runs on (default cpu; cuda: docs/CUDA.md)"};
 }
 
 dz_opt dz_cli_gpu_math_option(const char **gpu_math) {
