@@ -41,7 +41,9 @@ done
 refused "serve --backend cuda" "$why" serve --model "$nomodel" --out "$tmp/s" --backend cuda
 refused "join --backend cuda" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" --backend cuda
 [ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --backend cuda left a run folder" || ok "refusals leave no run folder"
-refused "unknown backend" "--backend gpu: unknown backend \(cpu, cuda or ref\)" eval "$model" --backend gpu
+refused "unknown backend" "option --backend: 'gpu' is not one of cpu, cuda, ref" eval "$model" --backend gpu
+refused "empty backend with --gpu-math" "option --backend: '' is not one of cpu, cuda, ref" \
+  eval "$model" --backend "" --gpu-math fp32
 refused "train --gpu-math" "$why" train --model "$nomodel" --backend cuda --gpu-math fp32 --out "$tmp/r"
 refused "eval --gpu-math" "$why" eval "$nomodel" --backend cuda --gpu-math bf16
 refused "generate --gpu-math" "$why" generate "$nomodel" --backend cuda --gpu-math tf32
@@ -54,7 +56,7 @@ refused "join --gpu-math" "$why" join http://127.0.0.1:1 --data "$tmp/none" --to
 refused "--gpu-math without cuda" "--gpu-math applies to --backend cuda only \(not cpu\)" eval "$model" --gpu-math fp32
 refused "--gpu-math with ref" "--gpu-math applies to --backend cuda only \(not ref\)" \
   train --model "$nomodel" --backend ref --gpu-math bf16 --out "$tmp/r"
-refused "--gpu-math unknown" "--gpu-math fp16: not one of tf32, bf16, fp32" eval "$nomodel" --backend cuda --gpu-math fp16
+refused "--gpu-math unknown" "option --gpu-math: 'fp16' is not one of tf32, bf16, fp32" eval "$nomodel" --backend cuda --gpu-math fp16
 [ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --gpu-math left a run folder" || ok "--gpu-math refusals leave no run folder"
 
 steps=3
