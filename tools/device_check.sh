@@ -9,7 +9,8 @@
 #  - cuBLAS's fp32 GEMM in the Linear layout matches the reference backend to 1e-5;
 #  - the CUDA backend instance's forward ops (matmul in each --gpu-math mode, norms, RoPE,
 #    activations, row copies, the chunked log-softmax) match the reference, and its
-#    flash-style attention matches the reference to 1e-5 and the host seam bitwise.
+#    flash-style attention matches the reference to 1e-5 and the host seam bitwise;
+#  - DistZO2's sliced upload through NCCL on a group of one GPU: the blocks read back bitwise.
 # What it does NOT check yet, because it does not exist yet (docs/CUDA.md, "what is left"):
 # --backend cuda end to end, MeZO runs on the GPU and their
 # seed logs exported on the CPU, ZO2 streaming, and the benchmarks against PyTorch. The
