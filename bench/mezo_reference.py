@@ -4,7 +4,7 @@ Run from the repository root (see bench/README.md):
 
     build/distzo init --preset opt-125m -o /tmp/opt125m        # once: a random OPT-125m folder
     /work/venv/bin/python bench/mezo_reference.py --model /tmp/opt125m \
-        --batch 16 --seq 128 --threads 2 [--steps 5 --forwards 5] [--json]
+        --batch 16 --seq 128 --threads 2 [--steps 5 --forwards 5] [--json] [--device cuda]
 
 Loads the Hugging Face OPT folder (config.json + model.safetensors; other files are ignored)
 with OPTForCausalLM in fp32, eval mode, and times on one random batch of token ids:
@@ -16,6 +16,10 @@ with OPTForCausalLM in fp32, eval mode, and times on one random batch of token i
 Prints the ratio step / (2 * forward) (the ideal is 1: a ZO step is two forwards, the rest is
 perturbation overhead), a per-phase split of the step, and peak resident memory per phase.
 Writes nothing. --json prints one JSON object instead of the text summary.
+--device cuda runs the same on the GPU (tools/device_check.sh, issue 33): the model and the batch
+on the device, every timed span closed by torch.cuda.synchronize(), and the CUDA allocator's
+peaks per phase (torch.cuda.max_memory_allocated / _reserved; "forward" is an inference forward
+with the weights resident). The default, cpu, is unchanged.
 """
 
 import argparse
@@ -141,11 +145,18 @@ def mib(kib):
     return None if kib is None else round(kib / 1024.0, 1)
 
 
-class PhaseTimer:
-    """Accumulates wall time per named phase of one step."""
+def device_sync(device):
+    """Waits for the device's queued work so that a wall-clock span covers it (no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
-    def __init__(self):
+
+class PhaseTimer:
+    """Accumulates wall time per named phase of one step (sync: waits for queued device work)."""
+
+    def __init__(self, sync=lambda: None):
         self.t = {}
+        self.sync = sync
 
     def __call__(self, name):
         timer = self
@@ -155,6 +166,7 @@ class PhaseTimer:
                 self.t0 = time.perf_counter()
 
             def __exit__(self, *exc):
+                timer.sync()
                 timer.t[name] = timer.t.get(name, 0.0) + time.perf_counter() - self.t0
 
         return _Ctx()
@@ -164,6 +176,15 @@ def stats(xs):
     a = np.asarray(xs, dtype=np.float64)
     return {"mean": float(a.mean()), "min": float(a.min()), "max": float(a.max()),
             "std": float(a.std(ddof=1)) if len(a) > 1 else 0.0, "n": len(a)}
+
+
+def device_memory_phase(name, out, device):
+    """The CUDA allocator's peaks of the phase that just ended, then a reset for the next one."""
+    if device.type != "cuda":
+        return
+    out[name] = {"max_allocated_mib": round(torch.cuda.max_memory_allocated(device) / 2**20, 1),
+                 "max_reserved_mib": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
+    torch.cuda.reset_peak_memory_stats(device)
 
 
 def memory_phase(name, out, can_reset):
@@ -193,6 +214,7 @@ def parse_args():
     p.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"],
                    help="HF attention implementation (default sdpa, the transformers default)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the summary")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]: where the model and the step run")
     return p.parse_args()
 
 
@@ -205,6 +227,9 @@ def main():
     from transformers import OPTForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
+    device = torch.device(args.device)
+    sync = lambda: device_sync(device)  # noqa: E731
+    dev_mem = {}
     can_reset = reset_hwm()
     mem = {}
     memory_phase("start", mem, can_reset)  # the baseline: interpreter + torch + transformers
@@ -212,12 +237,16 @@ def main():
     t0 = time.perf_counter()
     model = OPTForCausalLM.from_pretrained(args.model, dtype=torch.float32, attn_implementation=args.attn)
     model.eval()
+    if device.type != "cpu":
+        model.to(device)
+        device_sync(device)
     load_s = time.perf_counter() - t0
     n_params = sum(p.numel() for p in model.parameters())  # tied weights counted once
     memory_phase("load", mem, can_reset)
+    device_memory_phase("load", dev_mem, device)
 
     gen = torch.Generator().manual_seed(args.seed)
-    ids = torch.randint(0, model.config.vocab_size, (args.batch, args.seq), generator=gen)
+    ids = torch.randint(0, model.config.vocab_size, (args.batch, args.seq), generator=gen).to(device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
 
     mezo = MeZO(model, args.lr, args.eps, args.weight_decay, args.seed)
@@ -228,24 +257,28 @@ def main():
     for i in range(args.forwards + 1):
         t = time.perf_counter()
         loss = mezo.zo_forward(model, inputs)
+        sync()
         if i > 0:  # first is the warm-up
             fwd_times.append(time.perf_counter() - t)
         fwd_loss = float(loss)
     memory_phase("forward", mem, can_reset)
+    device_memory_phase("forward", dev_mem, device)
 
     step_times, phases, losses = [], [], []
     for i in range(args.steps + 1):
-        timer = PhaseTimer()
+        timer = PhaseTimer(sync)
         t = time.perf_counter()
         loss1, loss2 = mezo.zo_step(model, inputs, timer)
         with timer("update"):
             mezo.zo_update(model)
+        sync()
         dt = time.perf_counter() - t
         if i > 0:
             step_times.append(dt)
             phases.append(timer.t)
         losses.append({"loss1": float(loss1), "loss2": float(loss2), "projected_grad": mezo.projected_grad})
     memory_phase("step", mem, can_reset)
+    device_memory_phase("step", dev_mem, device)
 
     # CPU seconds per wall second over the timed part: near --threads when the cores were ours
     busy = (cpu_s() - cpu0) / (time.perf_counter() - wall0)
@@ -274,6 +307,10 @@ def main():
         "peak_rss_mib": max(max(v["vmhwm_mib"] or 0, v["ru_maxrss_mib"] or 0) for v in mem.values()),
     }
 
+    if device.type == "cuda":  # the CPU's output stays as it was
+        result.update({"device": str(device), "device_name": torch.cuda.get_device_name(device),
+                       # CUDA allocator peaks per phase (load, forward = an inference forward, step)
+                       "device_memory_mib": dev_mem})
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -293,6 +330,9 @@ def main():
         f"{k} {v['vmhwm_mib']} / {v['ru_maxrss_mib']} MiB" for k, v in mem.items() if k != "start")
         + f"; process peak {result['peak_rss_mib']} MiB, RSS before loading "
         f"{mem['start']['vmrss_mib']} MiB")
+    if dev_mem:
+        print(f"{device} ({result['device_name']}) allocator peaks, allocated / reserved: " + ", ".join(
+            f"{k} {v['max_allocated_mib']} / {v['max_reserved_mib']} MiB" for k, v in dev_mem.items()))
     last = losses[-1]
     print(f"last step: loss1 {last['loss1']:.5f} loss2 {last['loss2']:.5f} "
           f"projected_grad {last['projected_grad']:.5g}")

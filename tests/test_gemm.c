@@ -111,6 +111,65 @@ static void close_to_the_exact_product(void **s) {
     free(x), free(w), free(y);
 }
 
+/* Both signs of one matrix from theta (dz_gemm_linear_pair): bitwise the plain chain on
+ * the w+ and w- that the backend's update_then_perturb_f32 writes to memory, and the same
+ * updated theta, on every path, every shape above, with and without a pending update (two
+ * samples, decay), signs of different M (one empty), an element offset that is not a
+ * Philox block boundary, both z distributions, 1-4 threads (splits that share columns). */
+static void pair_check(dz_isa isa, int threads, int M, int N, int K, uint64_t c, dz_zdist dist) {
+    const int Ms[2] = {M, (int)(c % 3 == 2 ? 0 : M + (int)c % 5)};
+    const float g[2] = {0.5f, -0.25f};
+    const dz_zo_update upd = {.g = g, .q = 2, .lr = 1e-2f, .wd = 0.1f, .step = 4};
+    const dz_gemm_perturb pt = {.eps = 1e-3f, .seed = 77 + c, .tensor = 5, .draw = 9, .i0 = 3 + c, .dist = dist,
+                                .upd = c % 4 < 2 ? &upd : NULL};
+    float *theta = randn((size_t)N * K, 20 + c), *th_want = malloc(sizeof(float) * (N * K + 1)),
+          *wp = malloc(sizeof(float) * (N * K + 1)), *wm = malloc(sizeof(float) * (N * K + 1));
+    memcpy(th_want, theta, sizeof(float) * N * K);
+    dz_backend_cpu()->ops->update_then_perturb_f32(dz_backend_cpu(), th_want, wp, wm, (size_t)N * K, pt.upd, pt.eps,
+                                                   pt.seed, pt.tensor, pt.draw, pt.i0, dist);
+    float *x[2], *b[2], *want[2], *got[2];
+    for (int s = 0; s < 2; s++) {
+        x[s] = randn((size_t)Ms[s] * K, 30 + c + s), b[s] = s ? NULL : randn(N, 40 + c);
+        want[s] = malloc(sizeof(float) * (Ms[s] * N + 1)), got[s] = malloc(sizeof(float) * (Ms[s] * N + 1));
+        reference_chain(want[s], x[s], s ? wm : wp, b[s], Ms[s], N, K);
+        memset(got[s], 0xff, sizeof(float) * Ms[s] * N);
+    }
+    if (threads == 0)
+        dz_gemm_linear_pair_serial(isa, got, (const float *const *)x, Ms, theta, (const float *const *)b, N, K, &pt);
+    else
+        dz_gemm_linear_pair(got, (const float *const *)x, Ms, theta, (const float *const *)b, N, K, &pt);
+    for (int s = 0; s < 2; s++) {
+        if (memcmp(got[s], want[s], sizeof(float) * Ms[s] * N))
+            fail_msg("%s, %d threads: pair %d x %d x %d sign %d differs from perturb_pair + the chain",
+                     dz_isa_name(isa), threads, Ms[s], N, K, s);
+        free(x[s]), free(b[s]), free(want[s]), free(got[s]);
+    }
+    if (memcmp(theta, th_want, sizeof(float) * N * K))
+        fail_msg("%s, %d threads: pair %d x %d updated theta differs", dz_isa_name(isa), threads, N, K);
+    free(theta), free(th_want), free(wp), free(wm);
+}
+
+static void pair_packs_the_perturbed_weights(void **s) {
+    (void)s;
+    for (int isa = DZ_ISA_BASELINE; isa <= (int)dz_isa_best(); isa++) {
+        assert_int_equal(dz_isa_force((dz_isa)isa, NULL), DZ_OK);
+        for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+            for (int threads = 0; threads <= 3; threads++) {
+                dz_set_num_threads(threads ? threads : 1);
+                pair_check((dz_isa)isa, threads, shapes[c][0], shapes[c][1], shapes[c][2], c,
+                           c % 2 ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN);
+            }
+        dz_set_num_threads(3); /* a model's widths, several N blocks, fewer panels than threads */
+        pair_check((dz_isa)isa, 3, 70, 1600, 576, 16, DZ_Z_GAUSSIAN);
+        pair_check((dz_isa)isa, 3, 40, 40, 1536, 17, DZ_Z_GAUSSIAN);
+        dz_set_num_threads(4);
+        pair_check((dz_isa)isa, 4, 40, 40, 1536, 20, DZ_Z_GAUSSIAN);
+        pair_check((dz_isa)isa, 4, 0, 72, 800, 21, DZ_Z_RADEMACHER); /* no rows: theta updated all the same */
+    }
+    assert_int_equal(dz_isa_force(DZ_ISA_AUTO, NULL), DZ_OK);
+    dz_set_num_threads(2);
+}
+
 static void forcing_a_path_the_cpu_lacks_fails(void **s) {
     (void)s;
     dz_error err = {0};
@@ -135,6 +194,7 @@ int main(void) {
         cmocka_unit_test(every_path_gives_the_promised_chain),
         cmocka_unit_test(rows_do_not_depend_on_m_offset_or_threads),
         cmocka_unit_test(close_to_the_exact_product),
+        cmocka_unit_test(pair_packs_the_perturbed_weights),
         cmocka_unit_test(forcing_a_path_the_cpu_lacks_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

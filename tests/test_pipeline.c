@@ -16,6 +16,14 @@
  *    store therefore equals RAM;
  *  - replay (dz_zo_apply of the reference's g, as resume and export do), in RAM and over
  *    a store;
+ *  - resident on a device stand-in (--backend ref's instance: the reference backend's ops
+ *    on buffers that host code cannot touch, src/backend/guard_backend.c): the masters,
+ *    working copies and global rows in the backend's buffers, every ZO op on them, fused,
+ *    unfused and replayed, against the same plain loop run on the reference backend (its
+ *    float ops are not the CPU's); the estimators it does not run yet are refused;
+ *  - resident on the CUDA backend's instance over the host seam (its buffers, ZO ops and
+ *    forward ops on the seam's stream), against the plain loop on such an instance,
+ *    meeting no overrun, race or read before a synchronize;
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
@@ -39,6 +47,7 @@
 #include "golden.h"
 #include "store/store.h"
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 
 enum { STEPS = 4, Q = 2 };
 static const uint64_t SEED = 21;
@@ -318,7 +327,9 @@ static const float *whole_rows(const void *self, int stream, int id, int64_t row
     return wm->w[id] + row0 * wm->t->params[id].cols;
 }
 
-static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, const batch *b, trace *out) {
+/* The plain loop with its forward on backend be (NULL: the CPU). */
+static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, const batch *b, const dz_backend *be,
+                       trace *out) {
     dz_model *m = load_owned(dir, dt);
     const dz_param_table *t = dz_model_params(m);
     trace_alloc(out, t, dt, b);
@@ -331,7 +342,7 @@ static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, 
     }
     dz_forward *f;
     dz_error err = {0};
-    assert_int_equal(dz_forward_create(m, b->g.B, b->g.T, 0, &f, &err), DZ_OK);
+    assert_int_equal(dz_forward_create_backend(m, be, b->g.B, b->g.T, 0, 1, &f, &err), DZ_OK);
     const whole_model wp = {t, plus}, wm = {t, minus};
     const dz_weight_source src_plus = {.rows = whole_rows, .self = &wp}, src_minus = {.rows = whole_rows, .self = &wm};
     float *lp = malloc(sizeof(float) * (size_t)b->n_rows);
@@ -379,22 +390,31 @@ typedef struct pipeline {
     int fuse;
     unsigned flags;     /* store flags */
     int replay;         /* dz_zo_apply of the reference's g instead of dz_zo_step */
+    int resident;       /* the masters resident in the buffers of: 1 --backend ref's guarded instance, 2 the
+                           CUDA instance over the host seam */
 } pipeline;
 
 static const pipeline PIPELINES[] = {
-    {"RAM, fused", 0, 0, 1, 0, 0},
-    {"RAM, unfused", 0, 0, 0, 0, 0},
-    {"disk, globals resident, fused", 1, 0, 1, 0, 0},
-    {"disk, globals resident, unfused", 1, 0, 0, 0, 0},
-    {"disk, globals streamed, fused", 1, 1, 1, 0, 0},
-    {"disk, globals streamed, unfused", 1, 1, 0, 0, 0},
-    {"disk without page cache, globals streamed, fused", 1, 1, 1, DZ_STORE_DROP_CACHE, 0},
-    {"RAM, replayed", 0, 0, 1, 0, 1},
-    {"disk, globals resident, replayed", 1, 0, 1, 0, 1},
-    {"disk, globals streamed, replayed", 1, 1, 1, 0, 1},
+    {"RAM, fused", 0, 0, 1, 0, 0, 0},
+    {"RAM, unfused", 0, 0, 0, 0, 0, 0},
+    {"disk, globals resident, fused", 1, 0, 1, 0, 0, 0},
+    {"disk, globals resident, unfused", 1, 0, 0, 0, 0, 0},
+    {"disk, globals streamed, fused", 1, 1, 1, 0, 0, 0},
+    {"disk, globals streamed, unfused", 1, 1, 0, 0, 0, 0},
+    {"disk without page cache, globals streamed, fused", 1, 1, 1, DZ_STORE_DROP_CACHE, 0, 0},
+    {"RAM, replayed", 0, 0, 1, 0, 1, 0},
+    {"disk, globals resident, replayed", 1, 0, 1, 0, 1, 0},
+    {"disk, globals streamed, replayed", 1, 1, 1, 0, 1, 0},
+    {"on a device stand-in (resident), fused", 0, 0, 1, 0, 0, 1},
+    {"on a device stand-in (resident), unfused", 0, 0, 0, 0, 0, 1},
+    {"on a device stand-in (resident), replayed", 0, 0, 1, 0, 1, 1},
+    {"on CUDA over the host seam (resident), fused", 0, 0, 1, 0, 0, 2},
+    {"on CUDA over the host seam (resident), unfused", 0, 0, 0, 0, 0, 2},
+    {"on CUDA over the host seam (resident), replayed", 0, 0, 1, 0, 1, 2},
 };
 
 typedef struct engine_run {
+    dz_backend *be; /* the forward's (NULL: the CPU) */
     dz_model *m;
     dz_forward *f;
     dz_store *s;
@@ -411,9 +431,10 @@ static void apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
     if (dz_zo_apply(e, step, lr, g, &err) != DZ_OK) fail_msg("replay of step %u: %s", step, err.msg);
 }
 
-/* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline. */
-static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p, const batch *b,
-                        engine_run *r) {
+/* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline: DZ_OK, or
+ * (expect_refusal) the engine's refusal, whose message is in err. */
+static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p,
+                                 const batch *b, engine_run *r, dz_error *refusal) {
     memset(r, 0, sizeof *r);
     char store_path[600];
     snprintf(store_path, sizeof store_path, "%s/masters.safetensors", g_dir);
@@ -421,12 +442,17 @@ static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est,
     dz_status st = p->disk ? dz_store_load_model(dir, dt, &r->m, &err) : dz_model_load(dir, dt, &r->m, &err);
     if (st == DZ_OK) st = p->disk ? dz_store_create_as(store_path, r->m, dt, p->flags, &r->s, &err)
                                   : dz_model_make_owned(r->m, &err);
-    if (st == DZ_OK) st = dz_forward_create_streams(r->m, b->g.B, b->g.T, 0, 2, &r->f, &err);
+    if (st == DZ_OK && p->resident == 1) st = dz_backend_create("ref", &r->be, &err);
+    if (st == DZ_OK && p->resident == 2) st = dz_backend_cuda_create_on(dz_cuda_seam_host_create(), 1, &r->be, &err);
+    if (st == DZ_OK) st = dz_forward_create_backend(r->m, r->be, b->g.B, b->g.T, 0, 2, &r->f, &err);
     if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
     const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
                              .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
                              .lozo_rank = est->rank, .lozo_nu = est->nu};
-    if (st == DZ_OK) st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, &err);
+    if (st == DZ_OK) {
+        st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, refusal);
+        if (st != DZ_OK) return st;
+    }
     if (st == DZ_OK && p->disk) st = dz_zo_engine_use_store(r->e, r->s, &err);
     if (st != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
     if (p->disk) { /* what the pipeline holds where: the layers never in the model, the globals as asked */
@@ -439,11 +465,28 @@ static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est,
                          resident ? "missing from" : "still in");
         }
     }
+    return DZ_OK;
+}
+
+static void engine_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p, const batch *b,
+                        engine_run *r) {
+    dz_error err = {0};
+    if (engine_try_open(dir, dt, est, p, b, r, &err) != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
+}
+
+/* be (NULL, or not the CUDA instance: nothing to check) met no seam error: no overrun, no
+ * race between streams, no read before a synchronize. */
+static void expect_seam_clean(const char *what, const dz_backend *be) {
+    char msg[300];
+    if (be && !strcmp(be->name, "cuda") && dz_backend_cuda_status(be, msg, sizeof msg) != DZ_CUDA_OK)
+        fail_msg("%s: %s", what, msg);
 }
 
 static void engine_close(engine_run *r) {
     dz_zo_engine_free(r->e);
     dz_forward_free(r->f);
+    expect_seam_clean("the CUDA instance's seam", r->be);
+    dz_backend_free(r->be);
     dz_store_close(r->s);
     dz_model_free(r->m);
 }
@@ -555,30 +598,78 @@ static void expect_reference_trains(const char *dir, dz_dtype dt, const estimato
         for (int j = 0; j < Q; j++) assert_true(ref->loss_plus[s][j] != ref->loss_minus[s][j]);
 }
 
+/* Resident mode computes z on the device only for MeZO: the structured estimators are
+ * refused, saying which, before a step. */
+static void expect_resident_refused(const char *dir, const model_case *mc, const pipeline *p, const batch *b) {
+    engine_run r;
+    dz_error err = {0};
+    if (engine_try_open(dir, mc->dtype, &mc->est, p, b, &r, &err) != DZ_ERR_UNSUPPORTED)
+        fail_msg("%s, %s: resident mode ran %s", dir, p->name, dz_zo_estimator_name(mc->est.estimator));
+    if (!strstr(err.msg, "computes its z on the host")) fail_msg("%s: the refusal says: %s", p->name, err.msg);
+    engine_close(&r);
+}
+
+/* The plain loop on the CUDA instance over the host seam. */
+static void plain_mezo_on_cuda(const char *dir, const model_case *mc, const batch *b, trace *out) {
+    dz_backend *cuda = NULL;
+    dz_error err = {0};
+    if (dz_backend_cuda_create_on(dz_cuda_seam_host_create(), 1, &cuda, &err) != DZ_OK) fail_msg("%s", err.msg);
+    plain_mezo(dir, mc->dtype, &mc->est, b, cuda, out);
+    expect_seam_clean("the plain loop on CUDA", cuda);
+    dz_backend_free(cuda);
+}
+
+/* Step 0's losses (both draws at the base weights) of the plain loop on another backend
+ * agree with the CPU's to summation order: the largest relative difference, printed. */
+static void expect_close_first_losses(const char *what, const trace *cpu, const trace *other) {
+    double worst = 0.0;
+    for (int j = 0; j < Q; j++) {
+        const double want[2] = {cpu->loss_plus[0][j], cpu->loss_minus[0][j]};
+        const double got[2] = {other->loss_plus[0][j], other->loss_minus[0][j]};
+        for (int k = 0; k < 2; k++) worst = fmax(worst, fabs(got[k] - want[k]) / fabs(want[k]));
+    }
+    printf("  plain loop %s: step 0's losses within %.2g (relative) of the CPU's\n", what, worst);
+    assert_true(worst <= 1e-5);
+}
+
 static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
     char dir[1024];
     model_dir(mc, dir, sizeof dir);
     batch b;
     batch_load(mc->name, &b);
-    trace ref;
-    plain_mezo(dir, mc->dtype, &mc->est, &b, &ref);
+    trace ref, on_dev[2]; /* the plain loop on the CPU, and (resident modes 1, 2) on ref and on CUDA */
+    plain_mezo(dir, mc->dtype, &mc->est, &b, NULL, &ref);
     expect_reference_trains(dir, mc->dtype, &mc->est, &ref);
+    const int resident_runs = mc->est.estimator == DZ_ZO_MEZO;
+    if (resident_runs) {
+        plain_mezo(dir, mc->dtype, &mc->est, &b, dz_backend_ref(), &on_dev[0]);
+        plain_mezo_on_cuda(dir, mc, &b, &on_dev[1]);
+        expect_close_first_losses("on ref", &ref, &on_dev[0]);
+        expect_close_first_losses("on CUDA over the host seam", &ref, &on_dev[1]);
+    }
     dz_model *shape = load_owned(dir, mc->dtype);
     for (size_t k = 0; k < sizeof PIPELINES / sizeof PIPELINES[0]; k++) {
         const pipeline *p = &PIPELINES[k];
+        if (p->resident && !resident_runs) {
+            expect_resident_refused(dir, mc, p, &b);
+            continue;
+        }
+        const trace *want = p->resident ? &on_dev[p->resident - 1] : &ref;
         char what[1200];
         snprintf(what, sizeof what, "%s %s (%d layers) as %s, %s", dz_zo_estimator_name(mc->est.estimator), mc->name,
                  dz_model_config(shape)->n_layers, dz_dtype_name(mc->dtype), p->name);
         trace got;
-        run_pipeline(dir, mc->dtype, &mc->est, p, &b, &ref, &got);
-        expect_same_losses(what, &ref, &got);
-        expect_same_masters(what, dz_model_params(shape), mc->dtype, &ref, &got);
-        expect_same_eval(what, &b, &ref, &got);
-        printf("  %-72s = plain loop\n", what);
+        run_pipeline(dir, mc->dtype, &mc->est, p, &b, want, &got);
+        expect_same_losses(what, want, &got);
+        expect_same_masters(what, dz_model_params(shape), mc->dtype, want, &got);
+        expect_same_eval(what, &b, want, &got);
+        static const char *const on[] = {"", " on ref", " on CUDA"};
+        printf("  %-72s = plain loop%s\n", what, on[p->resident]);
         trace_free(&got);
     }
     dz_model_free(shape);
     trace_free(&ref);
+    if (resident_runs) trace_free(&on_dev[0]), trace_free(&on_dev[1]);
     batch_free(&b);
 }
 

@@ -167,6 +167,11 @@ const dz_backend *dz_backend_cpu(void);
  * pointers. Slow: for tests. */
 const dz_backend *dz_backend_ref(void);
 
+/* A device stand-in for tests: inner's ops on buffers that host code cannot touch (an
+ * arena mapped PROT_NONE except while one of its ops runs: a stray host access is a
+ * SIGSEGV), host_buffers 0. --backend ref is this over dz_backend_ref() (guard_backend.c). */
+dz_status dz_backend_guarded_create(const dz_backend *inner, dz_backend **out, dz_error *err);
+
 /* The registry: every backend whose ops all run here, "cpu" first (their stateless
  * instances; the tests go through them all). */
 int dz_backend_count(void);

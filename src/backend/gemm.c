@@ -11,7 +11,11 @@
  *
  * The micro-kernel is one body instantiated per vector unit: 12 x 32 (AVX-512, 24 zmm
  * accumulators), 6 x 16 (AVX2, 12 ymm), and 4 x 8 with fmaf on the baseline, whose
- * correctly rounded fmaf gives the hardware FMA's bits. */
+ * correctly rounded fmaf gives the hardware FMA's bits.
+ *
+ * dz_gemm_linear_pair (at the end) runs both signs of a ZO step's matrix from theta: its
+ * packing makes the panels of theta + eps z and theta - eps z itself, so the perturbed
+ * weights never go through memory; the tiles are the same. */
 #include "backend/gemm.h"
 
 #include <immintrin.h>
@@ -24,6 +28,8 @@
 #include "core/threads.h"
 #include "backend/backend.h"
 #include "backend/cpu_simd.h"
+#include "backend/cpu_zo.h"
+#include "backend/cpu_zo_update.h"
 
 /* Blocking, measured on the model shapes (bench/README.md): a K block as long as the usual
  * widths (one pass over y for K <= 768, so y's tiles are not reloaded), its panel of w
@@ -152,6 +158,9 @@ typedef struct gemm_workspace {
     float *pb; /* GEMM_KC x (GEMM_NC + GEMM_NR_MAX) */
     float bias[GEMM_NR_MAX];
     float tile[GEMM_MR_MAX * GEMM_NR_MAX];
+    /* the pair GEMM's (below) on its first call: the minus sign's panels, beside pb
+     * (the plus sign's), and one panel's rows of w+ and w- (NR x KC each) and of z (KC) */
+    float *pb_minus, *rows_pm, *z, *u;
     struct gemm_workspace *next;
 } gemm_workspace;
 
@@ -179,7 +188,7 @@ __attribute__((destructor)) static void free_workspaces(void) {
     pthread_mutex_lock(&g_workspaces_lock);
     for (gemm_workspace *w = g_workspaces, *next; w; w = next) {
         next = w->next;
-        free(w->px), free(w->pb), free(w);
+        free(w->px), free(w->pb), free(w->pb_minus), free(w->rows_pm), free(w->z), free(w->u), free(w);
     }
     g_workspaces = NULL;
     pthread_mutex_unlock(&g_workspaces_lock);
@@ -290,47 +299,58 @@ static void prefetch_panel_part(const float *w, int N, int K, int n_first, int r
     }
 }
 
-/* y[m0..m1) x [n0..n1) on the calling thread. Each panel of w is packed just before the
- * first row block uses it, while its predecessor's tiles prefetch its source rows. */
-static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1, int n0,
-                       int n1) {
-    const int mr = kr->mr, nr = kr->nr, mc_max = GEMM_MC / mr * mr;
+/* One K block [pc, pc + kc) of the N block [jc, jc + nc) (of a thread's [.., n1)) over rows
+ * [m0, m1): the tiles of every row block against the block's panels at pb. With pack, each
+ * panel of w is packed just before the first row block uses it, while its predecessor's
+ * tiles prefetch its source rows; without, pb holds the block's panels already. */
+typedef struct gemm_block {
+    int jc, nc, n1, pc, kc;
+} gemm_block;
+
+GEMM_INLINE void gemm_block_rows(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1,
+                                const gemm_block *b, const float *pb, int pack) {
+    const int mr = kr->mr, nr = kr->nr, mc_max = GEMM_MC / mr * mr, jc = b->jc, nc = b->nc, pc = b->pc, kc = b->kc;
     const int copy_x = g->K % 512 == 0, lda = copy_x ? GEMM_X_STRIDE : g->K;
-    for (int jc = n0; jc < n1; jc += GEMM_NC) {
-        const int nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
-        for (int pc = 0; pc < g->K; pc += GEMM_KC) {
-            const int kc = g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC;
-            const int first = pc == 0, last = pc + kc == g->K;
-            /* the panel after the last one of this block: the next K block's, else the next N block's */
-            const int next_n = last ? jc + GEMM_NC : jc, next_p = last ? 0 : pc + kc;
-            const int next_kc = g->K - next_p < GEMM_KC ? g->K - next_p : GEMM_KC;
-            for (int ic = m0; ic < m1; ic += mc_max) {
-                const int mc = m1 - ic < mc_max ? m1 - ic : mc_max, pack = ic == m0;
-                const int tiles = (mc + mr - 1) / mr;
-                const float *xb = g->x + (size_t)ic * g->K + pc;
-                if (copy_x) {
-                    for (int i = 0; i < mc; i++)
-                        memcpy(ws->px + (size_t)i * GEMM_X_STRIDE, xb + (size_t)i * g->K, sizeof(float) * (size_t)kc);
-                    xb = ws->px;
-                }
-                for (int jr = 0; jr < nc; jr += nr) {
-                    const int ncols = nc - jr < nr ? nc - jr : nr;
-                    float *panel = ws->pb + (size_t)jr * kc;
-                    if (pack) kr->pack_w(panel, g->w, g->N, g->K, jc + jr, ncols, pc, kc, nr);
-                    const int more = jr + nr < nc;
-                    for (int ir = 0, t = 0; ir < mc; ir += mr, t++) {
-                        run_tile(kr, ws, g, ic + ir, jc + jr, mc - ir < mr ? mc - ir : mr, ncols, xb + (size_t)ir * lda,
-                                 lda, kc, panel, first, last);
-                        if (!pack) continue;
-                        if (more)
-                            prefetch_panel_part(g->w, jc + nc, g->K, jc + jr + nr, nr, pc, kc, t, tiles);
-                        else if (next_n < n1)
-                            prefetch_panel_part(g->w, n1, g->K, next_n, nr, next_p, next_kc, t, tiles);
-                    }
-                }
+    const int first = pc == 0, last = pc + kc == g->K;
+    /* the panel after the last one of this block: the next K block's, else the next N block's */
+    const int next_n = last ? jc + GEMM_NC : jc, next_p = last ? 0 : pc + kc;
+    const int next_kc = g->K - next_p < GEMM_KC ? g->K - next_p : GEMM_KC;
+    for (int ic = m0; ic < m1; ic += mc_max) {
+        const int mc = m1 - ic < mc_max ? m1 - ic : mc_max, pack_now = pack && ic == m0;
+        const int tiles = (mc + mr - 1) / mr;
+        const float *xb = g->x + (size_t)ic * g->K + pc;
+        if (copy_x) {
+            for (int i = 0; i < mc; i++)
+                memcpy(ws->px + (size_t)i * GEMM_X_STRIDE, xb + (size_t)i * g->K, sizeof(float) * (size_t)kc);
+            xb = ws->px;
+        }
+        for (int jr = 0; jr < nc; jr += nr) {
+            const int ncols = nc - jr < nr ? nc - jr : nr;
+            const float *panel = pb + (size_t)jr * kc;
+            if (pack_now) kr->pack_w(ws->pb + (size_t)jr * kc, g->w, g->N, g->K, jc + jr, ncols, pc, kc, nr);
+            const int more = jr + nr < nc;
+            for (int ir = 0, t = 0; ir < mc; ir += mr, t++) {
+                run_tile(kr, ws, g, ic + ir, jc + jr, mc - ir < mr ? mc - ir : mr, ncols, xb + (size_t)ir * lda, lda,
+                         kc, panel, first, last);
+                if (!pack_now) continue;
+                if (more)
+                    prefetch_panel_part(g->w, jc + nc, g->K, jc + jr + nr, nr, pc, kc, t, tiles);
+                else if (next_n < b->n1)
+                    prefetch_panel_part(g->w, b->n1, g->K, next_n, nr, next_p, next_kc, t, tiles);
             }
         }
     }
+}
+
+/* y[m0..m1) x [n0..n1) on the calling thread, block by block of w. */
+static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1, int n0,
+                       int n1) {
+    for (int jc = n0; jc < n1; jc += GEMM_NC)
+        for (int pc = 0; pc < g->K; pc += GEMM_KC) {
+            const gemm_block b = {jc, n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC, n1, pc,
+                                  g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC};
+            gemm_block_rows(kr, ws, g, m0, m1, &b, ws->pb, 1);
+        }
 }
 
 /* K == 0: every chain is empty, y = 0 + bias. */
@@ -437,6 +457,178 @@ void dz_gemm_linear(float *y, const float *x, const float *w, const float *bias,
     if (threads <= 1 || (double)M * N * K < 32768.0) return gemm_part(kr, &g, 0, M, 0, N);
     const gemm_call call = {kr, &g, threads};
     dz_parallel_for(threads, gemm_share, (void *)&call);
+}
+
+/* ---- Both signs of one matrix from theta: the perturbation in the packing ---------------- */
+
+static int pair_workspace(gemm_workspace *ws) {
+    if (ws->pb_minus) return 1;
+    ws->pb_minus = aligned_alloc(64, sizeof(float) * GEMM_KC * (GEMM_NC + GEMM_NR_MAX));
+    ws->rows_pm = aligned_alloc(64, sizeof(float) * 2 * GEMM_NR_MAX * GEMM_KC);
+    ws->z = aligned_alloc(64, sizeof(float) * GEMM_KC);
+    ws->u = aligned_alloc(64, sizeof(float) * GEMM_KC);
+    if (ws->pb_minus && ws->rows_pm && ws->z && ws->u) return 1;
+    free(ws->pb_minus), free(ws->rows_pm), free(ws->z), free(ws->u);
+    ws->pb_minus = ws->rows_pm = ws->z = ws->u = NULL;
+    return 0;
+}
+
+/* theta[0 .. n), elements i .. i+n-1 of the tensor, gets the pending update in place: the
+ * z of each sample's draw accumulated into u in the spec's order, then applied (cpu_zo.c's
+ * chunk, element by element, so any split into rows gives the same bits). z, u: n floats. */
+static void update_in_place(float *theta, size_t n, uint64_t i, const dz_gemm_perturb *pt, float *z, float *u) {
+    const dz_zo_update *upd = pt->upd;
+    const uint32_t d0 = upd->step * (uint32_t)upd->q;
+    for (int j = 0; j < upd->q; j++) {
+        dz_cpu_z_fill(NULL, z, pt->seed, pt->tensor, d0 + (uint32_t)j, i, n, pt->dist);
+        dz_zo_add_scaled(u, upd->g[j], z, n, j == 0);
+    }
+    dz_zo_apply_update(theta, theta, u, n, upd->q, upd->lr, upd->wd);
+}
+
+/* The block's panels of both signs: each panel's rows of theta + eps z and theta - eps z
+ * made in L1/L2 (z drawn once per element, the pair made as perturb_pair makes it), then
+ * packed like any w (pure data movement, so the panels hold exactly the floats perturb_pair
+ * would have written to memory). */
+static void pack_pair_block(const gemm_kernel *kr, gemm_workspace *ws, float *theta, int N, int K,
+                            const gemm_block *b, const dz_gemm_perturb *pt) {
+    const int nr = kr->nr, kc = b->kc;
+    float *rp = ws->rows_pm, *rm = ws->rows_pm + (size_t)nr * kc;
+    for (int jr = 0; jr < b->nc; jr += nr) {
+        const int ncols = b->nc - jr < nr ? b->nc - jr : nr, n_first = b->jc + jr;
+        const int rows = N - n_first < ncols ? N - n_first : ncols;
+        for (int r = 0; r < rows; r++) {
+            const size_t e = (size_t)(n_first + r) * K + b->pc;
+            if (pt->upd) update_in_place(theta + e, (size_t)kc, pt->i0 + e, pt, ws->z, ws->u);
+            dz_cpu_z_fill(NULL, ws->z, pt->seed, pt->tensor, pt->draw, pt->i0 + e, (size_t)kc, pt->dist);
+            dz_zo_make_pair(rp + (size_t)r * kc, rm + (size_t)r * kc, theta + e, ws->z, pt->eps, (size_t)kc);
+        }
+        kr->pack_w(ws->pb + (size_t)jr * kc, rp, rows, kc, 0, ncols, 0, kc, nr);
+        kr->pack_w(ws->pb_minus + (size_t)jr * kc, rm, rows, kc, 0, ncols, 0, kc, nr);
+    }
+}
+
+/* Plain loops (a thread without packing buffers): each row of w+ / w- made a chunk at a
+ * time, each output's chain kept in y between chunks (a float in memory is the float in
+ * the register), the bias added at the end. Exact, slow, only when out of memory. */
+static void gemm_pair_unpacked(float *theta, const gemm_args g[2], const int m0[2], const int m1[2], int n0, int n1,
+                               const dz_gemm_perturb *pt) {
+    enum { CH = 256 };
+    float z[CH], u[CH], w[2][CH];
+    const int K = g[0].K;
+    for (int n = n0; n < n1; n++) {
+        for (int s = 0; s < 2; s++)
+            for (int i = m0[s]; i < m1[s]; i++) g[s].y[(size_t)i * g[s].N + n] = 0.0f;
+        for (int k0 = 0; k0 < K; k0 += CH) {
+            const int m = K - k0 < CH ? K - k0 : CH;
+            const size_t e = (size_t)n * K + k0;
+            if (pt->upd) update_in_place(theta + e, (size_t)m, pt->i0 + e, pt, z, u);
+            dz_cpu_z_fill(NULL, z, pt->seed, pt->tensor, pt->draw, pt->i0 + e, (size_t)m, pt->dist);
+            dz_zo_make_pair(w[0], w[1], theta + e, z, pt->eps, (size_t)m);
+            for (int s = 0; s < 2; s++)
+                for (int i = m0[s]; i < m1[s]; i++) {
+                    float *acc = &g[s].y[(size_t)i * g[s].N + n];
+                    for (int k = 0; k < m; k++) *acc = fmaf(g[s].x[(size_t)i * K + k0 + k], w[s][k], *acc);
+                }
+        }
+        for (int s = 0; s < 2; s++)
+            if (g[s].bias)
+                for (int i = m0[s]; i < m1[s]; i++) g[s].y[(size_t)i * g[s].N + n] += g[s].bias[n];
+    }
+}
+
+/* Columns [n0, n1) of both signs' rows [m0[s], m1[s]) on the calling thread: per block of
+ * w, both signs' panels packed once, then each sign's tiles run on its own panels. */
+static void gemm_pair_part(const gemm_kernel *kr, float *theta, const gemm_args g[2], const int m0[2],
+                           const int m1[2], int n0, int n1, const dz_gemm_perturb *pt) {
+    if (n0 >= n1) return;
+    gemm_workspace *ws = workspace();
+    if (!ws || !pair_workspace(ws)) return gemm_pair_unpacked(theta, g, m0, m1, n0, n1, pt);
+    const int K = g[0].K;
+    for (int jc = n0; jc < n1; jc += GEMM_NC)
+        for (int pc = 0; pc < K; pc += GEMM_KC) {
+            const gemm_block b = {jc, n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC, n1, pc, K - pc < GEMM_KC ? K - pc : GEMM_KC};
+            pack_pair_block(kr, ws, theta, g[0].N, K, &b, pt);
+            for (int s = 0; s < 2; s++) gemm_block_rows(kr, ws, &g[s], m0[s], m1[s], &b, s ? ws->pb_minus : ws->pb, 0);
+        }
+}
+
+static void pair_args(gemm_args g[2], float *const y[2], const float *const x[2], const int M[2], const float *theta,
+                      const float *const bias[2], int N, int K) {
+    for (int s = 0; s < 2; s++) g[s] = (gemm_args){y[s], x[s], theta, bias[s], M[s] > 0 ? M[s] : 0, N, K};
+}
+
+/* K == 0 (every chain empty) or nothing to compute: the plain GEMM's answer per sign. */
+static int pair_trivial(const gemm_args g[2]) {
+    if (g[0].N <= 0) return 1;
+    if (g[0].K > 0) return 0;
+    for (int s = 0; s < 2; s++)
+        if (g[s].M > 0) gemm_empty(&g[s]);
+    return 1;
+}
+
+void dz_gemm_linear_pair_serial(dz_isa isa, float *const y[2], const float *const x[2], const int M[2], float *theta,
+                                const float *const bias[2], int N, int K, const dz_gemm_perturb *pt) {
+    gemm_args g[2];
+    pair_args(g, y, x, M, theta, bias, N, K);
+    if (pair_trivial(g)) return;
+    if (isa <= DZ_ISA_AUTO || isa >= DZ_ISA_COUNT) isa = dz_isa_active();
+    const int m0[2] = {0, 0}, m1[2] = {g[0].M, g[1].M};
+    gemm_pair_part(&gemm_kernels[isa], theta, g, m0, m1, 0, N, pt);
+}
+
+typedef struct gemm_pair_call {
+    const gemm_kernel *kr;
+    float *theta;
+    const gemm_args *g;
+    const dz_gemm_perturb *pt;
+    int shares;
+} gemm_pair_call;
+
+/* Share t's columns (thread_share's split, which depends on N alone) and, when there are
+ * fewer panels than threads, its part of each sign's rows. */
+static void gemm_pair_share(void *ctx, int share, int thread) {
+    const gemm_pair_call *c = ctx;
+    int m0[2], m1[2], n0 = 0, n1 = 0;
+    for (int s = 0; s < 2; s++) thread_share(&c->g[s], c->kr->nr, share, c->shares, &m0[s], &m1[s], &n0, &n1);
+    gemm_pair_part(c->kr, c->theta, c->g, m0, m1, n0, n1, c->pt);
+}
+
+/* The pending update of theta's rows of share t (of c->shares), on its own: for a split
+ * whose shares pack the same columns (each element must be updated once). */
+static void update_share(void *ctx, int share, int thread) {
+    const gemm_pair_call *c = ctx;
+    const int N = c->g[0].N, K = c->g[0].K;
+    const int n0 = (int)((long)N * share / c->shares), n1 = (int)((long)N * (share + 1) / c->shares);
+    float z[256], u[256];
+    for (size_t e = (size_t)n0 * K, end = (size_t)n1 * K; e < end;) {
+        const size_t m = end - e < 256 ? end - e : 256;
+        update_in_place(c->theta + e, m, c->pt->i0 + e, c->pt, z, u);
+        e += m;
+    }
+}
+
+void dz_gemm_linear_pair(float *const y[2], const float *const x[2], const int M[2], float *theta,
+                         const float *const bias[2], int N, int K, const dz_gemm_perturb *pt) {
+    gemm_args g[2];
+    pair_args(g, y, x, M, theta, bias, N, K);
+    if (pair_trivial(g)) return;
+    const gemm_kernel *kr = &gemm_kernels[dz_isa_active()];
+    const int threads = dz_parallel_threads();
+    if (threads <= 1) {
+        const int m0[2] = {0, 0}, m1[2] = {g[0].M, g[1].M};
+        return gemm_pair_part(kr, theta, g, m0, m1, 0, N, pt);
+    }
+    gemm_pair_call call = {kr, theta, g, pt, threads};
+    const int panels = (N + kr->nr - 1) / kr->nr;
+    int n_split = threads < panels ? threads : panels; /* thread_share's split of N */
+    while (threads % n_split) n_split--;
+    dz_gemm_perturb plain = *pt;
+    if (pt->upd && n_split < threads) { /* shares would pack the same columns */
+        dz_parallel_for(threads, update_share, &call);
+        plain.upd = NULL, call.pt = &plain;
+    }
+    dz_parallel_for(threads, gemm_pair_share, (void *)&call);
 }
 
 const char *dz_gemm_describe(void) {

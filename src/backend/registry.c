@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/gpu_math.h"
 #ifdef DZ_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_seam.h"
 #endif
 
@@ -28,10 +29,11 @@ const dz_backend *dz_backend_by_name(const char *name) {
     return NULL;
 }
 
-/* cuda: refused, saying why, until the pipeline on device buffers exists (docs/CUDA.md).
- * With -DDZ_CUDA=ON the instance's GPU is looked for first, so a machine without one (or
- * without that one) hears that. */
-static dz_status cuda_refused(int device, dz_error *err) {
+/* cuda ("cuda:MODE": --gpu-math, checked by split_math; the GPU from "@D", split_device):
+ * the CUDA backend's instance on that GPU over the CUDA runtime, with -DDZ_CUDA=ON; else
+ * refused, saying why: a build without CUDA, no GPU (or not that one) here, a runtime that
+ * does not start. The pipeline runs on its buffers (resident mode, docs/CUDA.md). */
+static dz_status cuda_create(const char *name, int device, dz_backend **out, dz_error *err) {
 #ifdef DZ_HAVE_CUDA
     int status = 0;
     dz_cuda_seam *seam = dz_cuda_seam_runtime_create(device, &status);
@@ -42,12 +44,17 @@ static dz_status cuda_refused(int device, dz_error *err) {
                        "(--gpus-per-node above its GPUs?)", device, dz_cuda_gpu_count());
     if (!seam) return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA runtime did not start (status %d)",
                               status);
-    seam->destroy(seam);
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: the CUDA backend cannot run a model yet (its forward "
-                                            "and ZO ops exist; the pipeline on device buffers is missing, "
-                                            "docs/CUDA.md); use --backend cpu or ref");
+    const dz_status st = dz_backend_cuda_create_on(seam, 1, out, err);
+    if (st != DZ_OK) {
+        seam->destroy(seam);
+        return st;
+    }
+    const char *colon = strchr(name, ':');
+    dz_gpu_math math;
+    if (colon && dz_gpu_math_parse(colon + 1, &math) == 0) dz_backend_cuda_set_math(*out, math);
+    return DZ_OK;
 #else
-    (void)device;
+    (void)name, (void)device, (void)out;
     return dz_fail(err, DZ_ERR_UNSUPPORTED, "--backend cuda: this distzo was built without CUDA (configure with "
                                             "cmake -DDZ_CUDA=ON)");
 #endif
@@ -110,10 +117,12 @@ dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err) {
     if (st == DZ_OK) st = split_device(name ? name : "cpu", named, sizeof named, &device, err);
     if (st == DZ_OK) st = split_math(named, base, sizeof base, err);
     if (st != DZ_OK) return st;
-    if (strcmp(base, "cuda") == 0) return cuda_refused(device, err);
+    if (strcmp(base, "cuda") == 0) return cuda_create(named, device, out, err);
     const dz_backend *be = dz_backend_by_name(name ? name : "cpu");
     if (!be) return dz_fail(err, DZ_ERR_INVALID, "option --backend: '%s' is not one of cpu, cuda, ref", name);
-    *out = (dz_backend *)be; /* cpu and ref: the one stateless instance, which free leaves */
+    /* a run on ref stands in for a device: its buffers are guarded from host code */
+    if (!be->host_buffers) return dz_backend_guarded_create(be, out, err);
+    *out = (dz_backend *)be; /* cpu: the one stateless instance, which free leaves */
     return DZ_OK;
 }
 

@@ -4,6 +4,8 @@
 
 #include "bench/losses.h"
 #include "bench/passes.h"
+#include "backend/backend.h"
+#include "run/setup.h"
 
 typedef struct step_result {
     double fwd, step, g;
@@ -122,7 +124,9 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err) {
     dz_zo_setup *setup = NULL;
     const dz_weights_spec ws = {.path = s->model, .master_dtype = s->master, .store = s->store};
-    dz_status st = dz_setup_weights(&ws, &setup, err);
+    /* before the store is written: a backend that keeps its masters resident cannot use one */
+    dz_status st = dz_setup_check_store_backend(s->store, dz_backend_by_name(s->backend), err);
+    if (st == DZ_OK) st = dz_setup_weights(&ws, &setup, err);
     if (st != DZ_OK) return st;
     dz_model *m = dz_setup_model(setup);
     const int in_memory = dz_setup_store(setup) == NULL;

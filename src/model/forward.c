@@ -14,7 +14,9 @@
  * indices and moves data through upload/download. The weight source writes host fp32 rows:
  * on a backend with host buffers (the CPU's) straight into the op buffers, and a weight
  * tensor is used where the source points (zero-copy upload_view); on any other backend
- * into a host staging buffer, then uploaded. */
+ * into a host staging buffer, then uploaded. A source of backend rows (a ZO trainer's whose
+ * masters are resident on the device: dz_weight_source.backend_rows) writes into and hands
+ * out the backend's buffers themselves: nothing is staged or uploaded. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,19 @@
 #include "core/threads.h"
 #include "core/util.h"
 #include "model/forward_internal.h"
+
+/* Where source w writes rows bound for the backend buffer buf: the buffer itself when its
+ * rows are backend buffers or the backend's buffers are host memory, else the stage. */
+static float *rows_dest(const dz_forward *f, const dz_weight_source *w, float *buf) {
+    return w->backend_rows ? buf : staged(f, buf);
+}
+
+/* The rows src that w handed out, readable by ops: src itself when they are backend rows,
+ * else uploaded into dst (zero-copy on a backend with host buffers). */
+static const float *rows_view(const dz_forward *f, const dz_weight_source *w, float *dst, const float *src,
+                              size_t floats) {
+    return w->backend_rows ? src : f->be->ops->upload_view(f->be, dst, src, floats * sizeof(float));
+}
 
 /* Fetches every tensor of a block as fp32 for stream s (NULL for roles the architecture
  * lacks). The scratch for dtype conversion is allocated on first use. */
@@ -33,7 +48,7 @@ static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, in
         if (!f->wscratch) return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the block scratch");
         f->bytes += f->wscratch_floats * sizeof(float);
     }
-    float *rows_at = staged(f, f->wscratch);
+    float *rows_at = rows_dest(f, w, f->wscratch);
     size_t off = 0;
     for (int r = 0; r < nroles; r++) {
         int id = m->ids[block][r];
@@ -42,7 +57,7 @@ static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, in
         const dz_param *p = &m->table.params[id];
         const size_t n = (size_t)dz_param_numel(p);
         const float *src = w->rows(w->self, s, id, 0, p->rows, rows_at + off);
-        t[r] = f->be->ops->upload_view(f->be, f->wscratch + off, src, n * sizeof(float));
+        t[r] = rows_view(f, w, f->wscratch + off, src, n);
         off += n;
     }
     return DZ_OK;
@@ -51,7 +66,7 @@ static dz_status fetch_block(dz_forward *f, const dz_weight_source *w, int s, in
 /* Small global tensors (projections, final norm) for stream s, read into rscratch. */
 static void fetch_small_globals(dz_forward *f, const dz_weight_source *w, int s, const float **g) {
     const dz_model *m = f->m;
-    float *rows_at = staged(f, f->rscratch);
+    float *rows_at = rows_dest(f, w, f->rscratch);
     size_t off = 0;
     for (int r = 0; r < DZ_G_COUNT; r++) {
         const int id = m->ids[m->cfg.n_layers][r];
@@ -60,7 +75,7 @@ static void fetch_small_globals(dz_forward *f, const dz_weight_source *w, int s,
         const dz_param *p = &m->table.params[id];
         const size_t n = (size_t)dz_param_numel(p);
         const float *src = w->rows(w->self, s, id, 0, p->rows, rows_at + off);
-        g[r] = f->be->ops->upload_view(f->be, f->rscratch + off, src, n * sizeof(float));
+        g[r] = rows_view(f, w, f->rscratch + off, src, n);
         off += n;
     }
 }
@@ -69,13 +84,15 @@ static void fetch_small_globals(dz_forward *f, const dz_weight_source *w, int s,
  * the backend buffer buf[n, cols]. */
 static void gather_rows(dz_forward *f, const dz_weight_source *w, int s, int id, const int *src_rows, int row_offset,
                         int n, int cols, float *buf) {
-    float *rows_at = staged(f, buf);
+    float *rows_at = rows_dest(f, w, buf);
     for (int r = 0; r < n; r++) {
         float *dst = rows_at + (size_t)r * cols;
         const float *src = w->rows(w->self, s, id, src_rows[r] + row_offset, 1, dst);
-        if (src != dst) memcpy(dst, src, sizeof(float) * cols);
+        if (src == dst) continue;
+        if (w->backend_rows) f->be->ops->copy_rows(f->be, dst, NULL, src, NULL, 1, cols);
+        else memcpy(dst, src, sizeof(float) * cols);
     }
-    f->be->ops->upload(f->be, buf, rows_at, sizeof(float) * (size_t)n * cols);
+    if (!w->backend_rows) f->be->ops->upload(f->be, buf, rows_at, sizeof(float) * (size_t)n * cols);
 }
 
 /* Token embeddings (projected in if the model has project_in) plus position embeddings,
@@ -126,6 +143,11 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     be->ops->matmul(be, f->q, in, t[DZ_L_WQ], t[DZ_L_BQ], N, qd, d);
     be->ops->matmul(be, f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
     be->ops->matmul(be, f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
+    if (f->lora) {
+        dz_forward_lora_add(f, f->q, in, t, DZ_L_WQ, N, qd, d);
+        dz_forward_lora_add(f, f->kn, in, t, DZ_L_WK, N, kvd, d);
+        dz_forward_lora_add(f, f->vn, in, t, DZ_L_WV, N, kvd, d);
+    }
     if (c->arch == DZ_ARCH_LLAMA) {
         be->ops->rope(be, f->q, N, st->pos, c->n_heads, c->head_dim, f->rope_cs);
         be->ops->rope(be, f->kn, N, st->pos, c->n_kv_heads, c->head_dim, f->rope_cs);
@@ -148,6 +170,7 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     };
     be->ops->attention(be, f->att, f->q, &a);
     be->ops->matmul(be, f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
+    if (f->lora) dz_forward_lora_add(f, f->xb, f->att, t, DZ_L_WO, N, d, qd);
     be->ops->add(be, x, f->xb, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
 
@@ -160,13 +183,19 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     const size_t nh = (size_t)N * c->hidden_dim;
     if (c->arch == DZ_ARCH_OPT) {
         be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], N, c->hidden_dim, d);
+        if (f->lora) dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
         be->ops->relu(be, f->f1, nh);
     } else {
         be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, N, c->hidden_dim, d);
         be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, N, c->hidden_dim, d);
+        if (f->lora) {
+            dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_GATE, N, c->hidden_dim, d);
+            dz_forward_lora_add(f, f->f2, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
+        }
         be->ops->swiglu(be, f->f1, f->f2, nh);
     }
     be->ops->matmul(be, f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
+    if (f->lora) dz_forward_lora_add(f, f->att, f->f1, t, DZ_L_W_DOWN, N, d, c->hidden_dim);
     be->ops->add(be, x, f->att, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
     be->ops->synchronize(be); /* the caller may rewrite t's buffers once this returns */
@@ -310,8 +339,8 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
             if (nrows == 0) continue;
             if (!wchunk || !w->same_for_streams) {
                 const float *host = w->view ? w->view(w->self, s, head_id, v0, nv) : NULL; /* a step's -eps chunk */
-                if (!host) host = w->rows(w->self, s, head_id, v0, nv, staged(f, f->rscratch));
-                wchunk = f->be->ops->upload_view(f->be, f->rscratch, host, sizeof(float) * (size_t)nv * c->embed_dim);
+                if (!host) host = w->rows(w->self, s, head_id, v0, nv, rows_dest(f, w, f->rscratch));
+                wchunk = rows_view(f, w, f->rscratch, host, (size_t)nv * c->embed_dim);
             }
             for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
                 const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
@@ -369,12 +398,20 @@ dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, 
     return head(f, w, n_streams, f->head_sets, NULL, err);
 }
 
+dz_status dz_forward_layer_weights(dz_forward *f, const dz_weight_source *w, int s, int layer, const float **t,
+                                   dz_error *err) {
+    dz_status st = fetch_block(f, w, s, layer, DZ_L_COUNT, t, err);
+    if (st == DZ_OK) dz_forward_lora_fetch(f, s, layer, t);
+    return st;
+}
+
 dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, dz_error *err) {
     const float *t[DZ_ROLE_MAX];
     dz_status st = DZ_OK;
     for (int l = 0; st == DZ_OK && l < f->m->cfg.n_layers; l++)
         for (int k = 0; st == DZ_OK && k < n_streams; k++) { /* t stays valid: a layer only reads it */
-            if (k == 0 || !w->same_for_streams) st = fetch_block(f, w, streams[k], l, DZ_L_COUNT, t, err);
+            const int same = w->same_for_streams && (!f->lora || f->lora_src.same_for_streams);
+            if (k == 0 || !same) st = dz_forward_layer_weights(f, w, streams[k], l, t, err);
             if (st == DZ_OK) dz_forward_layer(f, streams[k], l, t);
         }
     return st;

@@ -29,8 +29,7 @@ void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, v
                                             p->draw, i0, p->z.dist);
 }
 
-/* The pending update of span s, whose first element lies at th. */
-static void update_span(const dz_pipeline *p, const span *s, void *th) {
+void dz_pass_update_span(const dz_pipeline *p, const span *s, void *th) {
     const dz_zo_update u = update_for(p, s->id);
     if (dz_sz_applies(p, s->id))
         dz_sz_span(p, s->id, s->i0, s->n, th, NULL, NULL, &u);
@@ -71,7 +70,7 @@ static void chunk_task(void *ctx, int k, int thread) {
         dz_pass_perturb_span(p, sp->id, sp->i0, sp->n, th, p->ws.wplus[pass->pair] + w, p->ws.wminus[pass->pair] + w,
                              pass->apply);
     } else if (pass->apply) {
-        update_span(p, sp, th);
+        dz_pass_update_span(p, sp, th);
     }
     if (pass->hash && j % pass->n_slices == pass->slice)
         atomic_fetch_add_explicit(&c->hash, dz_hash_span((const unsigned char *)th, sp->n * c->esz, (uint64_t)j),
@@ -122,7 +121,7 @@ static void update_task(void *ctx, int k, int thread) {
     const block_job *b = ctx;
     const dz_pipeline *p = b->p;
     const span *s = &p->ws.spans[b->first + k];
-    if (dz_ws_my_span(p, b->first + k)) update_span(p, s, dz_ws_theta_at(p, s->id, s->i0));
+    if (dz_ws_my_span(p, b->first + k)) dz_pass_update_span(p, s, dz_ws_theta_at(p, s->id, s->i0));
 }
 
 static void fill_task(void *ctx, int k, int thread) {
@@ -137,12 +136,21 @@ static void fill_task(void *ctx, int k, int thread) {
 
 void dz_pass_update_in_memory(dz_pipeline *p, int b) {
     const int first = p->ws.block_first_span[b], last = p->ws.block_first_span[b + 1];
+    if (p->res.on) {
+        dz_res_pass(p, first, last, NULL, 1);
+        return;
+    }
     block_job job = {.p = p, .first = first};
     dz_parallel_for_dynamic(last - first, update_task, &job);
 }
 
 void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply) {
     const int first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
+    if (p->res.on) {
+        float *const pair[2] = {p->ws.wplus[0], p->ws.wminus[0]};
+        dz_res_pass(p, first, last, pair, apply);
+        return;
+    }
     block_job job = {.p = p, .first = first, .apply = apply};
     dz_parallel_for_dynamic(last - first, fill_task, &job);
 }

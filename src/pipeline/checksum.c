@@ -38,7 +38,7 @@ static void hash_task(void *ctx, int k, int thread) {
     const span *s = &h->p->ws.spans[j];
     if (j % h->n_slices == h->slice)
         atomic_fetch_add_explicit(&h->hash,
-                                  dz_hash_span(dz_ws_theta_at(h->p, s->id, s->i0), s->n * h->esz, (uint64_t)j),
+                                  dz_hash_span(dz_ws_host_at(h->p, s->id, s->i0), s->n * h->esz, (uint64_t)j),
                                   memory_order_relaxed);
 }
 

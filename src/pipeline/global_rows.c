@@ -1,7 +1,9 @@
 /* The weight sources the forward reads the global block through (token and position rows,
  * the final norm, head chunks): perturbed for a step, the masters as they are for
- * evaluation. rows() has no error path: a store read that fails hands the forward zeros
- * and is recorded here for dz_pipeline_rows_status. */
+ * evaluation. Resident, the perturbed rows are computed on the device from the masters
+ * there, into the forward's buffers (backend_rows); the masters' source is their host copy.
+ * rows() has no error path: a store read that fails hands the forward zeros and is
+ * recorded here for dz_pipeline_rows_status. */
 #include <string.h>
 
 #include "core/threads.h"
@@ -44,6 +46,13 @@ static void rows_task(void *ctx, int k, int thread) {
     dz_pass_perturb_span(r->p, r->id, r->i0 + a, len, r->th + a * r->esz, r->wp + a, r->wm + a, r->apply);
 }
 
+/* n floats from src to dst: host memory, or resident, buffers of the backend (one row of
+ * n columns through its copy op). */
+static void copy_floats(const dz_pipeline *p, float *dst, const float *src, size_t n) {
+    if (p->res.on) p->be->ops->copy_rows(p->be, dst, NULL, src, NULL, 1, (int)n);
+    else memcpy(dst, src, n * sizeof(float));
+}
+
 /* The cached -eps rows if they are these rows of an odd stream, else NULL. */
 static const float *perturbed_view(const void *self, int stream, int id, int64_t row0, int64_t nrows) {
     const rows_state *rs = &((const dz_pipeline *)self)->rows;
@@ -64,20 +73,20 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
     const size_t n = (size_t)(nrows * cols);
     const float *cached = perturbed_view(self, stream, id, row0, nrows);
     if (cached) {
-        memcpy(scratch, cached, n * sizeof(float));
+        copy_floats(p, scratch, cached, n);
         return scratch;
     }
     stream &= 1; /* even streams see +eps, odd ones -eps */
     float *wp = stream == 0 ? scratch : rs->minus_cache, *wm = stream == 0 ? rs->minus_cache : scratch;
     char *th = global_theta(p, id, row0, nrows, i0);
     if (!th) { /* the caller sees zeros; the step reports the error */
-        memset(scratch, 0, n * sizeof(float));
+        memset(scratch, 0, n * sizeof(float)); /* a store: never resident */
         rs->cache_valid = 0;
         return scratch;
     }
     const int apply = p->io.gapply; /* a streamed global block's update is in the copy, not yet in the store */
     const size_t esz = dz_dtype_size(dz_model_dtype(p->m));
-    if (n < PARALLEL_ROWS_MIN) {
+    if (n < PARALLEL_ROWS_MIN || p->res.on) { /* resident: one op, from this thread */
         dz_pass_perturb_span(p, id, i0, n, th, wp, wm, apply);
     } else {
         const size_t piece = dz_ws_span_elems(&dz_model_params(p->m)->params[id], p->z.shape == DZ_PZ_SPARSE);
@@ -93,7 +102,7 @@ static const float *perturbed_rows(const void *self, int stream, int id, int64_t
 }
 
 dz_weight_source dz_pipeline_perturbed_source(dz_pipeline *p) {
-    return (dz_weight_source){.rows = perturbed_rows, .self = p, .view = perturbed_view};
+    return (dz_weight_source){.rows = perturbed_rows, .self = p, .view = perturbed_view, .backend_rows = p->res.on};
 }
 
 /* The masters as evaluation sees them: resident tensors in place, the others read from

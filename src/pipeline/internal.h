@@ -7,6 +7,7 @@
  * global_rows.c   the weight sources: perturbed global rows, the masters as they are
  * checksum.c      span hashes and the masters' checksum
  * structured_z.c  the sparse and low-rank z of 2-D tensors
+ * resident.c      the masters resident on a device backend (buffers not host memory)
  * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
@@ -36,6 +37,7 @@ typedef struct working_set {
     int *block_first_span;        /* spans of block b: [block_first_span[b], block_first_span[b+1]) */
     size_t *tensor_off;           /* offset of a layer tensor inside its block's working copies */
     int (*layer_ids)[DZ_L_COUNT]; /* tensor id of (layer, role), or -1 */
+    const dz_backend *dev;        /* non-NULL: the working copies are this backend's buffers */
     float *wplus[2], *wminus[2];  /* pairs of working copies (+eps, -eps) of a layer block: pair 0
                                    * always, pair 1 with a store (block l uses pair l % 2, so the
                                    * I/O thread fills block l+1's while layer l computes) */
@@ -91,6 +93,15 @@ typedef struct lowrank_state {
     int valid[2];
 } lowrank_state;
 
+/* Resident on the forward's backend (its buffers are not host memory; no store): each
+ * tensor's masters in a backend buffer; the model's tensors are the host copy, brought up
+ * to date by dz_pipeline_flush (resident.c). */
+typedef struct resident_state {
+    int on;
+    void **theta; /* per tensor id: its masters, a backend buffer */
+    int stale;    /* an update reached the device's masters since the host copy was made */
+} resident_state;
+
 struct dz_pipeline {
     dz_model *m;
     const dz_backend *be; /* the forward's: its ZO ops perturb and update the spans */
@@ -102,17 +113,23 @@ struct dz_pipeline {
     rows_state rows;
     node_share node;
     lowrank_state lowrank;
+    resident_state res;
     size_t bytes;
 };
 
 static inline int dz_masters_bf16(const dz_pipeline *p) { return dz_model_dtype(p->m) == DZ_BF16; }
 
 /* working_set.c */
-dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, dz_error *err);
+/* dev non-NULL: the working copies are buffers of that backend (resident mode). */
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, const dz_backend *dev,
+                      dz_error *err);
 void dz_ws_free(working_set *ws);
 size_t dz_ws_max_layer_floats(const dz_param_table *t);
-/* Element i0 of a tensor the model holds (not one in the store). */
+/* Element i0 of a tensor's masters where the ZO ops update them (not one in the store):
+ * the model's memory, or resident, the backend's buffer. */
 void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0);
+/* The same in the model's memory (resident: the host copy, current after a flush). */
+void *dz_ws_host_at(const dz_pipeline *p, int id, uint64_t i0);
 /* Span k is this rank's to update and perturb (its slice; alone, every span is). */
 int dz_ws_my_span(const dz_pipeline *p, int k);
 /* Shared masters: nobody may still read what is about to be written (old weights, the
@@ -133,6 +150,8 @@ typedef struct dz_pass {
     int parallel;        /* spread a chunk's spans over the pool's threads (not on the I/O thread) */
 } dz_pass;
 dz_status dz_pass_chunks(dz_pipeline *p, int blk, int a, int b, const dz_pass *pass, dz_error *err);
+/* The pending update of span s, whose first element lies at th. */
+void dz_pass_update_span(const dz_pipeline *p, const span *s, void *th);
 /* Block b in memory: this rank's spans updated; layer l's spans into pair 0 (the pending
  * update fused in when the block does not have it yet). */
 void dz_pass_update_in_memory(dz_pipeline *p, int b);
@@ -177,6 +196,17 @@ size_t dz_ws_span_elems(const dz_param *t, int whole_rows);
 
 /* pipeline.c: dz_pipeline_planned_bytes with the forward's row_floats. */
 size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);
+
+/* resident.c */
+/* Uploads every tensor's masters into a buffer of p->be (refusing what resident mode does
+ * not do yet); dz_res_free frees them. */
+dz_status dz_res_create(dz_pipeline *p, dz_error *err);
+void dz_res_free(dz_pipeline *p);
+/* Downloads the masters into the model's tensors if an update reached them since. */
+void dz_res_sync_host(dz_pipeline *p);
+/* Spans [first, last) of a block, one op per tensor from this thread: the pending update
+ * (pair NULL) or the fill of pair (w+, w-), the update fused in when apply is set. */
+void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply);
 
 /* checksum.c: a span's bytes hashed, keyed by its index k. */
 uint64_t dz_hash_span(const unsigned char *bytes, size_t n, uint64_t k);

@@ -1,6 +1,7 @@
 /* The pending update: the update of step t waits to be fused into step t+1's pass over
  * each block (pipeline/perturbation.c); outside a step (flush, replay, the global block
- * before its rows are read) it is applied here, block by block. */
+ * before its rows are read) it is applied here, block by block. Resident masters are
+ * updated on the device; a flush then brings their host copy up to date. */
 #include <string.h>
 
 #include "pipeline/internal.h"
@@ -14,6 +15,7 @@ dz_status dz_pipeline_set_update(dz_pipeline *p, const dz_zo_update *u, dz_error
     pu->rule.g = pu->g;
     memset(pu->applied, 0, (size_t)p->ws.n_blocks);
     pu->pending = 1;
+    p->res.stale = p->res.on; /* the host copy of resident masters lags from here */
     return dz_sz_prepare(p, 0, 0, err);
 }
 
@@ -43,9 +45,15 @@ dz_status dz_pending_update_blocks(dz_pipeline *p, int b0, int b1, dz_error *err
     return st == DZ_OK ? dz_ws_node_barrier(p, err) : st;
 }
 
-dz_status dz_pipeline_flush(dz_pipeline *p, dz_error *err) {
+dz_status dz_pipeline_apply_pending(dz_pipeline *p, dz_error *err) {
     dz_status st = dz_pending_update_blocks(p, 0, p->ws.n_blocks, err);
     if (st != DZ_OK) return st;
     p->upd.pending = 0;
     return p->io.store ? dz_store_wait(p->io.store, err) : DZ_OK;
+}
+
+dz_status dz_pipeline_flush(dz_pipeline *p, dz_error *err) {
+    dz_status st = dz_pipeline_apply_pending(p, err);
+    if (st == DZ_OK) dz_res_sync_host(p); /* resident: the host copy is what readers read */
+    return st;
 }

@@ -38,11 +38,15 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     p->be = dz_forward_backend(f);
     p->z = *z;
     const int n_blocks = dz_model_config(m)->n_layers + 1;
-    dz_status st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, z->shape == DZ_PZ_SPARSE, err);
+    const int resident = !p->be->host_buffers; /* the masters go where the forward's ops can read them */
+    dz_status st = resident ? dz_res_create(p, err) : DZ_OK;
+    if (st == DZ_OK)
+        st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, z->shape == DZ_PZ_SPARSE, resident ? p->be : NULL, err);
     if (st == DZ_OK) st = dz_sz_create(p, err);
     if (st == DZ_OK) {
         p->rows.row_floats = dz_forward_row_floats(f);
-        p->rows.minus_cache = dz_alloc(p->rows.row_floats * sizeof(float));
+        p->rows.minus_cache = resident ? p->be->ops->alloc(p->be, p->rows.row_floats * sizeof(float))
+                                       : dz_alloc(p->rows.row_floats * sizeof(float));
         p->upd.applied = calloc((size_t)n_blocks, 1);
         if (!p->rows.minus_cache || !p->upd.applied)
             st = dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)",
@@ -63,7 +67,9 @@ void dz_pipeline_free(dz_pipeline *p) {
     dz_sz_free(p);
     dz_free(p->io.chunk);
     dz_free(p->io.gtheta);
-    dz_free(p->rows.minus_cache);
+    if (p->res.on) p->be->ops->free(p->be, p->rows.minus_cache);
+    else dz_free(p->rows.minus_cache);
+    dz_res_free(p);
     free(p->upd.applied);
     free(p);
 }

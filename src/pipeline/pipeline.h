@@ -54,7 +54,12 @@ typedef struct dz_pipeline_perturbation {
 } dz_pipeline_perturbation;
 
 /* m's masters (owned, f32 or bf16: the caller checks) in memory; f gives the row buffer's
- * size (dz_forward_row_floats). */
+ * size (dz_forward_row_floats). When f's backend's buffers are not host memory (a device),
+ * the pipeline is resident: every master is uploaded into a buffer of that backend now,
+ * the working copies are its buffers, every ZO op runs there, and the global rows the
+ * perturbed source hands out are its buffers (dz_weight_source.backend_rows); the model's
+ * tensors are the host copy (dz_pipeline_flush). Resident mode refuses a disk store, a
+ * node's sharing and the SPARSE and LOWRANK shapes. */
 dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z, dz_pipeline **out,
                              dz_error *err);
 void dz_pipeline_free(dz_pipeline *p);
@@ -86,8 +91,14 @@ size_t dz_pipeline_bytes(const dz_pipeline *p);
  * next pass, and the caller must flush before it sets another. */
 dz_status dz_pipeline_set_update(dz_pipeline *p, const dz_zo_update *u, dz_error *err);
 /* Applies the pending update to every block that does not have it yet; with a store,
- * returns once the I/O thread is idle. */
+ * returns once the I/O thread is idle. Resident masters (a backend whose buffers are not
+ * host memory) are then downloaded into the model's tensors, if an update reached them
+ * since the last flush: the model then holds the masters for evaluation, checkpoints and
+ * checksums. */
 dz_status dz_pipeline_flush(dz_pipeline *p, dz_error *err);
+/* The same without the download (--no-fuse steps, a replay's updates): the model's tensors
+ * may lag resident masters until the next flush. */
+dz_status dz_pipeline_apply_pending(dz_pipeline *p, dz_error *err);
 
 /* ---- One perturbation of the forward ---------------------------------------------- */
 
@@ -103,7 +114,8 @@ dz_weight_source dz_pipeline_perturbed_source(dz_pipeline *p);
 
 /* ---- The masters as they are ------------------------------------------------------ */
 
-/* Resident tensors in place, the others read from the store (flush first). */
+/* Resident tensors in place, the others read from the store (flush first; resident
+ * masters: their host copy, which the flush downloaded). */
 dz_weight_source dz_pipeline_master_source(const dz_pipeline *p);
 /* The first read that failed inside either source's rows() since the last call (or since
  * dz_pipeline_begin), then clears it. */

@@ -25,8 +25,20 @@ size_t dz_ws_span_elems(const dz_param *t, int whole_rows) {
     return (size_t)(SPAN / t->cols * t->cols);
 }
 
-dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, dz_error *err) {
+/* Working copies: host memory, or (resident) buffers of the backend. */
+static float *work_alloc(const working_set *ws, size_t floats) {
+    return ws->dev ? ws->dev->ops->alloc(ws->dev, floats * sizeof(float)) : dz_alloc(floats * sizeof(float));
+}
+
+static void work_free(const working_set *ws, float *w) {
+    if (ws->dev) ws->dev->ops->free(ws->dev, w);
+    else dz_free(w);
+}
+
+dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, int whole_rows, const dz_backend *dev,
+                      dz_error *err) {
     ws->n_blocks = n_blocks;
+    ws->dev = dev;
     size_t count = 0;
     for (int i = 0; i < t->count; i++) {
         const size_t step = dz_ws_span_elems(&t->params[i], whole_rows);
@@ -56,8 +68,8 @@ dz_status dz_ws_build(working_set *ws, const dz_param_table *t, int n_blocks, in
     for (int l = 0; l < n_blocks - 1; l++)
         for (int r = 0; r < DZ_L_COUNT; r++) ws->layer_ids[l][r] = dz_param_find(t, l, r);
     ws->block_floats = dz_ws_max_layer_floats(t);
-    ws->wplus[0] = dz_alloc(ws->block_floats * sizeof(float));
-    ws->wminus[0] = dz_alloc(ws->block_floats * sizeof(float));
+    ws->wplus[0] = work_alloc(ws, ws->block_floats);
+    ws->wminus[0] = work_alloc(ws, ws->block_floats);
     ws->own_work = 1;
     if (!ws->wplus[0] || !ws->wminus[0])
         return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)",
@@ -71,15 +83,20 @@ void dz_ws_free(working_set *ws) {
     free(ws->tensor_off);
     free(ws->layer_ids);
     if (ws->own_work) {
-        dz_free(ws->wplus[0]);
-        dz_free(ws->wminus[0]);
+        work_free(ws, ws->wplus[0]);
+        work_free(ws, ws->wminus[0]);
     }
-    dz_free(ws->wplus[1]);
+    dz_free(ws->wplus[1]); /* a store's second pair: never resident */
     dz_free(ws->wminus[1]);
 }
 
-void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0) {
+void *dz_ws_host_at(const dz_pipeline *p, int id, uint64_t i0) {
     return (char *)dz_model_tensor(p->m, id) + i0 * dz_dtype_size(dz_model_dtype(p->m));
+}
+
+void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0) {
+    if (!p->res.on) return dz_ws_host_at(p, id, i0);
+    return (char *)p->res.theta[id] + i0 * dz_dtype_size(dz_model_dtype(p->m));
 }
 
 /* With masters shared by a node's ranks, span k is this rank's when k mod n_slices is its
@@ -99,6 +116,9 @@ dz_status dz_pipeline_share_node(dz_pipeline *p, const dz_pipeline_node *node, d
                        node->n_slices - 1);
     if (p->io.store)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
+    if (p->res.on)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory, which the "
+                       "ranks of a node cannot share: run one rank per node", p->be->name);
     if (!node->work) return dz_fail(err, DZ_ERR_INVALID, "zo: sliced fills need working buffers shared by the node");
     p->node = (node_share){
         .slice = node->slice, .n_slices = node->n_slices, .barrier = node->barrier, .ctx = node->ctx};

@@ -2,17 +2,25 @@
 # --backend cpu|cuda|ref (src/backend/registry.c, docs/ARCHITECTURE.md):
 # - cuda is refused at once, before the model is read (a model path that does not exist is
 #   not what the error names), by every command that takes it, saying why: a build without
-#   CUDA, no GPU here, or (a CUDA build on a GPU) no pipeline on device buffers yet;
+#   CUDA, or no GPU here; where it runs (a CUDA build on a GPU), the device checks below run
+#   on it too, with --gpu-math fp32;
 # - an unknown backend is refused naming the choices;
 # - --gpu-math tf32|bf16|fp32 is taken where --backend is: with cuda it reaches the same
 #   refusal, with another backend or an unknown mode it is refused saying so;
 # - --backend cpu is the default, bit for bit (weights, seed log, metrics);
-# - --backend ref runs a whole training run on the reference backend: its seed log replayed
-#   on the CPU (distzo export) gives its weights bitwise (the ZO ops are every backend's
-#   bits), and its first step's loss, at the same weights as the CPU's, agrees with the
-#   CPU's within summation order (relative 1e-5; measured ~1e-7);
+# - --backend ref runs a whole training run (10 steps) on the reference backend's ops over
+#   guarded buffers (a device stand-in: host code touching them faults), so the masters are
+#   resident in its buffers and every update is applied there: its seed log replayed on the
+#   CPU (distzo export) gives bitwise the weights it held (the ZO ops are every backend's
+#   bits);
+# - at the same weights (--lr 0, so each of the 10 steps draws its own batch and z at the
+#   base weights) ref's losses agree with the CPU's within summation order (relative 1e-5;
+#   measured ~2e-7), and so do its g (relative 1e-3; g = (L+ - L-)/(2 eps) magnifies);
+#   with lr > 0 the runs then drift apart, each exact on replay;
+# - --store disk with --backend ref is refused before anything is written;
 # - eval and generate run on ref: per-example scores within 1e-5 of the CPU's, greedy tokens
 #   the same.
+# The last four hold for cuda too where it runs (its losses measured the same way).
 # usage: backend.sh DISTZO ASSETS
 set -euo pipefail
 bin=$1 assets=$2
@@ -30,64 +38,94 @@ refused() {
     bad "$name: exit $rc, said: $(head -c 300 "$tmp/err")"; fi
 }
 
-why='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found|the CUDA backend cannot run a model yet)'
+# cuda runs here (a CUDA build on a GPU): the device checks below run on it too; elsewhere
+# every command refuses it, saying why
+cuda_runs=0
+"$bin" eval "$model" --data "$tmp/test.tsv" --backend cuda > /dev/null 2>&1 && cuda_runs=1
+why='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found)'
 nomodel=$tmp/no-such-model
-refused "train --backend cuda" "$why" train --model "$nomodel" --backend cuda --out "$tmp/r"
-refused "eval --backend cuda" "$why" eval "$nomodel" --backend cuda
-refused "generate --backend cuda" "$why" generate "$nomodel" --backend cuda
-for b in forward step classify eval; do
-  refused "bench $b --backend cuda" "$why" bench "$b" --model "$nomodel" --backend cuda
-done
-refused "serve --backend cuda" "$why" serve --model "$nomodel" --out "$tmp/s" --backend cuda
-refused "join --backend cuda" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" --backend cuda
-[ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --backend cuda left a run folder" || ok "refusals leave no run folder"
+if [ "$cuda_runs" = 1 ]; then ok "--backend cuda runs here: its refusals do not apply"; else
+  refused "train --backend cuda" "$why" train --model "$nomodel" --backend cuda --out "$tmp/r"
+  refused "eval --backend cuda" "$why" eval "$nomodel" --backend cuda
+  refused "generate --backend cuda" "$why" generate "$nomodel" --backend cuda
+  for b in forward step classify eval; do
+    refused "bench $b --backend cuda" "$why" bench "$b" --model "$nomodel" --backend cuda
+  done
+  refused "serve --backend cuda" "$why" serve --model "$nomodel" --out "$tmp/s" --backend cuda
+  refused "join --backend cuda" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" \
+    --backend cuda
+  [ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --backend cuda left a run folder" ||
+    ok "refusals leave no run folder"
+  refused "train --gpu-math" "$why" train --model "$nomodel" --backend cuda --gpu-math fp32 --out "$tmp/r"
+  refused "eval --gpu-math" "$why" eval "$nomodel" --backend cuda --gpu-math bf16
+  refused "generate --gpu-math" "$why" generate "$nomodel" --backend cuda --gpu-math tf32
+  for b in forward step classify eval; do
+    refused "bench $b --gpu-math" "$why" bench "$b" --model "$nomodel" --backend cuda --gpu-math fp32
+  done
+  refused "serve --gpu-math" "$why" serve --model "$nomodel" --out "$tmp/s" --backend cuda --gpu-math fp32
+  refused "join --gpu-math" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" \
+    --backend cuda --gpu-math fp32
+fi
 refused "unknown backend" "option --backend: 'gpu' is not one of cpu, cuda, ref" eval "$model" --backend gpu
 refused "empty backend with --gpu-math" "option --backend: '' is not one of cpu, cuda, ref" \
   eval "$model" --backend "" --gpu-math fp32
-refused "train --gpu-math" "$why" train --model "$nomodel" --backend cuda --gpu-math fp32 --out "$tmp/r"
-refused "eval --gpu-math" "$why" eval "$nomodel" --backend cuda --gpu-math bf16
-refused "generate --gpu-math" "$why" generate "$nomodel" --backend cuda --gpu-math tf32
-for b in forward step classify eval; do
-  refused "bench $b --gpu-math" "$why" bench "$b" --model "$nomodel" --backend cuda --gpu-math fp32
-done
-refused "serve --gpu-math" "$why" serve --model "$nomodel" --out "$tmp/s" --backend cuda --gpu-math fp32
-refused "join --gpu-math" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" --backend cuda \
-  --gpu-math fp32
 refused "--gpu-math without cuda" "--gpu-math applies to --backend cuda only \(not cpu\)" eval "$model" --gpu-math fp32
 refused "--gpu-math with ref" "--gpu-math applies to --backend cuda only \(not ref\)" \
   train --model "$nomodel" --backend ref --gpu-math bf16 --out "$tmp/r"
 refused "--gpu-math unknown" "option --gpu-math: 'fp16' is not one of tf32, bf16, fp32" eval "$nomodel" --backend cuda --gpu-math fp16
 [ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --gpu-math left a run folder" || ok "--gpu-math refusals leave no run folder"
 
-steps=3
+steps=10
 args=(--model "$model" --steps "$steps" --eval-every 0 --checkpoint-every "$steps" --batch 4 --train-examples 24
       --dev-examples 8 --lr 1e-3 --test "$tmp/test.tsv" --threads 1)
 "$bin" train "${args[@]}" --out "$tmp/default" > "$tmp/log" 2>&1
 "$bin" train "${args[@]}" --out "$tmp/cpu" --backend cpu > "$tmp/log" 2>&1
 if same_run "$tmp/default" "$tmp/cpu" "$steps"; then ok "--backend cpu is the default, bitwise"; else
   bad "--backend cpu differs from the default"; fi
-
-if "$bin" train "${args[@]}" --out "$tmp/ref" --backend ref > "$tmp/log" 2>&1; then ok "train --backend ref"; else
-  bad "train --backend ref: $(tail -1 "$tmp/log")"; fi
-"$bin" export --run "$tmp/ref" -o "$tmp/ref-export" > "$tmp/log" 2>&1 || true
-if cmp -s "$tmp/ref-export/model.safetensors" "$tmp/ref/checkpoint-$steps/model.safetensors"; then
-  ok "ref's seed log replayed on the CPU gives ref's weights bitwise"
-else bad "export of the ref run differs from its checkpoint"; fi
-loss1() { sed -nE 's/^\{"step": 1, "loss": ([^,]*),.*/\1/p' "$1/metrics.jsonl"; }
-a=$(loss1 "$tmp/cpu") b=$(loss1 "$tmp/ref")
-if awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * (a < 0 ? -a : a)) }'
-then ok "step 1's loss on ref ($b) within 1e-5 of the CPU's ($a)"; else bad "step 1's loss: ref $b, cpu $a"; fi
-
+"$bin" train "${args[@]}" --lr 0 --out "$tmp/cpu0" > "$tmp/log" 2>&1
 "$bin" eval "$model" --data "$tmp/test.tsv" --predictions "$tmp/cpu.tsv" > /dev/null 2>&1
-"$bin" eval "$model" --data "$tmp/test.tsv" --predictions "$tmp/ref.tsv" --backend ref > /dev/null 2>&1
-if [ -s "$tmp/ref.tsv" ] && paste "$tmp/cpu.tsv" "$tmp/ref.tsv" | awk -F'\t' 'NR > 1 { n = NF / 2
-     for (i = 4; i <= n; i++) { d = $i - $(i + n); if (d < 0) d = -d; if (d > 1e-5) exit 1 }; rows++ }
-     END { exit rows != 8 }'; then ok "eval --backend ref: scores within 1e-5 of the CPU's"
-else bad "eval --backend ref: scores differ from the CPU's"; fi
-
 gen() { "$bin" generate "$model" --prompt "Once upon a time" -n 12 --temperature 0 --json "$@" 2> /dev/null |
           sed -nE 's/.*"tokens": (\[[^]]*\]).*/\1/p'; }
-g_cpu=$(gen) g_ref=$(gen --backend ref)
-if [ -n "$g_cpu" ] && [ "$g_cpu" = "$g_ref" ]; then ok "generate --backend ref: the CPU's greedy tokens"; else
-  bad "generate: cpu $g_cpu, ref $g_ref"; fi
+g_cpu=$(gen)
+col() { sed -nE 's/^\{"step": ([1-9][0-9]*), "loss": ([^,]*), "g": ([^,]*),.*/\1 \2 \3/p' "$1/metrics.jsonl"; }
+
+# device NAME FLAGS...: backend NAME, whose buffers are not host memory (the masters resident
+# in them), against the CPU
+device() {
+  local name=$1
+  shift
+  if "$bin" train "${args[@]}" --out "$tmp/$name" --backend "$name" "$@" > "$tmp/log" 2>&1; then
+    ok "train --backend $name"; else bad "train --backend $name: $(tail -1 "$tmp/log")"; fi
+  "$bin" export --run "$tmp/$name" -o "$tmp/$name-export" > "$tmp/log" 2>&1 || true
+  if cmp -s "$tmp/$name-export/model.safetensors" "$tmp/$name/checkpoint-$steps/model.safetensors"; then
+    ok "$name's seed log replayed on the CPU gives $name's weights bitwise"
+  else bad "export of the $name run differs from its checkpoint"; fi
+  # the same 10 steps at the base weights (--lr 0): every step's loss and g side by side
+  "$bin" train "${args[@]}" --lr 0 --out "$tmp/${name}0" --backend "$name" "$@" > "$tmp/log" 2>&1
+  if paste -d' ' <(col "$tmp/cpu0") <(col "$tmp/${name}0") | awk -v n="$steps" '
+       function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+       { rows++; l = rel($2, $5); g = rel($3, $6); if (l > lmax) lmax = l; if (g > gmax) gmax = g
+         d = $2 - $5; if (d < 0) d = -d; if (d > dmax) dmax = d }
+       END { printf "largest loss difference %.3g (relative %.3g), g relative %.3g over %d steps\n", dmax,
+                    lmax, gmax, rows
+             exit !(rows == n && lmax <= 1e-5 && gmax <= 1e-3) }' > "$tmp/diff"
+  then ok "$name's losses at the CPU's weights: $(cat "$tmp/diff")"
+  else bad "$name's losses vs the CPU's: $(cat "$tmp/diff")"; fi
+  refused "train --store disk --backend $name" \
+    "--store disk:.* with --backend $name: this backend keeps the masters in its own memory" \
+    train "${args[@]}" --store "disk:$tmp/store-$name.safetensors" --backend "$name" "$@" --out "$tmp/disk-$name"
+  if [ -e "$tmp/store-$name.safetensors" ]; then bad "the refused disk store was written"
+  else ok "the refused disk store was not written"; fi
+  "$bin" eval "$model" --data "$tmp/test.tsv" --predictions "$tmp/$name.tsv" --backend "$name" "$@" > /dev/null 2>&1
+  if [ -s "$tmp/$name.tsv" ] && paste "$tmp/cpu.tsv" "$tmp/$name.tsv" | awk -F'\t' 'NR > 1 { n = NF / 2
+       for (i = 4; i <= n; i++) { d = $i - $(i + n); if (d < 0) d = -d; if (d > 1e-5) exit 1 }; rows++ }
+       END { exit rows != 8 }'; then ok "eval --backend $name: scores within 1e-5 of the CPU's"
+  else bad "eval --backend $name: scores differ from the CPU's"; fi
+  local g_dev
+  g_dev=$(gen --backend "$name" "$@")
+  if [ -n "$g_cpu" ] && [ "$g_cpu" = "$g_dev" ]; then ok "generate --backend $name: the CPU's greedy tokens"; else
+    bad "generate: cpu $g_cpu, $name $g_dev"; fi
+}
+device ref
+if [ "$cuda_runs" = 1 ]; then device cuda --gpu-math fp32; fi
 finish

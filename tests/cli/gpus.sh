@@ -7,7 +7,8 @@
 #   are refused by every rank, naming the counts and --share-gpus, also when --node-size
 #   cuts the machine into simulated nodes (GPUs belong to the machine); with --share-gpus,
 #   or with ranks <= N, the run goes on to the backend's own check (here: no CUDA build or
-#   no GPU, which it names), so nothing is refused for the GPUs' sake;
+#   no GPU, which it names; on a GPU the backend is taken and the missing model is named),
+#   so nothing is refused for the GPUs' sake;
 # - leave no run folder behind when refused.
 # usage: gpus.sh DISTZO
 set -euo pipefail
@@ -26,7 +27,8 @@ refused() {
 
 nomodel=$tmp/no-such-model
 only_cuda='--gpus-per-node and --share-gpus apply to --backend cuda only \(not (cpu|ref)\)'
-backend_says='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found|GPU [0-9]+ not found|the CUDA backend cannot run a model yet)'
+# (on a GPU of a CUDA build the backend is taken: then the missing model or file is what is named)
+backend_says='--backend cuda: (this distzo was built without CUDA|no CUDA GPU found|GPU [0-9]+ not found)|no-such-model|none: cannot open'
 refused "train --gpus-per-node without cuda" "$only_cuda" "$bin" train --model "$nomodel" --gpus-per-node 2 --out "$tmp/r"
 refused "train --share-gpus with ref" "$only_cuda" "$bin" train --model "$nomodel" --backend ref --share-gpus --out "$tmp/r"
 refused "serve --gpus-per-node without cuda" "$only_cuda" "$bin" serve --model "$nomodel" --out "$tmp/s" --gpus-per-node 1

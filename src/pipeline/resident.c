@@ -1,0 +1,85 @@
+/* Resident mode: the masters on the forward's backend when its buffers are not host memory
+ * (a GPU; --backend ref, whose buffers host code cannot touch) and there is no disk store.
+ * Every tensor's masters are uploaded once, into a buffer of the backend, when the pipeline
+ * is created; the working copies and the -eps row cache are backend buffers too. From then
+ * on every ZO op (the fused update-then-perturb, the update) gets backend buffers, so the
+ * update is applied on the device and nothing crosses per step but the step's scalars.
+ * The model's own tensors stay as the host copy: dz_pipeline_flush brings it up to date
+ * (one download of every tensor, only when an update landed since the last one), before
+ * evaluation, checkpoints, checksums and the end of a run read it.
+ *
+ * A device runs ops in call order, so a pass here is one op per tensor (its spans merged:
+ * z depends on the element index alone, so the bits are those of any slicing), issued from
+ * the calling thread, never from the pool's threads. */
+#include <stdlib.h>
+
+#include "pipeline/internal.h"
+
+static size_t tensor_bytes(const dz_pipeline *p, int id) {
+    return (size_t)dz_param_numel(&dz_model_params(p->m)->params[id]) * dz_dtype_size(dz_model_dtype(p->m));
+}
+
+/* What resident mode does not do yet, refused before anything is uploaded. */
+static dz_status resident_supported(const dz_pipeline *p, dz_error *err) {
+    const dz_param_table *t = dz_model_params(p->m);
+    for (int id = 0; id < t->count; id++)
+        if (!dz_model_tensor(p->m, id))
+            return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory, but %s is "
+                           "not in memory (a disk store streams the masters through host memory: not built for a "
+                           "device yet; use --store ram)", p->be->name, t->params[id].hf_name);
+    if (p->z.shape != DZ_PZ_DENSE)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator %s computes its z on the host; --backend %s keeps "
+                       "the masters in its own memory: use --estimator mezo (or --backend cpu)",
+                       p->z.shape == DZ_PZ_SPARSE ? "sparse" : "lozo", p->be->name);
+    return DZ_OK;
+}
+
+dz_status dz_res_create(dz_pipeline *p, dz_error *err) {
+    const dz_param_table *t = dz_model_params(p->m);
+    dz_status st = resident_supported(p, err);
+    if (st != DZ_OK) return st;
+    p->res.theta = calloc((size_t)t->count, sizeof *p->res.theta);
+    if (!p->res.theta) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    p->res.on = 1;
+    for (int id = 0; id < t->count; id++) {
+        const size_t n = tensor_bytes(p, id);
+        p->res.theta[id] = p->be->ops->alloc(p->be, n);
+        if (!p->res.theta[id])
+            return dz_fail(err, DZ_ERR_NOMEM, "zo: --backend %s: no memory for the masters of %s (%zu bytes)",
+                           p->be->name, t->params[id].hf_name, n);
+        p->be->ops->upload(p->be, p->res.theta[id], dz_model_tensor(p->m, id), n);
+    }
+    return DZ_OK;
+}
+
+void dz_res_free(dz_pipeline *p) {
+    if (!p->res.theta) return;
+    for (int id = 0; id < dz_model_params(p->m)->count; id++) p->be->ops->free(p->be, p->res.theta[id]);
+    free(p->res.theta);
+    p->res.theta = NULL;
+}
+
+void dz_res_sync_host(dz_pipeline *p) {
+    if (!p->res.on || !p->res.stale) return;
+    for (int id = 0; id < dz_model_params(p->m)->count; id++)
+        p->be->ops->download(p->be, dz_model_tensor(p->m, id), p->res.theta[id], tensor_bytes(p, id));
+    p->res.stale = 0;
+}
+
+/* Spans [first, last) of a block, one op per run of spans of one tensor: the pending
+ * update (pair NULL) or, with a pair, the fill of w+/w- at the current draw. */
+void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply) {
+    const span *sp = p->ws.spans;
+    for (int a = first, b; a < last; a = b) {
+        b = a + 1;
+        while (b < last && sp[b].id == sp[a].id) b++;
+        const span whole = {sp[a].id, sp[a].i0, (size_t)(sp[b - 1].i0 - sp[a].i0) + sp[b - 1].n};
+        void *th = dz_ws_theta_at(p, whole.id, whole.i0);
+        if (!pair) {
+            dz_pass_update_span(p, &whole, th);
+            continue;
+        }
+        const size_t off = p->ws.tensor_off[whole.id] + whole.i0;
+        dz_pass_perturb_span(p, whole.id, whole.i0, whole.n, th, pair[0] + off, pair[1] + off, apply);
+    }
+}
