@@ -653,7 +653,17 @@ static void instances_by_name(void **state) {
     assert_ptr_equal(be, dz_backend_by_name("cpu"));
     assert_int_equal(dz_backend_create("gpu", &be, &err), DZ_ERR_INVALID);
     assert_null(be);
-    assert_non_null(strstr(err.msg, "--backend gpu: unknown backend (cpu, cuda or ref)"));
+    assert_non_null(strstr(err.msg, "option --backend: 'gpu' is not one of cpu, cuda, ref"));
+    /* an unknown name is that, not a misplaced --gpu-math or --gpus-per-node */
+    const char *unknown[][2] = {{"", "''"}, {":fp32", "''"}, {"gpu:fp32", "'gpu'"}, {"gpu@1", "'gpu'"},
+                                {"cud:tf32@0", "'cud'"}};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "option --backend: %s is not one of cpu, cuda, ref", unknown[i][1]);
+        assert_int_equal(dz_backend_create(unknown[i][0], &be, &err), DZ_ERR_INVALID);
+        assert_null(be);
+        if (!strstr(err.msg, want)) fail_msg("%s: %s", unknown[i][0], err.msg);
+    }
 #ifdef DZ_HAVE_CUDA /* on a GPU the CUDA backend's instance, else refused saying so */
     if (dz_backend_create("cuda:fp32", &be, &err) == DZ_OK) {
         assert_true(!strcmp(be->name, "cuda") && be->host_buffers == 0 && be->ops->attention);

@@ -11,6 +11,7 @@
  *  - the host arrays of the args may change as soon as the op returns, and back-to-back
  *    calls that grow the instance's staging give right results with no hazard;
  *  - the staging is allocated by the first call and by a larger batch only, never per call;
+ *    a grow whose host_free fails still frees the old device array;
  *  - key rows outside their slot, q shorter than its rows, and launches the kernel cannot
  *    run fail, kept as the instance's status, and nothing is written. */
 #include <math.h>
@@ -159,6 +160,32 @@ static void the_staging_is_allocated_once(void **st) {
     dz_backend_free(be);
 }
 
+/* A grow whose host_free fails still frees the old device array (its pointer is dropped),
+ * and the instance keeps the failure. */
+static int dev_frees;
+static int (*real_host_free)(dz_cuda_seam *, void *), (*real_dev_free)(dz_cuda_seam *, void *);
+static int failing_host_free(dz_cuda_seam *s, void *p) { return real_host_free(s, p), DZ_CUDA_ERR_RUNTIME; }
+static int counted_dev_free(dz_cuda_seam *s, void *p) { return dev_frees++, real_dev_free(s, p); }
+
+static void a_failed_grow_frees_the_old_staging(void **st) {
+    (void)st;
+    dz_cuda_seam *s = NULL;
+    dz_backend *be = instance(&s);
+    attn_run small, big;
+    attn_case_make(&small, be, &attn_layouts[3], 8, 2); /* 2 sequences */
+    attn_case_make(&big, be, &attn_layouts[1], 8, 2);   /* 4: the staging grows */
+    be->ops->attention(be, small.dout, small.dq, &small.args);
+    real_host_free = s->host_free, real_dev_free = s->dev_free;
+    s->host_free = failing_host_free, s->dev_free = counted_dev_free;
+    dev_frees = 0;
+    be->ops->attention(be, big.dout, big.dq, &big.args);
+    assert_int_equal(dev_frees, 1);
+    assert_int_equal(dz_backend_cuda_status(be, NULL, 0), DZ_CUDA_ERR_RUNTIME);
+    s->host_free = real_host_free, s->dev_free = real_dev_free;
+    attn_case_free(&small, be), attn_case_free(&big, be);
+    dz_backend_free(be);
+}
+
 /* The tree case with the instance's args changed by `what`: the status it ends with
  * (message in msg), and whether out was left as it was. */
 static int failing(int what, char *msg, size_t cap, int *untouched) {
@@ -214,6 +241,7 @@ int main(void) {
         cmocka_unit_test(wrong_results_are_detected),
         cmocka_unit_test(back_to_back_calls_keep_their_own_args),
         cmocka_unit_test(the_staging_is_allocated_once),
+        cmocka_unit_test(a_failed_grow_frees_the_old_staging),
         cmocka_unit_test(overruns_and_bad_launches_fail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

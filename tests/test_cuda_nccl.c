@@ -9,7 +9,8 @@
  *    bitwise equal to the host block, block after block through rotating buffers; each
  *    device's link carries ceil(B / N) bytes at most and together they carry B once;
  *    leaving out any one of its waits (the gather's on the upload, the upload's on the
- *    compute that still reads the buffer, the compute's on the gather) is a hazard;
+ *    compute that still reads the buffer, the compute's on the gather) is a hazard; its
+ *    free releases everything even when one of its calls fails;
  *  - the device a rank owns (dz_gpu_for_rank, distzo/parallel.h) and its way to the
  *    backend, the name "cuda@D". */
 #include <setjmp.h>
@@ -322,6 +323,44 @@ static void a_missing_wait_is_a_hazard(void **state) {
     free(out);
 }
 
+/* The free releases every buffer, stream and event even when one of its calls fails (a
+ * stream's destroy reporting its work's error, as CUDA's sticky errors do), and touches
+ * nothing after an init refused for its arguments. Counted by wrapping the seam's table. */
+static int (*real_stream_destroy)(dz_cuda_seam *, dz_cuda_stream);
+static int (*real_dev_free)(dz_cuda_seam *, void *);
+static int dev_frees, stream_destroys;
+static int failing_stream_destroy(dz_cuda_seam *s, dz_cuda_stream st) {
+    stream_destroys++;
+    real_stream_destroy(s, st);
+    return DZ_CUDA_ERR_RUNTIME;
+}
+static int counted_dev_free(dz_cuda_seam *s, void *p) {
+    dev_frees++;
+    return real_dev_free(s, p);
+}
+
+static void free_releases_all_after_a_failure(void **state) {
+    (void)state;
+    node g;
+    node_open(&g, 1);
+    dz_cuda_seam *s = g.s[0];
+    real_stream_destroy = s->stream_destroy, real_dev_free = s->dev_free;
+    s->stream_destroy = failing_stream_destroy, s->dev_free = counted_dev_free;
+    dz_sliced_upload u;
+    assert_int_equal(dz_sliced_upload_init(&u, s, g.comm[0], 0, 1, 4096, DZ_SLICED_MAX_BUFFERS + 1),
+                     DZ_CUDA_ERR_INVALID);
+    dev_frees = stream_destroys = 0;
+    assert_int_equal(dz_sliced_upload_free(&u), DZ_CUDA_OK);
+    assert_int_equal(dev_frees + stream_destroys, 0);
+    SEAM_OK(s, dz_sliced_upload_init(&u, s, g.comm[0], 0, 1, 4096, 2));
+    dev_frees = stream_destroys = 0;
+    assert_int_equal(dz_sliced_upload_free(&u), DZ_CUDA_ERR_RUNTIME); /* the first failure */
+    assert_int_equal(stream_destroys, 2);                           /* upload and gather */
+    assert_int_equal(dev_frees, 2);                                 /* both buffers */
+    s->stream_destroy = real_stream_destroy, s->dev_free = real_dev_free;
+    node_close(&g, 1);
+}
+
 /* ---- the device a rank owns ---- */
 
 static void ranks_own_gpus_by_local_rank(void **state) {
@@ -375,6 +414,7 @@ int main(void) {
         cmocka_unit_test(every_device_ends_with_the_host_block),
         cmocka_unit_test(uploads_overlap_compute_in_order),
         cmocka_unit_test(a_missing_wait_is_a_hazard),
+        cmocka_unit_test(free_releases_all_after_a_failure),
         cmocka_unit_test(ranks_own_gpus_by_local_rank),
         cmocka_unit_test(the_gpu_travels_in_the_backend_name),
     };

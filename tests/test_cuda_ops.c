@@ -102,7 +102,7 @@ static void the_math_mode_is_the_gemm_compute_type(void **st) {
     dz_backend *named = NULL;
     dz_error err = {0};
     assert_int_equal(dz_backend_create("cuda:fp16", &named, &err), DZ_ERR_INVALID);
-    assert_non_null(strstr(err.msg, "--gpu-math fp16: not one of tf32, bf16, fp32"));
+    assert_non_null(strstr(err.msg, "option --gpu-math: 'fp16' is not one of tf32, bf16, fp32"));
     assert_int_equal(dz_backend_create("cpu:fp32", &named, &err), DZ_ERR_INVALID);
     assert_non_null(strstr(err.msg, "--gpu-math applies to --backend cuda only"));
     assert_int_equal(dz_backend_create("cuda:bf16", &named, &err), DZ_ERR_UNSUPPORTED);

@@ -9,7 +9,7 @@
 # default 470 s), so that a step that hangs cannot eat the rerun's time:
 #  build         cmake -DDZ_CUDA=ON, targets distzo and the gpu-labelled tests', -j$(nproc)
 #  gpu_tests     ctest -L gpu (tests/test_cuda_gpu.c: ZO kernels bitwise, the forward's ops and the
-#                flash-style attention against the reference)
+#                flash-style attention against the reference, the sliced upload over NCCL on one GPU)
 #  backend       does this distzo accept --backend cuda? (a greedy generate on stories260K)
 #  mezo_stories  20 MeZO steps of stories260K on the GPU; `distzo export --run` on the CPU must
 #                give checkpoint-20's model.safetensors bitwise (cmp); step 1's loss vs a CPU run

@@ -69,6 +69,16 @@ int dz_cuda_gpu_count(void) {
 #endif
 }
 
+/* NAME (up to a ':' or '@') is a backend: an unknown one is refused as such, before the
+ * mode or GPU it carries is taken for the user's --gpu-math or --gpus-per-node. */
+static dz_status known_backend(const char *name, dz_error *err) {
+    char base[32];
+    const int len = (int)strcspn(name, ":@");
+    snprintf(base, sizeof base, "%.*s", len, name);
+    if ((size_t)len < sizeof base && (strcmp(base, "cuda") == 0 || dz_backend_by_name(base))) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID, "option --backend: '%.*s' is not one of cpu, cuda, ref", len, name);
+}
+
 /* "NAME@D": GPU D (--gpus-per-node's choice), cuda's only; cut off name into base. */
 static dz_status split_device(const char *name, char *base, size_t cap, int *device, dz_error *err) {
     const char *at = strrchr(name, '@');
@@ -95,7 +105,7 @@ static dz_status split_math(const char *name, char *base, size_t cap, dz_error *
     if (strcmp(base, "cuda") != 0)
         return dz_fail(err, DZ_ERR_INVALID, "--gpu-math applies to --backend cuda only (not %s)", base);
     if (dz_gpu_math_parse(colon + 1, &math) != 0)
-        return dz_fail(err, DZ_ERR_INVALID, "--gpu-math %s: not one of tf32, bf16, fp32", colon + 1);
+        return dz_fail(err, DZ_ERR_INVALID, "option --gpu-math: '%s' is not one of tf32, bf16, fp32", colon + 1);
     return DZ_OK;
 }
 
@@ -103,12 +113,13 @@ dz_status dz_backend_create(const char *name, dz_backend **out, dz_error *err) {
     *out = NULL;
     char named[96], base[32];
     int device = 0;
-    dz_status st = split_device(name ? name : "cpu", named, sizeof named, &device, err);
+    dz_status st = known_backend(name ? name : "cpu", err);
+    if (st == DZ_OK) st = split_device(name ? name : "cpu", named, sizeof named, &device, err);
     if (st == DZ_OK) st = split_math(named, base, sizeof base, err);
     if (st != DZ_OK) return st;
     if (strcmp(base, "cuda") == 0) return cuda_create(named, device, out, err);
     const dz_backend *be = dz_backend_by_name(name ? name : "cpu");
-    if (!be) return dz_fail(err, DZ_ERR_INVALID, "--backend %s: unknown backend (cpu, cuda or ref)", name);
+    if (!be) return dz_fail(err, DZ_ERR_INVALID, "option --backend: '%s' is not one of cpu, cuda, ref", name);
     /* a run on ref stands in for a device: its buffers are guarded from host code */
     if (!be->host_buffers) return dz_backend_guarded_create(be, out, err);
     *out = (dz_backend *)be; /* cpu: the one stateless instance, which free leaves */

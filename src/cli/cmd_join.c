@@ -32,7 +32,7 @@ int dz_cmd_join(int argc, char **argv) {
     float retry_for = 60.0f;
     int threads = 0;
     const char *checksum_file = NULL, *gpu_math = NULL;
-    dz_cli_gpus gpus = {0};
+    dz_cli_gpus gpus = DZ_CLI_GPUS_UNSET;
     const dz_opt opts[] = {
         {"data", DZ_OPT_STR, &c.data, "this machine's training file (its examples never leave it)"},
         {"model", DZ_OPT_STR, &c.model, "the base model here (default: the path the coordinator's run names)"},

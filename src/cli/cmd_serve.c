@@ -61,7 +61,7 @@ int dz_cmd_serve(int argc, char **argv) {
     dz_fed_settings_default(&c.fed);
     dz_cli_train_values v = dz_cli_train_values_default();
     const char *model = NULL, *out = NULL, *code = "byte", *sampling = NULL, *gpu_math = NULL;
-    dz_cli_gpus gpus = {0};
+    dz_cli_gpus gpus = DZ_CLI_GPUS_UNSET;
     int threads = 0, seed_pool = DZ_OPT_UNSET;
     float round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
     const dz_opt own[] = {

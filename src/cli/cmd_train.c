@@ -286,7 +286,7 @@ int dz_cmd_train(int argc, char **argv) {
     c.schedule.eval_every = 500;
     c.schedule.checkpoint_every = 1000;
     train_opts t = {.v = dz_cli_train_values_default(), .out = "runs/default", .estimator = "mezo",
-                    .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S};
+                    .rank_timeout = DZ_COMM_DEFAULT_TIMEOUT_S, .gpus = DZ_CLI_GPUS_UNSET};
     dz_opt opts[TRAIN_OPTS_CAP] = {{0}};
     train_option_table(opts, &c, &t);
     c.data.gen_tokens = DZ_OPT_UNSET; /* 0 (run.json's "50") unless given */
@@ -315,8 +315,8 @@ int dz_cmd_train(int argc, char **argv) {
     c.peft.keep_quantized = t.keep_quantized && c.peft.method && !strcmp(c.peft.method, "lora"); /* the base read-only */
     if (!rc && t.keep_quantized && !c.peft.keep_quantized)
         rc = dz_cli_failf("option --keep-quantized: full-parameter training updates every weight of the base, which "
-                          "a quantized base held as loaded cannot take; train dequantizes a GGUF at load (eval and "
-                          "generate read a base kept quantized)");
+                          "a quantized base held as loaded cannot take: add --peft lora to train an adapter over it, "
+                          "or leave the option out (the GGUF is then dequantized at load)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);

@@ -52,7 +52,7 @@ dz_opt dz_cli_keep_quantized_option(int *keep) {
 
 dz_opt dz_cli_backend_option(const char **backend) {
     return (dz_opt){"backend", DZ_OPT_STR, backend,
-                    "cpu|cuda|ref: what the model and the ZO step run on (default cpu)"};
+                    "cpu|cuda|ref: what the model (and a training step) runs on (default cpu; cuda: docs/CUDA.md)"};
 }
 
 dz_opt dz_cli_gpu_math_option(const char **gpu_math) {
@@ -85,13 +85,14 @@ static int is_cuda(const char *backend) {
 
 int dz_cli_gpus_join(const char **backend, const dz_cli_gpus *g, int machine_rank, int machine_ranks) {
     static char joined[160]; /* one command per process */
-    const int given = g->per_node != 0 || g->share;
+    const int given = g->per_node != DZ_OPT_UNSET || g->share;
     if (given && !is_cuda(*backend))
         return dz_cli_failf("--gpus-per-node and --share-gpus apply to --backend cuda only (not %s)",
                             *backend ? *backend : "cpu");
     if (!is_cuda(*backend)) return 0;
-    if (g->per_node < 0) return dz_cli_failf("option --gpus-per-node: %d is negative", g->per_node);
-    const int n = g->per_node ? g->per_node : dz_cuda_gpu_count();
+    if (g->per_node != DZ_OPT_UNSET && g->per_node < 1)
+        return dz_cli_failf("option --gpus-per-node: %d GPUs; give at least 1", g->per_node);
+    const int n = g->per_node != DZ_OPT_UNSET ? g->per_node : dz_cuda_gpu_count();
     if (n == 0) return 0; /* no GPU: the backend's check says so */
     dz_error err = {0};
     int device = 0;

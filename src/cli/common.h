@@ -42,9 +42,10 @@ void dz_cli_gpu_math_join(const char **backend, const char *gpu_math);
  * Refused, saying why, for a backend other than cuda, and for more ranks on a machine
  * than GPUs without --share-gpus. Returns 0 or the exit status. */
 typedef struct dz_cli_gpus {
-    int per_node; /* --gpus-per-node: 0 when absent */
+    int per_node; /* --gpus-per-node: DZ_OPT_UNSET when absent, so a typed 0 is refused, not the default */
     int share;    /* --share-gpus */
 } dz_cli_gpus;
+#define DZ_CLI_GPUS_UNSET ((dz_cli_gpus){.per_node = DZ_OPT_UNSET})
 dz_opt dz_cli_gpus_option(dz_cli_gpus *g);
 dz_opt dz_cli_share_gpus_option(dz_cli_gpus *g);
 int dz_cli_gpus_join(const char **backend, const dz_cli_gpus *g, int machine_rank, int machine_ranks);

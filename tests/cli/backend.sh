@@ -66,11 +66,13 @@ if [ "$cuda_runs" = 1 ]; then ok "--backend cuda runs here: its refusals do not 
   refused "join --gpu-math" "$why" join http://127.0.0.1:1 --data "$tmp/none" --token-file "$tmp/none" \
     --backend cuda --gpu-math fp32
 fi
-refused "unknown backend" "--backend gpu: unknown backend \(cpu, cuda or ref\)" eval "$model" --backend gpu
+refused "unknown backend" "option --backend: 'gpu' is not one of cpu, cuda, ref" eval "$model" --backend gpu
+refused "empty backend with --gpu-math" "option --backend: '' is not one of cpu, cuda, ref" \
+  eval "$model" --backend "" --gpu-math fp32
 refused "--gpu-math without cuda" "--gpu-math applies to --backend cuda only \(not cpu\)" eval "$model" --gpu-math fp32
 refused "--gpu-math with ref" "--gpu-math applies to --backend cuda only \(not ref\)" \
   train --model "$nomodel" --backend ref --gpu-math bf16 --out "$tmp/r"
-refused "--gpu-math unknown" "--gpu-math fp16: not one of tf32, bf16, fp32" eval "$nomodel" --backend cuda --gpu-math fp16
+refused "--gpu-math unknown" "option --gpu-math: 'fp16' is not one of tf32, bf16, fp32" eval "$nomodel" --backend cuda --gpu-math fp16
 [ -e "$tmp/r" ] || [ -e "$tmp/s" ] && bad "a refused --gpu-math left a run folder" || ok "--gpu-math refusals leave no run folder"
 
 steps=10

@@ -34,8 +34,15 @@ refused "train --share-gpus with ref" "$only_cuda" "$bin" train --model "$nomode
 refused "serve --gpus-per-node without cuda" "$only_cuda" "$bin" serve --model "$nomodel" --out "$tmp/s" --gpus-per-node 1
 refused "join --gpus-per-node without cuda" "$only_cuda" "$bin" join http://127.0.0.1:1 --data "$tmp/none" \
   --token-file "$tmp/none" --gpus-per-node 1
-refused "--gpus-per-node negative" "option --gpus-per-node: -1 is negative" \
+refused "--gpus-per-node negative" "option --gpus-per-node: -1 GPUs; give at least 1" \
   "$bin" train --model "$nomodel" --backend cuda --gpus-per-node -1 --out "$tmp/r"
+# 0 was taken for "absent" (the GPUs the machine shows), and passed with cpu unremarked
+refused "--gpus-per-node 0" "option --gpus-per-node: 0 GPUs; give at least 1" \
+  "$bin" train --model "$nomodel" --backend cuda --gpus-per-node 0 --out "$tmp/r"
+refused "serve --gpus-per-node 0" "option --gpus-per-node: 0 GPUs; give at least 1" \
+  "$bin" serve --model "$nomodel" --out "$tmp/s" --backend cuda --gpus-per-node 0
+refused "join --gpus-per-node 0 without cuda" "$only_cuda" "$bin" join http://127.0.0.1:1 --data "$tmp/none" \
+  --token-file "$tmp/none" --gpus-per-node 0
 refused "one process, one GPU: the backend's own check" "$backend_says" \
   "$bin" train --model "$nomodel" --backend cuda --gpus-per-node 1 --out "$tmp/r"
 refused "serve --backend cuda --gpus-per-node 2" "$backend_says" \

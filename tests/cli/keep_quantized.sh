@@ -57,7 +57,7 @@ out=$("$bin" generate "$assets/stories260K/stories260K.bin" -n 4 --temperature 0
   ok "--keep-quantized on a model with nothing quantized: said, and run as without it" ||
   bad "--keep-quantized on stories260K.bin: $out"
 out=$("$bin" train --model "$tmp/s_q8_0.gguf" --steps 1 --keep-quantized --out "$tmp/run" 2>&1)
-[ $? -ne 0 ] && [[ $out == *"option --keep-quantized: full-parameter training updates every weight"* ]] &&
-  [ ! -e "$tmp/run" ] && ok "train --keep-quantized is refused, saying why" ||
+[ $? -ne 0 ] && [[ $out == *"option --keep-quantized: full-parameter training updates every weight"*"--peft lora"* ]] &&
+  [ ! -e "$tmp/run" ] && ok "train --keep-quantized without --peft lora is refused, saying why and what takes it" ||
   bad "train --keep-quantized: $out"
 finish

@@ -25,8 +25,10 @@ void dz_cuda_attn_stage_free(dz_cuda_seam *s, dz_cuda_attn_stage *stage) {
 static int stage_grow(dz_cuda_seam *s, dz_cuda_attn_stage *stage, int batch) {
     const int cap = batch > 2 * stage->cap ? batch : 2 * stage->cap;
     int st = stage_drain(s, stage);
-    if (st == DZ_CUDA_OK && stage->host) st = s->host_free(s, stage->host);
-    if (st == DZ_CUDA_OK && stage->dev) st = s->dev_free(s, stage->dev); /* waits for the kernels reading it */
+    /* both freed whatever failed before (their pointers are dropped next); the first failure is kept */
+    const int host_st = stage->host ? s->host_free(s, stage->host) : DZ_CUDA_OK;
+    const int dev_st = stage->dev ? s->dev_free(s, stage->dev) : DZ_CUDA_OK; /* waits for the kernels reading it */
+    if (st == DZ_CUDA_OK) st = host_st != DZ_CUDA_OK ? host_st : dev_st;
     stage->host = NULL, stage->dev = NULL, stage->cap = 0;
     const size_t slots = DZ_ATTN_STAGE_SLOTS * (size_t)cap;
     if (st == DZ_CUDA_OK) st = s->host_alloc(s, (void **)&stage->host, sizeof(dz_attn_seq) * slots);

@@ -20,10 +20,10 @@ size_t dz_sliced_slice(size_t block, int n, int rank, size_t *offset) {
 
 int dz_sliced_upload_init(dz_sliced_upload *u, dz_cuda_seam *s, dz_cuda_comm comm, int rank, int n, size_t block_cap,
                           int buffers) {
-    memset(u, 0, sizeof *u);
+    memset(u, 0, sizeof *u); /* refused: nothing held, so a free does nothing (buffers past the arrays unread) */
+    if (n < 1 || rank < 0 || rank >= n || buffers < 1 || buffers > DZ_SLICED_MAX_BUFFERS) return DZ_CUDA_ERR_INVALID;
     *u = (dz_sliced_upload){.seam = s, .comm = comm, .rank = rank, .n = n, .block_cap = block_cap,
                             .buffers = buffers};
-    if (n < 1 || rank < 0 || rank >= n || buffers < 1 || buffers > DZ_SLICED_MAX_BUFFERS) return DZ_CUDA_ERR_INVALID;
     const size_t bytes = slot_bytes(block_cap, n) * (size_t)n;
     int st = DZ_CUDA_OK;
     for (int b = 0; b < buffers; b++) {
@@ -37,17 +37,24 @@ int dz_sliced_upload_init(dz_sliced_upload *u, dz_cuda_seam *s, dz_cuda_comm com
     return st;
 }
 
+/* Makes the call whatever came before (a free releases everything), keeping the first failure. */
+#define SEAM_ALWAYS(st, call)                  \
+    do {                                       \
+        const int st_call_ = (call);           \
+        if ((st) == DZ_CUDA_OK) (st) = st_call_; \
+    } while (0)
+
 int dz_sliced_upload_free(dz_sliced_upload *u) {
     dz_cuda_seam *s = u->seam;
     if (!s) return DZ_CUDA_OK;
     int st = DZ_CUDA_OK;
-    if (u->upload) SEAM_TRY(st, s->stream_destroy(s, u->upload));
-    if (u->gather) SEAM_TRY(st, s->stream_destroy(s, u->gather));
-    if (u->sliced) SEAM_TRY(st, s->event_destroy(s, u->sliced));
+    if (u->upload) SEAM_ALWAYS(st, s->stream_destroy(s, u->upload));
+    if (u->gather) SEAM_ALWAYS(st, s->stream_destroy(s, u->gather));
+    if (u->sliced) SEAM_ALWAYS(st, s->event_destroy(s, u->sliced));
     for (int b = 0; b < u->buffers; b++) {
-        if (u->gathered[b]) SEAM_TRY(st, s->event_destroy(s, u->gathered[b]));
-        if (u->released[b]) SEAM_TRY(st, s->event_destroy(s, u->released[b]));
-        SEAM_TRY(st, s->dev_free(s, u->buf[b]));
+        if (u->gathered[b]) SEAM_ALWAYS(st, s->event_destroy(s, u->gathered[b]));
+        if (u->released[b]) SEAM_ALWAYS(st, s->event_destroy(s, u->released[b]));
+        if (u->buf[b]) SEAM_ALWAYS(st, s->dev_free(s, u->buf[b]));
     }
     memset(u, 0, sizeof *u);
     return st;

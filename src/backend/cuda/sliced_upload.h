@@ -49,7 +49,9 @@ typedef struct dz_sliced_upload {
  * in the device buffer). Lengths are ceil(B / n) but for the last slices (shorter, or 0). */
 size_t dz_sliced_slice(size_t block, int n, int rank, size_t *offset);
 
-/* Buffers, streams and events on seam s; comm is rank `rank` of an n-GPU group. */
+/* Buffers, streams and events on seam s; comm is rank `rank` of an n-GPU group. The free
+ * releases all of them, also after a call of it failed (the first failure is returned),
+ * and nothing after an init refused for its arguments. */
 int dz_sliced_upload_init(dz_sliced_upload *u, dz_cuda_seam *s, dz_cuda_comm comm, int rank, int n, size_t block_cap,
                           int buffers);
 int dz_sliced_upload_free(dz_sliced_upload *u);
