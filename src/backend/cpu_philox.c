@@ -10,6 +10,7 @@
 #include "backend/cpu_zo.h"
 
 #include "backend/cpu_simd.h"
+#include "backend/zo_rng_v2.h"
 
 #include <immintrin.h>
 
@@ -33,13 +34,13 @@ static void zo_counter_init(zo_counter *c, uint64_t seed, uint32_t purpose, uint
  * is two multiplies, two shifts (hi = p >> 32) and two three-way xors per vector, and
  * whatever the high halves hold (lo = p as is) never matters. At the end the two vectors'
  * low halves interleave into W consecutive blocks with a mask and a shift. */
-#define ZO_DEFINE_PHILOX(name, attr, W, MUL)                                                          \
+#define ZO_DEFINE_PHILOX(name, attr, W, MUL, ROUNDS)                                                  \
     typedef uint32_t name##_u32v __attribute__((vector_size(4 * (W))));                               \
     typedef uint64_t name##_u64v __attribute__((vector_size(4 * (W))));                               \
     attr static inline void name##_rounds(name##_u64v *c0, name##_u64v *c1, name##_u64v *c2,          \
                                           name##_u64v *c3, const zo_counter *ctr) {                   \
         const name##_u64v zero = {0}, m0 = zero + DZ_PHILOX_M0, m1 = zero + DZ_PHILOX_M1;            \
-        for (int r = 0; r < 10; r++) {                                                                \
+        for (int r = 0; r < (ROUNDS); r++) {                                                          \
             const name##_u64v p0 = (name##_u64v)MUL(*c0, m0), p1 = (name##_u64v)MUL(*c2, m1);         \
             *c0 = (p1 >> 32) ^ *c1 ^ (zero + ctr->k0[r]);                                             \
             *c1 = p1;                                                                                 \
@@ -72,9 +73,12 @@ static void zo_counter_init(zo_counter *c, uint64_t seed, uint32_t purpose, uint
 #define ZO_MUL_AVX2(a, b) _mm256_mul_epu32((__m256i)(a), (__m256i)(b))
 #define ZO_MUL_AVX512(a, b) _mm512_mul_epu32((__m512i)(a), (__m512i)(b))
 
-ZO_DEFINE_PHILOX(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE)
-ZO_DEFINE_PHILOX(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2)
-ZO_DEFINE_PHILOX(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512)
+ZO_DEFINE_PHILOX(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE, 10)
+ZO_DEFINE_PHILOX(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2, 10)
+ZO_DEFINE_PHILOX(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512, 10)
+ZO_DEFINE_PHILOX(sse7, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE, DZ_ZV2_ROUNDS)
+ZO_DEFINE_PHILOX(avx27, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2, DZ_ZV2_ROUNDS)
+ZO_DEFINE_PHILOX(avx5127, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512, DZ_ZV2_ROUNDS)
 
 typedef void (*zo_philox_fn)(uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t *x3, const zo_counter *ctr,
                              uint32_t j0, size_t nb);
@@ -118,6 +122,53 @@ DZ_ISA_VARIANTS(zo_blocks, (void *out, const zo_counter *ctr, uint32_t j0, size_
 
 typedef void (*zo_blocks_fn)(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode);
 
+/* v2 (zo_rng_v2.h): Philox4x32-7 blocks j0 .. j0+nb-1 into z[0 .. nb << shift): 8 Gaussians
+ * (16 bits each, low half first) or 128 Rademacher signs (one bit each) per block. */
+DZ_ISA_VARIANTS(zo_blocks_v2, (float *z, const zo_counter *ctr, uint32_t j0, size_t nb, int rademacher),
+                (z, ctr, j0, nb, rademacher)) {
+    const zo_philox_fn philox_batch =
+        isa == DZ_ISA_AVX512 ? avx5127_philox : isa == DZ_ISA_AVX2 ? avx27_philox : sse7_philox;
+    uint32_t x[4][ZO_BATCH];
+    for (size_t done = 0; done < nb; done += ZO_BATCH) {
+        const size_t m = nb - done < ZO_BATCH ? nb - done : ZO_BATCH;
+        philox_batch(x[0], x[1], x[2], x[3], ctr, j0 + (uint32_t)done, m);
+        if (rademacher) {
+            float *restrict zb = z + (done << DZ_ZV2_RADE_SHIFT);
+            for (size_t b = 0; b < m; b++)
+                for (int w = 0; w < 4; w++)
+                    for (int k = 0; k < 32; k++) zb[128 * b + 32 * w + k] = dz_zo_u2f(0x3F800000u | ((x[w][b] >> k) & 1u) << 31);
+        } else {
+            float *restrict zb = z + (done << DZ_ZV2_GAUSS_SHIFT);
+            for (size_t b = 0; b < m; b++)
+                for (int w = 0; w < 4; w++) {
+                    zb[8 * b + 2 * w] = dz_zv2_gaussian(x[w][b]);
+                    zb[8 * b + 2 * w + 1] = dz_zv2_gaussian(x[w][b] >> 16);
+                }
+        }
+    }
+}
+
+/* v2 elements i0 .. i0+n-1: whole blocks in place, partial ones through a block buffer. */
+static void fill_v2(float *z, const zo_counter *ctr, uint64_t i0, size_t n, int rademacher) {
+    const unsigned shift = rademacher ? DZ_ZV2_RADE_SHIFT : DZ_ZV2_GAUSS_SHIFT;
+    const uint64_t per = (uint64_t)1 << shift;
+    while (n > 0) {
+        const uint32_t j = (uint32_t)(i0 >> shift);
+        const size_t off = (size_t)(i0 & (per - 1));
+        size_t m;
+        if (off == 0 && n >= per) {
+            m = n & ~(size_t)(per - 1);
+            zo_blocks_v2(z, ctr, j, m >> shift, rademacher);
+        } else {
+            float tmp[1u << DZ_ZV2_RADE_SHIFT];
+            m = per - off < n ? per - off : n;
+            zo_blocks_v2(tmp, ctr, j, 1, rademacher);
+            memcpy(z, tmp + off, 4 * m);
+        }
+        z += m, i0 += m, n -= m;
+    }
+}
+
 /* Elements i0 .. i0+n-1 (4-byte values) as: whole blocks written in place, partial blocks
  * at either end through a 4-element buffer with the same kernel. */
 static void fill(void *out, const zo_counter *ctr, uint64_t i0, size_t n, zo_mode mode) {
@@ -144,7 +195,8 @@ void dz_cpu_z_fill(const dz_backend *be, float *z, uint64_t seed, uint32_t tenso
                    size_t n, dz_zdist dist) {
     zo_counter ctr;
     zo_counter_init(&ctr, seed, DZ_PURPOSE_Z, tensor, draw);
-    fill(z, &ctr, i0, n, (zo_mode)dist);
+    if (dist & DZ_Z_GAUSSIAN_V2) fill_v2(z, &ctr, i0, n, dist & DZ_Z_RADEMACHER);
+    else fill(z, &ctr, i0, n, (zo_mode)dist);
 }
 
 void dz_cpu_philox_fill(const dz_backend *be, uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor,
