@@ -38,9 +38,9 @@ typedef enum dz_zdist {
     DZ_Z_RADEMACHER_V2 = 3,
 } dz_zdist;
 
-/* The dist of a run's options: rng is the ZO_RNG version (1 or 2). */
-DZ_HD static inline dz_zdist dz_zdist_of(int rademacher, int rng) {
-    return (dz_zdist)((rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN) | (rng == 2 ? DZ_Z_GAUSSIAN_V2 : 0));
+/* The dist of a run's options (--perturbation, --rng). */
+DZ_HD static inline dz_zdist dz_zdist_of(int rademacher, int rng_v2) {
+    return (dz_zdist)((rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN) | (rng_v2 ? DZ_Z_GAUSSIAN_V2 : 0));
 }
 
 /* Counter word c1: z, stochastic rounding, LOZO's U and V (src/pipeline/structured_z.c). */

@@ -67,6 +67,7 @@ static const run_field FIELDS[] = {
     FIELD("spsa_samples", "--spsa-samples", F_INT, optim.q, RESUME_SAME, 0),
     FIELD("warmup", "--warmup", F_INT, optim.warmup, RESUME_SAME, 0),
     CHOICE("rademacher", "--perturbation", F_INT, optim.rademacher, "gaussian|rademacher"),
+    {"rng", "--rng", F_INT, offsetof(dz_train_config, optim.rng_v2), RESUME_SAME, 1, "v1|v2"},
     CHOICE("fuse", "--no-fuse", F_INT, optim.fuse, "unfused|fused"),
     CHOICE("schedule", "--schedule", F_SCHEDULE, optim.lr_schedule, "constant|linear|cosine"),
     FIELD("seed", "--seed", F_U64, optim.seed, RESUME_SAME, 0),
@@ -201,9 +202,14 @@ static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
     }
 }
 
+/* "rng" is written for v2 runs only: a v1 run's run.json stays as before --rng existed
+ * (absent reads as v1). */
+static int omitted(const run_field *f, const dz_train_config *c) { return !strcmp(f->key, "rng") && !c->optim.rng_v2; }
+
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_error *err) {
     cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; o && i < N_FIELDS; i++) add_field(o, &FIELDS[i], c);
+    for (size_t i = 0; o && i < N_FIELDS; i++)
+        if (!omitted(&FIELDS[i], c)) add_field(o, &FIELDS[i], c);
     char *text = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return dz_fail(err, DZ_ERR_NOMEM, "run.json: out of memory");
