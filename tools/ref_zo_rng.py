@@ -185,21 +185,22 @@ def v2_table_c():
 
 
 def z_fill_v2(seed, tensor, draw, i0, n, dist):
-    """v2: Philox4x32-7; Gaussian: 16 bits (half (i & 1) of word (i mod 8) // 2 of block i // 8)
-    through the table, top bit the sign; Rademacher: bit i mod 32 of word (i mod 128) // 32 of
-    block i // 128."""
+    """v2: Philox4x32-7. Elements come in groups of 128 (g = i // 128, r = i % 128).
+    Gaussian: 16 bits, half r // 64 (0 = low) of word (r // 16) % 4 of block 16 g + r % 16,
+    through the table, top bit the sign; Rademacher: bit r % 32 of word r // 32 of block g."""
     i = np.arange(i0, i0 + n, dtype=np.uint64)
-    per = U64(8) if dist == GAUSSIAN_V2 else U64(128)
+    g, r = i // U64(128), i % U64(128)
+    block = g if dist == RADEMACHER_V2 else U64(16) * g + r % U64(16)
     ctr = np.zeros((n, 4), dtype=np.uint64)
-    ctr[:, 0], ctr[:, 1], ctr[:, 2], ctr[:, 3] = i // per, PURPOSE_Z, tensor & 0xFFFFFFFF, draw & 0xFFFFFFFF
+    ctr[:, 0], ctr[:, 1], ctr[:, 2], ctr[:, 3] = block, PURPOSE_Z, tensor & 0xFFFFFFFF, draw & 0xFFFFFFFF
     key = np.array([seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF], dtype=np.uint64)
     x = philox4x32(ctr, key, rounds=V2_ROUNDS)
     if dist == RADEMACHER_V2:
-        w = x[np.arange(n), ((i % per) // U64(32)).astype(np.int64)]
-        b = (w >> (i % U64(32)).astype(U32)) & U32(1)
+        w = x[np.arange(n), (r // U64(32)).astype(np.int64)]
+        b = (w >> (r % U64(32)).astype(U32)) & U32(1)
         return (U32(0x3F800000) | (b << U32(31))).view(F)
-    w = x[np.arange(n), ((i % per) // U64(2)).astype(np.int64)]
-    h = (w >> (U32(16) * (i & U64(1)).astype(U32))) & U32(0xFFFF)
+    w = x[np.arange(n), ((r // U64(16)) % U64(4)).astype(np.int64)]
+    h = (w >> (U32(16) * (r // U64(64)).astype(U32))) & U32(0xFFFF)
     return (v2_table()[h & U32(0x7FFF)].view(U32) | ((h >> U32(15)) << U32(31))).view(F)
 
 

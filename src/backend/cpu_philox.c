@@ -122,47 +122,55 @@ DZ_ISA_VARIANTS(zo_blocks, (void *out, const zo_counter *ctr, uint32_t j0, size_
 
 typedef void (*zo_blocks_fn)(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode);
 
-/* v2 (zo_rng_v2.h): Philox4x32-7 blocks j0 .. j0+nb-1 into z[0 .. nb << shift): 8 Gaussians
- * (16 bits each, low half first) or 128 Rademacher signs (one bit each) per block. */
-DZ_ISA_VARIANTS(zo_blocks_v2, (float *z, const zo_counter *ctr, uint32_t j0, size_t nb, int rademacher),
-                (z, ctr, j0, nb, rademacher)) {
+/* v2's table look-ups, apart from the bit shuffling: the vectorizer makes them gathers, the
+ * cost of v2 on the CPU (docs/ZO_RNG.md section 10: measured 0.4-0.5 ns per z of the
+ * ~0.8; scalar loads measured no faster). */
+__attribute__((noinline)) static void zv2_lookup(float *restrict z,
+                                                                               const uint32_t *restrict h, size_t n) {
+    for (size_t k = 0; k < n; k++) z[k] = dz_zv2_gaussian(h[k]);
+}
+
+/* v2 (zo_rng_v2.h): groups g0 .. g0+ng-1 of 128 elements into z[0 .. 128 ng): Gaussians
+ * (16 Philox4x32-7 blocks a group, runs of 16 elements from one word-half of 16 consecutive
+ * blocks: contiguous vectors) or Rademacher signs (one block a group, a bit an element). */
+DZ_ISA_VARIANTS(zo_groups_v2, (float *z, const zo_counter *ctr, uint32_t g0, size_t ng, int rademacher),
+                (z, ctr, g0, ng, rademacher)) {
     const zo_philox_fn philox_batch =
         isa == DZ_ISA_AVX512 ? avx5127_philox : isa == DZ_ISA_AVX2 ? avx27_philox : sse7_philox;
-    uint32_t x[4][ZO_BATCH];
-    for (size_t done = 0; done < nb; done += ZO_BATCH) {
-        const size_t m = nb - done < ZO_BATCH ? nb - done : ZO_BATCH;
-        philox_batch(x[0], x[1], x[2], x[3], ctr, j0 + (uint32_t)done, m);
+    const size_t per_batch = rademacher ? ZO_BATCH : ZO_BATCH / DZ_ZV2_GROUP_BLOCKS; /* groups */
+    uint32_t x[4][ZO_BATCH], h[ZO_BATCH * 8];
+    for (size_t done = 0; done < ng; done += per_batch) {
+        const size_t m = ng - done < per_batch ? ng - done : per_batch;
+        float *restrict zb = z + DZ_ZV2_GROUP * done;
         if (rademacher) {
-            float *restrict zb = z + (done << DZ_ZV2_RADE_SHIFT);
+            philox_batch(x[0], x[1], x[2], x[3], ctr, g0 + (uint32_t)done, m);
             for (size_t b = 0; b < m; b++)
                 for (int w = 0; w < 4; w++)
                     for (int k = 0; k < 32; k++) zb[128 * b + 32 * w + k] = dz_zo_u2f(0x3F800000u | ((x[w][b] >> k) & 1u) << 31);
-        } else {
-            float *restrict zb = z + (done << DZ_ZV2_GAUSS_SHIFT);
-            for (size_t b = 0; b < m; b++)
-                for (int w = 0; w < 4; w++) {
-                    zb[8 * b + 2 * w] = dz_zv2_gaussian(x[w][b]);
-                    zb[8 * b + 2 * w + 1] = dz_zv2_gaussian(x[w][b] >> 16);
-                }
+            continue;
         }
+        philox_batch(x[0], x[1], x[2], x[3], ctr, (g0 + (uint32_t)done) * DZ_ZV2_GROUP_BLOCKS, DZ_ZV2_GROUP_BLOCKS * m);
+        for (size_t s = 0; s < m; s++) /* the halves in element order, vectorized; then the look-ups */
+            for (int half = 0; half < 2; half++)
+                for (int w = 0; w < 4; w++)
+                    for (int l = 0; l < 16; l++) h[128 * s + 64 * half + 16 * w + l] = x[w][16 * s + l] >> (16 * half);
+        zv2_lookup(zb, h, DZ_ZV2_GROUP * m);
     }
 }
 
-/* v2 elements i0 .. i0+n-1: whole blocks in place, partial ones through a block buffer. */
+/* v2 elements i0 .. i0+n-1: whole groups in place, partial ones through a group buffer. */
 static void fill_v2(float *z, const zo_counter *ctr, uint64_t i0, size_t n, int rademacher) {
-    const unsigned shift = rademacher ? DZ_ZV2_RADE_SHIFT : DZ_ZV2_GAUSS_SHIFT;
-    const uint64_t per = (uint64_t)1 << shift;
     while (n > 0) {
-        const uint32_t j = (uint32_t)(i0 >> shift);
-        const size_t off = (size_t)(i0 & (per - 1));
+        const uint32_t g = (uint32_t)(i0 / DZ_ZV2_GROUP);
+        const size_t off = (size_t)(i0 % DZ_ZV2_GROUP);
         size_t m;
-        if (off == 0 && n >= per) {
-            m = n & ~(size_t)(per - 1);
-            zo_blocks_v2(z, ctr, j, m >> shift, rademacher);
+        if (off == 0 && n >= DZ_ZV2_GROUP) {
+            m = n - n % DZ_ZV2_GROUP;
+            zo_groups_v2(z, ctr, g, m / DZ_ZV2_GROUP, rademacher);
         } else {
-            float tmp[1u << DZ_ZV2_RADE_SHIFT];
-            m = per - off < n ? per - off : n;
-            zo_blocks_v2(tmp, ctr, j, 1, rademacher);
+            float tmp[DZ_ZV2_GROUP];
+            m = DZ_ZV2_GROUP - off < n ? DZ_ZV2_GROUP - off : n;
+            zo_groups_v2(tmp, ctr, g, 1, rademacher);
             memcpy(z, tmp + off, 4 * m);
         }
         z += m, i0 += m, n -= m;

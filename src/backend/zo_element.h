@@ -54,16 +54,18 @@ typedef struct dz_zo_span {
 
 DZ_HD static inline float dz_bf16_widen(uint16_t h) { return dz_zo_u2f((uint32_t)h << 16); }
 
-/* v2: z of elements 4j .. 4j+3, which lie in one v2 block (8 or 128 elements). The block is
- * generated per 4 elements here; a kernel that wants the saving takes whole v2 blocks. */
+/* v2: z of elements 4j .. 4j+3: one Rademacher block, or four Gaussian blocks (a group's
+ * blocks hold runs of 16 elements; a kernel that wants v2's saving takes whole groups). */
 DZ_HD static inline void dz_z_block_v2(float z[4], uint64_t seed, uint32_t tensor, uint32_t draw, uint32_t j,
                                        int rademacher) {
-    const unsigned shift = rademacher ? DZ_ZV2_RADE_SHIFT : DZ_ZV2_GAUSS_SHIFT;
     const uint64_t i = (uint64_t)j << 2;
+    if (!rademacher) {
+        for (unsigned k = 0; k < 4; k++) z[k] = dz_zv2_at(seed, tensor, draw, i + k, 0);
+        return;
+    }
     uint32_t x[4];
-    dz_zv2_block(x, seed, tensor, draw, (uint32_t)(i >> shift));
-    const unsigned k0 = (unsigned)(i & ((1u << shift) - 1));
-    for (unsigned k = 0; k < 4; k++) z[k] = rademacher ? dz_zv2_rademacher_of(x, k0 + k) : dz_zv2_gaussian_of(x, k0 + k);
+    dz_zv2_block(x, seed, tensor, draw, (uint32_t)(i / DZ_ZV2_GROUP));
+    for (unsigned k = 0; k < 4; k++) z[k] = dz_zv2_rademacher_of(x, (unsigned)(i % DZ_ZV2_GROUP) + k);
 }
 
 /* z of the four elements of Philox block j (purpose 0). */
