@@ -6,10 +6,13 @@ Run (from the repository root):
     /work/venv/bin/python tools/ref_zo_rng.py              # writes tests/data/zo/rng_golden.json (~15 KB, ~4 s)
     /work/venv/bin/python tools/ref_zo_rng.py --accuracy   # prints max error of dz_logf / dz_sincos2pi
                                                            # over all inputs Box-Muller gives them (writes nothing)
+    /work/venv/bin/python tools/ref_zo_rng.py --v2-table   # writes src/backend/zo_rng_v2_table.h (needs scipy)
 Also importable (e.g. `sys.path.insert(0, "tools"); import ref_zo_rng as R`):
     philox4x32(ctr, key)                         Philox4x32-10, arrays of shape (..., 4) / (..., 2) -> (..., 4) uint32
     philox_bits(seed, purpose, tensor, draw, i0, n)   the uint32 word of each element i0..i0+n-1
-    z_fill(seed, tensor, draw, i0, n, dist)      z as float32 (dist 0/"gaussian" or 1/"rademacher")
+    z_fill(seed, tensor, draw, i0, n, dist)      z as float32 (dist 0/"gaussian" or 1/"rademacher"; ZO_RNG v2
+                                                 (docs/ZO_RNG.md section 10): 2/"gaussian-v2", 3/"rademacher-v2")
+    v2_table()                                   v2's 2^15 quantiles (float32; scipy's ndtri)
     logf(x), sincos2pi(u)                        the float32 polynomials (bitwise equal to the C ones)
     sr_bf16(v, bits)                             stochastic rounding float32 -> bf16 bits (uint16)
     perturb_pair(theta, eps, seed, tensor, draw, i0, dist)             -> (w_plus, w_minus) float32
