@@ -146,7 +146,8 @@ DZ_ISA_VARIANTS(zo_groups_v2, (float *z, const zo_counter *ctr, uint32_t g0, siz
             philox_batch(x[0], x[1], x[2], x[3], ctr, g0 + (uint32_t)done, m);
             for (size_t b = 0; b < m; b++)
                 for (int w = 0; w < 4; w++)
-                    for (int k = 0; k < 32; k++) zb[128 * b + 32 * w + k] = dz_zo_u2f(0x3F800000u | ((x[w][b] >> k) & 1u) << 31);
+                    for (int k = 0; k < 32; k++)
+                        zb[128 * b + 32 * w + k] = dz_zo_u2f(0x3F800000u | ((x[w][b] >> k) & 1u) << 31);
             continue;
         }
         philox_batch(x[0], x[1], x[2], x[3], ctr, (g0 + (uint32_t)done) * DZ_ZV2_GROUP_BLOCKS, DZ_ZV2_GROUP_BLOCKS * m);
