@@ -3,7 +3,7 @@ ZO ops: contract src/backend/zo_ops.h, CPU src/backend/cpu_philox.c and cpu_zo.c
 docs/ZO_RNG.md op by op.
 
 Run (from the repository root):
-    /work/venv/bin/python tools/ref_zo_rng.py              # writes tests/data/zo/rng_golden.json (~15 KB, ~4 s)
+    /work/venv/bin/python tools/ref_zo_rng.py              # writes tests/data/zo/rng_golden.json (~40 KB, ~8 s; v2 needs scipy)
     /work/venv/bin/python tools/ref_zo_rng.py --accuracy   # prints max error of dz_logf / dz_sincos2pi
                                                            # over all inputs Box-Muller gives them (writes nothing)
     /work/venv/bin/python tools/ref_zo_rng.py --v2-table   # writes src/backend/zo_rng_v2_table.h (needs scipy)
