@@ -54,8 +54,8 @@ DZ_HD static inline float dz_zv2_gaussian(uint32_t h) {
 }
 
 /* Element r (= i mod 128) of a Rademacher block. */
-DZ_HD static inline float dz_zv2_rademacher_of(const uint32_t x[4], unsigned k) {
-    return dz_zo_u2f(0x3F800000u | ((x[k >> 5] >> (k & 31)) & 1u) << 31);
+DZ_HD static inline float dz_zv2_rademacher_of(const uint32_t x[4], unsigned r) {
+    return dz_zo_u2f(0x3F800000u | ((x[r >> 5] >> (r & 31)) & 1u) << 31);
 }
 
 /* z of element i alone (i < 2^34). */
