@@ -527,11 +527,12 @@ enum { ZO_N = 20000, ZO_WP_SHIFT = 3, ZO_WM_SHIFT = 6 };
 static const uint64_t ZO_I0 = 1000003, ZO_SEED = 0x9E3779B97F4A7C15ull;
 static const uint32_t ZO_TENSOR = 17, ZO_DRAW = 41;
 
-/* Results of every ZO op on one backend, downloaded: z (both distributions), raw words, the
- * pairs from f32 and bf16 masters, the masters after an update (q = 3 with weight decay,
- * q = 1 without) and after a fused update-then-perturb, with that fused call's pairs. */
+/* Results of every ZO op on one backend, downloaded: z (both distributions, v1 and v2), raw
+ * words, the pairs from f32 and bf16 masters, the masters after an update (q = 3 with weight
+ * decay, v1; q = 1 without, v2) and after a fused update-then-perturb (f32 v1, bf16 v2
+ * Rademacher), with that fused call's pairs. */
 typedef struct zo_results {
-    float z[2][ZO_N];
+    float z[4][ZO_N];
     uint32_t words[ZO_N];
     float pair_f32[2][ZO_N], pair_bf16[2][ZO_N];
     float upd_f32[2][ZO_N];
@@ -551,7 +552,7 @@ static void zo_run(const dz_backend *be, const float *theta, const uint16_t *the
     const float g3[3] = {0.75f, -1.25f, 0.3f}, g1[1] = {-2.0f};
     const dz_zo_update upd3 = {.g = g3, .q = 3, .lr = 1e-2f, .wd = 0.1f, .step = 5};
     const dz_zo_update upd1 = {.g = g1, .q = 1, .lr = 3e-2f, .wd = 0.0f, .step = 9};
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 4; d++) {
         be->ops->z_fill(be, wp, ZO_SEED, ZO_TENSOR, ZO_DRAW + d, ZO_I0, ZO_N, (dz_zdist)d);
         be->ops->download(be, r->z[d], wp, fb);
     }
@@ -567,11 +568,11 @@ static void zo_run(const dz_backend *be, const float *theta, const uint16_t *the
     for (int k = 0; k < 2; k++) {
         be->ops->upload(be, th, theta, fb);
         be->ops->update_f32(be, th, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
-                       DZ_Z_GAUSSIAN);
+                       k ? DZ_Z_GAUSSIAN_V2 : DZ_Z_GAUSSIAN);
         be->ops->download(be, r->upd_f32[k], th, fb);
         be->ops->upload(be, h, theta_h, hb);
         be->ops->update_bf16(be, h, ZO_N, u[k]->g, u[k]->q, u[k]->lr, u[k]->wd, ZO_SEED, ZO_TENSOR, u[k]->step, ZO_I0,
-                        DZ_Z_GAUSSIAN);
+                        k ? DZ_Z_GAUSSIAN_V2 : DZ_Z_GAUSSIAN);
         be->ops->download(be, r->upd_bf16[k], h, hb);
     }
     be->ops->upload(be, th, theta, fb);
@@ -580,7 +581,8 @@ static void zo_run(const dz_backend *be, const float *theta, const uint16_t *the
     be->ops->download(be, r->fused_f32[1], wp, fb);
     be->ops->download(be, r->fused_f32[2], wm, fb);
     be->ops->upload(be, h, theta_h, hb);
-    be->ops->update_then_perturb_bf16(be, h, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0, DZ_Z_GAUSSIAN);
+    be->ops->update_then_perturb_bf16(be, h, wp, wm, ZO_N, &upd3, 2e-3f, ZO_SEED, ZO_TENSOR, 16, ZO_I0,
+                                      DZ_Z_RADEMACHER_V2);
     be->ops->download(be, r->fused_bf16, h, hb);
     be->ops->download(be, r->fused_bf16_pair[0], wp, fb), be->ops->download(be, r->fused_bf16_pair[1], wm, fb);
     be->ops->free(be, th), be->ops->free(be, wp_buf), be->ops->free(be, wm_buf);

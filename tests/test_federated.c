@@ -470,8 +470,8 @@ static void pool_weights_follow_the_engine(void **state) {
     dz_seed_pool_weights wa, wc;
     dz_error err = {0};
     assert_int_equal(dz_seed_pool_init(&pool, 8, 2, &err), DZ_OK);
-    assert_int_equal(dz_seed_pool_weights_init(&wa, ma, 5, 0, &pool, &err), DZ_OK);
-    assert_int_equal(dz_seed_pool_weights_init(&wc, mc, 5, 0, &pool, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_weights_init(&wa, ma, 5, 0, 0, &pool, &err), DZ_OK);
+    assert_int_equal(dz_seed_pool_weights_init(&wc, mc, 5, 0, 0, &pool, &err), DZ_OK);
     pool.acc[0] = -0.5f; /* seed 0: draw 0, step 0 slot 0 */
     dz_seed_pool_weights_sync(&wa, &pool);
     pool.acc[0] = -0.75f, pool.acc[5] = 0.25f; /* seed 5: step 2 slot 1 */

@@ -245,6 +245,35 @@ static void round_trip_and_layout(void **state) {
     assert_int_equal(g_warnings, 0);
 }
 
+/* ZO_RNG v2 (--rng v2): the version - 1 in the high half of the distribution word; a log
+ * of one version is refused by a run of the other, naming both; rng 0 is v1. */
+static void rng_version_in_header(void **state) {
+    (void)state;
+    const char *path = path_of("rng.log");
+    dz_seedlog_header h = make_header(1, 0);
+    h.dist = DZ_SEEDLOG_RADEMACHER, h.rng = 2;
+    dz_seedlog *log = create_ok(path, &h, 0);
+    append_steps(log, 0, 3);
+    dz_seedlog_close(log, NULL);
+    size_t len;
+    uint8_t *b = slurp(path, &len), word[4];
+    le32(word, 0x10000u); /* Rademacher 0, v2 */
+    assert_memory_equal(b + 24, word, 4);
+    free(b);
+    log = open_ok(path, &h);
+    assert_int_equal(dz_seedlog_get_header(log)->rng, 2);
+    assert_int_equal(dz_seedlog_get_header(log)->dist, DZ_SEEDLOG_RADEMACHER);
+    dz_seedlog_close(log, NULL);
+    dz_seedlog_header v1 = h;
+    v1.rng = 0; /* callers that predate --rng: v1 */
+    expect_open_error(path, &v1, DZ_ERR_INVALID, "--rng v2", "--rng v1");
+    /* a v1 log (the word is 0 or 1, as before v2) opened by a v2 run */
+    const char *p1 = path_of("rng1.log");
+    log = create_ok(p1, &v1, 0);
+    dz_seedlog_close(log, NULL);
+    expect_open_error(p1, &h, DZ_ERR_INVALID, "never replayed", "--rng v1");
+}
+
 static void size_of_20000_steps(void **state) {
     (void)state;
     const char *path = path_of("big.log");
@@ -727,6 +756,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(crc32_check_value),
         cmocka_unit_test(round_trip_and_layout),
+        cmocka_unit_test(rng_version_in_header),
         cmocka_unit_test(size_of_20000_steps),
         cmocka_unit_test(append_across_reopen),
         cmocka_unit_test(torn_tail_every_length),

@@ -52,7 +52,7 @@ static zcase case_at(int c) {
     k.step = c % 4 == 0 ? UINT32_MAX / k.q + 1 : c % 4 == 1 ? (uint32_t)dz_splitmix64(&st) : (uint32_t)c;
     k.i0 = starts[c % 9];
     k.n = lengths[(c / 5) % 8];
-    k.dist = (c & 1) ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN;
+    k.dist = (dz_zdist)(c % 4); /* v1 and v2, Gaussian and Rademacher */
     if (k.i0 + k.n > (1ull << 34)) k.i0 = (1ull << 34) - k.n; /* ends on element 2^34 - 1 */
     return k;
 }

@@ -258,7 +258,7 @@ static void golden_ops(void **state) {
         free(th), free(up), free(wp), free(wm), free(h), free(theta), free(p), free(m);
         cases++;
     }
-    assert_int_equal(cases, 4);
+    assert_int_equal(cases, 6);
 }
 
 /* ---- invariances ------------------------------------------------------------------------- */
@@ -269,7 +269,7 @@ static void simd_variants_match_scalar(void **state) {
     const size_t n = 150001;
     float *want = malloc(4 * n), *got = malloc(4 * n);
     char ran[64] = "";
-    for (int dist = 0; dist < 2; dist++) {
+    for (int dist = 0; dist < 4; dist++) {
         dz_backend_ref()->ops->z_fill(dz_backend_ref(), want, 0x9E3779B97F4A7C15ull, 31, 77 + dist, 5, n,
                                       (dz_zdist)dist);
         FOR_EACH_ISA(isa) {
@@ -291,7 +291,7 @@ static void slicing_invariance(void **state) {
     (void)state;
     const size_t n = 20000;
     float *whole = malloc(4 * n), *sliced = malloc(4 * n);
-    for (int dist = 0; dist < 2; dist++) {
+    for (int dist = 0; dist < 4; dist++) {
         dz_backend_cpu()->ops->z_fill(dz_backend_cpu(), whole, 42, 3, 9, 1000003, n, (dz_zdist)dist);
         for (size_t at = 0, k = 0; at < n; k++) {
             size_t m = pieces[k % 10] < n - at ? pieces[k % 10] : n - at;
@@ -400,7 +400,9 @@ static void fused_equals_unfused(void **state) {
     const size_t n = 5003; /* several 1024-element chunks and a ragged end */
     const uint64_t i0 = 3;
     const struct { int q; float wd; dz_zdist dist; } shapes[] = {
-        {1, 0.0f, DZ_Z_GAUSSIAN}, {3, 0.01f, DZ_Z_GAUSSIAN}, {2, 0.1f, DZ_Z_RADEMACHER}, {3, 0.0f, DZ_Z_RADEMACHER}};
+        {1, 0.0f, DZ_Z_GAUSSIAN},    {3, 0.01f, DZ_Z_GAUSSIAN},    {2, 0.1f, DZ_Z_RADEMACHER},
+        {3, 0.0f, DZ_Z_RADEMACHER}, {1, 0.0f, DZ_Z_GAUSSIAN_V2}, {3, 0.01f, DZ_Z_GAUSSIAN_V2},
+        {2, 0.1f, DZ_Z_RADEMACHER_V2}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const dz_zo_update upd = {.g = g3, .q = shapes[s].q, .lr = 3e-3f, .wd = shapes[s].wd, .step = 1000};
         const uint32_t next = (upd.step + 1) * (uint32_t)upd.q;

@@ -37,6 +37,8 @@ typedef struct dz_bench_zo_passes {
     double fused_bytes;   /* theta 4 + 4, w+- 8 */
     double read_gbs;      /* memory bandwidth: summing a buffer of max(n, 2^26) floats, GB/s */
     double copy_gbs;      /* copying 2^26 floats (256 MiB), read + written bytes, GB/s */
+    double zgen_v2_s;     /* zgen_s and fused_s with ZO_RNG v2's z (--rng v2, docs/ZO_RNG.md) */
+    double fused_v2_s;
 } dz_bench_zo_passes;
 dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, dz_bench_zo_passes *out, dz_error *err);
 

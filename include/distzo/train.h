@@ -51,6 +51,7 @@ typedef struct dz_train_optim {
     dz_zo_estimator estimator; /* MeZO (default), Sparse-MeZO or LOZO (distzo/zo.h) */
     float sparse_density;     /* sparse: fraction of each row perturbed */
     int lozo_rank, lozo_nu;   /* lozo: rank of U V^T, steps between refreshes of V */
+    int rng_v2;               /* --rng v2: ZO_RNG v2 (docs/ZO_RNG.md section 10); 0: v1 */
 } dz_train_optim;
 
 /* The engine's parameters for the run's optimizer settings. */

@@ -39,6 +39,7 @@ typedef struct dz_zo_params {
     dz_zo_estimator estimator;
     float sparse_density; /* SPARSE: fraction of each row perturbed, (0, 1] */
     int lozo_rank, lozo_nu; /* LOZO: rank r (1..DZ_ZO_LOZO_MAX_RANK), V refreshed every nu steps */
+    int rng_v2;      /* 1: ZO_RNG v2 z (docs/ZO_RNG.md section 10); 0: v1 */
 } dz_zo_params;
 
 /* The losses of one forward from the log-probs the caller asked for: logprobs[n_rows] of

@@ -10,6 +10,7 @@
 #include "backend/cpu_zo.h"
 
 #include "backend/cpu_simd.h"
+#include "backend/zo_rng_v2.h"
 
 #include <immintrin.h>
 
@@ -33,13 +34,13 @@ static void zo_counter_init(zo_counter *c, uint64_t seed, uint32_t purpose, uint
  * is two multiplies, two shifts (hi = p >> 32) and two three-way xors per vector, and
  * whatever the high halves hold (lo = p as is) never matters. At the end the two vectors'
  * low halves interleave into W consecutive blocks with a mask and a shift. */
-#define ZO_DEFINE_PHILOX(name, attr, W, MUL)                                                          \
+#define ZO_DEFINE_PHILOX(name, attr, W, MUL, ROUNDS)                                                  \
     typedef uint32_t name##_u32v __attribute__((vector_size(4 * (W))));                               \
     typedef uint64_t name##_u64v __attribute__((vector_size(4 * (W))));                               \
     attr static inline void name##_rounds(name##_u64v *c0, name##_u64v *c1, name##_u64v *c2,          \
                                           name##_u64v *c3, const zo_counter *ctr) {                   \
         const name##_u64v zero = {0}, m0 = zero + DZ_PHILOX_M0, m1 = zero + DZ_PHILOX_M1;            \
-        for (int r = 0; r < 10; r++) {                                                                \
+        for (int r = 0; r < (ROUNDS); r++) {                                                          \
             const name##_u64v p0 = (name##_u64v)MUL(*c0, m0), p1 = (name##_u64v)MUL(*c2, m1);         \
             *c0 = (p1 >> 32) ^ *c1 ^ (zero + ctr->k0[r]);                                             \
             *c1 = p1;                                                                                 \
@@ -72,9 +73,12 @@ static void zo_counter_init(zo_counter *c, uint64_t seed, uint32_t purpose, uint
 #define ZO_MUL_AVX2(a, b) _mm256_mul_epu32((__m256i)(a), (__m256i)(b))
 #define ZO_MUL_AVX512(a, b) _mm512_mul_epu32((__m512i)(a), (__m512i)(b))
 
-ZO_DEFINE_PHILOX(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE)
-ZO_DEFINE_PHILOX(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2)
-ZO_DEFINE_PHILOX(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512)
+ZO_DEFINE_PHILOX(sse, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE, 10)
+ZO_DEFINE_PHILOX(avx2, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2, 10)
+ZO_DEFINE_PHILOX(avx512, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512, 10)
+ZO_DEFINE_PHILOX(sse7, DZ_ISA_TARGET_BASELINE, 4, ZO_MUL_SSE, DZ_ZV2_ROUNDS)
+ZO_DEFINE_PHILOX(avx27, DZ_ISA_TARGET_AVX2, 8, ZO_MUL_AVX2, DZ_ZV2_ROUNDS)
+ZO_DEFINE_PHILOX(avx5127, DZ_ISA_TARGET_AVX512, 16, ZO_MUL_AVX512, DZ_ZV2_ROUNDS)
 
 typedef void (*zo_philox_fn)(uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t *x3, const zo_counter *ctr,
                              uint32_t j0, size_t nb);
@@ -118,6 +122,62 @@ DZ_ISA_VARIANTS(zo_blocks, (void *out, const zo_counter *ctr, uint32_t j0, size_
 
 typedef void (*zo_blocks_fn)(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode);
 
+/* v2's table look-ups, apart from the bit shuffling: the vectorizer makes them gathers, the
+ * cost of v2 on the CPU (docs/ZO_RNG.md section 10: measured 0.4-0.5 ns per z of the
+ * ~0.8; scalar loads measured no faster). */
+__attribute__((noinline)) static void zv2_lookup(float *restrict z,
+                                                                               const uint32_t *restrict h, size_t n) {
+    for (size_t k = 0; k < n; k++) z[k] = dz_zv2_gaussian(h[k]);
+}
+
+/* v2 (zo_rng_v2.h): groups g0 .. g0+ng-1 of 128 elements into z[0 .. 128 ng): Gaussians
+ * (16 Philox4x32-7 blocks a group, runs of 16 elements from one word-half of 16 consecutive
+ * blocks: contiguous vectors) or Rademacher signs (one block a group, a bit an element). */
+DZ_ISA_VARIANTS(zo_groups_v2, (float *z, const zo_counter *ctr, uint32_t g0, size_t ng, int rademacher),
+                (z, ctr, g0, ng, rademacher)) {
+    const zo_philox_fn philox_batch =
+        isa == DZ_ISA_AVX512 ? avx5127_philox : isa == DZ_ISA_AVX2 ? avx27_philox : sse7_philox;
+    const size_t per_batch = rademacher ? ZO_BATCH : ZO_BATCH / DZ_ZV2_GROUP_BLOCKS; /* groups */
+    uint32_t x[4][ZO_BATCH], h[ZO_BATCH * 8];
+    for (size_t done = 0; done < ng; done += per_batch) {
+        const size_t m = ng - done < per_batch ? ng - done : per_batch;
+        float *restrict zb = z + DZ_ZV2_GROUP * done;
+        if (rademacher) {
+            philox_batch(x[0], x[1], x[2], x[3], ctr, g0 + (uint32_t)done, m);
+            for (size_t b = 0; b < m; b++)
+                for (int w = 0; w < 4; w++)
+                    for (int k = 0; k < 32; k++)
+                        zb[128 * b + 32 * w + k] = dz_zo_u2f(0x3F800000u | ((x[w][b] >> k) & 1u) << 31);
+            continue;
+        }
+        philox_batch(x[0], x[1], x[2], x[3], ctr, (g0 + (uint32_t)done) * DZ_ZV2_GROUP_BLOCKS, DZ_ZV2_GROUP_BLOCKS * m);
+        for (size_t s = 0; s < m; s++) /* the halves in element order, vectorized; then the look-ups */
+            for (int half = 0; half < 2; half++)
+                for (int w = 0; w < 4; w++)
+                    for (int l = 0; l < 16; l++) h[128 * s + 64 * half + 16 * w + l] = x[w][16 * s + l] >> (16 * half);
+        zv2_lookup(zb, h, DZ_ZV2_GROUP * m);
+    }
+}
+
+/* v2 elements i0 .. i0+n-1: whole groups in place, partial ones through a group buffer. */
+static void fill_v2(float *z, const zo_counter *ctr, uint64_t i0, size_t n, int rademacher) {
+    while (n > 0) {
+        const uint32_t g = (uint32_t)(i0 / DZ_ZV2_GROUP);
+        const size_t off = (size_t)(i0 % DZ_ZV2_GROUP);
+        size_t m;
+        if (off == 0 && n >= DZ_ZV2_GROUP) {
+            m = n - n % DZ_ZV2_GROUP;
+            zo_groups_v2(z, ctr, g, m / DZ_ZV2_GROUP, rademacher);
+        } else {
+            float tmp[DZ_ZV2_GROUP];
+            m = DZ_ZV2_GROUP - off < n ? DZ_ZV2_GROUP - off : n;
+            zo_groups_v2(tmp, ctr, g, 1, rademacher);
+            memcpy(z, tmp + off, 4 * m);
+        }
+        z += m, i0 += m, n -= m;
+    }
+}
+
 /* Elements i0 .. i0+n-1 (4-byte values) as: whole blocks written in place, partial blocks
  * at either end through a 4-element buffer with the same kernel. */
 static void fill(void *out, const zo_counter *ctr, uint64_t i0, size_t n, zo_mode mode) {
@@ -144,7 +204,8 @@ void dz_cpu_z_fill(const dz_backend *be, float *z, uint64_t seed, uint32_t tenso
                    size_t n, dz_zdist dist) {
     zo_counter ctr;
     zo_counter_init(&ctr, seed, DZ_PURPOSE_Z, tensor, draw);
-    fill(z, &ctr, i0, n, (zo_mode)dist);
+    if (dist & DZ_Z_GAUSSIAN_V2) fill_v2(z, &ctr, i0, n, dist & DZ_Z_RADEMACHER);
+    else fill(z, &ctr, i0, n, (zo_mode)dist);
 }
 
 void dz_cpu_philox_fill(const dz_backend *be, uint32_t *x, uint64_t seed, uint32_t purpose, uint32_t tensor,

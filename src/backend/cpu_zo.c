@@ -11,6 +11,7 @@
 
 #include "backend/cpu_simd.h"
 #include "backend/cpu_zo_update.h"
+#include "backend/zo_rng_v2.h"
 
 #include <immintrin.h>
 
@@ -113,9 +114,12 @@ static void chunk(const span_io *io, size_t off, size_t m, const dz_zo_update *u
 static void run_span(const span_io *io, size_t n, const dz_zo_update *upd, float eps, uint64_t seed, uint32_t tensor,
                      uint32_t next_draw, uint64_t i0, dz_zdist dist) {
     const int streaming = io->w_plus && n >= ZO_STREAM_MIN;
+    /* chunks end on whole fill units, so no unit is generated twice: Philox blocks (v1) or
+     * v2's groups of 128 (ZO_CHUNK is a multiple of both) */
+    const uint64_t unit = (dist & DZ_Z_GAUSSIAN_V2) ? DZ_ZV2_GROUP : 4;
     for (size_t done = 0; done < n;) {
         const uint64_t i = i0 + done;
-        size_t m = ZO_CHUNK - (size_t)(i & 3);
+        size_t m = ZO_CHUNK - (size_t)(i % unit);
         if (m > n - done) m = n - done;
         chunk(io, done, m, upd, eps, seed, tensor, next_draw, i, dist, streaming);
         done += m;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/zo_rng_v2.h"
 #include "core/util.h"
 
 static void ref_upload(const dz_backend *be, void *dst, const void *src, size_t n) {
@@ -160,6 +161,7 @@ static void ref_logprob_finish(const dz_backend *be, float *out, const float *ta
 /* ---- ZO: the contract, one element at a time ---- */
 
 static float z_at(uint64_t seed, uint32_t tensor, uint32_t draw, uint64_t i, dz_zdist dist) {
+    if (dist & DZ_Z_GAUSSIAN_V2) return dz_zv2_at(seed, tensor, draw, i, dist & DZ_Z_RADEMACHER);
     uint32_t x[4];
     dz_philox_block_of(x, seed, DZ_PURPOSE_Z, tensor, draw, i);
     const unsigned lane = (unsigned)(i & 3);

@@ -15,6 +15,7 @@
 #define DZ_BACKEND_ZO_ELEMENT_H
 
 #include "backend/zo_ops.h"
+#include "backend/zo_rng_v2.h"
 
 /* The most SPSA samples a span's update carries (--spsa-samples: DZ_ZO_MAX_Q). */
 #define DZ_ZO_SPAN_MAX_Q 64
@@ -53,9 +54,27 @@ typedef struct dz_zo_span {
 
 DZ_HD static inline float dz_bf16_widen(uint16_t h) { return dz_zo_u2f((uint32_t)h << 16); }
 
+/* v2: z of elements 4j .. 4j+3: one Rademacher block, or four Gaussian blocks (a group's
+ * blocks hold runs of 16 elements; a kernel that wants v2's saving takes whole groups). */
+DZ_HD static inline void dz_z_block_v2(float z[4], uint64_t seed, uint32_t tensor, uint32_t draw, uint32_t j,
+                                       int rademacher) {
+    const uint64_t i = (uint64_t)j << 2;
+    if (!rademacher) {
+        for (unsigned k = 0; k < 4; k++) z[k] = dz_zv2_at(seed, tensor, draw, i + k, 0);
+        return;
+    }
+    uint32_t x[4];
+    dz_zv2_block(x, seed, tensor, draw, (uint32_t)(i / DZ_ZV2_GROUP));
+    for (unsigned k = 0; k < 4; k++) z[k] = dz_zv2_rademacher_of(x, (unsigned)(i % DZ_ZV2_GROUP) + k);
+}
+
 /* z of the four elements of Philox block j (purpose 0). */
 DZ_HD static inline void dz_z_block(float z[4], uint64_t seed, uint32_t tensor, uint32_t draw, uint32_t j,
                                     dz_zdist dist) {
+    if (dist & DZ_Z_GAUSSIAN_V2) {
+        dz_z_block_v2(z, seed, tensor, draw, j, dist & DZ_Z_RADEMACHER);
+        return;
+    }
     uint32_t x[4];
     dz_philox_block_of(x, seed, DZ_PURPOSE_Z, tensor, draw, (uint64_t)j << 2);
     if (dist == DZ_Z_RADEMACHER) {

@@ -29,7 +29,19 @@
 #define DZ_HD
 #endif
 
-typedef enum dz_zdist { DZ_Z_GAUSSIAN = 0, DZ_Z_RADEMACHER = 1 } dz_zdist;
+/* The distribution of z and the contract's version (docs/ZO_RNG.md: v1 sections 2-3, v2
+ * section 10): bit 0 Rademacher, bit 1 ZO_RNG v2 (--rng v2). */
+typedef enum dz_zdist {
+    DZ_Z_GAUSSIAN = 0,
+    DZ_Z_RADEMACHER = 1,
+    DZ_Z_GAUSSIAN_V2 = 2,
+    DZ_Z_RADEMACHER_V2 = 3,
+} dz_zdist;
+
+/* The dist of a run's options (--perturbation, --rng). */
+DZ_HD static inline dz_zdist dz_zdist_of(int rademacher, int rng_v2) {
+    return (dz_zdist)((rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN) | (rng_v2 ? DZ_Z_GAUSSIAN_V2 : 0));
+}
 
 /* Counter word c1: z, stochastic rounding, LOZO's U and V (src/pipeline/structured_z.c). */
 enum { DZ_PURPOSE_Z = 0, DZ_PURPOSE_SR = 1, DZ_PURPOSE_LOZO_U = 2, DZ_PURPOSE_LOZO_V = 3 };
@@ -39,10 +51,10 @@ enum { DZ_PURPOSE_Z = 0, DZ_PURPOSE_SR = 1, DZ_PURPOSE_LOZO_U = 2, DZ_PURPOSE_LO
 #define DZ_PHILOX_W0 0x9E3779B9u
 #define DZ_PHILOX_W1 0xBB67AE85u
 
-/* One Philox4x32-10 block (scalar; the bulk fills below are vectorized). */
-DZ_HD static inline void dz_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+/* One Philox4x32-R block (scalar; the bulk fills are vectorized): R = 10 for v1, 7 for v2. */
+DZ_HD static inline void dz_philox4x32_r(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4], int rounds) {
     uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
-    for (int r = 0; r < 10; r++) {
+    for (int r = 0; r < rounds; r++) {
         const uint64_t p0 = (uint64_t)DZ_PHILOX_M0 * c0, p1 = (uint64_t)DZ_PHILOX_M1 * c2;
         c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
         c1 = (uint32_t)p1;
@@ -52,6 +64,10 @@ DZ_HD static inline void dz_philox4x32_10(const uint32_t ctr[4], const uint32_t 
         k1 += DZ_PHILOX_W1;
     }
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+DZ_HD static inline void dz_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    dz_philox4x32_r(ctr, key, out, 10);
 }
 
 /* The block of element i (the contract's layout, scalar): counter (i / 4, purpose, tensor,

@@ -13,16 +13,30 @@ dz_status dz_bench_model_passes(const dz_model *m, int rounds, dz_bench_zo_passe
     return dz_bench_zo_passes_run((size_t)dz_param_table_numel(t), block, rounds, out, err);
 }
 
+/* The step's pass (z, perturbation and update) as a share of the step under each ZO_RNG
+ * version (v2's step: this step with v2's pass in place of v1's), and the ceiling it sets:
+ * 2 x forward / step with nothing beside the two forwards but the pass. */
+static void print_shares(FILE *out, const dz_bench_zo_passes *p, double step, double two_fwd) {
+    const double step_v2 = step - p->fused_s + p->fused_v2_s;
+    fprintf(out, "share    z, perturbation and update (the step's pass): v1 %.0f%% of the step (z %.0f%%), v2 %.0f%%\n"
+            "         (z %.0f%%) of the step with v2's pass; ceiling 2 x forward / step: v1 %.3f, v2 %.3f\n",
+            100 * p->fused_s / step, 100 * p->zgen_s / step, 100 * p->fused_v2_s / step_v2, 100 * p->zgen_v2_s / step_v2,
+            two_fwd / (two_fwd + p->fused_s), two_fwd / (two_fwd + p->fused_v2_s));
+}
+
 void dz_bench_print_passes(FILE *out, const dz_bench_zo_passes *p, double step, double two_fwd, int json) {
     const double n = p->elements;
     if (json) {
         fprintf(out, ", \"passes\": {\"parameters\": %.0f, \"zgen_seconds\": %.5f, \"perturb_seconds\": %.5f, "
                "\"update_seconds\": %.5f, \"fused_seconds\": %.5f, \"perturb_bytes\": %.0f, \"update_bytes\": %.0f, "
                "\"fused_bytes\": %.0f, \"perturb_gbs\": %.3f, \"update_gbs\": %.3f, \"fused_gbs\": %.3f, "
-               "\"memory_read_gbs\": %.3f, \"memory_copy_gbs\": %.3f, \"step_minus_2_forwards_seconds\": %.5f}",
+               "\"memory_read_gbs\": %.3f, \"memory_copy_gbs\": %.3f, \"step_minus_2_forwards_seconds\": %.5f, "
+               "\"zgen_v2_seconds\": %.5f, \"fused_v2_seconds\": %.5f, \"pass_share_of_step\": %.4f, "
+               "\"pass_share_of_step_v2\": %.4f}",
                n, p->zgen_s, p->perturb_s, p->update_s, p->fused_s, p->perturb_bytes, p->update_bytes, p->fused_bytes,
                p->perturb_bytes / p->perturb_s * 1e-9, p->update_bytes / p->update_s * 1e-9,
-               p->fused_bytes / p->fused_s * 1e-9, p->read_gbs, p->copy_gbs, step - two_fwd);
+               p->fused_bytes / p->fused_s * 1e-9, p->read_gbs, p->copy_gbs, step - two_fwd, p->zgen_v2_s,
+               p->fused_v2_s, p->fused_s / step, p->fused_v2_s / (step - p->fused_s + p->fused_v2_s));
         return;
     }
     fprintf(out, "passes   per step over %.1fM f32 parameters, the backend's ZO kernels on buffers of their own:\n", n / 1e6);
@@ -33,6 +47,10 @@ void dz_bench_print_passes(FILE *out, const dz_bench_zo_passes *p, double step, 
            p->update_bytes / p->update_s * 1e-9, p->update_bytes / 1e6);
     fprintf(out, "         update then perturb (2 z)   %8.1f ms  %5.1f GB/s (%.0f MB): the step's pass\n", 1e3 * p->fused_s,
            p->fused_bytes / p->fused_s * 1e-9, p->fused_bytes / 1e6);
+    fprintf(out, "         ZO_RNG v2 (--rng v2): z alone %.1f ms, %.2f ns per z (v1 / v2 = %.1f); update then perturb\n"
+            "         %.1f ms (v1 / v2 = %.2f)\n", 1e3 * p->zgen_v2_s, p->zgen_v2_s / (2 * n) * 1e9,
+            p->zgen_s / p->zgen_v2_s, 1e3 * p->fused_v2_s, p->fused_s / p->fused_v2_s);
+    print_shares(out, p, step, two_fwd);
     fprintf(out, "memory   %.1f GB/s read, %.1f GB/s copy (read + written) with the same threads: the step's pass\n"
            "         moves its bytes at %.0f%% of copy; step - 2 x forward = %.1f ms\n",
            p->read_gbs, p->copy_gbs, 100 * p->fused_bytes / p->fused_s * 1e-9 / p->copy_gbs, 1e3 * (step - two_fwd));

@@ -107,6 +107,7 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
     t->model = c->model;
     t->v.master = dz_dtype_name(c->store.master_dtype);
     t->v.perturbation = c->optim.rademacher ? "rademacher" : "gaussian";
+    t->v.rng = c->optim.rng_v2 ? "v2" : "v1";
     t->estimator = dz_zo_estimator_name(c->optim.estimator);
     t->v.schedule = c->optim.lr_schedule == DZ_LR_LINEAR ? "linear" : c->optim.lr_schedule == DZ_LR_COSINE ? "cosine"
                                                                                                     : "constant";

@@ -7,7 +7,7 @@
 #include "cli/common.h"
 
 dz_cli_train_values dz_cli_train_values_default(void) {
-    return (dz_cli_train_values){.master = "f32", .perturbation = "gaussian", .schedule = "constant", .data_seed = 42};
+    return (dz_cli_train_values){.master = "f32", .perturbation = "gaussian", .rng = "v1", .schedule = "constant", .data_seed = 42};
 }
 
 /* The help lines that differ, by command: train's, then serve's. */
@@ -45,6 +45,7 @@ int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v
         {"steps", DZ_OPT_INT, &c->optim.steps, help[H_STEPS][k]},
         {"spsa-samples", DZ_OPT_INT, &c->optim.q, help[H_Q][k]},
         {"perturbation", DZ_OPT_STR, &v->perturbation, "gaussian (default) or rademacher"},
+        {"rng", DZ_OPT_STR, &v->rng, "z's generator: v1 (default) or v2, cheaper (docs/ZO_RNG.md)"},
         {"schedule", DZ_OPT_STR, &v->schedule, "lr schedule: constant (default), linear, cosine"},
         {"warmup", DZ_OPT_INT, &c->optim.warmup, help[H_WARMUP][k]},
         {"seed", DZ_OPT_SEED, &v->seed, "run seed: the perturbations (default 0)"},
@@ -80,6 +81,9 @@ int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_
     if (strcmp(v->perturbation, "gaussian") && strcmp(v->perturbation, "rademacher"))
         return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", v->perturbation);
     c->optim.rademacher = !strcmp(v->perturbation, "rademacher");
+    if (strcmp(v->rng, "v1") && strcmp(v->rng, "v2"))
+        return dz_cli_failf("option --rng: '%s' is not v1 or v2", v->rng);
+    c->optim.rng_v2 = !strcmp(v->rng, "v2");
     if (!strcmp(v->schedule, "constant")) c->optim.lr_schedule = DZ_LR_CONSTANT;
     else if (!strcmp(v->schedule, "linear")) c->optim.lr_schedule = DZ_LR_LINEAR;
     else if (!strcmp(v->schedule, "cosine")) c->optim.lr_schedule = DZ_LR_COSINE;

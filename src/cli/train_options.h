@@ -9,7 +9,7 @@
 
 /* The option values that are not dz_train_config fields as they are (names, or other types). */
 typedef struct dz_cli_train_values {
-    const char *master, *perturbation, *schedule, *task_file;
+    const char *master, *perturbation, *rng, *schedule, *task_file;
     uint64_t seed, data_seed; /* 0..2^63-1 */
     float wd;
 } dz_cli_train_values;
@@ -18,7 +18,7 @@ typedef struct dz_cli_train_values {
  * and only train takes MeZO's task presets. */
 typedef enum dz_cli_train_command { DZ_CLI_TRAIN, DZ_CLI_SERVE } dz_cli_train_command;
 
-enum { DZ_CLI_TRAIN_OPTS = 20 }; /* the entries dz_cli_train_options writes */
+enum { DZ_CLI_TRAIN_OPTS = 21 }; /* the entries dz_cli_train_options writes */
 
 /* The defaults of the values (f32, gaussian, constant, seed 0, data seed 42, no weight decay). */
 dz_cli_train_values dz_cli_train_values_default(void);

@@ -25,6 +25,7 @@
 static dz_seedlog_header log_header(const coordinator *c) {
     dz_seedlog_header h = {.run_seed = c->train.optim.seed, .q = c->log_q,
                            .dist = c->train.optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
+                           .rng = c->train.optim.rng_v2 ? 2 : 1,
                            .eps = c->train.optim.eps, .start_step = 0};
     char text[64];
     snprintf(text, sizeof text, "federated %016" PRIx64, c->fingerprint);
@@ -53,7 +54,7 @@ static dz_status load_base(coordinator *c, dz_error *err) {
     const dz_weights_spec ws = {.path = t->model, .master_dtype = t->store.master_dtype};
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
-        .zo = {.seed = t->optim.seed, .eps = t->optim.eps, .q = t->optim.q, .rademacher = t->optim.rademacher,
+        .zo = {.seed = t->optim.seed, .eps = t->optim.eps, .q = t->optim.q, .rademacher = t->optim.rademacher, .rng_v2 = t->optim.rng_v2,
                .wd = t->optim.wd, .fuse = 1},
         .backend = t->layout.backend,
     };
@@ -73,6 +74,7 @@ static dz_status load_base(coordinator *c, dz_error *err) {
         if (st == DZ_OK) st = dz_seed_pool_init(&c->pool, c->fed.seed_pool, c->q, err);
         if (st == DZ_OK)
             st = dz_seed_pool_weights_init(&c->weights, dz_setup_model(c->setup), t->optim.seed, t->optim.rademacher,
+                                           t->optim.rng_v2,
                                            &c->pool, err);
         c->prob = st == DZ_OK ? calloc(c->fed.seed_pool, sizeof *c->prob) : NULL;
         c->pool_state = st == DZ_OK ? calloc(1, dz_fed_pool_state_bytes(c->fed.seed_pool)) : NULL;

@@ -141,6 +141,7 @@ static dz_status load_replica(worker *w, dz_error *err) {
                        w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
     if (w->info.seed_pool && (st = dz_seed_pool_init(&w->pool, w->info.seed_pool, w->info.q, err)) != DZ_OK) return st;
     if (w->info.seed_pool && (st = dz_seed_pool_weights_init(&w->weights, w->comp.m, c->optim.seed, c->optim.rademacher,
+                                                             c->optim.rng_v2,
                                                              &w->pool, err)) != DZ_OK)
         return st;
     w->applied = 0, w->verified = -1;

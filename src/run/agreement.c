@@ -34,6 +34,7 @@ dz_status dz_prepare_check_agreement(const dz_compute *comp, const dz_run_data *
         {"--warmup", dz_hash_u64(DZ_HASH_START, (uint64_t)o->warmup)},
         {"--schedule", dz_hash_u64(DZ_HASH_START, (uint64_t)o->lr_schedule)},
         {"--perturbation", dz_hash_u64(DZ_HASH_START, (uint64_t)o->rademacher)},
+        {"--rng", dz_hash_u64(DZ_HASH_START, (uint64_t)o->rng_v2)},
         {"--estimator", dz_hash_u64(DZ_HASH_START, (uint64_t)o->estimator)},
         {"--sparse-density", dz_hash_f64(DZ_HASH_START, o->sparse_density)},
         {"--lozo-rank", dz_hash_u64(DZ_HASH_START, (uint64_t)o->lozo_rank)},

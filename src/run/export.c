@@ -145,7 +145,8 @@ static dz_status replay_pool(const dz_seedlog *log, uint32_t k, const dz_train_c
         st = dz_seed_pool_add(&pool, r.lr, r.g, err);
     }
     dz_seed_pool_weights w = {0};
-    if (st == DZ_OK) st = dz_seed_pool_weights_init(&w, m, c->optim.seed, c->optim.rademacher, &pool, err);
+    if (st == DZ_OK) st = dz_seed_pool_weights_init(&w, m, c->optim.seed, c->optim.rademacher, c->optim.rng_v2, &pool,
+                                                        err);
     if (st == DZ_OK) dz_seed_pool_weights_sync(&w, &pool);
     dz_seed_pool_weights_free(&w);
     dz_seed_pool_free(&pool);

@@ -67,6 +67,7 @@ static const run_field FIELDS[] = {
     FIELD("spsa_samples", "--spsa-samples", F_INT, optim.q, RESUME_SAME, 0),
     FIELD("warmup", "--warmup", F_INT, optim.warmup, RESUME_SAME, 0),
     CHOICE("rademacher", "--perturbation", F_INT, optim.rademacher, "gaussian|rademacher"),
+    {"rng", "--rng", F_INT, offsetof(dz_train_config, optim.rng_v2), RESUME_SAME, 1, "v1|v2"},
     CHOICE("fuse", "--no-fuse", F_INT, optim.fuse, "unfused|fused"),
     CHOICE("schedule", "--schedule", F_SCHEDULE, optim.lr_schedule, "constant|linear|cosine"),
     FIELD("seed", "--seed", F_U64, optim.seed, RESUME_SAME, 0),
@@ -206,9 +207,12 @@ static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
     }
 }
 
-/* The LoRA settings are written for a LoRA run only: a full run's run.json is as before. */
+/* Settings written only where they apply, so an older kind of run's run.json is as before:
+ * the LoRA settings for a LoRA run, "rng" for a v2 run (absent reads as v1). */
 static int field_applies(const run_field *f, const dz_train_config *c) {
-    return strncmp(f->key, "lora_", 5) != 0 || (c->peft.method && !strcmp(c->peft.method, "lora"));
+    if (!strncmp(f->key, "lora_", 5)) return c->peft.method && !strcmp(c->peft.method, "lora");
+    if (!strcmp(f->key, "rng")) return c->optim.rng_v2;
+    return 1;
 }
 
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_error *err) {

@@ -52,14 +52,14 @@ dz_status dz_seed_pool_add(dz_seed_pool *p, float lr, const float *vals, dz_erro
 
 enum { Z_CHUNK = 16384 };
 
-dz_status dz_seed_pool_weights_init(dz_seed_pool_weights *w, dz_model *m, uint64_t run_seed, int rademacher,
+dz_status dz_seed_pool_weights_init(dz_seed_pool_weights *w, dz_model *m, uint64_t run_seed, int rademacher, int rng_v2,
                                     const dz_seed_pool *p, dz_error *err) {
     memset(w, 0, sizeof *w);
     if (dz_model_dtype(m) != DZ_F32)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "seed pool: f32 master weights only (--master-dtype f32), not %s",
                        dz_dtype_name(dz_model_dtype(m)));
     const dz_param_table *t = dz_model_params(m);
-    w->m = m, w->run_seed = run_seed, w->rademacher = rademacher, w->k = p->k, w->q = p->q, w->n_tensors = t->count;
+    w->m = m, w->run_seed = run_seed, w->rademacher = rademacher, w->rng_v2 = rng_v2, w->k = p->k, w->q = p->q, w->n_tensors = t->count;
     w->applied = calloc(p->k, sizeof *w->applied);
     w->base = calloc((size_t)t->count, sizeof *w->base);
     w->d = calloc((size_t)t->count, sizeof *w->d);
@@ -107,7 +107,7 @@ static inline int64_t term(double a, float z, double scale) {
 void dz_seed_pool_weights_sync(dz_seed_pool_weights *w, const dz_seed_pool *p) {
     const dz_param_table *t = dz_model_params(w->m);
     const double scale = 0x1p40 / (double)w->q;
-    const dz_zdist dist = w->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN;
+    const dz_zdist dist = dz_zdist_of(w->rademacher, w->rng_v2);
     int changed = 0;
     for (uint32_t k = 0; k < w->k; k++) {
         if (!memcmp(&w->applied[k], &p->acc[k], sizeof(float))) continue;

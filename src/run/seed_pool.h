@@ -54,7 +54,7 @@ dz_status dz_seed_pool_add(dz_seed_pool *p, float lr, const float *vals, dz_erro
 typedef struct dz_seed_pool_weights {
     dz_model *m;          /* its tensors are written */
     uint64_t run_seed;
-    int rademacher;
+    int rademacher, rng_v2; /* z's distribution and ZO_RNG version (--perturbation, --rng) */
     uint32_t k, q;
     float *applied;       /* [k] the scalars D holds */
     float **base;         /* per tensor: the base weights */
@@ -64,7 +64,7 @@ typedef struct dz_seed_pool_weights {
 } dz_seed_pool_weights;
 
 /* m: f32 weights in memory, as loaded (the base); the pool's K and q. */
-dz_status dz_seed_pool_weights_init(dz_seed_pool_weights *w, dz_model *m, uint64_t run_seed, int rademacher,
+dz_status dz_seed_pool_weights_init(dz_seed_pool_weights *w, dz_model *m, uint64_t run_seed, int rademacher, int rng_v2,
                                     const dz_seed_pool *p, dz_error *err);
 void dz_seed_pool_weights_free(dz_seed_pool_weights *w);
 /* The model's weights := those of p's scalars (only the seeds whose scalar changed cost a

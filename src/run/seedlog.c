@@ -85,13 +85,15 @@ int dz_seedlog_decode_record(uint32_t q, const uint8_t *in, uint32_t *step, floa
     return 0;
 }
 
+static uint32_t rng_version(const dz_seedlog_header *h) { return h->rng == 0 ? 1 : h->rng; }
+
 static void encode_header(const dz_seedlog_header *h, uint8_t out[DZ_SEEDLOG_HEADER_BYTES]) {
     memcpy(out, MAGIC, 8);
     put_u32(out + 8, DZ_SEEDLOG_VERSION);
     put_u32(out + 12, h->q);
     put_u32(out + 16, (uint32_t)h->run_seed);
     put_u32(out + 20, (uint32_t)(h->run_seed >> 32));
-    put_u32(out + 24, h->dist);
+    put_u32(out + 24, h->dist | (rng_version(h) - 1) << 16);
     put_f32(out + 28, h->eps);
     put_u32(out + 32, h->start_step);
     memcpy(out + 36, h->fingerprint, 64);
@@ -105,6 +107,8 @@ static dz_status check_fields(const char *path, const dz_seedlog_header *h, dz_s
     if (h->dist > DZ_SEEDLOG_GAUSSIAN)
         return dz_fail(err, code, "%s: perturbation distribution %" PRIu32 " is not 0 (Rademacher) or 1 (Gaussian)",
                        path, h->dist);
+    if (rng_version(h) > 2)
+        return dz_fail(err, code, "%s: ZO_RNG version %" PRIu32 " is not 1 or 2 (--rng v1|v2)", path, h->rng);
     if (!isfinite(h->eps) || h->eps <= 0)
         return dz_fail(err, code, "%s: eps %g is not a positive finite number", path, (double)h->eps);
     return DZ_OK;
@@ -125,7 +129,8 @@ static dz_status decode_header(const char *path, const uint8_t *buf, size_t len,
         return dz_fail(err, DZ_ERR_FORMAT, "%s: header CRC mismatch (the header is corrupt)", path);
     h->q = get_u32(buf + 12);
     h->run_seed = (uint64_t)get_u32(buf + 16) | (uint64_t)get_u32(buf + 20) << 32;
-    h->dist = get_u32(buf + 24);
+    h->dist = get_u32(buf + 24) & 0xFFFFu;
+    h->rng = (get_u32(buf + 24) >> 16) + 1;
     h->eps = get_f32(buf + 28);
     h->start_step = get_u32(buf + 32);
     memcpy(h->fingerprint, buf + 36, 64);
@@ -144,6 +149,10 @@ static dz_status match_header(const char *path, const dz_seedlog_header *got, co
     if (got->dist != want->dist)
         return dz_fail(err, DZ_ERR_INVALID, "%s: perturbation distribution %" PRIu32 " in the log, %" PRIu32
                        " expected", path, got->dist, want->dist);
+    if (rng_version(got) != rng_version(want))
+        return dz_fail(err, DZ_ERR_INVALID, "%s: the log was written with --rng v%" PRIu32 ", this run uses --rng v%" PRIu32
+                       ": a seed log is never replayed or resumed with another ZO_RNG version", path,
+                       rng_version(got), rng_version(want));
     if (memcmp(&got->eps, &want->eps, sizeof got->eps) != 0)
         return dz_fail(err, DZ_ERR_INVALID, "%s: eps %.9g in the log, %.9g expected", path, (double)got->eps,
                        (double)want->eps);

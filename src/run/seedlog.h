@@ -7,7 +7,8 @@
  *
  * File (little-endian):
  *   header, 104 bytes: "DZSEEDLG", u32 version (1), u32 q, u64 run seed, u32 perturbation
- *     distribution, f32 eps, u32 start step (the first record's step; the base model is
+ *     distribution (low 16 bits) and ZO_RNG version - 1 (high 16 bits: 0 in logs of v1 and
+ *     of builds before v2, which hence read as v1), f32 eps, u32 start step (the first record's step; the base model is
  *     the state before it), u8[64] base model fingerprint, u32 CRC32 of the 100 bytes before;
  *   records, 12 + 4q bytes each (16 for q = 1): u32 step, f32 lr, f32 g[q], u32 CRC32 of
  *     the record's bytes before it. Record i holds step start_step + i.
@@ -41,6 +42,7 @@ typedef struct dz_seedlog_header {
     uint64_t run_seed;
     uint32_t q;          /* samples per step, 1..DZ_SEEDLOG_MAX_Q */
     uint32_t dist;       /* dz_seedlog_dist */
+    uint32_t rng;        /* ZO_RNG version (docs/ZO_RNG.md): 1 or 2; 0 is taken as 1 */
     float eps;
     uint32_t start_step; /* step of the first record */
     uint8_t fingerprint[64]; /* of the base model; opaque bytes (zero-padded text is fine) */

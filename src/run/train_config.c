@@ -30,7 +30,7 @@ void dz_train_config_default(dz_train_config *c) {
 dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
     return (dz_zo_params){.seed = o->seed, .eps = o->eps, .q = o->q, .rademacher = o->rademacher, .wd = o->wd,
                           .fuse = o->fuse, .estimator = o->estimator, .sparse_density = o->sparse_density,
-                          .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu};
+                          .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu, .rng_v2 = o->rng_v2};
 }
 
 dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {

@@ -30,6 +30,7 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     /* the seed log: new, or the source of truth past the checkpoint */
     dz_seedlog_header h = {.run_seed = c->optim.seed, .q = (uint32_t)c->optim.q,
                            .dist = c->optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
+                           .rng = c->optim.rng_v2 ? 2 : 1,
                            .eps = c->optim.eps, .start_step = 0};
     dz_train_log_fingerprint(c, dz_model_config(tr->comp.m), h.fingerprint);
     snprintf(path, sizeof path, "%s/seeds.log", tr->folder.dir);

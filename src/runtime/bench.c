@@ -59,6 +59,7 @@ typedef struct pass_job {
     float *theta, *wp, *wm, *z, *dst; /* z: PASS_SPAN floats per thread */
     size_t n, block_spans;            /* the working copy holds block_spans spans */
     const dz_zo_update *upd;
+    dz_zdist dist;                    /* v1 or v2 Gaussian */
     uint32_t *sums;                   /* PASS_READ: one per task, so the reads cannot be dropped */
 } pass_job;
 
@@ -70,17 +71,17 @@ static void pass_task(void *ctx, int k, int thread) {
     switch (j->kind) {
     case PASS_ZGEN:
         for (uint32_t d = 0; d < 2; d++)
-            j->be->ops->z_fill(j->be, j->z + (size_t)thread * PASS_SPAN, 1, 0, d, i0, len, DZ_Z_GAUSSIAN);
+            j->be->ops->z_fill(j->be, j->z + (size_t)thread * PASS_SPAN, 1, 0, d, i0, len, j->dist);
         break;
     case PASS_PERTURB:
-        j->be->ops->perturb_pair(j->be, th, j->wp + w, j->wm + w, len, 1e-3f, 1, 0, 1, i0, DZ_Z_GAUSSIAN);
+        j->be->ops->perturb_pair(j->be, th, j->wp + w, j->wm + w, len, 1e-3f, 1, 0, 1, i0, j->dist);
         break;
     case PASS_UPDATE:
-        j->be->ops->update_f32(j->be, th, len, j->upd->g, 1, 0.0f, 0.0f, 1, 0, 0, i0, DZ_Z_GAUSSIAN);
+        j->be->ops->update_f32(j->be, th, len, j->upd->g, 1, 0.0f, 0.0f, 1, 0, 0, i0, j->dist);
         break;
     case PASS_FUSED:
         j->be->ops->update_then_perturb_f32(j->be, th, j->wp + w, j->wm + w, len, j->upd, 1e-3f, 1, 0, 1, i0,
-                                            DZ_Z_GAUSSIAN);
+                                            j->dist);
         break;
     case PASS_READ: {
         const uint32_t *u = (const uint32_t *)th;
@@ -113,7 +114,7 @@ dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, dz_bench_zo
     const size_t block_spans = block / PASS_SPAN + 1, nt = n > COPY_FLOATS ? n : COPY_FLOATS;
     const float g = 1.0f;
     const dz_zo_update upd = {.g = &g, .q = 1, .lr = 0.0f, .wd = 0.0f, .step = 0};
-    pass_job j = {.be = dz_backend_cpu(), .block_spans = block_spans, .upd = &upd};
+    pass_job j = {.be = dz_backend_cpu(), .block_spans = block_spans, .upd = &upd, .dist = DZ_Z_GAUSSIAN};
     j.theta = dz_alloc(nt * sizeof(float));
     j.wp = dz_alloc(block_spans * PASS_SPAN * sizeof(float));
     j.wm = dz_alloc(block_spans * PASS_SPAN * sizeof(float));
@@ -130,6 +131,10 @@ dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, dz_bench_zo
         out->perturb_s = pass_seconds(&j, PASS_PERTURB, n, rounds);
         out->update_s = pass_seconds(&j, PASS_UPDATE, n, rounds);
         out->fused_s = pass_seconds(&j, PASS_FUSED, n, rounds);
+        j.dist = DZ_Z_GAUSSIAN_V2;
+        out->zgen_v2_s = pass_seconds(&j, PASS_ZGEN, n, rounds);
+        out->fused_v2_s = pass_seconds(&j, PASS_FUSED, n, rounds);
+        j.dist = DZ_Z_GAUSSIAN;
         out->perturb_bytes = 12.0 * (double)n, out->update_bytes = 8.0 * (double)n, out->fused_bytes = 16.0 * (double)n;
         out->read_gbs = 4.0 * (double)nt / pass_seconds(&j, PASS_READ, nt, rounds) * 1e-9;
         out->copy_gbs = 8.0 * COPY_FLOATS / pass_seconds(&j, PASS_COPY, COPY_FLOATS, rounds) * 1e-9;

@@ -39,7 +39,7 @@ static inline dz_pipeline_perturbation dz_zo_perturbation_of(const dz_zo_params 
                                                 [DZ_ZO_LOZO] = DZ_PZ_LOWRANK};
     const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_LOZO;
     return (dz_pipeline_perturbation){.seed = p->seed, .eps = p->eps,
-                                      .dist = p->rademacher ? DZ_Z_RADEMACHER : DZ_Z_GAUSSIAN,
+                                      .dist = dz_zdist_of(p->rademacher, p->rng_v2),
                                       .shape = known ? shapes[p->estimator] : DZ_PZ_DENSE,
                                       .density = p->sparse_density, .rank = p->lozo_rank, .nu = p->lozo_nu,
                                       .q = p->q};
