@@ -11,6 +11,7 @@
  * are the backend's upload and download, issued in order with its ops (correct on any
  * device backend; the overlap of upload, compute and write-back on three streams is not
  * built yet: docs/CUDA.md). */
+#include "distzo/log.h"
 #include "pipeline/internal.h"
 
 static double mb(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
@@ -46,6 +47,9 @@ dz_status dz_dev_choose(dz_pipeline *p, const dz_forward *f, size_t max_device_b
                        mb(max_device_bytes), mb(dz_pipeline_device_streamed(&b)), p->be->name, mb(b.globals),
                        mb(b.layer), mb(b.work), mb(b.forward));
     p->res.stream = 1;
+    dz_log(DZ_LOG_INFO, "--max-device-memory %.2f MB: every master resident needs %.2f MB on --backend %s; the "
+           "layer masters stay in host memory and stream through it (%.2f MB)", mb(max_device_bytes),
+           mb(dz_pipeline_device_resident(&b)), p->be->name, mb(dz_pipeline_device_streamed(&b)));
     return DZ_OK;
 }
 
