@@ -446,6 +446,7 @@ static void counting_wrap(const dz_backend *inner, dz_backend *out) {
 typedef struct engine_run {
     dz_backend *be; /* the forward's (NULL: the CPU) */
     dz_backend counted; /* streamed: be, its allocations counted (the forward's and the engine's) */
+    size_t cap;         /* streamed: the device memory cap */
     dz_model *m;
     dz_forward *f;
     dz_store *s;
@@ -481,6 +482,7 @@ static void expect_streamed_allocations(const char *dir, dz_dtype dt, const esti
     if (engine_try_open(dir, dt, est, &twin, b, &r, &err) != DZ_OK) fail_msg("%s: %s", p->name, err.msg);
     const size_t resident = g_allocated;
     engine_close(&r);
+    g_allocated = streamed; /* the streamed run's count goes on (its evaluation's block scratch) */
     if (streamed + (need->masters - need->globals - need->layer) != resident)
         fail_msg("%s: %zu bytes allocated streamed, %zu resident: the layers are not streamed", p->name, streamed,
                  resident);
@@ -517,6 +519,7 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
         if (st != DZ_OK) return st;
     }
     if (st == DZ_OK && p->stream) expect_streamed_allocations(dir, dt, est, p, b, &need, zp.max_device_bytes);
+    r->cap = zp.max_device_bytes;
     if (st == DZ_OK && p->disk) st = dz_zo_engine_use_store(r->e, r->s, &err);
     if (st != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
     if (p->disk) { /* what the pipeline holds where: the layers never in the model, the globals as asked */
@@ -602,6 +605,9 @@ static void run_pipeline(const char *dir, dz_dtype dt, const estimator_case *est
     dz_error err = {0};
     if (dz_zo_source_status(r.e, &err) != DZ_OK) fail_msg("%s: evaluation through the masters' source: %s", p->name,
                                                           err.msg);
+    if (p->stream && g_allocated > r.cap) /* the steps and the evaluation included */
+        fail_msg("%s: %zu bytes allocated on the device over the run, above the cap of %zu", p->name, g_allocated,
+                 r.cap);
     engine_close(&r);
 }
 
