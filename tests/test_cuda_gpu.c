@@ -5,7 +5,8 @@
  * forward_kernels.cu; attention: the flash-style kernel of attention_kernel.cu) matches the
  * reference backend. The checks are those the CPU suite runs through the host seam
  * (tests/cuda_seam_ops.h, tests/cuda_fw_check.h, tests/cuda_attention_cases.h). And NCCL
- * behind the seam: DistZO2's sliced upload on a group of one GPU. Where no
+ * behind the seam: DistZO2's sliced upload on a group of one GPU, and a node's group joined
+ * through its id with the node-shared block pinned (cudaHostRegister). Where no
  * GPU is found the test exits 77, which CTest reports as skipped (never as passed). */
 #include <math.h>
 #include <setjmp.h>
@@ -22,6 +23,7 @@
 #include "cuda_seam_ops.h"
 #include "cuda_attention_cases.h"
 #include "backend/cuda/cuda_backend.h"
+#include "parallel/gpu_group.h"
 
 static dz_cuda_seam *gpu;
 
@@ -100,6 +102,35 @@ static void sliced_upload_through_nccl(void **st) {
     free(back);
 }
 
+/* A node's group and its pinned block as a run makes them (parallel/gpu_group.h), in one
+ * process: a group of one joined through the node's id (ncclGetUniqueId, ncclCommInitRank),
+ * the node-shared block pinned with cudaHostRegister, its slice uploaded and all-gathered
+ * in place, and read back bitwise. */
+static void node_group_and_pinned_block(void **st) {
+    (void)st;
+    dz_comm *comm = NULL;
+    dz_error err;
+    assert_int_equal(dz_comm_init(NULL, NULL, 0, 0, &comm, &err), DZ_OK);
+    dz_gpu_group g;
+    if (dz_gpu_group_join(comm, gpu, &g, &err) != DZ_OK) fail_msg("%s", err.msg);
+    assert_int_equal(g.nranks, 1);
+    enum { B = 4099 };
+    unsigned char *block = NULL, *dev = NULL, back[B];
+    assert_int_equal(dz_comm_node_alloc(comm, B, (void **)&block, &err), DZ_OK);
+    for (size_t i = 0; i < B; i++) block[i] = (unsigned char)(i * 29u + 3);
+    if (dz_node_block_pin(gpu, block, B, &err) != DZ_OK) fail_msg("%s", err.msg);
+    SEAM_OK(gpu, gpu->dev_alloc(gpu, (void **)&dev, B));
+    SEAM_OK(gpu, gpu->memcpy_async(gpu, dev, block, B, DZ_COPY_H2D, NULL));
+    SEAM_OK(gpu, gpu->all_gather(gpu, g.comm, dev, dev, B, NULL));
+    SEAM_OK(gpu, gpu->memcpy_async(gpu, back, dev, B, DZ_COPY_D2H, NULL));
+    SEAM_OK(gpu, gpu->stream_synchronize(gpu, NULL));
+    assert_memory_equal(back, block, B);
+    SEAM_OK(gpu, gpu->dev_free(gpu, dev));
+    if (dz_node_block_unpin(gpu, block, &err) != DZ_OK) fail_msg("%s", err.msg);
+    if (dz_gpu_group_leave(gpu, &g, &err) != DZ_OK) fail_msg("%s", err.msg);
+    dz_comm_finalize(comm);
+}
+
 int main(void) {
     int status = DZ_CUDA_OK;
     gpu = dz_cuda_seam_runtime_create(0, &status);
@@ -114,6 +145,7 @@ int main(void) {
         cmocka_unit_test(forward_ops_match_the_reference),
         cmocka_unit_test(attention_kernel_matches_the_reference),
         cmocka_unit_test(sliced_upload_through_nccl),
+        cmocka_unit_test(node_group_and_pinned_block),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     gpu->destroy(gpu);

@@ -52,7 +52,11 @@ typedef enum dz_layer_role {
     DZ_L_W_UP, DZ_L_B_UP,   /* OPT fc1; LLaMA up_proj */
     DZ_L_W_GATE,            /* LLaMA gate_proj */
     DZ_L_W_DOWN, DZ_L_B_DOWN, /* OPT fc2; LLaMA down_proj */
-    DZ_L_COUNT
+    /* LoRA adapter tensors (an adapter's table only, src/model/adapter.c): A [r, in] and
+     * B [out, r] of each target, in dz_lora_target order */
+    DZ_L_LORA_FIRST,
+    DZ_L_LORA_END = DZ_L_LORA_FIRST + 14,
+    DZ_L_COUNT = DZ_L_LORA_END
 } dz_layer_role;
 
 /* Tensor roles inside the global block. */
@@ -172,8 +176,51 @@ const char *dz_preset_names(void);
  * norm weights 1, biases 0. The same seed gives the same weights whatever the threads. */
 dz_status dz_model_init_random(const dz_config *cfg, dz_dtype dtype, uint64_t seed, float std, dz_model **out,
                                dz_error *err);
-/* Writes config.json + model.safetensors into dir (created if needed), each atomically. */
+/* Writes config.json + model.safetensors into dir (created if needed), each atomically;
+ * an adapter (dz_lora_create/load): adapter_config.json + adapter_model.safetensors. */
 dz_status dz_model_save_hf(const dz_model *m, const char *dir, dz_error *err);
+
+/* ---- LoRA adapters (src/model/adapter.c, docs/ADAPTERS.md) ----------------------- */
+
+/* The linear layers an adapter may target, in PEFT's module names (OPT: out_proj, fc1, fc2). */
+typedef enum dz_lora_target {
+    DZ_LORA_Q, DZ_LORA_K, DZ_LORA_V, DZ_LORA_O, DZ_LORA_UP, DZ_LORA_GATE, DZ_LORA_DOWN, DZ_LORA_N_TARGETS
+} dz_lora_target;
+
+typedef struct dz_lora_spec {
+    int rank;          /* r */
+    float alpha;       /* the update is (alpha / r) B A */
+    unsigned targets;  /* bit t: target t (dz_lora_target) */
+} dz_lora_spec;
+
+/* The base role of target t (DZ_L_WQ, ...), and its adapter roles (B is A + 1). */
+int dz_lora_base_role(int target);
+static inline int dz_lora_a_role(int target) { return DZ_L_LORA_FIRST + 2 * target; }
+/* "q,v", "q_proj,v_proj", ... (q k v o up gate down, or the HF module names of either
+ * family) into a target mask; DZ_ERR_INVALID naming the unknown name. */
+dz_status dz_lora_parse_targets(const char *list, unsigned *out, dz_error *err);
+/* The mask as the short names ("q,v"), or as cfg's module names ("q_proj,v_proj"). */
+void dz_lora_targets_string(unsigned targets, char *out, size_t cap);
+void dz_lora_module_names(const dz_config *cfg, unsigned targets, char *out, size_t cap);
+/* Target t's LLaMA-family module name ("q_proj", ...). */
+const char *dz_lora_target_name(int target);
+/* The adapter's table for a base of cfg: per layer, A then B of each target, named with
+ * PEFT's keys (base_model.model.<base name>.lora_A.weight). */
+dz_status dz_lora_table_build(const dz_config *cfg, const dz_lora_spec *spec, dz_param_table *out, dz_error *err);
+/* An adapter as a model (f32, owned, the base's config): A ~ U(-1/sqrt(in), 1/sqrt(in))
+ * (PEFT's Kaiming-uniform, a = sqrt(5)), element e of tensor i from a counter-based
+ * draw of (seed, i, e), so the same seed rebuilds it; B = 0. base_path: the base model, for
+ * adapter_config.json. */
+dz_status dz_lora_create(const dz_config *cfg, const dz_lora_spec *spec, uint64_t seed, const char *base_path,
+                         dz_model **out, dz_error *err);
+/* A PEFT LoRA folder (adapter_config.json + adapter_model.safetensors) for a base of cfg. */
+dz_status dz_lora_load(const char *dir, const dz_config *cfg, dz_model **out, dz_error *err);
+/* 1 when dir holds adapter_config.json. */
+int dz_lora_is_folder(const char *dir);
+/* An adapter model's spec (NULL for a model that is not an adapter). */
+const dz_lora_spec *dz_model_lora(const dz_model *m);
+/* W += (alpha / r) B A for every target, into base (f32, owned). */
+dz_status dz_lora_merge(dz_model *base, const dz_model *adapter, dz_error *err);
 
 /* ---- Weights as the forward pass sees them ---------------------------------------- */
 
@@ -271,6 +318,16 @@ dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w,
                                 const int *lengths, int B, int n_new, const int *start, int parent_stream,
                                 const int *parent, dz_error *err);
 void dz_forward_layer(dz_forward *f, int s, int layer, const float *const *t);
+/* Layer l's tensors as fp32 through w (stream s) into t[DZ_L_COUNT] (the block scratch):
+ * the base's, and with an adapter attached its tensors from the adapter's source. */
+dz_status dz_forward_layer_weights(dz_forward *f, const dz_weight_source *w, int s, int layer, const float **t,
+                                   dz_error *err);
+/* Attaches a LoRA adapter (an adapter model, dz_lora_create/load) whose tensors are read
+ * through src (a copy is kept; NULL: the adapter's own): every targeted projection then
+ * adds (alpha / r) (x A^T) B^T. Its tensors come in t[] of dz_forward_layer at the
+ * adapter roles. On any backend (without host buffers the (alpha/r) scale is applied on a
+ * host copy). */
+dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const dz_weight_source *src, dz_error *err);
 
 /* Logits of the given rows (indices into the B*n_new positions of the last run):
  * logits[nrows, vocab]. */

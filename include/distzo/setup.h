@@ -21,6 +21,14 @@ typedef struct dz_weights_spec {
      * nor on the weights' own files (compared by device and inode, not by name). */
     const char *const *inputs;
     int n_inputs;
+    /* Adapter training (--peft lora): non-NULL, the masters are a LoRA adapter over the base
+     * model `base` (NULL: path), loaded read-only as master_dtype; the adapter is path's
+     * when path is a PEFT folder (a checkpoint), else lora_init's, else made new from lora_seed. */
+    const dz_lora_spec *lora;
+    const char *base;
+    uint64_t lora_seed;
+    const char *lora_init;  /* a PEFT folder the adapter starts from when path is not one (NULL: new) */
+    unsigned base_flags;    /* dz_model_load_flags of the base (DZ_LOAD_KEEP_QUANTIZED) */
 } dz_weights_spec;
 
 typedef struct dz_engine_spec {
@@ -40,7 +48,8 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
  * resident, with a process group this rank's share of the work. */
 dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err);
 
-dz_model *dz_setup_model(const dz_zo_setup *s);
+dz_model *dz_setup_model(const dz_zo_setup *s);         /* the masters: the model, or the adapter */
+dz_model *dz_setup_base_model(const dz_zo_setup *s);    /* the model the forward runs (the base under an adapter) */
 dz_forward *dz_setup_forward(const dz_zo_setup *s);    /* NULL before dz_setup_engine */
 dz_zo_engine *dz_setup_zo_engine(const dz_zo_setup *s); /* NULL before dz_setup_engine */
 dz_store *dz_setup_store(const dz_zo_setup *s);         /* NULL: the masters are in memory */

@@ -85,6 +85,18 @@ typedef struct dz_train_layout {
                                  stream from host memory, the same bits (so a run resumes under any cap) */
 } dz_train_layout;
 
+/* Parameter-efficient fine-tuning (docs/ADAPTERS.md): which parameters the run trains. */
+typedef struct dz_train_peft {
+    const char *method;       /* NULL or "none": every parameter; "lora": a LoRA adapter over the read-only base */
+    int lora_rank;            /* r (default 8) */
+    float lora_alpha;         /* the update is (alpha / r) B A (default 16) */
+    const char *lora_targets; /* module names, "q,v" by default (q k v o up gate down, or HF's q_proj ...) */
+    float lora_dropout;       /* only 0: a ZO step has no dropout */
+    const char *lora_init;    /* a PEFT LoRA folder the adapter starts from (NULL: PEFT's init from the seed) */
+    int keep_quantized;       /* the base's GGUF blocks stay quantized (DZ_LOAD_KEEP_QUANTIZED): the same bits, in
+                               * about the file's memory; not in run.json (a resume may change it) */
+} dz_train_peft;
+
 typedef struct dz_train_config {
     const char *model;        /* HF folder or llama2.c .bin */
     const char *tokenizer;    /* NULL: the model's own */
@@ -94,6 +106,7 @@ typedef struct dz_train_config {
     dz_train_store store;
     dz_train_schedule schedule;
     dz_train_layout layout;
+    dz_train_peft peft;
 } dz_train_config;
 
 /* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */
@@ -190,6 +203,7 @@ typedef struct dz_export_spec {
     dz_export_format format;
     const char *gguf_type;    /* GGUF matrices: "f32", "f16" (NULL), "bf16" or "q8_0"; norms stay f32 */
     int allow_short_log;      /* export a seed log that ends before the run's LATEST or metrics (else refused) */
+    int merge;                /* a LoRA run: the base with the adapter merged in (else the PEFT adapter folder) */
 } dz_export_spec;
 
 /* dz_export generalized: a run's trained weights or a model (any format dz_model_load reads)

@@ -114,6 +114,11 @@ typedef struct dz_zo_engine dz_zo_engine;
 /* m must own its weights (dz_model_make_owned) in F32 or BF16: they are the master
  * weights, updated in place. f must have 2 streams (4 for tree batches). */
 dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p, dz_zo_engine **out, dz_error *err);
+/* Adapter training: m (the engine's model) is a LoRA adapter (dz_lora_create/load) and f
+ * runs the base model, read through base (never perturbed, never written). Only the
+ * adapter's tensors get z and updates; dz_zo_master_source then gives the base, and f
+ * reads the adapter's masters beside it. */
+dz_status dz_zo_engine_set_adapter(dz_zo_engine *e, const dz_weight_source *base, dz_error *err);
 void dz_zo_engine_free(dz_zo_engine *e);
 
 /* One SPSA step numbered `step` (draws step*q .. step*q+q-1) on batch b. On success with
@@ -164,7 +169,8 @@ dz_status dz_zo_flush(dz_zo_engine *e, dz_error *err);
  * Resident masters are updated on the device; the model's tensors catch up at the next
  * dz_zo_flush. */
 dz_status dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err);
-/* The model's weights as the forward sees them (flush first). */
+/* The model's weights as the forward sees them (flush first); with an adapter, the base
+ * (the forward reads the adapter's masters itself). */
 dz_weight_source dz_zo_master_source(const dz_zo_engine *e);
 /* rows() of a weight source has no error path: a store read that fails inside the
  * engine's sources hands the forward zeros and is recorded. This returns the first such

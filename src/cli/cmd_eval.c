@@ -16,7 +16,16 @@ typedef struct eval_opts {
     const dz_task_preset *preset;
     const char *backend; /* --backend */
     dz_backend *be;      /* its instance, which every forward runs on */
+    const char *adapter; /* --adapter: a PEFT LoRA folder */
+    dz_model *lora;      /* its adapter, attached to every forward */
 } eval_opts;
+
+/* A forward on the run's backend, with the adapter attached when there is one. */
+static dz_status make_forward(const eval_opts *o, const dz_model *m, int B, int S, int streams, dz_forward **f,
+                              dz_error *err) {
+    dz_status st = dz_forward_create_backend(m, o->be, B, S, 0, streams, f, err);
+    return st == DZ_OK && o->lora ? dz_forward_set_adapter(*f, o->lora, NULL, err) : st;
+}
 
 static int load_dataset(const eval_opts *o, dz_dataset *ds) {
     dz_error err = {0};
@@ -114,8 +123,7 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     int rc = 0;
     if (!preds || !scores) rc = dz_cli_failf("out of memory");
     /* two streams: each example's prompt runs once, its candidates continue it */
-    if (!rc && dz_forward_create_backend(m, o->be, per * cs.n_labels, cs.max_len, 0, o->share_prompts ? 2 : 1, &f,
-                                         &err) != DZ_OK)
+    if (!rc && make_forward(o, m, per * cs.n_labels, cs.max_len, o->share_prompts ? 2 : 1, &f, &err) != DZ_OK)
         rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     dz_progress prog;
@@ -183,7 +191,7 @@ static int eval_lm(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     if (pf) fprintf(pf, "example\tposition\ttoken\tlogprob\n");
     const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
     dz_forward *f = NULL;
-    if (dz_forward_create_backend(m, o->be, 1, seq, 0, 1, &f, &err) != DZ_OK) {
+    if (make_forward(o, m, 1, seq, 1, &f, &err) != DZ_OK) {
         if (pf) pred_close(&pred, 0);
         return dz_cli_fail(&err);
     }
@@ -278,7 +286,7 @@ static int eval_qa(const eval_opts *o, dz_model *m, dz_tokenizer *tok, const dz_
     char **answers = o->predictions ? calloc((size_t)qs.n_examples + 1, sizeof *answers) : NULL;
     dz_forward *f = NULL;
     int rc = f1 && em && (answers || !o->predictions) ? 0 : dz_cli_failf("out of memory");
-    if (!rc && dz_forward_create_backend(m, o->be, 1, max_seq, 0, 1, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
+    if (!rc && make_forward(o, m, 1, max_seq, 1, &f, &err) != DZ_OK) rc = dz_cli_fail(&err);
     dz_weight_source w = dz_model_weights(m);
     dz_progress prog;
     dz_progress_begin(&prog, "evaluation", "examples", qs.n_examples);
@@ -407,12 +415,14 @@ static int evaluate(eval_opts *o, const char *model_arg) {
     dz_dataset ds = {0};
     dz_error err = {0};
     rc = dz_backend_create(o->backend, &o->be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
+    if (!rc && o->adapter) rc = dz_lora_load(o->adapter, dz_model_config(m), &o->lora, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
     if (!rc) rc = load_dataset(o, &ds);
     if (!rc && o->preset && o->preset->generation) rc = eval_qa(o, m, tok, &ds);
     else if (!rc) rc = strcmp(o->task, "lm") ? eval_classify(o, m, tok, &ds) : eval_lm(o, m, tok, &ds);
     dz_dataset_free(&ds);
     dz_backend_free(o->be);
     dz_tokenizer_free(tok);
+    dz_model_free(o->lora);
     dz_model_free(m);
     return rc;
 }
@@ -448,6 +458,8 @@ int dz_cmd_eval(int argc, char **argv) {
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),
         dz_cli_gpu_math_option(&gpu_math),
+        {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT LoRA adapter folder (distzo export of a --peft lora run, or PEFT's "
+         "own) run beside MODEL, its base"},
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},
@@ -467,7 +479,11 @@ int dz_cmd_eval(int argc, char **argv) {
     if (rc) return rc;
     dz_train_config run;
     char *run_strings = NULL; /* the run's settings that o then points into */
-    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) fill_from_run(&o, &run);
+    if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) {
+        fill_from_run(&o, &run);
+        if (dz_lora_is_folder(model_arg) && !o.adapter) /* a LoRA run's checkpoint: its adapter on the run's base */
+            o.adapter = model_arg, model_arg = run.model;
+    }
     rc = resolve_task(&o, preset_buf, sizeof preset_buf);
     if (!rc) rc = refuse_unused(&o, &as_given, argc, argv);
     if (!rc) rc = evaluate(&o, model_arg);

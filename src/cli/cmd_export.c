@@ -19,7 +19,7 @@ static const dz_cmd_spec export_cmd = {
 
 int dz_cmd_export(int argc, char **argv) {
     const char *base = NULL, *model = NULL, *run = NULL, *out = NULL, *store = NULL, *format = NULL, *type = NULL;
-    int threads = 0, allow_short = 0;
+    int threads = 0, allow_short = 0, merge = 0;
     const dz_opt opts[] = {
         {"run", DZ_OPT_STR, &run, "run folder (with run.json and seeds.log): its trained weights"},
         {"base", DZ_OPT_STR, &base, "base model of --run (default: the run's own)"},
@@ -35,6 +35,8 @@ int dz_cmd_export(int argc, char **argv) {
          "disk:PATH or disk-nocache:PATH: stream the layers through a store file (models larger than memory)"},
         {"allow-short-log", DZ_OPT_FLAG, &allow_short,
          "export a seed log that ends before the step the run's checkpoints or metrics reached (warns)"},
+        {"merge", DZ_OPT_FLAG, &merge, "a --peft lora run: the base with the adapter merged in (default: the PEFT "
+         "adapter folder, adapter_config.json + adapter_model.safetensors)"},
         dz_cli_threads_option(&threads, NULL),
         {0},
     };
@@ -43,6 +45,7 @@ int dz_cmd_export(int argc, char **argv) {
     if ((!run && !model) || !out) return dz_cli_failf("export needs --run RUN_DIR (or --model M) and -o OUT");
     if (run && model) return dz_cli_failf("export: --model is for converting without a run; with --run use --base");
     if (!run && base) return dz_cli_failf("export: --base needs --run");
+    if (!run && merge) return dz_cli_failf("export: --merge needs --run (a LoRA run)");
     dz_export_format fmt = ends_with(out, ".gguf") ? DZ_EXPORT_GGUF : DZ_EXPORT_HF;
     if (format && !strcmp(format, "gguf")) fmt = DZ_EXPORT_GGUF;
     else if (format && !strcmp(format, "hf")) fmt = DZ_EXPORT_HF;
@@ -52,7 +55,7 @@ int dz_cmd_export(int argc, char **argv) {
     dz_error err = {0};
     const dz_export_spec es = {
         .run_dir = run, .model = run ? base : model, .out = out, .store = store, .format = fmt, .gguf_type = type,
-        .allow_short_log = allow_short};
+        .allow_short_log = allow_short, .merge = merge};
     if (dz_export_model(&es, &err) != DZ_OK) return dz_cli_fail(&err);
     printf("wrote %s\n", out);
     return 0;

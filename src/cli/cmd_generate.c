@@ -53,6 +53,7 @@ static int encode_prompt(const dz_tokenizer *tok, const char *source, const char
 /* The command's options. */
 typedef struct gen_opts {
     const char *prompt, *dtype, *tokenizer, *system, *backend;
+    const char *adapter; /* --adapter: a PEFT LoRA folder */
     int n, threads, json, chat, keep_quantized;
     uint64_t seed;
     float temperature, top_p;
@@ -141,10 +142,15 @@ static int generate(const gen_opts *o, const char *model, dz_model *m, const dz_
     const int n_prompt = ids ? encode_prompt(tok, tok_source, o->prompt, o->chat, o->system, ids, cap, &err) : -1;
     dz_forward *f = NULL;
     dz_backend *be = NULL;
+    dz_model *lora = NULL;
     int rc = n_prompt < 0 || dz_backend_create(o->backend, &be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
     if (!rc) rc = open_forward(m, be, n_prompt, n, cap, &f, &err);
+    if (!rc && o->adapter && (dz_lora_load(o->adapter, dz_model_config(m), &lora, &err) != DZ_OK ||
+                              dz_forward_set_adapter(f, lora, NULL, &err) != DZ_OK))
+        rc = dz_cli_fail(&err);
     if (!rc) rc = sample(o, m, tok, f, ids, n_prompt, n);
     dz_forward_free(f);
+    dz_model_free(lora);
     dz_backend_free(be);
     free(ids);
     return rc;
@@ -173,6 +179,7 @@ int dz_cmd_generate(int argc, char **argv) {
         dz_cli_backend_option(&o.backend),
         dz_cli_gpu_math_option(&gpu_math),
         {"json", DZ_OPT_FLAG, &o.json, "print JSON instead of streaming text"},
+        {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT LoRA adapter folder run beside MODEL, its base"},
         {0},
     };
     /* accept the short -n N form too */

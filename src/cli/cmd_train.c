@@ -120,11 +120,11 @@ static void options_from_settings(train_opts *t, const dz_train_config *c) {
  * strings those point into. */
 static int load_config(const dz_cmd_spec *cmd, const dz_opt *opts, train_opts *t, dz_train_config *c, char **strings,
                        cJSON **doc) {
-    const char *own[64];
-    const dz_opt *own_opt[64];
-    char names[64][32]; /* the long names ("quiet" of "quiet|q") */
+    const char *own[80];
+    const dz_opt *own_opt[80];
+    char names[80][32]; /* the long names ("quiet" of "quiet|q") */
     int n_own = 0;
-    for (const dz_opt *o = opts; o->name && n_own < 63; o++) {
+    for (const dz_opt *o = opts; o->name && n_own < 79; o++) {
         snprintf(names[n_own], sizeof names[0], "%.*s", (int)strcspn(o->name, "|"), o->name);
         if (!dz_train_config_has_key(names[n_own]) && strcmp(names[n_own], "config") && strcmp(names[n_own], "resume"))
             own_opt[n_own] = o, own[n_own] = names[n_own], n_own++;
@@ -189,7 +189,7 @@ static int resume_from(train_opts *t) {
 
 /* train's own options (those serve does not share) into out, then the shared ones; out
  * holds TRAIN_OPTS_CAP entries, the last left {0}. */
-enum { TRAIN_OPTS_CAP = 64 };
+enum { TRAIN_OPTS_CAP = 72 };
 static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     const dz_opt own[] = {
         {"config", DZ_OPT_STR, &t->config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
@@ -206,6 +206,15 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
+        {"peft", DZ_OPT_STR, &c->peft.method, "none (default: every parameter) or lora: train a LoRA adapter over the "
+         "read-only base (docs/ADAPTERS.md)"},
+        {"lora-rank", DZ_OPT_INT, &c->peft.lora_rank, "lora: r (default 8)"},
+        {"lora-alpha", DZ_OPT_FLOAT, &c->peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},
+        {"lora-targets", DZ_OPT_STR, &c->peft.lora_targets, "lora: modules, q,v by default (q k v o up gate down, or "
+         "q_proj k_proj v_proj o_proj up_proj gate_proj down_proj)"},
+        {"lora-dropout", DZ_OPT_FLOAT, &c->peft.lora_dropout, "lora: only 0 (a ZO step has no dropout)"},
+        {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora: start from this PEFT LoRA folder (its r, alpha and targets "
+         "must be the run's) instead of PEFT's init; run.json keeps the path, as it keeps --model's"},
         {"dev-examples", DZ_OPT_INT, &c->data.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c->schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
                                                             "one more before training (step 0) and after the last step"},
@@ -227,8 +236,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"keep-quantized", DZ_OPT_FLAG, &t->keep_quantized,
-         "refused: training every parameter updates the base, so a GGUF is dequantized at load (eval and generate "
-         "take it)"},
+         "with --peft lora: a GGUF base's blocks stay quantized, read-only (the same bits as dequantized at load); "
+         "refused without an adapter: training every parameter updates the base"},
         {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
         {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
          "STEP of its seed log with its settings, where --lr, --schedule, --warmup, --steps, --max-bad-steps and "
@@ -252,6 +261,16 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     _Static_assert(sizeof own / sizeof own[0] + DZ_CLI_TRAIN_OPTS < TRAIN_OPTS_CAP, "raise TRAIN_OPTS_CAP");
     memcpy(out, own, sizeof own);
     dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
+}
+
+/* A --lora-* option on the command line of a run that trains no LoRA adapter says so. */
+static int refuse_lora_alone(const dz_train_config *c, int argc, char **argv) {
+    if (c->peft.method && strcmp(c->peft.method, "none")) return 0; /* lora, or refused by the settings check */
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--lora-", 7))
+            return dz_cli_failf("option %.*s: the run trains every parameter (give --peft lora for an adapter)",
+                                (int)strcspn(argv[i], "="), argv[i]);
+    return 0;
 }
 
 static const dz_cmd_spec train_cmd = {
@@ -296,7 +315,8 @@ int dz_cmd_train(int argc, char **argv) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
-    if (!rc && t.keep_quantized)
+    c.peft.keep_quantized = t.keep_quantized && c.peft.method && !strcmp(c.peft.method, "lora"); /* the base read-only */
+    if (!rc && t.keep_quantized && !c.peft.keep_quantized)
         rc = dz_cli_failf("option --keep-quantized: full-parameter training updates every weight of the base, which "
                           "a quantized base held as loaded cannot take; train dequantizes a GGUF at load (eval and "
                           "generate read a base kept quantized)");
@@ -309,6 +329,7 @@ int dz_cmd_train(int argc, char **argv) {
         c.out_dir = t.out;
         /* --resume-from: the old run's run.json is the config, its values the run's own */
         rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
+        if (!rc) rc = refuse_lora_alone(&c, argc, argv);
     }
     dz_cli_gpu_math_join(&c.layout.backend, t.gpu_math);
     if (!rc) rc = train_run(&c, &t);

@@ -89,6 +89,9 @@ static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_erro
 dz_status dz_fed_coord_start_run(coordinator *c, int *lock_fd, dz_error *err) {
     char path[4200];
     dz_status st = dz_train_config_check(&c->train, err);
+    if (st == DZ_OK && c->train.peft.method && strcmp(c->train.peft.method, "none"))
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft %s: federated runs train every parameter today (docs/ADAPTERS.md)",
+                     c->train.peft.method);
     if (st == DZ_OK) st = dz_fed_settings_check(&c->fed, (int)c->q, err);
     const int made = st == DZ_OK && !dz_is_dir(c->run_dir);
     snprintf(path, sizeof path, "%s/.lock", c->run_dir);

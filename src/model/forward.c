@@ -143,6 +143,11 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     be->ops->matmul(be, f->q, in, t[DZ_L_WQ], t[DZ_L_BQ], N, qd, d);
     be->ops->matmul(be, f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
     be->ops->matmul(be, f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
+    if (f->lora) {
+        dz_forward_lora_add(f, f->q, in, t, DZ_L_WQ, N, qd, d);
+        dz_forward_lora_add(f, f->kn, in, t, DZ_L_WK, N, kvd, d);
+        dz_forward_lora_add(f, f->vn, in, t, DZ_L_WV, N, kvd, d);
+    }
     if (c->arch == DZ_ARCH_LLAMA) {
         be->ops->rope(be, f->q, N, st->pos, c->n_heads, c->head_dim, f->rope_cs);
         be->ops->rope(be, f->kn, N, st->pos, c->n_kv_heads, c->head_dim, f->rope_cs);
@@ -165,6 +170,7 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     };
     be->ops->attention(be, f->att, f->q, &a);
     be->ops->matmul(be, f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
+    if (f->lora) dz_forward_lora_add(f, f->xb, f->att, t, DZ_L_WO, N, d, qd);
     be->ops->add(be, x, f->xb, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
 
@@ -177,13 +183,19 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     const size_t nh = (size_t)N * c->hidden_dim;
     if (c->arch == DZ_ARCH_OPT) {
         be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], N, c->hidden_dim, d);
+        if (f->lora) dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
         be->ops->relu(be, f->f1, nh);
     } else {
         be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, N, c->hidden_dim, d);
         be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, N, c->hidden_dim, d);
+        if (f->lora) {
+            dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_GATE, N, c->hidden_dim, d);
+            dz_forward_lora_add(f, f->f2, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
+        }
         be->ops->swiglu(be, f->f1, f->f2, nh);
     }
     be->ops->matmul(be, f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
+    if (f->lora) dz_forward_lora_add(f, f->att, f->f1, t, DZ_L_W_DOWN, N, d, c->hidden_dim);
     be->ops->add(be, x, f->att, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
     be->ops->synchronize(be); /* the caller may rewrite t's buffers once this returns */
@@ -386,12 +398,20 @@ dz_status dz_forward_logprobs_streams(dz_forward *f, const dz_weight_source *w, 
     return head(f, w, n_streams, f->head_sets, NULL, err);
 }
 
+dz_status dz_forward_layer_weights(dz_forward *f, const dz_weight_source *w, int s, int layer, const float **t,
+                                   dz_error *err) {
+    dz_status st = fetch_block(f, w, s, layer, DZ_L_COUNT, t, err);
+    if (st == DZ_OK) dz_forward_lora_fetch(f, s, layer, t);
+    return st;
+}
+
 dz_status dz_forward_layers(dz_forward *f, const dz_weight_source *w, int n_streams, const int *streams, dz_error *err) {
     const float *t[DZ_ROLE_MAX];
     dz_status st = DZ_OK;
     for (int l = 0; st == DZ_OK && l < f->m->cfg.n_layers; l++)
         for (int k = 0; st == DZ_OK && k < n_streams; k++) { /* t stays valid: a layer only reads it */
-            if (k == 0 || !w->same_for_streams) st = fetch_block(f, w, streams[k], l, DZ_L_COUNT, t, err);
+            const int same = w->same_for_streams && (!f->lora || f->lora_src.same_for_streams);
+            if (k == 0 || !same) st = dz_forward_layer_weights(f, w, streams[k], l, t, err);
             if (st == DZ_OK) dz_forward_layer(f, streams[k], l, t);
         }
     return st;

@@ -195,6 +195,7 @@ void dz_forward_free(dz_forward *f) {
                      f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->ops->free(f->be, bufs[i]);
     dz_free(f->stage);
+    dz_forward_lora_free(f);
     void *host[] = {f->pk, f->pv, f->ok, f->ov, f->start_tmp, f->row_tmp, f->head_sets};
     free_each(host, sizeof host / sizeof host[0]);
     free(f);

@@ -45,7 +45,16 @@ struct dz_forward {
     float *hlogits;     /* [HEAD_ROW_CHUNK, HEAD_VOCAB_CHUNK] */
     float *stage;       /* host rows from the weight source bound for a buffer (NULL with host buffers) */
     size_t bytes;
-    int count_only;     /* dz_forward_bytes_for: sizes without buffers */
+    int count_only;
+    /* a LoRA adapter (forward_lora.c): its model (table, spec), the source of its tensors,
+     * (alpha / r), and buffers for x A^T [rows, r], its B product [rows, widest output]
+     * and the adapter tensors of one layer */
+    const dz_model *lora;
+    dz_weight_source lora_src;
+    float lora_scale;
+    float *lora_r, *lora_o, *lora_w;
+    size_t lora_bytes;
+    float *lora_host;   /* a backend without host buffers: the adapter's rows and the scale staged here */     /* dz_forward_bytes_for: sizes without buffers */
 };
 
 /* Embeddings and the head are read a few rows at a time, never whole. */
@@ -56,5 +65,13 @@ static inline int read_by_rows(const dz_config *c, int block, int role) {
 /* Where the weight source writes host rows bound for the backend buffer buf: buf itself
  * when the backend's buffers are host memory, else the staging buffer. */
 static inline float *staged(const dz_forward *f, float *buf) { return f->be->host_buffers ? buf : f->stage; }
+
+/* forward_lora.c: y[N, out] += (alpha / r) (in A^T) B^T when the adapter targets the
+ * projection of base role `role` (t[] holds its A and B); nothing otherwise. */
+void dz_forward_lora_add(dz_forward *f, float *y, const float *in, const float *const *t, int role, int N, int out,
+                         int in_dim);
+/* The adapter's tensors of layer l into t's adapter roles (NULL without an adapter). */
+void dz_forward_lora_fetch(dz_forward *f, int s, int l, const float **t);
+void dz_forward_lora_free(dz_forward *f);
 
 #endif

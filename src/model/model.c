@@ -12,7 +12,10 @@
 
 dz_status dz_model_init_tables(dz_model *m, dz_error *err) {
     dz_status st = dz_param_table_build(&m->cfg, &m->table, err);
-    if (st != DZ_OK) return st;
+    return st == DZ_OK ? dz_model_index_table(m, err) : st;
+}
+
+dz_status dz_model_index_table(dz_model *m, dz_error *err) {
     const int nb = m->cfg.n_layers + 1;
     m->data = calloc((size_t)m->table.count, sizeof *m->data);
     m->ids = malloc((size_t)nb * sizeof *m->ids);

@@ -36,10 +36,20 @@ struct dz_model {
     char path[PATH_MAX];
     char tokenizer[PATH_MAX];
     const char *format;
+    int is_lora;            /* an adapter (src/model/adapter.c): its table is dz_lora_table_build's */
+    dz_lora_spec lora;
+    char lora_base[PATH_MAX]; /* the base it adapts, as adapter_config.json names it */
 };
 
 /* Allocates data/ids for cfg and builds the table. */
 dz_status dz_model_init_tables(dz_model *m, dz_error *err);
+/* Allocates data/ids for the table m already holds. */
+dz_status dz_model_index_table(dz_model *m, dz_error *err);
+/* adapter.c: an adapter model written as a PEFT folder (dz_model_save_hf's). */
+dz_status dz_lora_save(const dz_model *m, const char *dir, dz_error *err);
+/* adapter.c: an adapter model of spec's table for a base of cfg, its f32 tensors zeroed. */
+dz_status dz_lora_alloc(const dz_config *cfg, const dz_lora_spec *spec, const char *path, const char *base_path,
+                        dz_model **out, dz_error *err);
 /* Places tensor id from src, which points into a read-only file mapping: used in place
  * if src_dtype == m->dtype and in_place_ok, else converted into the owned arena at
  * *arena_off, and the source pages are released so peak memory stays near the copy. */

@@ -31,6 +31,8 @@ dz_status dz_comm_node_sum_u64(dz_comm *c, uint64_t *buf, size_t n, dz_error *er
 /* Minimum and maximum of v over all ranks. */
 dz_status dz_comm_minmax_u64(dz_comm *c, uint64_t v, uint64_t *min, uint64_t *max, dz_error *err);
 dz_status dz_comm_bcast(dz_comm *c, void *buf, size_t bytes, int root, dz_error *err);
+/* bytes from the node's rank 0 to every rank of its node (the node's NCCL id). */
+dz_status dz_comm_node_bcast(dz_comm *c, void *buf, size_t bytes, dz_error *err);
 dz_status dz_comm_barrier(dz_comm *c, dz_error *err);
 dz_status dz_comm_node_barrier(dz_comm *c, dz_error *err);
 

@@ -264,18 +264,29 @@ dz_status dz_comm_minmax_u64(dz_comm *c, uint64_t v, uint64_t *min, uint64_t *ma
                        : st;
 }
 
-dz_status dz_comm_bcast(dz_comm *c, void *buf, size_t bytes, int root, dz_error *err) {
+static dz_status bcast(dz_comm *c, MPI_Comm comm, void *buf, size_t bytes, int root, const char *what,
+                       dz_error *err) {
     if (!c->mpi || bytes == 0) return DZ_OK;
     for (size_t done = 0; done < bytes;) {
         const int k = bytes - done > (1u << 30) ? 1 << 30 : (int)(bytes - done);
         MPI_Request req;
-        const dz_status st =
-            finish(c, &req, MPI_Ibcast((char *)buf + done, k, MPI_BYTE, root, MPI_COMM_WORLD, &req), "MPI_Bcast", err);
+        const dz_status st = finish(c, &req, MPI_Ibcast((char *)buf + done, k, MPI_BYTE, root, comm, &req), what, err);
         if (st != DZ_OK) return st;
         done += (size_t)k;
     }
-    if (c->rank == root) c->sent += bytes;
     return DZ_OK;
+}
+
+dz_status dz_comm_bcast(dz_comm *c, void *buf, size_t bytes, int root, dz_error *err) {
+    const dz_status st = bcast(c, MPI_COMM_WORLD, buf, bytes, root, "MPI_Bcast", err);
+    if (st == DZ_OK && c->mpi && c->rank == root) c->sent += bytes;
+    return st;
+}
+
+dz_status dz_comm_node_bcast(dz_comm *c, void *buf, size_t bytes, dz_error *err) {
+    const dz_status st = bcast(c, c->node_comm, buf, bytes, 0, "MPI_Bcast (node)", err);
+    if (st == DZ_OK && c->mpi && c->node_rank == 0) c->sent += bytes;
+    return st;
 }
 
 dz_status dz_comm_barrier(dz_comm *c, dz_error *err) {

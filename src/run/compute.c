@@ -5,6 +5,7 @@
 #include "core/hash.h"
 #include "parallel/comm.h"
 #include "run/compute.h"
+#include "run/peft.h"
 #include "run/setup.h"
 
 /* The parallel layout: this rank's forwards and examples, and how it updates masters it
@@ -55,8 +56,10 @@ dz_status dz_compute_load(dz_compute *c, const char *weights, int from_checkpoin
     const dz_train_config *t = c->cfg;
     dz_status st = setup_layout(c, err);
     const char *const inputs[] = {t->data.train, t->data.test, t->tokenizer};
-    const dz_weights_spec ws = {.path = weights, .master_dtype = t->store.master_dtype, .store = t->store.spec,
-                                .comm = c->comm, .inputs = inputs, .n_inputs = 3};
+    dz_weights_spec ws = {.path = weights, .master_dtype = t->store.master_dtype, .store = t->store.spec,
+                          .comm = c->comm, .inputs = inputs, .n_inputs = 3};
+    dz_lora_spec lora;
+    dz_train_peft_weights(t, &ws, &lora);
     if (st == DZ_OK) st = dz_setup_weights(&ws, &c->setup, err);
     if (st != DZ_OK) return st;
     c->m = dz_setup_model(c->setup), c->store = dz_setup_store(c->setup);

@@ -15,6 +15,7 @@
 #include "distzo/train.h"
 #include "format/gguf_write.h"
 #include "model/save_gguf.h"
+#include "run/peft.h"
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
@@ -80,7 +81,9 @@ static dz_status write_gguf(const dz_model *m, const dz_weight_source *src, cons
 
 dz_status dz_run_weights_alone(const dz_train_config *c, const char *weights, const char *store, dz_zo_setup **out,
                                dz_error *err) {
-    const dz_weights_spec ws = {.path = weights, .master_dtype = c->store.master_dtype, .store = store};
+    dz_weights_spec ws = {.path = weights, .master_dtype = c->store.master_dtype, .store = store};
+    dz_lora_spec lora;
+    dz_train_peft_weights(c, &ws, &lora);
     dz_status st = dz_setup_weights(&ws, out, err);
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
@@ -181,6 +184,26 @@ static dz_status check_log(const char *run_dir, const dz_train_config *c, const 
     return DZ_OK;
 }
 
+/* A LoRA run's trained adapter: the PEFT folder, or (--merge) the base with it merged in,
+ * as an HF folder or a GGUF file. */
+static dz_status write_adapter_run(const dz_export_spec *spec, const dz_model *adapter, const char *base,
+                                   const dz_tokenizer *tok, dz_error *err) {
+    if (!spec->merge && spec->format == DZ_EXPORT_GGUF)
+        return dz_fail(err, DZ_ERR_INVALID, "export: %s trained a LoRA adapter: it is written as a PEFT folder, or with "
+                       "--merge as a whole model (HF or GGUF)", spec->run_dir);
+    if (!spec->merge) return dz_model_save_hf(adapter, spec->out, err);
+    dz_model *m = NULL;
+    dz_status st = dz_model_load(base, DZ_F32, &m, err);
+    if (st == DZ_OK) st = dz_model_make_owned(m, err);
+    if (st == DZ_OK) st = dz_lora_merge(m, adapter, err);
+    const dz_weight_source src = st == DZ_OK ? dz_model_weights(m) : (dz_weight_source){0};
+    if (st == DZ_OK && spec->format == DZ_EXPORT_GGUF) st = write_gguf(m, &src, tok, base, spec->out, spec->gguf_type, err);
+    else if (st == DZ_OK) st = dz_model_save_hf(m, spec->out, err);
+    if (st == DZ_OK && tok && spec->format != DZ_EXPORT_GGUF) st = dz_tokenizer_save_hf(tok, spec->out, err);
+    dz_model_free(m);
+    return st;
+}
+
 dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (!spec->out) return dz_fail(err, DZ_ERR_INVALID, "export: no output path");
     if (!spec->run_dir) {
@@ -201,6 +224,10 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     if (st == DZ_OK) st = check_log(run_dir, &c, log, spec->allow_short_log, err); /* before the weights load */
     if (st == DZ_OK) st = dz_run_weights_alone(&c, base, spec->store, &s, err);
+    if (st == DZ_OK) st = dz_train_log_matches(&c, dz_model_config(dz_setup_base_model(s)),
+                                               dz_seedlog_get_header(log)->fingerprint, path, err);
+    if (st == DZ_OK && spec->merge && !dz_model_lora(dz_setup_model(s)))
+        st = dz_fail(err, DZ_ERR_INVALID, "export --merge: %s trained every parameter (no adapter to merge)", run_dir);
     const uint32_t pool_k = st == DZ_OK ? dz_seed_pool_log_k(dz_seedlog_get_header(log)->fingerprint) : 0;
     if (pool_k) {
         st = replay_pool(log, pool_k, &c, dz_setup_model(s), err);
@@ -216,7 +243,10 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     }
     dz_store *store = s ? dz_setup_store(s) : NULL;
     dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(c.tokenizer, base) : NULL;
-    if (st == DZ_OK && spec->format == DZ_EXPORT_GGUF) {
+    if (st == DZ_OK && dz_model_lora(dz_setup_model(s))) {
+        st = dz_zo_flush(dz_setup_zo_engine(s), err);
+        if (st == DZ_OK) st = write_adapter_run(spec, dz_setup_model(s), base, tok, err);
+    } else if (st == DZ_OK && spec->format == DZ_EXPORT_GGUF) {
         dz_zo_engine *e = dz_setup_zo_engine(s);
         st = dz_zo_flush(e, err);
         const dz_weight_source src = dz_zo_master_source(e);

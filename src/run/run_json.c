@@ -87,6 +87,11 @@ static const run_field FIELDS[] = {
     FIELD("objective", "--objective", F_STR, data.objective, RESUME_SAME, 1),
     FIELD("demos", "--demos", F_INT, data.demos, RESUME_SAME, 1),
     FIELD("gen_tokens", "--gen-tokens", F_INT, data.gen_tokens, RESUME_SAME, 1),
+    FIELD("peft", "--peft", F_STR, peft.method, RESUME_SAME, 1),
+    FIELD("lora_rank", "--lora-rank", F_INT, peft.lora_rank, RESUME_SAME, 1),
+    FIELD("lora_alpha", "--lora-alpha", F_FLOAT, peft.lora_alpha, RESUME_SAME, 1),
+    FIELD("lora_targets", "--lora-targets", F_STR, peft.lora_targets, RESUME_SAME, 1),
+    FIELD("lora_init", "--adapter", F_STR, peft.lora_init, RESUME_SAME, 1),
 };
 #undef FIELD
 #undef CHOICE
@@ -201,9 +206,15 @@ static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
     }
 }
 
+/* The LoRA settings are written for a LoRA run only: a full run's run.json is as before. */
+static int field_applies(const run_field *f, const dz_train_config *c) {
+    return strncmp(f->key, "lora_", 5) != 0 || (c->peft.method && !strcmp(c->peft.method, "lora"));
+}
+
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_error *err) {
     cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; o && i < N_FIELDS; i++) add_field(o, &FIELDS[i], c);
+    for (size_t i = 0; o && i < N_FIELDS; i++)
+        if (field_applies(&FIELDS[i], c)) add_field(o, &FIELDS[i], c);
     char *text = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!text) return dz_fail(err, DZ_ERR_NOMEM, "run.json: out of memory");

@@ -15,6 +15,7 @@
 
 struct dz_zo_setup {
     dz_model *m;
+    dz_model *base; /* under an adapter: the read-only base (m is the adapter) */
     dz_store *store;
     dz_backend *be; /* the forward's and the engine's (--backend) */
     dz_forward *f;
@@ -84,12 +85,40 @@ static dz_status check_store_path(const char *store_path, const dz_weights_spec 
                    hit);
 }
 
+/* An adapter's setup: the base as loaded (mapped where it can be, never written), the
+ * adapter from a PEFT folder (a checkpoint: its settings must be the run's) or new. */
+static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz_error *err) {
+    if (spec->store && strcmp(spec->store, "ram") != 0)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft: --store %s is not supported with an adapter (the adapter is "
+                       "small; the base is read-only): use --store ram", spec->store);
+    const char *base = spec->base ? spec->base : spec->path;
+    dz_status st = dz_model_load_flags(base, spec->master_dtype, spec->base_flags, &s->base, err);
+    if (st != DZ_OK) return st;
+    const dz_config *cfg = dz_model_config(s->base);
+    const char *folder = dz_lora_is_folder(spec->path) ? spec->path : spec->lora_init;
+    if (!folder) st = dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
+    else st = dz_lora_load(folder, cfg, &s->m, err);
+    const dz_lora_spec *got = st == DZ_OK ? dz_model_lora(s->m) : NULL;
+    if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets))
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r %d, lora_alpha %g or target_modules differ from the "
+                     "run's (--lora-rank %d, --lora-alpha %g, --lora-targets)", folder, got->rank, (double)got->alpha,
+                     spec->lora->rank, (double)spec->lora->alpha);
+    /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
+    return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;
+}
+
 dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_error *err) {
     *out = NULL;
     dz_zo_setup *s = calloc(1, sizeof *s);
     if (!s) return dz_fail(err, DZ_ERR_NOMEM, "setup: out of memory");
     s->comm = spec->comm;
     s->node_shared = s->comm && dz_comm_node_size(s->comm) > 1;
+    if (spec->lora) {
+        dz_status st = adapter_weights(s, spec, err);
+        if (st != DZ_OK) dz_setup_free(s);
+        else *out = s;
+        return st;
+    }
     const char *path;
     unsigned flags;
     dz_status st = dz_store_parse_spec(spec->store, &path, &flags, err);
@@ -144,16 +173,19 @@ dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *
     dz_status st = dz_backend_create(spec->backend, &s->be, err);
     if (st == DZ_OK && s->store) st = dz_setup_check_store_backend("disk", s->be, err);
     if (st == DZ_OK)
-        st = dz_forward_create_backend(s->m, s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
+        st = dz_forward_create_backend(dz_setup_base_model(s), s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
     if (st == DZ_OK && s->store)
         st = dz_zo_store_residency(s->m, s->f, s->store, spec->max_resident_mb, spec->stream_globals, err);
     if (st == DZ_OK) st = dz_zo_engine_create(s->m, s->f, &spec->zo, &s->e, err);
+    const dz_weight_source base = s->base ? dz_model_weights(s->base) : (dz_weight_source){0};
+    if (st == DZ_OK && s->base) st = dz_zo_engine_set_adapter(s->e, &base, err);
     if (st == DZ_OK && s->comm) st = share_work(s, spec->signs, err);
     if (st == DZ_OK && s->store) st = dz_zo_engine_use_store(s->e, s->store, err);
     return st;
 }
 
 dz_model *dz_setup_model(const dz_zo_setup *s) { return s->m; }
+dz_model *dz_setup_base_model(const dz_zo_setup *s) { return s->base ? s->base : s->m; }
 dz_forward *dz_setup_forward(const dz_zo_setup *s) { return s->f; }
 dz_zo_engine *dz_setup_zo_engine(const dz_zo_setup *s) { return s->e; }
 dz_store *dz_setup_store(const dz_zo_setup *s) { return s->store; }
@@ -165,6 +197,7 @@ void dz_setup_free(dz_zo_setup *s) {
     dz_forward_free(s->f);
     dz_backend_free(s->be);
     dz_model_free(s->m);
+    dz_model_free(s->base);
     free(s);
 }
 

@@ -8,6 +8,7 @@
 #include "distzo/log.h"
 #include "distzo/train.h"
 #include "core/util.h"
+#include "run/peft.h"
 #include "run/run_files.h"
 #include "run/setup.h"
 #include "backend/backend.h"
@@ -22,6 +23,7 @@ void dz_train_config_default(dz_train_config *c) {
         .store = {.master_dtype = DZ_F32},
         .schedule = {.eval_every = 500, .eval_batch = 64, .checkpoint_every = 1000, .keep_checkpoints = 1,
                      .log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT},
+        .peft = {.lora_rank = 8, .lora_alpha = 16.0f, .lora_targets = "q,v"},
     };
 }
 
@@ -84,6 +86,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (d->demos > 0 && lm) return dz_fail(err, DZ_ERR_INVALID, "--demos does not apply to the lm task");
     if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);
     dz_status st = dz_setup_check_store_backend(c->store.spec, dz_backend_by_name(c->layout.backend), err);
+    if (st == DZ_OK) st = dz_train_peft_check(c, err);
     if (st != DZ_OK) return st;
     if (o->warmup > o->steps)
         dz_log(DZ_LOG_WARN, "--warmup %d is longer than the run's %d steps: the learning rate never reaches --lr",

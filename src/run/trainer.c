@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "distzo/log.h"
 #include "parallel/comm.h"
+#include "run/peft.h"
 #include "run/run_files.h"
 #include "run/setup.h"
 #include "run/stop.h"
@@ -30,7 +31,7 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     dz_seedlog_header h = {.run_seed = c->optim.seed, .q = (uint32_t)c->optim.q,
                            .dist = c->optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
                            .eps = c->optim.eps, .start_step = 0};
-    snprintf((char *)h.fingerprint, sizeof h.fingerprint, "%s", c->model);
+    dz_train_log_fingerprint(c, dz_model_config(tr->comp.m), h.fingerprint);
     snprintf(path, sizeof path, "%s/seeds.log", tr->folder.dir);
     *start_step = 0;
     const int sync_every = c->schedule.log_sync_every;

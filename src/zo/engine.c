@@ -107,7 +107,19 @@ dz_status dz_zo_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g, 
     return st;
 }
 
-dz_weight_source dz_zo_master_source(const dz_zo_engine *e) { return dz_pipeline_master_source(e->pipe); }
+dz_status dz_zo_engine_set_adapter(dz_zo_engine *e, const dz_weight_source *base, dz_error *err) {
+    if (!dz_model_lora(e->m)) return dz_fail(err, DZ_ERR_INVALID, "zo: the engine's model is not an adapter");
+    const dz_weight_source masters = dz_pipeline_master_source(e->pipe);
+    dz_status st = dz_forward_set_adapter(e->f, e->m, &masters, err);
+    if (st != DZ_OK) return st;
+    e->adapter = 1;
+    e->base = *base;
+    return DZ_OK;
+}
+
+dz_weight_source dz_zo_master_source(const dz_zo_engine *e) {
+    return e->adapter ? e->base : dz_pipeline_master_source(e->pipe);
+}
 
 dz_status dz_zo_source_status(dz_zo_engine *e, dz_error *err) { return dz_pipeline_rows_status(e->pipe, err); }
 

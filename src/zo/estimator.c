@@ -16,6 +16,18 @@ static void lap(double *acc, double *t0) {
     *t0 = t;
 }
 
+/* Layer l's tensors for both signs: the pipeline's working copies, and under an adapter
+ * the base's tensors (one fetch for both signs) beside the adapter's copies. */
+static dz_status layer_tensors(dz_zo_engine *e, int l, const float *w[2][DZ_L_COUNT], dz_error *err) {
+    dz_status st = dz_pipeline_layer(e->pipe, l, w, err);
+    if (st != DZ_OK || !e->adapter) return st;
+    const float *base[DZ_L_COUNT];
+    if ((st = dz_forward_layer_weights(e->f, &e->base, 0, l, base, err)) != DZ_OK) return st;
+    for (int k = 0; k < 2; k++)
+        for (int r = 0; r < DZ_L_LORA_FIRST; r++) w[k][r] = base[r];
+    return DZ_OK;
+}
+
 /* One sample: both perturbed forwards block by block, then the per-example losses of each
  * sign this rank computes (into out[sign][example0 ...]). Streams: with a tree batch 0/1
  * are the prompts (+/-) and 2/3 the continuations; the weight source perturbs by the
@@ -23,7 +35,7 @@ static void lap(double *acc, double *t0) {
 static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, double *out[2],
                               dz_zo_step_time *tm, dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
-    const dz_weight_source src = dz_pipeline_perturbed_source(e->pipe);
+    const dz_weight_source src = dz_zo_step_source(e);
     const int tree = b->n_prompts > 0, cs = tree ? 2 : 0; /* continuation streams cs (+), cs+1 (-) */
     const int conts = !tree || b->T > 0; /* a tree batch of one-token candidates has no continuation rows */
     if (tree && dz_forward_n_streams(e->f) < 4)
@@ -45,7 +57,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
     lap(&tm->begin, &t0);
     for (int l = 0; l < c->n_layers; l++) {
         const float *w[2][DZ_L_COUNT];
-        if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) return st;
+        if ((st = layer_tensors(e, l, w, err)) != DZ_OK) return st;
         lap(&tm->pass, &t0);
         for (int i = 0; i < n_signs; i++) {
             const int k = signs[i];
@@ -87,7 +99,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
 static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_decode *d, double *out[2],
                                 dz_zo_step_time *tm, dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
-    const dz_weight_source src = dz_pipeline_perturbed_source(e->pipe);
+    const dz_weight_source src = dz_zo_step_source(e);
     int signs[2], n_signs = 0;
     for (int k = 0; k < 2; k++)
         if (e->par.signs & (1 << k)) signs[n_signs++] = k;
@@ -119,7 +131,7 @@ static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_deco
         lap(&tm->begin, &t0);
         for (int l = 0; st == DZ_OK && l < c->n_layers; l++) {
             const float *w[2][DZ_L_COUNT];
-            if ((st = dz_pipeline_layer(e->pipe, l, w, err)) != DZ_OK) break;
+            if ((st = layer_tensors(e, l, w, err)) != DZ_OK) break;
             lap(&tm->pass, &t0);
             for (int i = 0; i < n_signs; i++)
                 if (live[signs[i]]) dz_forward_layer(e->f, signs[i], l, w[signs[i]]);

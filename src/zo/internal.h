@@ -19,7 +19,15 @@ struct dz_zo_engine {
     int *dec_tokens[2];    /* decoding: each sign's live sequences packed [live, T] */
     size_t dec_cap;
     int dec_rows[2][DZ_ZO_MAX_DECODE], dec_len[2][DZ_ZO_MAX_DECODE];
+    int adapter;             /* m is an adapter over a read-only base (dz_zo_engine_set_adapter) */
+    dz_weight_source base;   /* then: the base's weights */
 };
+
+/* The weight source of a perturbation's embedding and head: the pipeline's perturbed
+ * global rows, or the read-only base under an adapter. */
+static inline dz_weight_source dz_zo_step_source(dz_zo_engine *e) {
+    return e->adapter ? e->base : dz_pipeline_perturbed_source(e->pipe);
+}
 
 /* The update of step `step` (g[0..q-1], learning rate lr, the run's weight decay) becomes
  * the pipeline's pending update. */

@@ -65,6 +65,12 @@ struct dz_cuda_seam {
     int (*dev_free)(dz_cuda_seam *s, void *p); /* waits for every stream first, as cudaFree does */
     int (*host_alloc)(dz_cuda_seam *s, void **p, size_t bytes);
     int (*host_free)(dz_cuda_seam *s, void *p);
+    /* Pins bytes of host memory allocated elsewhere (cudaHostRegister, default flags): a node's
+     * shared block (an MPI shared window) that every rank of the node uploads from; each
+     * process registers its own mapping. host_unregister (cudaHostUnregister) before it is
+     * freed. The host seam then checks copies from it against its bounds, as a pinned buffer. */
+    int (*host_register)(dz_cuda_seam *s, void *p, size_t bytes);
+    int (*host_unregister)(dz_cuda_seam *s, void *p);
     /* ---- work on a stream ---- */
     int (*memcpy_async)(dz_cuda_seam *s, void *dst, const void *src, size_t bytes, dz_cuda_copy kind,
                         dz_cuda_stream st);
@@ -125,6 +131,15 @@ size_t dz_cuda_seam_host_copied(const dz_cuda_seam *s, dz_cuda_copy kind);
  * the host implementation fills such ranges with 0xFF bytes, NaN as floats, at the call). */
 int dz_cuda_seam_host_hazards(const dz_cuda_seam *s);
 int dz_cuda_seam_host_pending(const dz_cuda_seam *s, const void *p, size_t bytes);
+/* A host-seam id's origin: the process that made it (getpid()) and its number among the ids
+ * that process made (0, 1, ...); 0 when id is not a host-seam id. An id from another process
+ * (a job's node rank 0, handed over MPI) joins a member whose collectives fail: the host seam
+ * plays the devices of one process only. */
+int dz_cuda_seam_host_comm_origin(const dz_cuda_comm_id *id, long *pid, unsigned long *number);
+/* The rank and group size a host-seam communicator joined with. */
+void dz_cuda_seam_host_comm_member(dz_cuda_comm comm, int *rank, int *nranks);
+/* Whether [p, p + bytes) lies in one pinned range (host_alloc or host_register). */
+int dz_cuda_seam_host_pinned(const dz_cuda_seam *s, const void *p, size_t bytes);
 
 /* The CUDA runtime and cuBLAS on GPU `device` (only in -DDZ_CUDA=ON builds: dz_cuda).
  * NULL with *status set (DZ_CUDA_ERR_NO_DEVICE where there is no GPU, DZ_CUDA_ERR_INVALID where

@@ -72,6 +72,10 @@ int dev_alloc(dz_cuda_seam *s, void **p, size_t bytes) { return check(s, cudaMal
 int dev_free(dz_cuda_seam *s, void *p) { return check(s, cudaFree(p), "cudaFree"); }
 int host_alloc(dz_cuda_seam *s, void **p, size_t bytes) { return check(s, cudaMallocHost(p, bytes), "cudaMallocHost"); }
 int host_free(dz_cuda_seam *s, void *p) { return check(s, cudaFreeHost(p), "cudaFreeHost"); }
+int host_register(dz_cuda_seam *s, void *p, size_t bytes) {
+    return check(s, cudaHostRegister(p, bytes, cudaHostRegisterDefault), "cudaHostRegister");
+}
+int host_unregister(dz_cuda_seam *s, void *p) { return check(s, cudaHostUnregister(p), "cudaHostUnregister"); }
 
 int memcpy_async(dz_cuda_seam *s, void *dst, const void *src, size_t n, dz_cuda_copy kind, dz_cuda_stream st) {
     return check(s, cudaMemcpyAsync(dst, src, n, kind_of(kind), stream_of(st)), "cudaMemcpyAsync");
@@ -167,6 +171,7 @@ void fill_table(dz_cuda_seam *s) {
     s->name = "cuda";
     s->device_count = device_count, s->dev_alloc = dev_alloc, s->dev_free = dev_free;
     s->host_alloc = host_alloc, s->host_free = host_free, s->memcpy_async = memcpy_async;
+    s->host_register = host_register, s->host_unregister = host_unregister;
     s->sgemm = sgemm, s->gemm_ex = gemm_ex, s->zo_span = zo_span, s->fw_launch = fw_launch;
     s->attention = attention;
     s->stream_create = stream_create, s->stream_destroy = stream_destroy, s->stream_synchronize = stream_synchronize;

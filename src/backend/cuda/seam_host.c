@@ -59,15 +59,19 @@ int hs_check_host(hs_state *h, const void *p, size_t bytes, const char *what) {
     return a ? check_in(h, a, p, bytes, what) : DZ_CUDA_OK;
 }
 
+static int table_room(hs_state *h) {
+    if (h->n_allocs < h->cap_allocs) return DZ_CUDA_OK;
+    const size_t cap = h->cap_allocs ? 2 * h->cap_allocs : 16;
+    hs_alloc *a = realloc(h->allocs, cap * sizeof *a);
+    if (!a) return hs_fail(h, DZ_CUDA_ERR_MEMORY, "out of host memory for the buffer table");
+    h->allocs = a, h->cap_allocs = cap;
+    return DZ_CUDA_OK;
+}
+
 static int alloc_buffer(hs_state *h, void **p, size_t bytes, int pinned) {
     *p = NULL;
     if (bytes == 0) return DZ_CUDA_OK;
-    if (h->n_allocs == h->cap_allocs) {
-        const size_t cap = h->cap_allocs ? 2 * h->cap_allocs : 16;
-        hs_alloc *a = realloc(h->allocs, cap * sizeof *a);
-        if (!a) return hs_fail(h, DZ_CUDA_ERR_MEMORY, "out of host memory for the buffer table");
-        h->allocs = a, h->cap_allocs = cap;
-    }
+    if (table_room(h) != DZ_CUDA_OK) return DZ_CUDA_ERR_MEMORY;
     char *m = aligned_alloc(256, (bytes + 255) / 256 * 256); /* cudaMalloc's alignment */
     if (!m) return hs_fail(h, DZ_CUDA_ERR_MEMORY, "out of memory for %zu bytes", bytes);
     memset(m, 0xFF, bytes); /* garbage, as fresh device memory holds: NaN as floats */
@@ -82,9 +86,9 @@ static int free_buffer(hs_state *h, void *p, int pinned, const char *what) {
     const int st = hs_run_all(h);
     for (size_t i = 0; i < h->n_allocs; i++)
         if (h->allocs[i].p == p) {
-            if (h->allocs[i].pinned != pinned)
+            if (h->allocs[i].pinned != pinned || h->allocs[i].registered)
                 return hs_fail(h, DZ_CUDA_ERR_INVALID, "%s: %p is %s memory", what, p,
-                               pinned ? "device" : "pinned host");
+                               h->allocs[i].registered ? "registered host" : pinned ? "device" : "pinned host");
             free(p);
             h->allocs[i] = h->allocs[--h->n_allocs];
             return st;
@@ -97,6 +101,42 @@ static int dev_free(dz_cuda_seam *s, void *p) { return free_buffer(hs_of(s), p, 
 static int host_alloc(dz_cuda_seam *s, void **p, size_t bytes) { return alloc_buffer(hs_of(s), p, bytes, 1); }
 static int host_free(dz_cuda_seam *s, void *p) { return free_buffer(hs_of(s), p, 1, "host_free"); }
 
+/* cudaHostRegister: the range becomes a pinned buffer of the table (bounds checked) that
+ * stays the caller's; a range overlapping one already known is refused, as CUDA refuses
+ * memory already registered. */
+static int host_register(dz_cuda_seam *s, void *p, size_t bytes) {
+    hs_state *h = hs_of(s);
+    if (!p || bytes == 0) return hs_fail(h, DZ_CUDA_ERR_INVALID, "host_register: %zu bytes at %p", bytes, p);
+    const uintptr_t lo = (uintptr_t)p, hi = lo + bytes;
+    for (size_t i = 0; i < h->n_allocs; i++) {
+        const uintptr_t alo = (uintptr_t)h->allocs[i].p, ahi = alo + h->allocs[i].n;
+        if (lo < ahi && alo < hi)
+            return hs_fail(h, DZ_CUDA_ERR_INVALID, "host_register: %zu bytes at %p overlap a %s buffer of %zu bytes",
+                           bytes, p, h->allocs[i].pinned ? "pinned" : "device", h->allocs[i].n);
+    }
+    if (table_room(h) != DZ_CUDA_OK) return DZ_CUDA_ERR_MEMORY;
+    h->allocs[h->n_allocs++] = (hs_alloc){.p = p, .n = bytes, .pinned = 1, .registered = 1};
+    return DZ_CUDA_OK;
+}
+
+/* cudaHostUnregister: the device's work is finished first (a copy still reading the block
+ * must not outlive its registration). */
+static int host_unregister(dz_cuda_seam *s, void *p) {
+    hs_state *h = hs_of(s);
+    const int st = hs_run_all(h);
+    for (size_t i = 0; i < h->n_allocs; i++)
+        if (h->allocs[i].p == p && h->allocs[i].registered) {
+            h->allocs[i] = h->allocs[--h->n_allocs];
+            return st;
+        }
+    return hs_fail(h, DZ_CUDA_ERR_INVALID, "host_unregister: %p is not the start of a registered range", p);
+}
+
+int dz_cuda_seam_host_pinned(const dz_cuda_seam *s, const void *p, size_t bytes) {
+    const hs_alloc *a = find(s->impl, p);
+    return a && a->pinned && bytes <= a->n - (size_t)((const char *)p - a->p);
+}
+
 static int device_count(dz_cuda_seam *s, int *count) {
     *count = 1; /* the host plays one device */
     return DZ_CUDA_OK;
@@ -108,7 +148,8 @@ static void destroy(dz_cuda_seam *s) {
     if (!s) return;
     hs_state *h = hs_of(s);
     hs_run_all(h);
-    for (size_t i = 0; i < h->n_allocs; i++) free(h->allocs[i].p);
+    for (size_t i = 0; i < h->n_allocs; i++)
+        if (!h->allocs[i].registered) free(h->allocs[i].p);
     for (int i = 0; i < HS_STREAMS; i++) free(h->streams[i].ops);
     free(h->allocs), free(h), free(s);
 }
@@ -125,7 +166,8 @@ dz_cuda_seam *dz_cuda_seam_host_create_device(int device) {
     h->streams[0].live = 1; /* the handle NULL */
     *s = (dz_cuda_seam){.name = "host", .device = device, .impl = h, .device_count = device_count,
                         .dev_alloc = dev_alloc, .dev_free = dev_free, .host_alloc = host_alloc,
-                        .host_free = host_free, .last_error = last_error, .destroy = destroy};
+                        .host_free = host_free, .host_register = host_register,
+                        .host_unregister = host_unregister, .last_error = last_error, .destroy = destroy};
     hs_stream_api(s);
     hs_ops_api(s);
     hs_forward_api(s);

@@ -97,6 +97,7 @@ typedef struct hs_alloc {
     char *p;
     size_t n;
     int pinned;
+    int registered; /* host_register: pinned memory the caller owns (never freed here) */
 } hs_alloc;
 
 typedef struct hs_state {

@@ -7,9 +7,16 @@
  * all-gather of the same number (the collective's rendezvous, which a GPU reaches by
  * waiting), the slices are read, and each member's operation then writes them, in order of
  * rank, into its own receive buffer. A member that never joins fails the collective (NCCL
- * would wait forever); calls of several devices outside group_start/group_end too. */
+ * would wait forever); calls of several devices outside group_start/group_end too.
+ *
+ * An id holds its maker's process id, its number among that process's ids and the group's
+ * address there. An id made in another process (a job's node rank 0 broadcasts it over MPI)
+ * joins a group of its own here that no other member can reach: the rank and size are
+ * recorded (dz_cuda_seam_host_comm_member), and its all-gathers fail, since the host seam
+ * cannot play another process's device. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cuda/seam_host.h"
 
@@ -33,6 +40,7 @@ typedef struct hs_collective {
 typedef struct hs_group {
     uint64_t magic;
     int nranks, live, ever;
+    int remote;                     /* joined by an id of another process */
     struct hs_member *member[HS_GROUP_MAX];
     hs_collective *colls;
     size_t n_colls, cap_colls;
@@ -45,30 +53,74 @@ typedef struct hs_member {
     uint64_t next_seq;              /* this member's next collective */
 } hs_member;
 
+typedef struct hs_id {              /* the bytes of a host-seam dz_cuda_comm_id */
+    uint64_t magic;
+    int64_t pid;
+    uint64_t number;
+    hs_group *group;                /* valid in process pid only */
+} hs_id;
+_Static_assert(sizeof(hs_id) <= sizeof(dz_cuda_comm_id), "a host-seam id fits a dz_cuda_comm_id");
+
 static _Thread_local int group_depth; /* ncclGroupStart/End nest per thread */
+static uint64_t ids_made;             /* this process's ids so far */
 
 static int comm_unique_id(dz_cuda_seam *s, dz_cuda_comm_id *id) {
     hs_group *g = calloc(1, sizeof *g);
     if (!g) return hs_fail(hs_of(s), DZ_CUDA_ERR_MEMORY, "comm_unique_id: out of host memory");
     g->magic = GROUP_MAGIC;
+    const hs_id made = {.magic = GROUP_MAGIC, .pid = (int64_t)getpid(), .number = ids_made++, .group = g};
     memset(id, 0, sizeof *id);
-    memcpy(id->bytes, &g, sizeof g);
+    memcpy(id->bytes, &made, sizeof made);
     return DZ_CUDA_OK;
+}
+
+int dz_cuda_seam_host_comm_origin(const dz_cuda_comm_id *id, long *pid, unsigned long *number) {
+    hs_id got;
+    memcpy(&got, id->bytes, sizeof got);
+    if (got.magic != GROUP_MAGIC) return 0;
+    *pid = (long)got.pid, *number = (unsigned long)got.number;
+    return 1;
+}
+
+void dz_cuda_seam_host_comm_member(dz_cuda_comm comm, int *rank, int *nranks) {
+    const struct hs_member *m = comm;
+    *rank = m ? m->rank : -1, *nranks = m ? m->g->nranks : 0;
+}
+
+/* The group an id names: this process's, or a new one standing for another process's. */
+static hs_group *group_of(hs_state *h, const dz_cuda_comm_id *id) {
+    hs_id got;
+    memcpy(&got, id->bytes, sizeof got);
+    if (got.magic != GROUP_MAGIC) return hs_fail(h, DZ_CUDA_ERR_INVALID, "comm_init: not an id of comm_unique_id"), NULL;
+    if (got.pid == (int64_t)getpid()) {
+        if (!got.group || got.group->magic != GROUP_MAGIC)
+            return hs_fail(h, DZ_CUDA_ERR_INVALID, "comm_init: id %llu of this process names no live group",
+                           (unsigned long long)got.number), NULL;
+        return got.group;
+    }
+    hs_group *g = calloc(1, sizeof *g);
+    if (!g) return hs_fail(h, DZ_CUDA_ERR_MEMORY, "comm_init: out of host memory"), NULL;
+    g->magic = GROUP_MAGIC, g->remote = 1;
+    return g;
 }
 
 static int comm_init(dz_cuda_seam *s, dz_cuda_comm *comm, int nranks, int rank, const dz_cuda_comm_id *id) {
     hs_state *h = hs_of(s);
-    hs_group *g = NULL;
-    memcpy(&g, id->bytes, sizeof g);
     *comm = NULL;
-    if (!g || g->magic != GROUP_MAGIC) return hs_fail(h, DZ_CUDA_ERR_INVALID, "comm_init: not an id of comm_unique_id");
+    hs_group *g = group_of(h, id);
+    if (!g) return DZ_CUDA_ERR_INVALID;
+    int st = DZ_CUDA_OK;
     if (nranks < 1 || nranks > HS_GROUP_MAX || (g->nranks && nranks != g->nranks))
-        return hs_fail(h, DZ_CUDA_ERR_INVALID, "comm_init: %d ranks (the group has %d; at most %d)", nranks, g->nranks,
-                       HS_GROUP_MAX);
-    if (rank < 0 || rank >= nranks || g->member[rank])
-        return hs_fail(h, DZ_CUDA_ERR_INVALID, "comm_init: rank %d outside 0..%d or taken", rank, nranks - 1);
-    hs_member *m = calloc(1, sizeof *m);
-    if (!m) return hs_fail(h, DZ_CUDA_ERR_MEMORY, "comm_init: out of host memory");
+        st = hs_fail(h, DZ_CUDA_ERR_INVALID, "comm_init: %d ranks (the group has %d; at most %d)", nranks, g->nranks,
+                     HS_GROUP_MAX);
+    else if (rank < 0 || rank >= nranks || g->member[rank])
+        st = hs_fail(h, DZ_CUDA_ERR_INVALID, "comm_init: rank %d outside 0..%d or taken", rank, nranks - 1);
+    hs_member *m = st == DZ_CUDA_OK ? calloc(1, sizeof *m) : NULL;
+    if (st == DZ_CUDA_OK && !m) st = hs_fail(h, DZ_CUDA_ERR_MEMORY, "comm_init: out of host memory");
+    if (st != DZ_CUDA_OK) {
+        if (g->remote) free(g); /* made for this call alone */
+        return st;
+    }
     *m = (hs_member){.g = g, .h = h, .rank = rank};
     g->nranks = nranks, g->member[rank] = m, g->live++, g->ever++;
     *comm = m;
@@ -120,6 +172,9 @@ static hs_collective *collective(hs_state *h, hs_group *g, uint64_t seq) {
 
 static int gather_checks(hs_state *h, const hs_member *m, const void *send, void *recv, size_t count) {
     if (!m || m->h != h) return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather: a communicator of another device");
+    if (m->g->remote && m->g->nranks > 1)
+        return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather: rank %d of a group made in another process: the host "
+                       "seam plays the devices of one process only", m->rank);
     if (m->g->nranks > 1 && group_depth == 0)
         return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather of one of %d devices in this process outside "
                        "group_start/group_end: it would wait forever for the others", m->g->nranks);

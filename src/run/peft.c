@@ -1,0 +1,44 @@
+/* The run's parameter-efficient settings (peft.h): their check and the adapter's spec. The
+ * seed log's fingerprint of the layout is peft_log.c's. */
+#include <string.h>
+
+#include "run/peft.h"
+
+int dz_train_peft_lora(const dz_train_config *c, dz_lora_spec *spec) {
+    if (!c->peft.method || strcmp(c->peft.method, "lora")) return 0;
+    *spec = (dz_lora_spec){.rank = c->peft.lora_rank, .alpha = c->peft.lora_alpha};
+    dz_error e = {0};
+    if (dz_lora_parse_targets(c->peft.lora_targets, &spec->targets, &e) != DZ_OK) spec->targets = 0; /* checked before */
+    return 1;
+}
+
+dz_status dz_train_peft_check(const dz_train_config *c, dz_error *err) {
+    const dz_train_peft *p = &c->peft;
+    if ((!p->method || !strcmp(p->method, "none")) && p->lora_init)
+        return dz_fail(err, DZ_ERR_INVALID, "--adapter %s: the run trains every parameter (give --peft lora to "
+                       "train the adapter on)", p->lora_init);
+    if (!p->method || !strcmp(p->method, "none")) return DZ_OK;
+    if (!strcmp(p->method, "prefix"))
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft prefix: prefix tuning is not built yet (docs/ADAPTERS.md); "
+                       "--peft lora is");
+    if (strcmp(p->method, "lora"))
+        return dz_fail(err, DZ_ERR_INVALID, "--peft '%s': expected none or lora", p->method);
+    if (p->lora_dropout != 0.0f)
+        return dz_fail(err, DZ_ERR_INVALID, "--lora-dropout %g: a ZO step has no dropout (both perturbed forwards must "
+                       "see the same network); use 0", (double)p->lora_dropout);
+    if (p->lora_rank < 1 || p->lora_rank > 4096)
+        return dz_fail(err, DZ_ERR_INVALID, "--lora-rank %d: expected 1..4096", p->lora_rank);
+    if (!(p->lora_alpha > 0.0f) || p->lora_alpha > 1e6f)
+        return dz_fail(err, DZ_ERR_INVALID, "--lora-alpha %g: expected a positive number", (double)p->lora_alpha);
+    unsigned targets;
+    return dz_lora_parse_targets(p->lora_targets, &targets, err);
+}
+
+void dz_train_peft_weights(const dz_train_config *c, dz_weights_spec *ws, dz_lora_spec *spec) {
+    if (!dz_train_peft_lora(c, spec)) return;
+    ws->lora = spec;
+    ws->base = c->model;
+    ws->lora_seed = c->optim.seed;
+    ws->lora_init = c->peft.lora_init;
+    ws->base_flags = c->peft.keep_quantized ? DZ_LOAD_KEEP_QUANTIZED : 0;
+}

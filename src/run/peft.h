@@ -1,0 +1,28 @@
+/* A run's parameter-efficient settings (floor 0 of src/run; docs/ADAPTERS.md): the check
+ * of --peft and its options, the adapter's spec, the seed log's fingerprint of the
+ * trained layout, and the weights spec of an adapter run. */
+#ifndef DZ_RUN_PEFT_H
+#define DZ_RUN_PEFT_H
+
+#include <stdint.h>
+
+#include "distzo/setup.h"
+#include "distzo/train.h"
+
+/* --peft and the --lora-* options on their own (the targets parsed, dropout 0, ...). */
+dz_status dz_train_peft_check(const dz_train_config *c, dz_error *err);
+/* 1 and *spec filled when the run trains a LoRA adapter; 0 otherwise. */
+int dz_train_peft_lora(const dz_train_config *c, dz_lora_spec *spec);
+/* The seed log header's fingerprint: the base model's path for a full run; for a LoRA run
+ * its layout ("lora r=8 alpha=16 HASH q,v": a hash of the adapter table of base config cfg),
+ * so a log is never replayed onto another layout. */
+void dz_train_log_fingerprint(const dz_train_config *c, const dz_config *cfg, uint8_t out[64]);
+/* The log's fingerprint is the one this run and base config would write: DZ_ERR_INVALID
+ * naming both otherwise (a LoRA log onto a full model, or onto another adapter layout). */
+dz_status dz_train_log_matches(const dz_train_config *c, const dz_config *cfg, const uint8_t got[64], const char *path,
+                               dz_error *err);
+/* ws for an adapter run (spec: storage for the adapter's spec): the base is run.json's
+ * model, the adapter new from the run seed unless ws->path is a PEFT folder. */
+void dz_train_peft_weights(const dz_train_config *c, dz_weights_spec *ws, dz_lora_spec *spec);
+
+#endif

@@ -1,0 +1,42 @@
+/* The seed log's fingerprint of what a run trains (peft.h): the base model's path for a
+ * full run, the adapter's layout for a LoRA run, and the check that a log is this run's. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/hash.h"
+#include "run/peft.h"
+
+void dz_train_log_fingerprint(const dz_train_config *c, const dz_config *cfg, uint8_t out[64]) {
+    dz_lora_spec spec;
+    char text[160];
+    memset(out, 0, 64);
+    if (!dz_train_peft_lora(c, &spec)) {
+        snprintf((char *)out, 64, "%s", c->model);
+        return;
+    }
+    dz_param_table t;
+    uint64_t h = DZ_HASH_START;
+    dz_error e = {0};
+    if (dz_lora_table_build(cfg, &spec, &t, &e) == DZ_OK) {
+        for (int i = 0; i < t.count; i++)
+            h = dz_hash_u64(dz_hash_u64(dz_hash_str(h, t.params[i].hf_name), (uint64_t)t.params[i].rows),
+                            (uint64_t)t.params[i].cols);
+        dz_param_table_free(&t);
+    }
+    char targets[64];
+    dz_lora_targets_string(spec.targets, targets, sizeof targets);
+    snprintf(text, sizeof text, "lora r=%d alpha=%g %016" PRIx64 " %s", spec.rank, (double)spec.alpha, h, targets);
+    memcpy(out, text, strlen(text) < 63 ? strlen(text) : 63);
+}
+
+dz_status dz_train_log_matches(const dz_train_config *c, const dz_config *cfg, const uint8_t got[64], const char *path,
+                               dz_error *err) {
+    uint8_t want[64];
+    dz_train_log_fingerprint(c, cfg, want);
+    const int lora_log = !strncmp((const char *)got, "lora ", 5), lora_run = !strncmp((const char *)want, "lora ", 5);
+    if (lora_log == lora_run && (!lora_run || !memcmp(got, want, 64))) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID, "%s: the log was written for \"%.64s\", but run.json's settings give \"%.64s\": "
+                   "a log is never replayed onto another layout", path, (const char *)got, (const char *)want);
+}
+

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# --peft lora end to end on stories260K (a llama2.c checkpoint: q, k, v, o as separate
+# tensors, so q_proj and v_proj are targets of their own):
+# - the base model's file is bitwise as before, and checkpoints hold the adapter alone
+#   (PEFT's keys, B = 0 at the start: step 0's evaluation is the base model's);
+# - threads 1 and 2, the baseline kernels, mpirun -np 2 (--pertp 2, --dp 2 on the node's
+#   shared adapter), a resume after a stop, and export's replay of the seed log give the
+#   same adapter bitwise; the adapter differs from its start;
+# - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
+#   whose eval is the same; train --adapter DIR starts a run from it;
+# - a SmolLM2 Q4_1 GGUF base kept quantized (--keep-quantized): the adapter and log of the
+#   base dequantized at load, in under 0.6x its peak RSS;
+# - --backend ref (a device backend's staging path) gives the CPU's first step to 1e-5;
+# - refusals: --lora-dropout != 0, an unknown target, --peft prefix, a disk store, a
+#   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
+# usage: lora.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
+test_set "$assets" 32
+base_model="$assets/stories260K/stories260K.bin"
+common=(--model "$base_model" --peft lora --lora-targets q_proj,v --steps 8 --eval-every 4 --checkpoint-every 4
+        --train-examples 48 --dev-examples 16 --batch 8 --lr 2e-3 --eps 1e-2 --test "$tmp/test.tsv")
+run() { "$bin" train "${common[@]}" "$@" > "$tmp/log" 2>&1; }
+adapter() { echo "$1/checkpoint-$2/adapter_model.safetensors"; }
+sum_before=$(sha256sum < "$base_model")
+
+run --threads 2 --out "$tmp/ref" || { bad "the reference LoRA run failed: $(tail -3 "$tmp/log")"; finish; exit; }
+[ "$(sha256sum < "$base_model")" = "$sum_before" ] && ok "the base model's file is unchanged" ||
+  bad "the base model's file changed"
+ls "$tmp/ref/checkpoint-8" | grep -q '^model.safetensors$' && bad "the checkpoint holds a whole model" ||
+  ok "the checkpoint holds no model.safetensors"
+grep -q '"peft_type":[[:space:]]*"LORA"' "$tmp/ref/checkpoint-8/adapter_config.json" &&
+  grep -q '"r":[[:space:]]*8' "$tmp/ref/checkpoint-8/adapter_config.json" &&
+  ok "adapter_config.json: LORA, r 8" || bad "adapter_config.json: $(cat "$tmp/ref/checkpoint-8/adapter_config.json")"
+grep -q '"lora_targets":[[:space:]]*"q_proj,v"' "$tmp/ref/run.json" && grep -q '"lora_alpha":[[:space:]]*16' "$tmp/ref/run.json" &&
+  ok "run.json records the LoRA settings" || bad "run.json: $(grep -i lora "$tmp/ref/run.json")"
+grep -q 'base_model.model.model.layers.4.self_attn.v_proj.lora_B.weight' "$(adapter "$tmp/ref" 8)" &&
+  ! grep -q 'k_proj' "$(adapter "$tmp/ref" 8)" && ok "PEFT's keys, q and v only" || bad "the adapter's keys"
+
+# step 0 (B = 0) scores the base model: the same as a full run's step 0
+"$bin" train --model "$base_model" --steps 1 --eval-every 4 --checkpoint-every 4 --train-examples 48 \
+  --dev-examples 16 --batch 8 --test "$tmp/test.tsv" --threads 1 --out "$tmp/full" > /dev/null 2>&1
+[ "$(head -1 "$tmp/full/metrics.jsonl" | sed -E 's/, "seconds": [^,}]*//')" = "$(metrics "$tmp/ref" | head -1)" ] &&
+  ok "step 0 with B = 0 scores as the base model" || bad "step 0: $(head -1 "$tmp/full/metrics.jsonl") vs $(head -1 "$tmp/ref/metrics.jsonl")"
+
+# threads, resume, replay: the same adapter bitwise
+run --threads 1 --out "$tmp/t1" && same_run_files() { cmp -s "$(adapter "$1" 8)" "$(adapter "$2" 8)" &&
+  cmp -s "$1/seeds.log" "$2/seeds.log" && diff -q <(metrics "$1") <(metrics "$2") > /dev/null; }
+same_run_files "$tmp/ref" "$tmp/t1" && ok "threads 1 and 2: the same adapter, log and metrics" || bad "threads differ"
+DISTZO_ISA=baseline run --threads 2 --out "$tmp/isa" && same_run_files "$tmp/ref" "$tmp/isa" &&
+  ok "the baseline kernels give the same adapter" || bad "the baseline kernels differ"
+if command -v mpirun > /dev/null; then # the node's ranks share the adapter's masters, each its slice
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for layout in --pertp --dp; do
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np 2 "$bin" train \
+      "${common[@]}" "$layout" 2 --threads 1 --out "$tmp/mpi$layout" > "$tmp/log" 2>&1 &&
+      same_run_files "$tmp/ref" "$tmp/mpi$layout" && ok "mpirun -np 2 $layout 2 == one process" ||
+      bad "mpirun -np 2 $layout 2: $(tail -2 "$tmp/log")"
+  done
+else
+  bad "mpirun not found on PATH (scripts/deps.sh installs it): LoRA's MPI layouts are unchecked"
+fi
+run --threads 1 --steps 4 --out "$tmp/stop" && "$bin" train --resume --steps 8 --threads 2 --keep-checkpoints 2 --out "$tmp/stop" \
+  > "$tmp/log" 2>&1 || bad "the resume failed: $(tail -3 "$tmp/log")"
+same_run_files "$tmp/ref" "$tmp/stop" && ok "stopped at step 4, resumed == uninterrupted" || bad "resume differs"
+rm -rf "$tmp/stop/checkpoint-8" && printf 'checkpoint-4\n' > "$tmp/stop/LATEST"
+"$bin" train --resume --steps 8 --threads 1 --out "$tmp/stop" > "$tmp/log" 2>&1
+cmp -s "$(adapter "$tmp/ref" 8)" "$(adapter "$tmp/stop" 8)" && ok "resumed from checkpoint-4 with the log's steps replayed" ||
+  bad "replay on resume differs: $(tail -2 "$tmp/log")"
+"$bin" export --run "$tmp/ref" -o "$tmp/peft" > /dev/null 2>&1 || bad "export failed"
+cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 8)" && ok "export's replay == the run's adapter" ||
+  bad "export's adapter differs from checkpoint-8's"
+cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 4)" && bad "the adapter did not change (4 -> 8)" ||
+  ok "the adapter trained (checkpoint-4 != checkpoint-8)"
+
+# --backend ref stages every buffer as a device backend does: the same first step to 1e-5
+run --backend ref --threads 1 --steps 1 --out "$tmp/refbe" || bad "--backend ref failed: $(tail -2 "$tmp/log")"
+loss() { sed -n 2p "$1/metrics.jsonl" | grep -o '"loss": [0-9.e-]*' | awk '{print $2}'; }
+awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; exit !(a != "" && (d < 0 ? -d : d) <= 1e-5 * b) }' &&
+  ok "--backend ref: step 1's loss $(loss "$tmp/refbe") is the CPU's $(loss "$tmp/ref") to 1e-5" ||
+  bad "--backend ref: step 1's loss $(loss "$tmp/refbe"), the CPU's $(loss "$tmp/ref")"
+
+# a GGUF base kept quantized (--keep-quantized): the same adapter and log as dequantized at
+# load, in less memory; without an adapter the option is refused
+gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
+head -9 "$assets/sst2/dev.tsv" > "$tmp/t8.tsv"
+q=(train --model "$gguf" --peft lora --steps 2 --eval-every 0 --checkpoint-every 2 --train-examples 8 --dev-examples 4
+   --batch 4 --test "$tmp/t8.tsv" --threads 2)
+"$bin" "${q[@]}" --out "$tmp/gguf-deq" > "$tmp/deq.txt" 2>&1 && "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" \
+  > "$tmp/q.txt" 2>&1 || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
+cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
+  ok "--keep-quantized: the adapter and log of the base dequantized at load" || bad "--keep-quantized changes the bits"
+rss() { grep -o 'peak RSS [0-9.]*' "$1" | awk '{print $3}'; }
+awk -v a="$(rss "$tmp/q.txt")" -v b="$(rss "$tmp/deq.txt")" 'BEGIN { exit !(a > 0 && a < 0.6 * b) }' &&
+  ok "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB" ||
+  bad "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB"
+
+# the structured estimators over the adapter's 2-D tensors keep the seed-log invariant
+for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
+  read -r -a e <<< "--estimator $est"
+  run "${e[@]}" --threads 2 --out "$tmp/${e[1]}" && run "${e[@]}" --threads 1 --steps 4 --out "$tmp/${e[1]}-stop" &&
+    "$bin" train --resume --steps 8 --threads 2 --out "$tmp/${e[1]}-stop" > /dev/null 2>&1 &&
+    "$bin" export --run "$tmp/${e[1]}" -o "$tmp/${e[1]}-x" > /dev/null 2>&1 || bad "${e[1]}: a run failed"
+  same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" \
+    "$(adapter "$tmp/${e[1]}" 8)" && ok "${e[1]}: resume and export == the uninterrupted adapter" || bad "${e[1]}: differs"
+  cmp -s "$(adapter "$tmp/${e[1]}" 8)" "$(adapter "$tmp/ref" 8)" && bad "${e[1]}: MeZO's adapter" ||
+    ok "${e[1]}: the estimator is in effect (not MeZO's adapter)"
+done
+
+# eval --adapter: the run's own test accuracy; --merge: the same scores from a whole model
+want=$(tail -1 "$tmp/ref/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+got=$("$bin" eval "$base_model" --adapter "$tmp/peft" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
+      grep -o '"accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "eval --adapter: the run's test accuracy ($got)" ||
+  bad "eval --adapter gave '$got', the run '$want'"
+"$bin" export --run "$tmp/ref" --merge -o "$tmp/merged" > /dev/null 2>&1 || bad "export --merge failed"
+got=$("$bin" eval "$tmp/merged" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
+      grep -o '"accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ "$got" = "$want" ] && ok "the merged model's accuracy is the run's ($got)" || bad "merged: '$got', the run '$want'"
+got=$("$bin" eval "$tmp/ref/checkpoint-8" --json --threads 1 2>/dev/null | grep -o '"accuracy": [0-9.e-]*' |
+      awk '{printf "%.6f", $2}')
+[ "$got" = "$want" ] && ok "eval RUN/checkpoint-8: the adapter on the run's base, its test data ($got)" ||
+  bad "eval of the checkpoint: '$got', the run '$want'"
+"$bin" generate "$base_model" --adapter "$tmp/peft" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
+  ok "generate --adapter runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
+
+# train --adapter DIR: a new run starts from an exported adapter (step 0 scores it), and its
+# export replays its log onto that adapter
+run --threads 1 --steps 4 --adapter "$tmp/peft" --out "$tmp/cont" || bad "train --adapter failed: $(tail -2 "$tmp/log")"
+got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ "$got" = "$want" ] && ok "train --adapter: step 0 scores the adapter it starts from ($got)" ||
+  bad "train --adapter: step 0 scored '$got', the adapter '$want'"
+"$bin" export --run "$tmp/cont" -o "$tmp/cont-x" > /dev/null 2>&1 &&
+  cmp -s "$tmp/cont-x/adapter_model.safetensors" "$(adapter "$tmp/cont" 4)" &&
+  ! cmp -s "$tmp/cont-x/adapter_model.safetensors" "$tmp/peft/adapter_model.safetensors" &&
+  ok "train --adapter: export replays onto the starting adapter" || bad "train --adapter: export differs"
+
+# refusals, each naming what is wrong
+refuse() { # WHAT PATTERN ARGS...
+  local what=$1 pat=$2
+  shift 2
+  if "$@" > "$tmp/err" 2>&1; then bad "$what: accepted"
+  elif grep -q -- "$pat" "$tmp/err"; then ok "$what: refused"
+  else bad "$what: $(tail -1 "$tmp/err")"; fi
+}
+refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
+refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
+refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"
+refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
+refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
+refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
+refuse "--peft prefix" "prefix tuning is not built" "$bin" train "${common[@]}" --peft prefix --out "$tmp/x3"
+refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
+refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"
+refuse "--merge of a full run" "no adapter" "$bin" export --run "$tmp/full" --merge -o "$tmp/x5"
+cp -r "$tmp/ref" "$tmp/asfull" && sed -i '/"peft"\|"lora_/d' "$tmp/asfull/run.json" && sed -i -z 's/,\n}/\n}/' "$tmp/asfull/run.json"
+refuse "a LoRA log replayed as a full run's" "another layout" "$bin" export --run "$tmp/asfull" -o "$tmp/x6"
+[ ! -e "$tmp/x1/run.json" ] && [ ! -e "$tmp/x2/run.json" ] && [ ! -e "$tmp/x8/run.json" ] && ok "a refused start writes no run.json" || bad "a refused start wrote"
+finish
