@@ -46,6 +46,7 @@
 #include "distzo/zo.h"
 #include "golden.h"
 #include "store/store.h"
+#include "pipeline/pipeline.h"
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 
@@ -392,29 +393,60 @@ typedef struct pipeline {
     int replay;         /* dz_zo_apply of the reference's g instead of dz_zo_step */
     int resident;       /* the masters resident in the buffers of: 1 --backend ref's guarded instance, 2 the
                            CUDA instance over the host seam */
+    int stream;         /* resident, under a device memory cap one byte below resident mode's need: the layer
+                           masters stream from host memory (pipeline/device_stream.c) */
+    int count;          /* resident: count the device's allocations (the twin a streamed run is checked by) */
 } pipeline;
 
 static const pipeline PIPELINES[] = {
-    {"RAM, fused", 0, 0, 1, 0, 0, 0},
-    {"RAM, unfused", 0, 0, 0, 0, 0, 0},
-    {"disk, globals resident, fused", 1, 0, 1, 0, 0, 0},
-    {"disk, globals resident, unfused", 1, 0, 0, 0, 0, 0},
-    {"disk, globals streamed, fused", 1, 1, 1, 0, 0, 0},
-    {"disk, globals streamed, unfused", 1, 1, 0, 0, 0, 0},
-    {"disk without page cache, globals streamed, fused", 1, 1, 1, DZ_STORE_DROP_CACHE, 0, 0},
-    {"RAM, replayed", 0, 0, 1, 0, 1, 0},
-    {"disk, globals resident, replayed", 1, 0, 1, 0, 1, 0},
-    {"disk, globals streamed, replayed", 1, 1, 1, 0, 1, 0},
-    {"on a device stand-in (resident), fused", 0, 0, 1, 0, 0, 1},
-    {"on a device stand-in (resident), unfused", 0, 0, 0, 0, 0, 1},
-    {"on a device stand-in (resident), replayed", 0, 0, 1, 0, 1, 1},
-    {"on CUDA over the host seam (resident), fused", 0, 0, 1, 0, 0, 2},
-    {"on CUDA over the host seam (resident), unfused", 0, 0, 0, 0, 0, 2},
-    {"on CUDA over the host seam (resident), replayed", 0, 0, 1, 0, 1, 2},
+    {"RAM, fused", 0, 0, 1, 0, 0, 0, 0, 0},
+    {"RAM, unfused", 0, 0, 0, 0, 0, 0, 0, 0},
+    {"disk, globals resident, fused", 1, 0, 1, 0, 0, 0, 0, 0},
+    {"disk, globals resident, unfused", 1, 0, 0, 0, 0, 0, 0, 0},
+    {"disk, globals streamed, fused", 1, 1, 1, 0, 0, 0, 0, 0},
+    {"disk, globals streamed, unfused", 1, 1, 0, 0, 0, 0, 0, 0},
+    {"disk without page cache, globals streamed, fused", 1, 1, 1, DZ_STORE_DROP_CACHE, 0, 0, 0, 0},
+    {"RAM, replayed", 0, 0, 1, 0, 1, 0, 0, 0},
+    {"disk, globals resident, replayed", 1, 0, 1, 0, 1, 0, 0, 0},
+    {"disk, globals streamed, replayed", 1, 1, 1, 0, 1, 0, 0, 0},
+    {"on a device stand-in (resident), fused", 0, 0, 1, 0, 0, 1, 0, 0},
+    {"on a device stand-in (resident), unfused", 0, 0, 0, 0, 0, 1, 0, 0},
+    {"on a device stand-in (resident), replayed", 0, 0, 1, 0, 1, 1, 0, 0},
+    {"on CUDA over the host seam (resident), fused", 0, 0, 1, 0, 0, 2, 0, 0},
+    {"on CUDA over the host seam (resident), unfused", 0, 0, 0, 0, 0, 2, 0, 0},
+    {"on CUDA over the host seam (resident), replayed", 0, 0, 1, 0, 1, 2, 0, 0},
+    {"on a device stand-in, layers streamed under a cap, fused", 0, 0, 1, 0, 0, 1, 1, 0},
+    {"on a device stand-in, layers streamed under a cap, unfused", 0, 0, 0, 0, 0, 1, 1, 0},
+    {"on a device stand-in, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 1, 1, 0},
+    {"on CUDA over the host seam, layers streamed under a cap, fused", 0, 0, 1, 0, 0, 2, 1, 0},
+    {"on CUDA over the host seam, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 2, 1, 0},
 };
+
+/* A device instance whose alloc counts the bytes it hands out (nothing is freed before the
+ * run ends), so a streamed run's device memory is checked against its cap by what was
+ * allocated, not by the pipeline's own count. One at a time. */
+static dz_backend_ops g_counting_ops;
+static void *(*g_inner_alloc)(const dz_backend *be, size_t bytes);
+static size_t g_allocated;
+
+static void *counting_alloc(const dz_backend *be, size_t bytes) {
+    g_allocated += bytes;
+    return g_inner_alloc(be, bytes);
+}
+
+static void counting_wrap(const dz_backend *inner, dz_backend *out) {
+    g_counting_ops = *inner->ops;
+    g_inner_alloc = inner->ops->alloc;
+    g_counting_ops.alloc = counting_alloc;
+    g_allocated = 0;
+    *out = *inner;
+    out->ops = &g_counting_ops;
+}
 
 typedef struct engine_run {
     dz_backend *be; /* the forward's (NULL: the CPU) */
+    dz_backend counted; /* streamed: be, its allocations counted (the forward's and the engine's) */
+    size_t cap;         /* streamed: the device memory cap */
     dz_model *m;
     dz_forward *f;
     dz_store *s;
@@ -431,6 +463,31 @@ static void apply(dz_zo_engine *e, uint32_t step, float lr, const float *g) {
     if (dz_zo_apply(e, step, lr, g, &err) != DZ_OK) fail_msg("replay of step %u: %s", step, err.msg);
 }
 
+static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p,
+                                 const batch *b, engine_run *r, dz_error *refusal);
+static void engine_close(engine_run *r);
+
+/* What a streamed pipeline allocated on its device when created: no more than the cap, and
+ * what the same pipeline resident allocates less every layer's masters but one layer's
+ * (the slot), to the byte. */
+static void expect_streamed_allocations(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p,
+                                        const batch *b, const dz_pipeline_device_bytes *need, size_t cap) {
+    const size_t streamed = g_allocated;
+    if (streamed > cap) fail_msg("%s: %zu bytes allocated on the device, above the cap of %zu", p->name, streamed, cap);
+    pipeline twin = *p;
+    twin.stream = 0;
+    twin.count = 1;
+    engine_run r;
+    dz_error err = {0};
+    if (engine_try_open(dir, dt, est, &twin, b, &r, &err) != DZ_OK) fail_msg("%s: %s", p->name, err.msg);
+    const size_t resident = g_allocated;
+    engine_close(&r);
+    g_allocated = streamed; /* the streamed run's count goes on (its evaluation's block scratch) */
+    if (streamed + (need->masters - need->globals - need->layer) != resident)
+        fail_msg("%s: %zu bytes allocated streamed, %zu resident: the layers are not streamed", p->name, streamed,
+                 resident);
+}
+
 /* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline: DZ_OK, or
  * (expect_refusal) the engine's refusal, whose message is in err. */
 static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p,
@@ -444,15 +501,25 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
                                   : dz_model_make_owned(r->m, &err);
     if (st == DZ_OK && p->resident == 1) st = dz_backend_create("ref", &r->be, &err);
     if (st == DZ_OK && p->resident == 2) st = dz_backend_cuda_create_on(dz_cuda_seam_host_create(), 1, &r->be, &err);
-    if (st == DZ_OK) st = dz_forward_create_backend(r->m, r->be, b->g.B, b->g.T, 0, 2, &r->f, &err);
+    const int count = p->stream || p->count;
+    if (st == DZ_OK && count) counting_wrap(r->be, &r->counted);
+    const dz_backend *fbe = count ? &r->counted : r->be;
+    if (st == DZ_OK) st = dz_forward_create_backend(r->m, fbe, b->g.B, b->g.T, 0, 2, &r->f, &err);
     if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
-    const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
-                             .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
-                             .lozo_rank = est->rank, .lozo_nu = est->nu};
+    dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
+                       .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
+                       .lozo_rank = est->rank, .lozo_nu = est->nu};
+    dz_pipeline_device_bytes need = {0};
+    if (st == DZ_OK && p->stream) {
+        need = dz_pipeline_device_need(r->m, r->f);
+        zp.max_device_bytes = dz_pipeline_device_resident(&need) - 1;
+    }
     if (st == DZ_OK) {
         st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, refusal);
         if (st != DZ_OK) return st;
     }
+    if (st == DZ_OK && p->stream) expect_streamed_allocations(dir, dt, est, p, b, &need, zp.max_device_bytes);
+    r->cap = zp.max_device_bytes;
     if (st == DZ_OK && p->disk) st = dz_zo_engine_use_store(r->e, r->s, &err);
     if (st != DZ_OK) fail_msg("%s, %s: %s", dir, p->name, err.msg);
     if (p->disk) { /* what the pipeline holds where: the layers never in the model, the globals as asked */
@@ -538,6 +605,9 @@ static void run_pipeline(const char *dir, dz_dtype dt, const estimator_case *est
     dz_error err = {0};
     if (dz_zo_source_status(r.e, &err) != DZ_OK) fail_msg("%s: evaluation through the masters' source: %s", p->name,
                                                           err.msg);
+    if (p->stream && g_allocated > r.cap) /* the steps and the evaluation included */
+        fail_msg("%s: %zu bytes allocated on the device over the run, above the cap of %zu", p->name, g_allocated,
+                 r.cap);
     engine_close(&r);
 }
 
@@ -673,6 +743,56 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
     batch_free(&b);
 }
 
+/* The engine on backend be (NULL: the CPU) under cap: its status, the message in err. */
+static dz_status engine_under_cap(const char *dir, const dz_backend *be, size_t cap_below_stream, size_t *cap,
+                                  dz_error *err) {
+    dz_model *m = load_owned(dir, DZ_F32);
+    batch b;
+    batch_load("opt_preln", &b);
+    dz_forward *f = NULL;
+    dz_error e0 = {0};
+    if (dz_forward_create_backend(m, be, b.g.B, b.g.T, 0, 2, &f, &e0) != DZ_OK) fail_msg("%s", e0.msg);
+    const dz_pipeline_device_bytes need = dz_pipeline_device_need(m, f);
+    assert_true(need.layer > 0 && need.globals > 0 && need.work > 0 && need.forward > 0);
+    *cap = cap_below_stream ? dz_pipeline_device_streamed(&need) - cap_below_stream : need.layer - 1;
+    const dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .fuse = 1, .estimator = DZ_ZO_MEZO,
+                             .max_device_bytes = *cap};
+    dz_zo_engine *e = NULL;
+    const dz_status st = dz_zo_engine_create(m, f, &zp, &e, err);
+    dz_zo_engine_free(e);
+    dz_forward_free(f);
+    batch_free(&b);
+    dz_model_free(m);
+    return st;
+}
+
+/* Where even streaming does not fit under --max-device-memory (one byte short, or below
+ * one layer's masters), the engine refuses before it allocates, naming every part; a cap
+ * on a host-memory backend is refused saying so. */
+static void device_cap_refusals(void **state) {
+    (void)state;
+    char dir[1024];
+    model_dir(&(model_case){"opt_preln", 0, DZ_F32, MEZO, 0}, dir, sizeof dir);
+    static const char *const parts[] = {"even streaming the layers needs", "the global block's masters",
+                                        "one layer's masters", "the working copies", "the forward's buffers"};
+    for (int k = 0; k < 2; k++) {
+        dz_backend *be = NULL;
+        dz_error err = {0};
+        if (dz_backend_create("ref", &be, &err) != DZ_OK) fail_msg("%s", err.msg);
+        size_t cap = 0;
+        if (engine_under_cap(dir, be, k == 0 ? 1 : 0, &cap, &err) != DZ_ERR_INVALID)
+            fail_msg("a cap of %zu bytes was not refused", cap);
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (!strstr(err.msg, parts[i])) fail_msg("the refusal does not say \"%s\": %s", parts[i], err.msg);
+        printf("  cap %zu bytes refused: %s\n", cap, err.msg);
+        dz_backend_free(be);
+    }
+    dz_error err = {0};
+    size_t cap = 0;
+    if (engine_under_cap(dir, NULL, 1, &cap, &err) != DZ_ERR_INVALID || !strstr(err.msg, "computes in host memory"))
+        fail_msg("a device cap on the CPU backend: %s", err.msg);
+}
+
 static void opt_committed_f32(void **state) {
     (void)state;
     every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, MEZO, 0});
@@ -728,6 +848,7 @@ static void lozo_wide_rows_opt_f32(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(device_cap_refusals),
         cmocka_unit_test(opt_committed_f32),
         cmocka_unit_test(llama_committed_bf16),
         cmocka_unit_test(opt_5_layers_bf16),

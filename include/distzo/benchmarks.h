@@ -33,6 +33,7 @@ typedef struct dz_bench_step_spec {
     dz_dtype master;
     int batch, seq, steps, fuse, max_resident_mb, stream_globals;
     const char *backend;
+    int max_device_mb; /* a device backend's cap (0: none): above it the layer masters stream through it */
 } dz_bench_step_spec;
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err);
 

@@ -82,6 +82,8 @@ typedef struct dz_train_layout {
     int verify_every;         /* compare replica checksums across nodes every this many steps (0: never) */
     const char *backend;      /* --backend: what the forward and the ZO ops run on (NULL: cpu); the ZO ops give
                                  every backend's bits, so a run resumes on any */
+    int max_device_mb;        /* --max-device-memory: a device backend's cap (0: none); above it the layer masters
+                                 stream from host memory, the same bits (so a run resumes under any cap) */
 } dz_train_layout;
 
 /* Parameter-efficient fine-tuning (docs/ADAPTERS.md): which parameters the run trains. */

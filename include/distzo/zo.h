@@ -40,6 +40,8 @@ typedef struct dz_zo_params {
     float sparse_density; /* SPARSE: fraction of each row perturbed, (0, 1] */
     int lozo_rank, lozo_nu; /* LOZO: rank r (1..DZ_ZO_LOZO_MAX_RANK), V refreshed every nu steps */
     int rng_v2;      /* 1: ZO_RNG v2 z (docs/ZO_RNG.md section 10); 0: v1 */
+    size_t max_device_bytes; /* a device backend's memory cap (--max-device-memory; 0: none): above it the
+                              * layer masters stay in host memory and stream through the device */
 } dz_zo_params;
 
 /* The losses of one forward from the log-probs the caller asked for: logprobs[n_rows] of

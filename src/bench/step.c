@@ -38,7 +38,8 @@ static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_s
                             dz_error *err) {
     dz_store *store = dz_setup_store(setup);
     const dz_engine_spec es = {.max_batch = s->batch, .max_len = s->seq, .streams = 2,
-                               .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = s->fuse},
+                               .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = s->fuse,
+                                      .max_device_bytes = (size_t)s->max_device_mb << 20},
                                .max_resident_mb = s->max_resident_mb, .stream_globals = s->stream_globals,
                                .backend = s->backend};
     dz_status st = dz_setup_engine(setup, &es, err);
@@ -126,6 +127,8 @@ dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, d
     const dz_weights_spec ws = {.path = s->model, .master_dtype = s->master, .store = s->store};
     /* before the store is written: a backend that keeps its masters resident cannot use one */
     dz_status st = dz_setup_check_store_backend(s->store, dz_backend_by_name(s->backend), err);
+    if (st == DZ_OK && s->max_device_mb < 0)
+        st = dz_fail(err, DZ_ERR_INVALID, "--max-device-memory %d is negative", s->max_device_mb);
     if (st == DZ_OK) st = dz_setup_weights(&ws, &setup, err);
     if (st != DZ_OK) return st;
     dz_model *m = dz_setup_model(setup);

@@ -82,6 +82,8 @@ static int bench_step(int argc, char **argv) {
         {"store", DZ_OPT_STR, &s.store, "disk:PATH or disk-nocache:PATH: masters in a store file (skips the forward phase)"},
         {"max-resident", DZ_OPT_INT, &s.max_resident_mb, "with --store: stay under this many MB or refuse to run"},
         {"stream-globals", DZ_OPT_FLAG, &s.stream_globals, "with --store: the global block stays in the store too"},
+        {"max-device-memory", DZ_OPT_INT, &s.max_device_mb,
+         "with a device backend: at most this many MB of its memory (the layer masters streamed if needed)"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };

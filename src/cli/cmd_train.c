@@ -248,6 +248,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         dz_cli_threads_option(&t->threads, "threads per process (default: $OMP_NUM_THREADS, else the cores / processes on the machine)"),
         dz_cli_backend_option(&c->layout.backend),
         dz_cli_gpu_math_option(&t->gpu_math),
+        {"max-device-memory", DZ_OPT_INT, &c->layout.max_device_mb,
+         "with a device backend: use at most this many MB of its memory; above it the layer masters stay in host "
+         "memory and stream through the device block by block (refused where even that does not fit)"},
         dz_cli_gpus_option(&t->gpus),
         dz_cli_share_gpus_option(&t->gpus),
         {"pertp", DZ_OPT_INT, &c->layout.pertp, "mpirun: perturbation parallelism, 1 or 2 ranks per +/- pair (default 1)"},

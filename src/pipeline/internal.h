@@ -8,6 +8,7 @@
  * checksum.c      span hashes and the masters' checksum
  * structured_z.c  the sparse and low-rank z of 2-D tensors
  * resident.c      the masters resident on a device backend (buffers not host memory)
+ * device_stream.c under a device memory cap: the layer masters streamed block by block
  * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
@@ -100,6 +101,9 @@ typedef struct resident_state {
     int on;
     void **theta; /* per tensor id: its masters, a backend buffer */
     int stale;    /* an update reached the device's masters since the host copy was made */
+    int stream;   /* under the cap: the layers' masters stay in the model's memory, and each
+                   * pass over a layer uploads it into slot (theta points there) */
+    void *slot;   /* streaming: the masters of one layer block, a backend buffer */
 } resident_state;
 
 struct dz_pipeline {
@@ -201,6 +205,17 @@ size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int
 /* Uploads every tensor's masters into a buffer of p->be (refusing what resident mode does
  * not do yet); dz_res_free frees them. */
 dz_status dz_res_create(dz_pipeline *p, dz_error *err);
+/* Tensor id's masters stream through res.slot (a layer's, under the cap). */
+int dz_res_streamed(const dz_pipeline *p, int id);
+size_t dz_res_tensor_bytes(const dz_pipeline *p, int id);
+
+/* device_stream.c */
+/* Resident mode or streaming under max_device_bytes (0: resident), or the refusal. */
+dz_status dz_dev_choose(dz_pipeline *p, const dz_forward *f, size_t max_device_bytes, dz_error *err);
+/* Streaming: tensor id's elements [i0, i0+n) into the slot, theta[id] pointing there. */
+void dz_dev_stream_in(dz_pipeline *p, int id, uint64_t i0, size_t n);
+/* Streaming: the same range back into the model's memory (the update is in it). */
+void dz_dev_stream_out(dz_pipeline *p, int id, uint64_t i0, size_t n);
 void dz_res_free(dz_pipeline *p);
 /* Downloads the masters into the model's tensors if an update reached them since. */
 void dz_res_sync_host(dz_pipeline *p);

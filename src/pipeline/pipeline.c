@@ -29,8 +29,8 @@ size_t dz_pipeline_planned_bytes(const dz_model *m, const dz_forward *f, const d
 
 size_t dz_pipeline_bytes(const dz_pipeline *p) { return p->bytes; }
 
-dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z, dz_pipeline **out,
-                             dz_error *err) {
+dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z,
+                             size_t max_device_bytes, dz_pipeline **out, dz_error *err) {
     *out = NULL;
     dz_pipeline *p = calloc(1, sizeof *p);
     if (!p) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
@@ -39,7 +39,8 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     p->z = *z;
     const int n_blocks = dz_model_config(m)->n_layers + 1;
     const int resident = !p->be->host_buffers; /* the masters go where the forward's ops can read them */
-    dz_status st = resident ? dz_res_create(p, err) : DZ_OK;
+    dz_status st = dz_dev_choose(p, f, max_device_bytes, err);
+    if (st == DZ_OK && resident) st = dz_res_create(p, err);
     if (st == DZ_OK)
         st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, z->shape == DZ_PZ_SPARSE, resident ? p->be : NULL, err);
     if (st == DZ_OK) st = dz_sz_create(p, err);

@@ -60,8 +60,12 @@ typedef struct dz_pipeline_perturbation {
  * perturbed source hands out are its buffers (dz_weight_source.backend_rows); the model's
  * tensors are the host copy (dz_pipeline_flush). Resident mode refuses a disk store, a
  * node's sharing and the SPARSE and LOWRANK shapes. */
-dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z, dz_pipeline **out,
-                             dz_error *err);
+/* max_device_bytes (0: no cap; only with such a backend): where every master does not fit
+ * under it beside the working copies and f's buffers, the layer masters stay in host memory
+ * and each pass streams its block through one device buffer (device_stream.c); refused,
+ * naming the parts, where even that does not fit. */
+dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z,
+                             size_t max_device_bytes, dz_pipeline **out, dz_error *err);
 void dz_pipeline_free(dz_pipeline *p);
 
 /* Moves the layer masters (and, when the model let go of them, the global block's) to
@@ -136,5 +140,22 @@ size_t dz_pipeline_store_bytes_for(const dz_param_table *t, dz_dtype dtype);
 /* What dz_pipeline_create + dz_pipeline_use_store(s) allocate for m and f (s NULL: no
  * store); with stream_globals also the global block's row buffer. */
 size_t dz_pipeline_planned_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals);
+
+/* What a pipeline on a device backend puts in its memory, by part: resident mode holds
+ * masters + work + forward, streaming globals + layer + work + forward. */
+typedef struct dz_pipeline_device_bytes {
+    size_t masters; /* every tensor's masters */
+    size_t globals; /* the global block's masters (embeddings, final norm, head) */
+    size_t layer;   /* the masters of the largest layer block: the one streamed buffer */
+    size_t work;    /* the two fp32 working copies and the -eps row cache */
+    size_t forward; /* f's buffers (dz_forward_bytes) */
+} dz_pipeline_device_bytes;
+dz_pipeline_device_bytes dz_pipeline_device_need(const dz_model *m, const dz_forward *f);
+static inline size_t dz_pipeline_device_resident(const dz_pipeline_device_bytes *b) {
+    return b->masters + b->work + b->forward;
+}
+static inline size_t dz_pipeline_device_streamed(const dz_pipeline_device_bytes *b) {
+    return b->globals + b->layer + b->work + b->forward;
+}
 
 #endif

@@ -15,8 +15,12 @@
 
 #include "pipeline/internal.h"
 
-static size_t tensor_bytes(const dz_pipeline *p, int id) {
+size_t dz_res_tensor_bytes(const dz_pipeline *p, int id) {
     return (size_t)dz_param_numel(&dz_model_params(p->m)->params[id]) * dz_dtype_size(dz_model_dtype(p->m));
+}
+
+int dz_res_streamed(const dz_pipeline *p, int id) {
+    return p->res.stream && dz_model_params(p->m)->params[id].block < dz_model_config(p->m)->n_layers;
 }
 
 /* What resident mode does not do yet, refused before anything is uploaded. */
@@ -41,8 +45,16 @@ dz_status dz_res_create(dz_pipeline *p, dz_error *err) {
     p->res.theta = calloc((size_t)t->count, sizeof *p->res.theta);
     if (!p->res.theta) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
     p->res.on = 1;
+    if (p->res.stream) {
+        const size_t n = dz_ws_max_layer_floats(t) * dz_dtype_size(dz_model_dtype(p->m));
+        p->res.slot = p->be->ops->alloc(p->be, n);
+        if (!p->res.slot)
+            return dz_fail(err, DZ_ERR_NOMEM, "zo: --backend %s: no memory for a layer's masters (%zu bytes)",
+                           p->be->name, n);
+    }
     for (int id = 0; id < t->count; id++) {
-        const size_t n = tensor_bytes(p, id);
+        if (dz_res_streamed(p, id)) continue; /* theta points into the slot during a pass */
+        const size_t n = dz_res_tensor_bytes(p, id);
         p->res.theta[id] = p->be->ops->alloc(p->be, n);
         if (!p->res.theta[id])
             return dz_fail(err, DZ_ERR_NOMEM, "zo: --backend %s: no memory for the masters of %s (%zu bytes)",
@@ -54,7 +66,10 @@ dz_status dz_res_create(dz_pipeline *p, dz_error *err) {
 
 void dz_res_free(dz_pipeline *p) {
     if (!p->res.theta) return;
-    for (int id = 0; id < dz_model_params(p->m)->count; id++) p->be->ops->free(p->be, p->res.theta[id]);
+    for (int id = 0; id < dz_model_params(p->m)->count; id++)
+        if (!dz_res_streamed(p, id)) p->be->ops->free(p->be, p->res.theta[id]);
+    if (p->res.slot) p->be->ops->free(p->be, p->res.slot);
+    p->res.slot = NULL;
     free(p->res.theta);
     p->res.theta = NULL;
 }
@@ -62,7 +77,8 @@ void dz_res_free(dz_pipeline *p) {
 void dz_res_sync_host(dz_pipeline *p) {
     if (!p->res.on || !p->res.stale) return;
     for (int id = 0; id < dz_model_params(p->m)->count; id++)
-        p->be->ops->download(p->be, dz_model_tensor(p->m, id), p->res.theta[id], tensor_bytes(p, id));
+        if (!dz_res_streamed(p, id)) /* a streamed layer's host copy is current after each pass */
+            p->be->ops->download(p->be, dz_model_tensor(p->m, id), p->res.theta[id], dz_res_tensor_bytes(p, id));
     p->res.stale = 0;
 }
 
@@ -74,12 +90,15 @@ void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int 
         b = a + 1;
         while (b < last && sp[b].id == sp[a].id) b++;
         const span whole = {sp[a].id, sp[a].i0, (size_t)(sp[b - 1].i0 - sp[a].i0) + sp[b - 1].n};
+        const int streamed = dz_res_streamed(p, whole.id);
+        if (streamed) dz_dev_stream_in(p, whole.id, whole.i0, whole.n);
         void *th = dz_ws_theta_at(p, whole.id, whole.i0);
         if (!pair) {
             dz_pass_update_span(p, &whole, th);
-            continue;
+        } else {
+            const size_t off = p->ws.tensor_off[whole.id] + whole.i0;
+            dz_pass_perturb_span(p, whole.id, whole.i0, whole.n, th, pair[0] + off, pair[1] + off, apply);
         }
-        const size_t off = p->ws.tensor_off[whole.id] + whole.i0;
-        dz_pass_perturb_span(p, whole.id, whole.i0, whole.n, th, pair[0] + off, pair[1] + off, apply);
+        if (streamed && (!pair || apply)) dz_dev_stream_out(p, whole.id, whole.i0, whole.n);
     }
 }

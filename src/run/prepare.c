@@ -17,7 +17,7 @@ dz_status dz_prepare(dz_compute *c, dz_run_data *d, const char *weights, int fro
     if (d->testset.max_len > max_len) max_len = d->testset.max_len;
     if (d->gen) max_len = dz_model_config(c->m)->max_seq_len; /* prompts and their greedy answers */
     const int share = !d->lm && !d->gen && t->data.share_prompts; /* candidates continue their example's prompt */
-    const dz_engine_spec es = {
+    dz_engine_spec es = {
         .max_batch = local * K > eval_batch ? local * K : eval_batch,
         .max_len = max_len,
         .streams = share ? 4 : 2,
@@ -27,6 +27,7 @@ dz_status dz_prepare(dz_compute *c, dz_run_data *d, const char *weights, int fro
         .signs = c->lay.signs,
         .backend = t->layout.backend,
     };
+    es.zo.max_device_bytes = (size_t)t->layout.max_device_mb << 20;
     st = dz_compute_engine(c, &es, err);
     return st == DZ_OK ? dz_run_data_buffers(d, local, K, max_len, share, err) : st;
 }

@@ -65,7 +65,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     const struct { const char *option; int value; } counts[] = { /* 0 means never (evaluation: at the end) */
         {"--eval-every", s->eval_every}, {"--checkpoint-every", s->checkpoint_every},
         {"--log-sync-every", s->log_sync_every}, {"--seq", d->lm_seq}, {"--max-resident", c->store.max_resident_mb},
-        {"--verify-every", c->layout.verify_every},
+        {"--verify-every", c->layout.verify_every}, {"--max-device-memory", c->layout.max_device_mb},
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         if (counts[i].value < 0)

@@ -42,7 +42,7 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     e->p = *p;
     e->par.signs = 3;
     const dz_pipeline_perturbation z = dz_zo_perturbation_of(p);
-    dz_status st = dz_pipeline_create(m, f, &z, &e->pipe, err);
+    dz_status st = dz_pipeline_create(m, f, &z, p->max_device_bytes, &e->pipe, err);
     const size_t rows = logprob_rows(f);
     for (int sign = 0; st == DZ_OK && sign < 2; sign++) {
         e->lp[sign] = dz_alloc(rows * sizeof(float));

@@ -18,6 +18,9 @@
 #   measured ~2e-7), and so do its g (relative 1e-3; g = (L+ - L-)/(2 eps) magnifies);
 #   with lr > 0 the runs then drift apart, each exact on replay;
 # - --store disk with --backend ref is refused before anything is written;
+# - --max-device-memory: below what streaming the layers needs refused naming the parts,
+#   just above it the layer masters stream from host memory, the resident run bitwise; a
+#   cap with --backend cpu refused;
 # - eval and generate run on ref: per-example scores within 1e-5 of the CPU's, greedy tokens
 #   the same.
 # The last four hold for cuda too where it runs (its losses measured the same way).
@@ -100,6 +103,21 @@ device() {
   if cmp -s "$tmp/$name-export/model.safetensors" "$tmp/$name/checkpoint-$steps/model.safetensors"; then
     ok "$name's seed log replayed on the CPU gives $name's weights bitwise"
   else bad "export of the $name run differs from its checkpoint"; fi
+  # under --max-device-memory: a cap below even streaming refused, naming the parts; the
+  # smallest whole MB above streaming's need streams the layer masters, the same run bitwise
+  refused "train --backend $name --max-device-memory 1" "--max-device-memory 1.00 MB: even streaming the layers \
+needs [0-9.]+ MB on --backend $name: the global block's masters .*, one layer's masters .*, the working copies .*, \
+the forward's buffers" train "${args[@]}" --backend "$name" "$@" --max-device-memory 1 --out "$tmp/$name-cap1"
+  [ -e "$tmp/$name-cap1" ] && bad "a refused --max-device-memory left a run folder"
+  local cap
+  cap=$(sed -nE 's/.*even streaming the layers needs ([0-9.]+) MB.*/\1/p' "$tmp/err" |
+          awk '{ c = int($1); if (c < $1) c++; print c }')
+  "$bin" train "${args[@]}" --out "$tmp/$name-stream" --backend "$name" "$@" --max-device-memory "${cap:-0}" \
+    > "$tmp/log" 2>&1 || true
+  if grep -q "the layer masters stay in host memory and stream" "$tmp/log" &&
+       same_run "$tmp/$name" "$tmp/$name-stream" "$steps"; then
+    ok "--backend $name --max-device-memory $cap streams the layers: the resident run bitwise"
+  else bad "--backend $name --max-device-memory ${cap:-?}: $(tail -1 "$tmp/log")"; fi
   # the same 10 steps at the base weights (--lr 0): every step's loss and g side by side
   "$bin" train "${args[@]}" --lr 0 --out "$tmp/${name}0" --backend "$name" "$@" > "$tmp/log" 2>&1
   if paste -d' ' <(col "$tmp/cpu0") <(col "$tmp/${name}0") | awk -v n="$steps" '
@@ -126,6 +144,8 @@ device() {
   if [ -n "$g_cpu" ] && [ "$g_cpu" = "$g_dev" ]; then ok "generate --backend $name: the CPU's greedy tokens"; else
     bad "generate: cpu $g_cpu, $name $g_dev"; fi
 }
+refused "--max-device-memory with cpu" "--max-device-memory caps a device backend's memory; --backend cpu computes \
+in host memory" train "${args[@]}" --max-device-memory 64 --out "$tmp/cap-cpu"
 device ref
 if [ "$cuda_runs" = 1 ]; then device cuda --gpu-math fp32; fi
 finish
