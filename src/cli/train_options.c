@@ -45,7 +45,7 @@ int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v
         {"steps", DZ_OPT_INT, &c->optim.steps, help[H_STEPS][k]},
         {"spsa-samples", DZ_OPT_INT, &c->optim.q, help[H_Q][k]},
         {"perturbation", DZ_OPT_STR, &v->perturbation, "gaussian (default) or rademacher"},
-        {"rng", DZ_OPT_STR, &v->rng, "z's generator: v1 (default) or v2, cheaper (docs/ZO_RNG.md)"},
+        {"rng", DZ_OPT_STR, &v->rng, "z's generator: v1 (default) or v2, cheaper and provisional (docs/ZO_RNG.md 10)"},
         {"schedule", DZ_OPT_STR, &v->schedule, "lr schedule: constant (default), linear, cosine"},
         {"warmup", DZ_OPT_INT, &c->optim.warmup, help[H_WARMUP][k]},
         {"seed", DZ_OPT_SEED, &v->seed, "run seed: the perturbations (default 0)"},
