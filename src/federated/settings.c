@@ -11,6 +11,7 @@
 #include "distzo/util.h"
 #include "federated/admission.h"
 #include "federated/protocol.h"
+#include "format/json_file.h"
 #include "run/seed_pool.h"
 
 void dz_fed_settings_default(dz_fed_settings *s) {
@@ -72,12 +73,7 @@ dz_status dz_fed_settings_write(const char *run_dir, const dz_fed_settings *s, u
         cJSON_AddStringToObject(o, "seed_sampling", dz_seed_sampling_name((dz_seed_sampling)s->seed_sampling));
     }
     cJSON_AddStringToObject(o, "base_fingerprint", fp);
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!text) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
-    dz_status st = dz_write_file_atomic(path, text, strlen(text), err);
-    free(text);
-    return st;
+    return dz_json_write_file(path, o, err);
 }
 
 static dz_status number(const cJSON *o, const char *key, const char *path, double *out, dz_error *err) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "format/json_file.h"
 #include "model/model_internal.h"
 
 static dz_status write_config(const dz_model *m, const char *path, dz_error *err) {
@@ -25,12 +26,7 @@ static dz_status write_config(const dz_model *m, const char *path, dz_error *err
     cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);
     cJSON_AddBoolToObject(o, "use_rslora", 0);
     cJSON_AddBoolToObject(o, "inference_mode", 1);
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (!text) return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
-    dz_status st = dz_write_file_atomic(path, text, strlen(text), err);
-    free(text);
-    return st;
+    return dz_json_write_file(path, o, err);
 }
 
 dz_status dz_lora_save(const dz_model *m, const char *dir, dz_error *err) {

@@ -15,6 +15,7 @@
 
 #include "core/util.h"
 #include "distzo/log.h"
+#include "format/json_file.h"
 #include "run/metrics.h" /* dz_float_shortest */
 #include "run/run_files.h"
 
@@ -219,14 +220,9 @@ dz_status dz_run_config_write(const char *run_dir, const dz_train_config *c, dz_
     cJSON *o = cJSON_CreateObject();
     for (size_t i = 0; o && i < N_FIELDS; i++)
         if (field_applies(&FIELDS[i], c)) add_field(o, &FIELDS[i], c);
-    char *text = o ? cJSON_Print(o) : NULL;
-    cJSON_Delete(o);
-    if (!text) return dz_fail(err, DZ_ERR_NOMEM, "run.json: out of memory");
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/run.json", run_dir);
-    dz_status st = dz_write_file_atomic(path, text, strlen(text), err);
-    free(text);
-    return st;
+    return dz_json_write_file(path, o, err);
 }
 
 /* The JSON text being read: its name in messages, the text itself (u64 values are read
