@@ -127,11 +127,13 @@ class Trainer:
             model = load(os.path.join(tmp, "model"), tokenizer=s.get("tokenizer"))
             return model.evaluate(data=data, **args)
 
-    def export(self, path: PathLike, format: Optional[str] = None, gguf_type: Optional[str] = None) -> None:
+    def export(self, path: PathLike, format: Optional[str] = None, gguf_type: Optional[str] = None,
+               merge: bool = False) -> None:
         """The run's trained weights (its seed log replayed on the base model) as a Hugging
         Face folder or a GGUF file (format None: gguf when path ends in .gguf), as
-        `distzo export --run OUT`."""
-        export(self.out, path, format=format, gguf_type=gguf_type)
+        `distzo export --run OUT`; a LoRA run (peft="lora") gives its PEFT adapter folder,
+        or with merge=True the base with the adapter merged in."""
+        export(self.out, path, format=format, gguf_type=gguf_type, merge=merge)
 
     @classmethod
     def resume(cls, run_dir: PathLike, callback: Optional[Callback] = None, progress: Optional[bool] = None,
@@ -231,11 +233,14 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
 
 
 def export(run_dir: Optional[PathLike], out: PathLike, model: Optional[PathLike] = None,
-           format: Optional[str] = None, gguf_type: Optional[str] = None, store: Optional[str] = None) -> None:
+           format: Optional[str] = None, gguf_type: Optional[str] = None, store: Optional[str] = None,
+           merge: bool = False) -> None:
     """A run's trained weights (its seed log replayed on its base model, or on model), or
     a model as it is (run_dir None), written as a Hugging Face folder or a GGUF file
-    (format None: gguf when out ends in .gguf), as `distzo export`."""
+    (format None: gguf when out ends in .gguf), as `distzo export`. A LoRA run gives its
+    PEFT adapter folder (adapter_config.json + adapter_model.safetensors), or with
+    merge=True the base with the adapter merged in (`distzo export --merge`)."""
     if format is None:
         format = "gguf" if os.fspath(out).endswith(".gguf") else "hf"
     _distzo.export(None if run_dir is None else os.fspath(run_dir), None if model is None else os.fspath(model),
-                   os.fspath(out), format, gguf_type, store)
+                   os.fspath(out), format, gguf_type, store, merge)

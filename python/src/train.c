@@ -163,11 +163,11 @@ PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 PyObject *dzpy_export(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"run_dir", "model", "out", "format", "gguf_type", "store", NULL};
+    static char *names[] = {"run_dir", "model", "out", "format", "gguf_type", "store", "merge", NULL};
     dz_export_spec spec = {0};
     const char *format = "hf";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "zzs|szz", names, &spec.run_dir, &spec.model, &spec.out, &format,
-                                     &spec.gguf_type, &spec.store))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "zzs|szzp", names, &spec.run_dir, &spec.model, &spec.out, &format,
+                                     &spec.gguf_type, &spec.store, &spec.merge))
         return NULL;
     if (strcmp(format, "hf") && strcmp(format, "gguf"))
         return PyErr_Format(PyExc_ValueError, "format '%s' is not one of hf, gguf", format);

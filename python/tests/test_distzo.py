@@ -87,7 +87,7 @@ SETTINGS = dict(train_examples=32, dev_examples=8, data_seed=42, batch=4, lr=1e-
                 checkpoint_every=4)
 
 
-def cli_train(cli, assets, out, steps, resume=False):
+def cli_train(cli, assets, out, steps, resume=False, extra=()):
     if resume:
         args = ["--resume", "--steps", str(steps)]
     else:
@@ -96,7 +96,7 @@ def cli_train(cli, assets, out, steps, resume=False):
                 "--steps", str(steps)]
         for key, value in SETTINGS.items():
             args += ["--" + key.replace("_", "-"), str(value)]
-    subprocess.run([cli, "train", *args, "--out", str(out), "--quiet"], check=True, capture_output=True)
+    subprocess.run([cli, "train", *args, *extra, "--out", str(out), "--quiet"], check=True, capture_output=True)
 
 
 def py_trainer(model, assets, out, steps, **extra):
@@ -184,6 +184,27 @@ def test_export_equals_the_cli(model, cli, assets, tmp_path):
     assert (tmp_path / "method_hf" / "model.safetensors").read_bytes() == \
         (tmp_path / "cli_hf" / "model.safetensors").read_bytes()
     assert distzo.load(tmp_path / "py_hf").info["params"] == 260032
+
+
+def test_lora_run_and_its_exports_equal_the_cli(model, cli, assets, tmp_path):
+    lora = {"peft": "lora", "lora_rank": 4, "lora_targets": "q,v"}
+    trainer = py_trainer(model, assets, tmp_path / "py", 3, **lora)
+    trainer.train()
+    cli_train(cli, assets, tmp_path / "cli", 3, extra=["--peft", "lora", "--lora-rank", "4", "--lora-targets", "q,v"])
+    assert (tmp_path / "py" / "seeds.log").read_bytes() == (tmp_path / "cli" / "seeds.log").read_bytes()
+    distzo.export(tmp_path / "py", tmp_path / "py_fn_adapter")
+    assert (tmp_path / "py_fn_adapter" / "adapter_config.json").exists()
+    for merge, name, out in [(False, "adapter_model.safetensors", "adapter"), (True, "model.safetensors", "merged")]:
+        trainer.export(tmp_path / f"py_{out}", merge=merge)
+        cli_args = ["--merge"] if merge else []
+        subprocess.run([cli, "export", "--run", str(tmp_path / "cli"), "--out", str(tmp_path / f"cli_{out}"),
+                        *cli_args], check=True, capture_output=True)
+        assert (tmp_path / f"py_{out}" / name).read_bytes() == (tmp_path / f"cli_{out}" / name).read_bytes()
+    config = json.loads((tmp_path / "py_adapter" / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["r"] == 4
+    base = distzo.load(assets / "stories260K" / "stories260K.bin")
+    merged = distzo.load(tmp_path / "py_merged")
+    assert merged.info["params"] == base.info["params"]
 
 
 def test_errors_carry_the_library_message(model, assets, tmp_path):
