@@ -142,7 +142,8 @@ size_t dz_pipeline_store_bytes_for(const dz_param_table *t, dz_dtype dtype);
 size_t dz_pipeline_planned_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals);
 
 /* What a pipeline on a device backend puts in its memory, by part: resident mode holds
- * masters + work + forward, streaming globals + layer + work + forward. */
+ * masters + work + forward, streaming globals + slots x layer + work + forward (two slots
+ * where the backend overlaps its transfers and they fit, else one). */
 typedef struct dz_pipeline_device_bytes {
     size_t masters; /* every tensor's masters */
     size_t globals; /* the global block's masters (embeddings, final norm, head) */
@@ -154,8 +155,16 @@ dz_pipeline_device_bytes dz_pipeline_device_need(const dz_model *m, const dz_for
 static inline size_t dz_pipeline_device_resident(const dz_pipeline_device_bytes *b) {
     return b->masters + b->work + b->forward;
 }
-static inline size_t dz_pipeline_device_streamed(const dz_pipeline_device_bytes *b) {
-    return b->globals + b->layer + b->work + b->forward;
+static inline size_t dz_pipeline_device_streamed_slots(const dz_pipeline_device_bytes *b, int slots) {
+    return b->globals + (size_t)slots * b->layer + b->work + b->forward;
 }
+/* Streaming's least need: one slot (transfers in order with the ops). */
+static inline size_t dz_pipeline_device_streamed(const dz_pipeline_device_bytes *b) {
+    return dz_pipeline_device_streamed_slots(b, 1);
+}
+/* Streaming with two slots (backend/stream_ops.h), the overlap's marks: slot s's upload is
+ * mark DZ_DEV_MARK_UP + s, its compute's last use DZ_DEV_MARK_DONE + s, its write-back
+ * DZ_DEV_MARK_WB + s (device_stream.c). */
+enum { DZ_DEV_MARK_UP = 0, DZ_DEV_MARK_DONE = 2, DZ_DEV_MARK_WB = 4 };
 
 #endif
