@@ -62,8 +62,10 @@ typedef struct dz_pipeline_perturbation {
  * node's sharing and the SPARSE and LOWRANK shapes. */
 /* max_device_bytes (0: no cap; only with such a backend): where every master does not fit
  * under it beside the working copies and f's buffers, the layer masters stay in host memory
- * and each pass streams its block through one device buffer (device_stream.c); refused,
- * naming the parts, where even that does not fit. */
+ * and each pass streams its block through a device buffer (device_stream.c: two, the
+ * transfers overlapped, where the backend has be->streams and both fit; else one); refused,
+ * naming the parts, where even one does not fit. The layer masters are then the model's
+ * tensors, pinned while the pipeline lives with two buffers: free the pipeline first. */
 dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z,
                              size_t max_device_bytes, dz_pipeline **out, dz_error *err);
 void dz_pipeline_free(dz_pipeline *p);
