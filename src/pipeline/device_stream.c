@@ -100,11 +100,15 @@ static void upload_layer(dz_pipeline *p, int l) {
     p->res.held[s] = l;
 }
 
+void dz_dev_prefetch(dz_pipeline *p, int l) {
+    if (p->res.slots == 2 && l < dz_model_config(p->m)->n_layers) upload_layer(p, l);
+}
+
 void dz_dev_overlapped_pass(dz_pipeline *p, int l, float *const pair[2], int apply) {
     const dz_stream_ops *so = p->be->streams;
     const int s = l % 2, first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
     upload_layer(p, l);
-    if (l + 1 < dz_model_config(p->m)->n_layers) upload_layer(p, l + 1); /* overlaps this layer's op */
+    dz_dev_prefetch(p, l + 1); /* overlaps this layer's op */
     so->wait(p->be, DZ_LANE_COMPUTE, DZ_DEV_MARK_UP + s);
     for (int a = first, b; a < last; a = b) {
         span r;

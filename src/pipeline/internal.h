@@ -223,6 +223,9 @@ void dz_dev_stream_out(dz_pipeline *p, int id, uint64_t i0, size_t n);
 /* Two slots: layer l's pass (dz_res_pass's arguments) overlapped with the upload of layer
  * l + 1, its write-back issued behind it. */
 void dz_dev_overlapped_pass(dz_pipeline *p, int l, float *const pair[2], int apply);
+/* Two slots: issues layer l's upload now (none past the last layer; one slot: nothing), so
+ * that it overlaps what comes before its pass. */
+void dz_dev_prefetch(dz_pipeline *p, int l);
 /* Two slots: pins the layer masters' host range (a failure leaves them unpinned), and the
  * end: every lane drained, the range unpinned. */
 void dz_dev_pin(dz_pipeline *p);
