@@ -24,6 +24,9 @@
  *  - resident on the CUDA backend's instance over the host seam (its buffers, ZO ops and
  *    forward ops on the seam's stream), against the plain loop on such an instance,
  *    meeting no overrun, race or read before a synchronize;
+ *  - streamed under a device memory cap on both (the layer masters in host memory, one
+ *    slot; on the CUDA instance two where they fit: upload, op and write-back overlapped on
+ *    three streams), each wait of the overlap shown to matter (one dropped: a race);
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
