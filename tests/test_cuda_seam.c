@@ -9,7 +9,9 @@
  *    bitwise the CPU backend's, a seam error inside an op kept and said;
  *  - the mistakes it exists to catch fail: a download read before its synchronize (poison),
  *    an upload's source changed before it, two streams touching a buffer without an event
- *    between them (both orders), a ZO2-style three-stream pipeline missing one wait, a
+ *    between them (both orders), a ZO2-style three-stream pipeline missing one wait, an
+ *    upload of host memory racing a download into it (ordered by an event it reads the
+ *    downloaded bytes), a
  *    leading dimension cuBLAS rejects or one that runs past the buffer, and overruns of
  *    copies, kernels and pinned buffers. */
 #include <math.h>
@@ -224,6 +226,41 @@ static void zo2_streaming_schedule_needs_every_wait(void **st) {
     free(masters), free(want), free(unused);
 }
 
+/* A write-back into host memory on one stream, then an upload of that memory on another
+ * ordered after it by an event (ZO2's next step uploading a block it wrote back): the
+ * upload reads the written-back bytes, no hazard, though the download had not run when the
+ * upload was issued (its destination held poison then). Without the event it is a race. */
+static void an_upload_ordered_after_a_download_of_its_source_reads_it(void **st) {
+    (void)st;
+    for (int ordered = 1; ordered >= 0; ordered--) {
+        dz_cuda_seam *s = seam();
+        dz_cuda_stream back = NULL, up = NULL;
+        dz_cuda_event ev = NULL;
+        SEAM_OK(s, s->stream_create(s, &back));
+        SEAM_OK(s, s->stream_create(s, &up));
+        SEAM_OK(s, s->event_create(s, &ev));
+        const float want[4] = {1, 2, 3, 4};
+        float host[4] = {0}, got[4] = {0};
+        void *d = seam_upload(s, back, want, sizeof want), *d2 = NULL;
+        SEAM_OK(s, s->dev_alloc(s, &d2, sizeof want));
+        SEAM_OK(s, s->memcpy_async(s, host, d, sizeof host, DZ_COPY_D2H, back));
+        SEAM_OK(s, s->event_record(s, ev, back));
+        if (ordered) SEAM_OK(s, s->stream_wait_event(s, up, ev));
+        const int status = s->memcpy_async(s, d2, host, sizeof host, DZ_COPY_H2D, up);
+        if (!ordered) {
+            assert_int_equal(status, DZ_CUDA_ERR_HAZARD);
+            s->destroy(s);
+            continue;
+        }
+        SEAM_OK(s, status);
+        SEAM_OK(s, s->memcpy_async(s, got, d2, sizeof got, DZ_COPY_D2H, up));
+        SEAM_OK(s, s->device_synchronize(s));
+        assert_memory_equal(got, want, sizeof want);
+        assert_int_equal(dz_cuda_seam_host_hazards(s), 0);
+        s->destroy(s);
+    }
+}
+
 /* C (4 x 2) = op(A) op(B) with k = 3 over tight buffers: A 12 floats, B 6, C 8. */
 static int gemm_4x2x3(dz_cuda_seam *s, float *const d[3], dz_gemm_op ta, dz_gemm_op tb, int lda, int ldb, int ldc) {
     return s->sgemm(s, NULL, ta, tb, 4, 2, 3, 1.0f, d[0], lda, d[1], ldb, 0.0f, d[2], ldc);
@@ -363,6 +400,7 @@ int main(void) {
         cmocka_unit_test(changing_an_upload_source_before_its_synchronize_fails),
         cmocka_unit_test(streams_need_an_event_between_them),
         cmocka_unit_test(zo2_streaming_schedule_needs_every_wait),
+        cmocka_unit_test(an_upload_ordered_after_a_download_of_its_source_reads_it),
         cmocka_unit_test(wrong_leading_dimensions_fail),
         cmocka_unit_test(overruns_fail),
         cmocka_unit_test(invalid_spans_are_refused),

@@ -24,6 +24,9 @@
  *  - resident on the CUDA backend's instance over the host seam (its buffers, ZO ops and
  *    forward ops on the seam's stream), against the plain loop on such an instance,
  *    meeting no overrun, race or read before a synchronize;
+ *  - streamed under a device memory cap on both (the layer masters in host memory, one
+ *    slot; on the CUDA instance two where they fit: upload, op and write-back overlapped on
+ *    three streams), each wait of the overlap shown to matter (one dropped: a race);
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
@@ -49,6 +52,7 @@
 #include "pipeline/pipeline.h"
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/stream_ops.h"
 
 enum { STEPS = 4, Q = 2 };
 static const uint64_t SEED = 21;
@@ -434,6 +438,24 @@ static void *counting_alloc(const dz_backend *be, size_t bytes) {
     return g_inner_alloc(be, bytes);
 }
 
+/* The overlap's waits (pipeline/device_stream.c) with one kind dropped: every wait of lane
+ * g_drop_lane on a mark of kind g_drop_mark (DZ_DEV_MARK_*); g_drop_lane DZ_LANES: none. */
+static int g_drop_on;
+static dz_lane g_drop_lane;
+static int g_drop_mark;
+static const dz_stream_ops *g_inner_streams;
+static dz_stream_ops g_dropping_streams;
+
+/* With waits dropped, the instance's synchronize is no wait either: the forward's
+ * synchronize after each layer (for host-memory callers) would order the slots' uses on
+ * its own, and a device forward need not make it. */
+static void no_synchronize(const dz_backend *be) { (void)be; }
+
+static void dropping_wait(const dz_backend *be, dz_lane lane, int m) {
+    if (lane == g_drop_lane && m - m % 2 == g_drop_mark) return;
+    g_inner_streams->wait(be, lane, m);
+}
+
 static void counting_wrap(const dz_backend *inner, dz_backend *out) {
     g_counting_ops = *inner->ops;
     g_inner_alloc = inner->ops->alloc;
@@ -441,6 +463,13 @@ static void counting_wrap(const dz_backend *inner, dz_backend *out) {
     g_allocated = 0;
     *out = *inner;
     out->ops = &g_counting_ops;
+    if (g_drop_on && inner->streams) {
+        g_inner_streams = inner->streams;
+        g_dropping_streams = *inner->streams;
+        g_dropping_streams.wait = dropping_wait;
+        out->streams = &g_dropping_streams;
+        g_counting_ops.synchronize = no_synchronize;
+    }
 }
 
 typedef struct engine_run {
@@ -468,8 +497,10 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
 static void engine_close(engine_run *r);
 
 /* What a streamed pipeline allocated on its device when created: no more than the cap, and
- * what the same pipeline resident allocates less every layer's masters but one layer's
- * (the slot), to the byte. */
+ * what the same pipeline resident allocates less every layer's masters but its slots', to
+ * the byte: two slots where the backend overlaps its transfers (the CUDA instance) and two
+ * fit under the cap, else one. */
+static int g_slots; /* the last streamed run's slots, as expected here */
 static void expect_streamed_allocations(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p,
                                         const batch *b, const dz_pipeline_device_bytes *need, size_t cap) {
     const size_t streamed = g_allocated;
@@ -483,9 +514,10 @@ static void expect_streamed_allocations(const char *dir, dz_dtype dt, const esti
     const size_t resident = g_allocated;
     engine_close(&r);
     g_allocated = streamed; /* the streamed run's count goes on (its evaluation's block scratch) */
-    if (streamed + (need->masters - need->globals - need->layer) != resident)
-        fail_msg("%s: %zu bytes allocated streamed, %zu resident: the layers are not streamed", p->name, streamed,
-                 resident);
+    g_slots = p->resident == 2 && dz_pipeline_device_streamed_slots(need, 2) <= cap ? 2 : 1;
+    if (streamed + (need->masters - need->globals - (size_t)g_slots * need->layer) != resident)
+        fail_msg("%s: %zu bytes allocated streamed, %zu resident: the layers are not streamed through %d slot(s)",
+                 p->name, streamed, resident, g_slots);
 }
 
 /* The trainer's setup (src/run/trainer.c: setup, open_store) for one pipeline: DZ_OK, or
@@ -734,7 +766,8 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
         expect_same_masters(what, dz_model_params(shape), mc->dtype, want, &got);
         expect_same_eval(what, &b, want, &got);
         static const char *const on[] = {"", " on ref", " on CUDA"};
-        printf("  %-72s = plain loop%s\n", what, on[p->resident]);
+        printf("  %-72s = plain loop%s%s\n", what, on[p->resident],
+               p->stream ? (g_slots == 2 ? " (two slots, overlapped)" : " (one slot)") : "");
         trace_free(&got);
     }
     dz_model_free(shape);
@@ -793,6 +826,71 @@ static void device_cap_refusals(void **state) {
         fail_msg("a device cap on the CPU backend: %s", err.msg);
 }
 
+/* The overlap's run on the CUDA instance over the host seam: two steps and a flush. */
+static void overlapped_steps(const char *dir, const model_case *mc, const batch *b, engine_run *r) {
+    const pipeline p = {"on CUDA over the host seam, layers streamed under a cap", 0, 0, 1, 0, 0, 2, 1, 0};
+    engine_open(dir, mc->dtype, &mc->est, &p, b, r);
+    if (g_slots != 2) fail_msg("%s: %d slot(s) under the cap, where two fit", p.name, g_slots);
+    const dz_param_table *t = dz_model_params(r->m);
+    const dz_cuda_seam *seam = dz_backend_cuda_seam(r->be);
+    for (int id = 0; id < t->count; id++) /* the layer masters are pinned for the asynchronous copies */
+        if (t->params[id].block < dz_model_config(r->m)->n_layers &&
+            !dz_cuda_seam_host_pinned(seam, dz_model_tensor(r->m, id), tensor_bytes(t, mc->dtype, id)))
+            fail_msg("%s: %s is not in pinned host memory", p.name, t->params[id].hf_name);
+    const dz_zo_batch zb = {.tokens = b->g.tokens, .lengths = b->g.lengths, .B = b->g.B, .T = b->g.T,
+                            .rows = b->rows, .targets = b->targets, .n_rows = b->n_rows, .loss = mean_nll_cb,
+                            .user = (void *)b};
+    for (uint32_t step = 0; step < 2; step++) {
+        dz_zo_step_result res;
+        dz_error err = {0};
+        (void)dz_zo_step(r->e, step, LR, &zb, &res, &err); /* with a wait dropped, whatever it returns */
+    }
+    dz_error err = {0};
+    (void)dz_zo_flush(r->e, &err);
+}
+
+/* Each of the overlap's four kinds of waits matters: with it dropped (every such wait of
+ * the run), the host seam reports a race (DZ_CUDA_ERR_HAZARD) within two steps and a flush;
+ * with none dropped it reports nothing. The upload's wait for the slot's last op matters
+ * where no write-back follows that op (step 0: no update is pending yet) and nothing else
+ * orders the two: the instance's synchronize is made no wait here (no_synchronize). */
+static void overlap_wait_dropped_is_a_hazard(void **state) {
+    (void)state;
+    const model_case mc = {"opt_preln", 5, DZ_F32, MEZO, 0};
+    char dir[1024];
+    model_dir(&mc, dir, sizeof dir);
+    batch b;
+    batch_load(mc.name, &b);
+    static const struct {
+        dz_lane lane;
+        int mark;
+        const char *what;
+    } drops[] = {
+        {DZ_LANES, 0, "none"},
+        {DZ_LANE_COMPUTE, DZ_DEV_MARK_UP, "the op's wait for its slot's upload"},
+        {DZ_LANE_WRITEBACK, DZ_DEV_MARK_DONE, "the write-back's wait for the op"},
+        {DZ_LANE_UPLOAD, DZ_DEV_MARK_DONE, "the upload's wait for the slot's last op"},
+        {DZ_LANE_UPLOAD, DZ_DEV_MARK_WB, "the upload's wait for the slot's last write-back"},
+    };
+    for (size_t k = 0; k < sizeof drops / sizeof drops[0]; k++) {
+        g_drop_on = 1, g_drop_lane = drops[k].lane, g_drop_mark = drops[k].mark;
+        engine_run r;
+        overlapped_steps(dir, &mc, &b, &r);
+        g_drop_on = 0;
+        char msg[300] = "";
+        const int st = dz_backend_cuda_status(r.be, msg, sizeof msg);
+        const int hazards = dz_cuda_seam_host_hazards(dz_backend_cuda_seam(r.be));
+        printf("  dropped: %s: status %d, %d hazard(s) %s\n", drops[k].what, st, hazards, msg);
+        if (k == 0 && (st != DZ_CUDA_OK || hazards != 0)) fail_msg("no wait dropped: %s", msg);
+        if (k > 0 && (st != DZ_CUDA_ERR_HAZARD || hazards == 0)) fail_msg("dropped %s: not caught", drops[k].what);
+        dz_zo_engine_free(r.e);
+        dz_forward_free(r.f);
+        dz_backend_free(r.be);
+        dz_model_free(r.m);
+    }
+    batch_free(&b);
+}
+
 static void opt_committed_f32(void **state) {
     (void)state;
     every_pipeline_equals_the_plain_loop(&(model_case){"opt_preln", 0, DZ_F32, MEZO, 0});
@@ -849,6 +947,7 @@ static void lozo_wide_rows_opt_f32(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(device_cap_refusals),
+        cmocka_unit_test(overlap_wait_dropped_is_a_hazard),
         cmocka_unit_test(opt_committed_f32),
         cmocka_unit_test(llama_committed_bf16),
         cmocka_unit_test(opt_5_layers_bf16),

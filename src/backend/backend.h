@@ -157,6 +157,9 @@ struct dz_backend {
     int host_buffers;
     const dz_backend_ops *ops;
     void *ctx; /* the instance's state (NULL: cpu and ref have none) */
+    /* Overlapped transfers on lanes ordered by marks (backend/stream_ops.h): the CUDA
+     * instance's; NULL elsewhere. */
+    const struct dz_stream_ops *streams;
 };
 
 /* distzo's optimized CPU backend (host_buffers; threads: dz_set_num_threads, core/threads.h). */

@@ -1,16 +1,25 @@
 /* ZO2 on a device under --max-device-memory: when every master does not fit in the
  * device's memory beside the working copies and the forward's buffers, the layer masters
- * stay in the model's (host) memory and each pass over a layer streams it through one
- * device buffer, the slot: its masters are uploaded, the same ZO op as resident mode runs
- * on them (the pending update fused with the fill of w+/w-), and where the update landed
- * the updated masters are downloaded back (written back). The global block stays resident.
+ * stay in the model's (host) memory and each pass over a layer streams it through a device
+ * buffer, a slot: its masters are uploaded, the same ZO op as resident mode runs on them
+ * (the pending update fused with the fill of w+/w-), and where the update landed the
+ * updated masters are downloaded back (written back). The global block stays resident.
  *
  * Written back, not re-applied on the host from the seed: the device's op computes the
  * update once and the host copy receives those bits, so a streamed run equals the resident
- * run and the CPU's replay bitwise, and the host spends no time redrawing z. The transfers
- * are the backend's upload and download, issued in order with its ops (correct on any
- * device backend; the overlap of upload, compute and write-back on three streams is not
- * built yet: docs/CUDA.md). */
+ * run and the CPU's replay bitwise, and the host spends no time redrawing z.
+ *
+ * Two slots where the backend overlaps its transfers (be->streams: the CUDA instance) and
+ * both fit under the cap: layer l uses slot l % 2; its pass issues the upload of layer l+1
+ * on the UPLOAD lane, its op on COMPUTE and its write-back on WRITEBACK, ordered by marks:
+ * the op waits for its slot's upload, the write-back for the op, and the next upload into a
+ * slot for the slot's last op and last write-back. A layer is always written back from the
+ * same slot, so that last write-back also orders the next upload of this layer's host
+ * masters after the write-back that changed them. Otherwise one slot, the transfers being
+ * the backend's upload and download in order with its ops (any device backend). */
+#include <stdint.h>
+
+#include "backend/stream_ops.h"
 #include "distzo/log.h"
 #include "pipeline/internal.h"
 
@@ -47,19 +56,100 @@ dz_status dz_dev_choose(dz_pipeline *p, const dz_forward *f, size_t max_device_b
                        mb(max_device_bytes), mb(dz_pipeline_device_streamed(&b)), p->be->name, mb(b.globals),
                        mb(b.layer), mb(b.work), mb(b.forward));
     p->res.stream = 1;
+    const size_t two = dz_pipeline_device_streamed_slots(&b, 2);
+    p->res.slots = p->be->streams && two <= max_device_bytes ? 2 : 1;
     dz_log(DZ_LOG_INFO, "--max-device-memory %.2f MB: every master resident needs %.2f MB on --backend %s; the "
-           "layer masters stay in host memory and stream through it (%.2f MB)", mb(max_device_bytes),
-           mb(dz_pipeline_device_resident(&b)), p->be->name, mb(dz_pipeline_device_streamed(&b)));
+           "layer masters stay in host memory and stream through it (%.2f MB, %s)", mb(max_device_bytes),
+           mb(dz_pipeline_device_resident(&b)), p->be->name, mb(dz_pipeline_device_streamed_slots(&b, p->res.slots)),
+           p->res.slots == 2    ? "two slots: upload, compute and write-back overlapped"
+           : p->be->streams     ? "one slot: the overlap's two do not fit, transfers in order with compute"
+                                : "one slot, transfers in order with compute");
     return DZ_OK;
 }
 
 static size_t elem_bytes(const dz_pipeline *p) { return dz_dtype_size(dz_model_dtype(p->m)); }
 
 void dz_dev_stream_in(dz_pipeline *p, int id, uint64_t i0, size_t n) {
-    p->res.theta[id] = (char *)p->res.slot + p->ws.tensor_off[id] * elem_bytes(p);
+    p->res.theta[id] = (char *)p->res.slot[0] + p->ws.tensor_off[id] * elem_bytes(p);
     p->be->ops->upload(p->be, dz_ws_theta_at(p, id, i0), dz_ws_host_at(p, id, i0), n * elem_bytes(p));
 }
 
 void dz_dev_stream_out(dz_pipeline *p, int id, uint64_t i0, size_t n) {
     p->be->ops->download(p->be, dz_ws_host_at(p, id, i0), dz_ws_theta_at(p, id, i0), n * elem_bytes(p));
+}
+
+/* ---- two slots, overlapped (backend/stream_ops.h) ---- */
+
+static void *slot_at(const dz_pipeline *p, int s, const span *r) {
+    return (char *)p->res.slot[s] + (p->ws.tensor_off[r->id] + r->i0) * elem_bytes(p);
+}
+
+/* Layer l's masters into slot l % 2 on UPLOAD, after the slot's last op and write-back. */
+static void upload_layer(dz_pipeline *p, int l) {
+    const dz_stream_ops *so = p->be->streams;
+    const int s = l % 2, last = p->ws.block_first_span[l + 1];
+    if (p->res.held[s] == l) return;
+    so->wait(p->be, DZ_LANE_UPLOAD, DZ_DEV_MARK_DONE + s);
+    so->wait(p->be, DZ_LANE_UPLOAD, DZ_DEV_MARK_WB + s);
+    for (int a = p->ws.block_first_span[l], b; a < last; a = b) {
+        span r;
+        b = dz_res_run(p, a, last, &r);
+        so->upload_async(p->be, slot_at(p, s, &r), dz_ws_host_at(p, r.id, r.i0), r.n * elem_bytes(p));
+    }
+    so->mark(p->be, DZ_DEV_MARK_UP + s, DZ_LANE_UPLOAD);
+    p->res.held[s] = l;
+}
+
+void dz_dev_prefetch(dz_pipeline *p, int l) {
+    if (p->res.slots == 2 && l < dz_model_config(p->m)->n_layers) upload_layer(p, l);
+}
+
+void dz_dev_overlapped_pass(dz_pipeline *p, int l, float *const pair[2], int apply) {
+    const dz_stream_ops *so = p->be->streams;
+    const int s = l % 2, first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
+    upload_layer(p, l);
+    dz_dev_prefetch(p, l + 1); /* overlaps this layer's op */
+    so->wait(p->be, DZ_LANE_COMPUTE, DZ_DEV_MARK_UP + s);
+    for (int a = first, b; a < last; a = b) {
+        span r;
+        b = dz_res_run(p, a, last, &r);
+        p->res.theta[r.id] = (char *)slot_at(p, s, &r) - r.i0 * elem_bytes(p);
+        dz_res_run_op(p, &r, pair, apply);
+    }
+    so->mark(p->be, DZ_DEV_MARK_DONE + s, DZ_LANE_COMPUTE);
+    p->res.held[s] = -1; /* the op changed it: the next pass over layer l uploads it again */
+    if (pair && !apply) return; /* no update landed: nothing to write back */
+    so->wait(p->be, DZ_LANE_WRITEBACK, DZ_DEV_MARK_DONE + s);
+    for (int a = first, b; a < last; a = b) {
+        span r;
+        b = dz_res_run(p, a, last, &r);
+        so->download_async(p->be, dz_ws_host_at(p, r.id, r.i0), slot_at(p, s, &r), r.n * elem_bytes(p));
+    }
+    so->mark(p->be, DZ_DEV_MARK_WB + s, DZ_LANE_WRITEBACK);
+}
+
+void dz_dev_pin(dz_pipeline *p) {
+    const dz_param_table *t = dz_model_params(p->m);
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int id = 0; id < t->count; id++)
+        if (dz_res_streamed(p, id)) {
+            const uintptr_t a = (uintptr_t)dz_model_tensor(p->m, id);
+            if (a < lo) lo = a;
+            if (a + dz_res_tensor_bytes(p, id) > hi) hi = a + dz_res_tensor_bytes(p, id);
+        }
+    if (hi <= lo) return;
+    /* the model's arena holds the tensors in table order: the layers' range is one piece of it */
+    if (p->be->streams->pin(p->be, (void *)lo, hi - lo) == 0) {
+        p->res.pinned = (void *)lo;
+        return;
+    }
+    dz_log(DZ_LOG_INFO, "--backend %s: the layer masters (%.2f MB) could not be pinned; their copies run from "
+           "pageable memory", p->be->name, mb(hi - lo));
+}
+
+void dz_dev_drain(dz_pipeline *p, int unpin) {
+    if (p->res.slots != 2) return;
+    p->be->streams->drain(p->be);
+    if (unpin && p->res.pinned) p->be->streams->unpin(p->be, p->res.pinned);
+    if (unpin) p->res.pinned = NULL;
 }

@@ -102,8 +102,12 @@ typedef struct resident_state {
     void **theta; /* per tensor id: its masters, a backend buffer */
     int stale;    /* an update reached the device's masters since the host copy was made */
     int stream;   /* under the cap: the layers' masters stay in the model's memory, and each
-                   * pass over a layer uploads it into slot (theta points there) */
-    void *slot;   /* streaming: the masters of one layer block, a backend buffer */
+                   * pass over a layer uploads it into a slot (theta points there) */
+    int slots;    /* streaming: 1 (transfers in order with the ops) or 2 (overlapped: layer l
+                   * in slot l % 2, through be->streams) */
+    void *slot[2];  /* streaming: the masters of one layer block each, backend buffers */
+    int held[2];    /* overlapped: the layer whose upload into the slot is issued (-1: none) */
+    void *pinned;   /* overlapped: the start of the layer masters' host range, pinned (NULL: not) */
 } resident_state;
 
 struct dz_pipeline {
@@ -205,23 +209,38 @@ size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int
 /* Uploads every tensor's masters into a buffer of p->be (refusing what resident mode does
  * not do yet); dz_res_free frees them. */
 dz_status dz_res_create(dz_pipeline *p, dz_error *err);
-/* Tensor id's masters stream through res.slot (a layer's, under the cap). */
+/* Tensor id's masters stream through a slot (a layer's, under the cap). */
 int dz_res_streamed(const dz_pipeline *p, int id);
 size_t dz_res_tensor_bytes(const dz_pipeline *p, int id);
 
 /* device_stream.c */
 /* Resident mode or streaming under max_device_bytes (0: resident), or the refusal. */
 dz_status dz_dev_choose(dz_pipeline *p, const dz_forward *f, size_t max_device_bytes, dz_error *err);
-/* Streaming: tensor id's elements [i0, i0+n) into the slot, theta[id] pointing there. */
+/* One slot: tensor id's elements [i0, i0+n) into the slot, theta[id] pointing there. */
 void dz_dev_stream_in(dz_pipeline *p, int id, uint64_t i0, size_t n);
-/* Streaming: the same range back into the model's memory (the update is in it). */
+/* One slot: the same range back into the model's memory (the update is in it). */
 void dz_dev_stream_out(dz_pipeline *p, int id, uint64_t i0, size_t n);
+/* Two slots: layer l's pass (dz_res_pass's arguments) overlapped with the upload of layer
+ * l + 1, its write-back issued behind it. */
+void dz_dev_overlapped_pass(dz_pipeline *p, int l, float *const pair[2], int apply);
+/* Two slots: issues layer l's upload now (none past the last layer; one slot: nothing), so
+ * that it overlaps what comes before its pass. */
+void dz_dev_prefetch(dz_pipeline *p, int l);
+/* Two slots: pins the layer masters' host range (a failure leaves them unpinned), and the
+ * end: every lane drained, the range unpinned. */
+void dz_dev_pin(dz_pipeline *p);
+void dz_dev_drain(dz_pipeline *p, int unpin);
 void dz_res_free(dz_pipeline *p);
 /* Downloads the masters into the model's tensors if an update reached them since. */
 void dz_res_sync_host(dz_pipeline *p);
 /* Spans [first, last) of a block, one op per tensor from this thread: the pending update
  * (pair NULL) or the fill of pair (w+, w-), the update fused in when apply is set. */
 void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply);
+/* The run of spans of one tensor starting at span a (before last), merged into whole; returns
+ * the span after it. */
+int dz_res_run(const dz_pipeline *p, int a, int last, span *whole);
+/* dz_res_pass's op on one run, its masters where dz_ws_theta_at says. */
+void dz_res_run_op(dz_pipeline *p, const span *whole, float *const pair[2], int apply);
 
 /* checksum.c: a span's bytes hashed, keyed by its index k. */
 uint64_t dz_hash_span(const unsigned char *bytes, size_t n, uint64_t k);

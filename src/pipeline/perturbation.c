@@ -20,6 +20,7 @@ dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err) {
         dz_status st = dz_pending_update_blocks(p, g, g + 1, err);
         if (st != DZ_OK) return st;
     }
+    dz_dev_prefetch(p, 0); /* streamed under a device cap, two slots: overlaps the embedding */
     return p->io.store ? dz_stream_prepare(p, 0, err) : DZ_OK; /* overlaps the embedding */
 }
 

@@ -62,8 +62,10 @@ typedef struct dz_pipeline_perturbation {
  * node's sharing and the SPARSE and LOWRANK shapes. */
 /* max_device_bytes (0: no cap; only with such a backend): where every master does not fit
  * under it beside the working copies and f's buffers, the layer masters stay in host memory
- * and each pass streams its block through one device buffer (device_stream.c); refused,
- * naming the parts, where even that does not fit. */
+ * and each pass streams its block through a device buffer (device_stream.c: two, the
+ * transfers overlapped, where the backend has be->streams and both fit; else one); refused,
+ * naming the parts, where even one does not fit. The layer masters are then the model's
+ * tensors, pinned while the pipeline lives with two buffers: free the pipeline first. */
 dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline_perturbation *z,
                              size_t max_device_bytes, dz_pipeline **out, dz_error *err);
 void dz_pipeline_free(dz_pipeline *p);
@@ -142,7 +144,8 @@ size_t dz_pipeline_store_bytes_for(const dz_param_table *t, dz_dtype dtype);
 size_t dz_pipeline_planned_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals);
 
 /* What a pipeline on a device backend puts in its memory, by part: resident mode holds
- * masters + work + forward, streaming globals + layer + work + forward. */
+ * masters + work + forward, streaming globals + slots x layer + work + forward (two slots
+ * where the backend overlaps its transfers and they fit, else one). */
 typedef struct dz_pipeline_device_bytes {
     size_t masters; /* every tensor's masters */
     size_t globals; /* the global block's masters (embeddings, final norm, head) */
@@ -154,8 +157,16 @@ dz_pipeline_device_bytes dz_pipeline_device_need(const dz_model *m, const dz_for
 static inline size_t dz_pipeline_device_resident(const dz_pipeline_device_bytes *b) {
     return b->masters + b->work + b->forward;
 }
-static inline size_t dz_pipeline_device_streamed(const dz_pipeline_device_bytes *b) {
-    return b->globals + b->layer + b->work + b->forward;
+static inline size_t dz_pipeline_device_streamed_slots(const dz_pipeline_device_bytes *b, int slots) {
+    return b->globals + (size_t)slots * b->layer + b->work + b->forward;
 }
+/* Streaming's least need: one slot (transfers in order with the ops). */
+static inline size_t dz_pipeline_device_streamed(const dz_pipeline_device_bytes *b) {
+    return dz_pipeline_device_streamed_slots(b, 1);
+}
+/* Streaming with two slots (backend/stream_ops.h), the overlap's marks: slot s's upload is
+ * mark DZ_DEV_MARK_UP + s, its compute's last use DZ_DEV_MARK_DONE + s, its write-back
+ * DZ_DEV_MARK_WB + s (device_stream.c). */
+enum { DZ_DEV_MARK_UP = 0, DZ_DEV_MARK_DONE = 2, DZ_DEV_MARK_WB = 4 };
 
 #endif

@@ -45,13 +45,15 @@ dz_status dz_res_create(dz_pipeline *p, dz_error *err) {
     p->res.theta = calloc((size_t)t->count, sizeof *p->res.theta);
     if (!p->res.theta) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
     p->res.on = 1;
-    if (p->res.stream) {
+    for (int s = 0; p->res.stream && s < p->res.slots; s++) {
         const size_t n = dz_ws_max_layer_floats(t) * dz_dtype_size(dz_model_dtype(p->m));
-        p->res.slot = p->be->ops->alloc(p->be, n);
-        if (!p->res.slot)
+        p->res.slot[s] = p->be->ops->alloc(p->be, n);
+        p->res.held[s] = -1;
+        if (!p->res.slot[s])
             return dz_fail(err, DZ_ERR_NOMEM, "zo: --backend %s: no memory for a layer's masters (%zu bytes)",
                            p->be->name, n);
     }
+    if (p->res.slots == 2) dz_dev_pin(p);
     for (int id = 0; id < t->count; id++) {
         if (dz_res_streamed(p, id)) continue; /* theta points into the slot during a pass */
         const size_t n = dz_res_tensor_bytes(p, id);
@@ -66,39 +68,59 @@ dz_status dz_res_create(dz_pipeline *p, dz_error *err) {
 
 void dz_res_free(dz_pipeline *p) {
     if (!p->res.theta) return;
+    dz_dev_drain(p, 1); /* the write-backs land and the host masters are unpinned before anyone frees them */
     for (int id = 0; id < dz_model_params(p->m)->count; id++)
         if (!dz_res_streamed(p, id)) p->be->ops->free(p->be, p->res.theta[id]);
-    if (p->res.slot) p->be->ops->free(p->be, p->res.slot);
-    p->res.slot = NULL;
+    for (int s = 0; s < 2; s++) {
+        if (p->res.slot[s]) p->be->ops->free(p->be, p->res.slot[s]);
+        p->res.slot[s] = NULL;
+    }
     free(p->res.theta);
     p->res.theta = NULL;
 }
 
 void dz_res_sync_host(dz_pipeline *p) {
-    if (!p->res.on || !p->res.stale) return;
+    if (!p->res.on) return;
+    dz_dev_drain(p, 0); /* two slots: the streamed layers' write-backs land */
+    if (!p->res.stale) return;
     for (int id = 0; id < dz_model_params(p->m)->count; id++)
         if (!dz_res_streamed(p, id)) /* a streamed layer's host copy is current after each pass */
             p->be->ops->download(p->be, dz_model_tensor(p->m, id), p->res.theta[id], dz_res_tensor_bytes(p, id));
     p->res.stale = 0;
 }
 
+int dz_res_run(const dz_pipeline *p, int a, int last, span *whole) {
+    const span *sp = p->ws.spans;
+    int b = a + 1;
+    while (b < last && sp[b].id == sp[a].id) b++;
+    *whole = (span){sp[a].id, sp[a].i0, (size_t)(sp[b - 1].i0 - sp[a].i0) + sp[b - 1].n};
+    return b;
+}
+
+void dz_res_run_op(dz_pipeline *p, const span *whole, float *const pair[2], int apply) {
+    void *th = dz_ws_theta_at(p, whole->id, whole->i0);
+    if (!pair) {
+        dz_pass_update_span(p, whole, th);
+        return;
+    }
+    const size_t off = p->ws.tensor_off[whole->id] + whole->i0;
+    dz_pass_perturb_span(p, whole->id, whole->i0, whole->n, th, pair[0] + off, pair[1] + off, apply);
+}
+
 /* Spans [first, last) of a block, one op per run of spans of one tensor: the pending
  * update (pair NULL) or, with a pair, the fill of w+/w- at the current draw. */
 void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply) {
-    const span *sp = p->ws.spans;
+    const int id0 = first < last ? p->ws.spans[first].id : -1;
+    if (id0 >= 0 && p->res.slots == 2 && dz_res_streamed(p, id0)) { /* a streamed layer, whole */
+        dz_dev_overlapped_pass(p, dz_model_params(p->m)->params[id0].block, pair, apply);
+        return;
+    }
     for (int a = first, b; a < last; a = b) {
-        b = a + 1;
-        while (b < last && sp[b].id == sp[a].id) b++;
-        const span whole = {sp[a].id, sp[a].i0, (size_t)(sp[b - 1].i0 - sp[a].i0) + sp[b - 1].n};
+        span whole;
+        b = dz_res_run(p, a, last, &whole);
         const int streamed = dz_res_streamed(p, whole.id);
         if (streamed) dz_dev_stream_in(p, whole.id, whole.i0, whole.n);
-        void *th = dz_ws_theta_at(p, whole.id, whole.i0);
-        if (!pair) {
-            dz_pass_update_span(p, &whole, th);
-        } else {
-            const size_t off = p->ws.tensor_off[whole.id] + whole.i0;
-            dz_pass_perturb_span(p, whole.id, whole.i0, whole.n, th, pair[0] + off, pair[1] + off, apply);
-        }
+        dz_res_run_op(p, &whole, pair, apply);
         if (streamed && (!pair || apply)) dz_dev_stream_out(p, whole.id, whole.i0, whole.n);
     }
 }

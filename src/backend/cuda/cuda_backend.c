@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_forward_ops.h"
 #include "backend/cuda/cuda_zo_ops.h"
+#include "backend/stream_ops.h"
 
 typedef struct cuda_ctx {
     dz_cuda_seam *seam;
@@ -17,6 +18,8 @@ typedef struct cuda_ctx {
     dz_cuda_attn_stage attn; /* the attention launches' sequences (cuda_attention.h) */
     int status;            /* the first error an op met (DZ_CUDA_OK: none) */
     char msg[256];
+    dz_cuda_stream lane[2];                 /* DZ_LANE_UPLOAD, DZ_LANE_WRITEBACK (stream: COMPUTE) */
+    dz_cuda_event marks[DZ_STREAM_MARKS];   /* backend/stream_ops.h's marks */
 } cuda_ctx;
 
 static cuda_ctx *ctx_of(const dz_backend *be) { return be->ctx; }
@@ -194,9 +197,76 @@ static void cu_attention(const dz_backend *be, float *out, const float *q, const
     note(c, dz_cuda_attention(c->seam, c->stream, &c->attn, out, q, a));
 }
 
+/* ---- overlapped transfers (backend/stream_ops.h) ---- */
+
+static dz_cuda_stream lane_stream(const cuda_ctx *c, dz_lane lane) {
+    return lane == DZ_LANE_COMPUTE ? c->stream : c->lane[lane == DZ_LANE_UPLOAD ? 0 : 1];
+}
+
+static int cu_pin(const dz_backend *be, void *p, size_t n) {
+    cuda_ctx *c = ctx_of(be); /* a failure is no op's error: the copies run unpinned */
+    return c->seam->host_register(c->seam, p, n);
+}
+
+static void cu_unpin(const dz_backend *be, void *p) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, c->seam->host_unregister(c->seam, p));
+}
+
+static void cu_upload_async(const dz_backend *be, void *dst, const void *src, size_t n) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, c->seam->memcpy_async(c->seam, dst, src, n, DZ_COPY_H2D, lane_stream(c, DZ_LANE_UPLOAD)));
+}
+
+static void cu_download_async(const dz_backend *be, void *dst, const void *src, size_t n) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, c->seam->memcpy_async(c->seam, dst, src, n, DZ_COPY_D2H, lane_stream(c, DZ_LANE_WRITEBACK)));
+}
+
+static void cu_mark(const dz_backend *be, int m, dz_lane lane) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, c->seam->event_record(c->seam, c->marks[m], lane_stream(c, lane)));
+}
+
+static void cu_wait(const dz_backend *be, dz_lane lane, int m) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, c->seam->stream_wait_event(c->seam, lane_stream(c, lane), c->marks[m]));
+}
+
+static void cu_drain(const dz_backend *be) {
+    cuda_ctx *c = ctx_of(be);
+    for (int l = 0; l < DZ_LANES; l++) note(c, c->seam->stream_synchronize(c->seam, lane_stream(c, (dz_lane)l)));
+}
+
+static const dz_stream_ops cuda_stream_ops = {
+    .pin = cu_pin,
+    .unpin = cu_unpin,
+    .upload_async = cu_upload_async,
+    .download_async = cu_download_async,
+    .mark = cu_mark,
+    .wait = cu_wait,
+    .drain = cu_drain,
+};
+
+/* The transfer lanes and the marks: DZ_CUDA_OK, or the first failure. */
+static int lanes_create(cuda_ctx *c) {
+    int st = DZ_CUDA_OK;
+    for (int i = 0; i < 2 && st == DZ_CUDA_OK; i++) st = c->seam->stream_create(c->seam, &c->lane[i]);
+    for (int m = 0; m < DZ_STREAM_MARKS && st == DZ_CUDA_OK; m++) st = c->seam->event_create(c->seam, &c->marks[m]);
+    return st;
+}
+
+static void lanes_destroy(cuda_ctx *c) {
+    for (int m = 0; m < DZ_STREAM_MARKS; m++)
+        if (c->marks[m]) c->seam->event_destroy(c->seam, c->marks[m]);
+    for (int i = 0; i < 2; i++)
+        if (c->lane[i]) c->seam->stream_destroy(c->seam, c->lane[i]);
+}
+
 static void cu_destroy(dz_backend *be) {
     cuda_ctx *c = ctx_of(be);
     dz_cuda_attn_stage_free(c->seam, &c->attn);
+    lanes_destroy(c);
     c->seam->stream_destroy(c->seam, c->stream);
     if (c->owns_seam) c->seam->destroy(c->seam);
     free(c);
@@ -239,14 +309,16 @@ dz_status dz_backend_cuda_create_on(dz_cuda_seam *s, int owns_seam, dz_backend *
     *out = NULL;
     dz_backend *be = calloc(1, sizeof *be);
     cuda_ctx *c = calloc(1, sizeof *c);
-    const int st = be && c ? s->stream_create(s, &c->stream) : DZ_CUDA_ERR_MEMORY;
+    int st = be && c ? s->stream_create(s, &c->stream) : DZ_CUDA_ERR_MEMORY;
+    if (st == DZ_CUDA_OK) c->seam = s, st = lanes_create(c);
     if (st != DZ_CUDA_OK) {
+        if (c && c->stream) lanes_destroy(c), s->stream_destroy(s, c->stream);
         free(be);
         free(c);
-        return dz_fail(err, DZ_ERR_NOMEM, "cuda backend: no stream (status %d): %s", st, s->last_error(s));
+        return dz_fail(err, DZ_ERR_NOMEM, "cuda backend: no stream or event (status %d): %s", st, s->last_error(s));
     }
-    c->seam = s, c->owns_seam = owns_seam;
-    *be = (dz_backend){.name = "cuda", .host_buffers = 0, .ops = &cuda_ops, .ctx = c};
+    c->owns_seam = owns_seam;
+    *be = (dz_backend){.name = "cuda", .host_buffers = 0, .ops = &cuda_ops, .ctx = c, .streams = &cuda_stream_ops};
     *out = be;
     return DZ_OK;
 }

@@ -1,7 +1,10 @@
 /* The CUDA backend as a dz_backend instance over a CUDA seam (cuda_seam.h): its state is
  * the seam, one non-blocking stream and the matrix products' math mode. What exists:
  * buffers (device memory), upload, upload_view, download, synchronize, the forward's ops
- * (cuda_forward_ops.h, attention: cuda_attention.h) and the ten ZO ops (cuda_zo_ops.h).
+ * (cuda_forward_ops.h, attention: cuda_attention.h) and the ten ZO ops (cuda_zo_ops.h);
+ * be->streams: overlapped transfers (backend/stream_ops.h) on two more streams, an upload
+ * and a write-back lane beside the ops' stream, ordered by the seam's events, and pinning
+ * through host_register.
  * The pipeline does not run on device buffers yet, so dz_backend_create refuses "cuda"
  * (registry.c) and this is reached by the tests only, through the host seam
  * (tests/test_cuda_seam.c, tests/test_cuda_ops.c, tests/test_cuda_attention.c).

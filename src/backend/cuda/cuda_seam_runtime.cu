@@ -73,7 +73,10 @@ int dev_free(dz_cuda_seam *s, void *p) { return check(s, cudaFree(p), "cudaFree"
 int host_alloc(dz_cuda_seam *s, void **p, size_t bytes) { return check(s, cudaMallocHost(p, bytes), "cudaMallocHost"); }
 int host_free(dz_cuda_seam *s, void *p) { return check(s, cudaFreeHost(p), "cudaFreeHost"); }
 int host_register(dz_cuda_seam *s, void *p, size_t bytes) {
-    return check(s, cudaHostRegister(p, bytes, cudaHostRegisterDefault), "cudaHostRegister");
+    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e != cudaSuccess) (void)cudaGetLastError(); /* a caller may go on unpinned: the next launch's check must
+                                                     * not find this error */
+    return check(s, e, "cudaHostRegister");
 }
 int host_unregister(dz_cuda_seam *s, void *p) { return check(s, cudaHostUnregister(p), "cudaHostUnregister"); }
 

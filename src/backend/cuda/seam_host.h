@@ -126,7 +126,8 @@ int hs_stream_index(hs_state *h, dz_cuda_stream st, int *index);
 /* Checks op (ranges filled in) against every earlier unordered operation and enqueues it. */
 int hs_enqueue(hs_state *h, int stream, hs_op *op);
 int hs_run_all(hs_state *h);
-int hs_settle(hs_state *h, int stream);
+/* Runs what happens before the last operation of stream and touches its range `range`. */
+int hs_settle(hs_state *h, int stream, int range);
 /* Runs stream s's operations below absolute index pos (another device's, for a collective). */
 int hs_run_stream(hs_state *h, int s, uint64_t pos);
 void hs_stream_api(dz_cuda_seam *s);

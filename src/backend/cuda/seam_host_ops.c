@@ -29,11 +29,18 @@ static int memcpy_async(dz_cuda_seam *s, void *dst, const void *src, size_t n, d
     hs_op op = {.kind = HS_COPY, .nr = 2, .u.copy = {.dst = dst, .src = src, .n = n, .host_src = kind == DZ_COPY_H2D}};
     op.r[0] = (hs_range){(uintptr_t)src, (uintptr_t)src + n, 0};
     op.r[1] = (hs_range){(uintptr_t)dst, (uintptr_t)dst + n, 1};
-    if (op.u.copy.host_src) op.u.copy.src_sum = hs_checksum(src, n);
     status = hs_enqueue(h, i, &op);
     if (status == DZ_CUDA_OK) h->copied[kind] += n;
-    if (status != DZ_CUDA_OK || kind != DZ_COPY_D2H) return status;
-    status = hs_settle(h, i);
+    if (status != DZ_CUDA_OK || kind == DZ_COPY_D2D) return status;
+    /* H2D: a download into its source that happens before it (a write-back another stream
+     * made, ordered by an event) has run by the time this copy reads, so the checksum is
+     * taken after it. D2H: what happens before it is run before the poison goes in. */
+    status = hs_settle(h, i, kind == DZ_COPY_H2D ? 0 : 1);
+    if (kind == DZ_COPY_H2D) {
+        hs_stream *q = &h->streams[i];
+        q->ops[q->n - 1].u.copy.src_sum = hs_checksum(src, n);
+        return status;
+    }
     memset(dst, 0xFF, n); /* poison until it runs */
     return status;
 }

@@ -94,9 +94,10 @@ int hs_run_stream(hs_state *h, int s, uint64_t pos) {
 }
 
 /* Before the last operation of `stream` poisons its destination (a download into host
- * memory): runs every earlier operation that happens before it and touches that memory
- * (an upload from the same host buffer, say), as the device would have by then. */
-int hs_settle(hs_state *h, int stream) {
+ * memory; range 1) or checksums its source (an upload from host memory; range 0): runs
+ * every earlier operation that happens before it and touches that memory (an upload from
+ * the same host buffer, a download into it), as the device would have by then. */
+int hs_settle(hs_state *h, int stream, int range) {
     const hs_stream *own = &h->streams[stream];
     const hs_op *y = &own->ops[own->n - 1];
     int status = DZ_CUDA_OK;
@@ -106,7 +107,7 @@ int hs_settle(hs_state *h, int stream) {
             const hs_op *x = &q->ops[k];
             int touches = 0;
             for (int a = 0; a < x->nr; a++)
-                touches |= x->r[a].lo < y->r[1].hi && y->r[1].lo < x->r[a].hi; /* r[1]: the destination */
+                touches |= x->r[a].lo < y->r[range].hi && y->r[range].lo < x->r[a].hi;
             if (touches && x->clock[x->stream] <= y->clock[x->stream]) {
                 const int st = hs_run_stream(h, s, q->base + k + 1);
                 if (status == DZ_CUDA_OK) status = st;
