@@ -11,7 +11,7 @@
 # - a SmolLM2 Q4_1 GGUF base kept quantized (--keep-quantized): the adapter and log of the
 #   base dequantized at load, in under 0.6x its peak RSS;
 # - --backend ref (a device backend's staging path) gives the CPU's first step to 1e-5;
-# - refusals: --lora-dropout != 0, an unknown target, --peft prefix, a disk store, a
+# - refusals: --lora-dropout != 0, an unknown target, --prefix-tokens, a disk store, a
 #   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
 # usage: lora.sh DISTZO ASSETS
 set -u
@@ -151,7 +151,7 @@ refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model
 refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
 refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
 refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
-refuse "--peft prefix" "prefix tuning is not built" "$bin" train "${common[@]}" --peft prefix --out "$tmp/x3"
+refuse "--prefix-tokens under --peft lora" "give --peft prefix" "$bin" train "${common[@]}" --prefix-tokens 3 --out "$tmp/x3"
 refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
 refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"
 refuse "--merge of a full run" "no adapter" "$bin" export --run "$tmp/full" --merge -o "$tmp/x5"
