@@ -73,6 +73,15 @@ same_run() {
     { [ ! -f "$1/seeds.log" ] || [ ! -f "$2/seeds.log" ] || cmp -s "$1/seeds.log" "$2/seeds.log"; }
 }
 
+# refuse WHAT PATTERN ARGS...: the command ARGS fails and its output names PATTERN.
+refuse() { # WHAT PATTERN ARGS...
+  local what=$1 pat=$2
+  shift 2
+  if "$@" > "$tmp/err" 2>&1; then bad "$what: accepted"
+  elif grep -q -- "$pat" "$tmp/err"; then ok "$what: refused"
+  else bad "$what: $(tail -1 "$tmp/err")"; fi
+}
+
 # finish [NOTE]: prints the counts; the script's status is 1 on a failure or when no check
 # ran (nothing checked is not a pass), 77 (skipped) when checks were left out, else 0.
 finish() {

@@ -138,13 +138,6 @@ got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' |
   ok "train --adapter: export replays onto the starting adapter" || bad "train --adapter: export differs"
 
 # refusals, each naming what is wrong
-refuse() { # WHAT PATTERN ARGS...
-  local what=$1 pat=$2
-  shift 2
-  if "$@" > "$tmp/err" 2>&1; then bad "$what: accepted"
-  elif grep -q -- "$pat" "$tmp/err"; then ok "$what: refused"
-  else bad "$what: $(tail -1 "$tmp/err")"; fi
-}
 refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
 refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
 refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"

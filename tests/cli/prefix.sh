@@ -85,13 +85,6 @@ q=(train --model "$gguf" --peft prefix --steps 2 --eval-every 0 --checkpoint-eve
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "SmolLM2 Q4_1 --keep-quantized: the prefix and log of the base dequantized at load" || bad "--keep-quantized differs"
 
-refuse() { # WHAT PATTERN ARGS...
-  local what=$1 pat=$2
-  shift 2
-  if "$@" > "$tmp/err" 2>&1; then bad "$what: accepted"
-  elif grep -q -- "$pat" "$tmp/err"; then ok "$what: refused"
-  else bad "$what: $(tail -1 "$tmp/err")"; fi
-}
 refuse "--prefix-tokens 0" "prefix-tokens 0" "$bin" train "${common[@]}" --prefix-tokens 0 --out "$tmp/x1"
 refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x2"
 refuse "--lora-rank under --peft prefix" "give --peft lora" "$bin" train "${common[@]}" --lora-rank 4 --out "$tmp/x3"
