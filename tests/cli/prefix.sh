@@ -6,6 +6,8 @@
 #   seed log give the same prefix bitwise; it differs from its start;
 # - export -> eval --adapter DIR gives the run's own test accuracy, eval RUN/checkpoint-N
 #   too; generate --adapter runs; train --adapter DIR starts from an exported prefix;
+# - --backend ref (a device backend's staging) gives the CPU's first step to 1e-5, and
+#   --no-share-prompt its bits;
 # - a SmolLM2 Q4_1 GGUF base (grouped-query attention) kept quantized: the same prefix and
 #   log as dequantized at load;
 # - refusals: --prefix-tokens 0, a disk store, --lora-* under --peft prefix, --merge, a
@@ -53,6 +55,17 @@ cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 8)" && ok "ex
   bad "export's prefix differs from checkpoint-8's"
 [ -f "$(adapter "$tmp/stop" 4)" ] && ! cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/stop" 4)" &&
   ok "the prefix trained (checkpoint-4 != checkpoint-8)" || bad "the prefix did not change (4 -> 8)"
+
+# --backend ref stages every buffer as a device backend does (the virtual rows uploaded per
+# layer): step 1's loss is the CPU's to 1e-5; --no-share-prompt (no tree batch) gives its bits
+loss() { sed -n 2p "$1/metrics.jsonl" | grep -o '"loss": [0-9.e-]*' | awk '{print $2}'; }
+run --backend ref --threads 1 --steps 1 --out "$tmp/refbe" && run --no-share-prompt --threads 1 --steps 1 --out "$tmp/noshare" ||
+  bad "--backend ref or --no-share-prompt failed: $(tail -2 "$tmp/log")"
+awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; exit !(a != "" && (d < 0 ? -d : d) <= 1e-5 * b) }' &&
+  ok "--backend ref: step 1's loss $(loss "$tmp/refbe") is the CPU's $(loss "$tmp/ref") to 1e-5" ||
+  bad "--backend ref: step 1's loss $(loss "$tmp/refbe"), the CPU's $(loss "$tmp/ref")"
+[ -n "$(loss "$tmp/noshare")" ] && [ "$(loss "$tmp/noshare")" = "$(loss "$tmp/ref")" ] &&
+  ok "--no-share-prompt: step 1's loss is the tree batch's" || bad "--no-share-prompt: $(loss "$tmp/noshare")"
 
 want=$(tail -1 "$tmp/ref/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
 got=$("$bin" eval "$base_model" --adapter "$tmp/peft" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
