@@ -2,7 +2,8 @@
  * value cache of those tokens, so a sequence under the fresh prefix must give exactly the
  * logits the base gives that sequence after the init tokens (its rows there): checked
  * bitwise on stories260K (LLaMA: RoPE, GQA-free) and a random OPT (learned positions,
- * biases). Also: the init is a pure function of the seed; the PEFT folder's
+ * biases). A cached decoding step under a prefix gives the whole run's bits. Also: the
+ * init is a pure function of the seed; the PEFT folder's
  * prompt_embeddings holds layer l's key and value of virtual token n at chunks 2l and
  * 2l + 1 of row n (read back by this test from the file), round-trips bitwise and gives the
  * same logits; bad folders and sizes are refused by name; --merge refuses a prefix. */
@@ -90,6 +91,28 @@ static void fresh_prefix_equals_a_continuation(void **state) {
     fresh_prefix_is_the_init_tokens(m, 42);
     fresh_prefix_is_the_init_tokens(opt, 43);
     dz_model_free(m), dz_model_free(opt);
+}
+
+/* Decoding with a KV cache under a prefix (a step at start > 0: the virtual rows, then the
+ * cached positions) gives the bits of the whole sequence's last row. */
+static void cached_step_is_the_whole_run(void **state) {
+    (void)state;
+    dz_model *m = load_base(), *a = make_prefix(m, N, 3);
+    const int V = dz_model_config(m)->vocab_size;
+    dz_forward *f = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_forward_create(m, 1, T, 1, &f, &err), DZ_OK);
+    assert_int_equal(dz_forward_set_adapter(f, a, NULL, &err), DZ_OK);
+    const dz_weight_source w = dz_model_weights(m);
+    assert_int_equal(dz_forward_run(f, &w, TOKENS, NULL, 1, T - 1, 0, &err), DZ_OK);
+    assert_int_equal(dz_forward_run(f, &w, TOKENS + T - 1, NULL, 1, 1, T - 1, &err), DZ_OK);
+    const int row = 0;
+    float *step = malloc(sizeof(float) * V), *whole = logits_of(m, a, TOKENS, T, 1);
+    assert_int_equal(dz_forward_logits(f, &w, &row, 1, step, &err), DZ_OK);
+    assert_memory_equal(step, whole, sizeof(float) * V);
+    free(step), free(whole);
+    dz_forward_free(f);
+    dz_model_free(a), dz_model_free(m);
 }
 
 static void init_is_seeded(void **state) {
@@ -207,7 +230,8 @@ static void refusals(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fresh_prefix_equals_a_continuation), cmocka_unit_test(init_is_seeded),
+        cmocka_unit_test(fresh_prefix_equals_a_continuation), cmocka_unit_test(cached_step_is_the_whole_run),
+        cmocka_unit_test(init_is_seeded),
         cmocka_unit_test(peft_folder), cmocka_unit_test(refusals),
     };
     return test_assets_exit(cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown));

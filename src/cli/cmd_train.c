@@ -240,7 +240,7 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"keep-quantized", DZ_OPT_FLAG, &t->keep_quantized,
-         "with --peft lora: a GGUF base's blocks stay quantized, read-only (the same bits as dequantized at load); "
+         "with --peft lora or prefix: a GGUF base's blocks stay quantized, read-only (the same bits as dequantized at load); "
          "refused without an adapter: training every parameter updates the base"},
         {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
         {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
