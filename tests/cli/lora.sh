@@ -85,11 +85,7 @@ awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; ex
 # a GGUF base kept quantized (--keep-quantized): the same adapter and log as dequantized at
 # load, in less memory; without an adapter the option is refused
 gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
-head -9 "$assets/sst2/dev.tsv" > "$tmp/t8.tsv"
-q=(train --model "$gguf" --peft lora --steps 2 --eval-every 0 --checkpoint-every 2 --train-examples 8 --dev-examples 4
-   --batch 4 --test "$tmp/t8.tsv" --threads 2)
-"$bin" "${q[@]}" --out "$tmp/gguf-deq" > "$tmp/deq.txt" 2>&1 && "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" \
-  > "$tmp/q.txt" 2>&1 || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
+gguf_adapter_runs lora || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "--keep-quantized: the adapter and log of the base dequantized at load" || bad "--keep-quantized changes the bits"
 rss() { grep -o 'peak RSS [0-9.]*' "$1" | awk '{print $3}'; }

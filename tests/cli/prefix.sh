@@ -89,12 +89,7 @@ got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' |
   cmp -s "$tmp/cont-x/adapter_model.safetensors" "$(adapter "$tmp/cont" 4)" &&
   ok "train --adapter: starts from the exported prefix, export replays onto it" || bad "train --adapter: '$got'"
 
-gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
-head -9 "$assets/sst2/dev.tsv" > "$tmp/t8.tsv"
-q=(train --model "$gguf" --peft prefix --steps 2 --eval-every 0 --checkpoint-every 2 --train-examples 8 --dev-examples 4
-   --batch 4 --test "$tmp/t8.tsv" --threads 2)
-"$bin" "${q[@]}" --out "$tmp/gguf-deq" > "$tmp/deq.txt" 2>&1 && "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" \
-  > "$tmp/q.txt" 2>&1 || bad "the GGUF prefix runs failed: $(tail -2 "$tmp/q.txt")"
+gguf_adapter_runs prefix || bad "the GGUF prefix runs failed: $(tail -2 "$tmp/q.txt")"
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "SmolLM2 Q4_1 --keep-quantized: the prefix and log of the base dequantized at load" || bad "--keep-quantized differs"
 
