@@ -2,7 +2,7 @@
 # --peft prefix end to end (prefix tuning, MeZO's init from real tokens) on stories260K:
 # - checkpoints hold PEFT's PREFIX_TUNING folder (prompt_embeddings alone); run.json keeps
 #   peft and prefix_tokens; the base model's file is unchanged;
-# - threads 1 and 2, mpirun -np 2 --dp 2, a resume after a stop, and export's replay of the
+# - threads 1 and 2, the baseline kernels, mpirun -np 2 --dp 2, a resume after a stop, and export's replay of the
 #   seed log give the same prefix bitwise; it differs from its start;
 # - export -> eval --adapter DIR gives the run's own test accuracy, eval RUN/checkpoint-N
 #   too; generate --adapter runs; train --adapter DIR starts from an exported prefix;
@@ -39,6 +39,8 @@ grep -q '"peft":[[:space:]]*"prefix"' "$tmp/ref/run.json" && grep -q '"prefix_to
 
 run --threads 1 --out "$tmp/t1"
 same_run_files "$tmp/ref" "$tmp/t1" && ok "threads 1 and 2: the same prefix, log and metrics" || bad "threads differ"
+DISTZO_ISA=baseline run --threads 2 --out "$tmp/isa" && same_run_files "$tmp/ref" "$tmp/isa" &&
+  ok "the baseline kernels give the same prefix" || bad "the baseline kernels differ"
 if command -v mpirun > /dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np 2 "$bin" train \
