@@ -165,6 +165,14 @@ DZ_ISA_INLINE const float *key_at(const key_source *ks, int j) {
     return (j < ks->start ? ks->pre : ks->own) + (size_t)j * ks->stride;
 }
 
+/* Row j and the end (<= limit) of the run of rows after it that lie one stride apart, so
+ * the hot loops walk a pointer without a test per key. */
+DZ_ISA_INLINE const float *key_run(const key_source *ks, int j, int limit, int *end) {
+    const int bound = j < ks->nv ? ks->nv : j < ks->nv + ks->start ? ks->nv + ks->start : limit;
+    *end = bound < limit ? bound : limit;
+    return key_at(ks, j);
+}
+
 /* Outputs o[r] = sum over keys j < nk0 + r of p[r][j] v_j, in key order, from 0 (nk0: the
  * keys of the block's first row; row r sees r more). v(j) is value row j of vs. */
 DZ_ISA_INLINE void block_values(float *const o[ATTN_ROWS], const float *sc, int kpad, int nr, int nk0, int hd,
@@ -173,10 +181,13 @@ DZ_ISA_INLINE void block_values(float *const o[ATTN_ROWS], const float *sc, int 
     for (; d0 + 16 <= hd; d0 += 16) {
         attn_v16 acc[ATTN_ROWS] = {{0}};
         int j = 0;
-        for (; j < nk0; j++) { /* the keys every row of the block sees */
-            attn_v16 v;
-            V16_LOAD(v, key_at(vs, j) + d0);
-            for (int r = 0; r < ATTN_ROWS; r++) acc[r] += sc[(size_t)r * kpad + j] * v;
+        while (j < nk0) { /* the keys every row of the block sees */
+            int end;
+            for (const float *p = key_run(vs, j, nk0, &end) + d0; j < end; j++, p += vs->stride) {
+                attn_v16 v;
+                V16_LOAD(v, p);
+                for (int r = 0; r < ATTN_ROWS; r++) acc[r] += sc[(size_t)r * kpad + j] * v;
+            }
         }
         for (int r = 1; r < nr; r++) /* and each later row's own last keys */
             for (int jj = j; jj < nk0 + r; jj++) {
@@ -189,7 +200,9 @@ DZ_ISA_INLINE void block_values(float *const o[ATTN_ROWS], const float *sc, int 
     for (int r = 0; r < nr; r++) /* a head dimension that is no multiple of 16: its last ones */
         for (int d = d0; d < hd; d++) {
             float acc = 0.0f;
-            for (int j = 0; j < nk0 + r; j++) acc += sc[(size_t)r * kpad + j] * key_at(vs, j)[d];
+            for (int j = 0, end; j < nk0 + r;)
+                for (const float *p = key_run(vs, j, nk0 + r, &end) + d; j < end; j++, p += vs->stride)
+                    acc += sc[(size_t)r * kpad + j] * *p;
             o[r][d] = acc;
         }
 }
@@ -217,7 +230,8 @@ DZ_ISA_VARIANTS(attend_group, (float *out, const float *q, float *scratch, int b
     float *kt = scratch, *sc = scratch + (size_t)hd * kpad;
     for (int d = 0; d < hd; d++) {
         float *row = kt + (size_t)d * kpad;
-        for (int j = 0; j < kmax; j++) row[j] = key_at(&ks, j)[d];
+        for (int j = 0, end; j < kmax;)
+            for (const float *p = key_run(&ks, j, kmax, &end) + d; j < end; j++, p += kvstride) row[j] = *p;
         for (int j = kmax; j < kpad; j++) row[j] = 0.0f;
     }
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
