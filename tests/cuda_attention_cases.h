@@ -36,19 +36,22 @@ typedef struct attn_layout {
     int packed; /* rows through row0 (else every sequence has n_new = rows rows) */
     int batch;
     attn_seq_spec seq[ATTN_MAX_SEQS];
+    int n_virtual; /* prefix tuning's rows (a buffer of their own) that every query sees first */
 } attn_layout;
 
 static const attn_layout attn_layouts[] = {
     /* same-length rows, padding at the end of two; one sequence all padding */
-    {"padded batch", 0, 4, {{0, 24, 24, -1}, {0, 17, 24, -1}, {0, 5, 24, -1}, {0, 0, 24, -1}}},
+    {"padded batch", 0, 4, {{0, 24, 24, -1}, {0, 17, 24, -1}, {0, 5, 24, -1}, {0, 0, 24, -1}}, 0},
     /* a prompt and continuations reading its slot below their start: a whole one, a
      * branch at position 5 with padding, one whose start is past its length (all padding) */
-    {"tree batch", 0, 4, {{0, 9, 9, -1}, {9, 16, 9, 0}, {5, 12, 9, 0}, {12, 10, 9, 1}}},
+    {"tree batch", 0, 4, {{0, 9, 9, -1}, {9, 16, 9, 0}, {5, 12, 9, 0}, {12, 10, 9, 1}}, 0},
     /* packed rows (row0): a sequence of no rows, one of more rows than a query tile with a
      * prefix of another's slot, padding rows between sequences */
-    {"packed rows", 1, 4, {{0, 7, 7, -1}, {0, 20, 23, -1}, {4, 9, 0, 0}, {3, 70, 67, 1}}},
+    {"packed rows", 1, 4, {{0, 7, 7, -1}, {0, 20, 23, -1}, {4, 9, 0, 0}, {3, 70, 67, 1}}, 0},
     /* long: 300 keys (ten key tiles), 300 and 50 query rows, a continuation from 250 */
-    {"long", 1, 2, {{0, 300, 300, -1}, {250, 300, 50, 0}}},
+    {"long", 1, 2, {{0, 300, 300, -1}, {250, 300, 50, 0}}, 0},
+    /* 37 virtual rows (more than a key tile) before a tree batch's keys, packed */
+    {"virtual rows", 1, 3, {{0, 9, 9, -1}, {9, 16, 7, 0}, {2, 40, 38, -1}}, 37},
 };
 
 /* One case's inputs on the host and on the instance, and the reference's result. */
@@ -58,6 +61,7 @@ typedef struct attn_run {
     size_t out_floats;
     float *q, *k[ATTN_MAX_SEQS], *v[ATTN_MAX_SEQS], *want, *got; /* host */
     float *dq, *dk[ATTN_MAX_SEQS], *dv[ATTN_MAX_SEQS], *dout;    /* the instance's buffers */
+    float *vk, *vv, *dvk, *dvv; /* the virtual rows, host and instance (NULL: none) */
     int start[ATTN_MAX_SEQS], lengths[ATTN_MAX_SEQS], row0[ATTN_MAX_SEQS + 1];
     const float *pk[ATTN_MAX_SEQS], *pv[ATTN_MAX_SEQS], *ok[ATTN_MAX_SEQS], *ov[ATTN_MAX_SEQS];
     dz_attn_args args; /* the instance's (device pointers) */
@@ -78,7 +82,8 @@ static float *attn_upload(const dz_backend *be, const float *host, size_t n) {
 
 /* The args over slots k, v (host or device) and q's layout. */
 static dz_attn_args attn_args_of(attn_run *r, const float *const *k, const float *const *v, const float **pk,
-                                 const float **pv, const float **ok, const float **ov) {
+                                 const float **pv, const float **ok, const float **ov, const float *vk,
+                                 const float *vv) {
     for (int b = 0; b < r->lay->batch; b++) {
         const int p = r->lay->seq[b].prefix_of < 0 ? b : r->lay->seq[b].prefix_of;
         pk[b] = k[p], pv[b] = v[p], ok[b] = k[b], ov[b] = v[b];
@@ -86,7 +91,8 @@ static dz_attn_args attn_args_of(attn_run *r, const float *const *k, const float
     return (dz_attn_args){.batch = r->lay->batch, .n_new = r->n_new, .max_keys = 300, .n_heads = r->heads,
                           .n_kv_heads = r->kv, .head_dim = r->hd, .start = r->start, .lengths = r->lengths,
                           .row0 = r->lay->packed ? r->row0 : NULL, .prefix_k = pk, .prefix_v = pv, .own_k = ok,
-                          .own_v = ov, .scale = 1.0f / sqrtf((float)r->hd)};
+                          .own_v = ov, .scale = 1.0f / sqrtf((float)r->hd), .n_virtual = r->lay->n_virtual,
+                          .virtual_k = vk, .virtual_v = vv};
 }
 
 /* Host data of the case, the reference's result in want. */
@@ -105,13 +111,18 @@ static void attn_host_make(attn_run *r, const attn_layout *lay, int hd, int kv) 
             r->k[b][i] = (float)(grow * dz_normal(&rng)), r->v[b][i] = (float)dz_normal(&rng);
         }
     }
+    if (lay->n_virtual) {
+        const size_t n = (size_t)lay->n_virtual * kv * hd;
+        r->vk = attn_floats(n), r->vv = attn_floats(n);
+        for (size_t i = 0; i < n; i++) r->vk[i] = (float)dz_normal(&rng), r->vv[i] = (float)dz_normal(&rng);
+    }
     r->row0[lay->batch] = r->total_rows, r->n_new = lay->seq[0].rows;
     r->out_floats = (size_t)r->total_rows * r->heads * hd;
     r->q = attn_floats(r->out_floats), r->want = attn_floats(r->out_floats), r->got = attn_floats(r->out_floats);
     for (size_t i = 0; i < r->out_floats; i++) r->q[i] = (float)dz_normal(&rng);
     const float *pk[ATTN_MAX_SEQS], *pv[ATTN_MAX_SEQS], *ok[ATTN_MAX_SEQS], *ov[ATTN_MAX_SEQS];
     const dz_attn_args ref_args =
-        attn_args_of(r, (const float *const *)r->k, (const float *const *)r->v, pk, pv, ok, ov);
+        attn_args_of(r, (const float *const *)r->k, (const float *const *)r->v, pk, pv, ok, ov, r->vk, r->vv);
     const dz_backend *ref = dz_backend_ref(); /* its ops take host pointers (backend.h) */
     ref->ops->attention(ref, r->want, r->q, &ref_args);
 }
@@ -125,7 +136,10 @@ static void attn_device_make(attn_run *r, const dz_backend *be) {
     r->dq = attn_upload(be, r->q, r->out_floats);
     memset(r->got, ATTN_GARBAGE, sizeof(float) * r->out_floats);
     r->dout = attn_upload(be, r->got, r->out_floats);
-    r->args = attn_args_of(r, (const float *const *)r->dk, (const float *const *)r->dv, r->pk, r->pv, r->ok, r->ov);
+    const size_t nv = (size_t)r->lay->n_virtual * r->kv * r->hd;
+    r->dvk = nv ? attn_upload(be, r->vk, nv) : NULL, r->dvv = nv ? attn_upload(be, r->vv, nv) : NULL;
+    r->args = attn_args_of(r, (const float *const *)r->dk, (const float *const *)r->dv, r->pk, r->pv, r->ok, r->ov,
+                           r->dvk, r->dvv);
 }
 
 static void attn_case_make(attn_run *r, const dz_backend *be, const attn_layout *lay, int hd, int kv) {
@@ -149,12 +163,13 @@ static double attn_case_error(attn_run *r, const dz_backend *be) {
 static void attn_device_free(attn_run *r, const dz_backend *be) {
     for (int b = 0; b < r->lay->batch; b++) be->ops->free(be, r->dk[b]), be->ops->free(be, r->dv[b]);
     be->ops->free(be, r->dq), be->ops->free(be, r->dout);
+    be->ops->free(be, r->dvk), be->ops->free(be, r->dvv);
 }
 
 static void attn_case_free(attn_run *r, const dz_backend *be) {
     attn_device_free(r, be);
     for (int b = 0; b < r->lay->batch; b++) free(r->k[b]), free(r->v[b]);
-    free(r->q), free(r->want), free(r->got);
+    free(r->q), free(r->want), free(r->got), free(r->vk), free(r->vv);
 }
 
 /* r's case run on instance twin gives the bits r->got holds. */

@@ -196,6 +196,70 @@ static void attention_gqa_padding_prefix_on(const dz_backend *be) {
 }
 ON_HOST_BACKENDS(attention_gqa_padding_prefix)
 
+/* Prefix tuning's virtual rows: nv key/value rows that every query sees before position
+ * 0. Against the test's own loop over nv + pos + 1 keys (the virtual rows, then the
+ * slot's), and bitwise against the same keys laid as nv extra leading rows of each
+ * sequence's slot with its positions moved by nv (the op's key order is the same). */
+static void attention_virtual_rows_on(const dz_backend *be) {
+    enum { B = 2, nv = 3, n_new = 3, T = 6, H = 4, KV = 2, hd = 18, kvd = KV * hd };
+    const int start[B] = {0, 2}, lengths[B] = {2, 5};
+    float *q = randn(B * n_new * H * hd, 21, 1), *k = randn(B * T * kvd, 22, 1), *v = randn(B * T * kvd, 23, 1);
+    float *vk = randn(nv * kvd, 24, 1), *vv = randn(nv * kvd, 25, 1);
+    const size_t nout = (size_t)B * n_new * H * hd;
+    float *out = malloc(sizeof(float) * nout), *moved = malloc(sizeof(float) * nout);
+    float *scratch = malloc(sizeof(float) * dz_attn_scratch_floats(hd, nv + T) * 64);
+    double *want = calloc(nout, sizeof(double));
+    const float *ok[B], *ov[B];
+    for (int b = 0; b < B; b++) ok[b] = k + b * T * kvd, ov[b] = v + b * T * kvd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < n_new && start[b] + i < lengths[b]; i++) {
+                const int nk = nv + start[b] + i + 1;
+                double sc[16], mx = -1e300, sum = 0;
+                for (int j = 0; j < nk; j++) {
+                    const float *kj = j < nv ? vk + (j * KV + h / 2) * hd : ok[b] + ((j - nv) * KV + h / 2) * hd;
+                    double d = 0;
+                    for (int t = 0; t < hd; t++) d += (double)q[((b * n_new + i) * H + h) * hd + t] * kj[t];
+                    mx = fmax(mx, sc[j] = d / sqrt(hd));
+                }
+                for (int j = 0; j < nk; j++) sum += sc[j] = exp(sc[j] - mx);
+                for (int j = 0; j < nk; j++) {
+                    const float *vj = j < nv ? vv + (j * KV + h / 2) * hd : ov[b] + ((j - nv) * KV + h / 2) * hd;
+                    for (int t = 0; t < hd; t++) want[((b * n_new + i) * H + h) * hd + t] += sc[j] / sum * vj[t];
+                }
+            }
+    dz_attn_args a = {.batch = B, .n_new = n_new, .max_keys = nv + T, .n_heads = H, .n_kv_heads = KV, .head_dim = hd,
+                      .start = start, .lengths = lengths, .prefix_k = ok, .prefix_v = ov, .own_k = ok, .own_v = ov,
+                      .scale = 1.0f / sqrtf(hd), .scratch = scratch, .scratch_threads = 64,
+                      .n_virtual = nv, .virtual_k = vk, .virtual_v = vv};
+    memset(out, 0x7f, sizeof(float) * nout);
+    be->ops->attention(be, out, q, &a);
+    for (int b = 0; b < B; b++) /* padding rows: zeros */
+        for (int i = lengths[b] - start[b]; i < n_new; i++)
+            for (int e = 0; e < H * hd; e++) want[(b * n_new + i) * H * hd + e] = 0.0;
+    assert_true(max_rel_err(out, want, nout) < 1e-5);
+    /* the virtual rows as the slots' first nv positions */
+    float *wk = malloc(sizeof(float) * B * (nv + T) * kvd), *wv = malloc(sizeof(float) * B * (nv + T) * kvd);
+    const float *wok[B], *wov[B];
+    int wstart[B], wlen[B];
+    for (int b = 0; b < B; b++) {
+        memcpy(wk + b * (nv + T) * kvd, vk, sizeof(float) * nv * kvd);
+        memcpy(wv + b * (nv + T) * kvd, vv, sizeof(float) * nv * kvd);
+        memcpy(wk + (b * (nv + T) + nv) * kvd, ok[b], sizeof(float) * T * kvd);
+        memcpy(wv + (b * (nv + T) + nv) * kvd, ov[b], sizeof(float) * T * kvd);
+        wok[b] = wk + b * (nv + T) * kvd, wov[b] = wv + b * (nv + T) * kvd;
+        wstart[b] = start[b] + nv, wlen[b] = lengths[b] + nv;
+    }
+    dz_attn_args w = a;
+    w.n_virtual = 0, w.virtual_k = w.virtual_v = NULL;
+    w.start = wstart, w.lengths = wlen, w.prefix_k = w.own_k = wok, w.prefix_v = w.own_v = wov;
+    be->ops->attention(be, moved, q, &w);
+    assert_memory_equal(out, moved, sizeof(float) * nout);
+    free(wk), free(wv), free(vk), free(vv);
+    free(q), free(k), free(v), free(out), free(moved), free(scratch), free(want);
+}
+ON_HOST_BACKENDS(attention_virtual_rows)
+
 static void activations_and_logsumexp_on(const dz_backend *be) {
     const size_t n = 1000;
     float *g = randn(n, 11, 4), *u = randn(n, 12, 1), *r = malloc(sizeof(float) * n);
@@ -748,6 +812,7 @@ int main(void) {
         cmocka_unit_test(norms),
         cmocka_unit_test(rope_half_split),
         cmocka_unit_test(attention_gqa_padding_prefix),
+        cmocka_unit_test(attention_virtual_rows),
         cmocka_unit_test(activations_and_logsumexp),
         cmocka_unit_test(ops_are_bitwise_equal_across_thread_counts),
         cmocka_unit_test(every_backend_matches_the_reference),

@@ -55,7 +55,9 @@ typedef enum dz_layer_role {
     /* LoRA adapter tensors (an adapter's table only, src/model/adapter.c): A [r, in] and
      * B [out, r] of each target, in dz_lora_target order */
     DZ_L_LORA_FIRST,
-    DZ_L_LORA_END = DZ_L_LORA_FIRST + 14,
+    /* prefix tuning (src/model/prefix.c): the layer's N virtual keys and values [N, kv_dim] */
+    DZ_L_PREFIX_K = DZ_L_LORA_FIRST + 14, DZ_L_PREFIX_V,
+    DZ_L_LORA_END, /* one past every adapter role, LoRA's and the prefix's */
     DZ_L_COUNT = DZ_L_LORA_END
 } dz_layer_role;
 
@@ -191,6 +193,7 @@ typedef struct dz_lora_spec {
     int rank;          /* r */
     float alpha;       /* the update is (alpha / r) B A */
     unsigned targets;  /* bit t: target t (dz_lora_target) */
+    int prefix_tokens; /* > 0: prefix tuning, N virtual tokens per layer (rank, alpha, targets unused) */
 } dz_lora_spec;
 
 /* The base role of target t (DZ_L_WQ, ...), and its adapter roles (B is A + 1). */
@@ -213,7 +216,19 @@ dz_status dz_lora_table_build(const dz_config *cfg, const dz_lora_spec *spec, dz
  * adapter_config.json. */
 dz_status dz_lora_create(const dz_config *cfg, const dz_lora_spec *spec, uint64_t seed, const char *base_path,
                          dz_model **out, dz_error *err);
-/* A PEFT LoRA folder (adapter_config.json + adapter_model.safetensors) for a base of cfg. */
+/* Prefix tuning (spec->prefix_tokens = N): per layer N key and value rows that every
+ * sequence's attention sees before its own tokens, which sit at positions N, N+1, ...
+ * (as under Hugging Face's past_key_values). Initialized as MeZO does (init_by_real_act):
+ * N token ids drawn from seed run through base at positions 0 .. N-1, each layer's keys
+ * (after RoPE) and values taken. */
+dz_status dz_prefix_create(const dz_model *base, const dz_lora_spec *spec, uint64_t seed, const char *base_path,
+                           dz_model **out, dz_error *err);
+/* The table of a prefix of N tokens: per layer its keys, then its values, [N, kv_dim]. */
+dz_status dz_prefix_table_build(const dz_config *cfg, int n_tokens, dz_param_table *out, dz_error *err);
+/* The token ids the init of dz_prefix_create runs (uniform over the vocabulary). */
+void dz_prefix_init_tokens(uint64_t seed, int vocab_size, int n, int *out);
+/* A PEFT adapter folder (LORA or PREFIX_TUNING: adapter_config.json +
+ * adapter_model.safetensors) for a base of cfg. */
 dz_status dz_lora_load(const char *dir, const dz_config *cfg, dz_model **out, dz_error *err);
 /* 1 when dir holds adapter_config.json. */
 int dz_lora_is_folder(const char *dir);

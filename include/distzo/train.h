@@ -88,12 +88,14 @@ typedef struct dz_train_layout {
 
 /* Parameter-efficient fine-tuning (docs/ADAPTERS.md): which parameters the run trains. */
 typedef struct dz_train_peft {
-    const char *method;       /* NULL or "none": every parameter; "lora": a LoRA adapter over the read-only base */
+    const char *method;       /* NULL or "none": every parameter; "lora": a LoRA adapter over the read-only base;
+                               * "prefix": prefix tuning (N virtual keys and values per layer) over it */
     int lora_rank;            /* r (default 8) */
     float lora_alpha;         /* the update is (alpha / r) B A (default 16) */
     const char *lora_targets; /* module names, "q,v" by default (q k v o up gate down, or HF's q_proj ...) */
     float lora_dropout;       /* only 0: a ZO step has no dropout */
-    const char *lora_init;    /* a PEFT LoRA folder the adapter starts from (NULL: PEFT's init from the seed) */
+    const char *lora_init;    /* a PEFT folder the adapter starts from (NULL: PEFT's/MeZO's init from the seed) */
+    int prefix_tokens;        /* prefix: virtual tokens per layer (default 5, MeZO's) */
     int keep_quantized;       /* the base's GGUF blocks stay quantized (DZ_LOAD_KEEP_QUANTIZED): the same bits, in
                                * about the file's memory; not in run.json (a resume may change it) */
 } dz_train_peft;

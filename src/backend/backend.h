@@ -38,7 +38,7 @@
 typedef struct dz_attn_args {
     int batch;          /* B sequences */
     int n_new;          /* query rows per sequence in q/out */
-    int max_keys;       /* the longest key range (scratch sizing) */
+    int max_keys;       /* the longest key range, n_virtual included (scratch sizing) */
     int n_heads, n_kv_heads, head_dim;
     const int *start;   /* per sequence: position of its first query row */
     const int *lengths; /* per sequence: one past its last real position */
@@ -47,6 +47,11 @@ typedef struct dz_attn_args {
                            Rows at or past lengths[b] (padding) get zeros. */
     const float *const *prefix_k, *const *prefix_v; /* per sequence: slots for positions < start */
     const float *const *own_k, *const *own_v;       /* per sequence: slots for positions >= start */
+    /* Prefix tuning's virtual tokens: n_virtual key/value rows ([n_virtual, n_kv_heads *
+     * head_dim], shared by every sequence) that every query sees before position 0. Key
+     * index j < n_virtual is virtual row j, then position j - n_virtual. 0: none. */
+    int n_virtual;
+    const float *virtual_k, *virtual_v;
     float scale;        /* usually 1/sqrt(head_dim) */
     float *scratch;     /* dz_attn_scratch_floats() for each of scratch_threads threads */
     int scratch_threads;

@@ -151,23 +151,48 @@ DZ_ISA_INLINE void block_scores(float *sc, const float *const q[ATTN_ROWS], cons
     }
 }
 
+/* Where a group's keys (or values) come from: key index j < nv is virtual row j (prefix
+ * tuning), then position j - nv, from the prefix slot below start, else the own slot. */
+typedef struct key_source {
+    const float *virt, *pre, *own;
+    int nv, start;
+    size_t stride;
+} key_source;
+
+DZ_ISA_INLINE const float *key_at(const key_source *ks, int j) {
+    if (j < ks->nv) return ks->virt + (size_t)j * ks->stride;
+    j -= ks->nv;
+    return (j < ks->start ? ks->pre : ks->own) + (size_t)j * ks->stride;
+}
+
+/* Row j and the end (<= limit) of the run of rows after it that lie one stride apart, so
+ * the hot loops walk a pointer without a test per key. */
+DZ_ISA_INLINE const float *key_run(const key_source *ks, int j, int limit, int *end) {
+    const int bound = j < ks->nv ? ks->nv : j < ks->nv + ks->start ? ks->nv + ks->start : limit;
+    *end = bound < limit ? bound : limit;
+    return key_at(ks, j);
+}
+
 /* Outputs o[r] = sum over keys j < nk0 + r of p[r][j] v_j, in key order, from 0 (nk0: the
- * keys of the block's first row; row r sees r more). v(j) is value row j. */
+ * keys of the block's first row; row r sees r more). v(j) is value row j of vs. */
 DZ_ISA_INLINE void block_values(float *const o[ATTN_ROWS], const float *sc, int kpad, int nr, int nk0, int hd,
-                                const float *pv, const float *ov, int start, size_t vstride) {
+                                const key_source *vs) {
     int d0 = 0;
     for (; d0 + 16 <= hd; d0 += 16) {
         attn_v16 acc[ATTN_ROWS] = {{0}};
         int j = 0;
-        for (; j < nk0; j++) { /* the keys every row of the block sees */
-            attn_v16 v;
-            V16_LOAD(v, (j < start ? pv : ov) + (size_t)j * vstride + d0);
-            for (int r = 0; r < ATTN_ROWS; r++) acc[r] += sc[(size_t)r * kpad + j] * v;
+        while (j < nk0) { /* the keys every row of the block sees */
+            int end;
+            for (const float *p = key_run(vs, j, nk0, &end) + d0; j < end; j++, p += vs->stride) {
+                attn_v16 v;
+                V16_LOAD(v, p);
+                for (int r = 0; r < ATTN_ROWS; r++) acc[r] += sc[(size_t)r * kpad + j] * v;
+            }
         }
         for (int r = 1; r < nr; r++) /* and each later row's own last keys */
             for (int jj = j; jj < nk0 + r; jj++) {
                 attn_v16 v;
-                V16_LOAD(v, (jj < start ? pv : ov) + (size_t)jj * vstride + d0);
+                V16_LOAD(v, key_at(vs, jj) + d0);
                 acc[r] += sc[(size_t)r * kpad + jj] * v;
             }
         for (int r = 0; r < nr; r++) memcpy(o[r] + d0, &acc[r], sizeof acc[r]);
@@ -175,8 +200,9 @@ DZ_ISA_INLINE void block_values(float *const o[ATTN_ROWS], const float *sc, int 
     for (int r = 0; r < nr; r++) /* a head dimension that is no multiple of 16: its last ones */
         for (int d = d0; d < hd; d++) {
             float acc = 0.0f;
-            for (int j = 0; j < nk0 + r; j++)
-                acc += sc[(size_t)r * kpad + j] * ((j < start ? pv : ov) + (size_t)j * vstride)[d];
+            for (int j = 0, end; j < nk0 + r;)
+                for (const float *p = key_run(vs, j, nk0 + r, &end) + d; j < end; j++, p += vs->stride)
+                    acc += sc[(size_t)r * kpad + j] * *p;
             o[r][d] = acc;
         }
 }
@@ -197,17 +223,20 @@ DZ_ISA_VARIANTS(attend_group, (float *out, const float *q, float *scratch, int b
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
         for (int i = nq; i < rows; i++) memset(out + (row0 + i) * qstride + (size_t)h * hd, 0, sizeof(float) * hd);
     if (nq == 0) return;
-    const int kmax = start + nq, kpad = (kmax + 15) / 16 * 16;
-    const float *pk = a->prefix_k[b], *pv = a->prefix_v[b], *ok = a->own_k[b], *ov = a->own_v[b];
+    const int nv = a->n_virtual, kmax = nv + start + nq, kpad = (kmax + 15) / 16 * 16;
+    const size_t head = (size_t)kvh * hd;
+    const key_source ks = {nv ? a->virtual_k + head : NULL, a->prefix_k[b] + head, a->own_k[b] + head, nv, start, kvstride};
+    const key_source vs = {nv ? a->virtual_v + head : NULL, a->prefix_v[b] + head, a->own_v[b] + head, nv, start, kvstride};
     float *kt = scratch, *sc = scratch + (size_t)hd * kpad;
     for (int d = 0; d < hd; d++) {
         float *row = kt + (size_t)d * kpad;
-        for (int j = 0; j < kmax; j++) row[j] = (j < start ? pk : ok)[(size_t)j * kvstride + (size_t)kvh * hd + d];
+        for (int j = 0, end; j < kmax;)
+            for (const float *p = key_run(&ks, j, kmax, &end) + d; j < end; j++, p += kvstride) row[j] = *p;
         for (int j = kmax; j < kpad; j++) row[j] = 0.0f;
     }
     for (int h = kvh * group; h < (kvh + 1) * group; h++)
         for (int i0 = 0; i0 < nq; i0 += ATTN_ROWS) {
-            const int nr = nq - i0 < ATTN_ROWS ? nq - i0 : ATTN_ROWS, nk0 = start + i0 + 1;
+            const int nr = nq - i0 < ATTN_ROWS ? nq - i0 : ATTN_ROWS, nk0 = nv + start + i0 + 1;
             const float *qr[ATTN_ROWS];
             float *orow[ATTN_ROWS];
             for (int r = 0; r < ATTN_ROWS; r++) { /* a short block repeats its last row (not stored) */
@@ -220,7 +249,7 @@ DZ_ISA_VARIANTS(attend_group, (float *out, const float *q, float *scratch, int b
                 for (int j = 0; j < nk0 + r; j++) s[j] *= a->scale;
                 softmax_prefix(s, nk0 + r, nk0 + r);
             }
-            block_values(orow, sc, kpad, nr, nk0, hd, pv + (size_t)kvh * hd, ov + (size_t)kvh * hd, start, kvstride);
+            block_values(orow, sc, kpad, nr, nk0, hd, &vs);
         }
 }
 

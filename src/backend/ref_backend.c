@@ -72,15 +72,18 @@ static void ref_rope(const dz_backend *be, float *x, int rows, const int *pos, i
         }
 }
 
-/* Key/value row j of sequence b, kv head kvh: from the prefix slot below start, else its own. */
-static const float *kv_row(const float *const *prefix, const float *const *own, const dz_attn_args *a, int b, int j,
-                           int kvh) {
+/* Key/value row j of sequence b, kv head kvh: below n_virtual a virtual row (prefix
+ * tuning), then position j - n_virtual from the prefix slot below start, else its own. */
+static const float *kv_row(const float *virt, const float *const *prefix, const float *const *own,
+                           const dz_attn_args *a, int b, int j, int kvh) {
+    if (j < a->n_virtual) return virt + ((size_t)j * a->n_kv_heads + kvh) * a->head_dim;
+    j -= a->n_virtual;
     const float *slot = j < a->start[b] ? prefix[b] : own[b];
     return slot + ((size_t)j * a->n_kv_heads + kvh) * a->head_dim;
 }
 
 static double score(const float *qi, const dz_attn_args *a, int b, int j, int kvh) {
-    const float *k = kv_row(a->prefix_k, a->own_k, a, b, j, kvh);
+    const float *k = kv_row(a->virtual_k, a->prefix_k, a->own_k, a, b, j, kvh);
     double d = 0.0;
     for (int t = 0; t < a->head_dim; t++) d += (double)qi[t] * k[t];
     return d * a->scale;
@@ -101,12 +104,13 @@ static void ref_attention(const dz_backend *be, float *out, const float *q, cons
                     continue;
                 }
                 double mx = -INFINITY, sum = 0.0;
-                for (int j = 0; j <= pos; j++) mx = fmax(mx, score(qi, a, b, j, kvh));
-                for (int j = 0; j <= pos; j++) sum += exp(score(qi, a, b, j, kvh) - mx);
+                const int keys = a->n_virtual + pos + 1;
+                for (int j = 0; j < keys; j++) mx = fmax(mx, score(qi, a, b, j, kvh));
+                for (int j = 0; j < keys; j++) sum += exp(score(qi, a, b, j, kvh) - mx);
                 for (int t = 0; t < hd; t++) {
                     double acc = 0.0;
-                    for (int j = 0; j <= pos; j++)
-                        acc += exp(score(qi, a, b, j, kvh) - mx) / sum * kv_row(a->prefix_v, a->own_v, a, b, j, kvh)[t];
+                    for (int j = 0; j < keys; j++)
+                        acc += exp(score(qi, a, b, j, kvh) - mx) / sum * kv_row(a->virtual_v, a->prefix_v, a->own_v, a, b, j, kvh)[t];
                     oi[t] = (float)acc;
                 }
             }

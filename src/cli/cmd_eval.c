@@ -458,8 +458,8 @@ int dz_cmd_eval(int argc, char **argv) {
         dz_cli_threads_option(&o.threads, NULL),
         dz_cli_backend_option(&o.backend),
         dz_cli_gpu_math_option(&gpu_math),
-        {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT LoRA adapter folder (distzo export of a --peft lora run, or PEFT's "
-         "own) run beside MODEL, its base"},
+        {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT adapter folder, LoRA or PREFIX_TUNING (distzo export of a --peft "
+         "lora or prefix run, or PEFT's own) run beside MODEL, its base"},
         {"predictions", DZ_OPT_STR, &o.predictions, "write per-example predictions and exact scores (tsv; lm: each token's log-prob)"},
         {"json", DZ_OPT_FLAG, &o.json, "print JSON"},
         {"no-share-prompt", DZ_OPT_FLAG, &no_share, "score every candidate as a full sequence (MeZO's way)"},

@@ -36,7 +36,7 @@ int dz_cmd_export(int argc, char **argv) {
         {"allow-short-log", DZ_OPT_FLAG, &allow_short,
          "export a seed log that ends before the step the run's checkpoints or metrics reached (warns)"},
         {"merge", DZ_OPT_FLAG, &merge, "a --peft lora run: the base with the adapter merged in (default: the PEFT "
-         "adapter folder, adapter_config.json + adapter_model.safetensors)"},
+         "adapter folder, adapter_config.json + adapter_model.safetensors; a prefix has nothing to merge)"},
         dz_cli_threads_option(&threads, NULL),
         {0},
     };

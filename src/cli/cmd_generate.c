@@ -179,7 +179,7 @@ int dz_cmd_generate(int argc, char **argv) {
         dz_cli_backend_option(&o.backend),
         dz_cli_gpu_math_option(&gpu_math),
         {"json", DZ_OPT_FLAG, &o.json, "print JSON instead of streaming text"},
-        {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT LoRA adapter folder run beside MODEL, its base"},
+        {"adapter", DZ_OPT_STR, &o.adapter, "a PEFT adapter folder (LoRA or PREFIX_TUNING) run beside MODEL, its base"},
         {0},
     };
     /* accept the short -n N form too */

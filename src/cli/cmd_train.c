@@ -207,15 +207,18 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
-        {"peft", DZ_OPT_STR, &c->peft.method, "none (default: every parameter) or lora: train a LoRA adapter over the "
-         "read-only base (docs/ADAPTERS.md)"},
+        {"peft", DZ_OPT_STR, &c->peft.method, "none (default: every parameter), lora (a LoRA adapter) or prefix "
+         "(prefix tuning): train an adapter over the read-only base (docs/ADAPTERS.md)"},
+        {"prefix-tokens", DZ_OPT_INT, &c->peft.prefix_tokens, "prefix: virtual tokens per layer (default 5, MeZO's), "
+         "initialized from the keys and values of real tokens drawn from the seed"},
         {"lora-rank", DZ_OPT_INT, &c->peft.lora_rank, "lora: r (default 8)"},
         {"lora-alpha", DZ_OPT_FLOAT, &c->peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},
         {"lora-targets", DZ_OPT_STR, &c->peft.lora_targets, "lora: modules, q,v by default (q k v o up gate down, or "
          "q_proj k_proj v_proj o_proj up_proj gate_proj down_proj)"},
         {"lora-dropout", DZ_OPT_FLOAT, &c->peft.lora_dropout, "lora: only 0 (a ZO step has no dropout)"},
-        {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora: start from this PEFT LoRA folder (its r, alpha and targets "
-         "must be the run's) instead of PEFT's init; run.json keeps the path, as it keeps --model's"},
+        {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora, prefix: start from this PEFT folder (its r, alpha and "
+         "targets, or its num_virtual_tokens, must be the run's) instead of the init; run.json keeps the path, as it "
+         "keeps --model's"},
         {"dev-examples", DZ_OPT_INT, &c->data.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c->schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
                                                             "one more before training (step 0) and after the last step"},
@@ -237,7 +240,7 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"keep-quantized", DZ_OPT_FLAG, &t->keep_quantized,
-         "with --peft lora: a GGUF base's blocks stay quantized, read-only (the same bits as dequantized at load); "
+         "with --peft lora or prefix: a GGUF base's blocks stay quantized, read-only (the same bits as dequantized at load); "
          "refused without an adapter: training every parameter updates the base"},
         {"out", DZ_OPT_STR, &t->out, "run folder (default runs/default)"},
         {"resume-from", DZ_OPT_STR, &t->resume_from, "OLD_RUN:STEP: a new run in --out that continues OLD_RUN from "
@@ -264,13 +267,18 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
 }
 
-/* A --lora-* option on the command line of a run that trains no LoRA adapter says so. */
+/* A --lora-* or --prefix-* option on the command line of a run that trains no such
+ * adapter says so (it would be ignored). */
 static int refuse_lora_alone(const dz_train_config *c, int argc, char **argv) {
-    if (c->peft.method && strcmp(c->peft.method, "none")) return 0; /* lora, or refused by the settings check */
+    const char *m = c->peft.method && strcmp(c->peft.method, "none") ? c->peft.method : NULL;
+    static const char *const kinds[][2] = {{"--lora-", "lora"}, {"--prefix-", "prefix"}};
     for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--lora-", 7))
-            return dz_cli_failf("option %.*s: the run trains every parameter (give --peft lora for an adapter)",
-                                (int)strcspn(argv[i], "="), argv[i]);
+        for (int k = 0; k < 2; k++) {
+            if (strncmp(argv[i], kinds[k][0], strlen(kinds[k][0])) || (m && !strcmp(m, kinds[k][1]))) continue;
+            if (m && strcmp(m, "lora") && strcmp(m, "prefix")) return 0; /* refused by the settings check */
+            return dz_cli_failf("option %.*s: the run trains %s (give --peft %s for that adapter)",
+                                (int)strcspn(argv[i], "="), argv[i], m ? m : "every parameter", kinds[k][1]);
+        }
     return 0;
 }
 
@@ -316,7 +324,8 @@ int dz_cmd_train(int argc, char **argv) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
-    c.peft.keep_quantized = t.keep_quantized && c.peft.method && !strcmp(c.peft.method, "lora"); /* the base read-only */
+    c.peft.keep_quantized = t.keep_quantized && c.peft.method && /* the base read-only under an adapter */
+                            (!strcmp(c.peft.method, "lora") || !strcmp(c.peft.method, "prefix"));
     if (!rc && t.keep_quantized && !c.peft.keep_quantized)
         rc = dz_cli_failf("option --keep-quantized: full-parameter training updates every weight of the base, which "
                           "a quantized base held as loaded cannot take: add --peft lora to train an adapter over it, "

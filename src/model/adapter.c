@@ -56,10 +56,12 @@ dz_status dz_lora_alloc(const dz_config *cfg, const dz_lora_spec *spec, const ch
     *out = NULL;
     dz_model *m = calloc(1, sizeof *m);
     if (!m) return dz_fail(err, DZ_ERR_NOMEM, "adapter: out of memory");
-    m->cfg = *cfg, m->dtype = DZ_F32, m->format = "peft-lora", m->is_lora = 1, m->lora = *spec;
+    const int prefix = spec->prefix_tokens > 0;
+    m->cfg = *cfg, m->dtype = DZ_F32, m->format = prefix ? "peft-prefix" : "peft-lora", m->is_lora = 1, m->lora = *spec;
     snprintf(m->path, sizeof m->path, "%s", path);
     snprintf(m->lora_base, sizeof m->lora_base, "%s", base_path ? base_path : "");
-    dz_status st = dz_lora_table_build(cfg, spec, &m->table, err);
+    dz_status st = prefix ? dz_prefix_table_build(cfg, spec->prefix_tokens, &m->table, err)
+                          : dz_lora_table_build(cfg, spec, &m->table, err);
     if (st == DZ_OK) st = dz_model_index_table(m, err);
     const size_t bytes = st == DZ_OK ? dz_param_table_bytes(&m->table, DZ_F32, -1) : 0;
     if (st == DZ_OK) st = dz_model_alloc_arena(m, bytes, err);
@@ -114,6 +116,9 @@ static void merge_one(float *w, const float *a, const float *b, int64_t out, int
 dz_status dz_lora_merge(dz_model *base, const dz_model *adapter, dz_error *err) {
     if (!adapter->is_lora || base->dtype != DZ_F32 || base->mapped_bytes > 0)
         return dz_fail(err, DZ_ERR_INVALID, "adapter merge: needs an adapter and an owned f32 base");
+    if (adapter->lora.prefix_tokens > 0) /* virtual keys and values are no weight change */
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "adapter merge: a prefix-tuning adapter has no weights to merge into "
+                       "the base (export its PEFT folder instead)");
     const double s = (double)adapter->lora.alpha / adapter->lora.rank;
     for (int i = 0; i < adapter->table.count; i += 2) {
         const dz_param *a = &adapter->table.params[i];

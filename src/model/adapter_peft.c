@@ -97,7 +97,7 @@ static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, s
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(o, "bias"), *b = cJSON_GetObjectItemCaseSensitive(o, "base_model_name_or_path");
     if (!o) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not JSON", path);
     else if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA"))
-        st = dz_fail(err, DZ_ERR_FORMAT, "%s: peft_type must be \"LORA\"", path);
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: peft_type must be \"LORA\" or \"PREFIX_TUNING\"", path);
     else if (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble != (int)r->valuedouble)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: r must be a positive integer", path);
     else if (!cJSON_IsNumber(a) || !(a->valuedouble > 0))
@@ -155,6 +155,7 @@ dz_status dz_lora_load(const char *dir, const dz_config *cfg, dz_model **out, dz
     if (dz_path_join(path, sizeof path, dir, "adapter_config.json") != 0)
         return dz_fail(err, DZ_ERR_INVALID, "%s: path too long", dir);
     if (!dz_file_exists(path)) return dz_fail(err, DZ_ERR_NOT_FOUND, "%s: not a PEFT adapter (no adapter_config.json)", dir);
+    if (dz_prefix_is_config(path)) return dz_prefix_load(dir, cfg, out, err);
     dz_status st = read_config(path, &spec, base, sizeof base, err);
     if (st != DZ_OK) return st;
     st = dz_lora_alloc(cfg, &spec, dir, base, out, err);

@@ -149,8 +149,9 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         dz_forward_lora_add(f, f->vn, in, t, DZ_L_WV, N, kvd, d);
     }
     if (c->arch == DZ_ARCH_LLAMA) {
-        be->ops->rope(be, f->q, N, st->pos, c->n_heads, c->head_dim, f->rope_cs);
-        be->ops->rope(be, f->kn, N, st->pos, c->n_kv_heads, c->head_dim, f->rope_cs);
+        const float *cs = f->n_virtual ? f->virt_rope : f->rope_cs; /* positions past max_seq under a prefix */
+        be->ops->rope(be, f->q, N, st->pos, c->n_heads, c->head_dim, cs);
+        be->ops->rope(be, f->kn, N, st->pos, c->n_kv_heads, c->head_dim, cs);
     }
     be->ops->copy_rows(be, kc, st->slot, f->kn, NULL, N, kvd); /* keys and values into the slots, by position */
     be->ops->copy_rows(be, vc, st->slot, f->vn, NULL, N, kvd);
@@ -162,11 +163,12 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         f->pv[b] = ps ? ps->vcache + lo + (size_t)st->parent[b] * slot : f->ov[b];
     }
     dz_attn_args a = {
-        .batch = st->B, .n_new = st->n_new, .max_keys = f->max_seq,
+        .batch = st->B, .n_new = st->n_new, .max_keys = f->max_seq + f->n_virtual,
         .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
         .start = st->start, .lengths = st->lengths, .row0 = st->row0, .prefix_k = f->pk, .prefix_v = f->pv, .own_k = f->ok,
-        .own_v = f->ov, .scale = 1.0f / sqrtf((float)c->head_dim), .scratch = f->attn_scratch,
-        .scratch_threads = f->scratch_threads,
+        .own_v = f->ov, .scale = 1.0f / sqrtf((float)c->head_dim),
+        .scratch = f->n_virtual ? f->virt_scratch : f->attn_scratch, .scratch_threads = f->scratch_threads,
+        .n_virtual = t[DZ_L_PREFIX_K] ? f->n_virtual : 0, .virtual_k = t[DZ_L_PREFIX_K], .virtual_v = t[DZ_L_PREFIX_V],
     };
     be->ops->attention(be, f->att, f->q, &a);
     be->ops->matmul(be, f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
@@ -254,7 +256,7 @@ dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w,
             }
             st->row_of[b * n_new + t] = n;
             f->row_tmp[n] = tokens[b * n_new + t];
-            st->pos[n] = st->start[b] + t;
+            st->pos[n] = f->n_virtual + st->start[b] + t; /* a prefix's virtual tokens come first */
             st->slot[n++] = b * f->max_seq + st->start[b] + t;
         }
     }

@@ -54,7 +54,12 @@ struct dz_forward {
     float lora_scale;
     float *lora_r, *lora_o, *lora_w;
     size_t lora_bytes;
-    float *lora_host;   /* a backend without host buffers: the adapter's rows and the scale staged here */     /* dz_forward_bytes_for: sizes without buffers */
+    float *lora_host;   /* a backend without host buffers: the adapter's rows and the scale staged here */
+    /* a prefix adapter (forward_prefix.c): its N virtual rows per layer come in t[] at
+     * DZ_L_PREFIX_K/V; the sequences' tokens sit at positions N.., so the rotary table
+     * and the attention scratch cover max_seq + N */
+    int n_virtual;
+    float *virt_rope, *virt_scratch;     /* dz_forward_bytes_for: sizes without buffers */
 };
 
 /* Embeddings and the head are read a few rows at a time, never whole. */
@@ -73,5 +78,9 @@ void dz_forward_lora_add(dz_forward *f, float *y, const float *in, const float *
 /* The adapter's tensors of layer l into t's adapter roles (NULL without an adapter). */
 void dz_forward_lora_fetch(dz_forward *f, int s, int l, const float **t);
 void dz_forward_lora_free(dz_forward *f);
+/* forward_prefix.c: a prefix adapter's buffers (the rotary table and attention scratch
+ * for max_seq + N keys), counted in lora_bytes; its free. */
+dz_status dz_forward_prefix_attach(dz_forward *f, int n_tokens, dz_error *err);
+void dz_forward_prefix_free(dz_forward *f);
 
 #endif

@@ -26,6 +26,7 @@ void dz_forward_lora_free(dz_forward *f) {
     f->lora_r = f->lora_o = f->lora_w = NULL;
     dz_free(f->lora_host);
     f->lora_host = NULL;
+    dz_forward_prefix_free(f);
     f->lora = NULL;
     f->bytes -= f->lora_bytes;
     f->lora_bytes = 0;
@@ -33,7 +34,7 @@ void dz_forward_lora_free(dz_forward *f) {
 
 dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const dz_weight_source *src, dz_error *err) {
     const dz_config *c = &f->m->cfg;
-    if (!adapter || !adapter->is_lora) return dz_fail(err, DZ_ERR_INVALID, "forward: not a LoRA adapter");
+    if (!adapter || !adapter->is_lora) return dz_fail(err, DZ_ERR_INVALID, "forward: not an adapter");
     if (adapter->cfg.n_layers != c->n_layers || adapter->cfg.dim != c->dim || adapter->cfg.hidden_dim != c->hidden_dim ||
         adapter->cfg.arch != c->arch)
         return dz_fail(err, DZ_ERR_INVALID, "forward: the adapter %s was made for another model's shape", adapter->path);
@@ -42,9 +43,12 @@ dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const d
     size_t widest = (size_t)c->n_heads * c->head_dim;
     const size_t others[] = {(size_t)c->dim, (size_t)c->hidden_dim};
     for (int i = 0; i < 2; i++) widest = others[i] > widest ? others[i] : widest;
-    const size_t sizes[3] = {rows * (size_t)adapter->lora.rank, rows * widest, adapter_layer_floats(adapter)};
+    const int prefix = adapter->lora.prefix_tokens > 0; /* no products: only a layer's tensors */
+    const size_t sizes[3] = {prefix ? 0 : rows * (size_t)adapter->lora.rank, prefix ? 0 : rows * widest,
+                             adapter_layer_floats(adapter)};
     float **bufs[3] = {&f->lora_r, &f->lora_o, &f->lora_w};
     for (int i = 0; i < 3; i++) {
+        if (sizes[i] == 0) continue;
         *bufs[i] = f->be->ops->alloc(f->be, sizes[i] * sizeof(float));
         if (!*bufs[i]) {
             dz_forward_lora_free(f);
@@ -57,9 +61,14 @@ dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const d
         dz_forward_lora_free(f);
         return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the adapter's host buffer");
     }
+    dz_status st = prefix ? dz_forward_prefix_attach(f, adapter->lora.prefix_tokens, err) : DZ_OK;
+    if (st != DZ_OK) {
+        dz_forward_lora_free(f);
+        return st;
+    }
     f->lora = adapter;
     f->lora_src = src ? *src : dz_model_weights(adapter);
-    f->lora_scale = adapter->lora.alpha / (float)adapter->lora.rank;
+    f->lora_scale = prefix ? 0.0f : adapter->lora.alpha / (float)adapter->lora.rank;
     return DZ_OK;
 }
 

@@ -125,7 +125,7 @@ dz_status dz_model_init_random(const dz_config *cfg, dz_dtype dtype, uint64_t se
 }
 
 dz_status dz_model_save_hf(const dz_model *m, const char *dir, dz_error *err) {
-    if (m->is_lora) return dz_lora_save(m, dir, err);
+    if (m->is_lora) return m->lora.prefix_tokens > 0 ? dz_prefix_save(m, dir, err) : dz_lora_save(m, dir, err);
     if (dz_mkdirs(dir) != 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot create folder: %s", dir, strerror(errno));
     char path[PATH_MAX];
     if (dz_path_join(path, sizeof path, dir, "config.json") != 0)

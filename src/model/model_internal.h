@@ -47,6 +47,13 @@ dz_status dz_model_init_tables(dz_model *m, dz_error *err);
 dz_status dz_model_index_table(dz_model *m, dz_error *err);
 /* adapter.c: an adapter model written as a PEFT folder (dz_model_save_hf's). */
 dz_status dz_lora_save(const dz_model *m, const char *dir, dz_error *err);
+/* A prefix adapter as PEFT's PREFIX_TUNING folder (prefix_peft.c), and its reading. */
+dz_status dz_prefix_save(const dz_model *m, const char *dir, dz_error *err);
+int dz_prefix_is_config(const char *config_path);
+/* forward_prefix.c: MeZO's init of a prefix adapter: tokens[0 .. n) through base at
+ * positions 0 .. n-1, each layer's keys (after RoPE) and values into the adapter. */
+dz_status dz_forward_prefix_init(const dz_model *base, const int *tokens, int n, dz_model *adapter, dz_error *err);
+dz_status dz_prefix_load(const char *dir, const dz_config *cfg, dz_model **out, dz_error *err);
 /* adapter.c: an adapter model of spec's table for a base of cfg, its f32 tensors zeroed. */
 dz_status dz_lora_alloc(const dz_config *cfg, const dz_lora_spec *spec, const char *path, const char *base_path,
                         dz_model **out, dz_error *err);

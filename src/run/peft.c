@@ -5,6 +5,10 @@
 #include "run/peft.h"
 
 int dz_train_peft_lora(const dz_train_config *c, dz_lora_spec *spec) {
+    if (c->peft.method && !strcmp(c->peft.method, "prefix")) {
+        *spec = (dz_lora_spec){.prefix_tokens = c->peft.prefix_tokens};
+        return 1;
+    }
     if (!c->peft.method || strcmp(c->peft.method, "lora")) return 0;
     *spec = (dz_lora_spec){.rank = c->peft.lora_rank, .alpha = c->peft.lora_alpha};
     dz_error e = {0};
@@ -15,14 +19,15 @@ int dz_train_peft_lora(const dz_train_config *c, dz_lora_spec *spec) {
 dz_status dz_train_peft_check(const dz_train_config *c, dz_error *err) {
     const dz_train_peft *p = &c->peft;
     if ((!p->method || !strcmp(p->method, "none")) && p->lora_init)
-        return dz_fail(err, DZ_ERR_INVALID, "--adapter %s: the run trains every parameter (give --peft lora to "
-                       "train the adapter on)", p->lora_init);
+        return dz_fail(err, DZ_ERR_INVALID, "--adapter %s: the run trains every parameter (give --peft lora or "
+                       "prefix to train the adapter on)", p->lora_init);
     if (!p->method || !strcmp(p->method, "none")) return DZ_OK;
     if (!strcmp(p->method, "prefix"))
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft prefix: prefix tuning is not built yet (docs/ADAPTERS.md); "
-                       "--peft lora is");
+        return p->prefix_tokens >= 1 && p->prefix_tokens <= 4096
+                   ? DZ_OK
+                   : dz_fail(err, DZ_ERR_INVALID, "--prefix-tokens %d: expected 1..4096", p->prefix_tokens);
     if (strcmp(p->method, "lora"))
-        return dz_fail(err, DZ_ERR_INVALID, "--peft '%s': expected none or lora", p->method);
+        return dz_fail(err, DZ_ERR_INVALID, "--peft '%s': expected none, lora or prefix", p->method);
     if (p->lora_dropout != 0.0f)
         return dz_fail(err, DZ_ERR_INVALID, "--lora-dropout %g: a ZO step has no dropout (both perturbed forwards must "
                        "see the same network); use 0", (double)p->lora_dropout);

@@ -18,11 +18,18 @@ void dz_train_log_fingerprint(const dz_train_config *c, const dz_config *cfg, ui
     dz_param_table t;
     uint64_t h = DZ_HASH_START;
     dz_error e = {0};
-    if (dz_lora_table_build(cfg, &spec, &t, &e) == DZ_OK) {
+    const dz_status built = spec.prefix_tokens > 0 ? dz_prefix_table_build(cfg, spec.prefix_tokens, &t, &e)
+                                                   : dz_lora_table_build(cfg, &spec, &t, &e);
+    if (built == DZ_OK) {
         for (int i = 0; i < t.count; i++)
             h = dz_hash_u64(dz_hash_u64(dz_hash_str(h, t.params[i].hf_name), (uint64_t)t.params[i].rows),
                             (uint64_t)t.params[i].cols);
         dz_param_table_free(&t);
+    }
+    if (spec.prefix_tokens > 0) {
+        snprintf(text, sizeof text, "prefix n=%d %016" PRIx64, spec.prefix_tokens, h);
+        memcpy(out, text, strlen(text) < 63 ? strlen(text) : 63);
+        return;
     }
     char targets[64];
     dz_lora_targets_string(spec.targets, targets, sizeof targets);
@@ -30,11 +37,16 @@ void dz_train_log_fingerprint(const dz_train_config *c, const dz_config *cfg, ui
     memcpy(out, text, strlen(text) < 63 ? strlen(text) : 63);
 }
 
+/* An adapter's layout (LoRA's or a prefix's), not a base model's path. */
+static int is_adapter_log(const uint8_t fp[64]) {
+    return !strncmp((const char *)fp, "lora ", 5) || !strncmp((const char *)fp, "prefix ", 7);
+}
+
 dz_status dz_train_log_matches(const dz_train_config *c, const dz_config *cfg, const uint8_t got[64], const char *path,
                                dz_error *err) {
     uint8_t want[64];
     dz_train_log_fingerprint(c, cfg, want);
-    const int lora_log = !strncmp((const char *)got, "lora ", 5), lora_run = !strncmp((const char *)want, "lora ", 5);
+    const int lora_log = is_adapter_log(got), lora_run = is_adapter_log(want);
     if (lora_log == lora_run && (!lora_run || !memcmp(got, want, 64))) return DZ_OK;
     return dz_fail(err, DZ_ERR_INVALID, "%s: the log was written for \"%.64s\", but run.json's settings give \"%.64s\": "
                    "a log is never replayed onto another layout", path, (const char *)got, (const char *)want);

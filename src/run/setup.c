@@ -96,10 +96,16 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
     if (st != DZ_OK) return st;
     const dz_config *cfg = dz_model_config(s->base);
     const char *folder = dz_lora_is_folder(spec->path) ? spec->path : spec->lora_init;
-    if (!folder) st = dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
+    if (!folder && spec->lora->prefix_tokens > 0) /* MeZO's init: real tokens through the base */
+        st = dz_prefix_create(s->base, spec->lora, spec->lora_seed, base, &s->m, err);
+    else if (!folder) st = dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
     else st = dz_lora_load(folder, cfg, &s->m, err);
     const dz_lora_spec *got = st == DZ_OK ? dz_model_lora(s->m) : NULL;
-    if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets))
+    if (got && got->prefix_tokens != spec->lora->prefix_tokens)
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter is %s with %d virtual tokens, the run %s with %d "
+                     "(--peft, --prefix-tokens)", folder, got->prefix_tokens ? "a prefix" : "LoRA", got->prefix_tokens,
+                     spec->lora->prefix_tokens ? "a prefix" : "LoRA", spec->lora->prefix_tokens);
+    else if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets))
         st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r %d, lora_alpha %g or target_modules differ from the "
                      "run's (--lora-rank %d, --lora-alpha %g, --lora-targets)", folder, got->rank, (double)got->alpha,
                      spec->lora->rank, (double)spec->lora->alpha);

@@ -23,7 +23,7 @@ void dz_train_config_default(dz_train_config *c) {
         .store = {.master_dtype = DZ_F32},
         .schedule = {.eval_every = 500, .eval_batch = 64, .checkpoint_every = 1000, .keep_checkpoints = 1,
                      .log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT},
-        .peft = {.lora_rank = 8, .lora_alpha = 16.0f, .lora_targets = "q,v"},
+        .peft = {.lora_rank = 8, .lora_alpha = 16.0f, .lora_targets = "q,v", .prefix_tokens = 5},
     };
 }
 

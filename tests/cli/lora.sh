@@ -11,7 +11,7 @@
 # - a SmolLM2 Q4_1 GGUF base kept quantized (--keep-quantized): the adapter and log of the
 #   base dequantized at load, in under 0.6x its peak RSS;
 # - --backend ref (a device backend's staging path) gives the CPU's first step to 1e-5;
-# - refusals: --lora-dropout != 0, an unknown target, --peft prefix, a disk store, a
+# - refusals: --lora-dropout != 0, an unknown target, --prefix-tokens, a disk store, a
 #   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
 # usage: lora.sh DISTZO ASSETS
 set -u
@@ -85,11 +85,7 @@ awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; ex
 # a GGUF base kept quantized (--keep-quantized): the same adapter and log as dequantized at
 # load, in less memory; without an adapter the option is refused
 gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
-head -9 "$assets/sst2/dev.tsv" > "$tmp/t8.tsv"
-q=(train --model "$gguf" --peft lora --steps 2 --eval-every 0 --checkpoint-every 2 --train-examples 8 --dev-examples 4
-   --batch 4 --test "$tmp/t8.tsv" --threads 2)
-"$bin" "${q[@]}" --out "$tmp/gguf-deq" > "$tmp/deq.txt" 2>&1 && "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" \
-  > "$tmp/q.txt" 2>&1 || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
+gguf_adapter_runs lora || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "--keep-quantized: the adapter and log of the base dequantized at load" || bad "--keep-quantized changes the bits"
 rss() { grep -o 'peak RSS [0-9.]*' "$1" | awk '{print $3}'; }
@@ -138,20 +134,13 @@ got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' |
   ok "train --adapter: export replays onto the starting adapter" || bad "train --adapter: export differs"
 
 # refusals, each naming what is wrong
-refuse() { # WHAT PATTERN ARGS...
-  local what=$1 pat=$2
-  shift 2
-  if "$@" > "$tmp/err" 2>&1; then bad "$what: accepted"
-  elif grep -q -- "$pat" "$tmp/err"; then ok "$what: refused"
-  else bad "$what: $(tail -1 "$tmp/err")"; fi
-}
 refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
 refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
 refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"
 refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
 refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
 refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
-refuse "--peft prefix" "prefix tuning is not built" "$bin" train "${common[@]}" --peft prefix --out "$tmp/x3"
+refuse "--prefix-tokens under --peft lora" "give --peft prefix" "$bin" train "${common[@]}" --prefix-tokens 3 --out "$tmp/x3"
 refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
 refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"
 refuse "--merge of a full run" "no adapter" "$bin" export --run "$tmp/full" --merge -o "$tmp/x5"

@@ -48,6 +48,8 @@ typedef struct dz_attn_seq {
     int queries;                      /* its real query rows: min(rows, length - start), >= 0 */
     int row0;                         /* its first row in q and out */
     int rows;                         /* its rows in q and out: the real ones, then padding */
+    const float *virtual_k, *virtual_v; /* prefix tuning's n_virtual rows, seen before position 0 */
+    int n_virtual;                    /* key index j < n_virtual is virtual row j, then position j - n_virtual */
 } dz_attn_seq;
 
 /* One launch: the kernel's argument, by value (pointers are device memory). */
@@ -84,17 +86,17 @@ DZ_HD static inline size_t dz_attn_offset(const dz_attn_launch *L, const dz_attn
     return ((size_t)(s->row0 + i) * (size_t)L->n_heads + (size_t)h) * (size_t)L->head_dim;
 }
 
-/* Keys that the real rows of query tile `tile` see (0: it has none): row i sees positions
- * 0 .. start + i. */
+/* Keys that the real rows of query tile `tile` see (0: it has none): row i sees the
+ * virtual rows and positions 0 .. start + i. */
 DZ_HD static inline int dz_attn_tile_keys(const dz_attn_seq *s, int tile) {
     const int first = tile * DZ_ATTN_QUERY_TILE, end = first + DZ_ATTN_QUERY_TILE;
     const int last = end < s->queries ? end : s->queries;
-    return last > first ? s->start + last : 0;
+    return last > first ? s->n_virtual + s->start + last : 0;
 }
 
 /* Of the key tile starting at k0, the keys row i sees (0 .. DZ_ATTN_KEY_TILE). */
 DZ_HD static inline int dz_attn_row_keys(const dz_attn_seq *s, int i, int k0) {
-    const int n = s->start + i + 1 - k0;
+    const int n = s->n_virtual + s->start + i + 1 - k0;
     return n < 0 ? 0 : n > DZ_ATTN_KEY_TILE ? DZ_ATTN_KEY_TILE : n;
 }
 
@@ -108,9 +110,10 @@ DZ_HD static inline void dz_attn_stage(float *kt, float *vt, const dz_attn_seq *
         kt[e] = 0.0f, vt[e] = 0.0f;
         return;
     }
-    const size_t at = ((size_t)j * (size_t)L->n_kv_heads + (size_t)kvh) * (size_t)hd + (size_t)d;
-    kt[e] = j < s->start ? s->prefix_k[at] : s->own_k[at];
-    vt[e] = j < s->start ? s->prefix_v[at] : s->own_v[at];
+    const int p = j - s->n_virtual; /* its position (< 0: a virtual row) */
+    const size_t at = ((size_t)(p < 0 ? j : p) * (size_t)L->n_kv_heads + (size_t)kvh) * (size_t)hd + (size_t)d;
+    kt[e] = p < 0 ? s->virtual_k[at] : p < s->start ? s->prefix_k[at] : s->own_k[at];
+    vt[e] = p < 0 ? s->virtual_v[at] : p < s->start ? s->prefix_v[at] : s->own_v[at];
 }
 
 DZ_HD static inline void dz_attn_row_begin(dz_attn_row *r, const float *q, int hd) {

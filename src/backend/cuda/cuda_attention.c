@@ -56,7 +56,8 @@ static dz_attn_seq seq_of(const dz_attn_args *a, int b, int *max_rows) {
     const int left = a->lengths[b] - a->start[b], queries = left < 0 ? 0 : left < rows ? left : rows;
     if (rows > *max_rows) *max_rows = rows;
     return (dz_attn_seq){.prefix_k = a->prefix_k[b], .prefix_v = a->prefix_v[b], .own_k = a->own_k[b],
-                         .own_v = a->own_v[b], .start = a->start[b], .queries = queries, .row0 = row0, .rows = rows};
+                         .own_v = a->own_v[b], .start = a->start[b], .queries = queries, .row0 = row0, .rows = rows,
+                         .virtual_k = a->virtual_k, .virtual_v = a->virtual_v, .n_virtual = a->n_virtual};
 }
 
 int dz_cuda_attention(dz_cuda_seam *s, dz_cuda_stream st, dz_cuda_attn_stage *stage, float *out, const float *q,

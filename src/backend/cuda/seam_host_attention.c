@@ -33,6 +33,11 @@ static int check_seq(hs_state *h, const dz_attn_launch *L, const dz_attn_seq *s,
     if (st == DZ_CUDA_OK && s->start > 0) st = check_slot(h, s->prefix_v, 0, s->start, row, b, "prefix values");
     if (st == DZ_CUDA_OK) st = check_slot(h, s->own_k, s->start, s->queries, row, b, "own keys");
     if (st == DZ_CUDA_OK) st = check_slot(h, s->own_v, s->start, s->queries, row, b, "own values");
+    if (st == DZ_CUDA_OK && s->n_virtual < 0)
+        st = hs_fail(h, DZ_CUDA_ERR_INVALID, "attention: sequence %d's %d virtual rows", b, s->n_virtual);
+    if (st == DZ_CUDA_OK && s->n_virtual > 0) st = check_slot(h, s->virtual_k, 0, s->n_virtual, row, b, "virtual keys");
+    if (st == DZ_CUDA_OK && s->n_virtual > 0)
+        st = check_slot(h, s->virtual_v, 0, s->n_virtual, row, b, "virtual values");
     return st;
 }
 
