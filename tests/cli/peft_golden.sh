@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The distzo-made adapters whose logits under PEFT are committed (tests/data/peft/distzo_*,
+# tools/make_peft_golden.py) are what distzo makes today: the recipe of peft_recipes.sh
+# (train --peft lora|prefix on stories260K, then export) gives adapter_model.safetensors
+# bitwise and the same adapter_config.json (but the base's path, which is this machine's).
+# So the golden comparison of tests/test_peft_golden.c covers today's exports. A changed
+# adapter is told apart: the LoRA run with another seed exports other bytes.
+# usage: peft_golden.sh DISTZO ASSETS DATA (DATA: tests/data)
+set -u
+bin=$1 assets=$2 data=$3
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/peft_recipes.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+
+config() { grep -v '"base_model_name_or_path"' "$1/adapter_config.json"; }
+for case in distzo_lora distzo_prefix; do
+  made=$(peft_golden_adapter "$case" "$bin" "$assets" "$tmp") || { bad "$case: the recipe failed"; continue; }
+  cmp -s "$made/adapter_model.safetensors" "$data/peft/$case/adapter_model.safetensors" &&
+    ok "$case: the export is the committed adapter_model.safetensors, bitwise" ||
+    bad "$case: the export differs from tests/data/peft/$case (rerun tools/make_peft_golden.py --distzo)"
+  diff <(config "$made") <(config "$data/peft/$case") > /dev/null &&
+    ok "$case: the same adapter_config.json" || bad "$case: adapter_config.json: $(diff <(config "$made") <(config "$data/peft/$case"))"
+done
+# the check can fail: the LoRA recipe with another run seed
+sed 's/--seed 29/--seed 30/' "$(dirname "$0")/peft_recipes.sh" > "$tmp/other_recipe.sh" && . "$tmp/other_recipe.sh"
+made=$(peft_golden_adapter distzo_lora "$bin" "$assets" "$tmp/other") &&
+  ! cmp -s "$made/adapter_model.safetensors" "$data/peft/distzo_lora/adapter_model.safetensors" &&
+  ok "another seed exports another adapter" || bad "another seed: the same bytes, or the run failed"
+finish
