@@ -12,7 +12,8 @@ Issue 29's check, both directions, for both adapter kinds:
       --distzo is given, else the committed folders are used) are loaded with
       PeftModel.from_pretrained, and PEFT's logits are written beside them;
   (b) PEFT -> distzo: PEFT makes a LoRA (get_peft_model, B set nonzero from a seed) and a
-      prefix (PrefixTuningConfig, prefix_projection false, its embedding set from a seed),
+      prefix (PrefixTuningConfig, its embedding set from a seed; once more with
+      prefix_projection true, the MLP's weights seeded too),
       saves them with save_pretrained, and its logits are written beside them.
 tests/test_peft_golden.c runs distzo with each folder (the --adapter path: dz_lora_load)
 and compares its logits with these to 1e-4; tests/cli/peft_golden.sh reruns the recipe and
@@ -33,7 +34,8 @@ Written under --out (every adapter folder holds adapter_config.json and
 adapter_model.safetensors alone, as PEFT reads it; logits.bin beside them):
   stories260k_base_logits.bin   the converted base, no adapter
   distzo_lora/logits.bin, distzo_prefix/logits.bin           (a)
-  peft_lora/, peft_prefix/, opt_peft_lora/, opt_peft_prefix/   (b), folders + logits.bin
+  peft_lora/, peft_prefix/, peft_prefix_proj/ (prefix_projection true: PEFT saves the
+  MLP's output), opt_peft_lora/, opt_peft_prefix/             (b), folders + logits.bin
 logits.bin is tests/golden.h's format (the golden.bin of make_hf_golden.py): a batch of
 prompts right-padded, each prompt run alone (batch 1, no padding, no attention mask: the
 prefix's positions follow PEFT's, the prompt's tokens at N, N+1, ...), fp32, eager
@@ -154,6 +156,8 @@ def keep_adapter_files(folder, base_name):
     with open(path) as f:
         cfg = json.load(f)
     cfg["base_model_name_or_path"] = base_name
+    if isinstance(cfg.get("target_modules"), list):  # a set in PEFT: its order is the hash seed's
+        cfg["target_modules"] = sorted(cfg["target_modules"])
     with open(path, "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -161,6 +165,7 @@ def keep_adapter_files(folder, base_name):
 
 def peft_lora(model, targets):
     """r 4, alpha 6 (scale 1.5); A as PEFT initializes it, B seeded normal (PEFT's is 0)."""
+    torch.manual_seed(SEED)  # PEFT draws A from the global generator
     cfg = LoraConfig(r=4, lora_alpha=6, target_modules=targets, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
     pm = get_peft_model(model, cfg)
     g = torch.Generator().manual_seed(SEED)
@@ -171,10 +176,15 @@ def peft_lora(model, targets):
     return pm
 
 
-def peft_prefix(model):
-    """4 virtual tokens; the embedding seeded normal * 0.5 (keys and values of that size)."""
-    pm = get_peft_model(model, PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=4))
-    g = torch.Generator().manual_seed(SEED + 1)
+def peft_prefix(model, projection=False):
+    """4 virtual tokens; the embedding seeded normal * 0.5 (keys and values of that size).
+    projection: 3 tokens through PEFT's reparameterization MLP (encoder_hidden_size 16),
+    its weights seeded too; save_pretrained writes the MLP's output, the keys and values."""
+    extra = dict(num_virtual_tokens=3, prefix_projection=True, encoder_hidden_size=16) if projection else \
+        dict(num_virtual_tokens=4)
+    torch.manual_seed(SEED)
+    pm = get_peft_model(model, PrefixTuningConfig(task_type="CAUSAL_LM", **extra))
+    g = torch.Generator().manual_seed(SEED + 1 + projection)
     with torch.no_grad():
         for name, p in pm.named_parameters():
             if "prompt_encoder" in name:
@@ -229,6 +239,7 @@ def main():
     opt_targets = ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]
     for case, name, make in (("peft_lora", "stories260k", lambda m: peft_lora(m, llama_targets)),
                              ("peft_prefix", "stories260k", peft_prefix),
+                             ("peft_prefix_proj", "stories260k", lambda m: peft_prefix(m, projection=True)),
                              ("opt_peft_lora", "opt_preln", lambda m: peft_lora(m, opt_targets)),
                              ("opt_peft_prefix", "opt_preln", peft_prefix)):
         prompts = PROMPTS[name]

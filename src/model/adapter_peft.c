@@ -69,20 +69,31 @@ static dz_status read_targets(const cJSON *o, const char *path, unsigned *target
     return DZ_OK;
 }
 
-/* The first setting that would change the adapter from one (r, alpha) on every layer of
- * the targets, or NULL: per-module ranks and alphas, a subset of layers, rsLoRA, DoRA,
- * a transposed layout. */
+/* A value that asks for something: not absent, null, false, [] or {}. */
+static int is_set(const cJSON *v) {
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return 0;
+    return !(cJSON_IsArray(v) || cJSON_IsObject(v)) || cJSON_GetArraySize(v) > 0;
+}
+
+/* The first setting that would make PEFT's forward other than one (r, alpha) on every
+ * layer of the targets, or NULL: rsLoRA, DoRA, a transposed layout, a bias on B, QALoRA
+ * (flags); per-module ranks and alphas, a subset of layers, replicated layers,
+ * aLoRA (active only after its invocation tokens), LoRA on parameters, trained tokens,
+ * saved modules, KaSA, BD-LoRA, Arrow routing, MonteCLoRA (any value but null, false or
+ * empty). Not checked: VeLoRA (a backward pass only) and the initializations
+ * (init_lora_weights, the loftq/eva/corda/lora_ga configs): an adapter whose init changed
+ * the base (PiSSA, OLoRA, CorDA, LoftQ) goes with the base it saved, as under PEFT. */
 static const char *unsupported_key(const cJSON *o) {
-    static const char *const flags[] = {"use_rslora", "use_dora", "fan_in_fan_out"};
+    static const char *const flags[] = {"use_rslora", "use_dora", "fan_in_fan_out", "lora_bias", "use_qalora"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, flags[i]))) return flags[i];
-    static const char *const maps[] = {"rank_pattern", "alpha_pattern"};
-    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, maps[i]);
-        if (v && !cJSON_IsNull(v) && cJSON_GetArraySize(v) > 0) return maps[i];
-    }
-    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(o, "layers_to_transform");
-    return layers && !cJSON_IsNull(layers) ? "layers_to_transform" : NULL;
+    static const char *const set[] = {"rank_pattern", "alpha_pattern", "layers_to_transform", "layer_replication",
+                                      "alora_invocation_tokens", "target_parameters", "trainable_token_indices",
+                                      "modules_to_save", "kasa_config", "use_bdlora", "arrow_config",
+                                      "monteclora_config"};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        if (is_set(cJSON_GetObjectItemCaseSensitive(o, set[i]))) return set[i];
+    return NULL;
 }
 
 /* The settings of adapter_config.json distzo can honour; the rest refused by name. */
@@ -106,7 +117,7 @@ static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, s
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: bias must be \"none\" (trained biases are not supported)", path);
     else if (unsupported_key(o))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: %s is not supported (one r and lora_alpha on every layer of the "
-                     "targets; no rsLoRA, DoRA or fan_in_fan_out)", path, unsupported_key(o));
+                     "targets; no rsLoRA, DoRA, fan_in_fan_out or other LoRA variant)", path, unsupported_key(o));
     if (st == DZ_OK) *spec = (dz_lora_spec){.rank = (int)r->valuedouble, .alpha = (float)a->valuedouble};
     if (st == DZ_OK) st = read_targets(o, path, &spec->targets, err);
     snprintf(base, cap, "%s", cJSON_IsString(b) ? b->valuestring : "");
