@@ -233,9 +233,17 @@ static void refusals(void **state) {
     snprintf(dir, sizeof dir, "%s/bad", g_dir);
     assert_int_equal(dz_model_save_hf(a, dir, &err), DZ_OK);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    /* PEFT's regex (a string): the targets are the modules whose tensors the file holds */
+    write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": \".*\\\\.(out|o)_proj\"}");
+    dz_model *back = NULL;
+    assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_OK);
+    assert_true(dz_model_lora(back)->targets == 1u << DZ_LORA_O);
+    assert_memory_equal(dz_model_tensor(back, 0), dz_model_tensor(a, 0),
+                        sizeof(float) * (size_t)dz_param_numel(&dz_model_params(a)->params[0]));
+    dz_model_free(back);
+    back = NULL;
     write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\"], "
                "\"use_rslora\": true}");
-    dz_model *back = NULL;
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "use_rslora"));
     write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\"], "

@@ -28,7 +28,9 @@ Bases:
                classifier. Its own logits are written too (base_logits.bin) so that a
                difference in the base shows apart from the adapters'.
   opt_preln    tests/data/hf/opt_preln (make_hf_golden.py): OPT's module names
-               (model.decoder.layers.N..., out_proj, fc1, fc2) and learned positions.
+               (model.decoder.layers.N..., out_proj, fc1, fc2) and learned positions;
+               its LoRA's target_modules is a regex (PEFT keeps the string), so distzo
+               takes the targets from the tensors.
 
 Written under --out (every adapter folder holds adapter_config.json and
 adapter_model.safetensors alone, as PEFT reads it; logits.bin beside them):
@@ -236,7 +238,8 @@ def main():
 
     # (b) PEFT's own adapters
     llama_targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    opt_targets = ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]
+    # OPT's as PEFT's regex (a string: re.fullmatch on each module's path), saved as given
+    opt_targets = r".*decoder\.layers\.\d+\.(self_attn\.(q|k|v|out)_proj|fc1|fc2)"
     for case, name, make in (("peft_lora", "stories260k", lambda m: peft_lora(m, llama_targets)),
                              ("peft_prefix", "stories260k", peft_prefix),
                              ("peft_prefix_proj", "stories260k", lambda m: peft_prefix(m, projection=True)),
