@@ -1,8 +1,9 @@
 /* Adapters against Hugging Face PEFT itself (issue 29): tests/data/peft/ holds PEFT's
  * logits (tools/make_peft_golden.py) for adapters distzo trained and exported (distzo_lora,
  * distzo_prefix) and for adapters PEFT made (peft_lora, peft_prefix, peft_prefix_proj (PEFT's
- * MLP, saved as its output) on stories260K; opt_peft_lora, opt_peft_prefix on
- * tests/data/hf/opt_preln). Each folder is loaded as
+ * MLP, saved as its output) on stories260K; opt_peft_lora (a regex target_modules),
+ * opt_peft_prefix on tests/data/hf/opt_preln; qwen2_peft_lora (on the biased q, k, v),
+ * qwen2_peft_prefix on tests/data/hf/qwen2_bias). Each folder is loaded as
  * eval --adapter and generate --adapter load it (dz_lora_load + dz_forward_set_adapter),
  * and distzo's logits must equal PEFT's within 1e-4 at every real position, while the
  * adapter moves them from the base's by far more. The base alone equals its conversion
@@ -127,6 +128,8 @@ static void peft_prefix(void **state) { (void)state, check_case("stories260k", "
 static void peft_prefix_proj(void **state) { (void)state, check_case("stories260k", "peft_prefix_proj"); }
 static void opt_peft_lora(void **state) { (void)state, check_case("opt_preln", "opt_peft_lora"); }
 static void opt_peft_prefix(void **state) { (void)state, check_case("opt_preln", "opt_peft_prefix"); }
+static void qwen2_peft_lora(void **state) { (void)state, check_case("qwen2_bias", "qwen2_peft_lora"); }
+static void qwen2_peft_prefix(void **state) { (void)state, check_case("qwen2_bias", "qwen2_peft_prefix"); }
 
 /* Tensor i of adapter a scaled by s: the comparison must then fail. */
 static double gap_when_scaled(const char *base, const char *name, int i, float s) {
@@ -168,6 +171,7 @@ int main(void) {
         cmocka_unit_test(base_is_the_scripts), cmocka_unit_test(distzo_lora),   cmocka_unit_test(distzo_prefix),
         cmocka_unit_test(peft_lora),           cmocka_unit_test(peft_prefix),   cmocka_unit_test(peft_prefix_proj),
         cmocka_unit_test(opt_peft_lora),       cmocka_unit_test(opt_peft_prefix),
+        cmocka_unit_test(qwen2_peft_lora),     cmocka_unit_test(qwen2_peft_prefix),
         cmocka_unit_test(a_changed_adapter_fails),
     };
     return test_assets_exit(cmocka_run_group_tests(tests, NULL, NULL));

@@ -31,13 +31,16 @@ Bases:
                (model.decoder.layers.N..., out_proj, fc1, fc2) and learned positions;
                its LoRA's target_modules is a regex (PEFT keeps the string), so distzo
                takes the targets from the tensors.
+  qwen2_bias   tests/data/hf/qwen2_bias: q/k/v with biases (the LoRA on exactly those),
+               2 key/value heads, rope_theta 1e6.
 
 Written under --out (every adapter folder holds adapter_config.json and
 adapter_model.safetensors alone, as PEFT reads it; logits.bin beside them):
   stories260k_base_logits.bin   the converted base, no adapter
   distzo_lora/logits.bin, distzo_prefix/logits.bin           (a)
   peft_lora/, peft_prefix/, peft_prefix_proj/ (prefix_projection true: PEFT saves the
-  MLP's output), opt_peft_lora/, opt_peft_prefix/             (b), folders + logits.bin
+  MLP's output), opt_peft_lora/, opt_peft_prefix/, qwen2_peft_lora/,
+  qwen2_peft_prefix/                                          (b), folders + logits.bin
 logits.bin is tests/golden.h's format (the golden.bin of make_hf_golden.py): a batch of
 prompts right-padded, each prompt run alone (batch 1, no padding, no attention mask: the
 prefix's positions follow PEFT's, the prompt's tokens at N, N+1, ...), fp32, eager
@@ -64,6 +67,7 @@ SEED = 29
 PROMPTS = {
     "stories260k": [[1, 403, 407, 261, 378, 284, 339, 270], [1, 67, 300, 511, 2]],
     "opt_preln": [[2, 100, 7, 250, 31, 9, 272, 64], [2, 5, 199, 40, 11]],
+    "qwen2_bias": [[17, 230, 4, 266, 90, 151, 3, 42], [8, 120, 77, 19, 200]],
 }
 T = 8
 
@@ -244,7 +248,9 @@ def main():
                              ("peft_prefix", "stories260k", peft_prefix),
                              ("peft_prefix_proj", "stories260k", lambda m: peft_prefix(m, projection=True)),
                              ("opt_peft_lora", "opt_preln", lambda m: peft_lora(m, opt_targets)),
-                             ("opt_peft_prefix", "opt_preln", peft_prefix)):
+                             ("opt_peft_prefix", "opt_preln", peft_prefix),
+                             ("qwen2_peft_lora", "qwen2_bias", lambda m: peft_lora(m, ["q_proj", "k_proj", "v_proj"])),
+                             ("qwen2_peft_prefix", "qwen2_bias", peft_prefix)):
         prompts = PROMPTS[name]
         plain = logits_of(load_base(name, args.assets), prompts)
         pm = make(load_base(name, args.assets)).eval()
