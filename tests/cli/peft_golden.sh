@@ -4,7 +4,8 @@
 # (train --peft lora|prefix on stories260K, then export) gives adapter_model.safetensors
 # bitwise and the same adapter_config.json (but the base's path, which is this machine's).
 # So the golden comparison of tests/test_peft_golden.c covers today's exports. A changed
-# adapter is told apart: the LoRA run with another seed exports other bytes.
+# adapter is told apart: the LoRA run with another seed exports other bytes. Also eval and
+# generate --adapter run with the folders PEFT made (tests/data/peft/peft_*).
 # usage: peft_golden.sh DISTZO ASSETS DATA (DATA: tests/data)
 set -u
 bin=$1 assets=$2 data=$3
@@ -26,4 +27,16 @@ sed 's/--seed 29/--seed 30/' "$(dirname "$0")/peft_recipes.sh" > "$tmp/other_rec
 made=$(peft_golden_adapter distzo_lora "$bin" "$assets" "$tmp/other") &&
   ! cmp -s "$made/adapter_model.safetensors" "$data/peft/distzo_lora/adapter_model.safetensors" &&
   ok "another seed exports another adapter" || bad "another seed: the same bytes, or the run failed"
+# the command line's --adapter with PEFT's own folders (their logits: test_peft_golden):
+# eval's exact scores move away from the base's, generate runs
+base_model="$assets/stories260K/stories260K.bin"
+"$bin" eval "$base_model" --data "$tmp/test.tsv" --predictions "$tmp/p-base.tsv" --threads 1 > /dev/null 2>&1 ||
+  bad "eval of the base failed"
+for case in peft_lora peft_prefix peft_prefix_proj; do
+  "$bin" eval "$base_model" --adapter "$data/peft/$case" --data "$tmp/test.tsv" --predictions "$tmp/p-$case.tsv" \
+    --threads 1 > "$tmp/eval.log" 2>&1 && [ -s "$tmp/p-$case.tsv" ] && ! cmp -s "$tmp/p-$case.tsv" "$tmp/p-base.tsv" &&
+    ok "eval --adapter $case (made by PEFT): scores, not the base's" || bad "eval --adapter $case: $(tail -2 "$tmp/eval.log")"
+done
+"$bin" generate "$base_model" --adapter "$data/peft/peft_prefix" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
+  ok "generate --adapter with PEFT's prefix runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
 finish
