@@ -34,6 +34,10 @@ typedef struct dz_bench_step_spec {
     int batch, seq, steps, fuse, max_resident_mb, stream_globals;
     const char *backend;
     int max_device_mb; /* a device backend's cap (0: none): above it the layer masters stream through it */
+    /* method "lora" or "prefix": the step trains that adapter over the read-only base (its
+     * settings as train's, lora_init unused), and the forward phase also times the base's
+     * forward with the adapter attached; NULL or "none": every parameter */
+    dz_train_peft peft;
 } dz_bench_step_spec;
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err);
 

@@ -2,32 +2,50 @@
  * peak RSS after each phase; the store's I/O when the masters are in one. */
 #include "distzo/benchmarks.h"
 
+#include <string.h>
+
 #include "bench/losses.h"
 #include "bench/passes.h"
 #include "backend/backend.h"
+#include "run/peft.h"
 #include "run/setup.h"
 
 typedef struct step_result {
-    double fwd, step, g;
+    double fwd, fwd_adapter, step, g; /* fwd_adapter: the base's forward with the adapter attached */
     size_t rss_eval, rss_train, eval_act, train_act;
     dz_store_stats io0, io1; /* the store's counters after the warm-up step and after the last */
 } step_result;
 
-/* Phase 1: the forward alone, as eval runs it (not with a store: its masters stream). */
-static dz_status forward_phase(dz_model *m, int in_memory, dz_lm_work *lw, const dz_bench_step_spec *s, step_result *x,
-                               dz_error *err) {
-    dz_forward *f = NULL;
+/* The adapter the step trains (dz_setup_model under --peft), else NULL. */
+static const dz_model *step_adapter(const dz_zo_setup *setup) {
+    return dz_model_lora(dz_setup_model(setup)) ? dz_setup_model(setup) : NULL;
+}
+
+/* Phase 1: the forward alone, as eval runs it (not with a store: its masters stream); under
+ * an adapter, round by round beside the same forward with the adapter attached, so both
+ * meet the same load. */
+static dz_status forward_phase(const dz_zo_setup *setup, int in_memory, dz_lm_work *lw, const dz_bench_step_spec *s,
+                               step_result *x, dz_error *err) {
+    dz_model *m = dz_setup_base_model(setup);
+    const dz_model *adapter = step_adapter(setup);
+    dz_forward *f = NULL, *fa = NULL;
     dz_backend *be = NULL;
     dz_status st = in_memory ? dz_backend_create(s->backend, &be, err) : DZ_OK;
     if (st == DZ_OK && in_memory) st = dz_forward_create_backend(m, be, s->batch, s->seq, 0, 1, &f, err);
+    if (st == DZ_OK && adapter) st = dz_forward_create_backend(m, be, s->batch, s->seq, 0, 1, &fa, err);
+    if (st == DZ_OK && adapter) st = dz_forward_set_adapter(fa, adapter, NULL, err);
     const dz_weight_source w = dz_model_weights(m);
     for (int r = 0; st == DZ_OK && in_memory && r <= s->steps; r++) {
         double t0 = dz_now();
         st = dz_lm_work_forward(f, &w, lw, s->batch, s->seq, err);
         if (r > 0) x->fwd += (dz_now() - t0) / s->steps;
+        t0 = dz_now();
+        if (st == DZ_OK && fa) st = dz_lm_work_forward(fa, &w, lw, s->batch, s->seq, err);
+        if (r > 0 && fa) x->fwd_adapter += (dz_now() - t0) / s->steps;
     }
     x->rss_eval = dz_runtime_peak_rss();
     if (f) x->eval_act = dz_forward_bytes(f);
+    dz_forward_free(fa);
     dz_forward_free(f);
     dz_backend_free(be);
     return st;
@@ -95,9 +113,29 @@ static void print_store(const dz_bench_report *r, const dz_bench_step_spec *s, c
                caller_s, wait_s, 100 * hidden);
 }
 
+/* Under --peft: the adapter, its forward beside the base's, and two forwards / step against
+ * each (issue 29: a step should be two forwards). JSON: fields of the open object. */
+static void print_adapter(const dz_bench_report *r, const dz_bench_step_spec *s, const step_result *x,
+                          const dz_model *adapter) {
+    const double n = (double)dz_param_table_numel(dz_model_params(adapter));
+    const double fwd = x->fwd, fwd_a = x->fwd_adapter, step = x->step;
+    if (r->json) {
+        fprintf(r->out, ", \"peft\": \"%s\", \"keep_quantized\": %s, \"adapter_parameters\": %.0f, "
+               "\"adapter_forward_seconds\": %.4f, \"step_over_2_adapter_forwards\": %.4f, "
+               "\"two_forwards_over_step\": %.4f, \"two_adapter_forwards_over_step\": %.4f",
+               s->peft.method, s->peft.keep_quantized ? "true" : "false", n, fwd_a, step / (2 * fwd_a),
+               2 * fwd / step, 2 * fwd_a / step);
+        return;
+    }
+    fprintf(r->out, "adapter  %s, %.0f parameters%s: forward with the adapter %.4f s (x%.3f the base's)\n",
+            s->peft.method, n, s->peft.keep_quantized ? ", base kept quantized" : "", fwd_a, fwd_a / fwd);
+    fprintf(r->out, "ratio    2 x forward / step = %.3f (the base's forward), %.3f (with the adapter)\n", 2 * fwd / step,
+            2 * fwd_a / step);
+}
+
 /* In memory: the forward beside the step, the memory of each phase, the passes (f32 masters). */
 static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, const step_result *x,
-                         const dz_bench_zo_passes *passes) {
+                         const dz_model *adapter, const dz_bench_zo_passes *passes) {
     FILE *out = r->out;
     const double fwd = x->fwd, step = x->step;
     if (r->json) {
@@ -108,6 +146,7 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
                r->model, s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "true" : "false", fwd,
                step, step / (2 * fwd), x->rss_eval, x->rss_train, (double)x->rss_train / x->rss_eval, x->eval_act,
                x->train_act, x->g);
+        if (adapter) print_adapter(r, s, x, adapter);
         if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, 1);
         fprintf(out, "}\n");
         return;
@@ -119,16 +158,34 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
     fprintf(out, "memory   peak RSS %.1f MB after the forward phase, %.1f MB after training (x%.3f);\n"
            "         buffers %.1f MB (forward) vs %.1f MB (two streams + working copies)\n",
            x->rss_eval / 1e6, x->rss_train / 1e6, (double)x->rss_train / x->rss_eval, x->eval_act / 1e6, x->train_act / 1e6);
+    if (adapter) print_adapter(r, s, x, adapter);
     if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, 0);
+}
+
+/* The weights spec: every parameter, or under --peft the adapter over the read-only base
+ * (checked as train checks it; the adapter's init from seed 1, the step's). */
+static dz_status step_weights(const dz_bench_step_spec *s, dz_weights_spec *ws, dz_lora_spec *lora, dz_error *err) {
+    *ws = (dz_weights_spec){.path = s->model, .master_dtype = s->master, .store = s->store};
+    dz_train_config c;
+    dz_train_config_default(&c);
+    c.model = s->model, c.optim.seed = 1, c.peft = s->peft, c.peft.lora_init = NULL;
+    const int full = !c.peft.method || !strcmp(c.peft.method, "none");
+    if (full && c.peft.keep_quantized)
+        return dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: only with --peft lora or prefix (a full step updates the base)");
+    dz_status st = dz_train_peft_check(&c, err);
+    if (st == DZ_OK) dz_train_peft_weights(&c, ws, lora);
+    return st;
 }
 
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err) {
     dz_zo_setup *setup = NULL;
-    const dz_weights_spec ws = {.path = s->model, .master_dtype = s->master, .store = s->store};
+    dz_weights_spec ws;
+    dz_lora_spec lora;
     /* before the store is written: a backend that keeps its masters resident cannot use one */
     dz_status st = dz_setup_check_store_backend(s->store, dz_backend_by_name(s->backend), err);
     if (st == DZ_OK && s->max_device_mb < 0)
         st = dz_fail(err, DZ_ERR_INVALID, "--max-device-memory %d is negative", s->max_device_mb);
+    if (st == DZ_OK) st = step_weights(s, &ws, &lora, err);
     if (st == DZ_OK) st = dz_setup_weights(&ws, &setup, err);
     if (st != DZ_OK) return st;
     dz_model *m = dz_setup_model(setup);
@@ -136,14 +193,14 @@ dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, d
     dz_lm_work lw = {0};
     step_result x = {0};
     st = dz_lm_work_init(&lw, dz_model_config(m), s->batch, s->seq, err);
-    if (st == DZ_OK) st = forward_phase(m, in_memory, &lw, s, &x, err);
+    if (st == DZ_OK) st = forward_phase(setup, in_memory, &lw, s, &x, err);
     if (st == DZ_OK) st = step_phase(setup, &lw, s, &x, err);
     if (st == DZ_OK && !in_memory) print_store(r, s, m, &x);
     if (st == DZ_OK && in_memory) {
         dz_bench_zo_passes passes;
-        const int with_passes = s->master == DZ_F32; /* the passes time f32 masters' kernels */
+        const int with_passes = s->master == DZ_F32; /* the passes time f32 masters' kernels (the adapter's, under one) */
         if (with_passes) st = dz_bench_model_passes(m, s->steps, &passes, err);
-        if (st == DZ_OK) print_memory(r, s, &x, with_passes ? &passes : NULL);
+        if (st == DZ_OK) print_memory(r, s, &x, step_adapter(setup), with_passes ? &passes : NULL);
     }
     dz_lm_work_free(&lw);
     dz_setup_free(setup);

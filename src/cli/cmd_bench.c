@@ -12,9 +12,11 @@ static const dz_cmd_spec benches[N_BENCH] = {
     [FORWARD] = {.name = "bench forward", .usage = "--model M [--batch B --seq T --threads N]",
                  .summary = "Times whole forward passes (head on every position, as LM training does) and,\n"
                             "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio."},
-    [STEP] = {.name = "bench step", .usage = "--model M [--batch B --seq T --threads N]",
+    [STEP] = {.name = "bench step", .usage = "--model M [--batch B --seq T --threads N] [--peft lora|prefix]",
               .summary = "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
                          "perturbed forwards, perturbation and update), with the peak RSS after each phase;\n"
+                         "with --peft lora|prefix the step trains that adapter and the forward is also timed\n"
+                         "with it attached: 2 x forward / step against both;\n"
                          "in memory with f32 masters, also the step's element-wise passes (z alone, perturb,\n"
                          "update, the fused pass) at the model's size, their bytes moved per step, and this\n"
                          "machine's memory bandwidth with the same threads."},
@@ -69,6 +71,9 @@ static int bench_step(int argc, char **argv) {
     const char *master = "f32";
     int threads = 0, json = 0, no_fuse = 0;
     dz_bench_step_spec s = {.batch = 16, .seq = 128, .steps = 3};
+    dz_train_config d; /* train's adapter defaults (r 8, alpha 16, q,v; 5 prefix tokens) */
+    dz_train_config_default(&d);
+    s.peft = d.peft;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &s.model, "model folder or .bin"},
         {"batch", DZ_OPT_INT, &s.batch, "sequences (default 16)"},
@@ -84,6 +89,14 @@ static int bench_step(int argc, char **argv) {
         {"stream-globals", DZ_OPT_FLAG, &s.stream_globals, "with --store: the global block stays in the store too"},
         {"max-device-memory", DZ_OPT_INT, &s.max_device_mb,
          "with a device backend: at most this many MB of its memory (the layer masters streamed if needed)"},
+        {"peft", DZ_OPT_STR, &s.peft.method, "lora or prefix: the step trains that adapter over the read-only base, "
+         "and the base's forward is also timed with it attached (default: every parameter)"},
+        {"lora-rank", DZ_OPT_INT, &s.peft.lora_rank, "lora: r (default 8)"},
+        {"lora-alpha", DZ_OPT_FLOAT, &s.peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},
+        {"lora-targets", DZ_OPT_STR, &s.peft.lora_targets, "lora: modules, q,v by default (as train's)"},
+        {"prefix-tokens", DZ_OPT_INT, &s.peft.prefix_tokens, "prefix: virtual tokens per layer (default 5)"},
+        {"keep-quantized", DZ_OPT_FLAG, &s.peft.keep_quantized,
+         "with --peft: a GGUF base's blocks stay quantized (dequantized layer by layer as read)"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
