@@ -38,6 +38,7 @@ typedef struct dz_bench_step_spec {
      * settings as train's, lora_init unused), and the forward phase also times the base's
      * forward with the adapter attached; NULL or "none": every parameter */
     dz_train_peft peft;
+    int interleave; /* the forwards timed round by round between the steps, not in a phase of their own */
 } dz_bench_step_spec;
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err);
 

@@ -21,39 +21,60 @@ static const dz_model *step_adapter(const dz_zo_setup *setup) {
     return dz_model_lora(dz_setup_model(setup)) ? dz_setup_model(setup) : NULL;
 }
 
-/* Phase 1: the forward alone, as eval runs it (not with a store: its masters stream); under
- * an adapter, round by round beside the same forward with the adapter attached, so both
- * meet the same load. */
-static dz_status forward_phase(const dz_zo_setup *setup, int in_memory, dz_lm_work *lw, const dz_bench_step_spec *s,
-                               step_result *x, dz_error *err) {
+/* The forwards timed beside the step: the base's, and with the adapter attached. */
+typedef struct fwd_bench {
+    dz_backend *be;
+    dz_forward *f, *fa; /* fa: NULL without an adapter */
+    dz_weight_source w;
+} fwd_bench;
+
+static void fwd_close(fwd_bench *fb) {
+    dz_forward_free(fb->fa);
+    dz_forward_free(fb->f);
+    dz_backend_free(fb->be);
+    *fb = (fwd_bench){0};
+}
+
+static dz_status fwd_open(const dz_zo_setup *setup, const dz_bench_step_spec *s, fwd_bench *fb, dz_error *err) {
     dz_model *m = dz_setup_base_model(setup);
     const dz_model *adapter = step_adapter(setup);
-    dz_forward *f = NULL, *fa = NULL;
-    dz_backend *be = NULL;
-    dz_status st = in_memory ? dz_backend_create(s->backend, &be, err) : DZ_OK;
-    if (st == DZ_OK && in_memory) st = dz_forward_create_backend(m, be, s->batch, s->seq, 0, 1, &f, err);
-    if (st == DZ_OK && adapter) st = dz_forward_create_backend(m, be, s->batch, s->seq, 0, 1, &fa, err);
-    if (st == DZ_OK && adapter) st = dz_forward_set_adapter(fa, adapter, NULL, err);
-    const dz_weight_source w = dz_model_weights(m);
-    for (int r = 0; st == DZ_OK && in_memory && r <= s->steps; r++) {
-        double t0 = dz_now();
-        st = dz_lm_work_forward(f, &w, lw, s->batch, s->seq, err);
-        if (r > 0) x->fwd += (dz_now() - t0) / s->steps;
-        t0 = dz_now();
-        if (st == DZ_OK && fa) st = dz_lm_work_forward(fa, &w, lw, s->batch, s->seq, err);
-        if (r > 0 && fa) x->fwd_adapter += (dz_now() - t0) / s->steps;
-    }
-    x->rss_eval = dz_runtime_peak_rss();
-    if (f) x->eval_act = dz_forward_bytes(f);
-    dz_forward_free(fa);
-    dz_forward_free(f);
-    dz_backend_free(be);
+    fb->w = dz_model_weights(m);
+    dz_status st = dz_backend_create(s->backend, &fb->be, err);
+    if (st == DZ_OK) st = dz_forward_create_backend(m, fb->be, s->batch, s->seq, 0, 1, &fb->f, err);
+    if (st == DZ_OK && adapter) st = dz_forward_create_backend(m, fb->be, s->batch, s->seq, 0, 1, &fb->fa, err);
+    if (st == DZ_OK && adapter) st = dz_forward_set_adapter(fb->fa, adapter, NULL, err);
     return st;
 }
 
-/* Phase 2: ZO steps, after one warm-up. */
-static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_step_spec *s, step_result *x,
-                            dz_error *err) {
+/* Round r (0 warms up) of the forwards: the base's, then the adapter's, one after the other
+ * so both meet the same load. */
+static dz_status fwd_round(fwd_bench *fb, dz_lm_work *lw, const dz_bench_step_spec *s, int r, step_result *x,
+                           dz_error *err) {
+    double t0 = dz_now();
+    dz_status st = dz_lm_work_forward(fb->f, &fb->w, lw, s->batch, s->seq, err);
+    if (r > 0) x->fwd += (dz_now() - t0) / s->steps;
+    t0 = dz_now();
+    if (st == DZ_OK && fb->fa) st = dz_lm_work_forward(fb->fa, &fb->w, lw, s->batch, s->seq, err);
+    if (r > 0 && fb->fa) x->fwd_adapter += (dz_now() - t0) / s->steps;
+    return st;
+}
+
+/* Phase 1: the forward alone, as eval runs it (not with a store: its masters stream). With
+ * --interleave only its warm-up here; the step phase times the rest between its steps. */
+static dz_status forward_phase(const dz_zo_setup *setup, int in_memory, dz_lm_work *lw, const dz_bench_step_spec *s,
+                               fwd_bench *fb, step_result *x, dz_error *err) {
+    dz_status st = in_memory ? fwd_open(setup, s, fb, err) : DZ_OK;
+    for (int r = 0; st == DZ_OK && in_memory && r <= (s->interleave ? 0 : s->steps); r++)
+        st = fwd_round(fb, lw, s, r, x, err);
+    x->rss_eval = dz_runtime_peak_rss();
+    if (fb->f) x->eval_act = dz_forward_bytes(fb->f);
+    if (!s->interleave || st != DZ_OK) fwd_close(fb);
+    return st;
+}
+
+/* Phase 2: ZO steps, after one warm-up; with --interleave each followed by fb's forwards. */
+static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_step_spec *s, fwd_bench *fb,
+                            step_result *x, dz_error *err) {
     dz_store *store = dz_setup_store(setup);
     const dz_engine_spec es = {.max_batch = s->batch, .max_len = s->seq, .streams = 2,
                                .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = s->fuse,
@@ -69,6 +90,7 @@ static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_s
         double t0 = dz_now();
         st = dz_zo_step(e, (uint32_t)r, 1e-6f, &zb, &res, err);
         if (r > 0) x->step += (dz_now() - t0) / s->steps;
+        if (st == DZ_OK && r > 0 && fb->f) st = fwd_round(fb, lw, s, r, x, err); /* --interleave */
         if (r == 0 && store) x->io0 = dz_store_get_stats(store); /* after the warm-up step */
         x->g = res.g[0];
     }
@@ -193,8 +215,10 @@ dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, d
     dz_lm_work lw = {0};
     step_result x = {0};
     st = dz_lm_work_init(&lw, dz_model_config(m), s->batch, s->seq, err);
-    if (st == DZ_OK) st = forward_phase(setup, in_memory, &lw, s, &x, err);
-    if (st == DZ_OK) st = step_phase(setup, &lw, s, &x, err);
+    fwd_bench fb = {0};
+    if (st == DZ_OK) st = forward_phase(setup, in_memory, &lw, s, &fb, &x, err);
+    if (st == DZ_OK) st = step_phase(setup, &lw, s, &fb, &x, err);
+    fwd_close(&fb);
     if (st == DZ_OK && !in_memory) print_store(r, s, m, &x);
     if (st == DZ_OK && in_memory) {
         dz_bench_zo_passes passes;

@@ -97,6 +97,8 @@ static int bench_step(int argc, char **argv) {
         {"prefix-tokens", DZ_OPT_INT, &s.peft.prefix_tokens, "prefix: virtual tokens per layer (default 5)"},
         {"keep-quantized", DZ_OPT_FLAG, &s.peft.keep_quantized,
          "with --peft: a GGUF base's blocks stay quantized (dequantized layer by layer as read)"},
+        {"interleave", DZ_OPT_FLAG, &s.interleave, "time the forwards between the steps, round by round (the same load "
+         "for both on a busy machine; the forward phase's RSS is then the forwards' before the engine's)"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };

@@ -4,6 +4,7 @@
 # - the report has the adapter's forward and 2 x forward / step against the base's forward
 #   and the adapter's, consistent with its own seconds; text and JSON;
 # - the adapter's parameter count is the one its shapes give (computed here);
+# - --interleave (the forwards between the steps) reports the same figures;
 # - without --peft the report is as before (no adapter fields);
 # - refusals: --keep-quantized without --peft, an unknown --peft, --lora-rank 0, a disk store.
 # usage: bench_peft.sh DISTZO ASSETS
@@ -40,6 +41,10 @@ json=$("${bench[@]}" --peft lora --lora-rank 4 --lora-alpha 8 --lora-targets q,k
 # a prefix of 3 tokens: per layer keys and values, 3 x (4 x 8) each
 json=$("${bench[@]}" --peft prefix --prefix-tokens 3 --json 2>&1) && check_json "prefix 3" prefix $((5 * 2 * 3 * 32)) "$json" ||
   bad "bench step --peft prefix failed: $json"
+
+# --interleave: the forwards timed between the steps, the same figures reported
+json=$("${bench[@]}" --peft lora --interleave --json 2>&1) && check_json "lora --interleave" lora 8960 "$json" ||
+  bad "bench step --peft lora --interleave failed: $json"
 
 text=$("${bench[@]}" --peft prefix 2>&1)
 grep -q '^adapter  prefix, 1600 parameters: forward with the adapter' <<<"$text" &&
