@@ -3,9 +3,8 @@
 it METHOD-lrLR-sSEED.summary.json and .time).
 
 Per (method, lr): test (GLUE dev) accuracy at each evaluation, mean +- sd over seeds, with
-the steps and the training seconds to it (wall seconds less the evaluations': a step row's
-seconds minus the previous row's, the median step standing in for an evaluation row's
-step); the median step time, peak RSS (the run's own report and /usr/bin/time's). The best
+the steps and the training seconds to it (the step rows' differences, evaluations left
+out); the median step time, peak RSS (the run's own report and /usr/bin/time's). The best
 lr of each method is the one with the highest final selection (--dev-examples) accuracy,
 so the test set does not pick it.
 usage: adapters_summary.py OUT"""
@@ -20,18 +19,21 @@ NAME = re.compile(r"(mezo|lora|prefix)-lr([0-9.e+-]+)-s(\d+)")
 
 
 def evals(path):
-    """[(step, train seconds, wall seconds, dev, test)] of each evaluation, and the median step time."""
+    """[(step, train seconds, wall seconds, dev, test)] of each evaluation, and the median step
+    time. A row's seconds are taken before its evaluation, so the evaluation's time lands in
+    the next step's difference: a difference over 3x the median counts as the median."""
     rows = [json.loads(line) for line in open(path)]
     deltas, prev = [], None
     for r in rows:
-        if prev is not None and r.get("loss") is not None and r.get("dev_accuracy") is None:
+        if prev is not None and r.get("loss") is not None:
             deltas.append(r["seconds"] - prev)
         prev = r["seconds"]
     med = statistics.median(deltas) if deltas else float("nan")
     out, train, prev = [], 0.0, None
     for r in rows:
-        if r.get("loss") is not None:  # a step (an evaluation row's step costs the median)
-            train += med if r.get("dev_accuracy") is not None or prev is None else r["seconds"] - prev
+        if r.get("loss") is not None:  # a step
+            d = r["seconds"] - prev if prev is not None else med
+            train += d if d <= 3 * med else med
         prev = r["seconds"]
         if r.get("dev_accuracy") is not None:
             out.append((r["step"], train, r["seconds"], r["dev_accuracy"], r["test_accuracy"]))
