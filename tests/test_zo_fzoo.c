@@ -19,52 +19,14 @@
 #include "core/threads.h"
 #include "distzo/zo.h"
 #include "backend/zo_ops.h"
-#include "golden.h"
 
-enum { B = 3, T = 12, N = 4 };
+#include "zo_fixture.h"
 
-typedef struct fixture {
-    int tokens[B * T], lengths[B], rows[B * T], targets[B * T], n_rows;
-} fixture;
-
-static double mean_nll(const float *lp, const fixture *fx) {
-    double s = 0.0;
-    for (int i = 0; i < fx->n_rows; i++) s -= lp[i];
-    return s / fx->n_rows;
-}
-
-static void mean_nll_cb(const float *lp, const float *plp, void *user, double *out) {
-    (void)plp;
-    out[0] = mean_nll(lp, user), out[1] = 1.0;
-}
+enum { N = 4 };
 
 static void constant_loss(const float *lp, const float *plp, void *user, double *out) {
     (void)lp, (void)plp, (void)user;
     out[0] = 0.75, out[1] = 1.0;
-}
-
-static void load_batch(const char *name, fixture *fx) {
-    golden_batch g;
-    golden_batch_load_hf(name, &g);
-    memcpy(fx->tokens, g.tokens, sizeof fx->tokens);
-    memcpy(fx->lengths, g.lengths, sizeof fx->lengths);
-    fx->n_rows = golden_batch_next_token_rows(&g, fx->rows, fx->targets);
-    golden_batch_free(&g);
-}
-
-static dz_model *load_owned(const char *name, dz_dtype dt) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/hf/%s", DZ_TEST_DATA, name);
-    dz_model *m = NULL;
-    dz_error err = {0};
-    assert_int_equal(dz_model_load(path, dt, &m, &err), DZ_OK);
-    assert_int_equal(dz_model_make_owned(m, &err), DZ_OK);
-    return m;
-}
-
-static dz_zo_batch batch_of(fixture *fx, dz_zo_loss_fn loss) {
-    return (dz_zo_batch){.tokens = fx->tokens, .lengths = fx->lengths, .B = B, .T = T, .rows = fx->rows,
-                         .targets = fx->targets, .n_rows = fx->n_rows, .loss = loss, .user = fx};
 }
 
 static dz_zo_params fzoo_params(float eps, float wd, int fuse) {
@@ -114,7 +76,7 @@ static double ref_loss(ref_model *r, fixture *fx, uint32_t draw, float eps) {
     assert_int_equal(dz_forward_run(f, &w, fx->tokens, fx->lengths, B, T, 0, &err), DZ_OK);
     assert_int_equal(dz_forward_logprobs(f, &w, fx->rows, fx->targets, fx->n_rows, lp, &err), DZ_OK);
     dz_forward_free(f);
-    return mean_nll(lp, fx);
+    return mean_nll(lp, NULL, fx);
 }
 
 /* FZOO's coefficients from the losses, written from the definition. */
@@ -197,16 +159,13 @@ static void two_steps_match_the_reference_loop(void **state) {
         for (int fuse = 0; fuse <= 1; fuse++) {
             fixture fx;
             load_batch(names[k], &fx);
-            dz_model *m = load_owned(names[k], DZ_F32);
-            ref_model r = {.m = m, .theta = copy_weights(m), .seed = 7};
-            dz_forward *f;
-            dz_zo_engine *e;
-            dz_error err = {0};
-            assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
             const dz_zo_params p = fzoo_params(1e-2f, 0.01f, fuse);
-            assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
-            for (uint32_t s = 0; s < 2; s++) check_step(e, &r, &fx, s, 1e-5f, 0.01f, 1e-2f);
-            assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
+            zo_rig g = zo_rig_open(names[k], DZ_F32, &p);
+            const dz_model *m = g.m;
+            ref_model r = {.m = m, .theta = copy_weights(m), .seed = 7};
+            dz_error err = {0};
+            for (uint32_t s = 0; s < 2; s++) check_step(g.e, &r, &fx, s, 1e-5f, 0.01f, 1e-2f);
+            assert_int_equal(dz_zo_flush(g.e, &err), DZ_OK);
             const dz_param_table *t = dz_model_params(m);
             for (int id = 0; id < t->count; id++)
                 assert_memory_equal(dz_model_tensor(m, id), r.theta[id],
@@ -214,25 +173,12 @@ static void two_steps_match_the_reference_loop(void **state) {
             printf("  %s %s: the masters after 2 steps == the reference loop's, bitwise\n", names[k],
                    fuse ? "fused" : "unfused");
             free_weights(r.theta, t->count);
-            dz_zo_engine_free(e);
-            dz_forward_free(f);
-            dz_model_free(m);
+            zo_rig_close(&g);
         }
     }
 }
 
 /* ---- Determinism and replay ------------------------------------------------------- */
-
-static uint64_t checksum(const dz_model *m) {
-    uint64_t h = 1469598103934665603ULL;
-    const dz_param_table *t = dz_model_params(m);
-    for (int i = 0; i < t->count; i++) {
-        const unsigned char *p = dz_model_tensor(m, i);
-        const size_t n = (size_t)dz_param_numel(&t->params[i]) * dz_dtype_size(dz_model_dtype(m));
-        for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211ULL;
-    }
-    return h;
-}
 
 enum { S = 3 };
 
@@ -240,25 +186,19 @@ static uint64_t train(const char *name, dz_dtype dt, int fuse, int threads, floa
     fixture fx;
     load_batch(name, &fx);
     dz_set_num_threads(threads);
-    dz_model *m = load_owned(name, dt);
-    dz_forward *f;
-    dz_zo_engine *e;
-    dz_error err = {0};
-    assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
     const dz_zo_params p = fzoo_params(1e-3f, 0.01f, fuse);
-    assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
+    zo_rig g = zo_rig_open(name, dt, &p);
+    dz_error err = {0};
     const dz_zo_batch zb = batch_of(&fx, mean_nll_cb);
     for (int s = 0; s < S; s++) {
         dz_zo_step_result r;
-        assert_int_equal(dz_zo_step(e, (uint32_t)s, 1e-5f, &zb, &r, &err), DZ_OK);
+        assert_int_equal(dz_zo_step(g.e, (uint32_t)s, 1e-5f, &zb, &r, &err), DZ_OK);
         assert_true(r.finite);
         memcpy(g_out + s * N, r.g, sizeof(float) * N);
     }
-    assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
-    const uint64_t sum = checksum(m);
-    dz_zo_engine_free(e);
-    dz_forward_free(f);
-    dz_model_free(m);
+    assert_int_equal(dz_zo_flush(g.e, &err), DZ_OK);
+    const uint64_t sum = checksum(g.m);
+    zo_rig_close(&g);
     dz_set_num_threads(0);
     return sum;
 }
@@ -294,20 +234,14 @@ static void replay_equals_training(void **state) {
     (void)state;
     float g[S * N];
     const uint64_t trained = train("llama_gqa_untied", DZ_F32, 1, 2, g);
-    dz_model *m = load_owned("llama_gqa_untied", DZ_F32);
-    dz_forward *f;
-    dz_zo_engine *e;
-    dz_error err = {0};
-    assert_int_equal(dz_forward_create_streams(m, 1, 2, 0, 2, &f, &err), DZ_OK);
     const dz_zo_params p = fzoo_params(1e-3f, 0.01f, 1);
-    assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
-    for (int s = 0; s < S; s++) assert_int_equal(dz_zo_apply(e, (uint32_t)s, 1e-5f, g + s * N, &err), DZ_OK);
-    assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
-    printf("  replayed %016llx, trained %016llx\n", (unsigned long long)checksum(m), (unsigned long long)trained);
-    assert_true(checksum(m) == trained);
-    dz_zo_engine_free(e);
-    dz_forward_free(f);
-    dz_model_free(m);
+    zo_rig r = zo_rig_open("llama_gqa_untied", DZ_F32, &p);
+    dz_error err = {0};
+    for (int s = 0; s < S; s++) assert_int_equal(dz_zo_apply(r.e, (uint32_t)s, 1e-5f, g + s * N, &err), DZ_OK);
+    assert_int_equal(dz_zo_flush(r.e, &err), DZ_OK);
+    printf("  replayed %016llx, trained %016llx\n", (unsigned long long)checksum(r.m), (unsigned long long)trained);
+    assert_true(checksum(r.m) == trained);
+    zo_rig_close(&r);
 }
 
 /* Losses that agree (sigma 0) leave no direction: g = 0, finite, and without weight
@@ -316,24 +250,18 @@ static void flat_losses_give_no_update(void **state) {
     (void)state;
     fixture fx;
     load_batch("llama_gqa_untied", &fx);
-    dz_model *m = load_owned("llama_gqa_untied", DZ_F32);
-    const uint64_t before = checksum(m);
-    dz_forward *f;
-    dz_zo_engine *e;
-    dz_error err = {0};
-    assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
     const dz_zo_params p = fzoo_params(1e-3f, 0.0f, 1);
-    assert_int_equal(dz_zo_engine_create(m, f, &p, &e, &err), DZ_OK);
+    zo_rig g = zo_rig_open("llama_gqa_untied", DZ_F32, &p);
+    const uint64_t before = checksum(g.m);
+    dz_error err = {0};
     const dz_zo_batch zb = batch_of(&fx, constant_loss);
     dz_zo_step_result r;
-    assert_int_equal(dz_zo_step(e, 0, 1e-3f, &zb, &r, &err), DZ_OK);
+    assert_int_equal(dz_zo_step(g.e, 0, 1e-3f, &zb, &r, &err), DZ_OK);
     assert_true(r.finite);
     for (int j = 0; j < N; j++) assert_true(r.g[j] == 0.0f && r.loss_plus[j] == 0.75 && r.loss_minus[j] == 0.75);
-    assert_int_equal(dz_zo_flush(e, &err), DZ_OK);
-    assert_true(checksum(m) == before);
-    dz_zo_engine_free(e);
-    dz_forward_free(f);
-    dz_model_free(m);
+    assert_int_equal(dz_zo_flush(g.e, &err), DZ_OK);
+    assert_true(checksum(g.m) == before);
+    zo_rig_close(&g);
 }
 
 static void bad_parameters_are_refused(void **state) {
