@@ -44,10 +44,11 @@ static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
                        "the directions' losses)", o->fzoo_directions, DZ_ZO_MAX_Q);
     if (o->q != o->fzoo_directions)
         return dz_fail(err, DZ_ERR_INVALID, "--spsa-samples %d with --estimator fzoo: a step's samples are its "
-                       "--fzoo-directions (%d)", o->q, o->fzoo_directions);
+                       "--fzoo-directions (%d); the command line sets them, a config gives spsa_samples equal to "
+                       "fzoo_directions", o->q, o->fzoo_directions);
     if (!o->rademacher)
         return dz_fail(err, DZ_ERR_INVALID, "--perturbation gaussian with --estimator fzoo: FZOO's directions are "
-                       "Rademacher");
+                       "Rademacher; the command line sets it, a config gives perturbation rademacher");
     if (c->layout.pertp == 2)
         return dz_fail(err, DZ_ERR_INVALID, "--pertp 2 with --estimator fzoo: FZOO's forwards are one-sided (no +eps/-eps "
                        "pair to split over ranks); use --dp");
