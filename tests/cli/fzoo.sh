@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --estimator fzoo keeps the seed-log invariant: the run is rebuilt from its seed log, so
-# - 1 and 2 threads, and the baseline kernels (DISTZO_ISA=baseline),
+# - 1 and 2 threads, and the baseline kernels (DISTZO_ISA=baseline), --no-fuse,
+# - disk stores (globals resident, and streamed without the page cache), bf16 masters,
 # - --resume after a stop at a checkpoint and after SIGKILL between checkpoints,
 # - export (the whole log replayed onto the base model),
 # - mpirun -np 2 --dp 2 (masters shared by the node, each rank its slice),
@@ -39,6 +40,12 @@ cmp -s "$tmp/ref/checkpoint-8/model.safetensors" "$tmp/mezo/checkpoint-8/model.s
 run --threads 1 --out "$tmp/t1" && check "threads 1 == threads 2" "$tmp/ref" "$tmp/t1"
 DISTZO_ISA=baseline run --threads 1 --out "$tmp/isa" && check "the baseline kernels == the best level" "$tmp/ref" "$tmp/isa"
 run --threads 2 --no-fuse --out "$tmp/unfused" && check "--no-fuse == fused" "$tmp/ref" "$tmp/unfused"
+
+run --threads 2 --store "disk:$tmp/m.store" --out "$tmp/disk" && check "a disk store == ram" "$tmp/ref" "$tmp/disk"
+run --threads 1 --store "disk-nocache:$tmp/g.store" --stream-globals --out "$tmp/globals" &&
+  check "a disk-nocache store, globals streamed == ram" "$tmp/ref" "$tmp/globals"
+run --threads 2 --master-dtype bf16 --out "$tmp/bf16" && run --threads 1 --master-dtype bf16 --store "disk:$tmp/b.store" \
+  --out "$tmp/bf16-disk" && check "bf16 masters: disk, 1 thread == ram, 2 threads" "$tmp/bf16" "$tmp/bf16-disk"
 
 # resume: stopped at checkpoint 4, then killed between checkpoints
 run --threads 1 --steps 4 --out "$tmp/stop" && "$bin" train --resume --steps 8 --threads 2 --out "$tmp/stop" \
