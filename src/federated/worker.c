@@ -134,7 +134,7 @@ static dz_status load_replica(worker *w, dz_error *err) {
     if ((st = dz_prepare(&w->comp, &w->data, c->model, 0, err)) != DZ_OK) return st;
     if (w->data.objective == DZ_OBJ_F1) /* a slot is one dual forward: no decoding under the perturbations */
         return dz_fail(err, DZ_ERR_INVALID, "--objective f1 is not supported by federated workers (ce or accuracy are)");
-    if ((st = dz_fed_fingerprint(w->comp.m, w->comp.e, &w->fingerprint, err)) != DZ_OK) return st;
+    if ((st = dz_fed_fingerprint(w->comp.setup, &w->fingerprint, err)) != DZ_OK) return st;
     if (w->fingerprint != w->info.fingerprint)
         return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
                        "): pass --model with the model the coordinator serves (%s master weights)", c->model,
