@@ -84,6 +84,25 @@ gguf_adapter_runs() {
     "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" > "$tmp/q.txt" 2>&1
 }
 
+# adapter_mpi_layouts REF ARGS...: `distzo train ARGS` under each MPI layout a full model is
+# checked in (tests/cli/mpi.sh): --pertp 2, --dp 2, the 2-D --pertp 2 --dp 2, two simulated
+# nodes each with its own copy (--node-size, --verify-every), one rank a node; each must
+# give the run REF's files (the caller's same_run_files REF OUT). Fails without mpirun.
+adapter_mpi_layouts() {
+  local ref=$1 layout out l
+  shift
+  command -v mpirun > /dev/null || { bad "mpirun not found on PATH (scripts/deps.sh installs it): the MPI layouts are unchecked"; return; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for layout in "2 --pertp 2" "2 --dp 2" "4 --pertp 2 --dp 2" "4 --pertp 2 --node-size 2 --verify-every 3" \
+                "2 --node-size 1 --verify-every 4"; do
+    read -r -a l <<< "$layout"
+    out="$tmp/mpi$(echo "$layout" | tr -d ' -')"
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "${l[@]:0:1}" \
+      "$bin" train "$@" "${l[@]:1}" --threads 1 --out "$out" > "$tmp/log" 2>&1 && same_run_files "$ref" "$out" &&
+      ok "mpirun -np $layout == one process" || bad "mpirun -np $layout: $(tail -2 "$tmp/log")"
+  done
+}
+
 # refuse WHAT PATTERN ARGS...: the command ARGS fails and its output names PATTERN.
 refuse() { # WHAT PATTERN ARGS...
   local what=$1 pat=$2
