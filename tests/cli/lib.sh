@@ -103,6 +103,23 @@ adapter_mpi_layouts() {
   done
 }
 
+# adapter_estimators KIND: Sparse-MeZO and LOZO over the adapter (the caller's run,
+# adapter and same_run_files; the MeZO run in $tmp/ref): an 8-step run equals one stopped at
+# step 4 and resumed, and its export; and differs from MeZO's (the estimator is in effect).
+adapter_estimators() {
+  local est e
+  for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
+    read -r -a e <<< "--estimator $est"
+    run "${e[@]}" --threads 2 --out "$tmp/${e[1]}" && run "${e[@]}" --threads 1 --steps 4 --out "$tmp/${e[1]}-stop" &&
+      "$bin" train --resume --steps 8 --threads 2 --out "$tmp/${e[1]}-stop" > /dev/null 2>&1 &&
+      "$bin" export --run "$tmp/${e[1]}" -o "$tmp/${e[1]}-x" > /dev/null 2>&1 || bad "${e[1]}: a run failed"
+    same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" \
+      "$(adapter "$tmp/${e[1]}" 8)" && ok "${e[1]}: resume and export == the uninterrupted $1" || bad "${e[1]}: differs"
+    cmp -s "$(adapter "$tmp/${e[1]}" 8)" "$(adapter "$tmp/ref" 8)" && bad "${e[1]}: MeZO's $1" ||
+      ok "${e[1]}: the estimator is in effect (not MeZO's $1)"
+  done
+}
+
 # refuse WHAT PATTERN ARGS...: the command ARGS fails and its output names PATTERN.
 refuse() { # WHAT PATTERN ARGS...
   local what=$1 pat=$2

@@ -101,16 +101,7 @@ awk -v a="$(rss "$tmp/q.txt")" -v b="$(rss "$tmp/deq.txt")" 'BEGIN { exit !(a > 
   bad "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB"
 
 # the structured estimators over the adapter's 2-D tensors keep the seed-log invariant
-for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
-  read -r -a e <<< "--estimator $est"
-  run "${e[@]}" --threads 2 --out "$tmp/${e[1]}" && run "${e[@]}" --threads 1 --steps 4 --out "$tmp/${e[1]}-stop" &&
-    "$bin" train --resume --steps 8 --threads 2 --out "$tmp/${e[1]}-stop" > /dev/null 2>&1 &&
-    "$bin" export --run "$tmp/${e[1]}" -o "$tmp/${e[1]}-x" > /dev/null 2>&1 || bad "${e[1]}: a run failed"
-  same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" \
-    "$(adapter "$tmp/${e[1]}" 8)" && ok "${e[1]}: resume and export == the uninterrupted adapter" || bad "${e[1]}: differs"
-  cmp -s "$(adapter "$tmp/${e[1]}" 8)" "$(adapter "$tmp/ref" 8)" && bad "${e[1]}: MeZO's adapter" ||
-    ok "${e[1]}: the estimator is in effect (not MeZO's adapter)"
-done
+adapter_estimators adapter
 
 # q = 2 samples a step, Rademacher z of the v2 generator and weight decay on the adapter: the
 # one-process bits under --pertp 2 --dp 2 (a pair's two samples on two ranks) and in export

@@ -73,16 +73,7 @@ awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; ex
   ok "--no-share-prompt: step 1's loss is the tree batch's" || bad "--no-share-prompt: $(loss "$tmp/noshare")"
 
 # Sparse-MeZO and LOZO over the prefix's [N, kv_dim] rows: resume and export replay them
-for est in "sparse --sparse-density 0.5" "lozo --lozo-rank 2 --lozo-nu 4"; do
-  read -r -a e <<< "--estimator $est"
-  run "${e[@]}" --threads 2 --out "$tmp/${e[1]}" && run "${e[@]}" --threads 1 --steps 4 --out "$tmp/${e[1]}-stop" &&
-    "$bin" train --resume --steps 8 --threads 2 --out "$tmp/${e[1]}-stop" > /dev/null 2>&1 &&
-    "$bin" export --run "$tmp/${e[1]}" -o "$tmp/${e[1]}-x" > /dev/null 2>&1 || bad "${e[1]}: a run failed"
-  same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" \
-    "$(adapter "$tmp/${e[1]}" 8)" && ok "${e[1]}: resume and export == the uninterrupted prefix" || bad "${e[1]}: differs"
-  cmp -s "$(adapter "$tmp/${e[1]}" 8)" "$(adapter "$tmp/ref" 8)" && bad "${e[1]}: MeZO's prefix" ||
-    ok "${e[1]}: the estimator is in effect (not MeZO's prefix)"
-done
+adapter_estimators prefix
 
 want=$(tail -1 "$tmp/ref/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
 got=$("$bin" eval "$base_model" --adapter "$tmp/peft" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
