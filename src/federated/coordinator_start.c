@@ -141,9 +141,15 @@ dz_status dz_fed_coord_resume_run(coordinator *c, int steps, int *lock_fd, char 
     char path[4200];
     uint64_t fp = 0;
     const dz_train_layout layout = c->train.layout; /* where it runs: this start's, not in run.json */
+    const int keep_quantized = c->train.peft.keep_quantized; /* likewise (the same bits either way) */
     dz_status st = dz_run_lock(c->run_dir, lock_fd, err);
     if (st == DZ_OK) st = dz_run_config_read(c->run_dir, &c->train, strings, err);
     c->train.layout = layout;
+    c->train.peft.keep_quantized = keep_quantized;
+    dz_lora_spec adapter;
+    if (st == DZ_OK && keep_quantized && !dz_train_peft_lora(&c->train, &adapter))
+        st = dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: %s trains every parameter, which a quantized base held as "
+                     "loaded cannot take; leave the option out", c->run_dir);
     if (st == DZ_OK) st = dz_fed_settings_read(c->run_dir, &c->fed, &fp, err);
     c->train.out_dir = c->run_dir;
     if (st == DZ_OK && steps > c->train.optim.steps) {

@@ -10,14 +10,17 @@
 #   `distzo eval --adapter` of the export's;
 # - a worker whose base differs by one float is refused (a LoRA's start, B = 0, says nothing
 #   of the base: the fingerprint covers it);
-# - refusals: --seed-pool with --peft, --lora-rank without --peft lora, --adapter.
+# - a SmolLM2 Q4_1 GGUF base held quantized (--keep-quantized) by the coordinator and one
+#   worker, dequantized at load by the other: one fingerprint, and the replicas == export;
+# - refusals: --seed-pool with --peft, --lora-rank without --peft lora, --adapter,
+#   --keep-quantized without an adapter (serve, and a worker of a full run).
 # Every wait is bounded.
 # usage: federated_adapter.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/federated_lib.sh"
-fed_begin "$assets" sst2/dev.tsv
+fed_begin "$assets" sst2/dev.tsv smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
 test_set "$assets" 32
 rounds=8
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
@@ -107,4 +110,31 @@ wait "$serve_pid" 2> /dev/null
 
 fed_run prefix --peft prefix --prefix-tokens 4 --lr 1e-2 --eps 1e-1
 replicas_equal_peft_export prefix PREFIX_TUNING "prefix n=4"
+
+# a quantized base held as loaded at the coordinator and worker 1, dequantized at load by
+# worker 2: the same fingerprint (the base's rows as f32) and the same replica
+gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
+rm -rf "$tmp/run" "$tmp/w1" "$tmp/w2"
+serve_bg "$tmp/q-serve.txt" "$bin" serve --out "$tmp/run" --model "$gguf" --keep-quantized --peft lora --token-file \
+  "$tmp/token" --steps 2 --spsa-samples 2 --batch 2 --train-examples 8 --lr 1e-4 --eps 1e-2 --round-timeout 120 \
+  --worker-timeout 120 --min-workers 2 --linger 20 --threads 1 --listen 127.0.0.1:0
+"$bin" join "$url" --data "$tmp/shard1.tsv" --model "$gguf" --keep-quantized --save "$tmp/w1" \
+  --checksum-file "$tmp/w1.sum" "${join[@]}" > "$tmp/q-w1.txt" 2>&1 &
+w1=$!
+"$bin" join "$url" --data "$tmp/shard2.tsv" --model "$gguf" --save "$tmp/w2" --checksum-file "$tmp/w2.sum" "${join[@]}" \
+  > "$tmp/q-w2.txt" 2>&1 &
+w2=$!
+pids+=($w1 $w2)
+wait $w1 && wait $w2 && wait $serve_pid && ok "gguf: a quantized base and a dequantized one trained one run" ||
+  bad "gguf: $(tail -2 "$tmp/q-w1.txt" "$tmp/q-w2.txt" "$tmp/q-serve.txt")"
+replicas_equal_peft_export gguf LORA "lora r=8 alpha=16"
+refuse "serve --keep-quantized without --peft" "keep-quantized" "$bin" serve --out "$tmp/bad4" --token-file "$tmp/token" \
+  --model "$gguf" --keep-quantized --listen 127.0.0.1:0 --steps 1
+rm -rf "$tmp/run"
+serve_bg "$tmp/full-serve.txt" "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps 1 --batch 4 \
+  --train-examples 32 --linger 1 --threads 1 --listen 127.0.0.1:0
+refuse "join --keep-quantized of a full run" "keep-quantized" "$bin" join "$url" --data "$tmp/shard1.tsv" --keep-quantized \
+  "${join[@]}"
+kill "$serve_pid" 2> /dev/null
+wait "$serve_pid" 2> /dev/null
 finish
