@@ -73,15 +73,17 @@ same_run() {
     { [ ! -f "$1/seeds.log" ] || [ ! -f "$2/seeds.log" ] || cmp -s "$1/seeds.log" "$2/seeds.log"; }
 }
 
-# gguf_adapter_runs PEFT: two 2-step --peft PEFT runs ($bin) on the SmolLM2 Q4_1 GGUF under
-# $assets, the base dequantized at load ($tmp/gguf-deq, its output $tmp/deq.txt) and kept
-# quantized ($tmp/gguf-q, $tmp/q.txt); 0 when both ran.
+# gguf_adapter_runs PEFT: three 2-step --peft PEFT runs ($bin) on the SmolLM2 Q4_1 GGUF under
+# $assets, the base dequantized at load ($tmp/gguf-deq, its output $tmp/deq.txt), kept
+# quantized ($tmp/gguf-q, $tmp/q.txt), and kept quantized with the adapter in a disk store
+# ($tmp/gguf-qs); 0 when all ran.
 gguf_adapter_runs() {
   local q=(train --model "$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf" --peft "$1" --steps 2 --eval-every 0
            --checkpoint-every 2 --train-examples 8 --dev-examples 4 --batch 4 --test "$tmp/t8.tsv" --threads 2)
   head -9 "$assets/sst2/dev.tsv" > "$tmp/t8.tsv"
   "$bin" "${q[@]}" --out "$tmp/gguf-deq" > "$tmp/deq.txt" 2>&1 &&
-    "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" > "$tmp/q.txt" 2>&1
+    "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" > "$tmp/q.txt" 2>&1 &&
+    "$bin" "${q[@]}" --keep-quantized --store "disk:$tmp/gguf.st" --out "$tmp/gguf-qs" > "$tmp/qs.txt" 2>&1
 }
 
 # adapter_mpi_layouts REF ARGS...: `distzo train ARGS` under each MPI layout a full model is

@@ -95,6 +95,8 @@ gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
 gguf_adapter_runs lora || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "--keep-quantized: the adapter and log of the base dequantized at load" || bad "--keep-quantized changes the bits"
+cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-qs" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-qs/seeds.log" &&
+  ok "--keep-quantized with the adapter in a disk store: the same bits" || bad "--keep-quantized --store disk differs"
 rss() { grep -o 'peak RSS [0-9.]*' "$1" | awk '{print $3}'; }
 awk -v a="$(rss "$tmp/q.txt")" -v b="$(rss "$tmp/deq.txt")" 'BEGIN { exit !(a > 0 && a < 0.6 * b) }' &&
   ok "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB" ||

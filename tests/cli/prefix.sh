@@ -100,6 +100,8 @@ got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' |
 gguf_adapter_runs prefix || bad "the GGUF prefix runs failed: $(tail -2 "$tmp/q.txt")"
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "SmolLM2 Q4_1 --keep-quantized: the prefix and log of the base dequantized at load" || bad "--keep-quantized differs"
+cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-qs" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-qs/seeds.log" &&
+  ok "--keep-quantized with the prefix in a disk store: the same bits" || bad "--keep-quantized --store disk differs"
 
 refuse "--prefix-tokens 0" "prefix-tokens 0" "$bin" train "${common[@]}" --prefix-tokens 0 --out "$tmp/x1"
 refuse "--lora-rank under --peft prefix" "give --peft lora" "$bin" train "${common[@]}" --lora-rank 4 --out "$tmp/x3"
