@@ -208,15 +208,7 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
-        {"peft", DZ_OPT_STR, &c->peft.method, "none (default: every parameter), lora (a LoRA adapter) or prefix "
-         "(prefix tuning): train an adapter over the read-only base (docs/ADAPTERS.md)"},
-        {"prefix-tokens", DZ_OPT_INT, &c->peft.prefix_tokens, "prefix: virtual tokens per layer (default 5, MeZO's), "
-         "initialized from the keys and values of real tokens drawn from the seed"},
-        {"lora-rank", DZ_OPT_INT, &c->peft.lora_rank, "lora: r (default 8)"},
-        {"lora-alpha", DZ_OPT_FLOAT, &c->peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},
-        {"lora-targets", DZ_OPT_STR, &c->peft.lora_targets, "lora: modules, q,v by default (q k v o up gate down, or "
-         "q_proj k_proj v_proj o_proj up_proj gate_proj down_proj)"},
-        {"lora-dropout", DZ_OPT_FLOAT, &c->peft.lora_dropout, "lora: only 0 (a ZO step has no dropout)"},
+        DZ_CLI_PEFT_OPTIONS(c),
         {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora, prefix: start from this PEFT folder (its r, alpha and "
          "targets, or its num_virtual_tokens, must be the run's) instead of the init; run.json keeps the path, as it "
          "keeps --model's"},
@@ -266,21 +258,6 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     _Static_assert(sizeof own / sizeof own[0] + DZ_CLI_TRAIN_OPTS < TRAIN_OPTS_CAP, "raise TRAIN_OPTS_CAP");
     memcpy(out, own, sizeof own);
     dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
-}
-
-/* A --lora-* or --prefix-* option on the command line of a run that trains no such
- * adapter says so (it would be ignored). */
-static int refuse_lora_alone(const dz_train_config *c, int argc, char **argv) {
-    const char *m = c->peft.method && strcmp(c->peft.method, "none") ? c->peft.method : NULL;
-    static const char *const kinds[][2] = {{"--lora-", "lora"}, {"--prefix-", "prefix"}};
-    for (int i = 1; i < argc; i++)
-        for (int k = 0; k < 2; k++) {
-            if (strncmp(argv[i], kinds[k][0], strlen(kinds[k][0])) || (m && !strcmp(m, kinds[k][1]))) continue;
-            if (m && strcmp(m, "lora") && strcmp(m, "prefix")) return 0; /* refused by the settings check */
-            return dz_cli_failf("option %.*s: the run trains %s (give --peft %s for that adapter)",
-                                (int)strcspn(argv[i], "="), argv[i], m ? m : "every parameter", kinds[k][1]);
-        }
-    return 0;
 }
 
 /* --estimator fzoo: its directions are the step's samples (q), Rademacher (a resumed
@@ -355,7 +332,7 @@ int dz_cmd_train(int argc, char **argv) {
         c.out_dir = t.out;
         /* --resume-from: the old run's run.json is the config, its values the run's own */
         rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
-        if (!rc) rc = refuse_lora_alone(&c, argc, argv);
+        if (!rc) rc = dz_cli_refuse_adapter_alone(&c, argc, argv);
     }
     dz_cli_gpu_math_join(&c.layout.backend, t.gpu_math);
     if (!rc) rc = train_run(&c, &t);

@@ -10,6 +10,7 @@
 #include "parallel/comm.h"
 #include "run/folder.h"
 #include "run/run_files.h"
+#include "run/setup.h"
 #include "store/store.h"
 
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
@@ -33,6 +34,13 @@ dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const
     state_json(js, sizeof js, steps_done, best, sum);
     const int keep = c->cfg->schedule.keep_checkpoints;
     if (!c->store) return dz_checkpoint_write(rf->dir, name, steps_done, c->m, c->tok, js, NULL, keep, err);
+    if (dz_model_lora(c->m)) { /* an adapter's masters in a store: its PEFT folder from a copy */
+        dz_model *copy = NULL;
+        st = dz_setup_adapter_from_store(c->m, c->store, &copy, err);
+        if (st == DZ_OK) st = dz_checkpoint_write(rf->dir, name, steps_done, copy, c->tok, js, NULL, keep, err);
+        dz_model_free(copy);
+        return st;
+    }
     st = dz_store_save_resident(c->store, c->m, err);
     if (st == DZ_OK)
         st = dz_checkpoint_write(rf->dir, name, steps_done, c->m, c->tok, js, dz_store_path(c->store), keep, err);

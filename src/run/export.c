@@ -245,8 +245,11 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     dz_store *store = s ? dz_setup_store(s) : NULL;
     dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(c.tokenizer, base) : NULL;
     if (st == DZ_OK && dz_model_lora(dz_setup_model(s))) {
+        dz_model *copy = NULL; /* an adapter in a disk store: written from a copy in memory */
         st = dz_zo_flush(dz_setup_zo_engine(s), err);
-        if (st == DZ_OK) st = write_adapter_run(spec, dz_setup_model(s), base, tok, err);
+        if (st == DZ_OK && store) st = dz_setup_adapter_from_store(dz_setup_model(s), store, &copy, err);
+        if (st == DZ_OK) st = write_adapter_run(spec, copy ? copy : dz_setup_model(s), base, tok, err);
+        dz_model_free(copy);
     } else if (st == DZ_OK && spec->format == DZ_EXPORT_GGUF) {
         dz_zo_engine *e = dz_setup_zo_engine(s);
         st = dz_zo_flush(e, err);

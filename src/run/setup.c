@@ -85,14 +85,30 @@ static dz_status check_store_path(const char *store_path, const dz_weights_spec 
                    hit);
 }
 
+/* --store: its path (NULL: ram) and flags, refused under mpirun or where it would replace a
+ * file the run reads. */
+static dz_status store_path(const dz_zo_setup *s, const dz_weights_spec *spec, const char **path, unsigned *flags,
+                            dz_error *err) {
+    dz_status st = dz_store_parse_spec(spec->store, path, flags, err);
+    if (st == DZ_OK && *path && s->comm && dz_comm_size(s->comm) > 1)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED,
+                     "--store %s: a disk store runs in one process; with mpirun use --store ram (the ranks of a node "
+                     "share one copy of the weights)", spec->store);
+    if (st == DZ_OK && *path) st = check_store_path(*path, spec, err);
+    return st;
+}
+
 /* An adapter's setup: the base as loaded (mapped where it can be, never written), the
- * adapter from a PEFT folder (a checkpoint: its settings must be the run's) or new. */
+ * adapter from a PEFT folder (a checkpoint: its settings must be the run's) or new. With
+ * a disk store the adapter's masters (f32, its own dtype) go there, as a full run's do;
+ * the base stays as loaded (read-only: mapped from its file where the format allows). */
 static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz_error *err) {
-    if (spec->store && strcmp(spec->store, "ram") != 0)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft: --store %s is not supported with an adapter (the adapter is "
-                       "small; the base is read-only): use --store ram", spec->store);
+    const char *path;
+    unsigned flags;
+    dz_status st = store_path(s, spec, &path, &flags, err);
+    if (st != DZ_OK) return st;
     const char *base = spec->base ? spec->base : spec->path;
-    dz_status st = dz_model_load_flags(base, spec->master_dtype, spec->base_flags, &s->base, err);
+    st = dz_model_load_flags(base, spec->master_dtype, spec->base_flags, &s->base, err);
     if (st != DZ_OK) return st;
     const dz_config *cfg = dz_model_config(s->base);
     const char *folder = dz_lora_is_folder(spec->path) ? spec->path : spec->lora_init;
@@ -109,6 +125,7 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
         st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r %d, lora_alpha %g or target_modules differ from the "
                      "run's (--lora-rank %d, --lora-alpha %g, --lora-targets)", folder, got->rank, (double)got->alpha,
                      spec->lora->rank, (double)spec->lora->alpha);
+    if (st == DZ_OK && path) return dz_store_create_as(path, s->m, dz_model_dtype(s->m), flags, &s->store, err);
     /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
     return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;
 }
@@ -127,12 +144,7 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
     }
     const char *path;
     unsigned flags;
-    dz_status st = dz_store_parse_spec(spec->store, &path, &flags, err);
-    if (st == DZ_OK && path && s->comm && dz_comm_size(s->comm) > 1)
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED,
-                     "--store %s: a disk store runs in one process; with mpirun use --store ram (the ranks of a node "
-                     "share one copy of the weights)", spec->store);
-    if (st == DZ_OK && path) st = check_store_path(path, spec, err);
+    dz_status st = store_path(s, spec, &path, &flags, err);
     /* a disk store is written tensor by tensor from the model as loaded (mapped where it can be) */
     if (st == DZ_OK) st = path ? dz_store_load_model(spec->path, spec->master_dtype, &s->m, err)
                                : dz_model_load(spec->path, spec->master_dtype, &s->m, err);
@@ -205,6 +217,18 @@ void dz_setup_free(dz_zo_setup *s) {
     dz_model_free(s->m);
     dz_model_free(s->base);
     free(s);
+}
+
+dz_status dz_setup_adapter_from_store(const dz_model *adapter, dz_store *store, dz_model **out, dz_error *err) {
+    dz_status st = dz_lora_alloc_like(adapter, out, err);
+    const dz_param_table *t = dz_model_params(adapter);
+    for (int i = 0; st == DZ_OK && i < t->count; i++)
+        st = dz_store_read_rows(store, i, 0, t->params[i].rows, dz_model_tensor(*out, i), err);
+    if (st != DZ_OK) {
+        dz_model_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 dz_status dz_setup_base_tokenizer(const char *model, char *out, size_t cap, dz_error *err) {
