@@ -203,10 +203,12 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"data", DZ_OPT_STR, &t->data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: dev.tsv beside the training file)"},
         {"tokenizer", DZ_OPT_STR, &c->tokenizer, "tokenizer (default: the model's own)"},
-        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
+        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row), lozo (low-rank z = U V^T) or "
+         "hizoo (HiZOO: z and update over sqrt of a diagonal Hessian estimate; 3 forwards a step, 4 bytes a parameter)"},
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
+        {"hizoo-smooth", DZ_OPT_FLOAT, &c->optim.hizoo_smooth, "hizoo: EMA weight alpha of the Hessian estimate (default 1e-6)"},
         {"peft", DZ_OPT_STR, &c->peft.method, "none (default: every parameter), lora (a LoRA adapter) or prefix "
          "(prefix tuning): train an adapter over the read-only base (docs/ADAPTERS.md)"},
         {"prefix-tokens", DZ_OPT_INT, &c->peft.prefix_tokens, "prefix: virtual tokens per layer (default 5, MeZO's), "
@@ -332,7 +334,7 @@ int dz_cmd_train(int argc, char **argv) {
                           "or leave the option out (the GGUF is then dequantized at load)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
-        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);
+        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo or hizoo", t.estimator);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;

@@ -155,20 +155,14 @@ static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_deco
     return st;
 }
 
-/* One sample of either kind of batch. */
-typedef struct sample_batch {
-    const dz_zo_batch *b;
-    const dz_zo_decode *d;
-    int n_examples, example0, n_global;
-} sample_batch;
+typedef dz_zo_sample_batch sample_batch;
 
 static dz_status run_sample(dz_zo_engine *e, uint32_t draw, const sample_batch *sb, double *out[2],
                             dz_zo_step_time *tm, dz_error *err) {
     return sb->b ? dual_forward(e, draw, sb->b, out, tm, err) : decode_forward(e, draw, sb->d, out, tm, err);
 }
 
-/* The losses and g of n samples, draws draw0 .. draw0 + n - 1, into out (no update). */
-static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const sample_batch *b, dz_zo_step_result *out,
+dz_status dz_zo_estimate_samples(dz_zo_engine *e, int n, uint32_t draw0, const sample_batch *b, dz_zo_step_result *out,
                           dz_error *err) {
     memset(out, 0, sizeof *out);
     out->finite = 1;
@@ -214,12 +208,13 @@ static sample_batch of_batch(const dz_zo_batch *b) {
 dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, dz_zo_step_result *out,
                          dz_error *err) {
     const sample_batch sb = of_batch(b);
-    return estimate(e, 1, draw, &sb, out, err);
+    return dz_zo_estimate_samples(e, 1, draw, &sb, out, err);
 }
 
 static dz_status step_with(dz_zo_engine *e, uint32_t step, float lr, const sample_batch *sb, dz_zo_step_result *out,
                            dz_error *err) {
-    dz_status st = estimate(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
+    if (e->p.estimator == DZ_ZO_HIZOO) return dz_zo_hizoo_step(e, step, lr, sb, out, err);
+    dz_status st = dz_zo_estimate_samples(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
     if (st != DZ_OK || !out->finite) return st;
     st = dz_zo_set_update(e, step, lr, out->g, err);
     if (st == DZ_OK && !e->p.fuse) st = dz_pipeline_apply_pending(e->pipe, err); /* resident: no download */

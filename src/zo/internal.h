@@ -36,14 +36,27 @@ dz_status dz_zo_set_update(dz_zo_engine *e, uint32_t step, float lr, const float
 /* The pipeline's perturbation for the estimator of p. */
 static inline dz_pipeline_perturbation dz_zo_perturbation_of(const dz_zo_params *p) {
     static const dz_pipeline_zshape shapes[] = {[DZ_ZO_MEZO] = DZ_PZ_DENSE, [DZ_ZO_SPARSE] = DZ_PZ_SPARSE,
-                                                [DZ_ZO_LOZO] = DZ_PZ_LOWRANK};
-    const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_LOZO;
+                                                [DZ_ZO_LOZO] = DZ_PZ_LOWRANK, [DZ_ZO_HIZOO] = DZ_PZ_HESSIAN};
+    const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_HIZOO;
     return (dz_pipeline_perturbation){.seed = p->seed, .eps = p->eps,
                                       .dist = dz_zdist_of(p->rademacher, p->rng_v2),
                                       .shape = known ? shapes[p->estimator] : DZ_PZ_DENSE,
                                       .density = p->sparse_density, .rank = p->lozo_rank, .nu = p->lozo_nu,
-                                      .q = p->q};
+                                      .q = p->q, .smooth = p->hizoo_smooth};
 }
+
+/* One step's or one sample's batch, either kind. */
+typedef struct dz_zo_sample_batch {
+    const dz_zo_batch *b;
+    const dz_zo_decode *d;
+    int n_examples, example0, n_global;
+} dz_zo_sample_batch;
+/* The losses and g of n samples, draws draw0 .. draw0 + n - 1, into out (no update). */
+dz_status dz_zo_estimate_samples(dz_zo_engine *e, int n, uint32_t draw0, const dz_zo_sample_batch *b,
+                                 dz_zo_step_result *out, dz_error *err);
+/* hizoo.c: HiZOO's step: L0, then L+ and L-, the update with g and c pending. */
+dz_status dz_zo_hizoo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_sample_batch *sb,
+                           dz_zo_step_result *out, dz_error *err);
 
 /* The log-prob vectors the estimator keeps (rows = max_batch * max_seq of the forward). */
 static inline size_t dz_zo_logprob_bytes(size_t rows) { return 4 * rows * sizeof(float); }
