@@ -19,13 +19,14 @@ float *dz_zo_curvature(dz_zo_engine *e, size_t *n) {
     return dz_pipeline_curvature(e->pipe, n);
 }
 
-/* L0 on this rank's share: the examples of its + sign (a rank of only the - sign runs the
- * pass with no stream, so that its blocks take the pending update), summed over ranks. */
+/* L0 on this rank's share: its examples on the stream of its + sign, summed over ranks
+ * (the - slot's sum is not used). A rank of only the - sign (perturbation parallelism)
+ * computes L0 on its - stream: the forward needs a stream, and the pass the update. */
 static dz_status center_loss(dz_zo_engine *e, uint32_t draw, const dz_zo_sample_batch *sb, double *l0,
                              dz_zo_step_time *tm, dz_error *err) {
     dz_zo_step_result c;
     const int signs = e->par.signs;
-    e->par.signs = signs & 1;
+    e->par.signs = signs & 1 ? 1 : 2;
     dz_pipeline_set_center(e->pipe, 1);
     dz_status st = dz_zo_estimate_samples(e, 1, draw, sb, &c, err);
     dz_pipeline_set_center(e->pipe, 0);
