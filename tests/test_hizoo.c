@@ -27,43 +27,12 @@
 #include "core/threads.h"
 #include "distzo/zo.h"
 #include "golden.h"
+#include "nll_batch.h"
 #include "store/store.h"
 
 enum { STEPS = 4 };
 static const uint64_t SEED = 33;
 static const float EPS = 1e-3f, LR = 5e-3f, WD = 0.01f, ALPHA = 0.05f;
-
-/* ---- the batch: next-token prediction on a golden batch, mean NLL -------------------------- */
-
-typedef struct batch {
-    golden_batch g;
-    int *rows, *targets, n_rows;
-} batch;
-
-static void batch_load(const char *name, batch *b) {
-    golden_batch_load_hf(name, &b->g);
-    b->rows = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    b->targets = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    assert_true(b->rows && b->targets);
-    b->n_rows = golden_batch_next_token_rows(&b->g, b->rows, b->targets);
-}
-
-static void batch_free(batch *b) {
-    golden_batch_free(&b->g);
-    free(b->rows);
-    free(b->targets);
-}
-
-static double mean_nll(const float *lp, const batch *b) {
-    double s = 0.0;
-    for (int i = 0; i < b->n_rows; i++) s -= lp[i];
-    return s / b->n_rows;
-}
-
-static void mean_nll_cb(const float *lp, const float *plp, void *user, double *out) {
-    (void)plp;
-    out[0] = mean_nll(lp, user), out[1] = 1.0;
-}
 
 /* ---- what a run gives ------------------------------------------------------------------------ */
 
@@ -79,16 +48,6 @@ static void trace_free(trace *t) {
     free(t->masters);
     free(t->h);
 }
-
-static dz_model *load_owned(const char *dir, dz_dtype dt) {
-    dz_model *m = NULL;
-    dz_error err = {0};
-    if (dz_model_load(dir, dt, &m, &err) != DZ_OK || dz_model_make_owned(m, &err) != DZ_OK)
-        fail_msg("%s: %s", dir, err.msg);
-    return m;
-}
-
-static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING; }
 
 /* ---- the reference RNG: the contract's scalar Philox4x32-10 and Box-Muller ------------------ */
 
@@ -106,26 +65,7 @@ static float z_at(uint32_t tensor, uint32_t draw, uint64_t i) {
     return z[i & 1];
 }
 
-static float widen(const void *theta, dz_dtype dt, size_t i) {
-    if (dt == DZ_F32) return ((const float *)theta)[i];
-    const uint32_t u = (uint32_t)((const uint16_t *)theta)[i] << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* ---- the reference loop --------------------------------------------------------------------- */
-
-typedef struct whole_model {
-    const dz_param_table *t;
-    float **w;
-} whole_model;
-
-static const float *whole_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
-    (void)stream, (void)nrows, (void)scratch;
-    const whole_model *wm = self;
-    return wm->w[id] + row0 * wm->t->params[id].cols;
-}
 
 /* The loss of the whole model at w (every tensor as f32). */
 static double loss_at(dz_forward *f, const whole_model *w, const batch *b, float *lp) {
