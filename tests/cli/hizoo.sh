@@ -5,7 +5,7 @@
 # - --resume after a stop at a checkpoint (H read from it) and after SIGKILL between
 #   checkpoints (H read, then moved by the replayed records), threads 1 vs 2, and export
 #   (H rebuilt from the log alone) give bitwise the weights, H, metrics and seed log of one
-#   uninterrupted run; a disk store and bf16 masters too; LoRA adapters too;
+#   uninterrupted run; a disk store, bf16 masters, the baseline kernels and LoRA adapters too;
 # - a damaged or foreign curvature.bin is refused naming the file and the field;
 # - mpirun -np 2 (--dp 2, --pertp 2) with a replica per rank (--node-size 1) == one process;
 #   shared masters, a streamed global block, --spsa-samples 2 and serve are refused;
@@ -44,6 +44,9 @@ check "stopped at step 6 (1 thread), resumed (2 threads) == uninterrupted" "$tmp
 (DISTZO_TEST_KILL=0:9 run --threads 1 --out "$tmp/kill") 2> /dev/null
 "$bin" train --resume --threads 1 --out "$tmp/kill" > /dev/null 2>&1 || bad "hizoo: resume after a kill failed"
 check "killed after step 9, resumed (H of checkpoint 6, replays 6..9) == uninterrupted" "$tmp/ref" "$tmp/kill"
+
+(DISTZO_ISA=baseline run --threads 1 --out "$tmp/baseline") || bad "hizoo: the baseline-kernel run failed"
+check "baseline kernels, 1 thread == the best level, 2 threads" "$tmp/ref" "$tmp/baseline"
 
 # export replays the whole log onto the base model (H from 1)
 "$bin" export --run "$tmp/ref" -o "$tmp/exported" > /dev/null 2>&1 || bad "hizoo: export failed"
