@@ -233,15 +233,35 @@ static void refusals(void **state) {
     snprintf(dir, sizeof dir, "%s/bad", g_dir);
     assert_int_equal(dz_model_save_hf(a, dir, &err), DZ_OK);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    /* PEFT's regex (a string): the targets are the modules whose tensors the file holds */
+    write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": \".*\\\\.(out|o)_proj\"}");
+    dz_model *back = NULL;
+    assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_OK);
+    assert_true(dz_model_lora(back)->targets == 1u << DZ_LORA_O);
+    assert_memory_equal(dz_model_tensor(back, 0), dz_model_tensor(a, 0),
+                        sizeof(float) * (size_t)dz_param_numel(&dz_model_params(a)->params[0]));
+    dz_model_free(back);
+    back = NULL;
     write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\"], "
                "\"use_rslora\": true}");
-    dz_model *back = NULL;
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "use_rslora"));
     write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\"], "
                "\"rank_pattern\": {\"out_proj\": 2}}");
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "rank_pattern"));
+    /* PEFT's variants with the same tensors but another forward, refused by name */
+    static const char *const variants[] = {"\"alora_invocation_tokens\": [5, 6]", "\"lora_bias\": true",
+                                           "\"layer_replication\": [[0, 2]]", "\"modules_to_save\": [\"lm_head\"]"};
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        char text[300], key[40];
+        snprintf(text, sizeof text, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": "
+                 "[\"out_proj\"], \"rank_pattern\": {}, \"exclude_modules\": null, %s}", variants[i]);
+        write_text(path, text);
+        assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_UNSUPPORTED);
+        snprintf(key, sizeof key, "%.*s", (int)(strchr(variants[i] + 1, '"') - variants[i] - 1), variants[i] + 1);
+        if (!strstr(err.msg, key)) fail_msg("%s: '%s' not named in: %s", variants[i], key, err.msg);
+    }
     write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\", \"fc1\"]}");
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "fc1.lora_A.weight' is missing"));

@@ -6,7 +6,8 @@
  * init is a pure function of the seed; the PEFT folder's
  * prompt_embeddings holds layer l's key and value of virtual token n at chunks 2l and
  * 2l + 1 of row n (read back by this test from the file), round-trips bitwise and gives the
- * same logits; bad folders and sizes are refused by name; --merge refuses a prefix. */
+ * same logits, also marked prefix_projection true (PEFT saves the MLP's output); bad
+ * folders and sizes are refused by name; --merge refuses a prefix. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <setjmp.h>
@@ -194,12 +195,16 @@ static void peft_folder(void **state) {
     assert_memory_equal(x, y, sizeof(float) * T * c->vocab_size);
     free(x), free(y);
     dz_model_free(back);
-    /* refusals, by name */
+    /* prefix_projection true: PEFT saves the MLP's output, the keys and values, read as they are */
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     write_text(path, "{\"peft_type\": \"PREFIX_TUNING\", \"num_virtual_tokens\": 3, \"num_layers\": 5, \"token_dim\": 32, "
-               "\"prefix_projection\": true}");
-    assert_int_equal(dz_lora_load(dir, c, &back, &err), DZ_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "prefix_projection"));
+               "\"prefix_projection\": true, \"encoder_hidden_size\": 16}");
+    assert_int_equal(dz_lora_load(dir, c, &back, &err), DZ_OK);
+    for (int i = 0; i < t->count; i++)
+        assert_memory_equal(dz_model_tensor(a, i), dz_model_tensor(back, i), sizeof(float) * (size_t)dz_param_numel(&t->params[i]));
+    dz_model_free(back);
+    back = NULL;
+    /* refusals, by name */
     write_text(path, "{\"peft_type\": \"PREFIX_TUNING\", \"num_virtual_tokens\": 3, \"num_layers\": 5, \"token_dim\": 64}");
     assert_int_equal(dz_lora_load(dir, c, &back, &err), DZ_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "token_dim"));

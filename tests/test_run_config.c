@@ -150,7 +150,47 @@ static void readable_and_exact(void **state) {
     }
 }
 
+/* An adapter's setting in a run.json or --config of a run that trains no such adapter is
+ * refused by the check: it would be ignored and not written back (found by fuzz_run_config:
+ * "lora_rank": 0 with no "peft" parsed, and the written run.json read back as rank 8). */
+static int check_config_text(const char *text, dz_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", g_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f), fclose(f);
+    dz_train_config c;
+    dz_train_config_default(&c);
+    char *strings = NULL;
+    const char *const caller_keys[] = {NULL};
+    if (dz_train_config_load_file(path, &c, caller_keys, &strings, err) != DZ_OK) fail_msg("%s", err->msg);
+    int st = dz_train_config_check(&c, err);
+    free(strings);
+    return st;
+}
+
+static void adapter_settings_need_their_adapter(void **state) {
+    (void)state;
+    dz_error err;
+    static const char *const json[] = {
+        "{\"lora_rank\": 0}", "{\"lora_alpha\": 8}", "{\"lora_targets\": \"q\"}",
+        "{\"peft\": \"prefix\", \"lora_rank\": 4}", "{\"prefix_tokens\": 7}",
+        "{\"peft\": \"lora\", \"prefix_tokens\": 7}"};
+    static const char *const named[] = {"lora_rank", "lora_rank", "lora_rank", "lora_rank", "prefix_tokens", "prefix_tokens"};
+    for (size_t i = 0; i < sizeof json / sizeof json[0]; i++) {
+        assert_int_equal(check_config_text(json[i], &err), DZ_ERR_INVALID);
+        if (!strstr(err.msg, named[i])) fail_msg("%s: %s", json[i], err.msg);
+    }
+    /* the defaults written out in full are no setting, and each adapter takes its own */
+    static const char *const fine[] = {"{\"lora_rank\": 8, \"lora_alpha\": 16, \"prefix_tokens\": 5}",
+                                       "{\"peft\": \"lora\", \"lora_rank\": 4, \"lora_targets\": \"q\"}",
+                                       "{\"peft\": \"prefix\", \"prefix_tokens\": 7}"};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++)
+        if (check_config_text(fine[i], &err) != DZ_OK) fail_msg("%s: %s", fine[i], err.msg);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip), cmocka_unit_test(readable_and_exact)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip), cmocka_unit_test(readable_and_exact),
+                                       cmocka_unit_test(adapter_settings_need_their_adapter)};
     return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

@@ -21,16 +21,23 @@ enum { DZ_ZO_MAX_Q = 64 };
  * SPARSE  Sparse-MeZO: MeZO's z on the sparse_density fraction of each row with the
  *         smallest |theta| (the mask recomputed from the current weights at every pass);
  * LOZO    low-rank z = U V^T / sqrt(r) per matrix: U (rows x r) of each draw, V (cols x r)
- *         of the step's window of lozo_nu steps, both Gaussian from the run seed.
+ *         of the step's window of lozo_nu steps, both Gaussian from the run seed;
+ * FZOO    FZOO (arXiv 2506.09034): q one-sided Rademacher directions sharing one unperturbed
+ *         loss l0, g_j = (l_j - l0) / (eps sigma), sigma the spread of the q losses
+ *         (src/zo/fzoo.c); q >= 2, rademacher must be 1.
  * HIZOO   HiZOO (arXiv 2402.15173): every tensor's z over sqrt(H), H a diagonal Hessian
  *         estimate (one f32 per parameter, from 1) moved each step by a third forward
  *         L0 at theta: H = (1 - a) H + c H z^2, c = a |L+ + L- - 2 L0| / (2 eps^2), and
  *         the update g z / sqrt(H). c is logged beside g (dz_zo_log_values), so the seed
  *         log replays H too; the state is dz_zo_curvature's.
  * Every choice is a pure function of (seed, step, weights): the seed log replays it. */
-typedef enum dz_zo_estimator { DZ_ZO_MEZO = 0, DZ_ZO_SPARSE = 1, DZ_ZO_LOZO = 2, DZ_ZO_HIZOO = 3 } dz_zo_estimator;
+typedef enum dz_zo_estimator {
+    DZ_ZO_MEZO = 0, DZ_ZO_SPARSE = 1, DZ_ZO_LOZO = 2, DZ_ZO_FZOO = 3, DZ_ZO_HIZOO = 4
+} dz_zo_estimator;
 enum { DZ_ZO_LOZO_MAX_RANK = 16 };
-/* "mezo", "sparse", "lozo", "hizoo"; parse returns 0, or -1 for another name. */
+/* FZOO's directions per step unless told (--fzoo-directions). */
+enum { DZ_ZO_FZOO_DEFAULT_DIRECTIONS = 8 };
+/* "mezo", "sparse", "lozo", "fzoo", "hizoo"; parse returns 0, or -1 for another name. */
 const char *dz_zo_estimator_name(dz_zo_estimator e);
 int dz_zo_estimator_parse(const char *name, dz_zo_estimator *out);
 

@@ -203,8 +203,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"data", DZ_OPT_STR, &t->data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: dev.tsv beside the training file)"},
         {"tokenizer", DZ_OPT_STR, &c->tokenizer, "tokenizer (default: the model's own)"},
-        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row), lozo (low-rank z = U V^T) or "
+        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row), lozo (low-rank z = U V^T), fzoo (FZOO: N one-sided Rademacher directions, normalized) or "
          "hizoo (HiZOO: z and update over sqrt of a diagonal Hessian estimate; 3 forwards a step, 4 bytes a parameter)"},
+        {"fzoo-directions", DZ_OPT_INT, &c->optim.fzoo_directions, "fzoo: directions per step, N + 1 forwards (default 8)"},
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
@@ -284,6 +285,20 @@ static int refuse_lora_alone(const dz_train_config *c, int argc, char **argv) {
     return 0;
 }
 
+/* --estimator fzoo: its directions are the step's samples (q), Rademacher (a resumed
+ * run's run.json has both). */
+static int fzoo_settings(dz_train_config *c, int resumed, int argc, char **argv) {
+    dz_train_optim *o = &c->optim;
+    if (o->estimator != DZ_ZO_FZOO || resumed) return 0;
+    if (o->q != 1 && o->q != o->fzoo_directions)
+        return dz_cli_failf("option --spsa-samples: --estimator fzoo takes its samples per step from --fzoo-directions");
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--perturbation", 14) && !o->rademacher)
+            return dz_cli_failf("option --perturbation: --estimator fzoo perturbs with Rademacher directions only");
+    o->q = o->fzoo_directions, o->rademacher = 1;
+    return 0;
+}
+
 static const dz_cmd_spec train_cmd = {
     .name = "train", .usage = "[--config FILE] [--model M] [--data D] [--out RUN_DIR] [--resume] [options]",
     .summary = "Fine-tunes with MeZO (two-sided SPSA): two forward passes per step, no gradients.\n"
@@ -334,7 +349,8 @@ int dz_cmd_train(int argc, char **argv) {
                           "or leave the option out (the GGUF is then dequantized at load)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
-        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo or hizoo", t.estimator);
+        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
+    if (!rc) rc = fzoo_settings(&c, t.resume || t.resume_from, argc, argv);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;

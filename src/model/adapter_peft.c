@@ -53,11 +53,17 @@ int dz_lora_is_folder(const char *dir) {
     return dz_path_join(path, sizeof path, dir, "adapter_config.json") == 0 && dz_file_exists(path);
 }
 
-/* target_modules: a list of module names, or one string (PEFT accepts a regex there: refused). */
+/* target_modules: a list of module names, or one string: a comma list of names, else
+ * PEFT's regex (fullmatched against each module's path), which leaves *targets 0 for
+ * targets_from_tensors to take them from the file. */
 static dz_status read_targets(const cJSON *o, const char *path, unsigned *targets, dz_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "target_modules");
     char list[256] = "";
-    if (cJSON_IsString(v)) snprintf(list, sizeof list, "%s", v->valuestring);
+    if (cJSON_IsString(v) && v->valuestring[0]) {
+        dz_error quiet = {0};
+        if (dz_lora_parse_targets(v->valuestring, targets, &quiet) != DZ_OK) *targets = 0; /* a regex */
+        return DZ_OK;
+    }
     for (const cJSON *x = cJSON_IsArray(v) ? v->child : NULL; x; x = x->next) {
         if (!cJSON_IsString(x)) return dz_fail(err, DZ_ERR_FORMAT, "%s: target_modules holds a non-string", path);
         size_t n = strlen(list);
@@ -69,20 +75,31 @@ static dz_status read_targets(const cJSON *o, const char *path, unsigned *target
     return DZ_OK;
 }
 
-/* The first setting that would change the adapter from one (r, alpha) on every layer of
- * the targets, or NULL: per-module ranks and alphas, a subset of layers, rsLoRA, DoRA,
- * a transposed layout. */
+/* A value that asks for something: not absent, null, false, [] or {}. */
+static int is_set(const cJSON *v) {
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return 0;
+    return !(cJSON_IsArray(v) || cJSON_IsObject(v)) || cJSON_GetArraySize(v) > 0;
+}
+
+/* The first setting that would make PEFT's forward other than one (r, alpha) on every
+ * layer of the targets, or NULL: rsLoRA, DoRA, a transposed layout, a bias on B, QALoRA
+ * (flags); per-module ranks and alphas, a subset of layers, replicated layers,
+ * aLoRA (active only after its invocation tokens), LoRA on parameters, trained tokens,
+ * saved modules, KaSA, BD-LoRA, Arrow routing, MonteCLoRA (any value but null, false or
+ * empty). Not checked: VeLoRA (a backward pass only) and the initializations
+ * (init_lora_weights, the loftq/eva/corda/lora_ga configs): an adapter whose init changed
+ * the base (PiSSA, OLoRA, CorDA, LoftQ) goes with the base it saved, as under PEFT. */
 static const char *unsupported_key(const cJSON *o) {
-    static const char *const flags[] = {"use_rslora", "use_dora", "fan_in_fan_out"};
+    static const char *const flags[] = {"use_rslora", "use_dora", "fan_in_fan_out", "lora_bias", "use_qalora"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, flags[i]))) return flags[i];
-    static const char *const maps[] = {"rank_pattern", "alpha_pattern"};
-    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, maps[i]);
-        if (v && !cJSON_IsNull(v) && cJSON_GetArraySize(v) > 0) return maps[i];
-    }
-    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(o, "layers_to_transform");
-    return layers && !cJSON_IsNull(layers) ? "layers_to_transform" : NULL;
+    static const char *const set[] = {"rank_pattern", "alpha_pattern", "layers_to_transform", "layer_replication",
+                                      "alora_invocation_tokens", "target_parameters", "trainable_token_indices",
+                                      "modules_to_save", "kasa_config", "use_bdlora", "arrow_config",
+                                      "monteclora_config"};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        if (is_set(cJSON_GetObjectItemCaseSensitive(o, set[i]))) return set[i];
+    return NULL;
 }
 
 /* The settings of adapter_config.json distzo can honour; the rest refused by name. */
@@ -106,7 +123,7 @@ static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, s
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: bias must be \"none\" (trained biases are not supported)", path);
     else if (unsupported_key(o))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: %s is not supported (one r and lora_alpha on every layer of the "
-                     "targets; no rsLoRA, DoRA or fan_in_fan_out)", path, unsupported_key(o));
+                     "targets; no rsLoRA, DoRA, fan_in_fan_out or other LoRA variant)", path, unsupported_key(o));
     if (st == DZ_OK) *spec = (dz_lora_spec){.rank = (int)r->valuedouble, .alpha = (float)a->valuedouble};
     if (st == DZ_OK) st = read_targets(o, path, &spec->targets, err);
     snprintf(base, cap, "%s", cJSON_IsString(b) ? b->valuestring : "");
@@ -118,7 +135,8 @@ static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, s
 static dz_status read_tensor(dz_model *m, int i, const dz_safetensors *sf, dz_error *err) {
     const dz_param *p = &m->table.params[i];
     const dz_st_tensor *t = dz_safetensors_find(sf, p->hf_name);
-    if (!t) return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is missing (adapter_config.json targets it)", sf->path,
+    if (!t) return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is missing (adapter_config.json targets its module, "
+                           "which distzo adapts on every layer)", sf->path,
                            p->hf_name);
     if (t->ndim != 2 || t->shape[0] != p->rows || t->shape[1] != p->cols)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is not [%lld, %lld] as r and the base model imply",
@@ -148,6 +166,30 @@ static dz_status check_no_extra(const dz_model *m, const dz_safetensors *sf, dz_
     return DZ_OK;
 }
 
+/* The targets of a regex target_modules: the modules whose A the file holds
+ * (base_model.model.<path>.<module>.lora_A.weight); read_tensor and check_no_extra then
+ * require both tensors of each on every layer, as for a list. */
+static dz_status targets_from_tensors(const dz_safetensors *sf, unsigned *targets, dz_error *err) {
+    static const char suffix[] = ".lora_A.weight";
+    const size_t ns = sizeof suffix - 1;
+    for (int k = 0; k < sf->count; k++) {
+        const char *name = sf->tensors[k].name;
+        const size_t n = strlen(name);
+        if (n <= ns || strcmp(name + n - ns, suffix)) continue;
+        const char *dot = name + n - ns, *start = dot;
+        while (start > name && start[-1] != '.') start--;
+        char module[64];
+        snprintf(module, sizeof module, "%.*s", (int)(dot - start), start);
+        unsigned one;
+        dz_error quiet = {0};
+        if (dz_lora_parse_targets(module, &one, &quiet) != DZ_OK)
+            return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tensor '%s': module '%s' is not one distzo can target (q k v o "
+                           "up gate down, OPT's out_proj fc1 fc2)", sf->path, name, module);
+        *targets |= one;
+    }
+    return *targets ? DZ_OK : dz_fail(err, DZ_ERR_FORMAT, "%s: no lora_A tensor for target_modules' pattern", sf->path);
+}
+
 dz_status dz_lora_load(const char *dir, const dz_config *cfg, dz_model **out, dz_error *err) {
     *out = NULL;
     char path[PATH_MAX], base[PATH_MAX];
@@ -158,14 +200,14 @@ dz_status dz_lora_load(const char *dir, const dz_config *cfg, dz_model **out, dz
     if (dz_prefix_is_config(path)) return dz_prefix_load(dir, cfg, out, err);
     dz_status st = read_config(path, &spec, base, sizeof base, err);
     if (st != DZ_OK) return st;
-    st = dz_lora_alloc(cfg, &spec, dir, base, out, err);
     dz_safetensors sf;
     dz_path_join(path, sizeof path, dir, "adapter_model.safetensors");
-    if (st == DZ_OK && (st = dz_safetensors_open(path, &sf, err)) == DZ_OK) {
-        st = check_no_extra(*out, &sf, err);
-        for (int i = 0; st == DZ_OK && i < (*out)->table.count; i++) st = read_tensor(*out, i, &sf, err);
-        dz_safetensors_close(&sf);
-    }
+    if ((st = dz_safetensors_open(path, &sf, err)) != DZ_OK) return st;
+    if (!spec.targets) st = targets_from_tensors(&sf, &spec.targets, err);
+    if (st == DZ_OK) st = dz_lora_alloc(cfg, &spec, dir, base, out, err);
+    if (st == DZ_OK) st = check_no_extra(*out, &sf, err);
+    for (int i = 0; st == DZ_OK && i < (*out)->table.count; i++) st = read_tensor(*out, i, &sf, err);
+    dz_safetensors_close(&sf);
     if (st != DZ_OK) {
         dz_model_free(*out);
         *out = NULL;

@@ -1,4 +1,5 @@
-/* A prefix adapter as PEFT's PREFIX_TUNING folder (prefix_projection false): one tensor
+/* A prefix adapter as PEFT's PREFIX_TUNING folder (written with prefix_projection false; one
+ * made with it true is read too, read_config says why): one tensor
  * prompt_embeddings [N, num_layers * 2 * token_dim], row n holding per layer l its key
  * (chunk 2l) then its value (chunk 2l + 1) of virtual token n, each token_dim = n_kv_heads *
  * head_dim floats by head: PEFT's get_prompt views it (N, layers * 2, heads, head_dim)
@@ -92,7 +93,10 @@ static int int_field(const cJSON *o, const char *key, int *out) {
     return 1;
 }
 
-/* The settings distzo honours, checked against the base's shape; the rest refused by name. */
+/* The settings distzo honours, checked against the base's shape; the rest refused by name.
+ * prefix_projection true is read as PEFT reads it for inference: PEFT saves the MLP's
+ * output (get_prompt_embedding_to_save), the keys and values themselves, in the same
+ * prompt_embeddings [N, layers * 2 * token_dim], and loads it without the MLP. */
 static dz_status read_config(const char *path, const dz_config *cfg, int *n, char *base, size_t cap, dz_error *err) {
     cJSON *o = read_json(path, err);
     if (!o) return err->code ? err->code : DZ_ERR_FORMAT;
@@ -101,9 +105,6 @@ static dz_status read_config(const char *path, const dz_config *cfg, int *n, cha
     dz_status st = DZ_OK;
     if (!int_field(o, "num_virtual_tokens", n) || *n < 1)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: num_virtual_tokens must be a positive integer", path);
-    else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "prefix_projection")))
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: prefix_projection true (the reparameterization MLP) is not "
-                     "supported: distzo trains the prefix's keys and values directly, as MeZO does", path);
     else if (cJSON_GetObjectItemCaseSensitive(o, "num_transformer_submodules") &&
              (!int_field(o, "num_transformer_submodules", &subs) || subs != 1))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: num_transformer_submodules must be 1 (a decoder-only model)", path);

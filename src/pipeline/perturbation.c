@@ -24,6 +24,8 @@ dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err) {
     return p->io.store ? dz_stream_prepare(p, 0, err) : DZ_OK; /* overlaps the embedding */
 }
 
+void dz_pipeline_set_eps(dz_pipeline *p, float eps) { p->z.eps = eps; }
+
 /* Without a store: pair 0 filled with layer l, the pending update fused in. With a node's
  * ranks sharing the masters and the working copies, each fills its slice of the spans
  * (updating only those masters), between barriers. */

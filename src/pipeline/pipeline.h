@@ -114,6 +114,10 @@ dz_status dz_pipeline_apply_pending(dz_pipeline *p, dz_error *err);
 /* ---- One perturbation of the forward ---------------------------------------------- */
 
 dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err);
+/* The scale of the perturbations from the next dz_pipeline_begin on (between passes only:
+ * the I/O thread is idle then). FZOO's unperturbed forward is a pass at eps 0: w+- =
+ * theta + (0 z) = theta bitwise (bar the sign of a zero), the pending update still fused. */
+void dz_pipeline_set_eps(dz_pipeline *p, float eps);
 /* Layer l's working copies (in order l = 0, 1, ...): w[0][role] = w+, w[1][role] = w-
  * (NULL for a role the layer lacks), valid until the next call (which starts refilling
  * them: the caller is then done with layer l). */

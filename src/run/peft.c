@@ -16,8 +16,30 @@ int dz_train_peft_lora(const dz_train_config *c, dz_lora_spec *spec) {
     return 1;
 }
 
+/* An adapter's setting given to a run that trains no such adapter would be ignored, and a
+ * run.json or --config holding one would not be written back as read: refused, as the
+ * command line's --lora-* / --prefix-* are. Only settings that differ from the defaults count. */
+static dz_status refuse_unused(const dz_train_peft *p, int lora, int prefix, dz_error *err) {
+    dz_train_config d;
+    dz_train_config_default(&d);
+    const char *trains = lora ? "a LoRA adapter" : prefix ? "a prefix" : "every parameter";
+    if (!lora && (p->lora_rank != d.peft.lora_rank || p->lora_alpha != d.peft.lora_alpha ||
+                  p->lora_dropout != d.peft.lora_dropout ||
+                  strcmp(p->lora_targets ? p->lora_targets : "", d.peft.lora_targets)))
+        return dz_fail(err, DZ_ERR_INVALID, "lora_rank/lora_alpha/lora_targets/lora_dropout: set for a run that trains %s "
+                       "(give --peft lora, or leave them at their defaults)", trains);
+    if (!prefix && p->prefix_tokens != d.peft.prefix_tokens)
+        return dz_fail(err, DZ_ERR_INVALID, "prefix_tokens %d: set for a run that trains %s (give --peft prefix, or "
+                       "leave it at %d)", p->prefix_tokens, trains, d.peft.prefix_tokens);
+    return DZ_OK;
+}
+
 dz_status dz_train_peft_check(const dz_train_config *c, dz_error *err) {
     const dz_train_peft *p = &c->peft;
+    const int lora = p->method && !strcmp(p->method, "lora"), prefix = p->method && !strcmp(p->method, "prefix");
+    const int known = !p->method || !strcmp(p->method, "none") || lora || prefix; /* else refused below */
+    dz_status st = known ? refuse_unused(p, lora, prefix, err) : DZ_OK;
+    if (st != DZ_OK) return st;
     if ((!p->method || !strcmp(p->method, "none")) && p->lora_init)
         return dz_fail(err, DZ_ERR_INVALID, "--adapter %s: the run trains every parameter (give --peft lora or "
                        "prefix to train the adapter on)", p->lora_init);

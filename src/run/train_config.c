@@ -19,7 +19,8 @@ void dz_train_config_default(dz_train_config *c) {
         .data = {.task = "sst2", .train_examples = 1000, .dev_examples = 500, .seed = 42, .share_prompts = 1},
         .optim = {.lr = 1e-5f, .eps = 1e-3f, .batch = 16, .steps = 4000, .q = 1, .fuse = 1,
                   .lr_schedule = DZ_LR_CONSTANT, .seed = 0, .max_bad_steps = 5, .estimator = DZ_ZO_MEZO,
-                  .sparse_density = 0.25f, .lozo_rank = 2, .lozo_nu = 50, .hizoo_smooth = 1e-6f},
+                  .sparse_density = 0.25f, .lozo_rank = 2, .lozo_nu = 50,
+                  .fzoo_directions = DZ_ZO_FZOO_DEFAULT_DIRECTIONS, .hizoo_smooth = 1e-6f},
         .store = {.master_dtype = DZ_F32},
         .schedule = {.eval_every = 500, .eval_batch = 64, .checkpoint_every = 1000, .keep_checkpoints = 1,
                      .log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT},
@@ -34,8 +35,30 @@ dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
                           .rng_v2 = o->rng_v2};
 }
 
+/* FZOO's settings: its directions are the step's samples (q), always Rademacher, and
+ * perturbation parallelism has no +/- pair to split. */
+static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
+    const dz_train_optim *o = &c->optim;
+    if (o->estimator != DZ_ZO_FZOO) return DZ_OK;
+    if (o->fzoo_directions < 2 || o->fzoo_directions > DZ_ZO_MAX_Q)
+        return dz_fail(err, DZ_ERR_INVALID, "--fzoo-directions %d is outside 2..%d (sigma is the standard deviation of "
+                       "the directions' losses)", o->fzoo_directions, DZ_ZO_MAX_Q);
+    if (o->q != o->fzoo_directions)
+        return dz_fail(err, DZ_ERR_INVALID, "--spsa-samples %d with --estimator fzoo: a step's samples are its "
+                       "--fzoo-directions (%d); the command line sets them, a config gives spsa_samples equal to "
+                       "fzoo_directions", o->q, o->fzoo_directions);
+    if (!o->rademacher)
+        return dz_fail(err, DZ_ERR_INVALID, "--perturbation gaussian with --estimator fzoo: FZOO's directions are "
+                       "Rademacher; the command line sets it, a config gives perturbation rademacher");
+    if (c->layout.pertp == 2)
+        return dz_fail(err, DZ_ERR_INVALID, "--pertp 2 with --estimator fzoo: FZOO's forwards are one-sided (no +eps/-eps "
+                       "pair to split over ranks); use --dp");
+    return DZ_OK;
+}
+
 dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     const dz_train_optim *o = &c->optim;
+    dz_status st;
     const dz_train_data *d = &c->data;
     if (o->steps < 1) return dz_fail(err, DZ_ERR_INVALID, "--steps %d: train at least 1 step", o->steps);
     if (o->batch < 1) return dz_fail(err, DZ_ERR_INVALID, "--batch %d: must be at least 1", o->batch);
@@ -65,6 +88,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (o->estimator == DZ_ZO_HIZOO && o->q != 1)
         return dz_fail(err, DZ_ERR_INVALID, "--estimator hizoo takes one direction per step: --spsa-samples %d must "
                        "be 1", o->q);
+    if ((st = fzoo_check(c, err)) != DZ_OK) return st;
     if (o->max_bad_steps < 1)
         return dz_fail(err, DZ_ERR_INVALID, "--max-bad-steps %d: must be at least 1", o->max_bad_steps);
     const dz_train_schedule *s = &c->schedule;
@@ -91,7 +115,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (d->demos < 0 || d->demos > 32) return dz_fail(err, DZ_ERR_INVALID, "--demos %d is outside 0..32", d->demos);
     if (d->demos > 0 && lm) return dz_fail(err, DZ_ERR_INVALID, "--demos does not apply to the lm task");
     if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);
-    dz_status st = dz_setup_check_store_backend(c->store.spec, dz_backend_by_name(c->layout.backend), err);
+    st = dz_setup_check_store_backend(c->store.spec, dz_backend_by_name(c->layout.backend), err);
     if (st == DZ_OK) st = dz_train_peft_check(c, err);
     if (st != DZ_OK) return st;
     if (o->warmup > o->steps)

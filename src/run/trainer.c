@@ -175,7 +175,8 @@ static dz_status train_step(dz_trainer *tr, int step, loop_state *ls, dz_train_p
     double loss = 0.0, gmean = 0.0;
     for (int j = 0; j < o->q; j++) {
         g_log[j] = r.finite ? r.g[j] : NAN; /* NaN in the log marks a skipped step */
-        loss += 0.5 * (r.loss_plus[j] + r.loss_minus[j]) / o->q;
+        /* FZOO: loss_minus is l0, the batch's loss at the weights themselves */
+        loss += (o->estimator == DZ_ZO_FZOO ? r.loss_minus[j] : 0.5 * (r.loss_plus[j] + r.loss_minus[j])) / o->q;
         gmean += (double)r.g[j] / o->q;
     }
     if (tr->comp.rank0 && (st = dz_seedlog_append(tr->folder.log, (uint32_t)step, lr, g_log, err)) != DZ_OK) return st;

@@ -19,38 +19,39 @@ float *dz_zo_curvature(dz_zo_engine *e, size_t *n) {
     return dz_pipeline_curvature(e->pipe, n);
 }
 
-/* L0 on this rank's share: its examples on the stream of its + sign, summed over ranks
- * (the - slot's sum is not used). A rank of only the - sign (perturbation parallelism)
- * computes L0 on its - stream: the forward needs a stream, and the pass the update. */
-static dz_status center_loss(dz_zo_engine *e, uint32_t draw, const dz_zo_sample_batch *sb, double *l0,
+/* The slots of a step's (loss, weight) pairs: L0 of the ranks that compute the + sign,
+ * L+, L-, and L0 of ranks of only the - sign (perturbation parallelism: their pass must
+ * run for the update it fuses in, and the forward needs a stream; their L0 is not used). */
+enum { SLOT_L0, SLOT_PLUS, SLOT_MINUS, SLOT_L0_MINUS, SLOTS };
+
+/* L0 at theta: the pipeline's center pass on one stream, which takes the pending update. */
+static dz_status center_pass(dz_zo_engine *e, uint32_t step, const dz_zo_sample_batch *sb, size_t per,
                              dz_zo_step_time *tm, dz_error *err) {
-    dz_zo_step_result c;
-    const int signs = e->par.signs;
-    e->par.signs = signs & 1 ? 1 : 2;
+    const int plus = e->par.signs & 1;
+    double *slot = e->ex_loss + (size_t)(plus ? SLOT_L0 : SLOT_L0_MINUS) * per, *out[2] = {slot, slot};
     dz_pipeline_set_center(e->pipe, 1);
-    dz_status st = dz_zo_estimate_samples(e, 1, draw, sb, &c, err);
+    dz_status st = dz_zo_run_sample(e, step, plus ? 1 : 2, sb, out, tm, err);
     dz_pipeline_set_center(e->pipe, 0);
-    e->par.signs = signs;
-    *l0 = c.loss_plus[0];
-    tm->begin += c.time.begin, tm->pass += c.time.pass, tm->layers += c.time.layers, tm->head += c.time.head;
     return st;
 }
 
-dz_status dz_zo_hizoo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_sample_batch *sb,
-                           dz_zo_step_result *out, dz_error *err) {
-    double l0 = NAN;
-    dz_zo_step_time t0 = {0};
-    dz_status st = center_loss(e, step, sb, &l0, &t0, err);
-    if (st == DZ_OK) st = dz_zo_estimate_samples(e, 1, step, sb, out, err);
+dz_status dz_zo_hizoo_estimate(dz_zo_engine *e, uint32_t step, const dz_zo_sample_batch *sb, dz_zo_step_result *out,
+                               dz_error *err) {
+    memset(out, 0, sizeof *out);
+    size_t per;
+    dz_status st = dz_zo_loss_slots(e, SLOTS, sb, &per, err);
+    if (st == DZ_OK) st = center_pass(e, step, sb, per, &out->time, err);
+    double *pm[2] = {e->ex_loss + (size_t)SLOT_PLUS * per, e->ex_loss + (size_t)SLOT_MINUS * per};
+    if (st == DZ_OK) st = dz_zo_run_sample(e, step, e->par.signs, sb, pm, &out->time, err);
+    if (st == DZ_OK && e->par.sum) /* every rank holds only its examples and signs; the others are zeros */
+        st = e->par.sum(e->par.ctx, e->ex_loss, (size_t)SLOTS * per, err);
     if (st != DZ_OK) return st;
-    out->time.begin += t0.begin, out->time.pass += t0.pass, out->time.layers += t0.layers, out->time.head += t0.head;
-    const double eps = (double)e->p.eps;
-    const double c = (double)e->p.hizoo_smooth * fabs(out->loss_plus[0] + out->loss_minus[0] - 2.0 * l0) /
-                     (2.0 * eps * eps);
-    out->g[1] = (float)c;
-    if (!isfinite(l0) || !isfinite(out->g[1])) out->finite = 0;
-    if (!out->finite) return DZ_OK;
-    st = dz_zo_set_update(e, step, lr, out->g, err);
-    if (st == DZ_OK && !e->p.fuse) st = dz_pipeline_apply_pending(e->pipe, err);
-    return st;
+    const int n_global = (int)(per / 2);
+    const double l0 = dz_zo_slot_loss(e->ex_loss, n_global), eps = (double)e->p.eps;
+    const double lp = dz_zo_slot_loss(pm[0], n_global), lm = dz_zo_slot_loss(pm[1], n_global);
+    out->loss_plus[0] = lp, out->loss_minus[0] = lm;
+    out->g[0] = (float)((lp - lm) / (2.0 * eps));
+    out->g[1] = (float)((double)e->p.hizoo_smooth * fabs(lp + lm - 2.0 * l0) / (2.0 * eps * eps));
+    out->finite = isfinite(l0) && isfinite(lp) && isfinite(lm) && isfinite(out->g[0]) && isfinite(out->g[1]);
+    return DZ_OK;
 }
