@@ -203,12 +203,14 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"data", DZ_OPT_STR, &t->data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: dev.tsv beside the training file)"},
         {"tokenizer", DZ_OPT_STR, &c->tokenizer, "tokenizer (default: the model's own)"},
-        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row), lozo (low-rank z = U V^T) or fzoo (FZOO: N one-sided Rademacher directions, normalized)"},
+        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row), lozo (low-rank z = U V^T), fzoo (FZOO: N one-sided Rademacher directions, normalized) or "
+         "hizoo (HiZOO: z and update over sqrt of a diagonal Hessian estimate; 3 forwards a step, 4 bytes a parameter)"},
         {"fzoo-directions", DZ_OPT_INT, &c->optim.fzoo_directions, "fzoo: directions per step, N + 1 forwards (default 8)"},
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
         DZ_CLI_PEFT_OPTIONS(c),
+        {"hizoo-smooth", DZ_OPT_FLOAT, &c->optim.hizoo_smooth, "hizoo: EMA weight alpha of the Hessian estimate (default 1e-6)"},
         {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora, prefix: start from this PEFT folder (its r, alpha and "
          "targets, or its num_virtual_tokens, must be the run's) instead of the init; run.json keeps the path, as it "
          "keeps --model's"},
@@ -324,7 +326,7 @@ int dz_cmd_train(int argc, char **argv) {
                           "or leave the option out (the GGUF is then dequantized at load)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
-        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo or fzoo", t.estimator);
+        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
     if (!rc) rc = fzoo_settings(&c, t.resume || t.resume_from, argc, argv);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;

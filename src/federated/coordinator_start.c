@@ -99,6 +99,9 @@ static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_erro
 dz_status dz_fed_coord_start_run(coordinator *c, int *lock_fd, dz_error *err) {
     char path[4200];
     dz_status st = dz_train_config_check(&c->train, err);
+    if (st == DZ_OK && c->train.optim.estimator == DZ_ZO_HIZOO)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--estimator hizoo: federated runs (serve/join) do not carry its third "
+                     "forward and curvature state; train it with distzo train (one process or mpirun --node-size 1)");
     if (st == DZ_OK && c->fed.seed_pool && c->train.peft.method && strcmp(c->train.peft.method, "none"))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--seed-pool with --peft %s: a K-seed pool's scalars are kept for full "
                      "models only (docs/ADAPTERS.md); leave out --seed-pool (an adapter's log is small anyway)",

@@ -137,6 +137,9 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: the coordinator's run trains every parameter, which a "
                        "quantized base held as loaded cannot take; leave the option out");
     c->peft.keep_quantized = w->cfg->keep_quantized; /* the same bits: a choice of memory, not in run.json */
+    if (c->optim.estimator == DZ_ZO_HIZOO) /* a coordinator refuses it first: this is an older or foreign one */
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--estimator hizoo is not supported by federated runs (its third "
+                       "forward and curvature state are not in the protocol): join a mezo run");
     if ((st = dz_prepare(&w->comp, &w->data, c->model, 0, err)) != DZ_OK) return st;
     if (w->data.objective == DZ_OBJ_F1) /* a slot is one dual forward: no decoding under the perturbations */
         return dz_fail(err, DZ_ERR_INVALID, "--objective f1 is not supported by federated workers (ce or accuracy are)");

@@ -110,6 +110,14 @@ typedef struct resident_state {
     void *pinned;   /* overlapped: the start of the layer masters' host range, pinned (NULL: not) */
 } resident_state;
 
+/* HESSIAN: the curvature state H of every element (hessian_z.c). */
+typedef struct hessian_state {
+    float *h;
+    size_t *off; /* per tensor: its first element in h */
+    size_t n;
+    int center;  /* passes write theta itself (the L0 forward) */
+} hessian_state;
+
 struct dz_pipeline {
     dz_model *m;
     const dz_backend *be; /* the forward's: its ZO ops perturb and update the spans */
@@ -121,6 +129,7 @@ struct dz_pipeline {
     rows_state rows;
     node_share node;
     lowrank_state lowrank;
+    hessian_state hess;
     resident_state res;
     size_t bytes;
 };
@@ -201,6 +210,14 @@ void dz_sz_gaussians(float *out, uint64_t seed, uint32_t purpose, uint32_t tenso
                      size_t n);
 /* Elements per span of tensor t: SPAN, or (SPARSE) the most whole rows that fit. */
 size_t dz_ws_span_elems(const dz_param *t, int whole_rows);
+
+/* hessian_z.c */
+/* HESSIAN: checks alpha, allocates H (every element 1). */
+dz_status dz_hz_create(dz_pipeline *p, dz_error *err);
+void dz_hz_free(dz_pipeline *p);
+/* The span kernel of HESSIAN, as dz_sz_span's (any tensor, any span). */
+void dz_hz_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
+                const dz_zo_update *u);
 
 /* pipeline.c: dz_pipeline_planned_bytes with the forward's row_floats. */
 size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);

@@ -34,7 +34,7 @@ static dz_status resident_supported(const dz_pipeline *p, dz_error *err) {
     if (p->z.shape != DZ_PZ_DENSE)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator %s computes its z on the host; --backend %s keeps "
                        "the masters in its own memory: use --estimator mezo (or --backend cpu)",
-                       p->z.shape == DZ_PZ_SPARSE ? "sparse" : "lozo", p->be->name);
+                       p->z.shape == DZ_PZ_SPARSE ? "sparse" : p->z.shape == DZ_PZ_LOWRANK ? "lozo" : "hizoo", p->be->name);
     return DZ_OK;
 }
 

@@ -116,6 +116,9 @@ dz_status dz_pipeline_share_node(dz_pipeline *p, const dz_pipeline_node *node, d
                        node->n_slices - 1);
     if (p->io.store)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
+    if (p->z.shape == DZ_PZ_HESSIAN)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator hizoo keeps the curvature of every parameter on "
+                       "every rank, not shared by a node's ranks: give each rank its own replica (--node-size 1)");
     if (p->res.on)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory, which the "
                        "ranks of a node cannot share: run one rank per node", p->be->name);

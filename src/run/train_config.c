@@ -20,7 +20,7 @@ void dz_train_config_default(dz_train_config *c) {
         .optim = {.lr = 1e-5f, .eps = 1e-3f, .batch = 16, .steps = 4000, .q = 1, .fuse = 1,
                   .lr_schedule = DZ_LR_CONSTANT, .seed = 0, .max_bad_steps = 5, .estimator = DZ_ZO_MEZO,
                   .sparse_density = 0.25f, .lozo_rank = 2, .lozo_nu = 50,
-                  .fzoo_directions = DZ_ZO_FZOO_DEFAULT_DIRECTIONS},
+                  .fzoo_directions = DZ_ZO_FZOO_DEFAULT_DIRECTIONS, .hizoo_smooth = 1e-6f},
         .store = {.master_dtype = DZ_F32},
         .schedule = {.eval_every = 500, .eval_batch = 64, .checkpoint_every = 1000, .keep_checkpoints = 1,
                      .log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT},
@@ -31,7 +31,8 @@ void dz_train_config_default(dz_train_config *c) {
 dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
     return (dz_zo_params){.seed = o->seed, .eps = o->eps, .q = o->q, .rademacher = o->rademacher, .wd = o->wd,
                           .fuse = o->fuse, .estimator = o->estimator, .sparse_density = o->sparse_density,
-                          .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu, .rng_v2 = o->rng_v2};
+                          .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu, .hizoo_smooth = o->hizoo_smooth,
+                          .rng_v2 = o->rng_v2};
 }
 
 /* FZOO's settings: its directions are the step's samples (q), always Rademacher, and
@@ -82,6 +83,11 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (o->lozo_rank < 1 || o->lozo_rank > DZ_ZO_LOZO_MAX_RANK)
         return dz_fail(err, DZ_ERR_INVALID, "--lozo-rank %d is outside 1..%d", o->lozo_rank, DZ_ZO_LOZO_MAX_RANK);
     if (o->lozo_nu < 1) return dz_fail(err, DZ_ERR_INVALID, "--lozo-nu %d: must be at least 1", o->lozo_nu);
+    if (!(o->hizoo_smooth > 0.0f && o->hizoo_smooth < 1.0f))
+        return dz_fail(err, DZ_ERR_INVALID, "--hizoo-smooth %g is outside (0, 1)", o->hizoo_smooth);
+    if (o->estimator == DZ_ZO_HIZOO && o->q != 1)
+        return dz_fail(err, DZ_ERR_INVALID, "--estimator hizoo takes one direction per step: --spsa-samples %d must "
+                       "be 1", o->q);
     if ((st = fzoo_check(c, err)) != DZ_OK) return st;
     if (o->max_bad_steps < 1)
         return dz_fail(err, DZ_ERR_INVALID, "--max-bad-steps %d: must be at least 1", o->max_bad_steps);

@@ -223,8 +223,9 @@ dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, d
 
 static dz_status step_with(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_sample_batch *sb,
                            dz_zo_step_result *out, dz_error *err) {
-    dz_status st = e->p.estimator == DZ_ZO_FZOO ? dz_zo_fzoo_estimate(e, step, sb, out, err)
-                                                : estimate(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
+    dz_status st = e->p.estimator == DZ_ZO_FZOO    ? dz_zo_fzoo_estimate(e, step, sb, out, err)
+                   : e->p.estimator == DZ_ZO_HIZOO ? dz_zo_hizoo_estimate(e, step, sb, out, err)
+                                                   : estimate(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
     if (st != DZ_OK || !out->finite) return st;
     st = dz_zo_set_update(e, step, lr, out->g, err);
     if (st == DZ_OK && !e->p.fuse) st = dz_pipeline_apply_pending(e->pipe, err); /* resident: no download */

@@ -61,14 +61,19 @@ dz_status dz_zo_fzoo_check(const dz_zo_params *p, dz_error *err);
 /* The pipeline's perturbation for the estimator of p. */
 static inline dz_pipeline_perturbation dz_zo_perturbation_of(const dz_zo_params *p) {
     static const dz_pipeline_zshape shapes[] = {[DZ_ZO_MEZO] = DZ_PZ_DENSE, [DZ_ZO_SPARSE] = DZ_PZ_SPARSE,
-                                                [DZ_ZO_LOZO] = DZ_PZ_LOWRANK};
-    const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_LOZO;
+                                                [DZ_ZO_LOZO] = DZ_PZ_LOWRANK, [DZ_ZO_HIZOO] = DZ_PZ_HESSIAN};
+    const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_HIZOO;
     return (dz_pipeline_perturbation){.seed = p->seed, .eps = p->eps,
                                       .dist = dz_zdist_of(p->rademacher, p->rng_v2),
                                       .shape = known ? shapes[p->estimator] : DZ_PZ_DENSE,
                                       .density = p->sparse_density, .rank = p->lozo_rank, .nu = p->lozo_nu,
-                                      .q = p->q};
+                                      .q = p->q, .smooth = p->hizoo_smooth};
 }
+
+/* HiZOO (src/zo/hizoo.c): L0, L+ and L- of step `step`, g into out->g[0] and the
+ * curvature step c into out->g[1], no update. */
+dz_status dz_zo_hizoo_estimate(dz_zo_engine *e, uint32_t step, const dz_zo_sample_batch *sb, dz_zo_step_result *out,
+                               dz_error *err);
 
 /* The log-prob vectors the estimator keeps (rows = max_batch * max_seq of the forward). */
 static inline size_t dz_zo_logprob_bytes(size_t rows) { return 4 * rows * sizeof(float); }
