@@ -9,6 +9,7 @@
  * structured_z.c  the sparse and low-rank z of 2-D tensors
  * resident.c      the masters resident on a device backend (buffers not host memory)
  * device_stream.c under a device memory cap: the layer masters streamed block by block
+ * device_node.c   a node's ranks on devices: the host copy shared, DistZO2's sliced upload
  * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
@@ -94,6 +95,17 @@ typedef struct lowrank_state {
     int valid[2];
 } lowrank_state;
 
+/* A node's ranks on device backends (device_node.c): the masters' host copy is node-shared
+ * memory, each rank's device holds its own copy of what it computes on (every rank runs
+ * every op: z depends on the element index alone, so the devices' bits agree), and the
+ * host copy is written by slices: rank r writes bytes [r c, (r + 1) c) of each range. */
+typedef struct res_node {
+    int rank, n;           /* n <= 1: alone */
+    int sliced;            /* streaming: layers reach the node's GPUs by DistZO2's sliced upload */
+    dz_status (*barrier)(void *ctx, dz_error *err);
+    void *ctx;
+} res_node;
+
 /* Resident on the forward's backend (its buffers are not host memory; no store): each
  * tensor's masters in a backend buffer; the model's tensors are the host copy, brought up
  * to date by dz_pipeline_flush (resident.c). */
@@ -108,6 +120,7 @@ typedef struct resident_state {
     void *slot[2];  /* streaming: the masters of one layer block each, backend buffers */
     int held[2];    /* overlapped: the layer whose upload into the slot is issued (-1: none) */
     void *pinned;   /* overlapped: the start of the layer masters' host range, pinned (NULL: not) */
+    res_node node;
 } resident_state;
 
 struct dz_pipeline {
@@ -230,9 +243,21 @@ void dz_dev_prefetch(dz_pipeline *p, int l);
  * end: every lane drained, the range unpinned. */
 void dz_dev_pin(dz_pipeline *p);
 void dz_dev_drain(dz_pipeline *p, int unpin);
+/* Layers pass through the transfer lanes (two slots, or a node's sliced upload). */
+static inline int dz_dev_lanes(const dz_pipeline *p) { return p->res.slots == 2 || p->res.node.sliced; }
 void dz_res_free(dz_pipeline *p);
-/* Downloads the masters into the model's tensors if an update reached them since. */
-void dz_res_sync_host(dz_pipeline *p);
+/* Downloads the masters into the model's tensors if an update reached them since (a node's
+ * ranks: each its slice, between node barriers). */
+dz_status dz_res_sync_host(dz_pipeline *p, dz_error *err);
+
+/* device_node.c */
+/* A node's ranks on a device backend (dz_pipeline_share_node with p->res.on). */
+dz_status dz_dev_share_node(dz_pipeline *p, const dz_pipeline_node *node, dz_error *err);
+/* Layer l's masters in host memory: [*base, *base + bytes), padding between tensors included
+ * (the model's arena aligns each tensor): the block a node's sliced upload carries. */
+size_t dz_dev_layer_host(const dz_pipeline *p, int l, const char **base);
+/* This rank's slice of n bytes: its length, at *off (alone: all of them). */
+size_t dz_dev_node_slice(const dz_pipeline *p, size_t n, size_t *off);
 /* Spans [first, last) of a block, one op per tensor from this thread: the pending update
  * (pair NULL) or the fill of pair (w+, w-), the update fused in when apply is set. */
 void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply);

@@ -54,6 +54,5 @@ dz_status dz_pipeline_apply_pending(dz_pipeline *p, dz_error *err) {
 
 dz_status dz_pipeline_flush(dz_pipeline *p, dz_error *err) {
     dz_status st = dz_pipeline_apply_pending(p, err);
-    if (st == DZ_OK) dz_res_sync_host(p); /* resident: the host copy is what readers read */
-    return st;
+    return st == DZ_OK ? dz_res_sync_host(p, err) : st; /* resident: the host copy is what readers read */
 }

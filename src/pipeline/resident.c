@@ -79,16 +79,6 @@ void dz_res_free(dz_pipeline *p) {
     p->res.theta = NULL;
 }
 
-void dz_res_sync_host(dz_pipeline *p) {
-    if (!p->res.on) return;
-    dz_dev_drain(p, 0); /* two slots: the streamed layers' write-backs land */
-    if (!p->res.stale) return;
-    for (int id = 0; id < dz_model_params(p->m)->count; id++)
-        if (!dz_res_streamed(p, id)) /* a streamed layer's host copy is current after each pass */
-            p->be->ops->download(p->be, dz_model_tensor(p->m, id), p->res.theta[id], dz_res_tensor_bytes(p, id));
-    p->res.stale = 0;
-}
-
 int dz_res_run(const dz_pipeline *p, int a, int last, span *whole) {
     const span *sp = p->ws.spans;
     int b = a + 1;
@@ -111,7 +101,7 @@ void dz_res_run_op(dz_pipeline *p, const span *whole, float *const pair[2], int 
  * update (pair NULL) or, with a pair, the fill of w+/w- at the current draw. */
 void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply) {
     const int id0 = first < last ? p->ws.spans[first].id : -1;
-    if (id0 >= 0 && p->res.slots == 2 && dz_res_streamed(p, id0)) { /* a streamed layer, whole */
+    if (id0 >= 0 && dz_dev_lanes(p) && dz_res_streamed(p, id0)) { /* a streamed layer, whole */
         dz_dev_overlapped_pass(p, dz_model_params(p->m)->params[id0].block, pair, apply);
         return;
     }

@@ -116,9 +116,7 @@ dz_status dz_pipeline_share_node(dz_pipeline *p, const dz_pipeline_node *node, d
                        node->n_slices - 1);
     if (p->io.store)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
-    if (p->res.on)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory, which the "
-                       "ranks of a node cannot share: run one rank per node", p->be->name);
+    if (p->res.on) return dz_dev_share_node(p, node, err); /* each rank's device its own copy */
     if (!node->work) return dz_fail(err, DZ_ERR_INVALID, "zo: sliced fills need working buffers shared by the node");
     p->node = (node_share){
         .slice = node->slice, .n_slices = node->n_slices, .barrier = node->barrier, .ctx = node->ctx};

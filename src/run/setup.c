@@ -9,6 +9,8 @@
 #include "format/safetensors.h"
 #include "distzo/setup.h"
 #include "parallel/comm.h"
+#include "parallel/gpu_group.h"
+#include "distzo/log.h"
 #include "run/setup.h"
 #include "store/store.h"
 #include "backend/backend.h"
@@ -22,6 +24,7 @@ struct dz_zo_setup {
     dz_zo_engine *e;
     dz_comm *comm;
     int node_shared; /* the node's ranks share one copy of the masters */
+    dz_gpu_group gpus; /* the node's GPUs for DistZO2's sliced upload (comm NULL: none) */
 };
 
 /* Node rank 0 copies its loaded weights into node-shared memory, the others point their
@@ -178,6 +181,8 @@ dz_status dz_setup_check_store_backend(const char *store_spec, const dz_backend 
 dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err) {
     dz_status st = dz_backend_create(spec->backend, &s->be, err);
     if (st == DZ_OK && s->store) st = dz_setup_check_store_backend("disk", s->be, err);
+    /* a node's GPUs (the CUDA instance's) share each streamed layer's upload */
+    if (st == DZ_OK && s->node_shared) st = dz_gpu_group_join_backend(s->comm, s->be, &s->gpus, err);
     if (st == DZ_OK)
         st = dz_forward_create_backend(dz_setup_base_model(s), s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
     if (st == DZ_OK && s->store)
@@ -201,6 +206,8 @@ void dz_setup_free(dz_zo_setup *s) {
     dz_zo_engine_free(s->e);
     dz_store_close(s->store);
     dz_forward_free(s->f);
+    dz_error err;
+    if (dz_gpu_group_leave_backend(s->be, &s->gpus, &err) != DZ_OK) dz_log(DZ_LOG_WARN, "%s", err.msg);
     dz_backend_free(s->be);
     dz_model_free(s->m);
     dz_model_free(s->base);
