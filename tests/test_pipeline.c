@@ -424,6 +424,10 @@ static const pipeline PIPELINES[] = {
     {"on a device stand-in, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 1, 1, 0},
     {"on CUDA over the host seam, layers streamed under a cap, fused", 0, 0, 1, 0, 0, 2, 1, 0},
     {"on CUDA over the host seam, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 2, 1, 0},
+    {"disk behind a device stand-in, fused", 1, 0, 1, 0, 0, 1, 0, 0},
+    {"disk behind a device stand-in, unfused", 1, 0, 0, 0, 0, 1, 0, 0},
+    {"disk behind a device stand-in, replayed", 1, 0, 1, 0, 1, 1, 0, 0},
+    {"disk behind CUDA over the host seam, fused", 1, 0, 1, 0, 0, 2, 0, 0},
 };
 
 /* A device instance whose alloc counts the bytes it hands out (nothing is freed before the

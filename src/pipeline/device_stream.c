@@ -41,8 +41,25 @@ dz_pipeline_device_bytes dz_pipeline_device_need(const dz_model *m, const dz_for
     return b;
 }
 
+/* The layer masters in a disk store: streamed through one slot, whatever the cap (within it). */
+static dz_status choose_store(dz_pipeline *p, const dz_forward *f, size_t max_device_bytes, dz_error *err) {
+    const dz_pipeline_device_bytes b = dz_pipeline_device_need(p->m, f);
+    const size_t need = dz_pipeline_device_streamed(&b);
+    if (max_device_bytes && need > max_device_bytes)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: --max-device-memory %.2f MB: streaming the layers from the disk store "
+                       "needs %.2f MB on --backend %s: the global block's masters %.2f MB, one layer's masters %.2f MB, "
+                       "the working copies %.2f MB, the forward's buffers %.2f MB", mb(max_device_bytes), mb(need),
+                       p->be->name, mb(b.globals), mb(b.layer), mb(b.work), mb(b.forward));
+    p->res.stream = 1, p->res.slots = 1;
+    dz_log(DZ_LOG_INFO, "--store disk with --backend %s: the layer masters stay in the store; each pass reads a layer, "
+           "uploads it into one slot and writes it back (%.2f MB on the device, transfers in order with compute)",
+           p->be->name, mb(need));
+    return DZ_OK;
+}
+
 dz_status dz_dev_choose(dz_pipeline *p, const dz_forward *f, size_t max_device_bytes, dz_error *err) {
     p->res.stream = 0;
+    if (!p->be->host_buffers && dz_dev_layers_in_store(p)) return choose_store(p, f, max_device_bytes, err);
     if (!max_device_bytes) return DZ_OK;
     if (p->be->host_buffers)
         return dz_fail(err, DZ_ERR_INVALID, "zo: --max-device-memory caps a device backend's memory; --backend %s "

@@ -10,6 +10,7 @@
  * resident.c      the masters resident on a device backend (buffers not host memory)
  * device_stream.c under a device memory cap: the layer masters streamed block by block
  * device_node.c   a node's ranks on devices: the host copy shared, DistZO2's sliced upload
+ * device_store.c  a disk store behind a device: layer blocks read into staging, uploaded
  * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
@@ -121,6 +122,9 @@ typedef struct resident_state {
     int held[2];    /* overlapped: the layer whose upload into the slot is issued (-1: none) */
     void *pinned;   /* overlapped: the start of the layer masters' host range, pinned (NULL: not) */
     res_node node;
+    char *staging;  /* a disk store behind the device: one layer block as the store holds it */
+    int failed;     /* a store read or write of a pass failed (its error in err) */
+    dz_error err;
 } resident_state;
 
 struct dz_pipeline {
@@ -183,6 +187,9 @@ void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply);
 dz_status dz_pending_update_blocks(dz_pipeline *p, int b0, int b1, dz_error *err);
 
 /* streaming.c */
+/* The store's I/O thread schedules the passes (not with a device backend, whose passes read
+ * and write the store themselves: device_store.c). */
+static inline int dz_stream_scheduled(const dz_pipeline *p) { return p->io.store && !p->res.on; }
 /* Block b's masters are in the store: a layer, or a streamed global block. */
 static inline int dz_stream_in_store(const dz_pipeline *p, int b) {
     return p->io.store && (b < p->ws.n_blocks - 1 || p->io.stream_globals);
@@ -249,6 +256,18 @@ void dz_res_free(dz_pipeline *p);
 /* Downloads the masters into the model's tensors if an update reached them since (a node's
  * ranks: each its slice, between node barriers). */
 dz_status dz_res_sync_host(dz_pipeline *p, dz_error *err);
+
+/* device_store.c: a disk store behind a device backend (one slot, in order) */
+/* The layer masters are in a store (the model holds no layer tensor). */
+int dz_dev_layers_in_store(const dz_pipeline *p);
+/* dz_pipeline_use_store with a device backend. */
+dz_status dz_dev_use_store(dz_pipeline *p, dz_store *s, dz_error *err);
+/* Around a pass over streamed layer l: its block read from the store into the staging
+ * buffer, and (written) the staging buffer written back; a failure is kept in p->res. */
+void dz_dev_store_read(dz_pipeline *p, int l);
+void dz_dev_store_write(dz_pipeline *p, int l);
+/* The first failure of the passes' store reads and writes (DZ_OK: none), cleared. */
+dz_status dz_dev_store_status(dz_pipeline *p, dz_error *err);
 
 /* device_node.c */
 /* A node's ranks on a device backend (dz_pipeline_share_node with p->res.on). */

@@ -91,7 +91,11 @@ void dz_ws_free(working_set *ws) {
 }
 
 void *dz_ws_host_at(const dz_pipeline *p, int id, uint64_t i0) {
-    return (char *)dz_model_tensor(p->m, id) + i0 * dz_dtype_size(dz_model_dtype(p->m));
+    const size_t at = i0 * dz_dtype_size(dz_model_dtype(p->m));
+    void *t = dz_model_tensor(p->m, id);
+    if (!t && p->res.staging) /* a disk store behind a device: the layer as staged */
+        return p->res.staging + dz_store_tensor_offset_in_block(p->io.store, id) + at;
+    return (char *)t + at;
 }
 
 void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0) {

@@ -171,16 +171,8 @@ static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
     return st == DZ_OK ? dz_zo_engine_set_parallel(s->e, &par, err) : st;
 }
 
-dz_status dz_setup_check_store_backend(const char *store_spec, const dz_backend *be, dz_error *err) {
-    if (!be || be->host_buffers || !store_spec || strncmp(store_spec, "disk", 4) != 0) return DZ_OK;
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--store %s with --backend %s: this backend keeps the masters in its own "
-                   "memory (resident), and a disk store streams them through host memory, which is not built for it "
-                   "yet: use --store ram (or --backend cpu)", store_spec, be->name);
-}
-
 dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err) {
     dz_status st = dz_backend_create(spec->backend, &s->be, err);
-    if (st == DZ_OK && s->store) st = dz_setup_check_store_backend("disk", s->be, err);
     /* a node's GPUs (the CUDA instance's) share each streamed layer's upload */
     if (st == DZ_OK && s->node_shared) st = dz_gpu_group_join_backend(s->comm, s->be, &s->gpus, err);
     if (st == DZ_OK)
