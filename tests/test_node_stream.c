@@ -15,7 +15,8 @@
  *  - the seam met no race, overrun or early read;
  *  - with the op's wait for its slot's upload (the all-gather) dropped, or the upload's
  *    wait for the slot's last write-back, the seam reports DZ_CUDA_ERR_HAZARD on every rank.
- * Alone (one rank) it checks the same against itself: a node of one uploads whole layers. */
+ * Two slots (overlapped) on both models, and one slot (a cap below two slots' need) on OPT
+ * with bf16 masters. Alone (one rank) it checks the same against itself: a node of one uploads whole layers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -171,6 +172,8 @@ static dz_status node_barrier(void *ctx, dz_error *err) { return dz_comm_node_ba
 
 /* STEPS fused steps and a flush on a streamed CUDA instance over a host seam: the node's
  * (node: shared masters, the group, sliced uploads) or this rank's alone. */
+static int g_one_slot; /* a cap one byte below two slots' need: one slot, no prefetch */
+
 static void run(const char *name, dz_dtype dt, const batch *b, int node, run_out *out) {
     memset(out, 0, sizeof *out);
     dz_error err = {0};
@@ -192,12 +195,12 @@ static void run(const char *name, dz_dtype dt, const batch *b, int node, run_out
     must(dz_forward_create_backend(m, &be, b->g.B, b->g.T, 0, 2, &f, &err), &err, "forward");
     const dz_pipeline_device_bytes need = dz_pipeline_device_need(m, f);
     const dz_zo_params zp = {.seed = 21, .eps = 1e-3f, .q = 1, .wd = 0.01f, .fuse = 1, .estimator = DZ_ZO_MEZO,
-                             .max_device_bytes = dz_pipeline_device_resident(&need) - 1};
+                             .max_device_bytes = g_one_slot ? dz_pipeline_device_streamed_slots(&need, 2) - 1
+                                                            : dz_pipeline_device_resident(&need) - 1};
     dz_zo_engine *e = NULL;
     must(dz_zo_engine_create(m, f, &zp, &e, &err), &err, "engine");
-    void *work = NULL;
-    if (node) must(dz_comm_node_alloc(comm, 2 * dz_zo_block_floats(e) * sizeof(float), &work, &err), &err, "work");
-    const dz_zo_parallel par = {.signs = 3, .shared_work = work, .slice = node ? dz_comm_node_rank(comm) : 0,
+    /* no node-shared working copies: each rank's are on its device (as setup's share_work) */
+    const dz_zo_parallel par = {.signs = 3, .shared_work = NULL, .slice = node ? dz_comm_node_rank(comm) : 0,
                                 .n_slices = node ? dz_comm_node_size(comm) : 1, .barrier = node_barrier, .ctx = comm};
     must(dz_zo_engine_set_parallel(e, &par, &err), &err, "set_parallel");
     count_layers(m, node ? dz_comm_node_size(comm) : 1);
@@ -296,6 +299,13 @@ static void opt_f32_on_the_node_equals_alone(void **state) {
     node_equals_alone("opt_preln", DZ_F32);
 }
 
+static void one_slot_on_the_node_equals_alone(void **state) {
+    (void)state;
+    g_one_slot = 1;
+    node_equals_alone("opt_preln", DZ_BF16);
+    g_one_slot = 0;
+}
+
 static void llama_bf16_on_the_node_equals_alone(void **state) {
     (void)state;
     node_equals_alone("llama_gqa_untied", DZ_BF16);
@@ -337,6 +347,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(opt_f32_on_the_node_equals_alone),
         cmocka_unit_test(llama_bf16_on_the_node_equals_alone),
+        cmocka_unit_test(one_slot_on_the_node_equals_alone),
         cmocka_unit_test(a_dropped_wait_is_a_hazard),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

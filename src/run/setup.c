@@ -160,7 +160,9 @@ static dz_status node_barrier(void *ctx, dz_error *err) { return dz_comm_node_ba
 static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
     void *work = NULL;
     dz_status st = DZ_OK;
-    if (s->node_shared) st = dz_comm_node_alloc(s->comm, 2 * dz_zo_block_floats(s->e) * sizeof(float), &work, err);
+    /* a device backend's ranks each keep their own, on their device (src/pipeline/device_node.c) */
+    if (s->node_shared && s->be->host_buffers)
+        st = dz_comm_node_alloc(s->comm, 2 * dz_zo_block_floats(s->e) * sizeof(float), &work, err);
     const dz_zo_parallel par = {.signs = signs,
                                 .shared_work = work,
                                 .sum = dz_comm_size(s->comm) > 1 ? sum_over_ranks : NULL,
