@@ -175,8 +175,9 @@ static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
 
 dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err) {
     dz_status st = dz_backend_create(spec->backend, &s->be, err);
-    /* a node's GPUs (the CUDA instance's) share each streamed layer's upload */
-    if (st == DZ_OK && s->node_shared) st = dz_gpu_group_join_backend(s->comm, s->be, &s->gpus, err);
+    /* under a device cap a node's GPUs (the CUDA instance's) share each streamed layer's upload */
+    if (st == DZ_OK && s->node_shared && spec->zo.max_device_bytes)
+        st = dz_gpu_group_join_backend(s->comm, s->be, &s->gpus, err);
     if (st == DZ_OK)
         st = dz_forward_create_backend(dz_setup_base_model(s), s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
     if (st == DZ_OK && s->store)
