@@ -29,9 +29,9 @@ static dz_status resident_supported(const dz_pipeline *p, dz_error *err) {
     for (int id = 0; id < t->count; id++)
         if (!dz_model_tensor(p->m, id) && !dz_res_streamed(p, id))
             return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the global block in its own memory, "
-                           "uploaded from host memory, but %s stays in the disk store (it did not fit "
-                           "--max-resident): streaming the global block from the store to a device is not built; "
-                           "raise --max-resident (or use --store ram)", p->be->name, t->params[id].hf_name);
+                           "uploaded from host memory, but %s stays in the disk store (--stream-globals, or "
+                           "--max-resident too small for it): streaming the global block from the store to a device "
+                           "is not built; leave out --stream-globals, raise --max-resident, or use --store ram", p->be->name, t->params[id].hf_name);
     if (p->z.shape != DZ_PZ_DENSE)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator %s computes its z on the host; --backend %s keeps "
                        "the masters in its own memory: use --estimator mezo (or --backend cpu)",
