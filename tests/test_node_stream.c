@@ -31,6 +31,7 @@
 #include "backend/stream_ops.h"
 #include "distzo/zo.h"
 #include "golden.h"
+#include "next_token_batch.h"
 #include "parallel/comm.h"
 #include "parallel/gpu_group.h"
 #include "pipeline/pipeline.h"
@@ -129,19 +130,6 @@ typedef struct run_out {
     char msg[300];
 } run_out;
 
-typedef struct batch {
-    golden_batch g;
-    int *rows, *targets, n_rows;
-} batch;
-
-static void mean_nll(const float *lp, const float *plp, void *user, double *out) {
-    (void)plp;
-    const batch *b = user;
-    double s = 0.0;
-    for (int i = 0; i < b->n_rows; i++) s -= lp[i];
-    out[0] = s / b->n_rows, out[1] = 1.0;
-}
-
 static void must(dz_status st, const dz_error *err, const char *what) {
     if (st != DZ_OK) fail_msg("rank %d: %s: %s", dz_comm_rank(comm), what, err->msg);
 }
@@ -205,7 +193,7 @@ static void run(const char *name, dz_dtype dt, const batch *b, int node, run_out
     must(dz_zo_engine_set_parallel(e, &par, &err), &err, "set_parallel");
     count_layers(m, node ? dz_comm_node_size(comm) : 1);
     const dz_zo_batch zb = {.tokens = b->g.tokens, .lengths = b->g.lengths, .B = b->g.B, .T = b->g.T, .rows = b->rows,
-                            .targets = b->targets, .n_rows = b->n_rows, .loss = mean_nll, .user = (void *)b};
+                            .targets = b->targets, .n_rows = b->n_rows, .loss = mean_nll_cb, .user = (void *)b};
     for (uint32_t step = 0; step < STEPS; step++) {
         dz_zo_step_result res;
         must(dz_zo_step(e, step, LR, &zb, &res, &err), &err, "step");
@@ -231,20 +219,6 @@ static void run(const char *name, dz_dtype dt, const batch *b, int node, run_out
     dz_backend_free(inner);
     if (node) must(dz_comm_node_barrier(comm, &err), &err, "barrier"); /* every rank read the arena */
     dz_model_free(m);
-}
-
-static void batch_load(const char *name, batch *b) {
-    golden_batch_load_hf(name, &b->g);
-    b->rows = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    b->targets = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    assert_true(b->rows && b->targets);
-    b->n_rows = golden_batch_next_token_rows(&b->g, b->rows, b->targets);
-}
-
-static void batch_free(batch *b) {
-    golden_batch_free(&b->g);
-    free(b->rows);
-    free(b->targets);
 }
 
 /* The layers' uploads: this rank's slices only (checked per copy), every pass's slices

@@ -48,6 +48,7 @@
 
 #include "distzo/zo.h"
 #include "golden.h"
+#include "next_token_batch.h"
 #include "store/store.h"
 #include "pipeline/pipeline.h"
 #include "backend/backend.h"
@@ -58,39 +59,6 @@ enum { STEPS = 4, Q = 2 };
 static const uint64_t SEED = 21;
 static const float EPS = 1e-3f, LR = 2e-3f, WD = 0.01f;
 static const dz_zdist DIST = DZ_Z_GAUSSIAN;
-
-/* ---- the batch: next-token prediction on a golden batch, mean NLL ------------------------ */
-
-typedef struct batch {
-    golden_batch g;
-    int *rows, *targets, n_rows;
-} batch;
-
-static void batch_load(const char *name, batch *b) {
-    golden_batch_load_hf(name, &b->g);
-    b->rows = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    b->targets = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    assert_true(b->rows && b->targets);
-    b->n_rows = golden_batch_next_token_rows(&b->g, b->rows, b->targets);
-}
-
-static void batch_free(batch *b) {
-    golden_batch_free(&b->g);
-    free(b->rows);
-    free(b->targets);
-}
-
-static double mean_nll(const float *lp, const batch *b) {
-    double s = 0.0;
-    for (int i = 0; i < b->n_rows; i++) s -= lp[i];
-    return s / b->n_rows;
-}
-
-/* The engine's loss callback: one example, weight 1, so the step's loss is mean_nll. */
-static void mean_nll_cb(const float *lp, const float *plp, void *user, double *out) {
-    (void)plp;
-    out[0] = mean_nll(lp, user), out[1] = 1.0;
-}
 
 /* ---- the models ------------------------------------------------------------------------ */
 
