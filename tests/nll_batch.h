@@ -1,8 +1,7 @@
-/* The ZO reference tests' shared pieces (test_pipeline.c, test_hizoo.c): a golden batch
- * scored by the mean next-token NLL (the engine's loss callback too), a model loaded
- * with owned masters, which tensors decay, a master element widened to f32, and a weight
- * source over whole f32 tensors (a plain loop's perturbed model). Header-only: each test
- * is one file. */
+/* The ZO reference tests' shared pieces (test_pipeline.c, test_hizoo.c) beyond the batch
+ * of next_token_batch.h: a model loaded with owned masters, which tensors decay, a master
+ * element widened to f32, and a weight source over whole f32 tensors (a plain loop's
+ * perturbed model). Header-only: each test is one file. */
 #ifndef DZ_TESTS_NLL_BATCH_H
 #define DZ_TESTS_NLL_BATCH_H
 
@@ -11,37 +10,7 @@
 
 #include "distzo/model.h"
 #include "golden.h"
-
-typedef struct batch {
-    golden_batch g;
-    int *rows, *targets, n_rows;
-} batch;
-
-static void batch_load(const char *name, batch *b) {
-    golden_batch_load_hf(name, &b->g);
-    b->rows = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    b->targets = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    assert_true(b->rows && b->targets);
-    b->n_rows = golden_batch_next_token_rows(&b->g, b->rows, b->targets);
-}
-
-static void batch_free(batch *b) {
-    golden_batch_free(&b->g);
-    free(b->rows);
-    free(b->targets);
-}
-
-static double mean_nll(const float *lp, const batch *b) {
-    double s = 0.0;
-    for (int i = 0; i < b->n_rows; i++) s -= lp[i];
-    return s / b->n_rows;
-}
-
-/* The engine's loss callback: one example, weight 1, so the step's loss is mean_nll. */
-static void mean_nll_cb(const float *lp, const float *plp, void *user, double *out) {
-    (void)plp;
-    out[0] = mean_nll(lp, user), out[1] = 1.0;
-}
+#include "next_token_batch.h"
 
 static dz_model *load_owned(const char *dir, dz_dtype dt) {
     dz_model *m = NULL;

@@ -60,9 +60,6 @@ static const uint64_t SEED = 21;
 static const float EPS = 1e-3f, LR = 2e-3f, WD = 0.01f;
 static const dz_zdist DIST = DZ_Z_GAUSSIAN;
 
-/* ---- the batch: next-token prediction on a golden batch, mean NLL ------------------------ */
-
-
 /* ---- the models ------------------------------------------------------------------------ */
 
 /* An estimator and its knobs as the engine takes them (lozo: nu 2, so the 4 steps cross a
@@ -368,6 +365,10 @@ static const pipeline PIPELINES[] = {
     {"on a device stand-in, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 1, 1, 0},
     {"on CUDA over the host seam, layers streamed under a cap, fused", 0, 0, 1, 0, 0, 2, 1, 0},
     {"on CUDA over the host seam, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 2, 1, 0},
+    {"disk behind a device stand-in, fused", 1, 0, 1, 0, 0, 1, 0, 0},
+    {"disk behind a device stand-in, unfused", 1, 0, 0, 0, 0, 1, 0, 0},
+    {"disk behind a device stand-in, replayed", 1, 0, 1, 0, 1, 1, 0, 0},
+    {"disk behind CUDA over the host seam, fused", 1, 0, 1, 0, 0, 2, 0, 0},
 };
 
 /* A device instance whose alloc counts the bytes it hands out (nothing is freed before the
@@ -770,6 +771,26 @@ static void device_cap_refusals(void **state) {
         fail_msg("a device cap on the CPU backend: %s", err.msg);
 }
 
+/* A disk store behind a device with the global block left in the store too (streamed
+ * globals): refused, naming the tensor and --max-resident. */
+static void device_store_with_streamed_globals_refused(void **state) {
+    (void)state;
+    char dir[1024];
+    model_dir(&(model_case){"opt_preln", 0, DZ_F32, MEZO, 0}, dir, sizeof dir);
+    batch b;
+    batch_load("opt_preln", &b);
+    const pipeline p = {"disk behind a device stand-in, globals streamed", 1, 1, 1, 0, 0, 1, 0, 0};
+    engine_run r;
+    dz_error err = {0};
+    if (engine_try_open(dir, DZ_F32, &MEZO, &p, &b, &r, &err) != DZ_ERR_UNSUPPORTED)
+        fail_msg("%s: not refused", p.name);
+    if (!strstr(err.msg, "stays in the disk store") || !strstr(err.msg, "--max-resident"))
+        fail_msg("%s: the refusal says: %s", p.name, err.msg);
+    printf("  %s refused: %s\n", p.name, err.msg);
+    engine_close(&r);
+    batch_free(&b);
+}
+
 /* The overlap's run on the CUDA instance over the host seam: two steps and a flush. */
 static void overlapped_steps(const char *dir, const model_case *mc, const batch *b, engine_run *r) {
     const pipeline p = {"on CUDA over the host seam, layers streamed under a cap", 0, 0, 1, 0, 0, 2, 1, 0};
@@ -891,6 +912,7 @@ static void lozo_wide_rows_opt_f32(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(device_cap_refusals),
+        cmocka_unit_test(device_store_with_streamed_globals_refused),
         cmocka_unit_test(overlap_wait_dropped_is_a_hazard),
         cmocka_unit_test(opt_committed_f32),
         cmocka_unit_test(llama_committed_bf16),

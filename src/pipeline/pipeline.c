@@ -69,6 +69,7 @@ void dz_pipeline_free(dz_pipeline *p) {
     dz_sz_free(p);
     dz_hz_free(p);
     dz_free(p->io.chunk);
+    dz_free(p->res.staging);
     dz_free(p->io.gtheta);
     if (p->res.on) p->be->ops->free(p->be, p->rows.minus_cache);
     else dz_free(p->rows.minus_cache);

@@ -11,9 +11,7 @@ dz_status dz_pipeline_use_store(dz_pipeline *p, dz_store *s, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "%s: the store does not hold this model's blocks", dz_store_path(s));
     if (p->node.n_slices > 1)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
-    if (p->res.on) /* dz_setup_check_store_backend says it first */
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory: no disk store",
-                       p->be->name);
+    if (p->res.on) return dz_dev_use_store(p, s, err);
     const dz_param_table *t = dz_model_params(p->m);
     const int g = ws->n_blocks - 1;
     const int first_global =

@@ -9,6 +9,8 @@
 #include "format/safetensors.h"
 #include "distzo/setup.h"
 #include "parallel/comm.h"
+#include "parallel/gpu_group.h"
+#include "distzo/log.h"
 #include "run/setup.h"
 #include "store/store.h"
 #include "backend/backend.h"
@@ -22,6 +24,7 @@ struct dz_zo_setup {
     dz_zo_engine *e;
     dz_comm *comm;
     int node_shared; /* the node's ranks share one copy of the masters */
+    dz_gpu_group gpus; /* the node's GPUs for DistZO2's sliced upload (comm NULL: none) */
 };
 
 /* Node rank 0 copies its loaded weights into node-shared memory, the others point their
@@ -169,7 +172,9 @@ static dz_status node_barrier(void *ctx, dz_error *err) { return dz_comm_node_ba
 static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
     void *work = NULL;
     dz_status st = DZ_OK;
-    if (s->node_shared) st = dz_comm_node_alloc(s->comm, 2 * dz_zo_block_floats(s->e) * sizeof(float), &work, err);
+    /* a device backend's ranks each keep their own, on their device (src/pipeline/device_node.c) */
+    if (s->node_shared && s->be->host_buffers)
+        st = dz_comm_node_alloc(s->comm, 2 * dz_zo_block_floats(s->e) * sizeof(float), &work, err);
     const dz_zo_parallel par = {.signs = signs,
                                 .shared_work = work,
                                 .sum = dz_comm_size(s->comm) > 1 ? sum_over_ranks : NULL,
@@ -180,16 +185,11 @@ static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
     return st == DZ_OK ? dz_zo_engine_set_parallel(s->e, &par, err) : st;
 }
 
-dz_status dz_setup_check_store_backend(const char *store_spec, const dz_backend *be, dz_error *err) {
-    if (!be || be->host_buffers || !store_spec || strncmp(store_spec, "disk", 4) != 0) return DZ_OK;
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--store %s with --backend %s: this backend keeps the masters in its own "
-                   "memory (resident), and a disk store streams them through host memory, which is not built for it "
-                   "yet: use --store ram (or --backend cpu)", store_spec, be->name);
-}
-
 dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err) {
     dz_status st = dz_backend_create(spec->backend, &s->be, err);
-    if (st == DZ_OK && s->store) st = dz_setup_check_store_backend("disk", s->be, err);
+    /* under a device cap a node's GPUs (the CUDA instance's) share each streamed layer's upload */
+    if (st == DZ_OK && s->node_shared && spec->zo.max_device_bytes)
+        st = dz_gpu_group_join_backend(s->comm, s->be, &s->gpus, err);
     if (st == DZ_OK)
         st = dz_forward_create_backend(dz_setup_base_model(s), s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
     if (st == DZ_OK && s->store)
@@ -213,6 +213,8 @@ void dz_setup_free(dz_zo_setup *s) {
     dz_zo_engine_free(s->e);
     dz_store_close(s->store);
     dz_forward_free(s->f);
+    dz_error err;
+    if (dz_gpu_group_leave_backend(s->be, &s->gpus, &err) != DZ_OK) dz_log(DZ_LOG_WARN, "%s", err.msg);
     dz_backend_free(s->be);
     dz_model_free(s->m);
     dz_model_free(s->base);

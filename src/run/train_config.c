@@ -10,8 +10,6 @@
 #include "core/util.h"
 #include "run/peft.h"
 #include "run/run_files.h"
-#include "run/setup.h"
-#include "backend/backend.h"
 #include "run/seedlog.h"
 
 void dz_train_config_default(dz_train_config *c) {
@@ -115,8 +113,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (d->demos < 0 || d->demos > 32) return dz_fail(err, DZ_ERR_INVALID, "--demos %d is outside 0..32", d->demos);
     if (d->demos > 0 && lm) return dz_fail(err, DZ_ERR_INVALID, "--demos does not apply to the lm task");
     if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);
-    st = dz_setup_check_store_backend(c->store.spec, dz_backend_by_name(c->layout.backend), err);
-    if (st == DZ_OK) st = dz_train_peft_check(c, err);
+    st = dz_train_peft_check(c, err);
     if (st != DZ_OK) return st;
     if (o->warmup > o->steps)
         dz_log(DZ_LOG_WARN, "--warmup %d is longer than the run's %d steps: the learning rate never reaches --lr",
