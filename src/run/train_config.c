@@ -37,6 +37,9 @@ dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
  * perturbation parallelism has no +/- pair to split. */
 static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
     const dz_train_optim *o = &c->optim;
+    if (o->estimator != DZ_ZO_FZOO && o->fzoo_directions != DZ_ZO_FZOO_DEFAULT_DIRECTIONS)
+        return dz_fail(err, DZ_ERR_INVALID, "--fzoo-directions %d without --estimator fzoo: it would be ignored (and a "
+                       "run.json does not keep it)", o->fzoo_directions);
     if (o->estimator != DZ_ZO_FZOO) return DZ_OK;
     if (o->fzoo_directions < 2 || o->fzoo_directions > DZ_ZO_MAX_Q)
         return dz_fail(err, DZ_ERR_INVALID, "--fzoo-directions %d is outside 2..%d (sigma is the standard deviation of "
