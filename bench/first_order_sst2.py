@@ -42,8 +42,8 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF loader draws a 
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mezo_sst2 import (BatchOrder, Scorer, build_examples, load_sst2, sample_indices,  # noqa: E402
-                       write_json)
+from mezo_sst2 import (BatchOrder, Scorer, add_setup_args, build_examples, load_sst2,  # noqa: E402
+                       sample_indices, write_json)
 
 
 def peak_rss_mib():
@@ -52,14 +52,8 @@ def peak_rss_mib():
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--gguf", required=True, help="GGUF model file (transformers dequantizes it to fp32)")
-    p.add_argument("--tokenizer", required=True, help="folder with the HF tokenizer.json")
-    p.add_argument("--data", required=True, help="SST-2 train.tsv (the pool the examples are drawn from)")
-    p.add_argument("--test", required=True, help="SST-2 dev.tsv (GLUE dev: the reported accuracy)")
+    add_setup_args(p)
     p.add_argument("--test-limit", type=int, default=0, help="only the first N rows of --test (0: all)")
-    p.add_argument("--template", default="{text} It was")
-    p.add_argument("--label-words", default="terrible,great")
-    p.add_argument("--train-examples", type=int, default=1000)
     p.add_argument("--data-seed", type=int, default=42)
     p.add_argument("--seed", type=int, default=0, help="torch seed (LoRA's A initialization)")
     p.add_argument("--mode", choices=("full", "lora"), default="lora")
