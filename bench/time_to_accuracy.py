@@ -205,6 +205,10 @@ def ratios(times, targets):
         zo = {m: v for (n, m), v in times.items() if n == name and m[0] == "zo"}
         fo = {m: v for (n, m), v in times.items() if n == name and m[0] == "fo"}
         if not zo or not fo:
+            if zo or fo:
+                m, v = min((zo or fo).items(), key=lambda x: x[1][0])
+                print(f"- {name}: only {'ZO' if zo else 'first-order'} runs reached it, the fastest "
+                      f"{label(m)} in {fmt_time(v[0])}")
             continue
         zm, zv = min(zo.items(), key=lambda x: x[1][0])
         fm, fv = min(fo.items(), key=lambda x: x[1][0])
@@ -220,7 +224,7 @@ def ratios(times, targets):
 def curves(runs, best):
     for m, k in sorted(best.items()):
         s = list(runs[k].values())
-        print(f"\n{label(k)}, lr {k[2]} ({len(s)} seeds): step, passes, training time (mean), accuracy (mean)")
+        print(f"\n{label(k)}, lr {k[2]}, seeds: {len(s)}; step, passes, training time (mean), accuracy (mean)")
         for i, e in enumerate(s[0]["evals"]):
             at = [r["evals"][i] for r in s if len(r["evals"]) > i and r["evals"][i][0] == e[0]]
             print(f"  {e[0]}\t{passes(e, m[0])}\t{fmt_time(statistics.mean(a[3] for a in at))}\t"
