@@ -83,7 +83,7 @@ for e in ${ESTIMATORS:-mezo fzoo hizoo}; do
     echo "time_to_accuracy.sh: $bin train --help lists no estimator $e: skipped" | tee -a "$out/skipped.txt" >&2
     continue
   fi
-  up=$(printf '%s' "$e" | tr a-z A-Z)
+  up=$(printf '%s' "$e" | tr '[:lower:]' '[:upper:]')
   lrs_var=${up}_LRS flags_var=${up}_FLAGS
   for lr in ${!lrs_var:-${MEZO_LRS:-2e-5 4e-5 8e-5}}; do
     for s in $seeds; do
