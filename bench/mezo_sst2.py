@@ -267,8 +267,8 @@ SETTINGS = ("gguf", "tokenizer", "data", "test", "template", "label_words", "tra
             "data_seed", "seed", "lr", "eps", "weight_decay", "batch", "share_prompt")
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_setup_args(p):
+    """The model, data and prompt options (also bench/first_order_sst2.py's)."""
     p.add_argument("--gguf", required=True, help="GGUF model file (transformers dequantizes it to fp32)")
     p.add_argument("--tokenizer", required=True, help="folder with the HF tokenizer.json")
     p.add_argument("--data", required=True, help="SST-2 train.tsv (the pool the examples are drawn from)")
@@ -276,6 +276,11 @@ def parse_args():
     p.add_argument("--template", default="{text} It was")
     p.add_argument("--label-words", default="terrible,great")
     p.add_argument("--train-examples", type=int, default=1000)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_setup_args(p)
     p.add_argument("--dev-examples", type=int, default=500)
     p.add_argument("--data-seed", type=int, default=42)
     p.add_argument("--seed", type=int, default=0, help="np.random seed of MeZO's step seeds")

@@ -48,6 +48,7 @@
 
 #include "distzo/zo.h"
 #include "golden.h"
+#include "nll_batch.h"
 #include "store/store.h"
 #include "pipeline/pipeline.h"
 #include "backend/backend.h"
@@ -58,39 +59,6 @@ enum { STEPS = 4, Q = 2 };
 static const uint64_t SEED = 21;
 static const float EPS = 1e-3f, LR = 2e-3f, WD = 0.01f;
 static const dz_zdist DIST = DZ_Z_GAUSSIAN;
-
-/* ---- the batch: next-token prediction on a golden batch, mean NLL ------------------------ */
-
-typedef struct batch {
-    golden_batch g;
-    int *rows, *targets, n_rows;
-} batch;
-
-static void batch_load(const char *name, batch *b) {
-    golden_batch_load_hf(name, &b->g);
-    b->rows = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    b->targets = malloc(sizeof(int) * (size_t)b->g.B * b->g.T);
-    assert_true(b->rows && b->targets);
-    b->n_rows = golden_batch_next_token_rows(&b->g, b->rows, b->targets);
-}
-
-static void batch_free(batch *b) {
-    golden_batch_free(&b->g);
-    free(b->rows);
-    free(b->targets);
-}
-
-static double mean_nll(const float *lp, const batch *b) {
-    double s = 0.0;
-    for (int i = 0; i < b->n_rows; i++) s -= lp[i];
-    return s / b->n_rows;
-}
-
-/* The engine's loss callback: one example, weight 1, so the step's loss is mean_nll. */
-static void mean_nll_cb(const float *lp, const float *plp, void *user, double *out) {
-    (void)plp;
-    out[0] = mean_nll(lp, user), out[1] = 1.0;
-}
 
 /* ---- the models ------------------------------------------------------------------------ */
 
@@ -172,15 +140,6 @@ static void eval_logprobs(dz_forward *f, const dz_weight_source *w, const batch 
         fail_msg("forward: %s", err.msg);
 }
 
-static dz_model *load_owned(const char *dir, dz_dtype dt) {
-    dz_model *m = NULL;
-    dz_error err = {0};
-    if (dz_model_load(dir, dt, &m, &err) != DZ_OK || dz_model_make_owned(m, &err) != DZ_OK)
-        fail_msg("%s: %s", dir, err.msg);
-    return m;
-}
-
-static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING; }
 
 
 /* ---- the reference estimators' z of a 2-D tensor ------------------------------------------ */
@@ -203,13 +162,6 @@ static float gaussian_at(uint32_t purpose, uint32_t tensor, uint32_t draw, uint6
     return z[i & 1];
 }
 
-static float widen(const void *theta, dz_dtype dt, size_t i) {
-    if (dt == DZ_F32) return ((const float *)theta)[i];
-    const uint32_t u = (uint32_t)((const uint16_t *)theta)[i] << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static int by_value(const void *a, const void *b) {
     const float x = *(const float *)a, y = *(const float *)b;
@@ -320,17 +272,6 @@ static void reference_update(const estimator_case *e, dz_model *m, int id, uint3
 
 /* ---- the reference: a plain MeZO loop on the whole model ---------------------------------- */
 
-/* Every tensor of the model perturbed one way, as the forward reads it. */
-typedef struct whole_model {
-    const dz_param_table *t;
-    float **w;
-} whole_model;
-
-static const float *whole_rows(const void *self, int stream, int id, int64_t row0, int64_t nrows, float *scratch) {
-    (void)stream, (void)nrows, (void)scratch;
-    const whole_model *wm = self;
-    return wm->w[id] + row0 * wm->t->params[id].cols;
-}
 
 /* The plain loop with its forward on backend be (NULL: the CPU). */
 static void plain_mezo(const char *dir, dz_dtype dt, const estimator_case *est, const batch *b, const dz_backend *be,
@@ -424,6 +365,10 @@ static const pipeline PIPELINES[] = {
     {"on a device stand-in, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 1, 1, 0},
     {"on CUDA over the host seam, layers streamed under a cap, fused", 0, 0, 1, 0, 0, 2, 1, 0},
     {"on CUDA over the host seam, layers streamed under a cap, replayed", 0, 0, 1, 0, 1, 2, 1, 0},
+    {"disk behind a device stand-in, fused", 1, 0, 1, 0, 0, 1, 0, 0},
+    {"disk behind a device stand-in, unfused", 1, 0, 0, 0, 0, 1, 0, 0},
+    {"disk behind a device stand-in, replayed", 1, 0, 1, 0, 1, 1, 0, 0},
+    {"disk behind CUDA over the host seam, fused", 1, 0, 1, 0, 0, 2, 0, 0},
 };
 
 /* A device instance whose alloc counts the bytes it hands out (nothing is freed before the
@@ -826,6 +771,26 @@ static void device_cap_refusals(void **state) {
         fail_msg("a device cap on the CPU backend: %s", err.msg);
 }
 
+/* A disk store behind a device with the global block left in the store too (streamed
+ * globals): refused, naming the tensor and --max-resident. */
+static void device_store_with_streamed_globals_refused(void **state) {
+    (void)state;
+    char dir[1024];
+    model_dir(&(model_case){"opt_preln", 0, DZ_F32, MEZO, 0}, dir, sizeof dir);
+    batch b;
+    batch_load("opt_preln", &b);
+    const pipeline p = {"disk behind a device stand-in, globals streamed", 1, 1, 1, 0, 0, 1, 0, 0};
+    engine_run r;
+    dz_error err = {0};
+    if (engine_try_open(dir, DZ_F32, &MEZO, &p, &b, &r, &err) != DZ_ERR_UNSUPPORTED)
+        fail_msg("%s: not refused", p.name);
+    if (!strstr(err.msg, "stays in the disk store") || !strstr(err.msg, "--max-resident"))
+        fail_msg("%s: the refusal says: %s", p.name, err.msg);
+    printf("  %s refused: %s\n", p.name, err.msg);
+    engine_close(&r);
+    batch_free(&b);
+}
+
 /* The overlap's run on the CUDA instance over the host seam: two steps and a flush. */
 static void overlapped_steps(const char *dir, const model_case *mc, const batch *b, engine_run *r) {
     const pipeline p = {"on CUDA over the host seam, layers streamed under a cap", 0, 0, 1, 0, 0, 2, 1, 0};
@@ -947,6 +912,7 @@ static void lozo_wide_rows_opt_f32(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(device_cap_refusals),
+        cmocka_unit_test(device_store_with_streamed_globals_refused),
         cmocka_unit_test(overlap_wait_dropped_is_a_hazard),
         cmocka_unit_test(opt_committed_f32),
         cmocka_unit_test(llama_committed_bf16),

@@ -119,6 +119,29 @@ static void bytes_per_step_by_hand(void **state) {
     assert_int_equal(p.l[0].shared_masters, 0);
 }
 
+/* HiZOO against MeZO on the same request, by hand: 4 bytes of curvature a parameter in the
+ * engine (opt-tiny: 3,448,704 of them), 3 forwards a step where MeZO runs 2 (P = 1: 1.5x
+ * the GFLOP; P = 2: 2x), L0's loss pairs exchanged too, and no shared masters. */
+static void hizoo_by_hand(void **state) {
+    (void)state;
+    dz_error err = {0};
+    dz_plan mezo, hizoo;
+    dz_plan_request r = request(1, 2, 4096);
+    r.batch = 16;
+    assert_int_equal(dz_plan_make(&r, &mezo, &err), DZ_OK);
+    r.estimator = DZ_ZO_HIZOO;
+    assert_int_equal(dz_plan_make(&r, &hizoo, &err), DZ_OK);
+    assert_int_equal(mezo.count, hizoo.count);
+    for (int k = 0; k < hizoo.count; k++) {
+        const dz_plan_layout *a = &mezo.l[k], *b = &hizoo.l[k];
+        assert_int_equal(a->shared_masters, 1);
+        assert_int_equal(b->shared_masters, 0);
+        assert_true(b->engine - a->engine - a->node_work == 4.0 * 3448704);
+        assert_true(fabs(b->gflop_per_rank / a->gflop_per_rank - (a->p == 1 ? 1.5 : 2.0)) < 1e-12);
+        assert_true(b->payload_per_rank == 2 * a->payload_per_rank);
+    }
+}
+
 /* opt-tiny: 2 layers of 49,984 parameters, token embedding 50272 x 64 (tied head),
  * positions 2050 x 64, final norm 2 x 64: 3,448,704 floats, each tensor a multiple of
  * 64 bytes, so the arena is 13,794,816 bytes. */
@@ -223,6 +246,7 @@ int main(void) {
         cmocka_unit_test(sizes_from_config_equal_allocated),
         cmocka_unit_test(layouts_enumerated),
         cmocka_unit_test(bytes_per_step_by_hand),
+        cmocka_unit_test(hizoo_by_hand),
         cmocka_unit_test(memory_sums_by_hand),
         cmocka_unit_test(feasibility_and_recommendation),
         cmocka_unit_test(bad_requests_name_the_flag),

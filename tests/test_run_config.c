@@ -150,8 +150,8 @@ static void readable_and_exact(void **state) {
     }
 }
 
-/* An adapter's setting in a run.json or --config of a run that trains no such adapter is
- * refused by the check: it would be ignored and not written back (found by fuzz_run_config:
+/* An adapter's setting (or FZOO's directions) in a run.json or --config of a run that has
+ * no such adapter (estimator) is refused by the check: it would be ignored and not written back (found by fuzz_run_config:
  * "lora_rank": 0 with no "peft" parsed, and the written run.json read back as rank 8). */
 static int check_config_text(const char *text, dz_error *err) {
     char path[4096];
@@ -175,8 +175,9 @@ static void adapter_settings_need_their_adapter(void **state) {
     static const char *const json[] = {
         "{\"lora_rank\": 0}", "{\"lora_alpha\": 8}", "{\"lora_targets\": \"q\"}",
         "{\"peft\": \"prefix\", \"lora_rank\": 4}", "{\"prefix_tokens\": 7}",
-        "{\"peft\": \"lora\", \"prefix_tokens\": 7}"};
-    static const char *const named[] = {"lora_rank", "lora_rank", "lora_rank", "lora_rank", "prefix_tokens", "prefix_tokens"};
+        "{\"peft\": \"lora\", \"prefix_tokens\": 7}", "{\"fzoo_directions\": 4}"};
+    static const char *const named[] = {"lora_rank", "lora_rank", "lora_rank", "lora_rank", "prefix_tokens", "prefix_tokens",
+                                        "fzoo-directions"};
     for (size_t i = 0; i < sizeof json / sizeof json[0]; i++) {
         assert_int_equal(check_config_text(json[i], &err), DZ_ERR_INVALID);
         if (!strstr(err.msg, named[i])) fail_msg("%s: %s", json[i], err.msg);

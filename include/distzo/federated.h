@@ -73,6 +73,7 @@ typedef struct dz_fed_join_config {
     const char *save;        /* folder: the weights at the end, HF layout (NULL: not saved) */
     double retry_for;        /* seconds to keep retrying an unreachable coordinator (default 60) */
     const char *backend;     /* what the replica runs on (dz_backend_create; NULL: cpu) */
+    int keep_quantized;      /* an adapter run (--peft): a GGUF base held quantized (DZ_LOAD_KEEP_QUANTIZED) */
 } dz_fed_join_config;
 
 typedef struct dz_fed_join_event {

@@ -232,6 +232,9 @@ void dz_prefix_init_tokens(uint64_t seed, int vocab_size, int n, int *out);
 dz_status dz_lora_load(const char *dir, const dz_config *cfg, dz_model **out, dz_error *err);
 /* 1 when dir holds adapter_config.json. */
 int dz_lora_is_folder(const char *dir);
+/* A new adapter of adapter's layout (spec, table, base path), its tensors zero (f32, owned):
+ * where an adapter's masters live in a disk store, the copy a PEFT folder is written from. */
+dz_status dz_lora_alloc_like(const dz_model *adapter, dz_model **out, dz_error *err);
 /* An adapter model's spec (NULL for a model that is not an adapter). */
 const dz_lora_spec *dz_model_lora(const dz_model *m);
 /* W += (alpha / r) B A for every target, into base (f32, owned). */

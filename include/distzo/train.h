@@ -48,10 +48,12 @@ typedef struct dz_train_optim {
     int rademacher, fuse;     /* Rademacher +-1 instead of Gaussian z; updates fused into the next step */
     uint64_t seed;            /* run seed: the perturbations */
     int max_bad_steps;        /* stop after this many non-finite losses in a row */
-    dz_zo_estimator estimator; /* MeZO (default), Sparse-MeZO or LOZO (distzo/zo.h) */
+    dz_zo_estimator estimator; /* MeZO (default), Sparse-MeZO, LOZO, FZOO or HiZOO (distzo/zo.h) */
     float sparse_density;     /* sparse: fraction of each row perturbed */
     int lozo_rank, lozo_nu;   /* lozo: rank of U V^T, steps between refreshes of V */
+    float hizoo_smooth;       /* hizoo: the curvature's EMA weight alpha */
     int rng_v2;               /* --rng v2: ZO_RNG v2 (docs/ZO_RNG.md section 10); 0: v1 */
+    int fzoo_directions;      /* fzoo: one-sided directions per step; q must equal it, rademacher be 1 */
 } dz_train_optim;
 
 /* The engine's parameters for the run's optimizer settings. */

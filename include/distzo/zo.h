@@ -21,11 +21,23 @@ enum { DZ_ZO_MAX_Q = 64 };
  * SPARSE  Sparse-MeZO: MeZO's z on the sparse_density fraction of each row with the
  *         smallest |theta| (the mask recomputed from the current weights at every pass);
  * LOZO    low-rank z = U V^T / sqrt(r) per matrix: U (rows x r) of each draw, V (cols x r)
- *         of the step's window of lozo_nu steps, both Gaussian from the run seed.
+ *         of the step's window of lozo_nu steps, both Gaussian from the run seed;
+ * FZOO    FZOO (arXiv 2506.09034): q one-sided Rademacher directions sharing one unperturbed
+ *         loss l0, g_j = (l_j - l0) / (eps sigma), sigma the spread of the q losses
+ *         (src/zo/fzoo.c); q >= 2, rademacher must be 1.
+ * HIZOO   HiZOO (arXiv 2402.15173): every tensor's z over sqrt(H), H a diagonal Hessian
+ *         estimate (one f32 per parameter, from 1) moved each step by a third forward
+ *         L0 at theta: H = (1 - a) H + c H z^2, c = a |L+ + L- - 2 L0| / (2 eps^2), and
+ *         the update g z / sqrt(H). c is logged beside g (dz_zo_log_values), so the seed
+ *         log replays H too; the state is dz_zo_curvature's.
  * Every choice is a pure function of (seed, step, weights): the seed log replays it. */
-typedef enum dz_zo_estimator { DZ_ZO_MEZO = 0, DZ_ZO_SPARSE = 1, DZ_ZO_LOZO = 2 } dz_zo_estimator;
+typedef enum dz_zo_estimator {
+    DZ_ZO_MEZO = 0, DZ_ZO_SPARSE = 1, DZ_ZO_LOZO = 2, DZ_ZO_FZOO = 3, DZ_ZO_HIZOO = 4
+} dz_zo_estimator;
 enum { DZ_ZO_LOZO_MAX_RANK = 16 };
-/* "mezo", "sparse", "lozo"; parse returns 0, or -1 for another name. */
+/* FZOO's directions per step unless told (--fzoo-directions). */
+enum { DZ_ZO_FZOO_DEFAULT_DIRECTIONS = 8 };
+/* "mezo", "sparse", "lozo", "fzoo", "hizoo"; parse returns 0, or -1 for another name. */
 const char *dz_zo_estimator_name(dz_zo_estimator e);
 int dz_zo_estimator_parse(const char *name, dz_zo_estimator *out);
 
@@ -39,6 +51,7 @@ typedef struct dz_zo_params {
     dz_zo_estimator estimator;
     float sparse_density; /* SPARSE: fraction of each row perturbed, (0, 1] */
     int lozo_rank, lozo_nu; /* LOZO: rank r (1..DZ_ZO_LOZO_MAX_RANK), V refreshed every nu steps */
+    float hizoo_smooth; /* HIZOO: the curvature's EMA weight alpha, (0, 1) */
     int rng_v2;      /* 1: ZO_RNG v2 z (docs/ZO_RNG.md section 10); 0: v1 */
     size_t max_device_bytes; /* a device backend's memory cap (--max-device-memory; 0: none): above it the
                               * layer masters stay in host memory and stream through the device */
@@ -105,7 +118,7 @@ typedef struct dz_zo_step_time {
 
 typedef struct dz_zo_step_result {
     double loss_plus[DZ_ZO_MAX_Q], loss_minus[DZ_ZO_MAX_Q];
-    float g[DZ_ZO_MAX_Q];
+    float g[DZ_ZO_MAX_Q + 1]; /* g[q]: HiZOO's curvature step c (dz_zo_log_values) */
     int finite;      /* 0: some loss was not finite; no update was recorded */
     dz_zo_step_time time;
 } dz_zo_step_result;
@@ -208,6 +221,14 @@ typedef struct dz_zo_parallel {
 } dz_zo_parallel;
 /* Floats in one working copy (the largest layer block). */
 size_t dz_zo_block_floats(const dz_zo_engine *e);
+
+/* Values a step's seed-log record holds: q projected gradients, and for HIZOO the
+ * curvature step c after them (the step result's g[q]; dz_zo_apply reads it there). */
+int dz_zo_log_values(const dz_zo_params *p);
+/* HIZOO's curvature state H (flush first): one f32 per element of every tensor of the
+ * engine's model in table order, *n of them; NULL for another estimator. A checkpoint
+ * saves it beside the weights and a resume writes it back before replaying the log. */
+float *dz_zo_curvature(dz_zo_engine *e, size_t *n);
 /* Call before the first step; p is copied. */
 dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz_error *err);
 /* A 64-bit checksum of the master weights (flushed first) into *sum: the sum over this

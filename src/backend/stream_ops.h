@@ -33,6 +33,20 @@ typedef struct dz_stream_ops {
     void (*wait)(const dz_backend *be, dz_lane lane, int m);
     /* The host waits for the work of every lane. */
     void (*drain)(const dz_backend *be);
+    /* DistZO2's sliced upload (optional: NULL where the backend has none; the CUDA
+     * instance's). seam: the dz_cuda_seam the instance runs on, through which the node's
+     * NCCL group is joined (src/parallel/gpu_group.c); set_node: this GPU is member `comm`
+     * (a dz_cuda_comm), rank `rank` of the node's n GPUs; node_gpus: n (1 until set_node)
+     * and *rank. upload_node: bytes [0, n) of host src, the same node-shared pinned memory
+     * on every GPU of the node, into the buffer dst on each (it holds n rounded up to a
+     * multiple of the GPUs): this GPU uploads its slice, bytes [r c, (r + 1) c) with
+     * c = ceil(n / GPUs), on UPLOAD, and an all-gather on UPLOAD brings the others' slices,
+     * so UPLOAD's later work and marks come after both. Every GPU of the node calls it for
+     * the same blocks in the same order (a collective). */
+    void *(*seam)(const dz_backend *be);
+    void (*set_node)(const dz_backend *be, void *comm, int rank, int n);
+    int (*node_gpus)(const dz_backend *be, int *rank);
+    void (*upload_node)(const dz_backend *be, void *dst, const void *src, size_t n);
 } dz_stream_ops;
 
 #endif

@@ -177,6 +177,7 @@ typedef struct dz_zo_update {
     float lr;
     float wd;
     uint32_t step;
+    float curv; /* HiZOO (src/pipeline/hessian_z.c): the curvature step c; else unused */
 } dz_zo_update;
 
 #endif

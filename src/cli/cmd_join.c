@@ -43,6 +43,7 @@ int dz_cmd_join(int argc, char **argv) {
         {"checksum-file", DZ_OPT_STR, &checksum_file, "file to write the replica's final checksum to (16 hex digits)"},
         {"retry-for", DZ_OPT_FLOAT, &retry_for, "seconds to keep retrying an unreachable coordinator (default 60)"},
         dz_cli_threads_option(&threads, NULL),
+        dz_cli_keep_quantized_option(&c.keep_quantized),
         dz_cli_backend_option(&c.backend),
         dz_cli_gpu_math_option(&gpu_math),
         dz_cli_gpus_option(&gpus),

@@ -66,7 +66,9 @@ static void print_table(const char *model, const dz_plan_request *r, const dz_pl
         return;
     }
     const dz_plan_layout *B = &p->l[p->best];
-    printf("\nrecommended: P%d x D%d: mpirun -np %d distzo train --pertp %d --dp %d ...\n", B->p, B->d, B->n, B->p, B->d);
+    const char *hizoo = r->estimator == DZ_ZO_HIZOO && B->n > 1 ? " --estimator hizoo --node-size 1" : ""; /* a replica each */
+    printf("\nrecommended: P%d x D%d: mpirun -np %d distzo train --pertp %d --dp %d%s ...\n", B->p, B->d, B->n, B->p,
+           B->d, hizoo);
 }
 
 static const dz_cmd_spec plan_cmd = {
@@ -85,6 +87,7 @@ int dz_cmd_plan(int argc, char **argv) {
     r.batch = tc.optim.batch, r.eval_batch = tc.schedule.eval_batch, r.q = tc.optim.q;
     r.share_prompts = tc.data.share_prompts;
     r.lozo_rank = tc.optim.lozo_rank;
+    int fzoo_directions = tc.optim.fzoo_directions;
     r.seq = DZ_OPT_UNSET; /* 64, or the model's maximum, unless given */
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model folder or llama2.c .bin (only its config is read), or a preset name"},
@@ -97,7 +100,9 @@ int dz_cmd_plan(int argc, char **argv) {
         {"labels", DZ_OPT_INT, &r.labels, "candidate labels per example (default 2)"},
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"spsa-samples", DZ_OPT_INT, &r.q, "perturbations per step (default 1)"},
-        {"estimator", DZ_OPT_STR, &estimator, "mezo (default), sparse or lozo: what the estimator keeps counts in the engine"},
+        {"estimator", DZ_OPT_STR, &estimator, "mezo (default), sparse, lozo, fzoo or hizoo: what the estimator keeps counts in "
+         "the engine (hizoo: 4 bytes a trainable parameter), fzoo's N + 1 and hizoo's 3 forwards in the work"},
+        {"fzoo-directions", DZ_OPT_INT, &fzoo_directions, "fzoo: directions per step (default 8)"},
         {"lozo-rank", DZ_OPT_INT, &r.lozo_rank, "lozo: rank of U V^T (default 2)"},
         dz_cli_threads_option(&r.threads, "threads per rank (default: this machine's cores)"),
         {"overhead-mb", DZ_OPT_FLOAT, &overhead_mb, "fixed MB per process (default: measured, see docs/PLANNER.md)"},
@@ -117,7 +122,10 @@ int dz_cmd_plan(int argc, char **argv) {
     if (dz_dtype_parse(master, &r.master) != 0 || (r.master != DZ_F32 && r.master != DZ_BF16))
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
     if (dz_zo_estimator_parse(estimator, &r.estimator) != 0)
-        return dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", estimator);
+        return dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", estimator);
+    if (r.estimator == DZ_ZO_FZOO && (fzoo_directions < 2 || fzoo_directions > DZ_ZO_MAX_Q))
+        return dz_cli_failf("option --fzoo-directions: %d is outside 2..%d", fzoo_directions, DZ_ZO_MAX_Q);
+    if (r.estimator == DZ_ZO_FZOO) r.q = fzoo_directions; /* its samples per step, as train sets them */
     if (r.lozo_rank < 1 || r.lozo_rank > DZ_ZO_LOZO_MAX_RANK)
         return dz_cli_failf("option --lozo-rank: %d is outside 1..%d", r.lozo_rank, DZ_ZO_LOZO_MAX_RANK);
     if (r.q > DZ_ZO_MAX_Q) return dz_cli_failf("option --spsa-samples: %d is above %d", r.q, DZ_ZO_MAX_Q);

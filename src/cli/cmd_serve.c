@@ -62,7 +62,7 @@ int dz_cmd_serve(int argc, char **argv) {
     dz_cli_train_values v = dz_cli_train_values_default();
     const char *model = NULL, *out = NULL, *code = "byte", *sampling = NULL, *gpu_math = NULL;
     dz_cli_gpus gpus = DZ_CLI_GPUS_UNSET;
-    int threads = 0, seed_pool = DZ_OPT_UNSET;
+    int threads = 0, seed_pool = DZ_OPT_UNSET, keep_quantized = 0;
     float round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
     const dz_opt own[] = {
         {"out", DZ_OPT_STR, &out, "run folder: run.json, federated.json, seeds.log, metrics.jsonl"},
@@ -85,6 +85,8 @@ int dz_cmd_serve(int argc, char **argv) {
         {"seed-pool", DZ_OPT_INT, &seed_pool, "FedKSeed: perturbations only from K seeds; a joining worker downloads K "
          "scalars, not the log (K = 1..2^21; default off, 4096 with --seed-sampling)"},
         {"seed-sampling", DZ_OPT_STR, &sampling, "the pool's seed draw: uniform (default) or importance (FedKSeed-Pro)"},
+        DZ_CLI_PEFT_OPTIONS(t),
+        dz_cli_keep_quantized_option(&keep_quantized),
         {"linger", DZ_OPT_FLOAT, &linger, "seconds to keep serving after the last round for workers to catch up (default 10)"},
         {"test", DZ_OPT_STR, &t->data.test, "labelled examples of the coordinator's own (workers never see them): the replica's accuracy on them goes to metrics.jsonl"},
         {"eval-every", DZ_OPT_INT, &t->schedule.eval_every, "with --test: rounds between evaluations (default 0: at the end); "
@@ -111,6 +113,12 @@ int dz_cmd_serve(int argc, char **argv) {
     if (!(linger >= 0.0f)) return dz_cli_failf("option --linger: %g is negative", (double)linger);
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
     if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;
+    if ((rc = dz_cli_refuse_adapter_alone(t, argc, argv))) return rc;
+    /* on --resume the run's run.json says whether it trains an adapter (the coordinator checks) */
+    t->peft.keep_quantized = keep_quantized && (c.resume || (t->peft.method && strcmp(t->peft.method, "none")));
+    if (keep_quantized && !t->peft.keep_quantized)
+        return dz_cli_failf("option --keep-quantized: a federated run of every parameter updates the base, which a "
+                            "quantized base held as loaded cannot take: add --peft lora or prefix, or leave it out");
     static char abs_test[PATH_MAX];
     if (t->data.test && realpath(t->data.test, abs_test)) t->data.test = abs_test;
     t->data.train = NULL;

@@ -203,19 +203,14 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"data", DZ_OPT_STR, &t->data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
         {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: dev.tsv beside the training file)"},
         {"tokenizer", DZ_OPT_STR, &c->tokenizer, "tokenizer (default: the model's own)"},
-        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row) or lozo (low-rank z = U V^T)"},
+        {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row), lozo (low-rank z = U V^T), fzoo (FZOO: N one-sided Rademacher directions, normalized) or "
+         "hizoo (HiZOO: z and update over sqrt of a diagonal Hessian estimate; 3 forwards a step, 4 bytes a parameter)"},
+        {"fzoo-directions", DZ_OPT_INT, &c->optim.fzoo_directions, "fzoo: directions per step, N + 1 forwards (default 8)"},
         {"sparse-density", DZ_OPT_FLOAT, &c->optim.sparse_density, "sparse: fraction of each weight row perturbed (default 0.25)"},
         {"lozo-rank", DZ_OPT_INT, &c->optim.lozo_rank, "lozo: rank of U V^T (default 2)"},
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
-        {"peft", DZ_OPT_STR, &c->peft.method, "none (default: every parameter), lora (a LoRA adapter) or prefix "
-         "(prefix tuning): train an adapter over the read-only base (docs/ADAPTERS.md)"},
-        {"prefix-tokens", DZ_OPT_INT, &c->peft.prefix_tokens, "prefix: virtual tokens per layer (default 5, MeZO's), "
-         "initialized from the keys and values of real tokens drawn from the seed"},
-        {"lora-rank", DZ_OPT_INT, &c->peft.lora_rank, "lora: r (default 8)"},
-        {"lora-alpha", DZ_OPT_FLOAT, &c->peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},
-        {"lora-targets", DZ_OPT_STR, &c->peft.lora_targets, "lora: modules, q,v by default (q k v o up gate down, or "
-         "q_proj k_proj v_proj o_proj up_proj gate_proj down_proj)"},
-        {"lora-dropout", DZ_OPT_FLOAT, &c->peft.lora_dropout, "lora: only 0 (a ZO step has no dropout)"},
+        DZ_CLI_PEFT_OPTIONS(c),
+        {"hizoo-smooth", DZ_OPT_FLOAT, &c->optim.hizoo_smooth, "hizoo: EMA weight alpha of the Hessian estimate (default 1e-6)"},
         {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora, prefix: start from this PEFT folder (its r, alpha and "
          "targets, or its num_virtual_tokens, must be the run's) instead of the init; run.json keeps the path, as it "
          "keeps --model's"},
@@ -267,18 +262,17 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
 }
 
-/* A --lora-* or --prefix-* option on the command line of a run that trains no such
- * adapter says so (it would be ignored). */
-static int refuse_lora_alone(const dz_train_config *c, int argc, char **argv) {
-    const char *m = c->peft.method && strcmp(c->peft.method, "none") ? c->peft.method : NULL;
-    static const char *const kinds[][2] = {{"--lora-", "lora"}, {"--prefix-", "prefix"}};
+/* --estimator fzoo: its directions are the step's samples (q), Rademacher (a resumed
+ * run's run.json has both). */
+static int fzoo_settings(dz_train_config *c, int resumed, int argc, char **argv) {
+    dz_train_optim *o = &c->optim;
+    if (o->estimator != DZ_ZO_FZOO || resumed) return 0;
+    if (o->q != 1 && o->q != o->fzoo_directions)
+        return dz_cli_failf("option --spsa-samples: --estimator fzoo takes its samples per step from --fzoo-directions");
     for (int i = 1; i < argc; i++)
-        for (int k = 0; k < 2; k++) {
-            if (strncmp(argv[i], kinds[k][0], strlen(kinds[k][0])) || (m && !strcmp(m, kinds[k][1]))) continue;
-            if (m && strcmp(m, "lora") && strcmp(m, "prefix")) return 0; /* refused by the settings check */
-            return dz_cli_failf("option %.*s: the run trains %s (give --peft %s for that adapter)",
-                                (int)strcspn(argv[i], "="), argv[i], m ? m : "every parameter", kinds[k][1]);
-        }
+        if (!strncmp(argv[i], "--perturbation", 14) && !o->rademacher)
+            return dz_cli_failf("option --perturbation: --estimator fzoo perturbs with Rademacher directions only");
+    o->q = o->fzoo_directions, o->rademacher = 1;
     return 0;
 }
 
@@ -332,14 +326,15 @@ int dz_cmd_train(int argc, char **argv) {
                           "or leave the option out (the GGUF is then dequantized at load)");
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
-        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse or lozo", t.estimator);
+        rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
+    if (!rc) rc = fzoo_settings(&c, t.resume || t.resume_from, argc, argv);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;
         c.out_dir = t.out;
         /* --resume-from: the old run's run.json is the config, its values the run's own */
         rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
-        if (!rc) rc = refuse_lora_alone(&c, argc, argv);
+        if (!rc) rc = dz_cli_refuse_adapter_alone(&c, argc, argv);
     }
     dz_cli_gpu_math_join(&c.layout.backend, t.gpu_math);
     if (!rc) rc = train_run(&c, &t);

@@ -98,3 +98,16 @@ int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_
     if (c->tokenizer && realpath(c->tokenizer, abs_tok)) c->tokenizer = abs_tok;
     return 0;
 }
+
+int dz_cli_refuse_adapter_alone(const dz_train_config *c, int argc, char **argv) {
+    const char *m = c->peft.method && strcmp(c->peft.method, "none") ? c->peft.method : NULL;
+    static const char *const kinds[][2] = {{"--lora-", "lora"}, {"--prefix-", "prefix"}};
+    for (int i = 1; i < argc; i++)
+        for (int k = 0; k < 2; k++) {
+            if (strncmp(argv[i], kinds[k][0], strlen(kinds[k][0])) || (m && !strcmp(m, kinds[k][1]))) continue;
+            if (m && strcmp(m, "lora") && strcmp(m, "prefix")) return 0; /* refused by the settings check */
+            return dz_cli_failf("option %.*s: the run trains %s (give --peft %s for that adapter)",
+                                (int)strcspn(argv[i], "="), argv[i], m ? m : "every parameter", kinds[k][1]);
+        }
+    return 0;
+}

@@ -20,6 +20,23 @@ typedef enum dz_cli_train_command { DZ_CLI_TRAIN, DZ_CLI_SERVE } dz_cli_train_co
 
 enum { DZ_CLI_TRAIN_OPTS = 21 }; /* the entries dz_cli_train_options writes */
 
+/* The adapter's options (docs/ADAPTERS.md), train's and serve's alike, bound to c: a
+ * federated run's workers build the adapter its run.json names. */
+#define DZ_CLI_PEFT_OPTIONS(c)                                                                                       \
+    {"peft", DZ_OPT_STR, &(c)->peft.method, "none (default: every parameter), lora (a LoRA adapter) or prefix "      \
+     "(prefix tuning): train an adapter over the read-only base (docs/ADAPTERS.md)"},                               \
+    {"prefix-tokens", DZ_OPT_INT, &(c)->peft.prefix_tokens, "prefix: virtual tokens per layer (default 5, MeZO's), " \
+     "initialized from the keys and values of real tokens drawn from the seed"},                                    \
+    {"lora-rank", DZ_OPT_INT, &(c)->peft.lora_rank, "lora: r (default 8)"},                                         \
+    {"lora-alpha", DZ_OPT_FLOAT, &(c)->peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},       \
+    {"lora-targets", DZ_OPT_STR, &(c)->peft.lora_targets, "lora: modules, q,v by default (q k v o up gate down, or " \
+     "q_proj k_proj v_proj o_proj up_proj gate_proj down_proj)"},                                                   \
+    {"lora-dropout", DZ_OPT_FLOAT, &(c)->peft.lora_dropout, "lora: only 0 (a ZO step has no dropout)"}
+
+/* A --lora-* or --prefix-* option among argv when the run trains no such adapter (it would
+ * be ignored): 0, or the exit status after naming it. */
+int dz_cli_refuse_adapter_alone(const dz_train_config *c, int argc, char **argv);
+
 /* The defaults of the values (f32, gaussian, constant, seed 0, data seed 42, no weight decay). */
 dz_cli_train_values dz_cli_train_values_default(void);
 /* Writes the shared options (task, prompt, optimiser, seeds, master dtype) into out

@@ -17,11 +17,14 @@
 #include "federated/protocol.h"
 #include "federated/replica.h"
 #include "federated/settings.h"
+#include "run/peft.h"
 #include "run/run_files.h"
 #include "run/seed_pool.h"
 #include "run/seedlog.h"
 #include "run/setup.h"
 
+/* The log's header; an adapter run's fingerprint is its layout, as train writes it, so that
+ * export and resume replay it onto that adapter alone (the base is federated.json's). */
 static dz_seedlog_header log_header(const coordinator *c) {
     dz_seedlog_header h = {.run_seed = c->train.optim.seed, .q = c->log_q,
                            .dist = c->train.optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
@@ -31,6 +34,9 @@ static dz_seedlog_header log_header(const coordinator *c) {
     snprintf(text, sizeof text, "federated %016" PRIx64, c->fingerprint);
     if (c->fed.seed_pool) dz_seed_pool_log_tag(c->fed.seed_pool, text, h.fingerprint); /* export reads it as a pool run's */
     else memcpy(h.fingerprint, text, strlen(text) + 1);
+    dz_lora_spec spec;
+    if (c->setup && dz_train_peft_lora(&c->train, &spec))
+        dz_train_log_fingerprint(&c->train, dz_model_config(dz_setup_base_model(c->setup)), h.fingerprint);
     return h;
 }
 
@@ -51,7 +57,9 @@ static dz_status load_evaluator(coordinator *c, dz_error *err) {
 /* The replica over the base model, and its fingerprint. */
 static dz_status load_base(coordinator *c, dz_error *err) {
     const dz_train_config *t = &c->train;
-    const dz_weights_spec ws = {.path = t->model, .master_dtype = t->store.master_dtype};
+    dz_weights_spec ws = {.path = t->model, .master_dtype = t->store.master_dtype};
+    dz_lora_spec lora;
+    dz_train_peft_weights(t, &ws, &lora); /* --peft: the adapter over the read-only base */
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
         .zo = {.seed = t->optim.seed, .eps = t->optim.eps, .q = t->optim.q, .rademacher = t->optim.rademacher, .rng_v2 = t->optim.rng_v2,
@@ -60,7 +68,7 @@ static dz_status load_base(coordinator *c, dz_error *err) {
     };
     dz_status st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
     if (st == DZ_OK && !c->eval) st = dz_setup_engine(c->setup, &es, err);
-    if (st == DZ_OK) st = dz_fed_fingerprint(dz_setup_model(c->setup), dz_setup_zo_engine(c->setup), &c->fingerprint, err);
+    if (st == DZ_OK) st = dz_fed_fingerprint(c->setup, &c->fingerprint, err);
     char tok_path[4200];
     if (st == DZ_OK && t->schedule.checkpoint_every > 0 && !c->tok &&
         (t->tokenizer || dz_setup_base_tokenizer(t->model, tok_path, sizeof tok_path, NULL) == DZ_OK) &&
@@ -91,8 +99,12 @@ static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_erro
 dz_status dz_fed_coord_start_run(coordinator *c, int *lock_fd, dz_error *err) {
     char path[4200];
     dz_status st = dz_train_config_check(&c->train, err);
-    if (st == DZ_OK && c->train.peft.method && strcmp(c->train.peft.method, "none"))
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft %s: federated runs train every parameter today (docs/ADAPTERS.md)",
+    if (st == DZ_OK && c->train.optim.estimator == DZ_ZO_HIZOO)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--estimator hizoo: federated runs (serve/join) do not carry its third "
+                     "forward and curvature state; train it with distzo train (one process or mpirun --node-size 1)");
+    if (st == DZ_OK && c->fed.seed_pool && c->train.peft.method && strcmp(c->train.peft.method, "none"))
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--seed-pool with --peft %s: a K-seed pool's scalars are kept for full "
+                     "models only (docs/ADAPTERS.md); leave out --seed-pool (an adapter's log is small anyway)",
                      c->train.peft.method);
     if (st == DZ_OK) st = dz_fed_settings_check(&c->fed, (int)c->q, err);
     const int made = st == DZ_OK && !dz_is_dir(c->run_dir);
@@ -132,9 +144,15 @@ dz_status dz_fed_coord_resume_run(coordinator *c, int steps, int *lock_fd, char 
     char path[4200];
     uint64_t fp = 0;
     const dz_train_layout layout = c->train.layout; /* where it runs: this start's, not in run.json */
+    const int keep_quantized = c->train.peft.keep_quantized; /* likewise (the same bits either way) */
     dz_status st = dz_run_lock(c->run_dir, lock_fd, err);
     if (st == DZ_OK) st = dz_run_config_read(c->run_dir, &c->train, strings, err);
     c->train.layout = layout;
+    c->train.peft.keep_quantized = keep_quantized;
+    dz_lora_spec adapter;
+    if (st == DZ_OK && keep_quantized && !dz_train_peft_lora(&c->train, &adapter))
+        st = dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: %s trains every parameter, which a quantized base held as "
+                     "loaded cannot take; leave the option out", c->run_dir);
     if (st == DZ_OK) st = dz_fed_settings_read(c->run_dir, &c->fed, &fp, err);
     c->train.out_dir = c->run_dir;
     if (st == DZ_OK && steps > c->train.optim.steps) {

@@ -6,11 +6,16 @@
 #include <stdint.h>
 
 #include "distzo/model.h"
+#include "distzo/setup.h"
 #include "distzo/zo.h"
 
-/* The base model: its tensor table (names, shapes), master dtype and a checksum of every
- * byte of its weights (dz_zo_checksum_slice). Call before any record is applied. */
-dz_status dz_fed_fingerprint(const dz_model *m, dz_zo_engine *e, uint64_t *out, dz_error *err);
+/* The replica's start: the trained model's tensor table (names, shapes), master dtype and
+ * a checksum of every byte of its weights (dz_zo_checksum_slice); under an adapter (--peft)
+ * that is the adapter's, and the read-only base's table and every weight (read as f32
+ * rows, so a base kept quantized and one dequantized at load agree) join it, since a
+ * LoRA's start (A from the seed, B = 0) says nothing of the base. Call before any record
+ * is applied. */
+dz_status dz_fed_fingerprint(dz_zo_setup *s, uint64_t *out, dz_error *err);
 /* One record of the run (a round): bitwise what every replica does with it. */
 dz_status dz_fed_apply(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err);
 /* The replica's checksum (what the coordinator sends with each round). */

@@ -22,6 +22,7 @@
 #include "federated/http.h"
 #include "federated/protocol.h"
 #include "federated/replica.h"
+#include "run/peft.h"
 #include "run/prepare.h"
 #include "run/run_files.h"
 #include "run/seed_pool.h"
@@ -131,10 +132,18 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_FORMAT, "the coordinator's run has %d samples per step but %u slots per round",
                        c->optim.q, w->info.q);
     if ((st = dz_train_config_check(c, err)) != DZ_OK) return st;
+    dz_lora_spec adapter;
+    if (w->cfg->keep_quantized && !dz_train_peft_lora(c, &adapter))
+        return dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: the coordinator's run trains every parameter, which a "
+                       "quantized base held as loaded cannot take; leave the option out");
+    c->peft.keep_quantized = w->cfg->keep_quantized; /* the same bits: a choice of memory, not in run.json */
+    if (c->optim.estimator == DZ_ZO_HIZOO) /* a coordinator refuses it first: this is an older or foreign one */
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--estimator hizoo is not supported by federated runs (its third "
+                       "forward and curvature state are not in the protocol): join a mezo run");
     if ((st = dz_prepare(&w->comp, &w->data, c->model, 0, err)) != DZ_OK) return st;
     if (w->data.objective == DZ_OBJ_F1) /* a slot is one dual forward: no decoding under the perturbations */
         return dz_fail(err, DZ_ERR_INVALID, "--objective f1 is not supported by federated workers (ce or accuracy are)");
-    if ((st = dz_fed_fingerprint(w->comp.m, w->comp.e, &w->fingerprint, err)) != DZ_OK) return st;
+    if ((st = dz_fed_fingerprint(w->comp.setup, &w->fingerprint, err)) != DZ_OK) return st;
     if (w->fingerprint != w->info.fingerprint)
         return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
                        "): pass --model with the model the coordinator serves (%s master weights)", c->model,

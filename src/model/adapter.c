@@ -101,6 +101,11 @@ dz_status dz_lora_create(const dz_config *cfg, const dz_lora_spec *spec, uint64_
     return st;
 }
 
+dz_status dz_lora_alloc_like(const dz_model *adapter, dz_model **out, dz_error *err) {
+    if (!adapter->is_lora) return dz_fail(err, DZ_ERR_INVALID, "adapter copy: %s is not an adapter", adapter->path);
+    return dz_lora_alloc(&adapter->cfg, &adapter->lora, adapter->path, adapter->lora_base, out, err);
+}
+
 const dz_lora_spec *dz_model_lora(const dz_model *m) { return m->is_lora ? &m->lora : NULL; }
 
 /* W[o, :] += s * sum_k B[o, k] A[k, :], in double per element, rounded once. */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/stream_ops.h"
+
 /* What node rank 0 broadcasts: the id, or that it could not make one (so the node's other
  * ranks fail with it instead of waiting in ncclCommInitRank for a rank that never comes). */
 typedef struct node_id {
@@ -64,6 +66,26 @@ dz_status dz_gpu_group_leave(dz_cuda_seam *s, dz_gpu_group *g, dz_error *err) {
     const int status = g->comm ? s->comm_destroy(s, g->comm) : DZ_CUDA_OK;
     g->comm = NULL;
     return status == DZ_CUDA_OK ? DZ_OK : seam_fail(s, status, "leaving the node's NCCL group", err);
+}
+
+static dz_cuda_seam *backend_seam(const dz_backend *be) {
+    return be && be->streams && be->streams->seam && be->streams->set_node ? be->streams->seam(be) : NULL;
+}
+
+dz_status dz_gpu_group_join_backend(dz_comm *c, const dz_backend *be, dz_gpu_group *g, dz_error *err) {
+    memset(g, 0, sizeof *g);
+    dz_cuda_seam *s = backend_seam(be);
+    if (!s || !c || dz_comm_node_size(c) < 2) return DZ_OK;
+    dz_status st = dz_gpu_group_join(c, s, g, err);
+    if (st == DZ_OK) be->streams->set_node(be, g->comm, g->rank, g->nranks);
+    return st;
+}
+
+dz_status dz_gpu_group_leave_backend(const dz_backend *be, dz_gpu_group *g, dz_error *err) {
+    dz_cuda_seam *s = backend_seam(be);
+    if (!s || !g->comm) return DZ_OK;
+    be->streams->set_node(be, NULL, 0, 0);
+    return dz_gpu_group_leave(s, g, err);
 }
 
 dz_status dz_node_block_pin(dz_cuda_seam *s, void *base, size_t bytes, dz_error *err) {

@@ -12,6 +12,7 @@
 #ifndef DZ_PARALLEL_GPU_GROUP_H
 #define DZ_PARALLEL_GPU_GROUP_H
 
+#include "backend/backend.h"
 #include "backend/cuda/cuda_seam.h"
 #include "parallel/comm.h"
 
@@ -27,6 +28,14 @@ typedef struct dz_gpu_group {
  * NCCL takes each GPU once per communicator. */
 dz_status dz_gpu_group_join(dz_comm *c, dz_cuda_seam *s, dz_gpu_group *g, dz_error *err);
 dz_status dz_gpu_group_leave(dz_cuda_seam *s, dz_gpu_group *g, dz_error *err);
+
+/* A run's backend joins the node's group for DistZO2's sliced upload (src/run/setup.c):
+ * where it can (be->streams->seam: the CUDA instance) and the node has several ranks, the
+ * group is joined on the backend's seam and handed to the backend (set_node), whose
+ * upload_node then shares each layer's upload with the node's GPUs. Nothing otherwise
+ * (g->comm stays NULL). Every rank of the node calls it. leave undoes it. */
+dz_status dz_gpu_group_join_backend(dz_comm *c, const dz_backend *be, dz_gpu_group *g, dz_error *err);
+dz_status dz_gpu_group_leave_backend(const dz_backend *be, dz_gpu_group *g, dz_error *err);
 
 /* Pins [base, base + bytes) of node-shared memory (dz_comm_node_alloc's: with --store ram
  * under MPI, the masters that every GPU of the node slices its upload from) for this rank's

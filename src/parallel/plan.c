@@ -64,7 +64,8 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     const int n = L->n, R = r->ranks_per_node;
     L->local_batch = (r->batch + L->d - 1) / L->d; /* the critical path: the largest share */
     L->signs = L->p == 1 ? 2 : 1;
-    L->shared_masters = !r->disk_store && R > 1;
+    const int hizoo = r->estimator == DZ_ZO_HIZOO; /* a third forward (L0); a curvature state per replica */
+    L->shared_masters = !r->disk_store && R > 1 && !hizoo;
     /* memory: what the trainer's setup() allocates for this rank's share */
     const int rows = L->local_batch * r->labels, max_batch = rows > r->eval_batch ? rows : r->eval_batch;
     size_t row_floats = 0;
@@ -89,20 +90,27 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     } else {
         L->node_peak = R * L->rank_peak;
     }
-    /* per step: one allreduce of q x 2 signs x B (loss, weight) doubles */
+    /* FZOO: q + 1 passes (l0 and one per direction), each one +eps forward; HiZOO: the L0
+     * pass (one forward a rank) then the pair, its pairs in 4 slots; else q of both signs */
+    const int fzoo = r->estimator == DZ_ZO_FZOO;
+    const double passes = fzoo ? r->q + 1 : hizoo ? 2 : r->q, slots = fzoo ? r->q + 1 : hizoo ? 4 : 2 * r->q;
+    const double forwards = fzoo ? r->q + 1 : hizoo ? L->signs + 1 : r->q * L->signs;
+    /* per step: one allreduce of slots x B (loss, weight) doubles */
     if (n > 1) {
-        L->payload_per_rank = 8.0 * r->q * 2 * 2 * r->batch;
+        L->payload_per_rank = 8.0 * slots * 2 * r->batch;
         L->wire_per_rank = 2.0 * (n - 1) / n * L->payload_per_rank;
         L->wire_total = n * L->wire_per_rank;
     }
     L->barriers = L->shared_masters ? 2 * r->cfg.n_layers + 2 : 0; /* around each block's sliced fill */
-    L->gflop_per_rank = r->q * L->signs * sign_flops(r, L->local_batch) / 1e9;
+    L->gflop_per_rank = forwards * sign_flops(r, L->local_batch) / 1e9;
     /* w+ and w- whatever the signs; a node's ranks split the layers' working copies */
-    L->perturbed = r->q * 2.0 * (s->layers / (L->shared_masters ? R : 1) + s->head + s->small_globals);
+    L->perturbed = passes * 2.0 * (s->layers / (L->shared_masters ? R : 1) + s->head + s->small_globals);
     L->updated = ceil(s->all / (L->shared_masters ? R : 1));
     /* feasibility */
     L->feasible = 1;
-    if (r->disk_store && n > 1)
+    if (fzoo && L->p > 1)
+        snprintf(L->why, sizeof L->why, "--estimator fzoo's forwards are one-sided: no +/- pair for --pertp %d", L->p);
+    else if (r->disk_store && n > 1)
         snprintf(L->why, sizeof L->why, "--store disk runs in one process today (%d ranks asked)", n);
     else if (r->batch < L->d)
         snprintf(L->why, sizeof L->why, "--batch %d is smaller than the %d data-parallel groups", r->batch, L->d);

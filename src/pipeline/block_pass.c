@@ -19,7 +19,9 @@ static dz_zo_update update_for(const dz_pipeline *p, int id) {
 void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
                           int apply) {
     const dz_zo_update u = update_for(p, id);
-    if (dz_sz_applies(p, id))
+    if (p->z.shape == DZ_PZ_HESSIAN)
+        dz_hz_span(p, id, i0, n, th, wp, wm, apply ? &u : NULL);
+    else if (dz_sz_applies(p, id))
         dz_sz_span(p, id, i0, n, th, wp, wm, apply ? &u : NULL);
     else if (dz_masters_bf16(p))
         p->be->ops->update_then_perturb_bf16(p->be, th, wp, wm, n, apply ? &u : NULL, p->z.eps, p->z.seed, (uint32_t)id,
@@ -31,7 +33,9 @@ void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, v
 
 void dz_pass_update_span(const dz_pipeline *p, const span *s, void *th) {
     const dz_zo_update u = update_for(p, s->id);
-    if (dz_sz_applies(p, s->id))
+    if (p->z.shape == DZ_PZ_HESSIAN)
+        dz_hz_span(p, s->id, s->i0, s->n, th, NULL, NULL, &u);
+    else if (dz_sz_applies(p, s->id))
         dz_sz_span(p, s->id, s->i0, s->n, th, NULL, NULL, &u);
     else if (dz_masters_bf16(p))
         p->be->ops->update_bf16(p->be, th, s->n, u.g, u.q, u.lr, u.wd, p->z.seed, (uint32_t)s->id, u.step, s->i0,

@@ -41,8 +41,25 @@ dz_pipeline_device_bytes dz_pipeline_device_need(const dz_model *m, const dz_for
     return b;
 }
 
+/* The layer masters in a disk store: streamed through one slot, whatever the cap (within it). */
+static dz_status choose_store(dz_pipeline *p, const dz_forward *f, size_t max_device_bytes, dz_error *err) {
+    const dz_pipeline_device_bytes b = dz_pipeline_device_need(p->m, f);
+    const size_t need = dz_pipeline_device_streamed(&b);
+    if (max_device_bytes && need > max_device_bytes)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: --max-device-memory %.2f MB: streaming the layers from the disk store "
+                       "needs %.2f MB on --backend %s: the global block's masters %.2f MB, one layer's masters %.2f MB, "
+                       "the working copies %.2f MB, the forward's buffers %.2f MB", mb(max_device_bytes), mb(need),
+                       p->be->name, mb(b.globals), mb(b.layer), mb(b.work), mb(b.forward));
+    p->res.stream = 1, p->res.slots = 1;
+    dz_log(DZ_LOG_INFO, "--store disk with --backend %s: the layer masters stay in the store; each pass reads a layer, "
+           "uploads it into one slot and writes it back (%.2f MB on the device, transfers in order with compute)",
+           p->be->name, mb(need));
+    return DZ_OK;
+}
+
 dz_status dz_dev_choose(dz_pipeline *p, const dz_forward *f, size_t max_device_bytes, dz_error *err) {
     p->res.stream = 0;
+    if (!p->be->host_buffers && dz_dev_layers_in_store(p)) return choose_store(p, f, max_device_bytes, err);
     if (!max_device_bytes) return DZ_OK;
     if (p->be->host_buffers)
         return dz_fail(err, DZ_ERR_INVALID, "zo: --max-device-memory caps a device backend's memory; --backend %s "
@@ -80,18 +97,29 @@ void dz_dev_stream_out(dz_pipeline *p, int id, uint64_t i0, size_t n) {
 
 /* ---- two slots, overlapped (backend/stream_ops.h) ---- */
 
+/* Where run r of a layer lies in slot s: the working copies' layout, or on a node the layer's
+ * host range's (what the sliced upload carries, padding included). */
 static void *slot_at(const dz_pipeline *p, int s, const span *r) {
-    return (char *)p->res.slot[s] + (p->ws.tensor_off[r->id] + r->i0) * elem_bytes(p);
+    if (!p->res.node.sliced) return (char *)p->res.slot[s] + (p->ws.tensor_off[r->id] + r->i0) * elem_bytes(p);
+    const char *base;
+    dz_dev_layer_host(p, dz_model_params(p->m)->params[r->id].block, &base);
+    return (char *)p->res.slot[s] + ((const char *)dz_ws_host_at(p, r->id, r->i0) - base);
 }
 
-/* Layer l's masters into slot l % 2 on UPLOAD, after the slot's last op and write-back. */
+/* Layer l's masters into slot l % slots on UPLOAD, after the slot's last op and write-back:
+ * on a node, by the sliced upload (this GPU's slice, an all-gather the rest). */
 static void upload_layer(dz_pipeline *p, int l) {
     const dz_stream_ops *so = p->be->streams;
-    const int s = l % 2, last = p->ws.block_first_span[l + 1];
+    const int s = l % p->res.slots, last = p->ws.block_first_span[l + 1];
     if (p->res.held[s] == l) return;
     so->wait(p->be, DZ_LANE_UPLOAD, DZ_DEV_MARK_DONE + s);
     so->wait(p->be, DZ_LANE_UPLOAD, DZ_DEV_MARK_WB + s);
-    for (int a = p->ws.block_first_span[l], b; a < last; a = b) {
+    if (p->res.node.sliced) {
+        const char *base;
+        const size_t bytes = dz_dev_layer_host(p, l, &base);
+        so->upload_node(p->be, p->res.slot[s], base, bytes);
+    }
+    for (int a = p->ws.block_first_span[l], b; !p->res.node.sliced && a < last; a = b) {
         span r;
         b = dz_res_run(p, a, last, &r);
         so->upload_async(p->be, slot_at(p, s, &r), dz_ws_host_at(p, r.id, r.i0), r.n * elem_bytes(p));
@@ -104,9 +132,27 @@ void dz_dev_prefetch(dz_pipeline *p, int l) {
     if (p->res.slots == 2 && l < dz_model_config(p->m)->n_layers) upload_layer(p, l);
 }
 
+/* The updated layer l back into host memory from slot s: on a node, this rank's slice. */
+static void write_back(dz_pipeline *p, int l, int s) {
+    const dz_stream_ops *so = p->be->streams;
+    const int first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
+    if (p->res.node.sliced) {
+        const char *base;
+        size_t off = 0;
+        const size_t len = dz_dev_node_slice(p, dz_dev_layer_host(p, l, &base), &off);
+        if (len) so->download_async(p->be, (char *)base + off, (char *)p->res.slot[s] + off, len);
+        return;
+    }
+    for (int a = first, b; a < last; a = b) {
+        span r;
+        b = dz_res_run(p, a, last, &r);
+        so->download_async(p->be, dz_ws_host_at(p, r.id, r.i0), slot_at(p, s, &r), r.n * elem_bytes(p));
+    }
+}
+
 void dz_dev_overlapped_pass(dz_pipeline *p, int l, float *const pair[2], int apply) {
     const dz_stream_ops *so = p->be->streams;
-    const int s = l % 2, first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
+    const int s = l % p->res.slots, first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
     upload_layer(p, l);
     dz_dev_prefetch(p, l + 1); /* overlaps this layer's op */
     so->wait(p->be, DZ_LANE_COMPUTE, DZ_DEV_MARK_UP + s);
@@ -120,11 +166,7 @@ void dz_dev_overlapped_pass(dz_pipeline *p, int l, float *const pair[2], int app
     p->res.held[s] = -1; /* the op changed it: the next pass over layer l uploads it again */
     if (pair && !apply) return; /* no update landed: nothing to write back */
     so->wait(p->be, DZ_LANE_WRITEBACK, DZ_DEV_MARK_DONE + s);
-    for (int a = first, b; a < last; a = b) {
-        span r;
-        b = dz_res_run(p, a, last, &r);
-        so->download_async(p->be, dz_ws_host_at(p, r.id, r.i0), slot_at(p, s, &r), r.n * elem_bytes(p));
-    }
+    write_back(p, l, s);
     so->mark(p->be, DZ_DEV_MARK_WB + s, DZ_LANE_WRITEBACK);
 }
 
@@ -148,7 +190,7 @@ void dz_dev_pin(dz_pipeline *p) {
 }
 
 void dz_dev_drain(dz_pipeline *p, int unpin) {
-    if (p->res.slots != 2) return;
+    if (!dz_dev_lanes(p)) return;
     p->be->streams->drain(p->be);
     if (unpin && p->res.pinned) p->be->streams->unpin(p->be, p->res.pinned);
     if (unpin) p->res.pinned = NULL;

@@ -9,6 +9,8 @@
  * structured_z.c  the sparse and low-rank z of 2-D tensors
  * resident.c      the masters resident on a device backend (buffers not host memory)
  * device_stream.c under a device memory cap: the layer masters streamed block by block
+ * device_node.c   a node's ranks on devices: the host copy shared, DistZO2's sliced upload
+ * device_store.c  a disk store behind a device: layer blocks read into staging, uploaded
  * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
@@ -94,6 +96,17 @@ typedef struct lowrank_state {
     int valid[2];
 } lowrank_state;
 
+/* A node's ranks on device backends (device_node.c): the masters' host copy is node-shared
+ * memory, each rank's device holds its own copy of what it computes on (every rank runs
+ * every op: z depends on the element index alone, so the devices' bits agree), and the
+ * host copy is written by slices: rank r writes bytes [r c, (r + 1) c) of each range. */
+typedef struct res_node {
+    int rank, n;           /* n <= 1: alone */
+    int sliced;            /* streaming: layers reach the node's GPUs by DistZO2's sliced upload */
+    dz_status (*barrier)(void *ctx, dz_error *err);
+    void *ctx;
+} res_node;
+
 /* Resident on the forward's backend (its buffers are not host memory; no store): each
  * tensor's masters in a backend buffer; the model's tensors are the host copy, brought up
  * to date by dz_pipeline_flush (resident.c). */
@@ -108,7 +121,19 @@ typedef struct resident_state {
     void *slot[2];  /* streaming: the masters of one layer block each, backend buffers */
     int held[2];    /* overlapped: the layer whose upload into the slot is issued (-1: none) */
     void *pinned;   /* overlapped: the start of the layer masters' host range, pinned (NULL: not) */
+    res_node node;
+    char *staging;  /* a disk store behind the device: one layer block as the store holds it */
+    int failed;     /* a store read or write of a pass failed (its error in err) */
+    dz_error err;
 } resident_state;
+
+/* HESSIAN: the curvature state H of every element (hessian_z.c). */
+typedef struct hessian_state {
+    float *h;
+    size_t *off; /* per tensor: its first element in h */
+    size_t n;
+    int center;  /* passes write theta itself (the L0 forward) */
+} hessian_state;
 
 struct dz_pipeline {
     dz_model *m;
@@ -121,6 +146,7 @@ struct dz_pipeline {
     rows_state rows;
     node_share node;
     lowrank_state lowrank;
+    hessian_state hess;
     resident_state res;
     size_t bytes;
 };
@@ -170,6 +196,9 @@ void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply);
 dz_status dz_pending_update_blocks(dz_pipeline *p, int b0, int b1, dz_error *err);
 
 /* streaming.c */
+/* The store's I/O thread schedules the passes (not with a device backend, whose passes read
+ * and write the store themselves: device_store.c). */
+static inline int dz_stream_scheduled(const dz_pipeline *p) { return p->io.store && !p->res.on; }
 /* Block b's masters are in the store: a layer, or a streamed global block. */
 static inline int dz_stream_in_store(const dz_pipeline *p, int b) {
     return p->io.store && (b < p->ws.n_blocks - 1 || p->io.stream_globals);
@@ -202,6 +231,14 @@ void dz_sz_gaussians(float *out, uint64_t seed, uint32_t purpose, uint32_t tenso
 /* Elements per span of tensor t: SPAN, or (SPARSE) the most whole rows that fit. */
 size_t dz_ws_span_elems(const dz_param *t, int whole_rows);
 
+/* hessian_z.c */
+/* HESSIAN: checks alpha, allocates H (every element 1). */
+dz_status dz_hz_create(dz_pipeline *p, dz_error *err);
+void dz_hz_free(dz_pipeline *p);
+/* The span kernel of HESSIAN, as dz_sz_span's (any tensor, any span). */
+void dz_hz_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
+                const dz_zo_update *u);
+
 /* pipeline.c: dz_pipeline_planned_bytes with the forward's row_floats. */
 size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);
 
@@ -230,9 +267,33 @@ void dz_dev_prefetch(dz_pipeline *p, int l);
  * end: every lane drained, the range unpinned. */
 void dz_dev_pin(dz_pipeline *p);
 void dz_dev_drain(dz_pipeline *p, int unpin);
+/* Layers pass through the transfer lanes (two slots, or a node's sliced upload). */
+static inline int dz_dev_lanes(const dz_pipeline *p) { return p->res.slots == 2 || p->res.node.sliced; }
 void dz_res_free(dz_pipeline *p);
-/* Downloads the masters into the model's tensors if an update reached them since. */
-void dz_res_sync_host(dz_pipeline *p);
+/* Downloads the masters into the model's tensors if an update reached them since (a node's
+ * ranks: each its slice, between node barriers). */
+dz_status dz_res_sync_host(dz_pipeline *p, dz_error *err);
+
+/* device_store.c: a disk store behind a device backend (one slot, in order) */
+/* The layer masters are in a store (the model holds no layer tensor). */
+int dz_dev_layers_in_store(const dz_pipeline *p);
+/* dz_pipeline_use_store with a device backend. */
+dz_status dz_dev_use_store(dz_pipeline *p, dz_store *s, dz_error *err);
+/* Around a pass over streamed layer l: its block read from the store into the staging
+ * buffer, and (written) the staging buffer written back; a failure is kept in p->res. */
+void dz_dev_store_read(dz_pipeline *p, int l);
+void dz_dev_store_write(dz_pipeline *p, int l);
+/* The first failure of the passes' store reads and writes (DZ_OK: none), cleared. */
+dz_status dz_dev_store_status(dz_pipeline *p, dz_error *err);
+
+/* device_node.c */
+/* A node's ranks on a device backend (dz_pipeline_share_node with p->res.on). */
+dz_status dz_dev_share_node(dz_pipeline *p, const dz_pipeline_node *node, dz_error *err);
+/* Layer l's masters in host memory: [*base, *base + bytes), padding between tensors included
+ * (the model's arena aligns each tensor): the block a node's sliced upload carries. */
+size_t dz_dev_layer_host(const dz_pipeline *p, int l, const char **base);
+/* This rank's slice of n bytes: its length, at *off (alone: all of them). */
+size_t dz_dev_node_slice(const dz_pipeline *p, size_t n, size_t *off);
 /* Spans [first, last) of a block, one op per tensor from this thread: the pending update
  * (pair NULL) or the fill of pair (w+, w-), the update fused in when apply is set. */
 void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply);

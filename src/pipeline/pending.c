@@ -26,9 +26,9 @@ static dz_status update_block(dz_pipeline *p, int b, dz_error *err) {
     dz_status st = p->io.store ? dz_store_wait(p->io.store, err) : DZ_OK; /* nothing queued may still touch it */
     if (st != DZ_OK) return st;
     p->upd.applied[b] = 1; /* a pass that fails half way is not retried: its first chunks have the update */
-    if (!dz_stream_in_store(p, b)) {
+    if (p->res.on || !dz_stream_in_store(p, b)) { /* a device reads and writes the store in its pass */
         dz_pass_update_in_memory(p, b);
-        return DZ_OK;
+        return dz_dev_store_status(p, err);
     }
     const dz_pass pass = {.apply = 1, .pair = -1, .parallel = 1};
     return dz_pass_chunks(p, b, p->ws.block_first_span[b], p->ws.block_first_span[b + 1], &pass, err);
@@ -54,6 +54,5 @@ dz_status dz_pipeline_apply_pending(dz_pipeline *p, dz_error *err) {
 
 dz_status dz_pipeline_flush(dz_pipeline *p, dz_error *err) {
     dz_status st = dz_pipeline_apply_pending(p, err);
-    if (st == DZ_OK) dz_res_sync_host(p); /* resident: the host copy is what readers read */
-    return st;
+    return st == DZ_OK ? dz_res_sync_host(p, err) : st; /* resident: the host copy is what readers read */
 }

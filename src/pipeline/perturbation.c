@@ -21,8 +21,10 @@ dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err) {
         if (st != DZ_OK) return st;
     }
     dz_dev_prefetch(p, 0); /* streamed under a device cap, two slots: overlaps the embedding */
-    return p->io.store ? dz_stream_prepare(p, 0, err) : DZ_OK; /* overlaps the embedding */
+    return dz_stream_scheduled(p) ? dz_stream_prepare(p, 0, err) : DZ_OK; /* overlaps the embedding */
 }
+
+void dz_pipeline_set_eps(dz_pipeline *p, float eps) { p->z.eps = eps; }
 
 /* Without a store: pair 0 filled with layer l, the pending update fused in. With a node's
  * ranks sharing the masters and the working copies, each fills its slice of the spans
@@ -33,14 +35,15 @@ static dz_status fill_block(dz_pipeline *p, int l, dz_error *err) {
     if (st != DZ_OK) return st;
     dz_pass_fill_in_memory(p, l, apply);
     if (apply) p->upd.applied[l] = 1;
-    return dz_ws_node_barrier(p, err);
+    st = dz_dev_store_status(p, err); /* a disk store behind a device: its reads and writes */
+    return st == DZ_OK ? dz_ws_node_barrier(p, err) : st;
 }
 
 dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err) {
-    dz_status st = p->io.store ? dz_stream_stage(p, l, err) : fill_block(p, l, err);
+    dz_status st = dz_stream_scheduled(p) ? dz_stream_stage(p, l, err) : fill_block(p, l, err);
     if (st != DZ_OK) return st;
     const working_set *ws = &p->ws;
-    const int pair = p->io.store ? l % 2 : 0; /* a store's I/O thread filled pair l % 2 */
+    const int pair = dz_stream_scheduled(p) ? l % 2 : 0; /* a store's I/O thread filled pair l % 2 */
     for (int r = 0; r < DZ_L_COUNT; r++) {
         const int id = ws->layer_ids[l][r];
         w[0][r] = id < 0 ? NULL : ws->wplus[pair] + ws->tensor_off[id];

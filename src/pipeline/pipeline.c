@@ -44,6 +44,7 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     if (st == DZ_OK)
         st = dz_ws_build(&p->ws, dz_model_params(m), n_blocks, z->shape == DZ_PZ_SPARSE, resident ? p->be : NULL, err);
     if (st == DZ_OK) st = dz_sz_create(p, err);
+    if (st == DZ_OK) st = dz_hz_create(p, err);
     if (st == DZ_OK) {
         p->rows.row_floats = dz_forward_row_floats(f);
         p->rows.minus_cache = resident ? p->be->ops->alloc(p->be, p->rows.row_floats * sizeof(float))
@@ -66,7 +67,9 @@ void dz_pipeline_free(dz_pipeline *p) {
     if (!p) return;
     dz_ws_free(&p->ws);
     dz_sz_free(p);
+    dz_hz_free(p);
     dz_free(p->io.chunk);
+    dz_free(p->res.staging);
     dz_free(p->io.gtheta);
     if (p->res.on) p->be->ops->free(p->be, p->rows.minus_cache);
     else dz_free(p->rows.minus_cache);

@@ -38,7 +38,11 @@ enum { DZ_PIPELINE_MAX_RANK = 16 };
 typedef struct dz_pipeline dz_pipeline;
 
 /* The z of 2-D tensors (structured_z.c; vectors always get DENSE). */
-typedef enum dz_pipeline_zshape { DZ_PZ_DENSE = 0, DZ_PZ_SPARSE = 1, DZ_PZ_LOWRANK = 2 } dz_pipeline_zshape;
+/* HESSIAN (HiZOO, hessian_z.c) applies to every tensor: MeZO's z over sqrt(H) of a
+ * curvature state the update moves. */
+typedef enum dz_pipeline_zshape {
+    DZ_PZ_DENSE = 0, DZ_PZ_SPARSE = 1, DZ_PZ_LOWRANK = 2, DZ_PZ_HESSIAN = 3
+} dz_pipeline_zshape;
 
 /* The perturbation the working copies carry: z of (seed, tensor, draw, element), shaped
  * (SPARSE: masked by the row's magnitudes; LOWRANK: U V^T, U of the draw, V of the window
@@ -51,6 +55,7 @@ typedef struct dz_pipeline_perturbation {
     float density; /* SPARSE: fraction of each row perturbed */
     int rank, nu;  /* LOWRANK */
     int q;         /* draws per step (the window of a draw) */
+    float smooth;  /* HESSIAN: the curvature's EMA weight alpha, (0, 1) */
 } dz_pipeline_perturbation;
 
 /* m's masters (owned, f32 or bf16: the caller checks) in memory; f gives the row buffer's
@@ -109,6 +114,10 @@ dz_status dz_pipeline_apply_pending(dz_pipeline *p, dz_error *err);
 /* ---- One perturbation of the forward ---------------------------------------------- */
 
 dz_status dz_pipeline_begin(dz_pipeline *p, uint32_t draw, dz_error *err);
+/* The scale of the perturbations from the next dz_pipeline_begin on (between passes only:
+ * the I/O thread is idle then). FZOO's unperturbed forward is a pass at eps 0: w+- =
+ * theta + (0 z) = theta bitwise (bar the sign of a zero), the pending update still fused. */
+void dz_pipeline_set_eps(dz_pipeline *p, float eps);
 /* Layer l's working copies (in order l = 0, 1, ...): w[0][role] = w+, w[1][role] = w-
  * (NULL for a role the layer lacks), valid until the next call (which starts refilling
  * them: the caller is then done with layer l). */
@@ -129,6 +138,16 @@ dz_status dz_pipeline_rows_status(dz_pipeline *p, dz_error *err);
 /* Flushes, then the sum over spans k with k % n_slices == slice of a hash of (k, span
  * bytes): a node's slices add up to the node's checksum, the same for any slicing. */
 dz_status dz_pipeline_checksum_slice(dz_pipeline *p, int slice, int n_slices, uint64_t *sum, dz_error *err);
+
+/* ---- HESSIAN's curvature state (hessian_z.c) ------------------------------------------ */
+
+/* H, one f32 per element of every tensor in table order (NULL, *n = 0: another shape);
+ * the caller may read it (flush first) or overwrite it (a checkpoint's, before replay). */
+float *dz_pipeline_curvature(dz_pipeline *p, size_t *n);
+/* center: the passes that follow write w+ = w- = theta (the estimator's L0 forward). */
+void dz_pipeline_set_center(dz_pipeline *p, int center);
+/* Floats of the curvature state of table t. */
+size_t dz_hz_floats_for(const dz_param_table *t);
 
 /* ---- Sizes, before a pipeline exists (the planner, the resident check) ------------ */
 

@@ -27,14 +27,15 @@ int dz_res_streamed(const dz_pipeline *p, int id) {
 static dz_status resident_supported(const dz_pipeline *p, dz_error *err) {
     const dz_param_table *t = dz_model_params(p->m);
     for (int id = 0; id < t->count; id++)
-        if (!dz_model_tensor(p->m, id))
-            return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory, but %s is "
-                           "not in memory (a disk store streams the masters through host memory: not built for a "
-                           "device yet; use --store ram)", p->be->name, t->params[id].hf_name);
+        if (!dz_model_tensor(p->m, id) && !dz_res_streamed(p, id))
+            return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the global block in its own memory, "
+                           "uploaded from host memory, but %s stays in the disk store (--stream-globals, or "
+                           "--max-resident too small for it): streaming the global block from the store to a device "
+                           "is not built; leave out --stream-globals, raise --max-resident, or use --store ram", p->be->name, t->params[id].hf_name);
     if (p->z.shape != DZ_PZ_DENSE)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator %s computes its z on the host; --backend %s keeps "
                        "the masters in its own memory: use --estimator mezo (or --backend cpu)",
-                       p->z.shape == DZ_PZ_SPARSE ? "sparse" : "lozo", p->be->name);
+                       p->z.shape == DZ_PZ_SPARSE ? "sparse" : p->z.shape == DZ_PZ_LOWRANK ? "lozo" : "hizoo", p->be->name);
     return DZ_OK;
 }
 
@@ -79,16 +80,6 @@ void dz_res_free(dz_pipeline *p) {
     p->res.theta = NULL;
 }
 
-void dz_res_sync_host(dz_pipeline *p) {
-    if (!p->res.on) return;
-    dz_dev_drain(p, 0); /* two slots: the streamed layers' write-backs land */
-    if (!p->res.stale) return;
-    for (int id = 0; id < dz_model_params(p->m)->count; id++)
-        if (!dz_res_streamed(p, id)) /* a streamed layer's host copy is current after each pass */
-            p->be->ops->download(p->be, dz_model_tensor(p->m, id), p->res.theta[id], dz_res_tensor_bytes(p, id));
-    p->res.stale = 0;
-}
-
 int dz_res_run(const dz_pipeline *p, int a, int last, span *whole) {
     const span *sp = p->ws.spans;
     int b = a + 1;
@@ -111,10 +102,13 @@ void dz_res_run_op(dz_pipeline *p, const span *whole, float *const pair[2], int 
  * update (pair NULL) or, with a pair, the fill of w+/w- at the current draw. */
 void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int apply) {
     const int id0 = first < last ? p->ws.spans[first].id : -1;
-    if (id0 >= 0 && p->res.slots == 2 && dz_res_streamed(p, id0)) { /* a streamed layer, whole */
+    if (id0 >= 0 && dz_dev_lanes(p) && dz_res_streamed(p, id0)) { /* a streamed layer, whole */
         dz_dev_overlapped_pass(p, dz_model_params(p->m)->params[id0].block, pair, apply);
         return;
     }
+    const int staged = id0 >= 0 && p->res.staging && dz_res_streamed(p, id0); /* a layer in the disk store */
+    const int l = id0 >= 0 ? dz_model_params(p->m)->params[id0].block : -1;
+    if (staged) dz_dev_store_read(p, l);
     for (int a = first, b; a < last; a = b) {
         span whole;
         b = dz_res_run(p, a, last, &whole);
@@ -123,4 +117,5 @@ void dz_res_pass(dz_pipeline *p, int first, int last, float *const pair[2], int 
         dz_res_run_op(p, &whole, pair, apply);
         if (streamed && (!pair || apply)) dz_dev_stream_out(p, whole.id, whole.i0, whole.n);
     }
+    if (staged && (!pair || apply)) dz_dev_store_write(p, l);
 }

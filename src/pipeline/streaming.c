@@ -11,14 +11,15 @@ dz_status dz_pipeline_use_store(dz_pipeline *p, dz_store *s, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "%s: the store does not hold this model's blocks", dz_store_path(s));
     if (p->node.n_slices > 1)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
-    if (p->res.on) /* dz_setup_check_store_backend says it first */
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory: no disk store",
-                       p->be->name);
+    if (p->res.on) return dz_dev_use_store(p, s, err);
     const dz_param_table *t = dz_model_params(p->m);
     const int g = ws->n_blocks - 1;
     const int first_global =
         ws->block_first_span[g] < ws->block_first_span[g + 1] ? ws->spans[ws->block_first_span[g]].id : t->count - 1;
     p->io.stream_globals = dz_model_tensor(p->m, first_global) == NULL; /* the model let go of it */
+    if (p->io.stream_globals && p->z.shape == DZ_PZ_HESSIAN) /* its rows' update runs on copies: H would move twice */
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator hizoo keeps the global block (embeddings, head) in "
+                       "memory: raise --max-resident so that it fits, or use --store ram");
     const size_t esz = dz_dtype_size(dz_model_dtype(p->m));
     if (!(ws->wplus[1] = dz_alloc(ws->block_floats * sizeof(float))) ||
         !(ws->wminus[1] = dz_alloc(ws->block_floats * sizeof(float))) ||

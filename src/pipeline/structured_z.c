@@ -36,7 +36,7 @@ enum { SEG = 1024, SPARSE_SAMPLE = 128 };
 
 int dz_sz_applies(const dz_pipeline *p, int id) {
     const dz_param *t = &dz_model_params(p->m)->params[id];
-    return p->z.shape != DZ_PZ_DENSE && t->rows > 1 && t->cols > 1;
+    return (p->z.shape == DZ_PZ_SPARSE || p->z.shape == DZ_PZ_LOWRANK) && t->rows > 1 && t->cols > 1;
 }
 
 /* Gaussians of counter (j, purpose, tensor, draw) for elements i0 .. i0+n-1, the contract's
@@ -60,6 +60,7 @@ void dz_sz_gaussians(float *out, uint64_t seed, uint32_t purpose, uint32_t tenso
 static uint32_t window_of_step(const dz_pipeline *p, uint32_t step) { return step / (uint32_t)p->z.nu; }
 
 size_t dz_pipeline_shape_bytes_for(const dz_param_table *t, const dz_pipeline_perturbation *z) {
+    if (z->shape == DZ_PZ_HESSIAN) return dz_hz_floats_for(t) * sizeof(float);
     if (z->shape != DZ_PZ_LOWRANK) return 0;
     size_t floats = 0;
     for (int i = 0; i < t->count; i++)

@@ -91,7 +91,11 @@ void dz_ws_free(working_set *ws) {
 }
 
 void *dz_ws_host_at(const dz_pipeline *p, int id, uint64_t i0) {
-    return (char *)dz_model_tensor(p->m, id) + i0 * dz_dtype_size(dz_model_dtype(p->m));
+    const size_t at = i0 * dz_dtype_size(dz_model_dtype(p->m));
+    void *t = dz_model_tensor(p->m, id);
+    if (!t && p->res.staging) /* a disk store behind a device: the layer as staged */
+        return p->res.staging + dz_store_tensor_offset_in_block(p->io.store, id) + at;
+    return (char *)t + at;
 }
 
 void *dz_ws_theta_at(const dz_pipeline *p, int id, uint64_t i0) {
@@ -116,9 +120,10 @@ dz_status dz_pipeline_share_node(dz_pipeline *p, const dz_pipeline_node *node, d
                        node->n_slices - 1);
     if (p->io.store)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: a disk store cannot be shared by the ranks of a node yet");
-    if (p->res.on)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --backend %s keeps the masters in its own memory, which the "
-                       "ranks of a node cannot share: run one rank per node", p->be->name);
+    if (p->z.shape == DZ_PZ_HESSIAN)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator hizoo keeps the curvature of every parameter on "
+                       "every rank, not shared by a node's ranks: give each rank its own replica (--node-size 1)");
+    if (p->res.on) return dz_dev_share_node(p, node, err); /* each rank's device its own copy */
     if (!node->work) return dz_fail(err, DZ_ERR_INVALID, "zo: sliced fills need working buffers shared by the node");
     p->node = (node_share){
         .slice = node->slice, .n_slices = node->n_slices, .barrier = node->barrier, .ctx = node->ctx};

@@ -8,8 +8,10 @@
 #include "core/util.h"
 #include "distzo/log.h"
 #include "parallel/comm.h"
+#include "run/curvature_file.h"
 #include "run/folder.h"
 #include "run/run_files.h"
+#include "run/setup.h"
 #include "store/store.h"
 
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
@@ -19,6 +21,14 @@ static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b, 
     snprintf(buf, cap, "{\"steps_done\": %d, \"best_dev\": %.17g, \"best_step\": %d, \"best_test\": %.17g, "
              "\"weights_checksum\": \"%016llx\"}\n", steps_done, isfinite(b->dev) ? b->dev : -1e300, b->step,
              isfinite(b->test) ? b->test : -1e300, (unsigned long long)checksum);
+}
+
+/* HiZOO's curvature into a checkpoint's folder (dz_checkpoint_extra). */
+static dz_status write_curvature(void *ctx, const char *dir, dz_error *err) {
+    const dz_compute *c = ctx;
+    size_t n = 0;
+    const float *h = dz_zo_curvature(c->e, &n);
+    return dz_curvature_save(dir, h, n, dz_compute_table_hash(dz_model_params(c->m)), err);
 }
 
 dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const char *name, int steps_done,
@@ -32,10 +42,22 @@ dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const
     char js[320];
     state_json(js, sizeof js, steps_done, best, sum);
     const int keep = c->cfg->schedule.keep_checkpoints;
-    if (!c->store) return dz_checkpoint_write(rf->dir, name, steps_done, c->m, c->tok, js, NULL, keep, err);
+    size_t n_curv = 0;
+    const dz_checkpoint_extra curv = {.write = write_curvature, .ctx = (void *)c};
+    const dz_checkpoint_extra *extra = dz_zo_curvature(c->e, &n_curv) ? &curv : NULL;
+    if (!c->store)
+        return dz_checkpoint_write_extra(rf->dir, name, steps_done, c->m, c->tok, js, NULL, keep, extra, err);
+    if (dz_model_lora(c->m)) { /* an adapter's masters in a store: its PEFT folder from a copy */
+        dz_model *copy = NULL;
+        st = dz_setup_adapter_from_store(c->m, c->store, &copy, err);
+        if (st == DZ_OK) st = dz_checkpoint_write_extra(rf->dir, name, steps_done, copy, c->tok, js, NULL, keep, extra, err);
+        dz_model_free(copy);
+        return st;
+    }
     st = dz_store_save_resident(c->store, c->m, err);
     if (st == DZ_OK)
-        st = dz_checkpoint_write(rf->dir, name, steps_done, c->m, c->tok, js, dz_store_path(c->store), keep, err);
+        st = dz_checkpoint_write_extra(rf->dir, name, steps_done, c->m, c->tok, js, dz_store_path(c->store), keep,
+                                       extra, err);
     return st;
 }
 

@@ -155,18 +155,26 @@ dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err) {
 
 static dz_status checkpoint_write(const char *run_dir, const char *leaf, int numbered, const char *tmp,
                                   const dz_model *m, const dz_tokenizer *tok, const char *state_json,
-                                  const char *weights_file, int keep, dz_error *err);
+                                  const char *weights_file, int keep, const dz_checkpoint_extra *extra,
+                                  dz_error *err);
 
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
                               const dz_tokenizer *tok, const char *state_json, const char *weights_file, int keep,
                               dz_error *err) {
+    return dz_checkpoint_write_extra(run_dir, name, steps_done, m, tok, state_json, weights_file, keep, NULL, err);
+}
+
+dz_status dz_checkpoint_write_extra(const char *run_dir, const char *name, int steps_done, const dz_model *m,
+                                    const dz_tokenizer *tok, const char *state_json, const char *weights_file,
+                                    int keep, const dz_checkpoint_extra *extra, dz_error *err) {
     char tmp[PATH_MAX], leaf[64];
     const int numbered = strcmp(name, "checkpoint") == 0;
     if (numbered && keep < 1) return dz_fail(err, DZ_ERR_INVALID, "--keep-checkpoints %d: keep at least 1", keep);
     if (numbered) snprintf(leaf, sizeof leaf, "checkpoint-%d", steps_done);
     else snprintf(leaf, sizeof leaf, "%s", name);
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", run_dir, leaf); /* a crashed write's leftover is ours by this name */
-    const dz_status st = checkpoint_write(run_dir, leaf, numbered, tmp, m, tok, state_json, weights_file, keep, err);
+    const dz_status st =
+        checkpoint_write(run_dir, leaf, numbered, tmp, m, tok, state_json, weights_file, keep, extra, err);
     if (st != DZ_OK) remove_tree(tmp, NULL); /* a full disk must not keep what it could not finish */
     return st;
 }
@@ -174,7 +182,8 @@ dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_d
 /* dz_checkpoint_write's steps, through tmp. */
 static dz_status checkpoint_write(const char *run_dir, const char *leaf, int numbered, const char *tmp,
                                   const dz_model *m, const dz_tokenizer *tok, const char *state_json,
-                                  const char *weights_file, int keep, dz_error *err) {
+                                  const char *weights_file, int keep, const dz_checkpoint_extra *extra,
+                                  dz_error *err) {
     char final[PATH_MAX], path[PATH_MAX + 64];
     snprintf(final, sizeof final, "%s/%s", run_dir, leaf);
     dz_status st = remove_tree(tmp, err);
@@ -193,6 +202,7 @@ static dz_status checkpoint_write(const char *run_dir, const char *leaf, int num
         snprintf(path, sizeof path, "%s/trainer_state.json", tmp);
         st = dz_write_file_atomic(path, state_json, strlen(state_json), err);
     }
+    if (st == DZ_OK && extra) st = extra->write(extra->ctx, tmp, err);
     if (st == DZ_OK) st = dz_io_fsync_dir(tmp, err);
     if (st != DZ_OK) return st;
     if (!numbered) { /* best/: swap the old one out; a crash in between leaves .old-best */

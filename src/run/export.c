@@ -159,6 +159,10 @@ static dz_status replay_pool(const dz_seedlog *log, uint32_t k, const dz_train_c
 static dz_status check_log(const char *run_dir, const dz_train_config *c, const dz_seedlog *log, int allow_short,
                            dz_error *err) {
     const dz_seedlog_header *h = dz_seedlog_get_header(log);
+    const dz_zo_params zp = dz_train_zo_params(&c->optim);
+    if (c->optim.estimator == DZ_ZO_HIZOO && h->q != (uint32_t)dz_zo_log_values(&zp))
+        return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log: field q is %u values a record, --estimator hizoo logs %d (g "
+                       "and the curvature step)", run_dir, h->q, dz_zo_log_values(&zp));
     if (h->run_seed != c->optim.seed)
         return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log: its seed %llu differs from run.json's seed %llu: the log is "
                        "not this run's", run_dir, (unsigned long long)h->run_seed, (unsigned long long)c->optim.seed);
@@ -245,8 +249,11 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     dz_store *store = s ? dz_setup_store(s) : NULL;
     dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(c.tokenizer, base) : NULL;
     if (st == DZ_OK && dz_model_lora(dz_setup_model(s))) {
+        dz_model *copy = NULL; /* an adapter in a disk store: written from a copy in memory */
         st = dz_zo_flush(dz_setup_zo_engine(s), err);
-        if (st == DZ_OK) st = write_adapter_run(spec, dz_setup_model(s), base, tok, err);
+        if (st == DZ_OK && store) st = dz_setup_adapter_from_store(dz_setup_model(s), store, &copy, err);
+        if (st == DZ_OK) st = write_adapter_run(spec, copy ? copy : dz_setup_model(s), base, tok, err);
+        dz_model_free(copy);
     } else if (st == DZ_OK && spec->format == DZ_EXPORT_GGUF) {
         dz_zo_engine *e = dz_setup_zo_engine(s);
         st = dz_zo_flush(e, err);

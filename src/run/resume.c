@@ -12,6 +12,7 @@
 #include "distzo/log.h"
 #include "distzo/progress.h"
 #include "parallel/comm.h"
+#include "run/curvature_file.h"
 #include "run/run_files.h"
 #include "run/trainer.h"
 
@@ -199,15 +200,27 @@ static dz_status log_reaches(const dz_trainer *tr, int ckpt_steps, dz_error *err
     return DZ_OK;
 }
 
+/* HiZOO: the checkpoint's curvature state, before the log's records are replayed onto
+ * it (every rank reads it, as it read the weights). */
+static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err) {
+    size_t n = 0;
+    float *h = dz_zo_curvature(tr->comp.e, &n);
+    if (!h || ckpt_steps <= 0) return DZ_OK;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoint-%d", tr->folder.dir, ckpt_steps);
+    return dz_curvature_load(dir, h, n, dz_compute_table_hash(dz_model_params(tr->comp.m)), err);
+}
+
 /* A replay record as rank 0 sends it to the others. */
 typedef struct replay_rec {
     uint32_t step;
-    float lr, g[DZ_ZO_MAX_Q];
+    float lr, g[DZ_ZO_MAX_Q + 1]; /* + HiZOO's curvature step */
 } replay_rec;
 
 dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const char *log_path, int ckpt_steps,
                             int *start_step, dz_error *err) {
     const dz_train_config *c = &tr->cfg;
+    const dz_zo_params zp = dz_train_zo_params(&c->optim);
     double base_dev = NAN, base_test = NAN;
     dz_status st = DZ_OK;
     if (ckpt_steps == 0) { /* the base model's scores start the best-so-far: every rank evaluates */
@@ -244,11 +257,12 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
     for (size_t i = 0; st == DZ_OK && tr->comp.rank0 && i < count; i++) {
         const dz_seedlog_record r = dz_seedlog_get(tr->folder.log, first + i);
         recs[i].step = r.step, recs[i].lr = r.lr;
-        memcpy(recs[i].g, r.g, sizeof(float) * (size_t)c->optim.q);
+        memcpy(recs[i].g, r.g, sizeof(float) * (size_t)dz_zo_log_values(&zp));
     }
     if (st == DZ_OK) st = dz_comm_bcast(tr->comp.comm, recs, sizeof *recs * count, 0, err);
     tr->folder.best = (dz_best){.dev = best[0], .test = best[1], .step = (int)best[2]};
     tr->folder.before_dev = best[3], tr->folder.before_test = best[4];
+    if (st == DZ_OK) st = restore_curvature(tr, ckpt_steps, err);
     dz_progress prog;
     dz_progress_begin(&prog, "replaying the seed log", "steps", (int64_t)count);
     for (size_t i = 0; st == DZ_OK && i < count; i++) {

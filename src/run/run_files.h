@@ -61,6 +61,15 @@ void dz_run_unlock(const char *run_dir, int fd, int remove_lock, int remove_fold
 dz_status dz_checkpoint_write(const char *run_dir, const char *name, int steps_done, const dz_model *m,
                               const dz_tokenizer *tok, const char *state_json, const char *weights_file, int keep,
                               dz_error *err);
+/* The same with one more file of the run's state (HiZOO's curvature): extra->write(ctx,
+ * dir) writes it into the temporary folder dir before the rename (extra NULL: none). */
+typedef struct dz_checkpoint_extra {
+    dz_status (*write)(void *ctx, const char *dir, dz_error *err);
+    void *ctx;
+} dz_checkpoint_extra;
+dz_status dz_checkpoint_write_extra(const char *run_dir, const char *name, int steps_done, const dz_model *m,
+                                    const dz_tokenizer *tok, const char *state_json, const char *weights_file,
+                                    int keep, const dz_checkpoint_extra *extra, dz_error *err);
 /* The newest complete checkpoint: its folder in path (cap bytes) and steps_done; returns
  * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */
 dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err);

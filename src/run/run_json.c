@@ -82,10 +82,12 @@ static const run_field FIELDS[] = {
     FIELD("max_resident_mb", "--max-resident", F_INT, store.max_resident_mb, RESUME_FREE, 0),
     FIELD("stream_globals", "--stream-globals", F_INT, store.stream_globals, RESUME_FREE, 1),
     FIELD("keep_checkpoints", "--keep-checkpoints", F_INT, schedule.keep_checkpoints, RESUME_FREE, 1),
-    {"estimator", "--estimator", F_INT, offsetof(dz_train_config, optim.estimator), RESUME_SAME, 1, "mezo|sparse|lozo"},
+    {"estimator", "--estimator", F_INT, offsetof(dz_train_config, optim.estimator), RESUME_SAME, 1, "mezo|sparse|lozo|fzoo|hizoo"},
     FIELD("sparse_density", "--sparse-density", F_FLOAT, optim.sparse_density, RESUME_SAME, 1),
     FIELD("lozo_rank", "--lozo-rank", F_INT, optim.lozo_rank, RESUME_SAME, 1),
     FIELD("lozo_nu", "--lozo-nu", F_INT, optim.lozo_nu, RESUME_SAME, 1),
+    FIELD("fzoo_directions", "--fzoo-directions", F_INT, optim.fzoo_directions, RESUME_SAME, 1),
+    FIELD("hizoo_smooth", "--hizoo-smooth", F_FLOAT, optim.hizoo_smooth, RESUME_SAME, 1),
     FIELD("objective", "--objective", F_STR, data.objective, RESUME_SAME, 1),
     FIELD("demos", "--demos", F_INT, data.demos, RESUME_SAME, 1),
     FIELD("gen_tokens", "--gen-tokens", F_INT, data.gen_tokens, RESUME_SAME, 1),
@@ -210,7 +212,8 @@ static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
 }
 
 /* Settings written only where they apply, so an older kind of run's run.json is as before:
- * the LoRA settings for a LoRA run, the prefix's for a prefix run, "rng" for a v2 run (absent reads as v1). */
+ * the LoRA settings for a LoRA run, the prefix's for a prefix run, "rng" for a v2 run (absent reads as v1),
+ * "fzoo_directions" for an FZOO run. */
 static int field_applies(const run_field *f, const dz_train_config *c) {
     const int lora = c->peft.method && !strcmp(c->peft.method, "lora");
     const int prefix = c->peft.method && !strcmp(c->peft.method, "prefix");
@@ -218,6 +221,7 @@ static int field_applies(const run_field *f, const dz_train_config *c) {
     if (!strncmp(f->key, "lora_", 5)) return lora;
     if (!strncmp(f->key, "prefix_", 7)) return prefix;
     if (!strcmp(f->key, "rng")) return c->optim.rng_v2;
+    if (!strcmp(f->key, "fzoo_directions")) return c->optim.estimator == DZ_ZO_FZOO;
     return 1;
 }
 

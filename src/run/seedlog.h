@@ -11,7 +11,9 @@
  *     of builds before v2, which hence read as v1), f32 eps, u32 start step (the first record's step; the base model is
  *     the state before it), u8[64] base model fingerprint, u32 CRC32 of the 100 bytes before;
  *   records, 12 + 4q bytes each (16 for q = 1): u32 step, f32 lr, f32 g[q], u32 CRC32 of
- *     the record's bytes before it. Record i holds step start_step + i.
+ *     the record's bytes before it. Record i holds step start_step + i. An FZOO run
+ *     (--estimator fzoo) has q = N, its directions, and g[j] = (l_j - l0) / (eps sigma):
+ *     the update's division by q makes FZOO's coefficient (docs/ESTIMATORS.md, "FZOO").
  *
  * Crash safety: the header is written to a temp file, fsync'd and renamed into place, so
  * the file always has a whole header. Each append is one write() (a killed process loses

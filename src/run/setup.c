@@ -9,6 +9,8 @@
 #include "format/safetensors.h"
 #include "distzo/setup.h"
 #include "parallel/comm.h"
+#include "parallel/gpu_group.h"
+#include "distzo/log.h"
 #include "run/setup.h"
 #include "store/store.h"
 #include "backend/backend.h"
@@ -22,6 +24,7 @@ struct dz_zo_setup {
     dz_zo_engine *e;
     dz_comm *comm;
     int node_shared; /* the node's ranks share one copy of the masters */
+    dz_gpu_group gpus; /* the node's GPUs for DistZO2's sliced upload (comm NULL: none) */
 };
 
 /* Node rank 0 copies its loaded weights into node-shared memory, the others point their
@@ -85,14 +88,30 @@ static dz_status check_store_path(const char *store_path, const dz_weights_spec 
                    hit);
 }
 
+/* --store: its path (NULL: ram) and flags, refused under mpirun or where it would replace a
+ * file the run reads. */
+static dz_status store_path(const dz_zo_setup *s, const dz_weights_spec *spec, const char **path, unsigned *flags,
+                            dz_error *err) {
+    dz_status st = dz_store_parse_spec(spec->store, path, flags, err);
+    if (st == DZ_OK && *path && s->comm && dz_comm_size(s->comm) > 1)
+        st = dz_fail(err, DZ_ERR_UNSUPPORTED,
+                     "--store %s: a disk store runs in one process; with mpirun use --store ram (the ranks of a node "
+                     "share one copy of the weights)", spec->store);
+    if (st == DZ_OK && *path) st = check_store_path(*path, spec, err);
+    return st;
+}
+
 /* An adapter's setup: the base as loaded (mapped where it can be, never written), the
- * adapter from a PEFT folder (a checkpoint: its settings must be the run's) or new. */
+ * adapter from a PEFT folder (a checkpoint: its settings must be the run's) or new. With
+ * a disk store the adapter's masters (f32, its own dtype) go there, as a full run's do;
+ * the base stays as loaded (read-only: mapped from its file where the format allows). */
 static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz_error *err) {
-    if (spec->store && strcmp(spec->store, "ram") != 0)
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--peft: --store %s is not supported with an adapter (the adapter is "
-                       "small; the base is read-only): use --store ram", spec->store);
+    const char *path;
+    unsigned flags;
+    dz_status st = store_path(s, spec, &path, &flags, err);
+    if (st != DZ_OK) return st;
     const char *base = spec->base ? spec->base : spec->path;
-    dz_status st = dz_model_load_flags(base, spec->master_dtype, spec->base_flags, &s->base, err);
+    st = dz_model_load_flags(base, spec->master_dtype, spec->base_flags, &s->base, err);
     if (st != DZ_OK) return st;
     const dz_config *cfg = dz_model_config(s->base);
     const char *folder = dz_lora_is_folder(spec->path) ? spec->path : spec->lora_init;
@@ -109,6 +128,7 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
         st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r %d, lora_alpha %g or target_modules differ from the "
                      "run's (--lora-rank %d, --lora-alpha %g, --lora-targets)", folder, got->rank, (double)got->alpha,
                      spec->lora->rank, (double)spec->lora->alpha);
+    if (st == DZ_OK && path) return dz_store_create_as(path, s->m, dz_model_dtype(s->m), flags, &s->store, err);
     /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
     return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;
 }
@@ -127,12 +147,7 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
     }
     const char *path;
     unsigned flags;
-    dz_status st = dz_store_parse_spec(spec->store, &path, &flags, err);
-    if (st == DZ_OK && path && s->comm && dz_comm_size(s->comm) > 1)
-        st = dz_fail(err, DZ_ERR_UNSUPPORTED,
-                     "--store %s: a disk store runs in one process; with mpirun use --store ram (the ranks of a node "
-                     "share one copy of the weights)", spec->store);
-    if (st == DZ_OK && path) st = check_store_path(path, spec, err);
+    dz_status st = store_path(s, spec, &path, &flags, err);
     /* a disk store is written tensor by tensor from the model as loaded (mapped where it can be) */
     if (st == DZ_OK) st = path ? dz_store_load_model(spec->path, spec->master_dtype, &s->m, err)
                                : dz_model_load(spec->path, spec->master_dtype, &s->m, err);
@@ -157,7 +172,9 @@ static dz_status node_barrier(void *ctx, dz_error *err) { return dz_comm_node_ba
 static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
     void *work = NULL;
     dz_status st = DZ_OK;
-    if (s->node_shared) st = dz_comm_node_alloc(s->comm, 2 * dz_zo_block_floats(s->e) * sizeof(float), &work, err);
+    /* a device backend's ranks each keep their own, on their device (src/pipeline/device_node.c) */
+    if (s->node_shared && s->be->host_buffers)
+        st = dz_comm_node_alloc(s->comm, 2 * dz_zo_block_floats(s->e) * sizeof(float), &work, err);
     const dz_zo_parallel par = {.signs = signs,
                                 .shared_work = work,
                                 .sum = dz_comm_size(s->comm) > 1 ? sum_over_ranks : NULL,
@@ -168,16 +185,11 @@ static dz_status share_work(dz_zo_setup *s, int signs, dz_error *err) {
     return st == DZ_OK ? dz_zo_engine_set_parallel(s->e, &par, err) : st;
 }
 
-dz_status dz_setup_check_store_backend(const char *store_spec, const dz_backend *be, dz_error *err) {
-    if (!be || be->host_buffers || !store_spec || strncmp(store_spec, "disk", 4) != 0) return DZ_OK;
-    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--store %s with --backend %s: this backend keeps the masters in its own "
-                   "memory (resident), and a disk store streams them through host memory, which is not built for it "
-                   "yet: use --store ram (or --backend cpu)", store_spec, be->name);
-}
-
 dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *err) {
     dz_status st = dz_backend_create(spec->backend, &s->be, err);
-    if (st == DZ_OK && s->store) st = dz_setup_check_store_backend("disk", s->be, err);
+    /* under a device cap a node's GPUs (the CUDA instance's) share each streamed layer's upload */
+    if (st == DZ_OK && s->node_shared && spec->zo.max_device_bytes)
+        st = dz_gpu_group_join_backend(s->comm, s->be, &s->gpus, err);
     if (st == DZ_OK)
         st = dz_forward_create_backend(dz_setup_base_model(s), s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
     if (st == DZ_OK && s->store)
@@ -201,10 +213,24 @@ void dz_setup_free(dz_zo_setup *s) {
     dz_zo_engine_free(s->e);
     dz_store_close(s->store);
     dz_forward_free(s->f);
+    dz_error err;
+    if (dz_gpu_group_leave_backend(s->be, &s->gpus, &err) != DZ_OK) dz_log(DZ_LOG_WARN, "%s", err.msg);
     dz_backend_free(s->be);
     dz_model_free(s->m);
     dz_model_free(s->base);
     free(s);
+}
+
+dz_status dz_setup_adapter_from_store(const dz_model *adapter, dz_store *store, dz_model **out, dz_error *err) {
+    dz_status st = dz_lora_alloc_like(adapter, out, err);
+    const dz_param_table *t = dz_model_params(adapter);
+    for (int i = 0; st == DZ_OK && i < t->count; i++)
+        st = dz_store_read_rows(store, i, 0, t->params[i].rows, dz_model_tensor(*out, i), err);
+    if (st != DZ_OK) {
+        dz_model_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 dz_status dz_setup_base_tokenizer(const char *model, char *out, size_t cap, dz_error *err) {

@@ -5,15 +5,15 @@
 #include <stddef.h>
 
 #include "distzo/error.h"
+#include "distzo/model.h"
 
 /* The tokenizer beside a model, found from its config without loading its weights:
  * its path in out (cap bytes); DZ_ERR_NOT_FOUND naming the model when there is none. */
 dz_status dz_setup_base_tokenizer(const char *model, char *out, size_t cap, dz_error *err);
 
-/* A disk store (store_spec "disk..."; NULL or "ram": none) streams the masters through host
- * memory; a backend whose buffers are not (be->host_buffers 0: resident mode, the masters
- * in its own memory) cannot use one yet: DZ_ERR_UNSUPPORTED saying so. be NULL: cpu. */
-struct dz_backend;
-dz_status dz_setup_check_store_backend(const char *store_spec, const struct dz_backend *be, dz_error *err);
+/* An adapter whose masters live in a disk store (flushed): a copy in memory read from it, for
+ * writing the PEFT folder (checkpoints, export). */
+struct dz_store;
+dz_status dz_setup_adapter_from_store(const dz_model *adapter, struct dz_store *store, dz_model **out, dz_error *err);
 
 #endif

@@ -10,8 +10,6 @@
 #include "core/util.h"
 #include "run/peft.h"
 #include "run/run_files.h"
-#include "run/setup.h"
-#include "backend/backend.h"
 #include "run/seedlog.h"
 
 void dz_train_config_default(dz_train_config *c) {
@@ -19,7 +17,8 @@ void dz_train_config_default(dz_train_config *c) {
         .data = {.task = "sst2", .train_examples = 1000, .dev_examples = 500, .seed = 42, .share_prompts = 1},
         .optim = {.lr = 1e-5f, .eps = 1e-3f, .batch = 16, .steps = 4000, .q = 1, .fuse = 1,
                   .lr_schedule = DZ_LR_CONSTANT, .seed = 0, .max_bad_steps = 5, .estimator = DZ_ZO_MEZO,
-                  .sparse_density = 0.25f, .lozo_rank = 2, .lozo_nu = 50},
+                  .sparse_density = 0.25f, .lozo_rank = 2, .lozo_nu = 50,
+                  .fzoo_directions = DZ_ZO_FZOO_DEFAULT_DIRECTIONS, .hizoo_smooth = 1e-6f},
         .store = {.master_dtype = DZ_F32},
         .schedule = {.eval_every = 500, .eval_batch = 64, .checkpoint_every = 1000, .keep_checkpoints = 1,
                      .log_sync_every = DZ_SEEDLOG_SYNC_EVERY_DEFAULT},
@@ -30,11 +29,37 @@ void dz_train_config_default(dz_train_config *c) {
 dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
     return (dz_zo_params){.seed = o->seed, .eps = o->eps, .q = o->q, .rademacher = o->rademacher, .wd = o->wd,
                           .fuse = o->fuse, .estimator = o->estimator, .sparse_density = o->sparse_density,
-                          .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu, .rng_v2 = o->rng_v2};
+                          .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu, .hizoo_smooth = o->hizoo_smooth,
+                          .rng_v2 = o->rng_v2};
+}
+
+/* FZOO's settings: its directions are the step's samples (q), always Rademacher, and
+ * perturbation parallelism has no +/- pair to split. */
+static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
+    const dz_train_optim *o = &c->optim;
+    if (o->estimator != DZ_ZO_FZOO && o->fzoo_directions != DZ_ZO_FZOO_DEFAULT_DIRECTIONS)
+        return dz_fail(err, DZ_ERR_INVALID, "--fzoo-directions %d without --estimator fzoo: it would be ignored (and a "
+                       "run.json does not keep it)", o->fzoo_directions);
+    if (o->estimator != DZ_ZO_FZOO) return DZ_OK;
+    if (o->fzoo_directions < 2 || o->fzoo_directions > DZ_ZO_MAX_Q)
+        return dz_fail(err, DZ_ERR_INVALID, "--fzoo-directions %d is outside 2..%d (sigma is the standard deviation of "
+                       "the directions' losses)", o->fzoo_directions, DZ_ZO_MAX_Q);
+    if (o->q != o->fzoo_directions)
+        return dz_fail(err, DZ_ERR_INVALID, "--spsa-samples %d with --estimator fzoo: a step's samples are its "
+                       "--fzoo-directions (%d); the command line sets them, a config gives spsa_samples equal to "
+                       "fzoo_directions", o->q, o->fzoo_directions);
+    if (!o->rademacher)
+        return dz_fail(err, DZ_ERR_INVALID, "--perturbation gaussian with --estimator fzoo: FZOO's directions are "
+                       "Rademacher; the command line sets it, a config gives perturbation rademacher");
+    if (c->layout.pertp == 2)
+        return dz_fail(err, DZ_ERR_INVALID, "--pertp 2 with --estimator fzoo: FZOO's forwards are one-sided (no +eps/-eps "
+                       "pair to split over ranks); use --dp");
+    return DZ_OK;
 }
 
 dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     const dz_train_optim *o = &c->optim;
+    dz_status st;
     const dz_train_data *d = &c->data;
     if (o->steps < 1) return dz_fail(err, DZ_ERR_INVALID, "--steps %d: train at least 1 step", o->steps);
     if (o->batch < 1) return dz_fail(err, DZ_ERR_INVALID, "--batch %d: must be at least 1", o->batch);
@@ -59,6 +84,12 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (o->lozo_rank < 1 || o->lozo_rank > DZ_ZO_LOZO_MAX_RANK)
         return dz_fail(err, DZ_ERR_INVALID, "--lozo-rank %d is outside 1..%d", o->lozo_rank, DZ_ZO_LOZO_MAX_RANK);
     if (o->lozo_nu < 1) return dz_fail(err, DZ_ERR_INVALID, "--lozo-nu %d: must be at least 1", o->lozo_nu);
+    if (!(o->hizoo_smooth > 0.0f && o->hizoo_smooth < 1.0f))
+        return dz_fail(err, DZ_ERR_INVALID, "--hizoo-smooth %g is outside (0, 1)", o->hizoo_smooth);
+    if (o->estimator == DZ_ZO_HIZOO && o->q != 1)
+        return dz_fail(err, DZ_ERR_INVALID, "--estimator hizoo takes one direction per step: --spsa-samples %d must "
+                       "be 1", o->q);
+    if ((st = fzoo_check(c, err)) != DZ_OK) return st;
     if (o->max_bad_steps < 1)
         return dz_fail(err, DZ_ERR_INVALID, "--max-bad-steps %d: must be at least 1", o->max_bad_steps);
     const dz_train_schedule *s = &c->schedule;
@@ -85,8 +116,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (d->demos < 0 || d->demos > 32) return dz_fail(err, DZ_ERR_INVALID, "--demos %d is outside 0..32", d->demos);
     if (d->demos > 0 && lm) return dz_fail(err, DZ_ERR_INVALID, "--demos does not apply to the lm task");
     if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);
-    dz_status st = dz_setup_check_store_backend(c->store.spec, dz_backend_by_name(c->layout.backend), err);
-    if (st == DZ_OK) st = dz_train_peft_check(c, err);
+    st = dz_train_peft_check(c, err);
     if (st != DZ_OK) return st;
     if (o->warmup > o->steps)
         dz_log(DZ_LOG_WARN, "--warmup %d is longer than the run's %d steps: the learning rate never reaches --lr",

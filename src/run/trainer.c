@@ -28,7 +28,8 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
             *(k ? &tr->cfg.data.test_fingerprint : &tr->cfg.data.train_fingerprint) = tr->data.fingerprints[k];
 
     /* the seed log: new, or the source of truth past the checkpoint */
-    dz_seedlog_header h = {.run_seed = c->optim.seed, .q = (uint32_t)c->optim.q,
+    const dz_zo_params zp = dz_train_zo_params(&c->optim);
+    dz_seedlog_header h = {.run_seed = c->optim.seed, .q = (uint32_t)dz_zo_log_values(&zp),
                            .dist = c->optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
                            .rng = c->optim.rng_v2 ? 2 : 1,
                            .eps = c->optim.eps, .start_step = 0};
@@ -169,11 +170,13 @@ static dz_status train_step(dz_trainer *tr, int step, loop_state *ls, dz_train_p
     dz_status st = step_once(tr, step, lr, &r, &this_bytes, err);
     if (st != DZ_OK) return st;
     ls->step_bytes += this_bytes, ls->steps_run++;
-    float g_log[DZ_ZO_MAX_Q];
+    float g_log[DZ_ZO_MAX_Q + 1];
+    g_log[o->q] = r.g[o->q]; /* HiZOO's curvature step (the log holds it only with --estimator hizoo) */
     double loss = 0.0, gmean = 0.0;
     for (int j = 0; j < o->q; j++) {
         g_log[j] = r.finite ? r.g[j] : NAN; /* NaN in the log marks a skipped step */
-        loss += 0.5 * (r.loss_plus[j] + r.loss_minus[j]) / o->q;
+        /* FZOO: loss_minus is l0, the batch's loss at the weights themselves */
+        loss += (o->estimator == DZ_ZO_FZOO ? r.loss_minus[j] : 0.5 * (r.loss_plus[j] + r.loss_minus[j])) / o->q;
         gmean += (double)r.g[j] / o->q;
     }
     if (tr->comp.rank0 && (st = dz_seedlog_append(tr->folder.log, (uint32_t)step, lr, g_log, err)) != DZ_OK) return st;

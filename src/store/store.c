@@ -294,8 +294,10 @@ static dz_status open_store(dz_store *s, const dz_param_table *t, dz_error *err)
     return DZ_OK;
 }
 
-dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtype, unsigned flags, dz_store **out,
-                        dz_error *err) {
+/* dz_store_open with the block count given: a model's n_layers + 1, whose global block may
+ * be empty (an adapter's table has layer tensors alone). */
+static dz_status open_blocks(const char *path, const dz_param_table *t, int n_blocks, dz_dtype dtype, unsigned flags,
+                             dz_store **out, dz_error *err) {
     *out = NULL;
     if (dtype != DZ_F32 && dtype != DZ_BF16 && dtype != DZ_F16)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: a store holds f32, bf16 or f16, not %s", path,
@@ -307,7 +309,7 @@ dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtyp
     s->flags = flags;
     s->dtype = dtype;
     s->count = t->count;
-    s->n_blocks = t->params[t->count - 1].block + 1; /* the global block is last */
+    s->n_blocks = n_blocks;
     s->path = strdup(path);
     dz_status rc = s->path ? open_store(s, t, err) : dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     if (rc != DZ_OK) {
@@ -316,6 +318,12 @@ dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtyp
     }
     *out = s;
     return DZ_OK;
+}
+
+dz_status dz_store_open(const char *path, const dz_param_table *t, dz_dtype dtype, unsigned flags, dz_store **out,
+                        dz_error *err) {
+    const int n_blocks = t->count > 0 ? t->params[t->count - 1].block + 1 : 1; /* the global block is last */
+    return open_blocks(path, t, n_blocks, dtype, flags, out, err);
 }
 
 dz_status dz_store_create_as(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
@@ -345,7 +353,7 @@ dz_status dz_store_create_as(const char *path, const dz_model *m, dz_dtype dtype
     free(release);
     free(from);
     if (rc != DZ_OK) return rc;
-    return dz_store_open(path, t, dtype, flags, out, err);
+    return open_blocks(path, t, dz_model_config(m)->n_layers + 1, dtype, flags, out, err);
 }
 
 /* The dtype the checkpoint at path holds, if one for all its tensors (llama2.c files are

@@ -9,14 +9,16 @@
 
 _Static_assert((int)DZ_ZO_MAX_Q <= (int)DZ_PIPELINE_MAX_Q, "the pipeline's pending update holds every sample's g");
 
-static const char *const ESTIMATOR_NAMES[] = {[DZ_ZO_MEZO] = "mezo", [DZ_ZO_SPARSE] = "sparse", [DZ_ZO_LOZO] = "lozo"};
+static const char *const ESTIMATOR_NAMES[] = {[DZ_ZO_MEZO] = "mezo", [DZ_ZO_SPARSE] = "sparse", [DZ_ZO_LOZO] = "lozo",
+                                              [DZ_ZO_FZOO] = "fzoo", [DZ_ZO_HIZOO] = "hizoo"};
+#define LAST_ESTIMATOR DZ_ZO_HIZOO
 
 const char *dz_zo_estimator_name(dz_zo_estimator e) {
-    return e >= DZ_ZO_MEZO && e <= DZ_ZO_LOZO ? ESTIMATOR_NAMES[e] : "unknown";
+    return e >= DZ_ZO_MEZO && e <= LAST_ESTIMATOR ? ESTIMATOR_NAMES[e] : "unknown";
 }
 
 int dz_zo_estimator_parse(const char *name, dz_zo_estimator *out) {
-    for (int e = DZ_ZO_MEZO; e <= DZ_ZO_LOZO; e++)
+    for (int e = DZ_ZO_MEZO; e <= LAST_ESTIMATOR; e++)
         if (!strcmp(name, ESTIMATOR_NAMES[e])) return *out = (dz_zo_estimator)e, 0;
     return -1;
 }
@@ -28,8 +30,13 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     if (p->q < 1 || p->q > DZ_ZO_MAX_Q)
         return dz_fail(err, DZ_ERR_INVALID, "zo: --spsa-samples %d is outside 1..%d", p->q, DZ_ZO_MAX_Q);
     if (!(p->eps > 0.0f)) return dz_fail(err, DZ_ERR_INVALID, "zo: --eps must be positive");
-    if (p->estimator != DZ_ZO_MEZO && p->estimator != DZ_ZO_SPARSE && p->estimator != DZ_ZO_LOZO)
+    if (p->estimator < DZ_ZO_MEZO || p->estimator > LAST_ESTIMATOR)
         return dz_fail(err, DZ_ERR_INVALID, "zo: unknown estimator %d", (int)p->estimator);
+    dz_status fst = p->estimator == DZ_ZO_FZOO ? dz_zo_fzoo_check(p, err) : DZ_OK;
+    if (fst != DZ_OK) return fst;
+    if (p->estimator == DZ_ZO_HIZOO && p->q != 1)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: --estimator hizoo takes one direction per step: --spsa-samples %d "
+                       "must be 1", p->q);
     if (dz_model_dtype(m) != DZ_F32 && dz_model_dtype(m) != DZ_BF16)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: master weights must be f32 or bf16, not %s",
                        dz_dtype_name(dz_model_dtype(m)));
@@ -94,7 +101,8 @@ size_t dz_zo_block_floats(const dz_zo_engine *e) { return dz_pipeline_block_floa
 dz_status dz_zo_flush(dz_zo_engine *e, dz_error *err) { return dz_pipeline_flush(e->pipe, err); }
 
 dz_status dz_zo_set_update(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err) {
-    const dz_zo_update u = {.g = g, .q = e->p.q, .lr = lr, .wd = e->p.wd, .step = step};
+    const float curv = e->p.estimator == DZ_ZO_HIZOO ? g[e->p.q] : 0.0f; /* logged after the q values of g */
+    const dz_zo_update u = {.g = g, .q = e->p.q, .lr = lr, .wd = e->p.wd, .step = step, .curv = curv};
     return dz_pipeline_set_update(e->pipe, &u, err);
 }
 

@@ -32,7 +32,7 @@ static dz_status layer_tensors(dz_zo_engine *e, int l, const float *w[2][DZ_L_CO
  * sign this rank computes (into out[sign][example0 ...]). Streams: with a tree batch 0/1
  * are the prompts (+/-) and 2/3 the continuations; the weight source perturbs by the
  * stream's parity. */
-static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, double *out[2],
+static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, int mask, const dz_zo_batch *b, double *out[2],
                               dz_zo_step_time *tm, dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
     const dz_weight_source src = dz_zo_step_source(e);
@@ -42,7 +42,7 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
         return dz_fail(err, DZ_ERR_INVALID, "zo: a tree batch needs a forward with 4 streams");
     int signs[2], n_signs = 0;
     for (int k = 0; k < 2; k++)
-        if (e->par.signs & (1 << k)) signs[n_signs++] = k;
+        if (mask & (1 << k)) signs[n_signs++] = k;
     double t0 = dz_now();
     dz_status st = dz_pipeline_begin(e->pipe, draw, err);
     for (int i = 0; st == DZ_OK && i < n_signs; i++) {
@@ -96,13 +96,13 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_batch 
  * grown by its own greedy tokens) run through the block pipeline at the same draw, the
  * last live row of each gives its logits to d->next; then d->loss gives the pairs. Each
  * pass recomputes the whole sequences (the streams keep no KV cache). */
-static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_decode *d, double *out[2],
+static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, int mask, const dz_zo_decode *d, double *out[2],
                                 dz_zo_step_time *tm, dz_error *err) {
     const dz_config *c = dz_model_config(e->m);
     const dz_weight_source src = dz_zo_step_source(e);
     int signs[2], n_signs = 0;
     for (int k = 0; k < 2; k++)
-        if (e->par.signs & (1 << k)) signs[n_signs++] = k;
+        if (mask & (1 << k)) signs[n_signs++] = k;
     dz_status st = DZ_OK;
     for (int i = 0; i < n_signs; i++) d->reset(d->user, signs[i]);
     for (int pass = 0; pass < d->max_passes && st == DZ_OK; pass++) {
@@ -155,71 +155,77 @@ static dz_status decode_forward(dz_zo_engine *e, uint32_t draw, const dz_zo_deco
     return st;
 }
 
-/* One sample of either kind of batch. */
-typedef struct sample_batch {
-    const dz_zo_batch *b;
-    const dz_zo_decode *d;
-    int n_examples, example0, n_global;
-} sample_batch;
-
-static dz_status run_sample(dz_zo_engine *e, uint32_t draw, const sample_batch *sb, double *out[2],
-                            dz_zo_step_time *tm, dz_error *err) {
-    return sb->b ? dual_forward(e, draw, sb->b, out, tm, err) : decode_forward(e, draw, sb->d, out, tm, err);
+dz_status dz_zo_run_sample(dz_zo_engine *e, uint32_t draw, int mask, const dz_zo_sample_batch *sb, double *out[2],
+                           dz_zo_step_time *tm, dz_error *err) {
+    return sb->b ? dual_forward(e, draw, mask, sb->b, out, tm, err) : decode_forward(e, draw, mask, sb->d, out, tm, err);
 }
 
-/* The losses and g of n samples, draws draw0 .. draw0 + n - 1, into out (no update). */
-static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const sample_batch *b, dz_zo_step_result *out,
-                          dz_error *err) {
-    memset(out, 0, sizeof *out);
-    out->finite = 1;
+dz_status dz_zo_loss_slots(dz_zo_engine *e, int n_slots, const dz_zo_sample_batch *b, size_t *per_slot,
+                           dz_error *err) {
     /* the batch's shape in the global batch, zeros meaning one example, the whole batch */
     const int n_local = b->n_examples > 0 ? b->n_examples : 1, n_global = b->n_global > 0 ? b->n_global : n_local;
     if (b->example0 < 0 || b->example0 + n_local > n_global)
         return dz_fail(err, DZ_ERR_INVALID, "zo: batch examples [%d, %d) outside the global batch of %d", b->example0,
                        b->example0 + n_local, n_global);
-    const size_t per_sign = 2 * (size_t)n_global, need = (size_t)n * 2 * per_sign; /* (loss, weight) pairs */
+    *per_slot = 2 * (size_t)n_global;
+    const size_t need = (size_t)n_slots * *per_slot; /* (loss, weight) pairs */
     if (need > e->ex_cap) { /* grows once, at the first step of a larger batch */
         double *p = realloc(e->ex_loss, need * sizeof *p);
         if (!p) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
         e->ex_loss = p, e->ex_cap = need;
     }
     memset(e->ex_loss, 0, need * sizeof *e->ex_loss);
+    return DZ_OK;
+}
+
+double dz_zo_slot_loss(const double *x, int n_global) {
+    double loss = 0.0, weight = 0.0;
+    for (int i = 0; i < n_global; i++) loss += x[2 * i], weight += x[2 * i + 1];
+    return loss / weight;
+}
+
+/* The losses and g of n samples, draws draw0 .. draw0 + n - 1, into out (no update). */
+static dz_status estimate(dz_zo_engine *e, int n, uint32_t draw0, const dz_zo_sample_batch *b,
+                          dz_zo_step_result *out, dz_error *err) {
+    memset(out, 0, sizeof *out);
+    out->finite = 1;
+    size_t per_sign;
+    dz_status st = dz_zo_loss_slots(e, 2 * n, b, &per_sign, err);
+    if (st != DZ_OK) return st;
+    const int n_global = (int)(per_sign / 2);
     for (int j = 0; j < n; j++) {
         const uint32_t draw = draw0 + (uint32_t)j;
         double *sample[2] = {e->ex_loss + (size_t)(2 * j) * per_sign, e->ex_loss + (size_t)(2 * j + 1) * per_sign};
-        dz_status st = run_sample(e, draw, b, sample, &out->time, err);
-        if (st != DZ_OK) return st;
+        if ((st = dz_zo_run_sample(e, draw, e->par.signs, b, sample, &out->time, err)) != DZ_OK) return st;
     }
     if (e->par.sum) { /* every rank holds only its examples and signs; the others are zeros */
-        dz_status st = e->par.sum(e->par.ctx, e->ex_loss, need, err);
+        st = e->par.sum(e->par.ctx, e->ex_loss, (size_t)(2 * n) * per_sign, err);
         if (st != DZ_OK) return st;
     }
     for (int j = 0; j < n; j++) {
-        double loss[2] = {0.0, 0.0}, weight[2] = {0.0, 0.0};
-        for (int k = 0; k < 2; k++) {
-            const double *x = e->ex_loss + (size_t)(2 * j + k) * per_sign;
-            for (int i = 0; i < n_global; i++) loss[k] += x[2 * i], weight[k] += x[2 * i + 1];
-        }
-        out->loss_plus[j] = loss[0] / weight[0], out->loss_minus[j] = loss[1] / weight[1];
+        out->loss_plus[j] = dz_zo_slot_loss(e->ex_loss + (size_t)(2 * j) * per_sign, n_global);
+        out->loss_minus[j] = dz_zo_slot_loss(e->ex_loss + (size_t)(2 * j + 1) * per_sign, n_global);
         out->g[j] = (float)((out->loss_plus[j] - out->loss_minus[j]) / (2.0 * (double)e->p.eps));
         if (!isfinite(out->loss_plus[j]) || !isfinite(out->loss_minus[j]) || !isfinite(out->g[j])) out->finite = 0;
     }
     return DZ_OK;
 }
 
-static sample_batch of_batch(const dz_zo_batch *b) {
-    return (sample_batch){.b = b, .n_examples = b->n_examples, .example0 = b->example0, .n_global = b->n_global};
+static dz_zo_sample_batch of_batch(const dz_zo_batch *b) {
+    return (dz_zo_sample_batch){.b = b, .n_examples = b->n_examples, .example0 = b->example0, .n_global = b->n_global};
 }
 
 dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, dz_zo_step_result *out,
                          dz_error *err) {
-    const sample_batch sb = of_batch(b);
+    const dz_zo_sample_batch sb = of_batch(b);
     return estimate(e, 1, draw, &sb, out, err);
 }
 
-static dz_status step_with(dz_zo_engine *e, uint32_t step, float lr, const sample_batch *sb, dz_zo_step_result *out,
-                           dz_error *err) {
-    dz_status st = estimate(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
+static dz_status step_with(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_sample_batch *sb,
+                           dz_zo_step_result *out, dz_error *err) {
+    dz_status st = e->p.estimator == DZ_ZO_FZOO    ? dz_zo_fzoo_estimate(e, step, sb, out, err)
+                   : e->p.estimator == DZ_ZO_HIZOO ? dz_zo_hizoo_estimate(e, step, sb, out, err)
+                                                   : estimate(e, e->p.q, step * (uint32_t)e->p.q, sb, out, err);
     if (st != DZ_OK || !out->finite) return st;
     st = dz_zo_set_update(e, step, lr, out->g, err);
     if (st == DZ_OK && !e->p.fuse) st = dz_pipeline_apply_pending(e->pipe, err); /* resident: no download */
@@ -228,7 +234,7 @@ static dz_status step_with(dz_zo_engine *e, uint32_t step, float lr, const sampl
 
 dz_status dz_zo_step(dz_zo_engine *e, uint32_t step, float lr, const dz_zo_batch *b, dz_zo_step_result *out,
                      dz_error *err) {
-    const sample_batch sb = of_batch(b);
+    const dz_zo_sample_batch sb = of_batch(b);
     return step_with(e, step, lr, &sb, out, err);
 }
 
@@ -247,6 +253,6 @@ dz_status dz_zo_step_decode(dz_zo_engine *e, uint32_t step, float lr, const dz_z
         }
         e->dec_cap = need;
     }
-    const sample_batch sb = {.d = d, .n_examples = d->n_examples, .example0 = d->example0, .n_global = d->n_global};
+    const dz_zo_sample_batch sb = {.d = d, .n_examples = d->n_examples, .example0 = d->example0, .n_global = d->n_global};
     return step_with(e, step, lr, &sb, out, err);
 }

@@ -33,17 +33,47 @@ static inline dz_weight_source dz_zo_step_source(dz_zo_engine *e) {
  * the pipeline's pending update. */
 dz_status dz_zo_set_update(dz_zo_engine *e, uint32_t step, float lr, const float *g, dz_error *err);
 
+/* One sample's batch of either kind (a forward's, or a decoding one's), with its place in
+ * the global batch. */
+typedef struct dz_zo_sample_batch {
+    const dz_zo_batch *b;
+    const dz_zo_decode *d;
+    int n_examples, example0, n_global;
+} dz_zo_sample_batch;
+
+/* The forwards of draw `draw` for the signs in mask (1: +eps, 2: -eps, 3: both): each
+ * sign's (loss, weight) pair per example into out[sign] + 2 example0. */
+dz_status dz_zo_run_sample(dz_zo_engine *e, uint32_t draw, int mask, const dz_zo_sample_batch *sb, double *out[2],
+                           dz_zo_step_time *tm, dz_error *err);
+/* e->ex_loss zeroed with room for n_slots sets of (loss, weight) pairs over the global
+ * batch, *per_slot doubles each; refuses a batch outside its global batch. */
+dz_status dz_zo_loss_slots(dz_zo_engine *e, int n_slots, const dz_zo_sample_batch *sb, size_t *per_slot,
+                           dz_error *err);
+/* The batch loss of a slot: sum of losses / sum of weights, each summed in example order. */
+double dz_zo_slot_loss(const double *slot, int n_global);
+
+/* FZOO (src/zo/fzoo.c): the N + 1 forwards of step `step` and its g[0..N-1] into out, no
+ * update; and the check of its parameters at the engine's creation. */
+dz_status dz_zo_fzoo_estimate(dz_zo_engine *e, uint32_t step, const dz_zo_sample_batch *sb, dz_zo_step_result *out,
+                              dz_error *err);
+dz_status dz_zo_fzoo_check(const dz_zo_params *p, dz_error *err);
+
 /* The pipeline's perturbation for the estimator of p. */
 static inline dz_pipeline_perturbation dz_zo_perturbation_of(const dz_zo_params *p) {
     static const dz_pipeline_zshape shapes[] = {[DZ_ZO_MEZO] = DZ_PZ_DENSE, [DZ_ZO_SPARSE] = DZ_PZ_SPARSE,
-                                                [DZ_ZO_LOZO] = DZ_PZ_LOWRANK};
-    const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_LOZO;
+                                                [DZ_ZO_LOZO] = DZ_PZ_LOWRANK, [DZ_ZO_HIZOO] = DZ_PZ_HESSIAN};
+    const int known = p->estimator >= DZ_ZO_MEZO && p->estimator <= DZ_ZO_HIZOO;
     return (dz_pipeline_perturbation){.seed = p->seed, .eps = p->eps,
                                       .dist = dz_zdist_of(p->rademacher, p->rng_v2),
                                       .shape = known ? shapes[p->estimator] : DZ_PZ_DENSE,
                                       .density = p->sparse_density, .rank = p->lozo_rank, .nu = p->lozo_nu,
-                                      .q = p->q};
+                                      .q = p->q, .smooth = p->hizoo_smooth};
 }
+
+/* HiZOO (src/zo/hizoo.c): L0, L+ and L- of step `step`, g into out->g[0] and the
+ * curvature step c into out->g[1], no update. */
+dz_status dz_zo_hizoo_estimate(dz_zo_engine *e, uint32_t step, const dz_zo_sample_batch *sb, dz_zo_step_result *out,
+                               dz_error *err);
 
 /* The log-prob vectors the estimator keeps (rows = max_batch * max_seq of the forward). */
 static inline size_t dz_zo_logprob_bytes(size_t rows) { return 4 * rows * sizeof(float); }

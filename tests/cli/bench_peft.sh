@@ -6,7 +6,7 @@
 # - the adapter's parameter count is the one its shapes give (computed here);
 # - --interleave (the forwards between the steps) reports the same figures;
 # - without --peft the report is as before (no adapter fields);
-# - refusals: --keep-quantized without --peft, an unknown --peft, --lora-rank 0, a disk store.
+# - refusals: --keep-quantized without --peft, an unknown --peft, --lora-rank 0, --lora-rank alone.
 # usage: bench_peft.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -57,6 +57,5 @@ grep -q '"step_over_2_forwards"' <<<"$json" && ! grep -q '"peft"\|adapter' <<<"$
 refuse "--keep-quantized without --peft" "keep-quantized" "${bench[@]}" --keep-quantized
 refuse "--peft dora" "expected none, lora or prefix" "${bench[@]}" --peft dora
 refuse "--lora-rank 0" "lora-rank 0" "${bench[@]}" --peft lora --lora-rank 0
-refuse "--peft lora with a disk store" "not supported with an adapter" "${bench[@]}" --peft lora --store "disk:$tmp/s"
 refuse "--lora-rank without --peft" "lora_rank" "${bench[@]}" --lora-rank 4
 finish

@@ -48,12 +48,7 @@ serve_bg "$tmp/serve1.txt" env DISTZO_TEST_KILL=serve:20 "$bin" "${serve[@]}" --
 "$bin" join "$url" --data "$tmp/shard1.tsv" --token-file "$tmp/badtoken" --retry-for 5 > "$tmp/e1.txt" 2>&1 &&
   bad "a bad token was accepted" || { grep -q "refused the token" "$tmp/e1.txt" && ok "a bad token: refused, named" ||
   bad "bad token: $(cat "$tmp/e1.txt")"; }
-mkdir -p "$tmp/other"
-cp "$assets/stories260K/stories260K.bin" "$assets/stories260K/tok512.bin" "$tmp/other/"
-printf '\x3f' | dd of="$tmp/other/stories260K.bin" bs=1 seek=431 conv=notrunc 2> /dev/null # the 101st embedding float
-"$bin" join "$url" --data "$tmp/shard1.tsv" --model "$tmp/other/stories260K.bin" "${join[@]}" > "$tmp/e2.txt" 2>&1 &&
-  bad "a different base model was accepted" || { grep -q "is not the run's" "$tmp/e2.txt" &&
-  ok "a different base model (one byte): refused, named" || bad "other model: $(cat "$tmp/e2.txt")"; }
+join_other_base "a different base model (one byte)" "${join[@]}"
 "$bin" join http://127.0.0.1:1 --data "$tmp/shard1.tsv" --token-file "$tmp/token" --retry-for 1 > "$tmp/e3.txt" 2>&1 &&
   bad "an unreachable coordinator gave success" || { grep -q "did not answer for" "$tmp/e3.txt" &&
   ok "an unreachable coordinator: an error after --retry-for" || bad "unreachable: $(cat "$tmp/e3.txt")"; }

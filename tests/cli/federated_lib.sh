@@ -71,3 +71,17 @@ replicas_equal_export() {
 
 # rounds_done N: the coordinator of $tmp/run has logged at least N rounds.
 rounds_done() { [ -f "$tmp/run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -ge "$1" ]; }
+
+# join_other_base WHAT JOIN-OPTIONS...: a worker (`join $url`, shard 1) on a copy of
+# stories260K whose 101st embedding float differs is refused, naming the base as not the
+# run's; WHAT labels the check.
+join_other_base() {
+  local what=$1
+  shift
+  mkdir -p "$tmp/other"
+  cp "$assets/stories260K/stories260K.bin" "$assets/stories260K/tok512.bin" "$tmp/other/"
+  printf '\x3f' | dd of="$tmp/other/stories260K.bin" bs=1 seek=431 conv=notrunc 2> /dev/null
+  "$bin" join "$url" --data "$tmp/shard1.tsv" --model "$tmp/other/stories260K.bin" "$@" > "$tmp/other.txt" 2>&1 &&
+    bad "$what: accepted" || { grep -q "is not the run's" "$tmp/other.txt" && ok "$what: refused, named" ||
+    bad "$what: $(cat "$tmp/other.txt")"; }
+}

@@ -73,15 +73,53 @@ same_run() {
     { [ ! -f "$1/seeds.log" ] || [ ! -f "$2/seeds.log" ] || cmp -s "$1/seeds.log" "$2/seeds.log"; }
 }
 
-# gguf_adapter_runs PEFT: two 2-step --peft PEFT runs ($bin) on the SmolLM2 Q4_1 GGUF under
-# $assets, the base dequantized at load ($tmp/gguf-deq, its output $tmp/deq.txt) and kept
-# quantized ($tmp/gguf-q, $tmp/q.txt); 0 when both ran.
+# gguf_adapter_runs PEFT: three 2-step --peft PEFT runs ($bin) on the SmolLM2 Q4_1 GGUF under
+# $assets, the base dequantized at load ($tmp/gguf-deq, its output $tmp/deq.txt), kept
+# quantized ($tmp/gguf-q, $tmp/q.txt), and kept quantized with the adapter in a disk store
+# ($tmp/gguf-qs); 0 when all ran.
 gguf_adapter_runs() {
   local q=(train --model "$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf" --peft "$1" --steps 2 --eval-every 0
            --checkpoint-every 2 --train-examples 8 --dev-examples 4 --batch 4 --test "$tmp/t8.tsv" --threads 2)
   head -9 "$assets/sst2/dev.tsv" > "$tmp/t8.tsv"
   "$bin" "${q[@]}" --out "$tmp/gguf-deq" > "$tmp/deq.txt" 2>&1 &&
-    "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" > "$tmp/q.txt" 2>&1
+    "$bin" "${q[@]}" --keep-quantized --out "$tmp/gguf-q" > "$tmp/q.txt" 2>&1 &&
+    "$bin" "${q[@]}" --keep-quantized --store "disk:$tmp/gguf.st" --out "$tmp/gguf-qs" > "$tmp/qs.txt" 2>&1
+}
+
+# adapter_mpi_layouts REF ARGS...: `distzo train ARGS` under each MPI layout a full model is
+# checked in (tests/cli/mpi.sh): --pertp 2, --dp 2, the 2-D --pertp 2 --dp 2, two simulated
+# nodes each with its own copy (--node-size, --verify-every), one rank a node; each must
+# give the run REF's files (the caller's same_run_files REF OUT). Fails without mpirun.
+adapter_mpi_layouts() {
+  local ref=$1 layout out l
+  shift
+  command -v mpirun > /dev/null || { bad "mpirun not found on PATH (scripts/deps.sh installs it): the MPI layouts are unchecked"; return; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for layout in "2 --pertp 2" "2 --dp 2" "4 --pertp 2 --dp 2" "4 --pertp 2 --node-size 2 --verify-every 3" \
+                "2 --node-size 1 --verify-every 4"; do
+    read -r -a l <<< "$layout"
+    out="$tmp/mpi$(echo "$layout" | tr -d ' -')"
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "${l[@]:0:1}" \
+      "$bin" train "$@" "${l[@]:1}" --threads 1 --out "$out" > "$tmp/log" 2>&1 && same_run_files "$ref" "$out" &&
+      ok "mpirun -np $layout == one process" || bad "mpirun -np $layout: $(tail -2 "$tmp/log")"
+  done
+}
+
+# adapter_estimators KIND: Sparse-MeZO and LOZO over the adapter (the caller's run,
+# adapter and same_run_files; the MeZO run in $tmp/ref): an 8-step run equals one stopped at
+# step 4 and resumed, and its export; and differs from MeZO's (the estimator is in effect).
+adapter_estimators() {
+  local est e
+  for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
+    read -r -a e <<< "--estimator $est"
+    run "${e[@]}" --threads 2 --out "$tmp/${e[1]}" && run "${e[@]}" --threads 1 --steps 4 --out "$tmp/${e[1]}-stop" &&
+      "$bin" train --resume --steps 8 --threads 2 --out "$tmp/${e[1]}-stop" > /dev/null 2>&1 &&
+      "$bin" export --run "$tmp/${e[1]}" -o "$tmp/${e[1]}-x" > /dev/null 2>&1 || bad "${e[1]}: a run failed"
+    same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" \
+      "$(adapter "$tmp/${e[1]}" 8)" && ok "${e[1]}: resume and export == the uninterrupted $1" || bad "${e[1]}: differs"
+    cmp -s "$(adapter "$tmp/${e[1]}" 8)" "$(adapter "$tmp/ref" 8)" && bad "${e[1]}: MeZO's $1" ||
+      ok "${e[1]}: the estimator is in effect (not MeZO's $1)"
+  done
 }
 
 # refuse WHAT PATTERN ARGS...: the command ARGS fails and its output names PATTERN.

@@ -3,16 +3,20 @@
 # tensors, so q_proj and v_proj are targets of their own):
 # - the base model's file is bitwise as before, and checkpoints hold the adapter alone
 #   (PEFT's keys, B = 0 at the start: step 0's evaluation is the base model's);
-# - threads 1 and 2, the baseline kernels, mpirun -np 2 (--pertp 2, --dp 2 on the node's
-#   shared adapter), a resume after a stop, and export's replay of the seed log give the
-#   same adapter bitwise; the adapter differs from its start;
+# - threads 1 and 2, the baseline kernels, every MPI layout (--pertp 2, --dp 2, 2-D, two
+#   simulated nodes, adapter_mpi_layouts), a resume after a stop, and export's replay of the
+#   seed log give the same adapter bitwise; the adapter differs from its start;
+# - Sparse-MeZO and LOZO resume and replay bitwise; q = 2 with Rademacher z, the v2
+#   generator and weight decay gives its bits under --pertp 2 --dp 2 and in export;
 # - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
 #   whose eval is the same; train --adapter DIR starts a run from it;
 # - a SmolLM2 Q4_1 GGUF base kept quantized (--keep-quantized): the adapter and log of the
 #   base dequantized at load, in under 0.6x its peak RSS;
 # - --backend ref (a device backend's staging path) gives the CPU's first step to 1e-5;
-# - refusals: --lora-dropout != 0, an unknown target, --prefix-tokens, a disk store, a
-#   resume with another rank, --merge of a full run, a LoRA log replayed as a full run's.
+# - --store disk (the adapter's masters in the store, the base as loaded): the bits of
+#   --store ram, across a resume and in export's replay;
+# - refusals: --lora-dropout != 0, an unknown target, --prefix-tokens, a resume with another
+#   rank, --merge of a full run, a LoRA log replayed as a full run's.
 # usage: lora.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -51,17 +55,7 @@ run --threads 1 --out "$tmp/t1" && same_run_files() { cmp -s "$(adapter "$1" 8)"
 same_run_files "$tmp/ref" "$tmp/t1" && ok "threads 1 and 2: the same adapter, log and metrics" || bad "threads differ"
 DISTZO_ISA=baseline run --threads 2 --out "$tmp/isa" && same_run_files "$tmp/ref" "$tmp/isa" &&
   ok "the baseline kernels give the same adapter" || bad "the baseline kernels differ"
-if command -v mpirun > /dev/null; then # the node's ranks share the adapter's masters, each its slice
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  for layout in --pertp --dp; do
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np 2 "$bin" train \
-      "${common[@]}" "$layout" 2 --threads 1 --out "$tmp/mpi$layout" > "$tmp/log" 2>&1 &&
-      same_run_files "$tmp/ref" "$tmp/mpi$layout" && ok "mpirun -np 2 $layout 2 == one process" ||
-      bad "mpirun -np 2 $layout 2: $(tail -2 "$tmp/log")"
-  done
-else
-  bad "mpirun not found on PATH (scripts/deps.sh installs it): LoRA's MPI layouts are unchecked"
-fi
+adapter_mpi_layouts "$tmp/ref" "${common[@]}" # a node's ranks share the adapter's masters, each its slice
 run --threads 1 --steps 4 --out "$tmp/stop" && "$bin" train --resume --steps 8 --threads 2 --keep-checkpoints 2 --out "$tmp/stop" \
   > "$tmp/log" 2>&1 || bad "the resume failed: $(tail -3 "$tmp/log")"
 same_run_files "$tmp/ref" "$tmp/stop" && ok "stopped at step 4, resumed == uninterrupted" || bad "resume differs"
@@ -74,6 +68,19 @@ cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 8)" && ok "ex
   bad "export's adapter differs from checkpoint-8's"
 cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 4)" && bad "the adapter did not change (4 -> 8)" ||
   ok "the adapter trained (checkpoint-4 != checkpoint-8)"
+
+# a disk store holds the adapter's masters (the base stays as loaded): the bits of --store ram,
+# across a stop and resume (the store reopened) and in export's replay through a store
+run --threads 2 --store "disk:$tmp/lora.st" --out "$tmp/disk" && same_run_files "$tmp/ref" "$tmp/disk" &&
+  cmp -s "$tmp/ref/checkpoint-8/trainer_state.json" "$tmp/disk/checkpoint-8/trainer_state.json" &&
+  ok "--store disk: the adapter, log, metrics and checksum of --store ram" || bad "--store disk: $(tail -2 "$tmp/log")"
+run --threads 1 --steps 4 --store "disk-nocache:$tmp/stop.st" --out "$tmp/disk-stop" &&
+  "$bin" train --resume --steps 8 --threads 2 --out "$tmp/disk-stop" > "$tmp/log" 2>&1 &&
+  same_run_files "$tmp/ref" "$tmp/disk-stop" && ok "--store disk-nocache: stopped at step 4, resumed == --store ram" ||
+  bad "--store disk resume: $(tail -2 "$tmp/log")"
+"$bin" export --run "$tmp/disk" --store "disk:$tmp/export.st" -o "$tmp/disk-x" > "$tmp/log" 2>&1 &&
+  cmp -s "$tmp/disk-x/adapter_model.safetensors" "$(adapter "$tmp/ref" 8)" && ok "export --store disk == the adapter" ||
+  bad "export --store disk: $(tail -2 "$tmp/log")"
 
 # --backend ref stages every buffer as a device backend does: the same first step to 1e-5
 run --backend ref --threads 1 --steps 1 --out "$tmp/refbe" || bad "--backend ref failed: $(tail -2 "$tmp/log")"
@@ -88,22 +95,26 @@ gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
 gguf_adapter_runs lora || bad "the GGUF LoRA runs failed: $(tail -2 "$tmp/q.txt")"
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "--keep-quantized: the adapter and log of the base dequantized at load" || bad "--keep-quantized changes the bits"
+cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-qs" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-qs/seeds.log" &&
+  ok "--keep-quantized with the adapter in a disk store: the same bits" || bad "--keep-quantized --store disk differs"
 rss() { grep -o 'peak RSS [0-9.]*' "$1" | awk '{print $3}'; }
 awk -v a="$(rss "$tmp/q.txt")" -v b="$(rss "$tmp/deq.txt")" 'BEGIN { exit !(a > 0 && a < 0.6 * b) }' &&
   ok "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB" ||
   bad "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB"
 
 # the structured estimators over the adapter's 2-D tensors keep the seed-log invariant
-for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
-  read -r -a e <<< "--estimator $est"
-  run "${e[@]}" --threads 2 --out "$tmp/${e[1]}" && run "${e[@]}" --threads 1 --steps 4 --out "$tmp/${e[1]}-stop" &&
-    "$bin" train --resume --steps 8 --threads 2 --out "$tmp/${e[1]}-stop" > /dev/null 2>&1 &&
-    "$bin" export --run "$tmp/${e[1]}" -o "$tmp/${e[1]}-x" > /dev/null 2>&1 || bad "${e[1]}: a run failed"
-  same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" \
-    "$(adapter "$tmp/${e[1]}" 8)" && ok "${e[1]}: resume and export == the uninterrupted adapter" || bad "${e[1]}: differs"
-  cmp -s "$(adapter "$tmp/${e[1]}" 8)" "$(adapter "$tmp/ref" 8)" && bad "${e[1]}: MeZO's adapter" ||
-    ok "${e[1]}: the estimator is in effect (not MeZO's adapter)"
-done
+adapter_estimators adapter
+
+# q = 2 samples a step, Rademacher z of the v2 generator and weight decay on the adapter: the
+# one-process bits under --pertp 2 --dp 2 (a pair's two samples on two ranks) and in export
+zo=(--spsa-samples 2 --perturbation rademacher --rng v2 --weight-decay 0.1)
+run "${zo[@]}" --threads 2 --out "$tmp/q2" && ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 \
+  mpirun --oversubscribe -np 4 "$bin" train "${common[@]}" "${zo[@]}" --pertp 2 --dp 2 --threads 1 --out "$tmp/q2-mpi" \
+  > "$tmp/log" 2>&1 && "$bin" export --run "$tmp/q2" -o "$tmp/q2-x" > /dev/null 2>&1 &&
+  same_run_files "$tmp/q2" "$tmp/q2-mpi" && cmp -s "$tmp/q2-x/adapter_model.safetensors" "$(adapter "$tmp/q2" 8)" &&
+  ! cmp -s "$(adapter "$tmp/q2" 8)" "$(adapter "$tmp/ref" 8)" &&
+  ok "q 2, rademacher, rng v2, weight decay: -np 4 --pertp 2 --dp 2 and export == one process" ||
+  bad "q 2 / rademacher / v2 / wd: $(tail -2 "$tmp/log")"
 
 # eval --adapter: the run's own test accuracy; --merge: the same scores from a whole model
 want=$(tail -1 "$tmp/ref/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
@@ -141,7 +152,6 @@ refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-r
 refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
 refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
 refuse "--prefix-tokens under --peft lora" "give --peft prefix" "$bin" train "${common[@]}" --prefix-tokens 3 --out "$tmp/x3"
-refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x4"
 refuse "a resume with another rank" "lora-rank" "$bin" train --resume --lora-rank 4 --out "$tmp/ref"
 refuse "--merge of a full run" "no adapter" "$bin" export --run "$tmp/full" --merge -o "$tmp/x5"
 cp -r "$tmp/ref" "$tmp/asfull" && sed -i '/"peft"\|"lora_/d' "$tmp/asfull/run.json" && sed -i -z 's/,\n}/\n}/' "$tmp/asfull/run.json"

@@ -2,15 +2,17 @@
 # --peft prefix end to end (prefix tuning, MeZO's init from real tokens) on stories260K:
 # - checkpoints hold PEFT's PREFIX_TUNING folder (prompt_embeddings alone); run.json keeps
 #   peft and prefix_tokens; the base model's file is unchanged;
-# - threads 1 and 2, the baseline kernels, mpirun -np 2 --dp 2, a resume after a stop, and export's replay of the
-#   seed log give the same prefix bitwise; it differs from its start;
+# - threads 1 and 2, the baseline kernels, every MPI layout (adapter_mpi_layouts), a resume
+#   after a stop, and export's replay of the seed log give the same prefix bitwise; it
+#   differs from its start; Sparse-MeZO and LOZO resume and replay bitwise;
 # - export -> eval --adapter DIR gives the run's own test accuracy, eval RUN/checkpoint-N
 #   too; generate --adapter runs; train --adapter DIR starts from an exported prefix;
 # - --backend ref (a device backend's staging) gives the CPU's first step to 1e-5, and
 #   --no-share-prompt its bits;
 # - a SmolLM2 Q4_1 GGUF base (grouped-query attention) kept quantized: the same prefix and
 #   log as dequantized at load;
-# - refusals: --prefix-tokens 0, a disk store, --lora-* under --peft prefix, --merge, a
+# - --store disk: the bits of --store ram, also across a resume;
+# - refusals: --prefix-tokens 0, --lora-* under --peft prefix, --merge, a
 #   resume with another --prefix-tokens, a prefix log replayed as a LoRA run's.
 # usage: prefix.sh DISTZO ASSETS
 set -u
@@ -41,14 +43,7 @@ run --threads 1 --out "$tmp/t1"
 same_run_files "$tmp/ref" "$tmp/t1" && ok "threads 1 and 2: the same prefix, log and metrics" || bad "threads differ"
 DISTZO_ISA=baseline run --threads 2 --out "$tmp/isa" && same_run_files "$tmp/ref" "$tmp/isa" &&
   ok "the baseline kernels give the same prefix" || bad "the baseline kernels differ"
-if command -v mpirun > /dev/null; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np 2 "$bin" train \
-    "${common[@]}" --dp 2 --threads 1 --out "$tmp/mpi" > "$tmp/log" 2>&1 &&
-    same_run_files "$tmp/ref" "$tmp/mpi" && ok "mpirun -np 2 --dp 2 == one process" || bad "mpirun: $(tail -2 "$tmp/log")"
-else
-  bad "mpirun not found on PATH: the prefix's MPI layout is unchecked"
-fi
+adapter_mpi_layouts "$tmp/ref" "${common[@]}"
 run --threads 1 --steps 4 --out "$tmp/stop" && "$bin" train --resume --steps 8 --threads 2 --keep-checkpoints 2 --out "$tmp/stop" \
   > "$tmp/log" 2>&1 || bad "the resume failed: $(tail -3 "$tmp/log")"
 same_run_files "$tmp/ref" "$tmp/stop" && ok "stopped at step 4, resumed == uninterrupted" || bad "resume differs"
@@ -57,6 +52,14 @@ cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/ref" 8)" && ok "ex
   bad "export's prefix differs from checkpoint-8's"
 [ -f "$(adapter "$tmp/stop" 4)" ] && ! cmp -s "$tmp/peft/adapter_model.safetensors" "$(adapter "$tmp/stop" 4)" &&
   ok "the prefix trained (checkpoint-4 != checkpoint-8)" || bad "the prefix did not change (4 -> 8)"
+
+# a disk store holds the prefix's masters: the bits of --store ram, also across a resume
+run --threads 2 --store "disk:$tmp/prefix.st" --out "$tmp/disk" && same_run_files "$tmp/ref" "$tmp/disk" &&
+  ok "--store disk: the prefix, log and metrics of --store ram" || bad "--store disk: $(tail -2 "$tmp/log")"
+run --threads 1 --steps 4 --store "disk:$tmp/stop.st" --out "$tmp/disk-stop" &&
+  "$bin" train --resume --steps 8 --threads 2 --out "$tmp/disk-stop" > "$tmp/log" 2>&1 &&
+  same_run_files "$tmp/ref" "$tmp/disk-stop" && ok "--store disk: stopped at step 4, resumed == --store ram" ||
+  bad "--store disk resume: $(tail -2 "$tmp/log")"
 
 # --backend ref stages every buffer as a device backend does (the virtual rows uploaded per
 # layer): step 1's loss is the CPU's to 1e-5; --no-share-prompt (no tree batch) gives its bits
@@ -68,6 +71,9 @@ awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; ex
   bad "--backend ref: step 1's loss $(loss "$tmp/refbe"), the CPU's $(loss "$tmp/ref")"
 [ -n "$(loss "$tmp/noshare")" ] && [ "$(loss "$tmp/noshare")" = "$(loss "$tmp/ref")" ] &&
   ok "--no-share-prompt: step 1's loss is the tree batch's" || bad "--no-share-prompt: $(loss "$tmp/noshare")"
+
+# Sparse-MeZO and LOZO over the prefix's [N, kv_dim] rows: resume and export replay them
+adapter_estimators prefix
 
 want=$(tail -1 "$tmp/ref/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
 got=$("$bin" eval "$base_model" --adapter "$tmp/peft" --data "$tmp/test.tsv" --json --threads 1 2>/dev/null |
@@ -94,9 +100,10 @@ got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' |
 gguf_adapter_runs prefix || bad "the GGUF prefix runs failed: $(tail -2 "$tmp/q.txt")"
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-deq/seeds.log" &&
   ok "SmolLM2 Q4_1 --keep-quantized: the prefix and log of the base dequantized at load" || bad "--keep-quantized differs"
+cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-qs" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-qs/seeds.log" &&
+  ok "--keep-quantized with the prefix in a disk store: the same bits" || bad "--keep-quantized --store disk differs"
 
 refuse "--prefix-tokens 0" "prefix-tokens 0" "$bin" train "${common[@]}" --prefix-tokens 0 --out "$tmp/x1"
-refuse "a disk store" "store" "$bin" train "${common[@]}" --store "disk:$tmp/store.st" --out "$tmp/x2"
 refuse "--lora-rank under --peft prefix" "give --peft lora" "$bin" train "${common[@]}" --lora-rank 4 --out "$tmp/x3"
 refuse "--prefix-tokens without --peft" "give --peft prefix" "$bin" train --model "$base_model" --prefix-tokens 4 --out "$tmp/x4"
 refuse "--merge of a prefix" "no weights to merge" "$bin" export --run "$tmp/ref" --merge -o "$tmp/x5"

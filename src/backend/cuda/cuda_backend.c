@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_attention.h"
 #include "backend/cuda/cuda_forward_ops.h"
 #include "backend/cuda/cuda_zo_ops.h"
+#include "backend/cuda/sliced_upload.h"
 #include "backend/stream_ops.h"
 
 typedef struct cuda_ctx {
@@ -20,6 +21,8 @@ typedef struct cuda_ctx {
     char msg[256];
     dz_cuda_stream lane[2];                 /* DZ_LANE_UPLOAD, DZ_LANE_WRITEBACK (stream: COMPUTE) */
     dz_cuda_event marks[DZ_STREAM_MARKS];   /* backend/stream_ops.h's marks */
+    dz_cuda_comm node_comm;                 /* DistZO2: this GPU's member of the node's group (set_node) */
+    int node_rank, node_n;                  /* its rank, the node's GPUs (0: alone) */
 } cuda_ctx;
 
 static cuda_ctx *ctx_of(const dz_backend *be) { return be->ctx; }
@@ -238,7 +241,31 @@ static void cu_drain(const dz_backend *be) {
     for (int l = 0; l < DZ_LANES; l++) note(c, c->seam->stream_synchronize(c->seam, lane_stream(c, (dz_lane)l)));
 }
 
+static void *cu_seam(const dz_backend *be) { return ctx_of(be)->seam; }
+
+static void cu_set_node(const dz_backend *be, void *comm, int rank, int n) {
+    cuda_ctx *c = ctx_of(be);
+    c->node_comm = comm, c->node_rank = rank, c->node_n = n;
+}
+
+static int cu_node_gpus(const dz_backend *be, int *rank) {
+    const cuda_ctx *c = ctx_of(be);
+    *rank = c->node_n > 1 ? c->node_rank : 0;
+    return c->node_n > 1 ? c->node_n : 1;
+}
+
+static void cu_upload_node(const dz_backend *be, void *dst, const void *src, size_t n) {
+    cuda_ctx *c = ctx_of(be);
+    int rank = 0;
+    const int gpus = cu_node_gpus(be, &rank);
+    note(c, dz_sliced_upload_on(c->seam, c->node_comm, rank, gpus, dst, src, n, lane_stream(c, DZ_LANE_UPLOAD)));
+}
+
 static const dz_stream_ops cuda_stream_ops = {
+    .seam = cu_seam,
+    .set_node = cu_set_node,
+    .node_gpus = cu_node_gpus,
+    .upload_node = cu_upload_node,
     .pin = cu_pin,
     .unpin = cu_unpin,
     .upload_async = cu_upload_async,

@@ -136,6 +136,12 @@ int dz_cuda_seam_host_pending(const dz_cuda_seam *s, const void *p, size_t bytes
  * (a job's node rank 0, handed over MPI) joins a member whose collectives fail: the host seam
  * plays the devices of one process only. */
 int dz_cuda_seam_host_comm_origin(const dz_cuda_comm_id *id, long *pid, unsigned long *number);
+/* Across processes (a test under mpirun): all holds count x nranks bytes, this member's
+ * count at rank x count and zeros elsewhere; on return every member's (0), in place. With
+ * one set, a member joined through another process's id all-gathers through it (at the
+ * call, in call order: seam_host_nccl.c) instead of failing. NULL: none. */
+typedef int (*dz_cuda_host_exchange)(void *ctx, unsigned char *all, size_t count, int nranks, int rank);
+void dz_cuda_seam_host_set_exchange(dz_cuda_host_exchange fn, void *ctx);
 /* The rank and group size a host-seam communicator joined with. */
 void dz_cuda_seam_host_comm_member(dz_cuda_comm comm, int *rank, int *nranks);
 /* Whether [p, p + bytes) lies in one pinned range (host_alloc or host_register). */

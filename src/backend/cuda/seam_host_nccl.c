@@ -13,7 +13,12 @@
  * address there. An id made in another process (a job's node rank 0 broadcasts it over MPI)
  * joins a group of its own here that no other member can reach: the rank and size are
  * recorded (dz_cuda_seam_host_comm_member), and its all-gathers fail, since the host seam
- * cannot play another process's device. */
+ * cannot play another process's device, unless the process has an exchange
+ * (dz_cuda_seam_host_set_exchange: a test's MPI): then such an all-gather is checked and
+ * enqueued as any other, its stream runs up to it at the call, and its send range is
+ * exchanged with the other processes' members there and then, in call order (so the
+ * processes' collectives meet in program order, as NCCL's do); the receive range is written
+ * when the operation runs, lazily, as any other. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,6 +67,10 @@ typedef struct hs_id {              /* the bytes of a host-seam dz_cuda_comm_id 
 _Static_assert(sizeof(hs_id) <= sizeof(dz_cuda_comm_id), "a host-seam id fits a dz_cuda_comm_id");
 
 static _Thread_local int group_depth; /* ncclGroupStart/End nest per thread */
+static dz_cuda_host_exchange remote_exchange; /* across processes (NULL: none) */
+static void *remote_ctx;
+
+void dz_cuda_seam_host_set_exchange(dz_cuda_host_exchange fn, void *ctx) { remote_exchange = fn, remote_ctx = ctx; }
 static uint64_t ids_made;             /* this process's ids so far */
 
 static int comm_unique_id(dz_cuda_seam *s, dz_cuda_comm_id *id) {
@@ -170,17 +179,39 @@ static hs_collective *collective(hs_state *h, hs_group *g, uint64_t seq) {
     return &g->colls[seq];
 }
 
+/* A member whose group spans processes (joined through another process's id, or the maker
+ * of an id whose other members joined elsewhere), with an exchange to reach them. */
+static int is_remote(const hs_state *h, const hs_member *m) {
+    return remote_exchange && m && m->h == h && m->g->nranks > 1 && (m->g->remote || m->g->ever < m->g->nranks);
+}
+
 static int gather_checks(hs_state *h, const hs_member *m, const void *send, void *recv, size_t count) {
     if (!m || m->h != h) return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather: a communicator of another device");
-    if (m->g->remote && m->g->nranks > 1)
+    if (m->g->remote && m->g->nranks > 1 && !remote_exchange)
         return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather: rank %d of a group made in another process: the host "
                        "seam plays the devices of one process only", m->rank);
-    if (m->g->nranks > 1 && group_depth == 0)
+    if (m->g->nranks > 1 && group_depth == 0 && !is_remote(h, m))
         return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather of one of %d devices in this process outside "
                        "group_start/group_end: it would wait forever for the others", m->g->nranks);
     if (count == 0) return DZ_CUDA_OK;
     const int st = hs_check_device(h, send, count, "all_gather: send");
     return st != DZ_CUDA_OK ? st : hs_check_device(h, recv, count * (size_t)m->g->nranks, "all_gather: recv");
+}
+
+/* A member of another process's group: its stream up to the all-gather, then the slices
+ * exchanged now; a call that failed still exchanges (zeros), or the other processes wait. */
+static int remote_gather(hs_state *h, hs_member *m, hs_collective *c, const hs_slot *me, size_t count, int status) {
+    const int n = m->g->nranks;
+    unsigned char *all = calloc(count * (size_t)n + 1, 1);
+    if (!all) return hs_fail(h, DZ_CUDA_ERR_MEMORY, "all_gather: out of host memory");
+    if (status == DZ_CUDA_OK) status = hs_run_stream(h, me->stream, me->pos);
+    if (status == DZ_CUDA_OK) memcpy(all + (size_t)m->rank * count, me->send, count);
+    const int ex = remote_exchange(remote_ctx, all, count, n, m->rank);
+    if (status == DZ_CUDA_OK && ex != 0)
+        status = hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather: the exchange across processes failed");
+    if (status == DZ_CUDA_OK && c) c->gathered = all;
+    else free(all);
+    return status;
 }
 
 static int all_gather(dz_cuda_seam *s, dz_cuda_comm comm, const void *send, void *recv, size_t count,
@@ -189,9 +220,9 @@ static int all_gather(dz_cuda_seam *s, dz_cuda_comm comm, const void *send, void
     hs_member *m = comm;
     int i = 0, status = hs_stream_index(h, st, &i);
     if (status == DZ_CUDA_OK) status = gather_checks(h, m, send, recv, count);
-    if (status != DZ_CUDA_OK) return status;
+    if (status != DZ_CUDA_OK) return is_remote(h, m) ? remote_gather(h, m, NULL, NULL, count, status) : status;
     hs_collective *c = collective(h, m->g, m->next_seq);
-    if (!c) return DZ_CUDA_ERR_MEMORY;
+    if (!c) return is_remote(h, m) ? remote_gather(h, m, NULL, NULL, count, DZ_CUDA_ERR_MEMORY) : DZ_CUDA_ERR_MEMORY;
     if (c->joined && c->count != count)
         return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather %llu: rank %d gives %zu bytes, others %zu",
                        (unsigned long long)m->next_seq, m->rank, count, c->count);
@@ -201,11 +232,11 @@ static int all_gather(dz_cuda_seam *s, dz_cuda_comm comm, const void *send, void
     op.r[0] = (hs_range){(uintptr_t)send, (uintptr_t)send + count, 0};
     op.r[1] = (hs_range){(uintptr_t)recv, (uintptr_t)recv + total, 1};
     status = hs_enqueue(h, i, &op);
-    if (status != DZ_CUDA_OK) return status;
+    if (status != DZ_CUDA_OK) return is_remote(h, m) ? remote_gather(h, m, NULL, NULL, count, status) : status;
     const hs_stream *q = &h->streams[i];
     c->slot[m->rank] = (hs_slot){.h = h, .stream = i, .pos = q->base + q->n - 1, .send = send};
     c->count = count, c->joined++, m->next_seq++;
-    return DZ_CUDA_OK;
+    return is_remote(h, m) ? remote_gather(h, m, c, &c->slot[m->rank], count, DZ_CUDA_OK) : DZ_CUDA_OK;
 }
 
 /* The rendezvous: every member's stream up to its all-gather, then the slices read. */
@@ -228,6 +259,13 @@ int hs_gather_run(hs_state *h, const hs_op *op) {
     const hs_member *m = op->u.gather.member;
     hs_group *g = m->g;
     hs_collective *c = &g->colls[op->u.gather.seq];
+    if (is_remote(h, m)) { /* exchanged at the call (remote_gather) */
+        if (!c->gathered) return hs_fail(h, DZ_CUDA_ERR_INVALID, "all_gather: the exchange never happened");
+        memcpy(op->u.gather.recv, c->gathered, c->count * (size_t)g->nranks);
+        free(c->gathered);
+        c->gathered = NULL;
+        return DZ_CUDA_OK;
+    }
     int status = c->gathered ? DZ_CUDA_OK : gather_slices(h, g, c, op->u.gather.seq);
     if (!c->gathered) return status;
     memcpy(op->u.gather.recv, c->gathered, c->count * (size_t)g->nranks);

@@ -104,6 +104,18 @@ int dz_sliced_upload_node(dz_sliced_upload *const *u, int n, uint64_t k, const v
     return st != DZ_CUDA_OK ? st : end;
 }
 
+int dz_sliced_upload_on(dz_cuda_seam *s, dz_cuda_comm comm, int rank, int n, void *dst, const void *host,
+                        size_t block, dz_cuda_stream st) {
+    if (n < 1 || rank < 0 || rank >= n) return DZ_CUDA_ERR_INVALID;
+    size_t off = 0;
+    const size_t len = dz_sliced_slice(block, n, rank, &off);
+    int status = s->memcpy_async(s, (char *)dst + off, (const char *)host + off, len, DZ_COPY_H2D, st);
+    const size_t c = slot_bytes(block, n);
+    /* the collective is made whatever the upload did: a member that skips it leaves the node's others waiting */
+    if (n > 1) SEAM_ALWAYS(status, s->all_gather(s, comm, (char *)dst + (size_t)rank * c, dst, c, st));
+    return status;
+}
+
 int dz_sliced_acquire(dz_sliced_upload *u, uint64_t k, dz_cuda_stream compute, void **buf) {
     const int b = (int)(k % (uint64_t)u->buffers);
     *buf = u->buf[b];

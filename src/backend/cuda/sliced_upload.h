@@ -64,6 +64,14 @@ int dz_sliced_upload_block(dz_sliced_upload *u, uint64_t k, const void *host, si
 /* The same for all n GPUs of the node driven by this process (u[r]: rank r's state). */
 int dz_sliced_upload_node(dz_sliced_upload *const *u, int n, uint64_t k, const void *host, size_t block);
 
+/* The same on one stream, into the caller's buffer dst (n x ceil(block / n) bytes): this
+ * GPU's slice of host uploaded into slot `rank` of dst, then the in-place all-gather, both on
+ * stream st (the CUDA instance's upload lane: ZO2's streaming, pipeline/device_stream.c), so
+ * later work on st and events recorded there follow both. n = 1: the whole block, no
+ * collective. */
+int dz_sliced_upload_on(dz_cuda_seam *s, dz_cuda_comm comm, int rank, int n, void *dst, const void *host,
+                        size_t block, dz_cuda_stream st);
+
 /* Before the compute of block k on stream `compute`: the buffer holding it (*buf), with the
  * compute ordered after its gather. After that compute: the buffer may be reused. */
 int dz_sliced_acquire(dz_sliced_upload *u, uint64_t k, dz_cuda_stream compute, void **buf);

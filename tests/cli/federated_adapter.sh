@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Federated ZO of an adapter (docs/ADAPTERS.md, docs/FEDERATED.md): `distzo serve --peft lora`
+# and `--peft prefix` on stories260K with two `distzo join` workers, each on its own SST-2
+# shard. The workers build the adapter from the coordinator's run.json alone.
+# - LoRA: the coordinator is SIGKILLed after 4 rounds and resumed (its log's header is the
+#   adapter's layout, as train writes it); the coordinator scores its replica on a test set;
+# - at the end each worker's replica (join --save: a PEFT folder) equals `distzo export` of
+#   the run byte for byte, the replicas' checksums agree, and the adapter moved from its
+#   start (export of the log cut to no record); the coordinator's last test accuracy is
+#   `distzo eval --adapter` of the export's;
+# - a worker whose base differs by one float is refused (a LoRA's start, B = 0, says nothing
+#   of the base: the fingerprint covers it);
+# - a SmolLM2 Q4_1 GGUF base held quantized (--keep-quantized) by the coordinator and one
+#   worker, dequantized at load by the other: one fingerprint, and the replicas == export;
+# - refusals: --seed-pool with --peft, --lora-rank without --peft lora, --adapter,
+#   --keep-quantized without an adapter (serve, and a worker of a full run).
+# Every wait is bounded.
+# usage: federated_adapter.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/federated_lib.sh"
+fed_begin "$assets" sst2/dev.tsv smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
+test_set "$assets" 32
+rounds=8
+join=(--token-file "$tmp/token" --retry-for 30 --threads 1)
+
+refuse "--seed-pool with --peft" "seed-pool with --peft lora" "$bin" serve --out "$tmp/bad1" --token-file "$tmp/token" \
+  --peft lora --seed-pool 16 --listen 127.0.0.1:0 --steps 1
+refuse "serve --lora-rank without --peft lora" "give --peft lora" "$bin" serve --out "$tmp/bad2" --token-file "$tmp/token" \
+  --lora-rank 4 --listen 127.0.0.1:0 --steps 1
+refuse "serve --adapter" "adapter" "$bin" serve --out "$tmp/bad3" --token-file "$tmp/token" --peft lora --adapter "$tmp" \
+  --listen 127.0.0.1:0 --steps 1
+[ ! -e "$tmp/bad1/run.json" ] && ok "a refused serve writes no run.json" || bad "a refused serve wrote run.json"
+
+# fed_run KIND [SERVE OPTIONS...]: a run of $rounds rounds in $tmp/run with two workers
+# saving their replicas in $tmp/w1, $tmp/w2 (their outputs in $tmp/KIND-w*.txt)
+fed_run() {
+  local kind=$1
+  shift
+  rm -rf "$tmp/run" "$tmp/w1" "$tmp/w2"
+  serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 2 --batch 4 --train-examples 32
+         --round-timeout 20 --worker-timeout 20 --min-workers 2 --linger 20 --threads 1 "$@")
+  local kill=()
+  [ "$kind" = lora ] && kill=(env DISTZO_TEST_KILL=serve:4)
+  serve_bg "$tmp/$kind-serve1.txt" "${kill[@]}" "$bin" "${serve[@]}" --listen 127.0.0.1:0
+  local w
+  for w in 1 2; do
+    "$bin" join "$url" --data "$tmp/shard$w.tsv" --name w$w --save "$tmp/w$w" --checksum-file "$tmp/w$w.sum" \
+      "${join[@]}" > "$tmp/$kind-w$w.txt" 2>&1 &
+    eval "w$w=\$!"
+    pids+=($!)
+  done
+  if [ "$kind" = lora ]; then
+    wait_for 120 bash -c "! kill -0 $serve_pid 2> /dev/null"
+    wait "$serve_pid"
+    local rc=$? # metrics.jsonl: row 0 (the test set's, before the first round), then a row a round
+    [ $rc -eq 137 ] && [ "$(wc -l < "$tmp/run/metrics.jsonl")" -eq 5 ] &&
+      ok "$kind: the coordinator was SIGKILLed after 4 rounds" || bad "$kind: not killed after round 4 (exit $rc)"
+    "$bin" "${serve[@]}" --listen "${url#http://}" --resume > "$tmp/$kind-serve2.txt" 2>&1 &
+    serve_pid=$!
+    pids+=($serve_pid)
+  fi
+  wait_for 200 bash -c "! kill -0 $serve_pid 2> /dev/null" || bad "$kind: the coordinator did not finish"
+  wait $serve_pid && ok "$kind: the coordinator finished $rounds rounds" || bad "$kind: serve: $(tail -3 "$tmp/$kind-serve"*.txt)"
+  for w in 1 2; do
+    local p="w$w"
+    wait ${!p} && ok "$kind: worker $w finished" || bad "$kind: worker $w: $(tail -3 "$tmp/$kind-w$w.txt")"
+  done
+}
+
+# replicas_equal_peft_export KIND: both replicas == export (a PEFT folder of KIND's type)
+replicas_equal_peft_export() {
+  rm -rf "$tmp/exported" "$tmp/start"
+  "$bin" export --run "$tmp/run" -o "$tmp/exported" > "$tmp/x.txt" 2>&1 || bad "$1: export failed: $(tail -2 "$tmp/x.txt")"
+  grep -q "\"peft_type\":[[:space:]]*\"$2\"" "$tmp/exported/adapter_config.json" && ok "$1: export writes a PEFT $2 folder" ||
+    bad "$1: export's adapter_config.json: $(cat "$tmp/exported/adapter_config.json" 2> /dev/null)"
+  local w
+  for w in 1 2; do
+    cmp -s "$tmp/exported/adapter_model.safetensors" "$tmp/w$w/adapter_model.safetensors" &&
+      ok "$1: worker $w's replica equals distzo export of the run, byte for byte" || bad "$1: worker $w's replica differs"
+  done
+  cmp -s "$tmp/w1.sum" "$tmp/w2.sum" && ok "$1: the replicas' checksums agree" || bad "$1: checksums differ"
+  cp -r "$tmp/run" "$tmp/cut" && head -c 104 "$tmp/run/seeds.log" > "$tmp/cut/seeds.log"
+  "$bin" export --run "$tmp/cut" -o "$tmp/start" --allow-short-log > /dev/null 2>&1 &&
+    ! cmp -s "$tmp/start/adapter_model.safetensors" "$tmp/exported/adapter_model.safetensors" &&
+    ok "$1: the adapter moved from its start" || bad "$1: the adapter is its start"
+  rm -rf "$tmp/cut"
+  head -c 104 "$tmp/run/seeds.log" | grep -aq "$3" && ok "$1: the seed log's header names the adapter's layout" ||
+    bad "$1: the log's header: $(head -c 104 "$tmp/run/seeds.log" | tr -c '[:print:]' .)"
+}
+
+fed_run lora --peft lora --lr 2e-3 --eps 1e-2 --label-words bad,good --test "$tmp/test.tsv" --eval-every 4
+grep -q "resumed after round 4" "$tmp/lora-serve2.txt" && ok "lora: serve --resume continued from the log" ||
+  bad "lora: no resume: $(head -3 "$tmp/lora-serve2.txt")"
+replicas_equal_peft_export lora LORA "lora r=8 alpha=16"
+want=$(tail -1 "$tmp/run/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+got=$("$bin" eval "$assets/stories260K/stories260K.bin" --adapter "$tmp/exported" --data "$tmp/test.tsv" \
+      --label-words bad,good --json --threads 1 2> /dev/null | grep -o '"accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "lora: the coordinator's test accuracy is eval --adapter of the export ($got)" ||
+  bad "lora: the coordinator's test accuracy '$want', eval --adapter '$got'"
+
+# one float of the base differs: the worker is refused (LoRA's start alone would not show it)
+rm -rf "$tmp/run"
+serve_bg "$tmp/other-serve.txt" "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps 1 --peft lora \
+  --batch 4 --train-examples 32 --linger 1 --threads 1 --listen 127.0.0.1:0
+join_other_base "lora: a worker on another base (one float)" "${join[@]}"
+kill "$serve_pid" 2> /dev/null
+wait "$serve_pid" 2> /dev/null
+
+fed_run prefix --peft prefix --prefix-tokens 4 --lr 1e-2 --eps 1e-1
+replicas_equal_peft_export prefix PREFIX_TUNING "prefix n=4"
+
+# a quantized base held as loaded at the coordinator and worker 1, dequantized at load by
+# worker 2: the same fingerprint (the base's rows as f32) and the same replica
+gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
+rm -rf "$tmp/run" "$tmp/w1" "$tmp/w2"
+serve_bg "$tmp/q-serve.txt" "$bin" serve --out "$tmp/run" --model "$gguf" --keep-quantized --peft lora --token-file \
+  "$tmp/token" --steps 2 --spsa-samples 2 --batch 2 --train-examples 8 --lr 1e-4 --eps 1e-2 --round-timeout 120 \
+  --worker-timeout 120 --min-workers 2 --linger 20 --threads 1 --listen 127.0.0.1:0
+"$bin" join "$url" --data "$tmp/shard1.tsv" --model "$gguf" --keep-quantized --save "$tmp/w1" \
+  --checksum-file "$tmp/w1.sum" "${join[@]}" > "$tmp/q-w1.txt" 2>&1 &
+w1=$!
+"$bin" join "$url" --data "$tmp/shard2.tsv" --model "$gguf" --save "$tmp/w2" --checksum-file "$tmp/w2.sum" "${join[@]}" \
+  > "$tmp/q-w2.txt" 2>&1 &
+w2=$!
+pids+=($w1 $w2)
+wait $w1 && wait $w2 && wait $serve_pid && ok "gguf: a quantized base and a dequantized one trained one run" ||
+  bad "gguf: $(tail -2 "$tmp/q-w1.txt" "$tmp/q-w2.txt" "$tmp/q-serve.txt")"
+replicas_equal_peft_export gguf LORA "lora r=8 alpha=16"
+refuse "serve --keep-quantized without --peft" "keep-quantized" "$bin" serve --out "$tmp/bad4" --token-file "$tmp/token" \
+  --model "$gguf" --keep-quantized --listen 127.0.0.1:0 --steps 1
+rm -rf "$tmp/run"
+serve_bg "$tmp/full-serve.txt" "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps 1 --batch 4 \
+  --train-examples 32 --linger 1 --threads 1 --listen 127.0.0.1:0
+refuse "join --keep-quantized of a full run" "keep-quantized" "$bin" join "$url" --data "$tmp/shard1.tsv" --keep-quantized \
+  "${join[@]}"
+kill "$serve_pid" 2> /dev/null
+wait "$serve_pid" 2> /dev/null
+finish

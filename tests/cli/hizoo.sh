@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# --estimator hizoo keeps the seed-log invariant with its curvature state H:
+# - each record holds g and the curvature step c (20 bytes a step, MeZO's 16), and each
+#   checkpoint holds curvature.bin beside the weights;
+# - --resume after a stop at a checkpoint (H read from it) and after SIGKILL between
+#   checkpoints (H read, then moved by the replayed records), threads 1 vs 2, and export
+#   (H rebuilt from the log alone) give bitwise the weights, H, metrics and seed log of one
+#   uninterrupted run; a disk store, bf16 masters, the baseline kernels and LoRA adapters too;
+# - a damaged or foreign curvature.bin is refused naming the file and the field;
+# - mpirun -np 2 (--dp 2, --pertp 2) with a replica per rank (--node-size 1) == one process;
+#   shared masters, a streamed global block, --spsa-samples 2 and serve are refused;
+# - distzo plan counts H (4 bytes a parameter).
+# usage: hizoo.sh DISTZO ASSETS
+set -u
+bin=$1 assets=$2
+. "$(dirname "$0")/lib.sh"
+need_assets "$assets" stories260K/stories260K.bin sst2/train.tsv sst2/dev.tsv
+test_set "$assets" 32
+base=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev-examples 16 --batch 8
+      --lr 1e-3 --weight-decay 0.01 --test "$tmp/test.tsv")
+common=("${base[@]}" --estimator hizoo --hizoo-smooth 0.01)
+run() { "$bin" train "${common[@]}" "$@" > /dev/null 2>&1; }
+same_h() { cmp -s "$1/checkpoint-12/curvature.bin" "$2/checkpoint-12/curvature.bin"; }
+check() { if same_run "$2" "$3" 12 && same_h "$2" "$3"; then ok "hizoo: $1"; else bad "hizoo: $1"; fi; }
+
+run --threads 2 --out "$tmp/ref" || bad "hizoo: the reference run failed"
+"$bin" train "${base[@]}" --threads 2 --out "$tmp/mezo" > /dev/null 2>&1
+cmp -s "$tmp/ref/checkpoint-12/model.safetensors" "$tmp/mezo/checkpoint-12/model.safetensors" &&
+  bad "hizoo: the weights are MeZO's" || ok "hizoo: the weights differ from MeZO's"
+grep -qE '"estimator":[[:space:]]*"hizoo"' "$tmp/ref/run.json" && ok "hizoo: run.json records the estimator" ||
+  bad "hizoo: run.json has no estimator"
+size=$(stat -c %s "$tmp/ref/seeds.log") mezo_size=$(stat -c %s "$tmp/mezo/seeds.log" 2>/dev/null || echo 0)
+[ "$size" = $((mezo_size + 12 * 4)) ] && ok "hizoo: the seed log holds g and c ($size bytes for 12 steps)" ||
+  bad "hizoo: seed log of $size bytes, MeZO's $mezo_size"
+n=$("$bin" info "$assets/stories260K/stories260K.bin" 2>/dev/null | awk '/^parameters/ {print $2}')
+h_size=$(stat -c %s "$tmp/ref/checkpoint-12/curvature.bin" 2>/dev/null || echo 0)
+{ [ -n "$n" ] && [ "$h_size" = $((32 + 4 * n + 4)) ]; } && ok "hizoo: curvature.bin holds one f32 per parameter ($n)" ||
+  bad "hizoo: curvature.bin of $h_size bytes for ${n:-?} parameters"
+
+# resume: stopped at checkpoint 6, then killed between checkpoints; threads 1 then 2
+run --threads 1 --steps 6 --out "$tmp/stop" && cp -r "$tmp/stop" "$tmp/at6" &&
+  "$bin" train --resume --steps 12 --threads 2 --out "$tmp/stop" > /dev/null 2>&1 || bad "hizoo: resume after a stop failed"
+check "stopped at step 6 (1 thread), resumed (2 threads) == uninterrupted" "$tmp/ref" "$tmp/stop"
+(DISTZO_TEST_KILL=0:9 run --threads 1 --out "$tmp/kill") 2> /dev/null
+"$bin" train --resume --threads 1 --out "$tmp/kill" > /dev/null 2>&1 || bad "hizoo: resume after a kill failed"
+check "killed after step 9, resumed (H of checkpoint 6, replays 6..9) == uninterrupted" "$tmp/ref" "$tmp/kill"
+
+(DISTZO_ISA=baseline run --threads 1 --out "$tmp/baseline") || bad "hizoo: the baseline-kernel run failed"
+check "baseline kernels, 1 thread == the best level, 2 threads" "$tmp/ref" "$tmp/baseline"
+
+# export replays the whole log onto the base model (H from 1)
+"$bin" export --run "$tmp/ref" -o "$tmp/exported" > /dev/null 2>&1 || bad "hizoo: export failed"
+cmp -s "$tmp/exported/model.safetensors" "$tmp/ref/checkpoint-12/model.safetensors" &&
+  ok "hizoo: export (12 steps replayed) == the trained weights" || bad "hizoo: export differs from the trained weights"
+
+# a damaged, cut or foreign curvature.bin: resume refuses it naming the file and the field
+damage() { # NAME FIELD COMMAND...: a copy of the run stopped at 6, its curvature.bin changed by COMMAND
+  local name=$1 field=$2
+  shift 2
+  cp -r "$tmp/at6" "$tmp/$name"
+  local f="$tmp/$name/checkpoint-6/curvature.bin"
+  "$@" "$f"
+  refuse "hizoo: resume from a $name curvature.bin" "curvature.bin: field $field" \
+    "$bin" train --resume --steps 12 --threads 1 --out "$tmp/$name"
+}
+flip() { printf '\x55' | dd of="$1" bs=1 seek=100 conv=notrunc status=none; }
+cut_() { truncate -s 64 "$1"; }
+count() { printf '\x01' | dd of="$1" bs=1 seek=16 conv=notrunc status=none; }
+magic() { printf 'X' | dd of="$1" bs=1 seek=0 conv=notrunc status=none; }
+damage damaged crc32 flip
+damage cut data cut_
+damage foreign n_floats count
+damage alien magic magic
+
+# disk store, bf16 masters
+run --threads 2 --store "disk:$tmp/m.store" --out "$tmp/disk" || bad "hizoo: disk-store run failed"
+check "disk store == ram" "$tmp/ref" "$tmp/disk"
+refuse "hizoo: a streamed global block" "hizoo" "$bin" train "${common[@]}" --store "disk:$tmp/g.store" \
+  --stream-globals --out "$tmp/globals"
+run --threads 2 --master-dtype bf16 --out "$tmp/bf16" || bad "hizoo: bf16 run failed"
+run --threads 1 --master-dtype bf16 --steps 6 --out "$tmp/bf16-stop" &&
+  "$bin" train --resume --steps 12 --threads 2 --out "$tmp/bf16-stop" > /dev/null 2>&1 || bad "hizoo: bf16 resume failed"
+check "bf16 masters: stopped at 6 and resumed == uninterrupted" "$tmp/bf16" "$tmp/bf16-stop"
+refuse "hizoo: --spsa-samples 2" "spsa-samples" "$bin" train "${common[@]}" --spsa-samples 2 --out "$tmp/q2"
+refuse "hizoo: serve" "estimator" "$bin" serve --estimator hizoo --out "$tmp/serve"
+
+# a LoRA adapter: its own table, its own H
+lora=(--peft lora --lora-rank 4)
+run "${lora[@]}" --threads 2 --out "$tmp/lora" || bad "hizoo: the LoRA run failed"
+run "${lora[@]}" --threads 1 --steps 6 --out "$tmp/lora-stop" &&
+  "$bin" train --resume --steps 12 --threads 2 --out "$tmp/lora-stop" > /dev/null 2>&1 || bad "hizoo: LoRA resume failed"
+if diff -q <(metrics "$tmp/lora") <(metrics "$tmp/lora-stop") > /dev/null && same_h "$tmp/lora" "$tmp/lora-stop" &&
+   cmp -s "$tmp/lora/seeds.log" "$tmp/lora-stop/seeds.log"; then ok "hizoo: LoRA, stopped and resumed == uninterrupted"
+else bad "hizoo: LoRA, stopped and resumed differs"; fi
+"$bin" export --run "$tmp/lora" -o "$tmp/lora-exported" > /dev/null 2>&1 || bad "hizoo: LoRA export failed"
+cmp -s "$tmp/lora-exported/adapter_model.safetensors" "$tmp/lora/checkpoint-12/adapter_model.safetensors" &&
+  ok "hizoo: LoRA export == the trained adapter" || bad "hizoo: LoRA export differs from the trained adapter"
+
+# distzo plan counts H
+engine_mb() { "$bin" plan --model "$assets/stories260K/stories260K.bin" --mem-per-node 8 --estimator "$1" 2>/dev/null |
+  awk '/^P1 x D1/ {print $12}'; }
+extra=$(awk -v a="$(engine_mb hizoo)" -v b="$(engine_mb mezo)" -v n="${n:-0}" \
+  'BEGIN {d = a - b; w = 4 * n / 1048576; print (d > w - 0.06 && d < w + 0.06) ? "yes" : "no"}')
+[ "$extra" = yes ] && ok "hizoo: distzo plan counts the curvature (engine $(engine_mb hizoo) MB, mezo's $(engine_mb mezo))" ||
+  bad "hizoo: distzo plan's engine is $(engine_mb hizoo) MB, mezo's $(engine_mb mezo), for 4 bytes x ${n:-?}"
+
+# mpirun: data and perturbation parallelism with a replica per rank; shared masters refused
+if command -v mpirun > /dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "$@"; }
+  for l in "2 --dp 2" "2 --pertp 2"; do
+    name=$(echo "$l" | tr -cd '[:alnum:]')
+    read -r -a args <<< "$l"
+    mpi "${args[0]}" "$bin" train "${common[@]}" "${args[@]:1}" --node-size 1 --threads 1 --out "$tmp/l$name" \
+      > "$tmp/l$name.txt" 2>&1 || { bad "hizoo: -np $l exited non-zero"; tail -3 "$tmp/l$name.txt"; continue; }
+    check "mpirun -np $l --node-size 1 == one process" "$tmp/ref" "$tmp/l$name"
+  done
+  refuse "hizoo: masters shared by a node's ranks" "node-size 1" mpi 2 "$bin" train "${common[@]}" --dp 2 \
+    --threads 1 --out "$tmp/shared"
+else
+  bad "hizoo: mpirun not found on PATH (scripts/deps.sh installs it): the MPI layouts are unchecked"
+fi
+finish
