@@ -54,14 +54,15 @@ lrs() {
   esac
 }
 n=0
+spawn() { # a command in the background, then a wait after every JOBS of them
+  "$@" &
+  n=$((n + 1))
+  if [ $((n % jobs)) -eq 0 ]; then wait; fi
+}
 for s in ${SEEDS:-0 1 2}; do
   for m in ${METHODS:-mezo lora prefix}; do
-    for lr in $(lrs "$m"); do
-      # shellcheck disable=SC2046 # flags are words
-      one "$m" "$lr" "$s" $(flags "$m") "$@" &
-      n=$((n + 1))
-      [ $((n % jobs)) -eq 0 ] && wait
-    done
+    # shellcheck disable=SC2046 # flags are words
+    for lr in $(lrs "$m"); do spawn one "$m" "$lr" "$s" $(flags "$m") "$@"; done
   done
 done
 wait
