@@ -16,7 +16,8 @@
  * slot for the slot's last op and last write-back. A layer is always written back from the
  * same slot, so that last write-back also orders the next upload of this layer's host
  * masters after the write-back that changed them. Otherwise one slot, the transfers being
- * the backend's upload and download in order with its ops (any device backend). */
+ * the backend's upload and download in order with its ops (any device backend). A disk
+ * store's layers take the same two slots, through host staging (device_store.c). */
 #include <stdint.h>
 
 #include "backend/stream_ops.h"

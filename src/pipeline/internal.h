@@ -11,6 +11,7 @@
  * device_stream.c under a device memory cap: the layer masters streamed block by block
  * device_node.c   a node's ranks on devices: the host copy shared, DistZO2's sliced upload
  * device_store.c  a disk store behind a device: layer blocks read into staging, uploaded
+ *                 (on the CUDA lanes, overlapped with compute)
  * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
