@@ -27,6 +27,10 @@
  *  - streamed under a device memory cap on both (the layer masters in host memory, one
  *    slot; on the CUDA instance two where they fit: upload, op and write-back overlapped on
  *    three streams), each wait of the overlap shown to matter (one dropped: a race);
+ *  - a disk store behind either (the layer masters read from the store and written back
+ *    to it through host staging; on the CUDA instance two slots, store reads and the
+ *    transfers overlapped with compute, each wait shown to matter as above; one slot where
+ *    two do not fit under a cap);
  * with f32 masters and bf16 masters (stochastic rounding), for each estimator: MeZO, and
  * Sparse-MeZO and LOZO, whose z of 2-D tensors the reference builds here from the
  * contract's scalar Philox and Box-Muller (backend/zo_ops.h) as include/distzo/zo.h
@@ -339,7 +343,8 @@ typedef struct pipeline {
     int resident;       /* the masters resident in the buffers of: 1 --backend ref's guarded instance, 2 the
                            CUDA instance over the host seam */
     int stream;         /* resident, under a device memory cap one byte below resident mode's need: the layer
-                           masters stream from host memory (pipeline/device_stream.c) */
+                           masters stream from host memory (pipeline/device_stream.c); with disk, one byte
+                           below two slots' need: the store's layers stream through one slot */
     int count;          /* resident: count the device's allocations (the twin a streamed run is checked by) */
 } pipeline;
 
@@ -369,6 +374,9 @@ static const pipeline PIPELINES[] = {
     {"disk behind a device stand-in, unfused", 1, 0, 0, 0, 0, 1, 0, 0},
     {"disk behind a device stand-in, replayed", 1, 0, 1, 0, 1, 1, 0, 0},
     {"disk behind CUDA over the host seam, fused", 1, 0, 1, 0, 0, 2, 0, 0},
+    {"disk behind CUDA over the host seam, unfused", 1, 0, 0, 0, 0, 2, 0, 0},
+    {"disk behind CUDA over the host seam, replayed", 1, 0, 1, 0, 1, 2, 0, 0},
+    {"disk behind CUDA over the host seam, one slot under a cap, fused", 1, 0, 1, 0, 0, 2, 1, 0},
 };
 
 /* A device instance whose alloc counts the bytes it hands out (nothing is freed before the
@@ -442,9 +450,9 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
 static void engine_close(engine_run *r);
 
 /* What a streamed pipeline allocated on its device when created: no more than the cap, and
- * what the same pipeline resident allocates less every layer's masters but its slots', to
- * the byte: two slots where the backend overlaps its transfers (the CUDA instance) and two
- * fit under the cap, else one. */
+ * what the same pipeline resident (from RAM) allocates less every layer's masters but its
+ * slots', to the byte: two slots where the backend overlaps its transfers (the CUDA
+ * instance) and two fit under the cap, else one. */
 static int g_slots; /* the last streamed run's slots, as expected here */
 static void expect_streamed_allocations(const char *dir, dz_dtype dt, const estimator_case *est, const pipeline *p,
                                         const batch *b, const dz_pipeline_device_bytes *need, size_t cap) {
@@ -453,6 +461,7 @@ static void expect_streamed_allocations(const char *dir, dz_dtype dt, const esti
     pipeline twin = *p;
     twin.stream = 0;
     twin.count = 1;
+    twin.disk = twin.stream_globals = 0; /* from RAM: every master resident */
     engine_run r;
     dz_error err = {0};
     if (engine_try_open(dir, dt, est, &twin, b, &r, &err) != DZ_OK) fail_msg("%s: %s", p->name, err.msg);
@@ -489,7 +498,8 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
     dz_pipeline_device_bytes need = {0};
     if (st == DZ_OK && p->stream) {
         need = dz_pipeline_device_need(r->m, r->f);
-        zp.max_device_bytes = dz_pipeline_device_resident(&need) - 1;
+        zp.max_device_bytes = p->disk ? dz_pipeline_device_streamed_slots(&need, 2) - 1
+                                      : dz_pipeline_device_resident(&need) - 1;
     }
     if (st == DZ_OK) {
         st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, refusal);
@@ -712,7 +722,9 @@ static void every_pipeline_equals_the_plain_loop(const model_case *mc) {
         expect_same_eval(what, &b, want, &got);
         static const char *const on[] = {"", " on ref", " on CUDA"};
         printf("  %-72s = plain loop%s%s\n", what, on[p->resident],
-               p->stream ? (g_slots == 2 ? " (two slots, overlapped)" : " (one slot)") : "");
+               p->stream                         ? (g_slots == 2 ? " (two slots, overlapped)" : " (one slot)")
+               : p->disk && p->resident == 2 ? " (two slots, overlapped)"
+                                             : "");
         trace_free(&got);
     }
     dz_model_free(shape);
@@ -791,14 +803,17 @@ static void device_store_with_streamed_globals_refused(void **state) {
     batch_free(&b);
 }
 
-/* The overlap's run on the CUDA instance over the host seam: two steps and a flush. */
-static void overlapped_steps(const char *dir, const model_case *mc, const batch *b, engine_run *r) {
-    const pipeline p = {"on CUDA over the host seam, layers streamed under a cap", 0, 0, 1, 0, 0, 2, 1, 0};
+/* The overlap's run on the CUDA instance over the host seam, the layers streamed from host
+ * memory (disk 0) or from a disk store (disk 1): two steps and a flush. */
+static void overlapped_steps(const char *dir, const model_case *mc, const batch *b, int disk, engine_run *r) {
+    static const pipeline ps[2] = {{"on CUDA over the host seam, layers streamed under a cap", 0, 0, 1, 0, 0, 2, 1, 0},
+                                   {"disk behind CUDA over the host seam", 1, 0, 1, 0, 0, 2, 0, 1}};
+    const pipeline p = ps[disk];
     engine_open(dir, mc->dtype, &mc->est, &p, b, r);
-    if (g_slots != 2) fail_msg("%s: %d slot(s) under the cap, where two fit", p.name, g_slots);
+    if (!disk && g_slots != 2) fail_msg("%s: %d slot(s) under the cap, where two fit", p.name, g_slots);
     const dz_param_table *t = dz_model_params(r->m);
     const dz_cuda_seam *seam = dz_backend_cuda_seam(r->be);
-    for (int id = 0; id < t->count; id++) /* the layer masters are pinned for the asynchronous copies */
+    for (int id = 0; !disk && id < t->count; id++) /* the layer masters are pinned for the asynchronous copies */
         if (t->params[id].block < dz_model_config(r->m)->n_layers &&
             !dz_cuda_seam_host_pinned(seam, dz_model_tensor(r->m, id), tensor_bytes(t, mc->dtype, id)))
             fail_msg("%s: %s is not in pinned host memory", p.name, t->params[id].hf_name);
@@ -818,7 +833,10 @@ static void overlapped_steps(const char *dir, const model_case *mc, const batch 
  * the run), the host seam reports a race (DZ_CUDA_ERR_HAZARD) within two steps and a flush;
  * with none dropped it reports nothing. The upload's wait for the slot's last op matters
  * where no write-back follows that op (step 0: no update is pending yet) and nothing else
- * orders the two: the instance's synchronize is made no wait here (no_synchronize). */
+ * orders the two: the instance's synchronize is made no wait here (no_synchronize). So for
+ * the layers streamed from a disk store, whose host-side settles (the staging's last upload
+ * before a store read, its last write-back before a store write) must not stand in for
+ * the lanes' waits. */
 static void overlap_wait_dropped_is_a_hazard(void **state) {
     (void)state;
     const model_case mc = {"opt_preln", 5, DZ_F32, MEZO, 0};
@@ -837,22 +855,26 @@ static void overlap_wait_dropped_is_a_hazard(void **state) {
         {DZ_LANE_UPLOAD, DZ_DEV_MARK_DONE, "the upload's wait for the slot's last op"},
         {DZ_LANE_UPLOAD, DZ_DEV_MARK_WB, "the upload's wait for the slot's last write-back"},
     };
-    for (size_t k = 0; k < sizeof drops / sizeof drops[0]; k++) {
-        g_drop_on = 1, g_drop_lane = drops[k].lane, g_drop_mark = drops[k].mark;
-        engine_run r;
-        overlapped_steps(dir, &mc, &b, &r);
-        g_drop_on = 0;
-        char msg[300] = "";
-        const int st = dz_backend_cuda_status(r.be, msg, sizeof msg);
-        const int hazards = dz_cuda_seam_host_hazards(dz_backend_cuda_seam(r.be));
-        printf("  dropped: %s: status %d, %d hazard(s) %s\n", drops[k].what, st, hazards, msg);
-        if (k == 0 && (st != DZ_CUDA_OK || hazards != 0)) fail_msg("no wait dropped: %s", msg);
-        if (k > 0 && (st != DZ_CUDA_ERR_HAZARD || hazards == 0)) fail_msg("dropped %s: not caught", drops[k].what);
-        dz_zo_engine_free(r.e);
-        dz_forward_free(r.f);
-        dz_backend_free(r.be);
-        dz_model_free(r.m);
-    }
+    for (int disk = 0; disk < 2; disk++)
+        for (size_t k = 0; k < sizeof drops / sizeof drops[0]; k++) {
+            g_drop_on = 1, g_drop_lane = drops[k].lane, g_drop_mark = drops[k].mark;
+            engine_run r;
+            overlapped_steps(dir, &mc, &b, disk, &r);
+            g_drop_on = 0;
+            char msg[300] = "";
+            const int st = dz_backend_cuda_status(r.be, msg, sizeof msg);
+            const int hazards = dz_cuda_seam_host_hazards(dz_backend_cuda_seam(r.be));
+            printf("  %s, dropped: %s: status %d, %d hazard(s) %s\n", disk ? "disk" : "host memory", drops[k].what, st,
+                   hazards, msg);
+            if (k == 0 && (st != DZ_CUDA_OK || hazards != 0)) fail_msg("no wait dropped: %s", msg);
+            if (k > 0 && (st != DZ_CUDA_ERR_HAZARD || hazards == 0))
+                fail_msg("%s: dropped %s: not caught", disk ? "disk" : "host memory", drops[k].what);
+            dz_zo_engine_free(r.e);
+            dz_forward_free(r.f);
+            dz_backend_free(r.be);
+            dz_store_close(r.s);
+            dz_model_free(r.m);
+        }
     batch_free(&b);
 }
 

@@ -7,7 +7,8 @@
  * (host to device) and WRITEBACK (device to host). Nothing orders work of two lanes but
  * marks: mark(m, lane) stands for the lane's work issued so far, and wait(lane, m) makes
  * the lane's later work start after it (a mark never set is no wait: CUDA's events). The
- * host may change an upload's source, or read a download's destination, only after drain. */
+ * host may change an upload's source, or read a download's destination, only after drain
+ * or a settle of a mark set after it. */
 #ifndef DZ_BACKEND_STREAM_OPS_H
 #define DZ_BACKEND_STREAM_OPS_H
 
@@ -33,6 +34,9 @@ typedef struct dz_stream_ops {
     void (*wait)(const dz_backend *be, dz_lane lane, int m);
     /* The host waits for the work of every lane. */
     void (*drain)(const dz_backend *be);
+    /* The host waits for mark m's work alone (a mark never set: no wait): cudaEventSynchronize.
+     * After it the host may change that work's upload sources and read its downloads. */
+    void (*settle)(const dz_backend *be, int m);
     /* DistZO2's sliced upload (optional: NULL where the backend has none; the CUDA
      * instance's). seam: the dz_cuda_seam the instance runs on, through which the node's
      * NCCL group is joined (src/parallel/gpu_group.c); set_node: this GPU is member `comm`

@@ -16,7 +16,8 @@
  * slot for the slot's last op and last write-back. A layer is always written back from the
  * same slot, so that last write-back also orders the next upload of this layer's host
  * masters after the write-back that changed them. Otherwise one slot, the transfers being
- * the backend's upload and download in order with its ops (any device backend). */
+ * the backend's upload and download in order with its ops (any device backend). A disk
+ * store's layers take the same two slots, through host staging (device_store.c). */
 #include <stdint.h>
 
 #include "backend/stream_ops.h"
@@ -41,19 +42,24 @@ dz_pipeline_device_bytes dz_pipeline_device_need(const dz_model *m, const dz_for
     return b;
 }
 
-/* The layer masters in a disk store: streamed through one slot, whatever the cap (within it). */
+/* The layer masters in a disk store: streamed whatever the cap (within it), through two
+ * slots where the backend overlaps its transfers and both fit (device_store.c). */
 static dz_status choose_store(dz_pipeline *p, const dz_forward *f, size_t max_device_bytes, dz_error *err) {
     const dz_pipeline_device_bytes b = dz_pipeline_device_need(p->m, f);
-    const size_t need = dz_pipeline_device_streamed(&b);
+    const size_t need = dz_pipeline_device_streamed(&b), two = dz_pipeline_device_streamed_slots(&b, 2);
     if (max_device_bytes && need > max_device_bytes)
         return dz_fail(err, DZ_ERR_INVALID, "zo: --max-device-memory %.2f MB: streaming the layers from the disk store "
                        "needs %.2f MB on --backend %s: the global block's masters %.2f MB, one layer's masters %.2f MB, "
                        "the working copies %.2f MB, the forward's buffers %.2f MB", mb(max_device_bytes), mb(need),
                        p->be->name, mb(b.globals), mb(b.layer), mb(b.work), mb(b.forward));
-    p->res.stream = 1, p->res.slots = 1;
+    p->res.stream = 1;
+    p->res.slots = p->be->streams && (!max_device_bytes || two <= max_device_bytes) ? 2 : 1;
     dz_log(DZ_LOG_INFO, "--store disk with --backend %s: the layer masters stay in the store; each pass reads a layer, "
-           "uploads it into one slot and writes it back (%.2f MB on the device, transfers in order with compute)",
-           p->be->name, mb(need));
+           "uploads it into a slot and writes it back (%.2f MB on the device, %s)", p->be->name,
+           mb(dz_pipeline_device_streamed_slots(&b, p->res.slots)),
+           p->res.slots == 2 ? "two slots: store reads, upload, compute and write-back overlapped"
+           : p->be->streams  ? "one slot: the overlap's two do not fit, transfers in order with compute"
+                             : "one slot, transfers in order with compute");
     return DZ_OK;
 }
 
@@ -114,6 +120,7 @@ static void upload_layer(dz_pipeline *p, int l) {
     if (p->res.held[s] == l) return;
     so->wait(p->be, DZ_LANE_UPLOAD, DZ_DEV_MARK_DONE + s);
     so->wait(p->be, DZ_LANE_UPLOAD, DZ_DEV_MARK_WB + s);
+    if (p->io.store) dz_dev_store_stage(p, l, s); /* a disk store's block, into the slot's upload staging */
     if (p->res.node.sliced) {
         const char *base;
         const size_t bytes = dz_dev_layer_host(p, l, &base);
@@ -122,7 +129,8 @@ static void upload_layer(dz_pipeline *p, int l) {
     for (int a = p->ws.block_first_span[l], b; !p->res.node.sliced && a < last; a = b) {
         span r;
         b = dz_res_run(p, a, last, &r);
-        so->upload_async(p->be, slot_at(p, s, &r), dz_ws_host_at(p, r.id, r.i0), r.n * elem_bytes(p));
+        const void *src = p->io.store ? dz_dev_stage_at(p, s, 0, &r) : dz_ws_host_at(p, r.id, r.i0);
+        so->upload_async(p->be, slot_at(p, s, &r), src, r.n * elem_bytes(p));
     }
     so->mark(p->be, DZ_DEV_MARK_UP + s, DZ_LANE_UPLOAD);
     p->res.held[s] = l;
@@ -132,10 +140,16 @@ void dz_dev_prefetch(dz_pipeline *p, int l) {
     if (p->res.slots == 2 && l < dz_model_config(p->m)->n_layers) upload_layer(p, l);
 }
 
-/* The updated layer l back into host memory from slot s: on a node, this rank's slice. */
+/* The updated layer l back into host memory from slot s: on a node, this rank's slice; with
+ * a disk store, into the slot's write-back staging (the block waiting there first goes to
+ * the store), written to the store later (device_store.c). */
 static void write_back(dz_pipeline *p, int l, int s) {
     const dz_stream_ops *so = p->be->streams;
     const int first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
+    if (p->io.store) {
+        dz_dev_store_write_waiting(p, s);
+        p->res.unwritten[s] = l;
+    }
     if (p->res.node.sliced) {
         const char *base;
         size_t off = 0;
@@ -146,7 +160,8 @@ static void write_back(dz_pipeline *p, int l, int s) {
     for (int a = first, b; a < last; a = b) {
         span r;
         b = dz_res_run(p, a, last, &r);
-        so->download_async(p->be, dz_ws_host_at(p, r.id, r.i0), slot_at(p, s, &r), r.n * elem_bytes(p));
+        void *dst = p->io.store ? dz_dev_stage_at(p, s, 1, &r) : dz_ws_host_at(p, r.id, r.i0);
+        so->download_async(p->be, dst, slot_at(p, s, &r), r.n * elem_bytes(p));
     }
 }
 
@@ -164,10 +179,12 @@ void dz_dev_overlapped_pass(dz_pipeline *p, int l, float *const pair[2], int app
     }
     so->mark(p->be, DZ_DEV_MARK_DONE + s, DZ_LANE_COMPUTE);
     p->res.held[s] = -1; /* the op changed it: the next pass over layer l uploads it again */
-    if (pair && !apply) return; /* no update landed: nothing to write back */
-    so->wait(p->be, DZ_LANE_WRITEBACK, DZ_DEV_MARK_DONE + s);
-    write_back(p, l, s);
-    so->mark(p->be, DZ_DEV_MARK_WB + s, DZ_LANE_WRITEBACK);
+    if (!pair || apply) { /* an update landed: write it back */
+        so->wait(p->be, DZ_LANE_WRITEBACK, DZ_DEV_MARK_DONE + s);
+        write_back(p, l, s);
+        so->mark(p->be, DZ_DEV_MARK_WB + s, DZ_LANE_WRITEBACK);
+    }
+    if (p->io.store && l == dz_model_config(p->m)->n_layers - 1) dz_dev_store_settle(p); /* the walk's end */
 }
 
 void dz_dev_pin(dz_pipeline *p) {

@@ -11,6 +11,7 @@
  * device_stream.c under a device memory cap: the layer masters streamed block by block
  * device_node.c   a node's ranks on devices: the host copy shared, DistZO2's sliced upload
  * device_store.c  a disk store behind a device: layer blocks read into staging, uploaded
+ *                 (on the CUDA lanes, overlapped with compute)
  * pipeline.c      creation and release, byte counts */
 #ifndef DZ_PIPELINE_INTERNAL_H
 #define DZ_PIPELINE_INTERNAL_H
@@ -122,7 +123,11 @@ typedef struct resident_state {
     int held[2];    /* overlapped: the layer whose upload into the slot is issued (-1: none) */
     void *pinned;   /* overlapped: the start of the layer masters' host range, pinned (NULL: not) */
     res_node node;
-    char *staging;  /* a disk store behind the device: one layer block as the store holds it */
+    char *staging;  /* a disk store behind the device: one layer block as the store holds it;
+                     * two slots: four, slot s's upload source and its write-back's target */
+    size_t stage_bytes; /* a disk store behind the device: one staging block */
+    int unwritten[2];   /* two slots and a disk store: the layer whose write-back waits in slot
+                         * s's write-back staging for the store (-1: none) */
     int failed;     /* a store read or write of a pass failed (its error in err) */
     dz_error err;
 } resident_state;
@@ -274,7 +279,7 @@ void dz_res_free(dz_pipeline *p);
  * ranks: each its slice, between node barriers). */
 dz_status dz_res_sync_host(dz_pipeline *p, dz_error *err);
 
-/* device_store.c: a disk store behind a device backend (one slot, in order) */
+/* device_store.c: a disk store behind a device backend */
 /* The layer masters are in a store (the model holds no layer tensor). */
 int dz_dev_layers_in_store(const dz_pipeline *p);
 /* dz_pipeline_use_store with a device backend. */
@@ -283,6 +288,14 @@ dz_status dz_dev_use_store(dz_pipeline *p, dz_store *s, dz_error *err);
  * buffer, and (written) the staging buffer written back; a failure is kept in p->res. */
 void dz_dev_store_read(dz_pipeline *p, int l);
 void dz_dev_store_write(dz_pipeline *p, int l);
+/* Two slots: layer l's block read from the store into slot s's upload staging, after the
+ * staging's last upload; the address of run r there (wb 0) or in slot s's write-back staging
+ * (wb 1); before a write-back into slot s's staging, the block that waits there written to
+ * the store; and every such block written (the end of a walk over the layers). */
+void dz_dev_store_stage(dz_pipeline *p, int l, int s);
+void *dz_dev_stage_at(const dz_pipeline *p, int s, int wb, const span *r);
+void dz_dev_store_write_waiting(dz_pipeline *p, int s);
+void dz_dev_store_settle(dz_pipeline *p);
 /* The first failure of the passes' store reads and writes (DZ_OK: none), cleared. */
 dz_status dz_dev_store_status(dz_pipeline *p, dz_error *err);
 

@@ -69,11 +69,11 @@ void dz_pipeline_free(dz_pipeline *p) {
     dz_sz_free(p);
     dz_hz_free(p);
     dz_free(p->io.chunk);
-    dz_free(p->res.staging);
     dz_free(p->io.gtheta);
     if (p->res.on) p->be->ops->free(p->be, p->rows.minus_cache);
     else dz_free(p->rows.minus_cache);
-    dz_res_free(p);
+    dz_res_free(p); /* lands and unpins what the staging buffers still hold */
+    dz_free(p->res.staging);
     free(p->upd.applied);
     free(p);
 }

@@ -69,6 +69,7 @@ dz_status dz_res_create(dz_pipeline *p, dz_error *err) {
 
 void dz_res_free(dz_pipeline *p) {
     if (!p->res.theta) return;
+    if (p->io.store && p->res.slots == 2) dz_dev_store_settle(p); /* a walk cut short: its write-backs, stored */
     dz_dev_drain(p, 1); /* the write-backs land and the host masters are unpinned before anyone frees them */
     for (int id = 0; id < dz_model_params(p->m)->count; id++)
         if (!dz_res_streamed(p, id)) p->be->ops->free(p->be, p->res.theta[id]);

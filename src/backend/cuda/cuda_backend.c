@@ -241,6 +241,11 @@ static void cu_drain(const dz_backend *be) {
     for (int l = 0; l < DZ_LANES; l++) note(c, c->seam->stream_synchronize(c->seam, lane_stream(c, (dz_lane)l)));
 }
 
+static void cu_settle(const dz_backend *be, int m) {
+    cuda_ctx *c = ctx_of(be);
+    note(c, c->seam->event_synchronize(c->seam, c->marks[m]));
+}
+
 static void *cu_seam(const dz_backend *be) { return ctx_of(be)->seam; }
 
 static void cu_set_node(const dz_backend *be, void *comm, int rank, int n) {
@@ -273,6 +278,7 @@ static const dz_stream_ops cuda_stream_ops = {
     .mark = cu_mark,
     .wait = cu_wait,
     .drain = cu_drain,
+    .settle = cu_settle,
 };
 
 /* The transfer lanes and the marks: DZ_CUDA_OK, or the first failure. */
