@@ -46,6 +46,21 @@ static int fed_options(dz_fed_serve_config *c, const char *code, int seed_pool, 
     return 0;
 }
 
+/* --keep-quantized only where the base is never written, and the coordinator's own data:
+ * its --test set by absolute path, no training data. */
+static int base_and_data(dz_fed_serve_config *c, int keep_quantized) {
+    dz_train_config *t = &c->train;
+    /* on --resume the run's run.json says whether it trains an adapter (the coordinator checks) */
+    t->peft.keep_quantized = keep_quantized && (c->resume || (t->peft.method && strcmp(t->peft.method, "none")));
+    if (keep_quantized && !t->peft.keep_quantized)
+        return dz_cli_failf("option --keep-quantized: a federated run of every parameter updates the base, which a "
+                            "quantized base held as loaded cannot take: add --peft lora or prefix, or leave it out");
+    static char abs_test[PATH_MAX];
+    if (t->data.test && realpath(t->data.test, abs_test)) t->data.test = abs_test;
+    t->data.train = NULL;
+    return 0;
+}
+
 static const dz_cmd_spec serve_cmd = {
     .name = "serve", .usage = "--out RUN_DIR --token-file F [--listen HOST:PORT] [--resume] [training settings]",
     .summary = "Coordinates a federated ZO run: workers (`distzo join`) compute one-byte projected gradients\n"
@@ -114,14 +129,7 @@ int dz_cmd_serve(int argc, char **argv) {
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
     if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;
     if ((rc = dz_cli_refuse_adapter_alone(t, argc, argv))) return rc;
-    /* on --resume the run's run.json says whether it trains an adapter (the coordinator checks) */
-    t->peft.keep_quantized = keep_quantized && (c.resume || (t->peft.method && strcmp(t->peft.method, "none")));
-    if (keep_quantized && !t->peft.keep_quantized)
-        return dz_cli_failf("option --keep-quantized: a federated run of every parameter updates the base, which a "
-                            "quantized base held as loaded cannot take: add --peft lora or prefix, or leave it out");
-    static char abs_test[PATH_MAX];
-    if (t->data.test && realpath(t->data.test, abs_test)) t->data.test = abs_test;
-    t->data.train = NULL;
+    if ((rc = base_and_data(&c, keep_quantized))) return rc;
     t->out_dir = out;
     c.fed.round_timeout = round_timeout, c.fed.worker_timeout = worker_timeout, c.linger = linger;
     dz_cli_gpu_math_join(&t->layout.backend, gpu_math);
