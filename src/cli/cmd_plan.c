@@ -66,7 +66,8 @@ static void print_table(const char *model, const dz_plan_request *r, const dz_pl
         return;
     }
     const dz_plan_layout *B = &p->l[p->best];
-    const char *hizoo = r->estimator == DZ_ZO_HIZOO && B->n > 1 ? " --estimator hizoo --node-size 1" : ""; /* a replica each */
+    const char *hizoo = r->estimator == DZ_ZO_HIZOO && B->n > 1 ? " --estimator hizoo --node-size 1" /* a replica each */
+                        : r->estimator == DZ_ZO_FZOO && B->p > 1 ? " --estimator fzoo --node-size 1" : "";
     printf("\nrecommended: P%d x D%d: mpirun -np %d distzo train --pertp %d --dp %d%s ...\n", B->p, B->d, B->n, B->p,
            B->d, hizoo);
 }

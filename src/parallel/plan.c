@@ -65,7 +65,8 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     L->local_batch = (r->batch + L->d - 1) / L->d; /* the critical path: the largest share */
     L->signs = L->p == 1 ? 2 : 1;
     const int hizoo = r->estimator == DZ_ZO_HIZOO; /* a third forward (L0); a curvature state per replica */
-    L->shared_masters = !r->disk_store && R > 1 && !hizoo;
+    const int fzoo = r->estimator == DZ_ZO_FZOO;   /* under --pertp 2 each rank its own directions: a replica */
+    L->shared_masters = !r->disk_store && R > 1 && !hizoo && !(fzoo && L->p > 1);
     /* memory: what the trainer's setup() allocates for this rank's share */
     const int rows = L->local_batch * r->labels, max_batch = rows > r->eval_batch ? rows : r->eval_batch;
     size_t row_floats = 0;
@@ -90,11 +91,12 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     } else {
         L->node_peak = R * L->rank_peak;
     }
-    /* FZOO: q + 1 passes (l0 and one per direction), each one +eps forward; HiZOO: the L0
-     * pass (one forward a rank) then the pair, its pairs in 4 slots; else q of both signs */
-    const int fzoo = r->estimator == DZ_ZO_FZOO;
-    const double passes = fzoo ? r->q + 1 : hizoo ? 2 : r->q, slots = fzoo ? r->q + 1 : hizoo ? 4 : 2 * r->q;
-    const double forwards = fzoo ? r->q + 1 : hizoo ? L->signs + 1 : r->q * L->signs;
+    /* FZOO: q + 1 passes (l0 and one per direction), each one +eps forward, split over the
+     * P ranks of a pair (the larger share); HiZOO: the L0 pass (one forward a rank) then the
+     * pair, its pairs in 4 slots; else q of both signs */
+    const double fzoo_share = ceil((r->q + 1.0) / L->p);
+    const double passes = fzoo ? fzoo_share : hizoo ? 2 : r->q, slots = fzoo ? r->q + 1 : hizoo ? 4 : 2 * r->q;
+    const double forwards = fzoo ? fzoo_share : hizoo ? L->signs + 1 : r->q * L->signs;
     /* per step: one allreduce of slots x B (loss, weight) doubles */
     if (n > 1) {
         L->payload_per_rank = 8.0 * slots * 2 * r->batch;
@@ -108,9 +110,7 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     L->updated = ceil(s->all / (L->shared_masters ? R : 1));
     /* feasibility */
     L->feasible = 1;
-    if (fzoo && L->p > 1)
-        snprintf(L->why, sizeof L->why, "--estimator fzoo's forwards are one-sided: no +/- pair for --pertp %d", L->p);
-    else if (r->disk_store && n > 1)
+    if (r->disk_store && n > 1)
         snprintf(L->why, sizeof L->why, "--store disk runs in one process today (%d ranks asked)", n);
     else if (r->batch < L->d)
         snprintf(L->why, sizeof L->why, "--batch %d is smaller than the %d data-parallel groups", r->batch, L->d);

@@ -33,8 +33,7 @@ dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
                           .rng_v2 = o->rng_v2};
 }
 
-/* FZOO's settings: its directions are the step's samples (q), always Rademacher, and
- * perturbation parallelism has no +/- pair to split. */
+/* FZOO's settings: its directions are the step's samples (q), always Rademacher. */
 static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
     const dz_train_optim *o = &c->optim;
     if (o->estimator != DZ_ZO_FZOO && o->fzoo_directions != DZ_ZO_FZOO_DEFAULT_DIRECTIONS)
@@ -51,9 +50,6 @@ static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
     if (!o->rademacher)
         return dz_fail(err, DZ_ERR_INVALID, "--perturbation gaussian with --estimator fzoo: FZOO's directions are "
                        "Rademacher; the command line sets it, a config gives perturbation rademacher");
-    if (c->layout.pertp == 2)
-        return dz_fail(err, DZ_ERR_INVALID, "--pertp 2 with --estimator fzoo: FZOO's forwards are one-sided (no +eps/-eps "
-                       "pair to split over ranks); use --dp");
     return DZ_OK;
 }
 

@@ -84,6 +84,8 @@ dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *
 
 dz_status dz_zo_engine_set_parallel(dz_zo_engine *e, const dz_zo_parallel *p, dz_error *err) {
     if (!(p->signs >= 1 && p->signs <= 3)) return dz_fail(err, DZ_ERR_INVALID, "zo: signs must be 1, 2 or 3");
+    dz_status cst = dz_zo_fzoo_check_parallel(&e->p, p, err);
+    if (cst != DZ_OK) return cst;
     const dz_pipeline_node node = {
         .slice = p->slice, .n_slices = p->n_slices, .work = p->shared_work, .barrier = p->barrier, .ctx = p->ctx};
     dz_status st = dz_pipeline_share_node(e->pipe, &node, err);

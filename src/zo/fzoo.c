@@ -62,23 +62,42 @@ static void coefficients(const dz_zo_engine *e, double l0, const double *l, dz_z
     }
 }
 
+/* Perturbation parallelism (--pertp 2, signs 1 or 2): the N + 1 passes (slot 0 the l0
+ * pass, slot j + 1 direction j) split into P contiguous shares, sizes differing by at most
+ * one; this rank runs [*lo, *hi). Its first pass takes the pending update, whichever slot
+ * it is, and the slots it leaves are zeros in the exact sum over ranks. */
+static void my_slots(const dz_zo_engine *e, int *lo, int *hi) {
+    const int slots = e->p.q + 1, parts = e->par.signs == 3 ? 1 : 2, k = e->par.signs == 2;
+    *lo = slots * k / parts, *hi = slots * (k + 1) / parts;
+}
+
 dz_status dz_zo_fzoo_estimate(dz_zo_engine *e, uint32_t step, const dz_zo_sample_batch *sb, dz_zo_step_result *out,
                               dz_error *err) {
     memset(out, 0, sizeof *out);
     const int n = e->p.q;
     const uint32_t draw0 = step * (uint32_t)n;
     size_t per;
+    int lo, hi;
+    my_slots(e, &lo, &hi);
     dz_status st = dz_zo_loss_slots(e, n + 1, sb, &per, err);
     /* slot 0: l0, first, so that its pass takes the pending update; slot j + 1: l_j */
-    if (st == DZ_OK) st = one_sided(e, draw0, 0.0f, sb, e->ex_loss, &out->time, err);
-    for (int j = 0; st == DZ_OK && j < n; j++)
-        st = one_sided(e, draw0 + (uint32_t)j, e->p.eps, sb, e->ex_loss + (size_t)(j + 1) * per, &out->time, err);
-    if (st == DZ_OK && e->par.sum) /* data parallel: every rank holds only its examples */
+    for (int s = lo; st == DZ_OK && s < hi; s++)
+        st = one_sided(e, draw0 + (uint32_t)(s > 0 ? s - 1 : 0), s > 0 ? e->p.eps : 0.0f, sb,
+                       e->ex_loss + (size_t)s * per, &out->time, err);
+    if (st == DZ_OK && e->par.sum) /* data or perturbation parallel: every rank holds only its slots' examples */
         st = e->par.sum(e->par.ctx, e->ex_loss, (size_t)(n + 1) * per, err);
     if (st != DZ_OK) return st;
     const int n_global = (int)(per / 2);
     double l[DZ_ZO_MAX_Q];
     for (int j = 0; j < n; j++) l[j] = dz_zo_slot_loss(e->ex_loss + (size_t)(j + 1) * per, n_global);
     coefficients(e, dz_zo_slot_loss(e->ex_loss, n_global), l, out);
+    return DZ_OK;
+}
+
+dz_status dz_zo_fzoo_check_parallel(const dz_zo_params *p, const dz_zo_parallel *par, dz_error *err) {
+    if (p->estimator == DZ_ZO_FZOO && par->signs != 3 && par->n_slices > 1)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator fzoo under --pertp 2 runs other directions on each "
+                       "rank of a pair, which cannot share the node's one working copy: give each rank its own "
+                       "replica (--node-size 1)");
     return DZ_OK;
 }

@@ -57,6 +57,8 @@ double dz_zo_slot_loss(const double *slot, int n_global);
 dz_status dz_zo_fzoo_estimate(dz_zo_engine *e, uint32_t step, const dz_zo_sample_batch *sb, dz_zo_step_result *out,
                               dz_error *err);
 dz_status dz_zo_fzoo_check(const dz_zo_params *p, dz_error *err);
+/* FZOO under perturbation parallelism needs a replica per rank (refused otherwise). */
+dz_status dz_zo_fzoo_check_parallel(const dz_zo_params *p, const dz_zo_parallel *par, dz_error *err);
 
 /* The pipeline's perturbation for the estimator of p. */
 static inline dz_pipeline_perturbation dz_zo_perturbation_of(const dz_zo_params *p) {

@@ -5,11 +5,13 @@
 # - --resume after a stop at a checkpoint and after SIGKILL between checkpoints,
 # - export (the whole log replayed onto the base model),
 # - mpirun -np 2 --dp 2 (masters shared by the node, each rank its slice),
+# - mpirun -np 2 --pertp 2 and -np 4 --pertp 2 --dp 2 (--node-size 1: the N + 1 passes
+#   split over the pair's ranks, each rank a replica of the masters),
 # - --peft lora (the adapter: threads, resume, export),
 # give bitwise the weights, metrics and seed log of one uninterrupted process; the log's
 # records are (step, lr, g[N]) with N = --fzoo-directions and run.json keeps the settings.
-# Refused: --fzoo-directions 1, --spsa-samples, --perturbation gaussian, --pertp 2, a
-# resume with other directions, serve/join (MeZO only).
+# Refused: --fzoo-directions 1, --spsa-samples, --perturbation gaussian, --pertp 2 over
+# masters a node's ranks share, a resume with other directions, serve/join (MeZO only).
 # usage: fzoo.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -66,6 +68,15 @@ if command -v mpirun > /dev/null; then
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np 2 "$bin" train \
     "${common[@]}" --dp 2 --threads 1 --out "$tmp/dp" > "$tmp/log" 2>&1 || bad "-np 2 --dp 2 failed: $(tail -2 "$tmp/log")"
   check "mpirun -np 2 --dp 2 == one process" "$tmp/ref" "$tmp/dp"
+  mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "$1" \
+    "$bin" train "${common[@]}" --threads 1 "${@:2}" > "$tmp/log" 2>&1; }
+  mpi 2 --pertp 2 --node-size 1 --out "$tmp/pp" || bad "-np 2 --pertp 2 failed: $(tail -2 "$tmp/log")"
+  check "mpirun -np 2 --pertp 2 (l0 + 1 direction, 2 directions) == one process" "$tmp/ref" "$tmp/pp"
+  mpi 4 --pertp 2 --dp 2 --node-size 1 --out "$tmp/ppdp" || bad "-np 4 --pertp 2 --dp 2 failed: $(tail -2 "$tmp/log")"
+  check "mpirun -np 4 --pertp 2 --dp 2 == one process" "$tmp/ref" "$tmp/ppdp"
+  mpi 2 --pertp 2 --out "$tmp/x4" && bad "--pertp 2 over node-shared masters ran" ||
+    { grep -q "node-size 1" "$tmp/log" && ok "--pertp 2 over node-shared masters is refused, naming --node-size 1" ||
+      bad "--pertp 2 over shared masters: $(tail -2 "$tmp/log")"; }
 else
   bad "mpirun not found on PATH (scripts/deps.sh installs it): the DP layout is unchecked"
 fi
@@ -85,7 +96,6 @@ run "${lora[@]}" --threads 1 --steps 4 --out "$tmp/lora-stop" &&
 refuse "--fzoo-directions 1" "fzoo-directions 1" "$bin" train "${common[@]}" --fzoo-directions 1 --out "$tmp/x1"
 refuse "--spsa-samples with fzoo" "spsa-samples" "$bin" train "${common[@]}" --spsa-samples 2 --out "$tmp/x2"
 refuse "--perturbation gaussian with fzoo" "Rademacher" "$bin" train "${common[@]}" --perturbation gaussian --out "$tmp/x3"
-refuse "--pertp 2 with fzoo" "pertp 2" "$bin" train "${common[@]}" --pertp 2 --out "$tmp/x4"
 refuse "a resume with other directions" "fzoo-directions" "$bin" train --resume --fzoo-directions 4 --out "$tmp/ref"
 refuse "a resume with --estimator mezo" "estimator" "$bin" train --resume --estimator mezo --out "$tmp/ref"
 refuse "serve --estimator fzoo" "estimator" "$bin" serve --estimator fzoo
