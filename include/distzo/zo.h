@@ -148,6 +148,11 @@ dz_status dz_zo_step_decode(dz_zo_engine *e, uint32_t step, float lr, const dz_z
  * update then comes back as a logged record (dz_zo_apply). */
 dz_status dz_zo_estimate(dz_zo_engine *e, uint32_t draw, const dz_zo_batch *b, dz_zo_step_result *out,
                          dz_error *err);
+/* FZOO's step alone, with no update (--estimator fzoo only): the N + 1 forwards of step
+ * `step` (draws step * N + j) on batch b; g[0..N-1] the coefficients of the step's record,
+ * loss_plus[j] = l_j, loss_minus[j] = l0. A federated FZOO worker computes a round so. */
+dz_status dz_zo_fzoo_coefficients(dz_zo_engine *e, uint32_t step, const dz_zo_batch *b, dz_zo_step_result *out,
+                                  dz_error *err);
 /* Keeps the layer blocks' master weights in a parameter store on disk (src/store/store.h)
  * instead of the model's memory: each step reads a block into one of two resident slots
  * while the previous block computes, and writes it back once updated. */

@@ -46,6 +46,30 @@ static int fed_options(dz_fed_serve_config *c, const char *code, int seed_pool, 
     return 0;
 }
 
+/* --estimator: mezo, or fzoo, whose round is one worker's N directions on one batch: the
+ * slots are its --fzoo-directions, all a worker's, Rademacher. On --resume run.json says. */
+static int estimator_options(dz_fed_serve_config *c, const char *name, int argc, char **argv) {
+    dz_train_optim *o = &c->train.optim;
+    if (dz_zo_estimator_parse(name, &o->estimator) != 0 || (o->estimator != DZ_ZO_MEZO && o->estimator != DZ_ZO_FZOO))
+        return dz_cli_failf("option --estimator: '%s' is not mezo or fzoo (the estimators a federated run carries)", name);
+    int q_given = 0, per_given = 0;
+    for (int i = 1; i < argc; i++) {
+        q_given |= !strncmp(argv[i], "--spsa-samples", 14) || !strncmp(argv[i], "--perturbation", 14);
+        per_given |= !strncmp(argv[i], "--samples-per-worker", 20);
+    }
+    if (o->estimator != DZ_ZO_FZOO) {
+        if (o->fzoo_directions != DZ_ZO_FZOO_DEFAULT_DIRECTIONS)
+            return dz_cli_failf("option --fzoo-directions: without --estimator fzoo it would be ignored");
+        return 0;
+    }
+    if (q_given)
+        return dz_cli_failf("option --spsa-samples/--perturbation: --estimator fzoo's slots are its --fzoo-directions, "
+                            "Rademacher");
+    o->q = o->fzoo_directions, o->rademacher = 1;
+    if (!per_given) c->fed.samples_per_worker = o->q;
+    return 0;
+}
+
 /* --keep-quantized only where the base is never written, and the coordinator's own data:
  * its --test set by absolute path, no training data. */
 static int base_and_data(dz_fed_serve_config *c, int keep_quantized) {
@@ -75,7 +99,7 @@ int dz_cmd_serve(int argc, char **argv) {
     t->optim.q = 4;
     dz_fed_settings_default(&c.fed);
     dz_cli_train_values v = dz_cli_train_values_default();
-    const char *model = NULL, *out = NULL, *code = "byte", *sampling = NULL, *gpu_math = NULL;
+    const char *model = NULL, *out = NULL, *code = "byte", *sampling = NULL, *gpu_math = NULL, *estimator = "mezo";
     dz_cli_gpus gpus = DZ_CLI_GPUS_UNSET;
     int threads = 0, seed_pool = DZ_OPT_UNSET, keep_quantized = 0;
     float round_timeout = 30.0f, worker_timeout = 10.0f, linger = 10.0f;
@@ -87,7 +111,9 @@ int dz_cmd_serve(int argc, char **argv) {
         {"tls-key", DZ_OPT_STR, &c.tls_key, "PEM private key of --tls-cert"},
         {"resume", DZ_OPT_FLAG, &c.resume, "continue the run in --out from its seed log (its settings are kept; --steps may grow)"},
         {"model", DZ_OPT_STR, &model, "base model (default: stories260K from the assets); every worker needs the same"},
-        {"samples-per-worker", DZ_OPT_INT, &c.fed.samples_per_worker, "slots each worker gets per round (default 1)"},
+        {"estimator", DZ_OPT_STR, &estimator, "mezo (default) or fzoo (a round is one worker's N directions; docs/FEDERATED.md)"},
+        {"fzoo-directions", DZ_OPT_INT, &t->optim.fzoo_directions, "fzoo: directions per round, its slots (default 8)"},
+        {"samples-per-worker", DZ_OPT_INT, &c.fed.samples_per_worker, "slots each worker gets per round (default 1; fzoo: all)"},
         {"quorum", DZ_OPT_INT, &c.fed.quorum, "close a round once this many slots are in (default 0: every assigned one)"},
         {"round-timeout", DZ_OPT_FLOAT, &round_timeout, "seconds after which a round closes with what it has (default 30)"},
         {"min-workers", DZ_OPT_INT, &c.fed.min_workers, "workers needed to open a round (default 1)"},
@@ -128,6 +154,7 @@ int dz_cmd_serve(int argc, char **argv) {
     if (!(linger >= 0.0f)) return dz_cli_failf("option --linger: %g is negative", (double)linger);
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
     if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;
+    if ((rc = estimator_options(&c, estimator, argc, argv))) return rc;
     if ((rc = dz_cli_refuse_adapter_alone(t, argc, argv))) return rc;
     if ((rc = base_and_data(&c, keep_quantized))) return rc;
     t->out_dir = out;

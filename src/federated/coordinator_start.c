@@ -94,6 +94,18 @@ static dz_status load_base(coordinator *c, dz_error *err) {
 
 static dz_status start_files(coordinator *c, int *lock_fd, dz_status st, dz_error *err);
 
+/* FZOO: sigma is the spread of one batch's N losses, so a round is one worker's N
+ * directions (all slots); a pool's seeds are not its draws step * N + j. */
+static dz_status fzoo_check(const coordinator *c, dz_error *err) {
+    if (c->fed.samples_per_worker != (int)c->q)
+        return dz_fail(err, DZ_ERR_INVALID, "--estimator fzoo: a round is one worker's %u directions on one batch, so "
+                       "--samples-per-worker must be %u (not %d)", c->q, c->q, c->fed.samples_per_worker);
+    if (c->fed.seed_pool)
+        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--seed-pool with --estimator fzoo: FZOO's directions are the draws "
+                       "round * N + j, not a pool's seeds; leave out --seed-pool");
+    return DZ_OK;
+}
+
 /* A new run: the folder, its lock, run.json, federated.json, an empty seed log. A start
  * that fails before run.json exists leaves no folder it made. */
 dz_status dz_fed_coord_start_run(coordinator *c, int *lock_fd, dz_error *err) {
@@ -102,6 +114,7 @@ dz_status dz_fed_coord_start_run(coordinator *c, int *lock_fd, dz_error *err) {
     if (st == DZ_OK && c->train.optim.estimator == DZ_ZO_HIZOO)
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--estimator hizoo: federated runs (serve/join) do not carry its third "
                      "forward and curvature state; train it with distzo train (one process or mpirun --node-size 1)");
+    if (st == DZ_OK && c->train.optim.estimator == DZ_ZO_FZOO) st = fzoo_check(c, err);
     if (st == DZ_OK && c->fed.seed_pool && c->train.peft.method && strcmp(c->train.peft.method, "none"))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--seed-pool with --peft %s: a K-seed pool's scalars are kept for full "
                      "models only (docs/ADAPTERS.md); leave out --seed-pool (an adapter's log is small anyway)",

@@ -296,41 +296,77 @@ static dz_status verify(worker *w, const dz_fed_round *s, dz_error *err) {
     return DZ_OK;
 }
 
-/* This machine's slots of round r: a batch of its own data and both forwards each. */
-static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
+/* The batch of draw `draw`: the worker's own endless shuffle, indexed by the draw. */
+static dz_status draw_batch(worker *w, uint32_t draw, dz_zo_batch *zb, dz_error *err) {
     dz_run_data *d = &w->data;
-    const dz_train_optim *o = &w->run_cfg.optim;
+    const int batch = w->run_cfg.optim.batch;
+    dz_run_data_draw_batch(d, (int)draw);
+    d->lo = 0, d->hi = batch;
+    dz_status st = dz_class_batch_fill(&d->bb, &d->train, d->batch_ex, batch, err);
+    if (st != DZ_OK) return st;
+    *zb = dz_class_batch_zo(&d->bb, dz_run_data_loss, d);
+    zb->n_examples = batch, zb->example0 = 0, zb->n_global = batch;
+    return DZ_OK;
+}
+
+/* A slot's value as it travels: its one-byte code, or the float's bits. */
+static uint32_t slot_value(const worker *w, float g) {
+    if (w->info.code == DZ_FED_CODE_BYTE) return dz_fed_byte_encode(g, w->info.g_clip);
+    uint32_t bits;
+    memcpy(&bits, &g, sizeof bits);
+    return bits;
+}
+
+/* MeZO: each slot its own batch (the draw's) and both forwards. */
+static dz_status mezo_slots(worker *w, const dz_fed_round *s, dz_fed_submit *sub, double *loss, int *finite,
+                            dz_error *err) {
+    for (int i = 0; i < s->n_slots; i++) {
+        uint32_t draw = s->round * w->info.q + s->slots[i];
+        dz_zo_batch zb;
+        dz_status st = draw_batch(w, draw, &zb, err);
+        if (w->info.seed_pool) draw = s->seeds[i]; /* a pool run: seed k is the run seed's draw k */
+        dz_zo_step_result r;
+        if (st != DZ_OK || (st = dz_zo_estimate(w->comp.e, draw, &zb, &r, err)) != DZ_OK) return st;
+        sub->slots[i] = s->slots[i], sub->values[i] = slot_value(w, r.finite ? r.g[0] : NAN);
+        if (r.finite) *loss += 0.5 * (r.loss_plus[0] + r.loss_minus[0]), ++*finite;
+    }
+    return DZ_OK;
+}
+
+/* FZOO: a round is one worker's, its N slots the step's directions on one batch (the
+ * round's first draw's): l0 and N one-sided forwards, sigma over them (dz_zo_fzoo_coefficients). */
+static dz_status fzoo_slots(worker *w, const dz_fed_round *s, dz_fed_submit *sub, double *loss, int *finite,
+                            dz_error *err) {
+    int in_order = s->n_slots == (int)w->info.q;
+    for (int i = 0; in_order && i < s->n_slots; i++) in_order = s->slots[i] == (uint32_t)i;
+    if (!in_order)
+        return dz_fail(err, DZ_ERR_FORMAT, "round %u: an FZOO round gives one worker all %u slots in order; this "
+                       "coordinator gave %d", s->round, w->info.q, s->n_slots);
+    dz_zo_batch zb;
+    dz_zo_step_result r;
+    dz_status st = draw_batch(w, s->round * w->info.q, &zb, err);
+    if (st != DZ_OK || (st = dz_zo_fzoo_coefficients(w->comp.e, s->round, &zb, &r, err)) != DZ_OK) return st;
+    for (int i = 0; i < s->n_slots; i++) sub->slots[i] = (uint32_t)i, sub->values[i] = slot_value(w, r.finite ? r.g[i] : NAN);
+    if (r.finite) *loss = r.loss_minus[0], *finite = 1; /* l0 */
+    return DZ_OK;
+}
+
+/* This machine's slots of round r, computed on its own data. */
+static dz_status contribute(worker *w, const dz_fed_round *s, dz_error *err) {
     dz_fed_submit sub = {.machine = w->machine, .round = s->round, .n = s->n_slots};
     memcpy(sub.key, w->key, sizeof sub.key);
     double loss = 0;
     int finite = 0;
-    for (int i = 0; i < s->n_slots; i++) {
-        uint32_t draw = s->round * w->info.q + s->slots[i];
-        dz_run_data_draw_batch(d, (int)draw); /* the worker's own endless shuffle, indexed by the draw */
-        if (w->info.seed_pool) draw = s->seeds[i]; /* a pool run: seed k is the run seed's draw k */
-        d->lo = 0, d->hi = o->batch;
-        dz_status st = dz_class_batch_fill(&d->bb, &d->train, d->batch_ex, o->batch, err);
-        if (st != DZ_OK) return st;
-        dz_zo_batch zb = dz_class_batch_zo(&d->bb, dz_run_data_loss, d);
-        zb.n_examples = o->batch, zb.example0 = 0, zb.n_global = o->batch;
-        dz_zo_step_result r;
-        if ((st = dz_zo_estimate(w->comp.e, draw, &zb, &r, err)) != DZ_OK) return st;
-        const float g = r.finite ? r.g[0] : NAN;
-        sub.slots[i] = s->slots[i];
-        if (w->info.code == DZ_FED_CODE_BYTE) {
-            sub.values[i] = dz_fed_byte_encode(g, w->info.g_clip);
-        } else {
-            memcpy(&sub.values[i], &g, sizeof g);
-        }
-        if (r.finite) loss += 0.5 * (r.loss_plus[0] + r.loss_minus[0]), finite++;
-    }
+    dz_status st = w->run_cfg.optim.estimator == DZ_ZO_FZOO ? fzoo_slots(w, s, &sub, &loss, &finite, err)
+                                                            : mezo_slots(w, s, &sub, &loss, &finite, err);
+    if (st != DZ_OK) return st;
     sub.loss = finite ? loss / finite : NAN;
     event(w, DZ_FED_COMPUTED, (int)s->round, s->n_slots);
     char *body = dz_fed_submit_json(&sub, w->info.code), *resp = NULL;
     if (!body) return dz_fail(err, DZ_ERR_NOMEM, "submit: out of memory");
     int status;
     size_t len;
-    dz_status st = call(w, "POST", "/v1/submit", body, &status, &resp, &len, err);
+    st = call(w, "POST", "/v1/submit", body, &status, &resp, &len, err);
     free(body);
     dz_log(DZ_LOG_DEBUG, "machine %u: round %u submitted: %d %.*s", w->machine, s->round, status,
            resp ? (int)len : 0, resp ? resp : "");

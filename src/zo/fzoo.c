@@ -101,3 +101,12 @@ dz_status dz_zo_fzoo_check_parallel(const dz_zo_params *p, const dz_zo_parallel 
                        "replica (--node-size 1)");
     return DZ_OK;
 }
+
+dz_status dz_zo_fzoo_coefficients(dz_zo_engine *e, uint32_t step, const dz_zo_batch *b, dz_zo_step_result *out,
+                                  dz_error *err) {
+    if (e->p.estimator != DZ_ZO_FZOO)
+        return dz_fail(err, DZ_ERR_INVALID, "zo: FZOO's coefficients asked of an engine of --estimator %s",
+                       dz_zo_estimator_name(e->p.estimator));
+    const dz_zo_sample_batch sb = {.b = b, .n_examples = b->n_examples, .example0 = b->example0, .n_global = b->n_global};
+    return dz_zo_fzoo_estimate(e, step, &sb, out, err);
+}

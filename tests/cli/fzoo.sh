@@ -11,7 +11,8 @@
 # give bitwise the weights, metrics and seed log of one uninterrupted process; the log's
 # records are (step, lr, g[N]) with N = --fzoo-directions and run.json keeps the settings.
 # Refused: --fzoo-directions 1, --spsa-samples, --perturbation gaussian, --pertp 2 over
-# masters a node's ranks share, a resume with other directions, serve/join (MeZO only).
+# masters a node's ranks share, a resume with other directions, join --estimator (a worker
+# takes the run's; serve --estimator fzoo is tests/cli/federated_fzoo.sh).
 # usage: fzoo.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -98,6 +99,5 @@ refuse "--spsa-samples with fzoo" "spsa-samples" "$bin" train "${common[@]}" --s
 refuse "--perturbation gaussian with fzoo" "Rademacher" "$bin" train "${common[@]}" --perturbation gaussian --out "$tmp/x3"
 refuse "a resume with other directions" "fzoo-directions" "$bin" train --resume --fzoo-directions 4 --out "$tmp/ref"
 refuse "a resume with --estimator mezo" "estimator" "$bin" train --resume --estimator mezo --out "$tmp/ref"
-refuse "serve --estimator fzoo" "estimator" "$bin" serve --estimator fzoo
 refuse "join --estimator fzoo" "estimator" "$bin" join --estimator fzoo
 finish
