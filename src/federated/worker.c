@@ -2,8 +2,9 @@
  * the coordinator, loads its own copy of the base model and its own data (never sent),
  * checks that the base model is the run's (fingerprint), replays the coordinator's log,
  * then, round after round: computes the projected gradient of each slot it was given
- * (draw round * q + slot, its own batch), sends one byte per slot, and applies the
- * round's record once the coordinator has logged it. Its replica is a function of the log
+ * (draw round * q + slot, its own batch; under FZOO all q slots of the round on one batch,
+ * l0 and q one-sided forwards), sends one byte per slot, and applies the round's record
+ * once the coordinator has logged it. Its replica is a function of the log
  * alone, so it equals the coordinator's and every other worker's bitwise; the checksum
  * the coordinator sends is compared after each catch-up, and a difference means a resync
  * (the base model reloaded, the log replayed). The coordinator unreachable: retried with
