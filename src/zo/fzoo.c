@@ -10,7 +10,9 @@
  * g_j u_j) / N = lr / (eps N sigma) sum_j (l_j - l0) u_j, FZOO's step. So the seed log's
  * record (step, lr, g[N]) is all replay needs, and resume, export and replay are MeZO's.
  * When the N losses agree to float rounding (sigma <= 1e-7 max(1, |l0|)) the step has no
- * direction to normalize: g = 0 (weight decay alone moves the weights). */
+ * direction to normalize: g = 0 (weight decay alone moves the weights).
+ * Under --pertp 2 the pair's ranks split the N + 1 passes (my_slots); a federated worker
+ * computes a round's g alone (dz_zo_fzoo_coefficients) and sends them one byte each. */
 #include <math.h>
 #include <string.h>
 
