@@ -3,7 +3,8 @@
  * Rademacher directions from the scalar Philox of docs/ZO_RNG.md section 2-3, l0 and
  * l_j by plain forwards over weights built here, sigma and g, and the update of section 5
  * element by element; then fused == unfused, 1 == 2 threads and every ISA level == the
- * baseline (f32 and bf16 masters), replay of the g == training, the flat-loss guard and
+ * baseline (f32 and bf16 masters), replay of the g == training, a federated worker's
+ * coefficients == the step's g, the flat-loss guard and
  * the refused parameters. */
 #include <math.h>
 #include <setjmp.h>
@@ -264,6 +265,42 @@ static void flat_losses_give_no_update(void **state) {
     zo_rig_close(&g);
 }
 
+/* A federated worker's round (dz_zo_fzoo_coefficients): the step's g and losses bitwise,
+ * at step 1 after a step (so a pending update is in the first pass), and no update of its
+ * own: the weights stay those after step 0. An engine of another estimator is refused. */
+static void coefficients_are_the_steps_g(void **state) {
+    (void)state;
+    fixture fx;
+    load_batch("llama_gqa_untied", &fx);
+    const dz_zo_params p = fzoo_params(1e-3f, 0.01f, 1);
+    zo_rig a = zo_rig_open("llama_gqa_untied", DZ_F32, &p), b = zo_rig_open("llama_gqa_untied", DZ_F32, &p);
+    dz_error err = {0};
+    const dz_zo_batch zb = batch_of(&fx, mean_nll_cb);
+    dz_zo_step_result ra, rb;
+    assert_int_equal(dz_zo_step(a.e, 0, 1e-5f, &zb, &ra, &err), DZ_OK);
+    assert_int_equal(dz_zo_step(b.e, 0, 1e-5f, &zb, &rb, &err), DZ_OK);
+    assert_int_equal(dz_zo_step(a.e, 1, 1e-5f, &zb, &ra, &err), DZ_OK);
+    assert_int_equal(dz_zo_fzoo_coefficients(b.e, 1, &zb, &rb, &err), DZ_OK);
+    assert_true(ra.finite && rb.finite);
+    for (int j = 0; j < N; j++) {
+        assert_memory_equal(&ra.g[j], &rb.g[j], sizeof ra.g[j]);
+        assert_true(ra.loss_plus[j] == rb.loss_plus[j] && ra.loss_minus[j] == rb.loss_minus[j]);
+    }
+    assert_int_equal(dz_zo_flush(b.e, &err), DZ_OK);
+    const uint64_t after_coefficients = checksum(b.m);
+    assert_int_equal(dz_zo_apply(b.e, 1, 1e-5f, rb.g, &err), DZ_OK);
+    assert_int_equal(dz_zo_flush(a.e, &err), DZ_OK);
+    assert_int_equal(dz_zo_flush(b.e, &err), DZ_OK);
+    assert_true(checksum(b.m) != after_coefficients && checksum(a.m) == checksum(b.m));
+    zo_rig_close(&a), zo_rig_close(&b);
+    dz_zo_params mp = p;
+    mp.estimator = DZ_ZO_MEZO, mp.q = 1;
+    zo_rig m = zo_rig_open("llama_gqa_untied", DZ_F32, &mp);
+    assert_int_equal(dz_zo_fzoo_coefficients(m.e, 0, &zb, &rb, &err), DZ_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "estimator mezo"));
+    zo_rig_close(&m);
+}
+
 static void bad_parameters_are_refused(void **state) {
     (void)state;
     dz_model *m = load_owned("llama_gqa_untied", DZ_F32);
@@ -294,6 +331,7 @@ int main(void) {
         cmocka_unit_test(threads_levels_and_fusing_are_bitwise_equal),
         cmocka_unit_test(replay_equals_training),
         cmocka_unit_test(flat_losses_give_no_update),
+        cmocka_unit_test(coefficients_are_the_steps_g),
         cmocka_unit_test(bad_parameters_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
