@@ -52,9 +52,10 @@ static int estimator_options(dz_fed_serve_config *c, const char *name, int argc,
     dz_train_optim *o = &c->train.optim;
     if (dz_zo_estimator_parse(name, &o->estimator) != 0 || (o->estimator != DZ_ZO_MEZO && o->estimator != DZ_ZO_FZOO))
         return dz_cli_failf("option --estimator: '%s' is not mezo or fzoo (the estimators a federated run carries)", name);
-    int q_given = 0, per_given = 0;
+    int q_given = 0, per_given = 0, gaussian = 0;
     for (int i = 1; i < argc; i++) {
-        q_given |= !strncmp(argv[i], "--spsa-samples", 14) || !strncmp(argv[i], "--perturbation", 14);
+        q_given |= !strncmp(argv[i], "--spsa-samples", 14);
+        gaussian |= !strncmp(argv[i], "--perturbation", 14) && !o->rademacher;
         per_given |= !strncmp(argv[i], "--samples-per-worker", 20);
     }
     if (o->estimator != DZ_ZO_FZOO) {
@@ -63,8 +64,8 @@ static int estimator_options(dz_fed_serve_config *c, const char *name, int argc,
         return 0;
     }
     if (q_given)
-        return dz_cli_failf("option --spsa-samples/--perturbation: --estimator fzoo's slots are its --fzoo-directions, "
-                            "Rademacher");
+        return dz_cli_failf("option --spsa-samples: --estimator fzoo's slots are its --fzoo-directions");
+    if (gaussian) return dz_cli_failf("option --perturbation: --estimator fzoo perturbs with Rademacher directions only");
     o->q = o->fzoo_directions, o->rademacher = 1;
     if (!per_given) c->fed.samples_per_worker = o->q;
     return 0;

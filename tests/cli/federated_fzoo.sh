@@ -24,6 +24,7 @@ refuse "--samples-per-worker 1 with fzoo" "samples-per-worker must be 3" bad_ser
 [ ! -e "$tmp/bad1/run.json" ] || bad "the refused start left a run.json"
 refuse "--seed-pool with fzoo" "seed-pool" bad_serve --seed-pool 16 --out "$tmp/bad2"
 refuse "--spsa-samples with fzoo" "fzoo-directions" bad_serve --spsa-samples 2 --out "$tmp/bad3"
+refuse "--perturbation gaussian with fzoo" "Rademacher" bad_serve --perturbation gaussian --out "$tmp/bad6"
 refuse "serve --estimator lozo" "not mezo or fzoo" "$bin" serve --token-file "$tmp/token" --estimator lozo --out "$tmp/bad4"
 refuse "--fzoo-directions without fzoo" "without --estimator fzoo" "$bin" serve --token-file "$tmp/token" \
   --fzoo-directions 4 --out "$tmp/bad5"
