@@ -154,8 +154,7 @@ int dz_cmd_serve(int argc, char **argv) {
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");
     if (!(linger >= 0.0f)) return dz_cli_failf("option --linger: %g is negative", (double)linger);
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
-    if ((rc = fed_options(&c, code, seed_pool, sampling))) return rc;
-    if ((rc = estimator_options(&c, estimator, argc, argv))) return rc;
+    if ((rc = fed_options(&c, code, seed_pool, sampling)) || (rc = estimator_options(&c, estimator, argc, argv))) return rc;
     if ((rc = dz_cli_refuse_adapter_alone(t, argc, argv))) return rc;
     if ((rc = base_and_data(&c, keep_quantized))) return rc;
     t->out_dir = out;

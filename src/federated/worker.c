@@ -347,7 +347,8 @@ static dz_status fzoo_slots(worker *w, const dz_fed_round *s, dz_fed_submit *sub
     dz_zo_step_result r;
     dz_status st = draw_batch(w, s->round * w->info.q, &zb, err);
     if (st != DZ_OK || (st = dz_zo_fzoo_coefficients(w->comp.e, s->round, &zb, &r, err)) != DZ_OK) return st;
-    for (int i = 0; i < s->n_slots; i++) sub->slots[i] = (uint32_t)i, sub->values[i] = slot_value(w, r.finite ? r.g[i] : NAN);
+    for (int i = 0; i < s->n_slots; i++)
+        sub->slots[i] = (uint32_t)i, sub->values[i] = slot_value(w, r.finite ? r.g[i] : NAN);
     if (r.finite) *loss = r.loss_minus[0], *finite = 1; /* l0 */
     return DZ_OK;
 }

@@ -109,6 +109,7 @@ dz_status dz_zo_fzoo_coefficients(dz_zo_engine *e, uint32_t step, const dz_zo_ba
     if (e->p.estimator != DZ_ZO_FZOO)
         return dz_fail(err, DZ_ERR_INVALID, "zo: FZOO's coefficients asked of an engine of --estimator %s",
                        dz_zo_estimator_name(e->p.estimator));
-    const dz_zo_sample_batch sb = {.b = b, .n_examples = b->n_examples, .example0 = b->example0, .n_global = b->n_global};
+    const dz_zo_sample_batch sb = {
+        .b = b, .n_examples = b->n_examples, .example0 = b->example0, .n_global = b->n_global};
     return dz_zo_fzoo_estimate(e, step, &sb, out, err);
 }
