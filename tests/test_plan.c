@@ -142,6 +142,28 @@ static void hizoo_by_hand(void **state) {
     }
 }
 
+/* FZOO (N = 4) against MeZO (q = 1) by hand: N + 1 = 5 one-sided forwards a step, so
+ * P = 1 is 5 / 2 MeZO's GFLOP; under P = 2 the pair splits the 5 passes (3 on the larger
+ * share) where MeZO's rank runs 1, each rank a replica (no shared masters); both feasible. */
+static void fzoo_by_hand(void **state) {
+    (void)state;
+    dz_error err = {0};
+    dz_plan mezo, fzoo;
+    dz_plan_request r = request(1, 2, 4096);
+    r.batch = 16;
+    assert_int_equal(dz_plan_make(&r, &mezo, &err), DZ_OK);
+    r.estimator = DZ_ZO_FZOO, r.q = 4;
+    assert_int_equal(dz_plan_make(&r, &fzoo, &err), DZ_OK);
+    assert_int_equal(mezo.count, fzoo.count);
+    for (int k = 0; k < fzoo.count; k++) {
+        const dz_plan_layout *a = &mezo.l[k], *b = &fzoo.l[k];
+        assert_int_equal(a->p, b->p);
+        assert_true(b->feasible);
+        assert_int_equal(b->shared_masters, b->p == 1);
+        assert_true(fabs(b->gflop_per_rank / a->gflop_per_rank - (b->p == 1 ? 2.5 : 3.0)) < 1e-12);
+    }
+}
+
 /* opt-tiny: 2 layers of 49,984 parameters, token embedding 50272 x 64 (tied head),
  * positions 2050 x 64, final norm 2 x 64: 3,448,704 floats, each tensor a multiple of
  * 64 bytes, so the arena is 13,794,816 bytes. */
@@ -247,6 +269,7 @@ int main(void) {
         cmocka_unit_test(layouts_enumerated),
         cmocka_unit_test(bytes_per_step_by_hand),
         cmocka_unit_test(hizoo_by_hand),
+        cmocka_unit_test(fzoo_by_hand),
         cmocka_unit_test(memory_sums_by_hand),
         cmocka_unit_test(feasibility_and_recommendation),
         cmocka_unit_test(bad_requests_name_the_flag),
