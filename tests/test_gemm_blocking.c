@@ -23,11 +23,11 @@ static const dz_gemm_blocking max = {240, 768, 768};
 static void avx2_rows_fill_half_the_l2(void **s) {
     (void)s;
     assert_int_equal(dz_gemm_blocking_l2(), 512 << 10);
-    const dz_gemm_blocking b = dz_gemm_blocking_for(DZ_ISA_AVX2, 6, 16, max);
+    const dz_gemm_blocking b = dz_gemm_blocking_for(DZ_ISA_AVX2, 6, max);
     assert_int_equal(b.mc, 84); /* 256 KiB / (768 x 4 B) = 85.3 rows, down to 6-row tiles */
     assert_int_equal(b.kc, 768);
     assert_int_equal(b.nc, 768);
-    const dz_gemm_blocking w = dz_gemm_blocking_for(DZ_ISA_AVX512, 12, 32, max);
+    const dz_gemm_blocking w = dz_gemm_blocking_for(DZ_ISA_AVX512, 12, max);
     assert_true(w.mc == 240 && w.kc == 768 && w.nc == 768);
     assert_non_null(strstr(dz_gemm_describe(), "(L2 512 KiB)"));
 }

@@ -258,7 +258,7 @@ static const gemm_kernel gemm_kernels[DZ_ISA_COUNT] = {
 
 /* The level's blocking on this machine (gemm_blocking.c), within the buffers' sizes. */
 static dz_gemm_blocking gemm_blocking_of(const gemm_kernel *kr) {
-    return dz_gemm_blocking_for(kr->isa, kr->mr, kr->nr, (dz_gemm_blocking){GEMM_MC / kr->mr * kr->mr, GEMM_KC, GEMM_NC});
+    return dz_gemm_blocking_for(kr->isa, kr->mr, (dz_gemm_blocking){GEMM_MC / kr->mr * kr->mr, GEMM_KC, GEMM_NC});
 }
 
 typedef struct gemm_args {

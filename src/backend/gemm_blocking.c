@@ -60,12 +60,11 @@ static long l2_bytes(void) {
     return v;
 }
 
-dz_gemm_blocking dz_gemm_blocking_for(dz_isa isa, int mr, int nr, dz_gemm_blocking max) {
-    (void)nr;
+dz_gemm_blocking dz_gemm_blocking_for(dz_isa isa, int mr, dz_gemm_blocking max) {
     if (isa != DZ_ISA_AVX2) return max;
     long mc = l2_bytes() / 2 / ((long)sizeof(float) * max.kc) / mr * mr;
-    if (mc > max.mc) mc = max.mc;
     if (mc < MIN_TILES * mr) mc = MIN_TILES * mr;
+    if (mc > max.mc) mc = max.mc; /* last: the buffers hold max.mc rows */
     return (dz_gemm_blocking){(int)mc, max.kc, max.nc};
 }
 

@@ -13,11 +13,11 @@ typedef struct dz_gemm_blocking {
     int nc; /* columns of w per packed block (kc x nc), from L2/L3 */
 } dz_gemm_blocking;
 
-/* The blocking of level isa's micro-kernel (mr x nr) on this machine, within max (the
+/* The blocking of level isa's micro-kernel (mr rows a tile) on this machine, within max (the
  * packing buffers' sizes, and the blocking of every level but AVX2). AVX2's follows the L2
  * size, read once per process (sysconf, else /sys), which DISTZO_GEMM_L2 (bytes, or with
  * a K or M suffix) overrides: DISTZO_GEMM_L2=512K runs a Zen 2's blocking on any machine. */
-dz_gemm_blocking dz_gemm_blocking_for(dz_isa isa, int mr, int nr, dz_gemm_blocking max);
+dz_gemm_blocking dz_gemm_blocking_for(dz_isa isa, int mr, dz_gemm_blocking max);
 
 /* The L2 size the blocking uses, in bytes (after any override). */
 long dz_gemm_blocking_l2(void);
