@@ -30,11 +30,9 @@
 #include "backend/cpu_simd.h"
 #include "backend/cpu_zo.h"
 #include "backend/cpu_zo_update.h"
+#include "backend/gemm_blocking.h"
 
-/* Blocking, measured on the model shapes (bench/README.md): a K block as long as the usual
- * widths (one pass over y for K <= 768, so y's tiles are not reloaded), its panel of w
- * (KC x NR, 96 KB at NR = 32) read from L2 with the MC rows of x; a thread's packed block
- * of w (KC x NC) in L2/L3. */
+/* The largest blocking (the packing buffers' sizes); each level's own is gemm_blocking_of. */
 enum { GEMM_KC = 768, GEMM_MC = 240, GEMM_NC = 768, GEMM_MR_MAX = 12, GEMM_NR_MAX = 32 };
 
 /* One micro-tile: c[0..mr) x [0..NR) (row stride ldc) = (first ? 0 : c) + a . pb over kc,
@@ -44,6 +42,7 @@ typedef void (*gemm_tile_fn)(int mr, int kc, const float *a, int lda, const floa
                              int first, const float *bias);
 
 typedef struct gemm_kernel {
+    dz_isa isa;
     int mr, nr;
     gemm_tile_fn tile;
     /* w's K block into panels of nr columns (see pack_w_scalar) */
@@ -252,10 +251,15 @@ DZ_ISA_TARGET_AVX2 static void pack_w_avx2(float *pb, const float *w, int N, int
 }
 
 static const gemm_kernel gemm_kernels[DZ_ISA_COUNT] = {
-    [DZ_ISA_BASELINE] = {4, 8, baseline_tile, pack_w_scalar, "baseline 4x8 (fmaf)"},
-    [DZ_ISA_AVX2] = {6, 16, avx2_tile, pack_w_avx2, "avx2 6x16"},
-    [DZ_ISA_AVX512] = {12, 32, avx512_tile, pack_w_avx2, "avx512 12x32"},
+    [DZ_ISA_BASELINE] = {DZ_ISA_BASELINE, 4, 8, baseline_tile, pack_w_scalar, "baseline 4x8 (fmaf)"},
+    [DZ_ISA_AVX2] = {DZ_ISA_AVX2, 6, 16, avx2_tile, pack_w_avx2, "avx2 6x16"},
+    [DZ_ISA_AVX512] = {DZ_ISA_AVX512, 12, 32, avx512_tile, pack_w_avx2, "avx512 12x32"},
 };
+
+/* The level's blocking on this machine (gemm_blocking.c), within the buffers' sizes. */
+static dz_gemm_blocking gemm_blocking_of(const gemm_kernel *kr) {
+    return dz_gemm_blocking_for(kr->isa, kr->mr, (dz_gemm_blocking){GEMM_MC / kr->mr * kr->mr, GEMM_KC, GEMM_NC});
+}
 
 typedef struct gemm_args {
     float *y;
@@ -309,12 +313,13 @@ typedef struct gemm_block {
 
 GEMM_INLINE void gemm_block_rows(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1,
                                 const gemm_block *b, const float *pb, int pack) {
-    const int mr = kr->mr, nr = kr->nr, mc_max = GEMM_MC / mr * mr, jc = b->jc, nc = b->nc, pc = b->pc, kc = b->kc;
+    const dz_gemm_blocking bl = gemm_blocking_of(kr);
+    const int mr = kr->mr, nr = kr->nr, mc_max = bl.mc, jc = b->jc, nc = b->nc, pc = b->pc, kc = b->kc;
     const int copy_x = g->K % 512 == 0, lda = copy_x ? GEMM_X_STRIDE : g->K;
     const int first = pc == 0, last = pc + kc == g->K;
     /* the panel after the last one of this block: the next K block's, else the next N block's */
-    const int next_n = last ? jc + GEMM_NC : jc, next_p = last ? 0 : pc + kc;
-    const int next_kc = g->K - next_p < GEMM_KC ? g->K - next_p : GEMM_KC;
+    const int next_n = last ? jc + bl.nc : jc, next_p = last ? 0 : pc + kc;
+    const int next_kc = g->K - next_p < bl.kc ? g->K - next_p : bl.kc;
     for (int ic = m0; ic < m1; ic += mc_max) {
         const int mc = m1 - ic < mc_max ? m1 - ic : mc_max, pack_now = pack && ic == m0;
         const int tiles = (mc + mr - 1) / mr;
@@ -345,10 +350,10 @@ GEMM_INLINE void gemm_block_rows(const gemm_kernel *kr, gemm_workspace *ws, cons
 /* y[m0..m1) x [n0..n1) on the calling thread, block by block of w. */
 static void gemm_range(const gemm_kernel *kr, gemm_workspace *ws, const gemm_args *g, int m0, int m1, int n0,
                        int n1) {
-    for (int jc = n0; jc < n1; jc += GEMM_NC)
-        for (int pc = 0; pc < g->K; pc += GEMM_KC) {
-            const gemm_block b = {jc, n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC, n1, pc,
-                                  g->K - pc < GEMM_KC ? g->K - pc : GEMM_KC};
+    const dz_gemm_blocking bl = gemm_blocking_of(kr);
+    for (int jc = n0; jc < n1; jc += bl.nc)
+        for (int pc = 0; pc < g->K; pc += bl.kc) {
+            const gemm_block b = {jc, n1 - jc < bl.nc ? n1 - jc : bl.nc, n1, pc, g->K - pc < bl.kc ? g->K - pc : bl.kc};
             gemm_block_rows(kr, ws, g, m0, m1, &b, ws->pb, 1);
         }
 }
@@ -545,9 +550,10 @@ static void gemm_pair_part(const gemm_kernel *kr, float *theta, const gemm_args 
     gemm_workspace *ws = workspace();
     if (!ws || !pair_workspace(ws)) return gemm_pair_unpacked(theta, g, m0, m1, n0, n1, pt);
     const int K = g[0].K;
-    for (int jc = n0; jc < n1; jc += GEMM_NC)
-        for (int pc = 0; pc < K; pc += GEMM_KC) {
-            const gemm_block b = {jc, n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC, n1, pc, K - pc < GEMM_KC ? K - pc : GEMM_KC};
+    const dz_gemm_blocking bl = gemm_blocking_of(kr);
+    for (int jc = n0; jc < n1; jc += bl.nc)
+        for (int pc = 0; pc < K; pc += bl.kc) {
+            const gemm_block b = {jc, n1 - jc < bl.nc ? n1 - jc : bl.nc, n1, pc, K - pc < bl.kc ? K - pc : bl.kc};
             pack_pair_block(kr, ws, theta, g[0].N, K, &b, pt);
             for (int s = 0; s < 2; s++) gemm_block_rows(kr, ws, &g[s], m0[s], m1[s], &b, s ? ws->pb_minus : ws->pb, 0);
         }
@@ -632,8 +638,12 @@ void dz_gemm_linear_pair(float *const y[2], const float *const x[2], const int M
 }
 
 const char *dz_gemm_describe(void) {
-    static char line[160];
-    snprintf(line, sizeof line, "distzo %s micro-kernel: one FMA chain per output in k order (fixed order, same bits on every ISA)",
-             gemm_kernels[dz_isa_active()].name);
+    static char line[224];
+    const gemm_kernel *kr = &gemm_kernels[dz_isa_active()];
+    const dz_gemm_blocking bl = gemm_blocking_of(kr);
+    snprintf(line, sizeof line,
+             "distzo %s micro-kernel, blocks mc %d kc %d nc %d (L2 %ld KiB): one FMA chain per output in k order "
+             "(fixed order, same bits on every ISA)",
+             kr->name, bl.mc, bl.kc, bl.nc, dz_gemm_blocking_l2() >> 10);
     return line;
 }
