@@ -122,6 +122,32 @@ static void norm(const dz_forward *f, float *y, const float *x, const float *wt,
     else f->be->ops->rmsnorm(f->be, y, x, wt, rows, c->dim, c->norm_eps);
 }
 
+/* The feed-forward of n rows (n <= FFN_ROW_CHUNK: f1 and f2 hold that many), out[n, dim]
+ * from in[n, dim]. Every op is row by row or element by element and the GEMM gives each
+ * element one chain wherever its row sits, so running the rows a chunk at a time changes
+ * no bit; it keeps the hidden-size buffers a chunk long whatever the batch. */
+static void ffn_rows(dz_forward *f, float *out, const float *in, const float *const *t, int n) {
+    const dz_config *c = &f->m->cfg;
+    const dz_backend *be = f->be;
+    const int d = c->dim, h = c->hidden_dim;
+    const size_t nh = (size_t)n * h;
+    if (c->arch == DZ_ARCH_OPT) {
+        be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], n, h, d);
+        if (f->lora) dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_UP, n, h, d);
+        be->ops->relu(be, f->f1, nh);
+    } else {
+        be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, n, h, d);
+        be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, n, h, d);
+        if (f->lora) {
+            dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_GATE, n, h, d);
+            dz_forward_lora_add(f, f->f2, in, t, DZ_L_W_UP, n, h, d);
+        }
+        be->ops->swiglu(be, f->f1, f->f2, nh);
+    }
+    be->ops->matmul(be, out, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], n, d, h);
+    if (f->lora) dz_forward_lora_add(f, out, f->f1, t, DZ_L_W_DOWN, n, d, h);
+}
+
 void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     const dz_config *c = &f->m->cfg;
     const dz_backend *be = f->be;
@@ -182,22 +208,8 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         norm(f, f->xb, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
         in = f->xb;
     }
-    const size_t nh = (size_t)N * c->hidden_dim;
-    if (c->arch == DZ_ARCH_OPT) {
-        be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], N, c->hidden_dim, d);
-        if (f->lora) dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
-        be->ops->relu(be, f->f1, nh);
-    } else {
-        be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, N, c->hidden_dim, d);
-        be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, N, c->hidden_dim, d);
-        if (f->lora) {
-            dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_GATE, N, c->hidden_dim, d);
-            dz_forward_lora_add(f, f->f2, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
-        }
-        be->ops->swiglu(be, f->f1, f->f2, nh);
-    }
-    be->ops->matmul(be, f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
-    if (f->lora) dz_forward_lora_add(f, f->att, f->f1, t, DZ_L_W_DOWN, N, d, c->hidden_dim);
+    for (int r0 = 0; r0 < N; r0 += FFN_ROW_CHUNK)
+        ffn_rows(f, f->att + (size_t)r0 * d, in + (size_t)r0 * d, t, N - r0 < FFN_ROW_CHUNK ? N - r0 : FFN_ROW_CHUNK);
     be->ops->add(be, x, f->att, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
     be->ops->synchronize(be); /* the caller may rewrite t's buffers once this returns */

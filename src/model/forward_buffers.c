@@ -53,8 +53,9 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
     f->kn = take(f, N * kvd, ok);
     f->vn = take(f, N * kvd, ok);
     f->att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), ok);
-    f->f1 = take(f, N * c->hidden_dim, ok);
-    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, ok); /* the gated FFN's second half */
+    const size_t ffn_rows = N < FFN_ROW_CHUNK ? N : FFN_ROW_CHUNK; /* the feed-forward runs a row chunk at a time */
+    f->f1 = take(f, ffn_rows * c->hidden_dim, ok);
+    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, ffn_rows * c->hidden_dim, ok); /* the gated FFN's second half */
     if (c->embed_dim != c->dim) f->emb = take(f, N * c->embed_dim, ok); /* project_in's input */
     if (c->arch == DZ_ARCH_LLAMA) f->rope_cs = take(f, (size_t)f->max_seq * c->head_dim, ok);
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, f->max_seq), ok);

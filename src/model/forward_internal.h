@@ -7,6 +7,8 @@
 #include "model/model_internal.h"
 
 enum { HEAD_VOCAB_CHUNK = 4096, HEAD_ROW_CHUNK = 512 };
+/* The feed-forward runs this many rows at a time (f1, f2): two of the GEMM's 240-row blocks. */
+enum { FFN_ROW_CHUNK = 480 };
 
 typedef struct stream {
     int B, n_new;       /* shape of the last embed: B sequences of n_new positions (padded) */
