@@ -28,6 +28,23 @@ static dz_config tiny(const char *preset) {
     return c;
 }
 
+static dz_model *random_model(const dz_config *c, uint64_t seed) {
+    dz_model *m = NULL;
+    dz_error err = {0};
+    assert_int_equal(dz_model_init_random(c, DZ_F32, seed, 0.05f, &m, &err), DZ_OK);
+    return m;
+}
+
+/* A LoRA adapter (r 8, alpha 16) on targets, PEFT's init from seed 3. */
+static dz_model *lora(const dz_config *c, const char *targets) {
+    dz_lora_spec spec = {.rank = 8, .alpha = 16.0f};
+    dz_error err = {0};
+    assert_int_equal(dz_lora_parse_targets(targets, &spec.targets, &err), DZ_OK);
+    dz_model *a = NULL;
+    assert_int_equal(dz_lora_create(c, &spec, 3, "random", &a, &err), DZ_OK);
+    return a;
+}
+
 static int len_of(int b) { return T - 3 * b; }
 
 /* The head rows of sequence b (padded index b * T + t, t < len - 1), their next tokens as
@@ -88,13 +105,8 @@ static void batch_equals_alone(const dz_model *m, const dz_model *adapter) {
 static void llama_batch_equals_each_sequence_alone(void **state) {
     (void)state;
     dz_config c = tiny("llama-tiny");
-    dz_model *m = NULL, *a = NULL;
-    dz_error err = {0};
-    assert_int_equal(dz_model_init_random(&c, DZ_F32, 1, 0.05f, &m, &err), DZ_OK);
+    dz_model *m = random_model(&c, 1), *a = lora(&c, "q,k,v,o,up,gate,down");
     batch_equals_alone(m, NULL);
-    dz_lora_spec spec = {.rank = 8, .alpha = 16.0f};
-    assert_int_equal(dz_lora_parse_targets("q,k,v,o,up,gate,down", &spec.targets, &err), DZ_OK);
-    assert_int_equal(dz_lora_create(&c, &spec, 3, "random", &a, &err), DZ_OK);
     const dz_param_table *t = dz_model_params(a);
     for (int i = 0; i < t->count; i++) /* B nonzero (PEFT starts it at 0): the products count */
         for (int64_t e = 0; e < dz_param_numel(&t->params[i]); e++)
@@ -107,9 +119,7 @@ static void llama_batch_equals_each_sequence_alone(void **state) {
 static void opt_batch_equals_each_sequence_alone(void **state) {
     (void)state;
     dz_config c = tiny("opt-tiny");
-    dz_model *m = NULL;
-    dz_error err = {0};
-    assert_int_equal(dz_model_init_random(&c, DZ_F32, 2, 0.05f, &m, &err), DZ_OK);
+    dz_model *m = random_model(&c, 2);
     batch_equals_alone(m, NULL);
     dz_model_free(m);
 }
@@ -141,12 +151,8 @@ static void buffers_grow_by_the_rows_alone(void **state) {
 static void lora_buffers_fit_the_targets(void **state) {
     (void)state;
     dz_config c = tiny("llama-tiny");
-    dz_model *m = NULL, *a = NULL;
+    dz_model *m = random_model(&c, 1), *a = lora(&c, "q,v");
     dz_error err = {0};
-    assert_int_equal(dz_model_init_random(&c, DZ_F32, 1, 0.05f, &m, &err), DZ_OK);
-    dz_lora_spec spec = {.rank = 8, .alpha = 16.0f};
-    assert_int_equal(dz_lora_parse_targets("q,v", &spec.targets, &err), DZ_OK);
-    assert_int_equal(dz_lora_create(&c, &spec, 3, "random", &a, &err), DZ_OK);
     dz_forward *f = NULL;
     assert_int_equal(dz_forward_create(m, 4, 16, 0, &f, &err), DZ_OK);
     const size_t before = dz_forward_bytes(f), rows = 4 * 16, r = 8;
