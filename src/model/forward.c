@@ -122,6 +122,32 @@ static void norm(const dz_forward *f, float *y, const float *x, const float *wt,
     else f->be->ops->rmsnorm(f->be, y, x, wt, rows, c->dim, c->norm_eps);
 }
 
+/* The feed-forward of n rows (n <= FFN_ROW_CHUNK: f1 and f2 hold that many), out[n, dim]
+ * from in[n, dim]. Every op is row by row or element by element and the GEMM gives each
+ * element one chain wherever its row sits, so running the rows a chunk at a time changes
+ * no bit; it keeps the hidden-size buffers a chunk long whatever the batch. */
+static void ffn_rows(dz_forward *f, float *out, const float *in, const float *const *t, int n) {
+    const dz_config *c = &f->m->cfg;
+    const dz_backend *be = f->be;
+    const int d = c->dim, h = c->hidden_dim;
+    const size_t nh = (size_t)n * h;
+    if (c->arch == DZ_ARCH_OPT) {
+        be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], n, h, d);
+        if (f->lora) dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_UP, n, h, d);
+        be->ops->relu(be, f->f1, nh);
+    } else {
+        be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, n, h, d);
+        be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, n, h, d);
+        if (f->lora) {
+            dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_GATE, n, h, d);
+            dz_forward_lora_add(f, f->f2, in, t, DZ_L_W_UP, n, h, d);
+        }
+        be->ops->swiglu(be, f->f1, f->f2, nh);
+    }
+    be->ops->matmul(be, out, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], n, d, h);
+    if (f->lora) dz_forward_lora_add(f, out, f->f1, t, DZ_L_W_DOWN, n, d, h);
+}
+
 void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
     const dz_config *c = &f->m->cfg;
     const dz_backend *be = f->be;
@@ -182,22 +208,8 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         norm(f, f->xb, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
         in = f->xb;
     }
-    const size_t nh = (size_t)N * c->hidden_dim;
-    if (c->arch == DZ_ARCH_OPT) {
-        be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], N, c->hidden_dim, d);
-        if (f->lora) dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
-        be->ops->relu(be, f->f1, nh);
-    } else {
-        be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, N, c->hidden_dim, d);
-        be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, N, c->hidden_dim, d);
-        if (f->lora) {
-            dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_GATE, N, c->hidden_dim, d);
-            dz_forward_lora_add(f, f->f2, in, t, DZ_L_W_UP, N, c->hidden_dim, d);
-        }
-        be->ops->swiglu(be, f->f1, f->f2, nh);
-    }
-    be->ops->matmul(be, f->att, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], N, d, c->hidden_dim);
-    if (f->lora) dz_forward_lora_add(f, f->att, f->f1, t, DZ_L_W_DOWN, N, d, c->hidden_dim);
+    for (int r0 = 0; r0 < N; r0 += FFN_ROW_CHUNK)
+        ffn_rows(f, f->att + (size_t)r0 * d, in + (size_t)r0 * d, t, N - r0 < FFN_ROW_CHUNK ? N - r0 : FFN_ROW_CHUNK);
     be->ops->add(be, x, f->att, (size_t)N * d);
     if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
     be->ops->synchronize(be); /* the caller may rewrite t's buffers once this returns */
@@ -302,13 +314,9 @@ static dz_status head_inputs(dz_forward *f, const dz_weight_source *w, int s, co
     return DZ_OK;
 }
 
-/* Streams the head over vocabulary chunks, each chunk visited once for all the sets (in
- * their order): logits out (set 0 only, if non-NULL) and/or the online log-sum-exp with
- * each row's target logit (if the set has targets). */
-static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets, float *logits,
-                      dz_error *err) {
-    const dz_model *m = f->m;
-    const dz_config *c = &m->cfg;
+/* The sets checked: distinct streams, targets inside the vocabulary. */
+static dz_status head_check(const dz_forward *f, int n_sets, const dz_head_rows *sets, dz_error *err) {
+    const dz_config *c = &f->m->cfg;
     if (n_sets < 1 || n_sets > f->n_streams)
         return dz_fail(err, DZ_ERR_INVALID, "head: %d streams requested of %d", n_sets, f->n_streams);
     for (int i = 0; i < n_sets; i++) {
@@ -323,48 +331,74 @@ static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, cons
                     return dz_fail(err, DZ_ERR_INVALID, "head: target id %d is outside the vocabulary (%d)",
                                    sets[i].targets[r], c->vocab_size);
     }
+    return DZ_OK;
+}
+
+/* Rows [r0, r0 + HEAD_ROW_CHUNK) of every set through the head: their hidden states into
+ * hsel, then each vocabulary chunk once for all the sets (in their order): logits out (set
+ * 0 only, if non-NULL) and/or the online log-sum-exp with each row's target logit. */
+static dz_status head_row_chunk(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets,
+                                int r0, float *logits, dz_error *err) {
+    const dz_config *c = &f->m->cfg;
     for (int k = 0; k < n_sets; k++) {
-        const int s = sets[k].stream;
-        dz_status st = head_inputs(f, w, s, sets[k].rows, sets[k].nrows, err);
+        if (sets[k].nrows <= r0) continue;
+        const int nr = sets[k].nrows - r0 < HEAD_ROW_CHUNK ? sets[k].nrows - r0 : HEAD_ROW_CHUNK;
+        dz_status st = head_inputs(f, w, sets[k].stream, sets[k].rows + r0, nr, err);
         if (st != DZ_OK) return st;
-        f->be->ops->fill(f->be, f->st[s].hmax, -INFINITY, (size_t)sets[k].nrows);
-        f->be->ops->fill(f->be, f->st[s].hsum, 0.0f, (size_t)sets[k].nrows);
     }
-    const int head_id = m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
+    const int head_id = f->m->ids[c->n_layers][c->tied_head ? DZ_G_TOK_EMB : DZ_G_LM_HEAD];
     for (int v0 = 0; v0 < c->vocab_size; v0 += HEAD_VOCAB_CHUNK) {
         const int nv = c->vocab_size - v0 < HEAD_VOCAB_CHUNK ? c->vocab_size - v0 : HEAD_VOCAB_CHUNK;
         const float *wchunk = NULL; /* a source the same for every stream gives the chunk once */
         for (int k = 0; k < n_sets; k++) {
-            const int s = sets[k].stream, nrows = sets[k].nrows;
-            const int *targets = sets[k].targets;
+            const int s = sets[k].stream;
+            const int *targets = sets[k].targets ? sets[k].targets + r0 : NULL;
             stream *st = &f->st[s];
-            if (nrows == 0) continue;
+            if (sets[k].nrows <= r0) continue;
+            const int nr = sets[k].nrows - r0 < HEAD_ROW_CHUNK ? sets[k].nrows - r0 : HEAD_ROW_CHUNK;
             if (!wchunk || !w->same_for_streams) {
                 const float *host = w->view ? w->view(w->self, s, head_id, v0, nv) : NULL; /* a step's -eps chunk */
                 if (!host) host = w->rows(w->self, s, head_id, v0, nv, rows_dest(f, w, f->rscratch));
                 wchunk = rows_view(f, w, f->rscratch, host, (size_t)nv * c->embed_dim);
             }
-            for (int r0 = 0; r0 < nrows; r0 += HEAD_ROW_CHUNK) {
-                const int nr = nrows - r0 < HEAD_ROW_CHUNK ? nrows - r0 : HEAD_ROW_CHUNK;
-                f->be->ops->matmul(f->be, f->hlogits, st->hsel + (size_t)r0 * c->embed_dim, wchunk, NULL, nr, nv,
-                                   c->embed_dim);
-                if (logits && k == 0)
-                    for (int r = 0; r < nr; r++)
-                        f->be->ops->download(f->be, logits + (size_t)(r0 + r) * c->vocab_size + v0,
-                                             f->hlogits + (size_t)r * nv, sizeof(float) * nv);
-                if (!targets) continue;
-                f->be->ops->logsumexp_update(f->be, f->hlogits, nr, nv, st->hmax + r0, st->hsum + r0);
-                f->be->ops->pick_target(f->be, st->htgt + r0, f->hlogits, nr, nv, targets + r0, v0);
-            }
+            f->be->ops->matmul(f->be, f->hlogits, st->hsel, wchunk, NULL, nr, nv, c->embed_dim);
+            if (logits && k == 0)
+                for (int r = 0; r < nr; r++)
+                    f->be->ops->download(f->be, logits + (size_t)(r0 + r) * c->vocab_size + v0,
+                                         f->hlogits + (size_t)r * nv, sizeof(float) * nv);
+            if (!targets) continue;
+            f->be->ops->logsumexp_update(f->be, f->hlogits, nr, nv, st->hmax + r0, st->hsum + r0);
+            f->be->ops->pick_target(f->be, st->htgt + r0, f->hlogits, nr, nv, targets, v0);
         }
     }
-    for (int k = 0; k < n_sets; k++) {
-        const stream *st = &f->st[sets[k].stream];
-        if (!sets[k].targets) continue;
-        f->be->ops->logprob_finish(f->be, st->htgt, st->htgt, st->hmax, st->hsum, sets[k].nrows);
-        f->be->ops->download(f->be, sets[k].logprobs, st->htgt, sizeof(float) * (size_t)sets[k].nrows);
-    }
     return DZ_OK;
+}
+
+/* Streams the head over vocabulary chunks a row chunk at a time, so hsel holds one row
+ * chunk whatever the rows (with many rows the head's weights are read once per row chunk;
+ * each row's products, chunk by chunk, are the same either way). */
+static dz_status head(dz_forward *f, const dz_weight_source *w, int n_sets, const dz_head_rows *sets, float *logits,
+                      dz_error *err) {
+    dz_status st = head_check(f, n_sets, sets, err);
+    if (st != DZ_OK) return st;
+    int most = 0;
+    for (int k = 0; k < n_sets; k++) {
+        const int s = sets[k].stream, N = f->st[s].B * f->st[s].n_new;
+        if (sets[k].nrows < 0 || sets[k].nrows > N)
+            return dz_fail(err, DZ_ERR_INVALID, "head: %d rows requested of %d", sets[k].nrows, N);
+        f->be->ops->fill(f->be, f->st[s].hmax, -INFINITY, (size_t)sets[k].nrows);
+        f->be->ops->fill(f->be, f->st[s].hsum, 0.0f, (size_t)sets[k].nrows);
+        most = sets[k].nrows > most ? sets[k].nrows : most;
+    }
+    for (int r0 = 0; st == DZ_OK && r0 < most; r0 += HEAD_ROW_CHUNK)
+        st = head_row_chunk(f, w, n_sets, sets, r0, logits, err);
+    for (int k = 0; st == DZ_OK && k < n_sets; k++) {
+        const stream *s = &f->st[sets[k].stream];
+        if (!sets[k].targets) continue;
+        f->be->ops->logprob_finish(f->be, s->htgt, s->htgt, s->hmax, s->hsum, sets[k].nrows);
+        f->be->ops->download(f->be, sets[k].logprobs, s->htgt, sizeof(float) * (size_t)sets[k].nrows);
+    }
+    return st;
 }
 
 dz_status dz_forward_logits(dz_forward *f, const dz_weight_source *w, const int *rows, int nrows,

@@ -33,13 +33,14 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
     const size_t N = (size_t)f->max_batch * f->max_seq;
     const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     const size_t hdim = (size_t)(c->embed_dim > c->dim ? c->embed_dim : c->dim);
+    const size_t head_rows = N < HEAD_ROW_CHUNK ? N : HEAD_ROW_CHUNK; /* the head runs a row chunk at a time */
     f->wscratch_floats = block_floats(c, t, 0);
     size_t rs = (size_t)HEAD_VOCAB_CHUNK * hdim;
     if (block_floats(c, t, c->n_layers) > rs) rs = block_floats(c, t, c->n_layers);
     for (int s = 0; s < f->n_streams; s++) {
         stream *st = &f->st[s];
         st->x = take(f, N * c->dim, ok);
-        st->hsel = take(f, N * hdim, ok);
+        st->hsel = take(f, head_rows * hdim, ok);
         st->hmax = take(f, N, ok);
         st->hsum = take(f, N, ok);
         st->htgt = take(f, N, ok);
@@ -52,9 +53,10 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
     f->kn = take(f, N * kvd, ok);
     f->vn = take(f, N * kvd, ok);
     f->att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), ok);
-    f->f1 = take(f, N * c->hidden_dim, ok);
-    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, ok); /* the gated FFN's second half */
-    f->emb = take(f, N * c->embed_dim, ok);
+    const size_t ffn_rows = N < FFN_ROW_CHUNK ? N : FFN_ROW_CHUNK; /* the feed-forward runs a row chunk at a time */
+    f->f1 = take(f, ffn_rows * c->hidden_dim, ok);
+    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, ffn_rows * c->hidden_dim, ok); /* the gated FFN's second half */
+    if (c->embed_dim != c->dim) f->emb = take(f, N * c->embed_dim, ok); /* project_in's input */
     if (c->arch == DZ_ARCH_LLAMA) f->rope_cs = take(f, (size_t)f->max_seq * c->head_dim, ok);
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, f->max_seq), ok);
     f->rscratch = take(f, rs, ok);

@@ -7,6 +7,8 @@
 #include "model/model_internal.h"
 
 enum { HEAD_VOCAB_CHUNK = 4096, HEAD_ROW_CHUNK = 512 };
+/* The feed-forward runs this many rows at a time (f1, f2): two of the GEMM's 240-row blocks. */
+enum { FFN_ROW_CHUNK = 480 };
 
 typedef struct stream {
     int B, n_new;       /* shape of the last embed: B sequences of n_new positions (padded) */
@@ -22,7 +24,7 @@ typedef struct stream {
     float *x;           /* [n_rows, dim] residual stream */
     float *kcache, *vcache; /* key/value slots [max_batch, max_seq, kv_dim]: one layer's, or
                                with a KV cache every layer's ([n_layers][...]) */
-    float *hsel;        /* [rows, embed_dim] hidden states entering the head */
+    float *hsel;        /* [HEAD_ROW_CHUNK, embed_dim] hidden states of a row chunk entering the head */
     float *hmax, *hsum, *htgt;
 } stream;
 
@@ -31,7 +33,8 @@ struct dz_forward {
     const dz_backend *be;
     int max_batch, max_seq, kv_cache, scratch_threads, n_streams;
     stream *st;
-    float *xb, *q, *kn, *vn, *att, *f1, *f2, *emb;
+    float *xb, *q, *kn, *vn, *att, *f1, *f2;
+    float *emb;         /* project_in's input (NULL without project_in) */
     const float **pk, **pv, **ok, **ov; /* attention's per-sequence slots, [max_batch] each */
     int *start_tmp;                     /* [max_batch] */
     int *row_tmp;                       /* [max_batch * max_seq]: tokens, then head rows, by row */

@@ -20,6 +20,18 @@ static size_t adapter_layer_floats(const dz_model *a) {
     return most;
 }
 
+/* The widest output of the projections the adapter targets (B is [out, r]): its products'
+ * buffer needs no more columns. */
+static size_t adapter_widest_output(const dz_model *a) {
+    size_t most = 0;
+    for (int l = 0; l < a->cfg.n_layers; l++)
+        for (int k = 0; k < DZ_LORA_N_TARGETS; k++) {
+            const int id = a->ids[l][dz_lora_a_role(k) + 1];
+            if (id >= 0 && (size_t)a->table.params[id].rows > most) most = (size_t)a->table.params[id].rows;
+        }
+    return most;
+}
+
 void dz_forward_lora_free(dz_forward *f) {
     float *bufs[] = {f->lora_r, f->lora_o, f->lora_w};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->ops->free(f->be, bufs[i]);
@@ -40,9 +52,7 @@ dz_status dz_forward_set_adapter(dz_forward *f, const dz_model *adapter, const d
         return dz_fail(err, DZ_ERR_INVALID, "forward: the adapter %s was made for another model's shape", adapter->path);
     dz_forward_lora_free(f);
     const size_t rows = (size_t)f->max_batch * f->max_seq;
-    size_t widest = (size_t)c->n_heads * c->head_dim;
-    const size_t others[] = {(size_t)c->dim, (size_t)c->hidden_dim};
-    for (int i = 0; i < 2; i++) widest = others[i] > widest ? others[i] : widest;
+    const size_t widest = adapter_widest_output(adapter);
     const int prefix = adapter->lora.prefix_tokens > 0; /* no products: only a layer's tensors */
     const size_t sizes[3] = {prefix ? 0 : rows * (size_t)adapter->lora.rank, prefix ? 0 : rows * widest,
                              adapter_layer_floats(adapter)};

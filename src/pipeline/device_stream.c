@@ -37,7 +37,7 @@ dz_pipeline_device_bytes dz_pipeline_device_need(const dz_model *m, const dz_for
         if (t->params[id].block >= n_layers) b.globals += n;
     }
     b.layer = dz_ws_max_layer_floats(t) * dts;
-    b.work = dz_pipeline_bytes_for(t, dz_forward_row_floats(f));
+    b.work = dz_pipeline_bytes_for(t, dz_pipeline_row_floats(m, f));
     b.forward = dz_forward_bytes(f);
     return b;
 }

@@ -244,6 +244,9 @@ void dz_hz_free(dz_pipeline *p);
 void dz_hz_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
                 const dz_zo_update *u);
 
+/* pipeline.c: the floats of the -eps rows cache: the forward's row_floats, or 0 for a
+ * model without a global block (an adapter, whose global rows are the base's). */
+size_t dz_pipeline_row_floats(const dz_model *m, const dz_forward *f);
 /* pipeline.c: dz_pipeline_planned_bytes with the forward's row_floats. */
 size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);
 

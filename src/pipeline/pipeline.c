@@ -23,8 +23,15 @@ size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int
     return bytes;
 }
 
+size_t dz_pipeline_row_floats(const dz_model *m, const dz_forward *f) {
+    const dz_param_table *t = dz_model_params(m);
+    for (int i = 0; i < t->count; i++)
+        if (t->params[i].block >= dz_model_config(m)->n_layers) return dz_forward_row_floats(f);
+    return 0; /* no global block (an adapter): no perturbed rows to cache */
+}
+
 size_t dz_pipeline_planned_bytes(const dz_model *m, const dz_forward *f, const dz_store *s, int stream_globals) {
-    return dz_res_bytes(m, dz_forward_row_floats(f), s, stream_globals);
+    return dz_res_bytes(m, dz_pipeline_row_floats(m, f), s, stream_globals);
 }
 
 size_t dz_pipeline_bytes(const dz_pipeline *p) { return p->bytes; }
@@ -46,11 +53,10 @@ dz_status dz_pipeline_create(dz_model *m, const dz_forward *f, const dz_pipeline
     if (st == DZ_OK) st = dz_sz_create(p, err);
     if (st == DZ_OK) st = dz_hz_create(p, err);
     if (st == DZ_OK) {
-        p->rows.row_floats = dz_forward_row_floats(f);
-        p->rows.minus_cache = resident ? p->be->ops->alloc(p->be, p->rows.row_floats * sizeof(float))
-                                       : dz_alloc(p->rows.row_floats * sizeof(float));
+        const size_t rf = p->rows.row_floats = dz_pipeline_row_floats(m, f);
+        if (rf) p->rows.minus_cache = resident ? p->be->ops->alloc(p->be, rf * sizeof(float)) : dz_alloc(rf * sizeof(float));
         p->upd.applied = calloc((size_t)n_blocks, 1);
-        if (!p->rows.minus_cache || !p->upd.applied)
+        if ((rf && !p->rows.minus_cache) || !p->upd.applied)
             st = dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate working buffers (%zu floats per block)",
                          p->ws.block_floats);
     }
