@@ -10,6 +10,11 @@
 # - mpirun -np 2 (--dp 2, --pertp 2) with a replica per rank (--node-size 1) == one process;
 #   shared masters, a streamed global block, --spsa-samples 2 and serve are refused;
 # - distzo plan counts H (4 bytes a parameter).
+# HiZOO-L (--hizoo-rank 1, a matrix's H as rank-1 factors): run.json records it,
+# curvature.bin is version 2 with layout 1 and far below a byte a parameter; stop/resume,
+# SIGKILL/resume, the baseline kernels, export, LoRA and mpirun --dp 2 bitwise one
+# uninterrupted run; a layout-0 or damaged curvature.bin refused naming the field; distzo
+# plan counts the factors.
 # usage: hizoo.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -119,5 +124,66 @@ if command -v mpirun > /dev/null; then
     --threads 1 --out "$tmp/shared"
 else
   bad "hizoo: mpirun not found on PATH (scripts/deps.sh installs it): the MPI layouts are unchecked"
+fi
+# ---- HiZOO-L: --hizoo-rank 1 ------------------------------------------------------------------
+lrun() { run --hizoo-rank 1 "$@"; }
+lcheck() { if same_run "$2" "$3" 12 && same_h "$2" "$3"; then ok "hizoo-l: $1"; else bad "hizoo-l: $1"; fi; }
+lrun --threads 2 --out "$tmp/lref" || bad "hizoo-l: the reference run failed"
+cmp -s "$tmp/ref/checkpoint-12/model.safetensors" "$tmp/lref/checkpoint-12/model.safetensors" &&
+  bad "hizoo-l: the weights are HiZOO's" || ok "hizoo-l: the weights differ from HiZOO's (diagonal H)"
+grep -qE '"hizoo_rank":[[:space:]]*1' "$tmp/lref/run.json" && ok "hizoo-l: run.json records --hizoo-rank 1" ||
+  bad "hizoo-l: run.json has no hizoo_rank"
+grep -q hizoo_rank "$tmp/ref/run.json" && bad "hizoo-l: a rank-0 run.json names hizoo_rank" ||
+  ok "hizoo-l: a rank-0 run.json is as before (no hizoo_rank)"
+lf="$tmp/lref/checkpoint-12/curvature.bin"
+l_size=$(stat -c %s "$lf" 2>/dev/null || echo 0)
+l_ver=$(od -An -tu4 -j8 -N4 "$lf" 2>/dev/null | tr -d ' ') l_lay=$(od -An -tu4 -j32 -N4 "$lf" 2>/dev/null | tr -d ' ')
+l_n=$(od -An -tu8 -j16 -N8 "$lf" 2>/dev/null | tr -d ' ')
+{ [ "$l_ver" = 2 ] && [ "$l_lay" = 1 ] && [ "$l_size" = $((40 + 4 * ${l_n:-0} + 4)) ] && [ -n "$n" ] &&
+  [ $((l_size * 4)) -lt "$n" ]; } &&
+  ok "hizoo-l: curvature.bin v2, layout 1, $l_n floats ($l_size bytes; HiZOO's $h_size for $n parameters)" ||
+  bad "hizoo-l: curvature.bin version ${l_ver:-?} layout ${l_lay:-?}, $l_size bytes for ${n:-?} parameters"
+lrun --threads 1 --steps 6 --out "$tmp/lstop" && cp -r "$tmp/lstop" "$tmp/lat6" &&
+  "$bin" train --resume --steps 12 --threads 2 --out "$tmp/lstop" > /dev/null 2>&1 || bad "hizoo-l: resume after a stop failed"
+lcheck "stopped at step 6 (1 thread), resumed (2 threads) == uninterrupted" "$tmp/lref" "$tmp/lstop"
+(DISTZO_TEST_KILL=0:9 lrun --threads 1 --out "$tmp/lkill") 2> /dev/null
+"$bin" train --resume --threads 1 --out "$tmp/lkill" > /dev/null 2>&1 || bad "hizoo-l: resume after a kill failed"
+lcheck "killed after step 9, resumed (factors of checkpoint 6, replays 6..9) == uninterrupted" "$tmp/lref" "$tmp/lkill"
+(DISTZO_ISA=baseline lrun --threads 1 --out "$tmp/lbaseline") || bad "hizoo-l: the baseline-kernel run failed"
+lcheck "baseline kernels, 1 thread == the best level, 2 threads" "$tmp/lref" "$tmp/lbaseline"
+"$bin" export --run "$tmp/lref" -o "$tmp/lexported" > /dev/null 2>&1 || bad "hizoo-l: export failed"
+cmp -s "$tmp/lexported/model.safetensors" "$tmp/lref/checkpoint-12/model.safetensors" &&
+  ok "hizoo-l: export (12 steps replayed, factors from 1) == the trained weights" ||
+  bad "hizoo-l: export differs from the trained weights"
+ldamage() { # NAME FIELD COMMAND...: a copy of the rank-1 run stopped at 6, its curvature.bin changed
+  local name=$1 field=$2
+  shift 2
+  cp -r "$tmp/lat6" "$tmp/l$name"
+  "$@" "$tmp/l$name/checkpoint-6/curvature.bin"
+  refuse "hizoo-l: resume from a $name curvature.bin" "curvature.bin: field $field" \
+    "$bin" train --resume --steps 12 --threads 1 --out "$tmp/l$name"
+}
+diagonal() { cp "$tmp/at6/checkpoint-6/curvature.bin" "$1"; }
+ldamage diagonal layout diagonal
+ldamage damaged crc32 flip
+ldamage cut data cut_
+run --hizoo-rank 1 "${lora[@]}" --threads 2 --out "$tmp/llora" || bad "hizoo-l: the LoRA run failed"
+"$bin" export --run "$tmp/llora" -o "$tmp/llora-exported" > /dev/null 2>&1 || bad "hizoo-l: LoRA export failed"
+cmp -s "$tmp/llora-exported/adapter_model.safetensors" "$tmp/llora/checkpoint-12/adapter_model.safetensors" &&
+  ok "hizoo-l: LoRA export == the trained adapter" || bad "hizoo-l: LoRA export differs from the trained adapter"
+refuse "hizoo-l: --hizoo-rank without hizoo" "hizoo-rank" "$bin" train "${base[@]}" --hizoo-rank 1 --out "$tmp/lmezo"
+refuse "hizoo-l: --hizoo-rank 2" "hizoo-rank" "$bin" train "${common[@]}" --hizoo-rank 2 --out "$tmp/lr2"
+lmb=$("$bin" plan --model "$assets/stories260K/stories260K.bin" --mem-per-node 8 --estimator hizoo --hizoo-rank 1 \
+  2>/dev/null | awk '/^P1 x D1/ {print $12}')
+lplan=$(awk -v a="$lmb" -v b="$(engine_mb mezo)" -v h="$(engine_mb hizoo)" \
+  'BEGIN {print (a != "" && a >= b && a - b < (h - b) / 4) ? "yes" : "no"}')
+[ "$lplan" = yes ] && ok "hizoo-l: distzo plan counts the factors (engine $lmb MB, mezo's $(engine_mb mezo), hizoo's $(engine_mb hizoo))" ||
+  bad "hizoo-l: distzo plan's engine is ${lmb:-?} MB, mezo's $(engine_mb mezo), hizoo's $(engine_mb hizoo)"
+if command -v mpirun > /dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np 2 "$bin" train \
+    "${common[@]}" --hizoo-rank 1 --dp 2 --node-size 1 --threads 1 --out "$tmp/ldp2" > "$tmp/ldp2.txt" 2>&1 ||
+    { bad "hizoo-l: -np 2 --dp 2 exited non-zero"; tail -3 "$tmp/ldp2.txt"; }
+  lcheck "mpirun -np 2 --dp 2 --node-size 1 == one process" "$tmp/lref" "$tmp/ldp2"
 fi
 finish
