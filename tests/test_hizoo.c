@@ -402,20 +402,21 @@ static void expect_factored_size(const char *model) {
     dz_model_free(m);
 }
 
+static void lowrank_equals_the_plain_loop(const char *model, dz_dtype dt) {
+    g_rank = 1;
+    expect_factored_size(model);
+    engine_equals_the_plain_loop(model, dt);
+    g_rank = 0;
+}
+
 static void llama_f32_lowrank(void **state) {
     (void)state;
-    g_rank = 1;
-    expect_factored_size("llama_gqa_untied");
-    engine_equals_the_plain_loop("llama_gqa_untied", DZ_F32);
-    g_rank = 0;
+    lowrank_equals_the_plain_loop("llama_gqa_untied", DZ_F32);
 }
 
 static void opt_bf16_lowrank(void **state) {
     (void)state;
-    g_rank = 1;
-    expect_factored_size("opt_preln");
-    engine_equals_the_plain_loop("opt_preln", DZ_BF16);
-    g_rank = 0;
+    lowrank_equals_the_plain_loop("opt_preln", DZ_BF16);
 }
 
 /* q > 1, alpha outside (0, 1) and a streamed global block are refused, naming the option. */
