@@ -20,6 +20,7 @@
  * and cols doubles per tensor for the column sums. */
 #include <string.h>
 
+#include "backend/cpu_simd.h"
 #include "core/threads.h"
 #include "pipeline/internal.h"
 
@@ -39,38 +40,48 @@ size_t dz_hz_colsum_count(const dz_param_table *t, int factored) {
     return n;
 }
 
-static inline float factored_h(float r, float c, float mean) { return r * c / mean; }
+/* The element-wise pieces, one variant per ISA level (element-wise: the same bits on each). */
+/* out = (r * c) / mean: H of a run of one row. */
+DZ_ISA_VARIANTS(hf_expand, (float *out, const float *c, float r, float mean, size_t n), (out, c, r, mean, n)) {
+    for (size_t k = 0; k < n; k++) out[k] = r * c[k] / mean;
+}
+
+/* t = HiZOO's move of H = (r * c) / mean with z; colsum += t. */
+DZ_ISA_VARIANTS(hf_move, (float *t, double *colsum, const float *z, const float *c, float r, float mean, float keep,
+                          float cs, size_t n), (t, colsum, z, c, r, mean, keep, cs, n)) {
+    for (size_t k = 0; k < n; k++) {
+        const float h = r * c[k] / mean;
+        float x = z[k] * z[k];
+        x = h * x;
+        x = cs * x;
+        t[k] = h * keep + x;
+        colsum[k] += (double)t[k];
+    }
+}
 
 void dz_hz_expand(const dz_pipeline *p, int id, uint64_t i0, size_t n, float *out) {
     const size_t cols = (size_t)dz_model_params(p->m)->params[id].cols;
     const size_t rows = (size_t)dz_model_params(p->m)->params[id].rows;
     const float *r = p->hess.h + p->hess.off[id], *c = r + rows, mean = c[cols];
     size_t row = (size_t)(i0 / cols), col = (size_t)(i0 % cols);
-    for (size_t k = 0; k < n; k++) {
-        out[k] = factored_h(r[row], c[col], mean);
-        if (++col == cols) col = 0, row++;
+    for (size_t k = 0; k < n; row++, col = 0) { /* run by run within a row */
+        const size_t len = cols - col < n - k ? cols - col : n - k;
+        hf_expand(out + k, c + col, r[row], mean, len);
+        k += len;
     }
 }
 
-/* One row's T: its sum (returned) and each element added to its column's sum. */
+/* One row's T: its sum (returned, in index order) and each element added to its column's sum. */
 static double row_move(const dz_pipeline *p, int id, size_t row, size_t cols, const float *c, float r, float mean,
                        const dz_zo_update *u, double *colsum) {
-    const float keep = 1.0f - p->z.smooth, cs = u->curv;
-    float z[SEG];
+    float z[SEG], t[SEG];
     double sum = 0.0;
     for (size_t a = 0; a < cols; a += SEG) {
         const size_t len = cols - a < SEG ? cols - a : SEG;
         p->be->ops->z_fill(p->be, z, p->z.seed, (uint32_t)id, u->step * (uint32_t)u->q, (uint64_t)row * cols + a, len,
                            p->z.dist);
-        for (size_t k = 0; k < len; k++) {
-            const float h = factored_h(r, c[a + k], mean);
-            float t = z[k] * z[k];
-            t = h * t;
-            t = cs * t;
-            const float moved = h * keep + t;
-            sum += (double)moved;
-            colsum[a + k] += (double)moved;
-        }
+        hf_move(t, colsum + a, z, c + a, r, mean, 1.0f - p->z.smooth, u->curv, len);
+        for (size_t k = 0; k < len; k++) sum += (double)t[k];
     }
     return sum;
 }
