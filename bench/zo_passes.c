@@ -26,7 +26,7 @@ static double median(double *x, int n) {
     return x[n / 2];
 }
 
-enum { N_EST = 4, MAX_REPS = 64 };
+enum { N_EST = 6, MAX_REPS = 64 };
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -45,6 +45,8 @@ int main(int argc, char **argv) {
         {"sparse (density 0.25)", {.estimator = DZ_ZO_SPARSE, .sparse_density = 0.25f}},
         {"lozo (rank 2)", {.estimator = DZ_ZO_LOZO, .lozo_rank = 2, .lozo_nu = 50}},
         {"lozo (rank 8)", {.estimator = DZ_ZO_LOZO, .lozo_rank = 8, .lozo_nu = 50}},
+        {"hizoo (diagonal H, 3 forwards)", {.estimator = DZ_ZO_HIZOO, .hizoo_smooth = 1e-6f}},
+        {"hizoo-l (--hizoo-rank 1, 3 forwards)", {.estimator = DZ_ZO_HIZOO, .hizoo_smooth = 1e-6f, .hizoo_rank = 1}},
     };
     dz_model *m[N_EST];
     dz_forward *f[N_EST];
@@ -62,11 +64,11 @@ int main(int argc, char **argv) {
     const dz_zo_batch b = {.tokens = tokens, .lengths = lengths, .B = 1, .T = 2, .rows = rows, .targets = targets,
                            .n_rows = 1, .loss = nll};
     double upd[N_EST][MAX_REPS], step[N_EST][MAX_REPS];
-    const float g = 0.5f;
+    const float g[2] = {0.5f, 1e-6f}; /* g, and HiZOO's curvature step c (read after the q values) */
     for (int r = 0; r <= reps; r++) /* r = 0 warms up */
         for (int k = 0; k < N_EST; k++) {
             double t0 = dz_now();
-            if (dz_zo_apply(e[k], (uint32_t)r, 1e-6f, &g, &err) != DZ_OK) return fprintf(stderr, "%s\n", err.msg), 1;
+            if (dz_zo_apply(e[k], (uint32_t)r, 1e-6f, g, &err) != DZ_OK) return fprintf(stderr, "%s\n", err.msg), 1;
             const double t1 = dz_now();
             dz_zo_step_result res;
             if (dz_zo_step(e[k], (uint32_t)r, 1e-6f, &b, &res, &err) != DZ_OK) return fprintf(stderr, "%s\n", err.msg), 1;

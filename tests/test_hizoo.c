@@ -8,7 +8,12 @@
  * The engine must give every L+, L-, g and c and, after the steps, every master byte and
  * every float of H, bit for bit: in RAM fused and unfused, with the layers in a disk store,
  * replayed from (g, c) alone (dz_zo_apply), at 1 and 3 threads and at every ISA level. The
- * settings HiZOO refuses are refused. */
+ * settings HiZOO refuses are refused.
+ * HiZOO-L (--hizoo-rank 1) the same way, its reference here: a 2-D tensor keeps R (rows),
+ * C (cols) and mean(R), H_ij = R_i C_j / mean; an update first computes the moved H of
+ * every element into a whole rows x cols matrix T, then R = its row means, C = its column
+ * means (double sums in index order, then f32), mean = mean of R, then theta's update
+ * with the new factors' H. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <setjmp.h>
@@ -33,6 +38,7 @@
 enum { STEPS = 4 };
 static const uint64_t SEED = 33;
 static const float EPS = 1e-3f, LR = 5e-3f, WD = 0.01f, ALPHA = 0.05f;
+static int g_rank; /* 0: HiZOO; 1: HiZOO-L */
 
 /* ---- what a run gives ------------------------------------------------------------------------ */
 
@@ -67,6 +73,49 @@ static float z_at(uint32_t tensor, uint32_t draw, uint64_t i) {
 
 /* ---- the reference loop --------------------------------------------------------------------- */
 
+static int factored(const dz_param *t) { return g_rank == 1 && t->rows > 1 && t->cols > 1; }
+
+static size_t state_floats(const dz_param *t) {
+    return factored(t) ? (size_t)(t->rows + t->cols + 1) : (size_t)dz_param_numel(t);
+}
+
+/* H of element i of tensor t from its state s (factored: R, then C, then mean(R)). */
+static float h_of(const dz_param *t, const float *s, int64_t i) {
+    if (!factored(t)) return s[i];
+    const int64_t r = i / t->cols, c = i % t->cols;
+    return s[r] * s[t->rows + c] / s[t->rows + t->cols];
+}
+
+/* HiZOO's move of one H. */
+static float moved(float h, float z, float c) {
+    float k = z * z;
+    k = h * k;
+    k = c * k;
+    return h * (1.0f - ALPHA) + k;
+}
+
+/* HiZOO-L: the factors of tensor id moved by step `step`'s c, from the whole matrix T. */
+static void refactor(const dz_param *t, int id, float *s, uint32_t step, float c) {
+    const int64_t rows = t->rows, cols = t->cols;
+    float *tm = malloc(sizeof(float) * (size_t)(rows * cols));
+    assert_non_null(tm);
+    for (int64_t i = 0; i < rows * cols; i++) tm[i] = moved(h_of(t, s, i), z_at((uint32_t)id, step, (uint64_t)i), c);
+    for (int64_t r = 0; r < rows; r++) {
+        double sum = 0.0;
+        for (int64_t j = 0; j < cols; j++) sum += (double)tm[r * cols + j];
+        s[r] = (float)(sum / (double)cols);
+    }
+    for (int64_t j = 0; j < cols; j++) {
+        double sum = 0.0;
+        for (int64_t r = 0; r < rows; r++) sum += (double)tm[r * cols + j];
+        s[rows + j] = (float)(sum / (double)rows);
+    }
+    double sum = 0.0;
+    for (int64_t r = 0; r < rows; r++) sum += (double)s[r];
+    s[rows + cols] = (float)(sum / (double)rows);
+    free(tm);
+}
+
 /* The loss of the whole model at w (every tensor as f32). */
 static double loss_at(dz_forward *f, const whole_model *w, const batch *b, float *lp) {
     const dz_weight_source src = {.rows = whole_rows, .self = w};
@@ -83,7 +132,7 @@ static void fill(dz_model *m, float **w, float **h, uint32_t draw, int sign) {
     for (int id = 0; id < t->count; id++)
         for (int64_t i = 0; i < dz_param_numel(&t->params[id]); i++) {
             const float th = widen(dz_model_tensor(m, id), dz_model_dtype(m), (size_t)i);
-            const float s = z_at((uint32_t)id, draw, (uint64_t)i) / sqrtf(h[id][i]), e = EPS * s;
+            const float s = z_at((uint32_t)id, draw, (uint64_t)i) / sqrtf(h_of(&t->params[id], h[id], i)), e = EPS * s;
             w[id][i] = sign == 0 ? th : sign > 0 ? th + e : th - e;
         }
 }
@@ -94,13 +143,12 @@ static void update(dz_model *m, float **h, uint32_t step, float g, float c) {
     for (int id = 0; id < t->count; id++) {
         const float wd = decays(&t->params[id]) ? WD : 0.0f;
         void *theta = dz_model_tensor(m, id);
-        for (int64_t i = 0; i < dz_param_numel(&t->params[id]); i++) {
+        const dz_param *pt = &t->params[id];
+        if (factored(pt)) refactor(pt, id, h[id], step, c);
+        for (int64_t i = 0; i < dz_param_numel(pt); i++) {
             const float z = z_at((uint32_t)id, step, (uint64_t)i), th = widen(theta, dt, (size_t)i);
-            float k = z * z;
-            k = h[id][i] * k;
-            k = c * k;
-            h[id][i] = h[id][i] * (1.0f - ALPHA) + k;
-            float v = 0.0f + g * (z / sqrtf(h[id][i]));
+            if (!factored(pt)) h[id][i] = moved(h[id][i], z, c);
+            float v = 0.0f + g * (z / sqrtf(h_of(pt, h[id], i)));
             if (wd != 0.0f) v = v + wd * th;
             const float y = th - LR * v;
             if (dt == DZ_F32) {
@@ -119,7 +167,7 @@ static void keep_state(dz_model *m, float **h, trace *out) {
     size_t bytes = 0, n = 0;
     for (int id = 0; id < t->count; id++) {
         bytes += (size_t)dz_param_numel(&t->params[id]) * dz_dtype_size(dz_model_dtype(m));
-        n += (size_t)dz_param_numel(&t->params[id]);
+        n += state_floats(&t->params[id]);
     }
     out->masters = malloc(bytes), out->h = malloc(n * sizeof(float));
     assert_true(out->masters && out->h);
@@ -127,9 +175,10 @@ static void keep_state(dz_model *m, float **h, trace *out) {
     size_t off = 0, k = 0;
     for (int id = 0; id < t->count; id++) {
         const size_t numel = (size_t)dz_param_numel(&t->params[id]), b = numel * dz_dtype_size(dz_model_dtype(m));
+        const size_t ns = state_floats(&t->params[id]);
         memcpy(out->masters + off, dz_model_tensor(m, id), b);
-        if (h) memcpy(out->h + k, h[id], numel * sizeof(float));
-        off += b, k += numel;
+        if (h) memcpy(out->h + k, h[id], ns * sizeof(float));
+        off += b, k += ns;
     }
 }
 
@@ -140,10 +189,10 @@ static void plain_hizoo(const char *dir, dz_dtype dt, const batch *b, trace *out
     float **w = calloc((size_t)t->count, sizeof *w), **h = calloc((size_t)t->count, sizeof *h);
     assert_true(w && h);
     for (int id = 0; id < t->count; id++) {
-        const size_t n = (size_t)dz_param_numel(&t->params[id]);
-        w[id] = malloc(n * sizeof(float)), h[id] = malloc(n * sizeof(float));
+        const size_t n = (size_t)dz_param_numel(&t->params[id]), ns = state_floats(&t->params[id]);
+        w[id] = malloc(n * sizeof(float)), h[id] = malloc(ns * sizeof(float));
         assert_true(w[id] && h[id]);
-        for (size_t i = 0; i < n; i++) h[id][i] = 1.0f;
+        for (size_t i = 0; i < ns; i++) h[id][i] = 1.0f;
     }
     dz_forward *f;
     dz_error err = {0};
@@ -185,7 +234,7 @@ typedef struct engine_run {
 
 static dz_zo_params params_of(int fuse) {
     return (dz_zo_params){.seed = SEED, .eps = EPS, .q = 1, .wd = WD, .fuse = fuse, .estimator = DZ_ZO_HIZOO,
-                          .hizoo_smooth = ALPHA};
+                          .hizoo_smooth = ALPHA, .hizoo_rank = g_rank};
 }
 
 static void engine_open(const char *dir, dz_dtype dt, const how *w, const batch *b, engine_run *r) {
@@ -310,7 +359,7 @@ static void engine_equals_the_plain_loop(const char *model, dz_dtype dt) {
         trace got;
         run_engine(dir, dt, &ways[k], &b, &ref, &got);
         char what[200];
-        snprintf(what, sizeof what, "%s %s, %s", model, dz_dtype_name(dt), ways[k].name);
+        snprintf(what, sizeof what, "%s %s rank %d, %s", model, dz_dtype_name(dt), g_rank, ways[k].name);
         expect_same(what, &ref, &got);
         trace_free(&got);
     }
@@ -319,7 +368,7 @@ static void engine_equals_the_plain_loop(const char *model, dz_dtype dt) {
         trace got;
         run_engine(dir, dt, &(how){"level", 1, 0, 0, 2}, &b, &ref, &got);
         char what[200];
-        snprintf(what, sizeof what, "%s %s at %s", model, dz_dtype_name(dt), dz_isa_name(isa));
+        snprintf(what, sizeof what, "%s %s rank %d at %s", model, dz_dtype_name(dt), g_rank, dz_isa_name(isa));
         expect_same(what, &ref, &got);
         trace_free(&got);
     }
@@ -336,6 +385,38 @@ static void llama_f32(void **state) {
 static void opt_bf16(void **state) {
     (void)state;
     engine_equals_the_plain_loop("opt_preln", DZ_BF16);
+}
+
+/* HiZOO-L: the factored state is far smaller than one float an element. */
+static void expect_factored_size(const char *model) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/hf/%s", DZ_TEST_DATA, model);
+    dz_model *m = load_owned(dir, DZ_F32);
+    const dz_param_table *t = dz_model_params(m);
+    size_t numel = 0, ns = 0, matrices = 0;
+    for (int id = 0; id < t->count; id++) {
+        numel += (size_t)dz_param_numel(&t->params[id]), ns += state_floats(&t->params[id]);
+        matrices += factored(&t->params[id]);
+    }
+    assert_true(matrices > 0 && ns < numel / 2);
+    dz_model_free(m);
+}
+
+static void lowrank_equals_the_plain_loop(const char *model, dz_dtype dt) {
+    g_rank = 1;
+    expect_factored_size(model);
+    engine_equals_the_plain_loop(model, dt);
+    g_rank = 0;
+}
+
+static void llama_f32_lowrank(void **state) {
+    (void)state;
+    lowrank_equals_the_plain_loop("llama_gqa_untied", DZ_F32);
+}
+
+static void opt_bf16_lowrank(void **state) {
+    (void)state;
+    lowrank_equals_the_plain_loop("opt_preln", DZ_BF16);
 }
 
 /* q > 1, alpha outside (0, 1) and a streamed global block are refused, naming the option. */
@@ -358,6 +439,14 @@ static void refusals(void **state) {
     zp.hizoo_smooth = 1.0f;
     assert_int_not_equal(dz_zo_engine_create(r.m, r.f, &zp, &r.e, &err), DZ_OK);
     assert_non_null(strstr(err.msg, "--hizoo-smooth"));
+    zp = params_of(1);
+    zp.hizoo_rank = 2;
+    assert_int_not_equal(dz_zo_engine_create(r.m, r.f, &zp, &r.e, &err), DZ_OK);
+    assert_non_null(strstr(err.msg, "--hizoo-rank"));
+    zp = params_of(1);
+    zp.estimator = DZ_ZO_MEZO, zp.hizoo_rank = 1;
+    assert_int_not_equal(dz_zo_engine_create(r.m, r.f, &zp, &r.e, &err), DZ_OK);
+    assert_non_null(strstr(err.msg, "--hizoo-rank"));
     engine_close(&r);
     memset(&r, 0, sizeof r);
     char store_path[600];
@@ -378,6 +467,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_f32),
         cmocka_unit_test(opt_bf16),
+        cmocka_unit_test(llama_f32_lowrank),
+        cmocka_unit_test(opt_bf16_lowrank),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);

@@ -164,6 +164,21 @@ static void fzoo_by_hand(void **state) {
     }
 }
 
+/* HiZOO-L by hand on opt-tiny: a layer's q, k, v, o (64 x 64) keep 64 + 64 + 1 floats each,
+ * fc1 (256 x 64) and fc2 (64 x 256) 321 each, its biases and norms (832) one each: 1,990;
+ * the embedding 50272 + 64 + 1, the positions 2050 + 64 + 1, the final norm 128: 56,560
+ * floats, and the column sums 2 x (4 x 64 + 64 + 256) + 64 + 64 = 1,280 doubles. */
+static void hizoo_lowrank_by_hand(void **state) {
+    (void)state;
+    dz_error err = {0};
+    dz_plan mezo, low;
+    dz_plan_request r = request(1, 1, 4096);
+    assert_int_equal(dz_plan_make(&r, &mezo, &err), DZ_OK);
+    r.estimator = DZ_ZO_HIZOO, r.hizoo_rank = 1;
+    assert_int_equal(dz_plan_make(&r, &low, &err), DZ_OK);
+    assert_true(low.l[0].engine - mezo.l[0].engine == 56560.0 * 4 + 1280.0 * 8);
+}
+
 /* opt-tiny: 2 layers of 49,984 parameters, token embedding 50272 x 64 (tied head),
  * positions 2050 x 64, final norm 2 x 64: 3,448,704 floats, each tensor a multiple of
  * 64 bytes, so the arena is 13,794,816 bytes. */
@@ -270,6 +285,7 @@ int main(void) {
         cmocka_unit_test(bytes_per_step_by_hand),
         cmocka_unit_test(hizoo_by_hand),
         cmocka_unit_test(fzoo_by_hand),
+        cmocka_unit_test(hizoo_lowrank_by_hand),
         cmocka_unit_test(memory_sums_by_hand),
         cmocka_unit_test(feasibility_and_recommendation),
         cmocka_unit_test(bad_requests_name_the_flag),

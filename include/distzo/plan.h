@@ -39,6 +39,7 @@ typedef struct dz_plan_request {
     int q;                 /* SPSA samples per step */
     dz_zo_estimator estimator; /* its state counts in the engine (LOZO: two windows' V, lozo_rank wide) */
     int lozo_rank;
+    int hizoo_rank;        /* hizoo: 1, HiZOO-L's factored curvature */
     int eval_batch;        /* sequences per evaluation forward (the trainer's default) */
     int share_prompts;     /* candidates continue their prompt: 4 activation streams, else 2 */
     int threads;           /* threads per rank (attention scratch); <= 0: this machine's */

@@ -52,6 +52,7 @@ typedef struct dz_train_optim {
     float sparse_density;     /* sparse: fraction of each row perturbed */
     int lozo_rank, lozo_nu;   /* lozo: rank of U V^T, steps between refreshes of V */
     float hizoo_smooth;       /* hizoo: the curvature's EMA weight alpha */
+    int hizoo_rank;           /* hizoo: 0 diagonal H, 1 HiZOO-L (2-D tensors' H in rank-1 factors) */
     int rng_v2;               /* --rng v2: ZO_RNG v2 (docs/ZO_RNG.md section 10); 0: v1 */
     int fzoo_directions;      /* fzoo: one-sided directions per step; q must equal it, rademacher be 1 */
 } dz_train_optim;

@@ -52,6 +52,7 @@ typedef struct dz_zo_params {
     float sparse_density; /* SPARSE: fraction of each row perturbed, (0, 1] */
     int lozo_rank, lozo_nu; /* LOZO: rank r (1..DZ_ZO_LOZO_MAX_RANK), V refreshed every nu steps */
     float hizoo_smooth; /* HIZOO: the curvature's EMA weight alpha, (0, 1) */
+    int hizoo_rank;     /* HIZOO: 0, H diagonal; 1, HiZOO-L: a 2-D tensor's H in rank-1 factors */
     int rng_v2;      /* 1: ZO_RNG v2 z (docs/ZO_RNG.md section 10); 0: v1 */
     size_t max_device_bytes; /* a device backend's memory cap (--max-device-memory; 0: none): above it the
                               * layer masters stay in host memory and stream through the device */
@@ -231,7 +232,9 @@ size_t dz_zo_block_floats(const dz_zo_engine *e);
  * curvature step c after them (the step result's g[q]; dz_zo_apply reads it there). */
 int dz_zo_log_values(const dz_zo_params *p);
 /* HIZOO's curvature state H (flush first): one f32 per element of every tensor of the
- * engine's model in table order, *n of them; NULL for another estimator. A checkpoint
+ * engine's model in table order, *n of them (hizoo_rank 1: a 2-D tensor's row factors,
+ * column factors and the row factors' mean instead, src/pipeline/hessian_factors.c);
+ * NULL for another estimator. A checkpoint
  * saves it beside the weights and a resume writes it back before replaying the log. */
 float *dz_zo_curvature(dz_zo_engine *e, size_t *n);
 /* Call before the first step; p is copied. */

@@ -105,6 +105,8 @@ int dz_cmd_plan(int argc, char **argv) {
          "the engine (hizoo: 4 bytes a trainable parameter), fzoo's N + 1 and hizoo's 3 forwards in the work"},
         {"fzoo-directions", DZ_OPT_INT, &fzoo_directions, "fzoo: directions per step (default 8)"},
         {"lozo-rank", DZ_OPT_INT, &r.lozo_rank, "lozo: rank of U V^T (default 2)"},
+        {"hizoo-rank", DZ_OPT_INT, &r.hizoo_rank, "hizoo: 1 for HiZOO-L (rank-1 factors of a matrix's curvature: "
+         "4 (rows + cols + 1) bytes a matrix and cols doubles of sums)"},
         dz_cli_threads_option(&r.threads, "threads per rank (default: this machine's cores)"),
         {"overhead-mb", DZ_OPT_FLOAT, &overhead_mb, "fixed MB per process (default: measured, see docs/PLANNER.md)"},
         {"overhead-mpi-mb", DZ_OPT_FLOAT, &overhead_mpi_mb, "the same under mpirun"},
@@ -127,6 +129,8 @@ int dz_cmd_plan(int argc, char **argv) {
     if (r.estimator == DZ_ZO_FZOO && (fzoo_directions < 2 || fzoo_directions > DZ_ZO_MAX_Q))
         return dz_cli_failf("option --fzoo-directions: %d is outside 2..%d", fzoo_directions, DZ_ZO_MAX_Q);
     if (r.estimator == DZ_ZO_FZOO) r.q = fzoo_directions; /* its samples per step, as train sets them */
+    if (r.hizoo_rank != 0 && (r.hizoo_rank != 1 || r.estimator != DZ_ZO_HIZOO))
+        return dz_cli_failf("option --hizoo-rank: %d; 0 (HiZOO) or 1 (HiZOO-L), with --estimator hizoo", r.hizoo_rank);
     if (r.lozo_rank < 1 || r.lozo_rank > DZ_ZO_LOZO_MAX_RANK)
         return dz_cli_failf("option --lozo-rank: %d is outside 1..%d", r.lozo_rank, DZ_ZO_LOZO_MAX_RANK);
     if (r.q > DZ_ZO_MAX_Q) return dz_cli_failf("option --spsa-samples: %d is above %d", r.q, DZ_ZO_MAX_Q);

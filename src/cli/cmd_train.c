@@ -190,7 +190,7 @@ static int resume_from(train_opts *t) {
 
 /* train's own options (those serve does not share) into out, then the shared ones; out
  * holds TRAIN_OPTS_CAP entries, the last left {0}. */
-enum { TRAIN_OPTS_CAP = 72 };
+enum { TRAIN_OPTS_CAP = 76 };
 static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     const dz_opt own[] = {
         {"config", DZ_OPT_STR, &t->config, "JSON file of options: keys are their long names ({\"lr\": 1e-5, \"steps\": 100, "
@@ -211,6 +211,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"lozo-nu", DZ_OPT_INT, &c->optim.lozo_nu, "lozo: steps between fresh V (default 50)"},
         DZ_CLI_PEFT_OPTIONS(c),
         {"hizoo-smooth", DZ_OPT_FLOAT, &c->optim.hizoo_smooth, "hizoo: EMA weight alpha of the Hessian estimate (default 1e-6)"},
+        {"hizoo-rank", DZ_OPT_INT, &c->optim.hizoo_rank, "hizoo: 0 (default) diagonal Hessian; 1 HiZOO-L, a weight "
+         "matrix's Hessian in rank-1 row x column factors (about 0.01 bytes a parameter)"},
         {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora, prefix: start from this PEFT folder (its r, alpha and "
          "targets, or its num_virtual_tokens, must be the run's) instead of the init; run.json keeps the path, as it "
          "keeps --model's"},

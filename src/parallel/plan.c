@@ -72,7 +72,8 @@ static void fill_layout(const dz_plan_request *r, const dz_param_table *t, const
     size_t row_floats = 0;
     L->forward = (double)dz_forward_bytes_for(&r->cfg, max_batch, r->seq, 0, r->share_prompts ? 4 : 2, r->threads,
                                               &row_floats);
-    const dz_zo_params est = {.q = r->q, .estimator = r->estimator, .lozo_rank = r->lozo_rank, .lozo_nu = 1};
+    const dz_zo_params est = {.q = r->q, .estimator = r->estimator, .lozo_rank = r->lozo_rank, .lozo_nu = 1,
+                                .hizoo_rank = r->hizoo_rank};
     L->engine = (double)dz_zo_engine_bytes_for(t, row_floats, (size_t)max_batch * r->seq) +
                 (double)dz_zo_estimator_bytes_for(t, &est);
     /* with shared masters the node's ranks also share one pair of working copies */

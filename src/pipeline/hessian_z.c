@@ -14,7 +14,9 @@
  * theta. Element-wise, no reductions, no FMA (-ffp-contract=off), sqrt and division
  * correctly rounded: the same bits on every thread count and ISA level. The update is
  * applied exactly once per element (a pass that applies an update to a copy, as a
- * streamed global block's rows do, would move H twice: refused at use_store). */
+ * streamed global block's rows do, would move H twice: refused at use_store).
+ * HiZOO-L (p->z.factored) keeps a 2-D tensor's H as rank-1 factors that move before the
+ * update's passes (hessian_factors.c): its spans read H from them and only scale z. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +28,9 @@
 
 enum { SEG = 1024 };
 
-size_t dz_hz_floats_for(const dz_param_table *t) {
+size_t dz_hz_floats_for(const dz_param_table *t, int factored) {
     size_t n = 0;
-    for (int i = 0; i < t->count; i++) n += (size_t)t->params[i].rows * (size_t)t->params[i].cols;
+    for (int i = 0; i < t->count; i++) n += dz_hz_tensor_floats(&t->params[i], factored);
     return n;
 }
 
@@ -39,19 +41,26 @@ dz_status dz_hz_create(dz_pipeline *p, dz_error *err) {
     const dz_param_table *t = dz_model_params(p->m);
     hessian_state *hs = &p->hess;
     hs->off = calloc((size_t)t->count, sizeof *hs->off);
-    if (!hs->off) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    hs->coff = calloc((size_t)t->count, sizeof *hs->coff);
+    if (!hs->off || !hs->coff) return dz_fail(err, DZ_ERR_NOMEM, "zo: out of memory");
+    size_t cols = 0;
     for (int i = 0; i < t->count; i++) {
-        hs->off[i] = hs->n;
-        hs->n += (size_t)t->params[i].rows * (size_t)t->params[i].cols;
+        hs->off[i] = hs->n, hs->coff[i] = cols;
+        hs->n += dz_hz_tensor_floats(&t->params[i], p->z.factored);
+        if (dz_hz_factored(&t->params[i], p->z.factored)) cols += (size_t)t->params[i].cols;
     }
     hs->h = dz_alloc((hs->n ? hs->n : 1) * sizeof(float));
-    if (!hs->h) return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate HiZOO's curvature (%zu floats)", hs->n);
+    hs->colsum = malloc((cols ? cols : 1) * sizeof(double));
+    if (!hs->h || !hs->colsum)
+        return dz_fail(err, DZ_ERR_NOMEM, "zo: cannot allocate HiZOO's curvature (%zu floats)", hs->n);
     for (size_t i = 0; i < hs->n; i++) hs->h[i] = 1.0f;
     return DZ_OK;
 }
 
 void dz_hz_free(dz_pipeline *p) {
     free(p->hess.off);
+    free(p->hess.coff);
+    free(p->hess.colsum);
     dz_free(p->hess.h);
 }
 
@@ -83,14 +92,18 @@ DZ_ISA_VARIANTS(hz_round_bf16, (uint16_t *o, const float *x, const uint32_t *sr,
     for (size_t k = 0; k < n; k++) o[k] = dz_bf16_round_stochastic(x[k], sr[k]);
 }
 
-/* The update of one segment: H moved, theta updated in place. */
+/* The update of one segment: H moved (factored: it moved before, hessian_factors.c),
+ * theta updated in place. */
 static void segment_update(const dz_pipeline *p, int id, uint64_t i, size_t n, void *t, const float *x, float *h,
-                           const dz_zo_update *u) {
+                           int factored, const dz_zo_update *u) {
     float z[SEG], s[SEG], acc[SEG];
     uint32_t sr[SEG];
     const uint32_t d0 = u->step * (uint32_t)u->q;
     p->be->ops->z_fill(p->be, z, p->z.seed, (uint32_t)id, d0, i, n, p->z.dist);
-    hz_move(h, s, z, 1.0f - p->z.smooth, u->curv, n);
+    if (factored)
+        hz_scale(s, z, h, n);
+    else
+        hz_move(h, s, z, 1.0f - p->z.smooth, u->curv, n);
     dz_zo_add_scaled(acc, u->g[0], s, n, 1);
     if (dz_masters_bf16(p)) {
         p->be->ops->philox_fill(p->be, sr, p->z.seed, DZ_PURPOSE_SR, (uint32_t)id, d0, i, n);
@@ -105,14 +118,16 @@ void dz_hz_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, f
                 const dz_zo_update *u) {
     const int bf16 = dz_masters_bf16(p);
     const size_t esz = bf16 ? 2 : 4;
-    float *h = p->hess.h + p->hess.off[id] + i0;
-    float xb[SEG], z[SEG];
+    const int factored = dz_hz_factored(&dz_model_params(p->m)->params[id], p->z.factored);
+    float xb[SEG], z[SEG], hf[SEG];
     for (size_t a = 0; a < n; a += SEG) {
         const size_t len = n - a < SEG ? n - a : SEG;
         char *t = (char *)th + a * esz;
         const float *x = bf16 ? (dz_zo_widen_bf16(xb, (const uint16_t *)(void *)t, len), xb) : (const float *)(void *)t;
+        float *h = factored ? hf : p->hess.h + p->hess.off[id] + i0 + a;
+        if (factored) dz_hz_expand(p, id, i0 + a, len, hf);
         if (u) {
-            segment_update(p, id, i0 + a, len, t, x, h + a, u);
+            segment_update(p, id, i0 + a, len, t, x, h, factored, u);
             if (bf16) dz_zo_widen_bf16(xb, (const uint16_t *)(void *)t, len); /* the rounded theta */
         }
         if (!wp) continue;
@@ -122,7 +137,7 @@ void dz_hz_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, f
             continue;
         }
         p->be->ops->z_fill(p->be, z, p->z.seed, (uint32_t)id, p->draw, i0 + a, len, p->z.dist);
-        hz_scale(z, z, h + a, len);
+        hz_scale(z, z, h, len);
         dz_zo_make_pair(wp + a, wm + a, x, z, p->z.eps, len);
     }
 }

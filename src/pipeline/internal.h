@@ -138,6 +138,8 @@ typedef struct hessian_state {
     size_t *off; /* per tensor: its first element in h */
     size_t n;
     int center;  /* passes write theta itself (the L0 forward) */
+    double *colsum; /* factored: the column sums of each factored tensor (cols doubles each) */
+    size_t *coff;   /* factored: per tensor, its first column sum */
 } hessian_state;
 
 struct dz_pipeline {
@@ -247,6 +249,20 @@ void dz_hz_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, f
 /* pipeline.c: the floats of the -eps rows cache: the forward's row_floats, or 0 for a
  * model without a global block (an adapter, whose global rows are the base's). */
 size_t dz_pipeline_row_floats(const dz_model *m, const dz_forward *f);
+
+/* hessian_factors.c (HiZOO-L) */
+/* Whether tensor t's H is kept as rank-1 factors (factored and 2-D). */
+int dz_hz_factored(const dz_param *t, int factored);
+/* Floats of tensor t's curvature state: rows + cols + 1 factored, else one an element. */
+size_t dz_hz_tensor_floats(const dz_param *t, int factored);
+/* The column sums' room: cols doubles per factored tensor. */
+size_t dz_hz_colsum_count(const dz_param_table *t, int factored);
+/* out[k] = H of elements i0 + k (k < n) of factored tensor id. */
+void dz_hz_expand(const dz_pipeline *p, int id, uint64_t i0, size_t n, float *out);
+/* The pending update's move of every factored tensor's factors (before any span of it is
+ * updated: the update and the perturbations after it read the new factors). */
+void dz_hz_refactor(dz_pipeline *p);
+
 /* pipeline.c: dz_pipeline_planned_bytes with the forward's row_floats. */
 size_t dz_res_bytes(const dz_model *m, size_t row_floats, const dz_store *s, int stream_globals);
 

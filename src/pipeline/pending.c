@@ -16,6 +16,7 @@ dz_status dz_pipeline_set_update(dz_pipeline *p, const dz_zo_update *u, dz_error
     memset(pu->applied, 0, (size_t)p->ws.n_blocks);
     pu->pending = 1;
     p->res.stale = p->res.on; /* the host copy of resident masters lags from here */
+    if (p->z.shape == DZ_PZ_HESSIAN) dz_hz_refactor(p); /* HiZOO-L: before any span reads H */
     return dz_sz_prepare(p, 0, 0, err);
 }
 

@@ -56,6 +56,7 @@ typedef struct dz_pipeline_perturbation {
     int rank, nu;  /* LOWRANK */
     int q;         /* draws per step (the window of a draw) */
     float smooth;  /* HESSIAN: the curvature's EMA weight alpha, (0, 1) */
+    int factored;  /* HESSIAN: 2-D tensors keep H as rank-1 factors (HiZOO-L, hessian_factors.c) */
 } dz_pipeline_perturbation;
 
 /* m's masters (owned, f32 or bf16: the caller checks) in memory; f gives the row buffer's
@@ -141,13 +142,14 @@ dz_status dz_pipeline_checksum_slice(dz_pipeline *p, int slice, int n_slices, ui
 
 /* ---- HESSIAN's curvature state (hessian_z.c) ------------------------------------------ */
 
-/* H, one f32 per element of every tensor in table order (NULL, *n = 0: another shape);
- * the caller may read it (flush first) or overwrite it (a checkpoint's, before replay). */
+/* H, one f32 per element of every tensor in table order (factored: a 2-D tensor's rows
+ * factors, then its columns', then their mean; NULL, *n = 0: another shape); the caller
+ * may read it (flush first) or overwrite it (a checkpoint's, before replay). */
 float *dz_pipeline_curvature(dz_pipeline *p, size_t *n);
 /* center: the passes that follow write w+ = w- = theta (the estimator's L0 forward). */
 void dz_pipeline_set_center(dz_pipeline *p, int center);
-/* Floats of the curvature state of table t. */
-size_t dz_hz_floats_for(const dz_param_table *t);
+/* Floats of the curvature state of table t (factored: HiZOO-L's). */
+size_t dz_hz_floats_for(const dz_param_table *t, int factored);
 
 /* ---- Sizes, before a pipeline exists (the planner, the resident check) ------------ */
 

@@ -60,7 +60,8 @@ void dz_sz_gaussians(float *out, uint64_t seed, uint32_t purpose, uint32_t tenso
 static uint32_t window_of_step(const dz_pipeline *p, uint32_t step) { return step / (uint32_t)p->z.nu; }
 
 size_t dz_pipeline_shape_bytes_for(const dz_param_table *t, const dz_pipeline_perturbation *z) {
-    if (z->shape == DZ_PZ_HESSIAN) return dz_hz_floats_for(t) * sizeof(float);
+    if (z->shape == DZ_PZ_HESSIAN) /* H, and HiZOO-L's column sums */
+        return dz_hz_floats_for(t, z->factored) * sizeof(float) + dz_hz_colsum_count(t, z->factored) * sizeof(double);
     if (z->shape != DZ_PZ_LOWRANK) return 0;
     size_t floats = 0;
     for (int i = 0; i < t->count; i++)

@@ -41,6 +41,7 @@ dz_status dz_prepare_check_agreement(const dz_compute *comp, const dz_run_data *
         {"--lozo-nu", dz_hash_u64(DZ_HASH_START, (uint64_t)o->lozo_nu)},
         {"--fzoo-directions", dz_hash_u64(DZ_HASH_START, (uint64_t)o->fzoo_directions)},
         {"--hizoo-smooth", dz_hash_f64(DZ_HASH_START, o->hizoo_smooth)},
+        {"--hizoo-rank", dz_hash_u64(DZ_HASH_START, (uint64_t)o->hizoo_rank)},
         {"--seed", dz_hash_u64(DZ_HASH_START, o->seed)},
         {"--data-seed", dz_hash_u64(DZ_HASH_START, d->seed)},
         {"--train-examples", dz_hash_u64(DZ_HASH_START, (uint64_t)d->train_examples)},

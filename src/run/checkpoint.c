@@ -28,7 +28,7 @@ static dz_status write_curvature(void *ctx, const char *dir, dz_error *err) {
     const dz_compute *c = ctx;
     size_t n = 0;
     const float *h = dz_zo_curvature(c->e, &n);
-    return dz_curvature_save(dir, h, n, dz_compute_table_hash(dz_model_params(c->m)), err);
+    return dz_curvature_save(dir, h, n, dz_compute_table_hash(dz_model_params(c->m)), c->cfg->optim.hizoo_rank, err);
 }
 
 dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const char *name, int steps_done,

@@ -208,7 +208,8 @@ static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err
     if (!h || ckpt_steps <= 0) return DZ_OK;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/checkpoint-%d", tr->folder.dir, ckpt_steps);
-    return dz_curvature_load(dir, h, n, dz_compute_table_hash(dz_model_params(tr->comp.m)), err);
+    return dz_curvature_load(dir, h, n, dz_compute_table_hash(dz_model_params(tr->comp.m)), tr->cfg.optim.hizoo_rank,
+                             err);
 }
 
 /* A replay record as rank 0 sends it to the others. */

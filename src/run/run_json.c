@@ -88,6 +88,7 @@ static const run_field FIELDS[] = {
     FIELD("lozo_nu", "--lozo-nu", F_INT, optim.lozo_nu, RESUME_SAME, 1),
     FIELD("fzoo_directions", "--fzoo-directions", F_INT, optim.fzoo_directions, RESUME_SAME, 1),
     FIELD("hizoo_smooth", "--hizoo-smooth", F_FLOAT, optim.hizoo_smooth, RESUME_SAME, 1),
+    FIELD("hizoo_rank", "--hizoo-rank", F_INT, optim.hizoo_rank, RESUME_SAME, 1),
     FIELD("objective", "--objective", F_STR, data.objective, RESUME_SAME, 1),
     FIELD("demos", "--demos", F_INT, data.demos, RESUME_SAME, 1),
     FIELD("gen_tokens", "--gen-tokens", F_INT, data.gen_tokens, RESUME_SAME, 1),
@@ -213,7 +214,7 @@ static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
 
 /* Settings written only where they apply, so an older kind of run's run.json is as before:
  * the LoRA settings for a LoRA run, the prefix's for a prefix run, "rng" for a v2 run (absent reads as v1),
- * "fzoo_directions" for an FZOO run. */
+ * "fzoo_directions" for an FZOO run, "hizoo_rank" for a HiZOO-L run (absent reads as 0). */
 static int field_applies(const run_field *f, const dz_train_config *c) {
     const int lora = c->peft.method && !strcmp(c->peft.method, "lora");
     const int prefix = c->peft.method && !strcmp(c->peft.method, "prefix");
@@ -222,6 +223,7 @@ static int field_applies(const run_field *f, const dz_train_config *c) {
     if (!strncmp(f->key, "prefix_", 7)) return prefix;
     if (!strcmp(f->key, "rng")) return c->optim.rng_v2;
     if (!strcmp(f->key, "fzoo_directions")) return c->optim.estimator == DZ_ZO_FZOO;
+    if (!strcmp(f->key, "hizoo_rank")) return c->optim.hizoo_rank != 0;
     return 1;
 }
 

@@ -30,6 +30,7 @@ dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
     return (dz_zo_params){.seed = o->seed, .eps = o->eps, .q = o->q, .rademacher = o->rademacher, .wd = o->wd,
                           .fuse = o->fuse, .estimator = o->estimator, .sparse_density = o->sparse_density,
                           .lozo_rank = o->lozo_rank, .lozo_nu = o->lozo_nu, .hizoo_smooth = o->hizoo_smooth,
+                          .hizoo_rank = o->hizoo_rank,
                           .rng_v2 = o->rng_v2};
 }
 
@@ -82,6 +83,9 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (o->lozo_nu < 1) return dz_fail(err, DZ_ERR_INVALID, "--lozo-nu %d: must be at least 1", o->lozo_nu);
     if (!(o->hizoo_smooth > 0.0f && o->hizoo_smooth < 1.0f))
         return dz_fail(err, DZ_ERR_INVALID, "--hizoo-smooth %g is outside (0, 1)", o->hizoo_smooth);
+    if (o->hizoo_rank != 0 && (o->hizoo_rank != 1 || o->estimator != DZ_ZO_HIZOO))
+        return dz_fail(err, DZ_ERR_INVALID, "--hizoo-rank %d: 0 (HiZOO) or 1 (HiZOO-L), with --estimator hizoo",
+                       o->hizoo_rank);
     if (o->estimator == DZ_ZO_HIZOO && o->q != 1)
         return dz_fail(err, DZ_ERR_INVALID, "--estimator hizoo takes one direction per step: --spsa-samples %d must "
                        "be 1", o->q);

@@ -37,6 +37,9 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     if (p->estimator == DZ_ZO_HIZOO && p->q != 1)
         return dz_fail(err, DZ_ERR_INVALID, "zo: --estimator hizoo takes one direction per step: --spsa-samples %d "
                        "must be 1", p->q);
+    if (p->hizoo_rank != 0 && (p->hizoo_rank != 1 || p->estimator != DZ_ZO_HIZOO))
+        return dz_fail(err, DZ_ERR_INVALID, "zo: --hizoo-rank %d: 0 (HiZOO) or 1 (HiZOO-L), with --estimator hizoo",
+                       p->hizoo_rank);
     if (dz_model_dtype(m) != DZ_F32 && dz_model_dtype(m) != DZ_BF16)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: master weights must be f32 or bf16, not %s",
                        dz_dtype_name(dz_model_dtype(m)));

@@ -69,7 +69,7 @@ static inline dz_pipeline_perturbation dz_zo_perturbation_of(const dz_zo_params 
                                       .dist = dz_zdist_of(p->rademacher, p->rng_v2),
                                       .shape = known ? shapes[p->estimator] : DZ_PZ_DENSE,
                                       .density = p->sparse_density, .rank = p->lozo_rank, .nu = p->lozo_nu,
-                                      .q = p->q, .smooth = p->hizoo_smooth};
+                                      .q = p->q, .smooth = p->hizoo_smooth, .factored = p->hizoo_rank};
 }
 
 /* HiZOO (src/zo/hizoo.c): L0, L+ and L- of step `step`, g into out->g[0] and the

@@ -10,6 +10,11 @@
 # - mpirun -np 2 (--dp 2, --pertp 2) with a replica per rank (--node-size 1) == one process;
 #   shared masters, a streamed global block, --spsa-samples 2 and serve are refused;
 # - distzo plan counts H (4 bytes a parameter).
+# HiZOO-L (--hizoo-rank 1, a matrix's H as rank-1 factors): run.json records it,
+# curvature.bin is version 2 with layout 1 and far below a byte a parameter; stop/resume,
+# SIGKILL/resume, the baseline kernels, export, LoRA, mpirun --dp 2 and --pertp 2 bitwise one
+# uninterrupted run; a layout-0 or damaged curvature.bin refused naming the field; distzo
+# plan counts the factors.
 # usage: hizoo.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -21,7 +26,25 @@ base=(--steps 12 --eval-every 6 --checkpoint-every 6 --train-examples 48 --dev-e
 common=("${base[@]}" --estimator hizoo --hizoo-smooth 0.01)
 run() { "$bin" train "${common[@]}" "$@" > /dev/null 2>&1; }
 same_h() { cmp -s "$1/checkpoint-12/curvature.bin" "$2/checkpoint-12/curvature.bin"; }
-check() { if same_run "$2" "$3" 12 && same_h "$2" "$3"; then ok "hizoo: $1"; else bad "hizoo: $1"; fi; }
+tag=hizoo p= # the checks' name and their folders' prefix (HiZOO-L: hizoo-l, l)
+check() { if same_run "$2" "$3" 12 && same_h "$2" "$3"; then ok "$tag: $1"; else bad "$tag: $1"; fi; }
+# invariants FLAGS...: the run with FLAGS stopped at 6 (1 thread) and resumed (2 threads), killed
+# after step 9 and resumed, at the baseline kernels, and exported == $tmp/${p}ref; keeps $tmp/${p}at6
+invariants() {
+  local ref="$tmp/${p}ref"
+  run "$@" --threads 1 --steps 6 --out "$tmp/${p}stop" && cp -r "$tmp/${p}stop" "$tmp/${p}at6" &&
+    "$bin" train --resume --steps 12 --threads 2 --out "$tmp/${p}stop" > /dev/null 2>&1 || bad "$tag: resume after a stop failed"
+  check "stopped at step 6 (1 thread), resumed (2 threads) == uninterrupted" "$ref" "$tmp/${p}stop"
+  (DISTZO_TEST_KILL=0:9 run "$@" --threads 1 --out "$tmp/${p}kill") 2> /dev/null
+  "$bin" train --resume --threads 1 --out "$tmp/${p}kill" > /dev/null 2>&1 || bad "$tag: resume after a kill failed"
+  check "killed after step 9, resumed (the state of checkpoint 6, replays 6..9) == uninterrupted" "$ref" "$tmp/${p}kill"
+  (DISTZO_ISA=baseline run "$@" --threads 1 --out "$tmp/${p}baseline") || bad "$tag: the baseline-kernel run failed"
+  check "baseline kernels, 1 thread == the best level, 2 threads" "$ref" "$tmp/${p}baseline"
+  # export replays the whole log onto the base model (the curvature from 1)
+  "$bin" export --run "$ref" -o "$tmp/${p}exported" > /dev/null 2>&1 || bad "$tag: export failed"
+  cmp -s "$tmp/${p}exported/model.safetensors" "$ref/checkpoint-12/model.safetensors" &&
+    ok "$tag: export (12 steps replayed) == the trained weights" || bad "$tag: export differs from the trained weights"
+}
 
 run --threads 2 --out "$tmp/ref" || bad "hizoo: the reference run failed"
 "$bin" train "${base[@]}" --threads 2 --out "$tmp/mezo" > /dev/null 2>&1
@@ -37,31 +60,16 @@ h_size=$(stat -c %s "$tmp/ref/checkpoint-12/curvature.bin" 2>/dev/null || echo 0
 { [ -n "$n" ] && [ "$h_size" = $((32 + 4 * n + 4)) ]; } && ok "hizoo: curvature.bin holds one f32 per parameter ($n)" ||
   bad "hizoo: curvature.bin of $h_size bytes for ${n:-?} parameters"
 
-# resume: stopped at checkpoint 6, then killed between checkpoints; threads 1 then 2
-run --threads 1 --steps 6 --out "$tmp/stop" && cp -r "$tmp/stop" "$tmp/at6" &&
-  "$bin" train --resume --steps 12 --threads 2 --out "$tmp/stop" > /dev/null 2>&1 || bad "hizoo: resume after a stop failed"
-check "stopped at step 6 (1 thread), resumed (2 threads) == uninterrupted" "$tmp/ref" "$tmp/stop"
-(DISTZO_TEST_KILL=0:9 run --threads 1 --out "$tmp/kill") 2> /dev/null
-"$bin" train --resume --threads 1 --out "$tmp/kill" > /dev/null 2>&1 || bad "hizoo: resume after a kill failed"
-check "killed after step 9, resumed (H of checkpoint 6, replays 6..9) == uninterrupted" "$tmp/ref" "$tmp/kill"
-
-(DISTZO_ISA=baseline run --threads 1 --out "$tmp/baseline") || bad "hizoo: the baseline-kernel run failed"
-check "baseline kernels, 1 thread == the best level, 2 threads" "$tmp/ref" "$tmp/baseline"
-
-# export replays the whole log onto the base model (H from 1)
-"$bin" export --run "$tmp/ref" -o "$tmp/exported" > /dev/null 2>&1 || bad "hizoo: export failed"
-cmp -s "$tmp/exported/model.safetensors" "$tmp/ref/checkpoint-12/model.safetensors" &&
-  ok "hizoo: export (12 steps replayed) == the trained weights" || bad "hizoo: export differs from the trained weights"
+invariants
 
 # a damaged, cut or foreign curvature.bin: resume refuses it naming the file and the field
 damage() { # NAME FIELD COMMAND...: a copy of the run stopped at 6, its curvature.bin changed by COMMAND
   local name=$1 field=$2
   shift 2
-  cp -r "$tmp/at6" "$tmp/$name"
-  local f="$tmp/$name/checkpoint-6/curvature.bin"
-  "$@" "$f"
-  refuse "hizoo: resume from a $name curvature.bin" "curvature.bin: field $field" \
-    "$bin" train --resume --steps 12 --threads 1 --out "$tmp/$name"
+  cp -r "$tmp/${p}at6" "$tmp/$p$name"
+  "$@" "$tmp/$p$name/checkpoint-6/curvature.bin"
+  refuse "$tag: resume from a $name curvature.bin" "curvature.bin: field $field" \
+    "$bin" train --resume --steps 12 --threads 1 --out "$tmp/$p$name"
 }
 flip() { printf '\x55' | dd of="$1" bs=1 seek=100 conv=notrunc status=none; }
 cut_() { truncate -s 64 "$1"; }
@@ -97,7 +105,7 @@ cmp -s "$tmp/lora-exported/adapter_model.safetensors" "$tmp/lora/checkpoint-12/a
   ok "hizoo: LoRA export == the trained adapter" || bad "hizoo: LoRA export differs from the trained adapter"
 
 # distzo plan counts H
-engine_mb() { "$bin" plan --model "$assets/stories260K/stories260K.bin" --mem-per-node 8 --estimator "$1" 2>/dev/null |
+engine_mb() { "$bin" plan --model "$assets/stories260K/stories260K.bin" --mem-per-node 8 --estimator "$@" 2>/dev/null |
   awk '/^P1 x D1/ {print $12}'; }
 extra=$(awk -v a="$(engine_mb hizoo)" -v b="$(engine_mb mezo)" -v n="${n:-0}" \
   'BEGIN {d = a - b; w = 4 * n / 1048576; print (d > w - 0.06 && d < w + 0.06) ? "yes" : "no"}')
@@ -108,16 +116,54 @@ extra=$(awk -v a="$(engine_mb hizoo)" -v b="$(engine_mb mezo)" -v n="${n:-0}" \
 if command -v mpirun > /dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   mpi() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "$@"; }
-  for l in "2 --dp 2" "2 --pertp 2"; do
-    name=$(echo "$l" | tr -cd '[:alnum:]')
-    read -r -a args <<< "$l"
-    mpi "${args[0]}" "$bin" train "${common[@]}" "${args[@]:1}" --node-size 1 --threads 1 --out "$tmp/l$name" \
-      > "$tmp/l$name.txt" 2>&1 || { bad "hizoo: -np $l exited non-zero"; tail -3 "$tmp/l$name.txt"; continue; }
-    check "mpirun -np $l --node-size 1 == one process" "$tmp/ref" "$tmp/l$name"
-  done
+  layouts() { # FLAGS...: --dp 2 and --pertp 2 with a replica per rank == $tmp/${p}ref
+    local l name args
+    for l in "2 --dp 2" "2 --pertp 2"; do
+      name=$(echo "$l" | tr -cd '[:alnum:]')
+      read -r -a args <<< "$l"
+      mpi "${args[0]}" "$bin" train "${common[@]}" "$@" "${args[@]:1}" --node-size 1 --threads 1 --out "$tmp/$p$name" \
+        > "$tmp/$p$name.txt" 2>&1 || { bad "$tag: -np $l exited non-zero"; tail -3 "$tmp/$p$name.txt"; continue; }
+      check "mpirun -np $l --node-size 1 == one process" "$tmp/${p}ref" "$tmp/$p$name"
+    done
+  }
+  layouts
   refuse "hizoo: masters shared by a node's ranks" "node-size 1" mpi 2 "$bin" train "${common[@]}" --dp 2 \
     --threads 1 --out "$tmp/shared"
 else
   bad "hizoo: mpirun not found on PATH (scripts/deps.sh installs it): the MPI layouts are unchecked"
 fi
+# ---- HiZOO-L: --hizoo-rank 1 ------------------------------------------------------------------
+tag=hizoo-l p=l
+run --hizoo-rank 1 --threads 2 --out "$tmp/lref" || bad "hizoo-l: the reference run failed"
+cmp -s "$tmp/ref/checkpoint-12/model.safetensors" "$tmp/lref/checkpoint-12/model.safetensors" &&
+  bad "hizoo-l: the weights are HiZOO's" || ok "hizoo-l: the weights differ from HiZOO's (diagonal H)"
+grep -qE '"hizoo_rank":[[:space:]]*1' "$tmp/lref/run.json" && ok "hizoo-l: run.json records --hizoo-rank 1" ||
+  bad "hizoo-l: run.json has no hizoo_rank"
+grep -q hizoo_rank "$tmp/ref/run.json" && bad "hizoo-l: a rank-0 run.json names hizoo_rank" ||
+  ok "hizoo-l: a rank-0 run.json is as before (no hizoo_rank)"
+lf="$tmp/lref/checkpoint-12/curvature.bin"
+l_size=$(stat -c %s "$lf" 2>/dev/null || echo 0)
+l_ver=$(od -An -tu4 -j8 -N4 "$lf" 2>/dev/null | tr -d ' ') l_lay=$(od -An -tu4 -j32 -N4 "$lf" 2>/dev/null | tr -d ' ')
+l_n=$(od -An -tu8 -j16 -N8 "$lf" 2>/dev/null | tr -d ' ')
+{ [ "$l_ver" = 2 ] && [ "$l_lay" = 1 ] && [ "$l_size" = $((40 + 4 * ${l_n:-0} + 4)) ] && [ -n "$n" ] &&
+  [ $((l_size * 4)) -lt "$n" ]; } &&
+  ok "hizoo-l: curvature.bin v2, layout 1, $l_n floats ($l_size bytes; HiZOO's $h_size for $n parameters)" ||
+  bad "hizoo-l: curvature.bin version ${l_ver:-?} layout ${l_lay:-?}, $l_size bytes for ${n:-?} parameters"
+invariants --hizoo-rank 1
+diagonal() { cp "$tmp/at6/checkpoint-6/curvature.bin" "$1"; }
+damage diagonal layout diagonal
+damage damaged crc32 flip
+damage cut data cut_
+run --hizoo-rank 1 "${lora[@]}" --threads 2 --out "$tmp/llora" || bad "hizoo-l: the LoRA run failed"
+"$bin" export --run "$tmp/llora" -o "$tmp/llora-exported" > /dev/null 2>&1 || bad "hizoo-l: LoRA export failed"
+cmp -s "$tmp/llora-exported/adapter_model.safetensors" "$tmp/llora/checkpoint-12/adapter_model.safetensors" &&
+  ok "hizoo-l: LoRA export == the trained adapter" || bad "hizoo-l: LoRA export differs from the trained adapter"
+refuse "hizoo-l: --hizoo-rank without hizoo" "hizoo-rank" "$bin" train "${base[@]}" --hizoo-rank 1 --out "$tmp/lmezo"
+refuse "hizoo-l: --hizoo-rank 2" "hizoo-rank" "$bin" train "${common[@]}" --hizoo-rank 2 --out "$tmp/lr2"
+lmb=$(engine_mb hizoo --hizoo-rank 1)
+lplan=$(awk -v a="$lmb" -v b="$(engine_mb mezo)" -v h="$(engine_mb hizoo)" \
+  'BEGIN {print (a != "" && a >= b && a - b < (h - b) / 4) ? "yes" : "no"}')
+[ "$lplan" = yes ] && ok "hizoo-l: distzo plan counts the factors (engine $lmb MB, mezo's $(engine_mb mezo), hizoo's $(engine_mb hizoo))" ||
+  bad "hizoo-l: distzo plan's engine is ${lmb:-?} MB, mezo's $(engine_mb mezo), hizoo's $(engine_mb hizoo)"
+command -v mpirun > /dev/null && layouts --hizoo-rank 1 # (without mpirun: one failure above)
 finish
