@@ -8,6 +8,8 @@
 #   the run byte for byte, the replicas' checksums agree, and the adapter moved from its
 #   start (export of the log cut to no record); the coordinator's last test accuracy is
 #   `distzo eval --adapter` of the export's;
+# - FZOO over LoRA and over a prefix (serve --estimator fzoo, one-byte coefficients): the
+#   log holds a record of 3 directions a round, and each replica == export, as above;
 # - a worker whose base differs by one float is refused (a LoRA's start, B = 0, says nothing
 #   of the base: the fingerprint covers it);
 # - a SmolLM2 Q4_1 GGUF base held quantized (--keep-quantized) by the coordinator and one
@@ -39,7 +41,7 @@ fed_run() {
   local kind=$1
   shift
   rm -rf "$tmp/run" "$tmp/w1" "$tmp/w2"
-  serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 2 --batch 4 --train-examples 32
+  serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --batch 4 --train-examples 32
          --round-timeout 20 --worker-timeout 20 --min-workers 2 --linger 20 --threads 1 "$@")
   local kill=()
   [ "$kind" = lora ] && kill=(env DISTZO_TEST_KILL=serve:4)
@@ -90,7 +92,7 @@ replicas_equal_peft_export() {
     bad "$1: the log's header: $(head -c 104 "$tmp/run/seeds.log" | tr -c '[:print:]' .)"
 }
 
-fed_run lora --peft lora --lr 2e-3 --eps 1e-2 --label-words bad,good --test "$tmp/test.tsv" --eval-every 4
+fed_run lora --peft lora --spsa-samples 2 --lr 2e-3 --eps 1e-2 --label-words bad,good --test "$tmp/test.tsv" --eval-every 4
 grep -q "resumed after round 4" "$tmp/lora-serve2.txt" && ok "lora: serve --resume continued from the log" ||
   bad "lora: no resume: $(head -3 "$tmp/lora-serve2.txt")"
 replicas_equal_peft_export lora LORA "lora r=8 alpha=16"
@@ -108,8 +110,25 @@ join_other_base "lora: a worker on another base (one float)" "${join[@]}"
 kill "$serve_pid" 2> /dev/null
 wait "$serve_pid" 2> /dev/null
 
-fed_run prefix --peft prefix --prefix-tokens 4 --lr 1e-2 --eps 1e-1
+fed_run prefix --peft prefix --spsa-samples 2 --prefix-tokens 4 --lr 1e-2 --eps 1e-1
 replicas_equal_peft_export prefix PREFIX_TUNING "prefix n=4"
+
+# FZOO over each adapter: a round is one worker's 3 directions, sent as one-byte codes
+# (--g-clip 8 / eps). fzoo_checks PEFT TYPE HEADER: run.json, the log's size, the replicas.
+fzoo_checks() {
+  grep -qE '"estimator":[[:space:]]*"fzoo"' "$tmp/run/run.json" && grep -qE "\"peft\":[[:space:]]*\"$1\"" \
+    "$tmp/run/run.json" && ok "fzoo-$1: run.json says fzoo over the adapter" ||
+    bad "fzoo-$1: run.json: $(grep -E 'estimator|peft' "$tmp/run/run.json")"
+  [ "$(stat -c %s "$tmp/run/seeds.log")" -eq $((104 + rounds * (12 + 4 * 3))) ] &&
+    ok "fzoo-$1: the seed log holds $rounds records of 3 directions" ||
+    bad "fzoo-$1: seeds.log of $(stat -c %s "$tmp/run/seeds.log") bytes"
+  replicas_equal_peft_export "fzoo-$1" "$2" "$3"
+}
+fzoo=(--estimator fzoo --fzoo-directions 3)
+fed_run fzoo-lora "${fzoo[@]}" --peft lora --g-clip 800 --lr 1e-4 --eps 1e-2
+fzoo_checks lora LORA "lora r=8 alpha=16"
+fed_run fzoo-prefix "${fzoo[@]}" --peft prefix --prefix-tokens 4 --g-clip 80 --lr 1e-3 --eps 1e-1
+fzoo_checks prefix PREFIX_TUNING "prefix n=4"
 
 # a quantized base held as loaded at the coordinator and worker 1, dequantized at load by
 # worker 2: the same fingerprint (the base's rows as f32) and the same replica

@@ -91,36 +91,59 @@ gguf_adapter_runs() {
 # nodes each with its own copy (--node-size, --verify-every), one rank a node; each must
 # give the run REF's files (the caller's same_run_files REF OUT). Fails without mpirun.
 adapter_mpi_layouts() {
-  local ref=$1 layout out l
+  local ref=$1 layouts="2 --pertp 2,2 --dp 2,4 --pertp 2 --dp 2,4 --pertp 2 --node-size 2 --verify-every 3"
   shift
+  adapter_layouts "$ref" mpi "$layouts,2 --node-size 1 --verify-every 4" "$@"
+}
+
+# adapter_layouts REF TAG LAYOUTS ARGS...: `distzo train ARGS` under each of LAYOUTS (a
+# comma-separated list of "NP OPTIONS...", each run in $tmp/TAG<layout>) gives the run
+# REF's files (the caller's same_run_files REF OUT; HiZOO's curvature.bin too). Fails
+# without mpirun.
+adapter_layouts() {
+  local ref=$1 tag=$2 layout out l layouts
+  IFS=, read -r -a layouts <<< "$3"
+  shift 3
   command -v mpirun > /dev/null || { bad "mpirun not found on PATH (scripts/deps.sh installs it): the MPI layouts are unchecked"; return; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  for layout in "2 --pertp 2" "2 --dp 2" "4 --pertp 2 --dp 2" "4 --pertp 2 --node-size 2 --verify-every 3" \
-                "2 --node-size 1 --verify-every 4"; do
+  for layout in "${layouts[@]}"; do
     read -r -a l <<< "$layout"
-    out="$tmp/mpi$(echo "$layout" | tr -d ' -')"
+    out="$tmp/$tag$(echo "$layout" | tr -d ' -')"
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 mpirun --oversubscribe -np "${l[@]:0:1}" \
       "$bin" train "$@" "${l[@]:1}" --threads 1 --out "$out" > "$tmp/log" 2>&1 && same_run_files "$ref" "$out" &&
-      ok "mpirun -np $layout == one process" || bad "mpirun -np $layout: $(tail -2 "$tmp/log")"
+      same_curvature "$ref" "$out" && ok "$tag: mpirun -np $layout == one process" || bad "$tag: mpirun -np $layout: $(tail -2 "$tmp/log")"
   done
 }
 
-# adapter_estimators KIND: Sparse-MeZO and LOZO over the adapter (the caller's run,
-# adapter and same_run_files; the MeZO run in $tmp/ref): an 8-step run equals one stopped at
-# step 4 and resumed, and its export; and differs from MeZO's (the estimator is in effect).
+# adapter_estimators KIND: Sparse-MeZO, LOZO, FZOO and HiZOO over the adapter (the caller's
+# run, adapter, same_run_files and common, the run's options; the MeZO run in $tmp/ref): an
+# 8-step run equals one stopped at step 4 and resumed, and its export (HiZOO: and its
+# checkpoint's curvature.bin); it differs from MeZO's (the estimator is in effect). FZOO
+# under --pertp 2 (the N + 1 passes split over a pair, a replica a rank) and HiZOO under
+# --pertp 2 and --dp 2 (a replica a rank) give the one-process run's files.
 adapter_estimators() {
   local est e
-  for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4"; do
+  for est in "sparse --sparse-density 0.3" "lozo --lozo-rank 2 --lozo-nu 4" "fzoo --fzoo-directions 3" \
+             "hizoo --hizoo-smooth 0.01"; do
     read -r -a e <<< "--estimator $est"
     run "${e[@]}" --threads 2 --out "$tmp/${e[1]}" && run "${e[@]}" --threads 1 --steps 4 --out "$tmp/${e[1]}-stop" &&
       "$bin" train --resume --steps 8 --threads 2 --out "$tmp/${e[1]}-stop" > /dev/null 2>&1 &&
       "$bin" export --run "$tmp/${e[1]}" -o "$tmp/${e[1]}-x" > /dev/null 2>&1 || bad "${e[1]}: a run failed"
-    same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" \
-      "$(adapter "$tmp/${e[1]}" 8)" && ok "${e[1]}: resume and export == the uninterrupted $1" || bad "${e[1]}: differs"
+    same_run_files "$tmp/${e[1]}" "$tmp/${e[1]}-stop" && same_curvature "$tmp/${e[1]}" "$tmp/${e[1]}-stop" &&
+      cmp -s "$tmp/${e[1]}-x/adapter_model.safetensors" "$(adapter "$tmp/${e[1]}" 8)" &&
+      ok "${e[1]}: resume and export == the uninterrupted $1" || bad "${e[1]}: differs"
     cmp -s "$(adapter "$tmp/${e[1]}" 8)" "$(adapter "$tmp/ref" 8)" && bad "${e[1]}: MeZO's $1" ||
       ok "${e[1]}: the estimator is in effect (not MeZO's $1)"
   done
+  adapter_layouts "$tmp/fzoo" fzoo "2 --pertp 2 --node-size 1,4 --pertp 2 --dp 2 --node-size 1" "${common[@]}" \
+    --estimator fzoo --fzoo-directions 3
+  adapter_layouts "$tmp/hizoo" hizoo "2 --pertp 2 --node-size 1,2 --dp 2 --node-size 1" "${common[@]}" \
+    --estimator hizoo --hizoo-smooth 0.01
 }
+
+# same_curvature A B: a HiZOO run's checkpoint-8/curvature.bin is the same in A and B
+# (true where A has none).
+same_curvature() { [ ! -f "$1/checkpoint-8/curvature.bin" ] || cmp -s "$1/checkpoint-8/curvature.bin" "$2/checkpoint-8/curvature.bin"; }
 
 # refuse WHAT PATTERN ARGS...: the command ARGS fails and its output names PATTERN.
 refuse() { # WHAT PATTERN ARGS...

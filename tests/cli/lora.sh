@@ -6,7 +6,9 @@
 # - threads 1 and 2, the baseline kernels, every MPI layout (--pertp 2, --dp 2, 2-D, two
 #   simulated nodes, adapter_mpi_layouts), a resume after a stop, and export's replay of the
 #   seed log give the same adapter bitwise; the adapter differs from its start;
-# - Sparse-MeZO and LOZO resume and replay bitwise; q = 2 with Rademacher z, the v2
+# - Sparse-MeZO, LOZO, FZOO and HiZOO resume and replay bitwise (adapter_estimators), FZOO
+#   under -np 2 --pertp 2 and -np 4 --pertp 2 --dp 2, HiZOO under --pertp 2 and --dp 2 (a
+#   replica a rank) give one process's bits; q = 2 with Rademacher z, the v2
 #   generator and weight decay gives its bits under --pertp 2 --dp 2 and in export;
 # - export -> eval --adapter DIR gives the run's own test accuracy; --merge gives a model
 #   whose eval is the same; train --adapter DIR starts a run from it;
@@ -102,7 +104,7 @@ awk -v a="$(rss "$tmp/q.txt")" -v b="$(rss "$tmp/deq.txt")" 'BEGIN { exit !(a > 
   ok "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB" ||
   bad "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB"
 
-# the structured estimators over the adapter's 2-D tensors keep the seed-log invariant
+# the estimators over the adapter's tensors keep the seed-log invariant (and their layouts)
 adapter_estimators adapter
 
 # q = 2 samples a step, Rademacher z of the v2 generator and weight decay on the adapter: the

@@ -4,7 +4,9 @@
 #   peft and prefix_tokens; the base model's file is unchanged;
 # - threads 1 and 2, the baseline kernels, every MPI layout (adapter_mpi_layouts), a resume
 #   after a stop, and export's replay of the seed log give the same prefix bitwise; it
-#   differs from its start; Sparse-MeZO and LOZO resume and replay bitwise;
+#   differs from its start; Sparse-MeZO, LOZO, FZOO and HiZOO resume and replay bitwise,
+#   FZOO under --pertp 2 (and with --dp 2) and HiZOO under --pertp 2 and --dp 2 (a replica
+#   a rank) == one process;
 # - export -> eval --adapter DIR gives the run's own test accuracy, eval RUN/checkpoint-N
 #   too; generate --adapter runs; train --adapter DIR starts from an exported prefix;
 # - --backend ref (a device backend's staging) gives the CPU's first step to 1e-5, and
@@ -72,7 +74,8 @@ awk -v a="$(loss "$tmp/refbe")" -v b="$(loss "$tmp/ref")" 'BEGIN { d = a - b; ex
 [ -n "$(loss "$tmp/noshare")" ] && [ "$(loss "$tmp/noshare")" = "$(loss "$tmp/ref")" ] &&
   ok "--no-share-prompt: step 1's loss is the tree batch's" || bad "--no-share-prompt: $(loss "$tmp/noshare")"
 
-# Sparse-MeZO and LOZO over the prefix's [N, kv_dim] rows: resume and export replay them
+# Sparse-MeZO, LOZO, FZOO and HiZOO over the prefix's [N, kv_dim] rows: resume and export
+# replay them; FZOO and HiZOO under their MPI layouts
 adapter_estimators prefix
 
 want=$(tail -1 "$tmp/ref/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
