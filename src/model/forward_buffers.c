@@ -7,6 +7,7 @@
 #include "core/threads.h"
 #include "core/util.h"
 #include "model/forward_internal.h"
+#include "model/forward_pair.h"
 
 /* A backend buffer of the forward; with count_only set nothing is allocated, only counted,
  * so dz_forward_bytes_for predicts exactly what create allocates. */
@@ -27,11 +28,26 @@ static size_t block_floats(const dz_config *c, const dz_param_table *t, int bloc
     return n;
 }
 
+/* One stream's per-layer scratch (the second of a layer pair takes another). */
+static layer_bufs take_layer_bufs(dz_forward *f, const dz_config *c, int *ok) {
+    const size_t N = (size_t)f->max_batch * f->max_seq;
+    const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    layer_bufs b = {0};
+    b.xb = take(f, N * c->dim, ok);
+    b.q = take(f, N * qd, ok);
+    b.kn = take(f, N * kvd, ok);
+    b.vn = take(f, N * kvd, ok);
+    b.att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), ok);
+    b.f1 = take(f, N * c->hidden_dim, ok);
+    if (c->arch == DZ_ARCH_LLAMA) b.f2 = take(f, N * c->hidden_dim, ok); /* the gated FFN's second half */
+    return b;
+}
+
 /* Every float buffer of a forward of f's shape (max_batch, max_seq, kv_cache, n_streams
  * and scratch_threads set): allocated, or only counted when f->count_only. */
 static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table *t, int *ok) {
     const size_t N = (size_t)f->max_batch * f->max_seq;
-    const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     const size_t hdim = (size_t)(c->embed_dim > c->dim ? c->embed_dim : c->dim);
     f->wscratch_floats = block_floats(c, t, 0);
     size_t rs = (size_t)HEAD_VOCAB_CHUNK * hdim;
@@ -47,13 +63,8 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
         st->kcache = take(f, layers * N * kvd, ok);
         st->vcache = take(f, layers * N * kvd, ok);
     }
-    f->xb = take(f, N * c->dim, ok);
-    f->q = take(f, N * qd, ok);
-    f->kn = take(f, N * kvd, ok);
-    f->vn = take(f, N * kvd, ok);
-    f->att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), ok);
-    f->f1 = take(f, N * c->hidden_dim, ok);
-    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, N * c->hidden_dim, ok); /* the gated FFN's second half */
+    const layer_bufs lb = take_layer_bufs(f, c, ok);
+    f->xb = lb.xb, f->q = lb.q, f->kn = lb.kn, f->vn = lb.vn, f->att = lb.att, f->f1 = lb.f1, f->f2 = lb.f2;
     f->emb = take(f, N * c->embed_dim, ok);
     if (c->arch == DZ_ARCH_LLAMA) f->rope_cs = take(f, (size_t)f->max_seq * c->head_dim, ok);
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, f->max_seq), ok);
@@ -191,14 +202,31 @@ void dz_forward_free(dz_forward *f) {
         free_each(host, sizeof host / sizeof host[0]);
     }
     free(f->st);
+    const layer_bufs *pb = &f->pair_bufs;
     float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->rope_cs,
-                     f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
+                     f->attn_scratch, f->wscratch, f->rscratch, f->hlogits,
+                     pb->xb, pb->q, pb->kn, pb->vn, pb->att, pb->f1, pb->f2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->ops->free(f->be, bufs[i]);
     dz_free(f->stage);
     dz_forward_lora_free(f);
     void *host[] = {f->pk, f->pv, f->ok, f->ov, f->start_tmp, f->row_tmp, f->head_sets};
     free_each(host, sizeof host / sizeof host[0]);
     free(f);
+}
+
+dz_status dz_forward_pair_reserve(dz_forward *f, dz_error *err) {
+    if (f->pair_bufs.xb) return DZ_OK;
+    const size_t bytes0 = f->bytes;
+    int ok = 1;
+    const layer_bufs b = take_layer_bufs(f, &f->m->cfg, &ok);
+    if (ok) {
+        f->pair_bufs = b;
+        return DZ_OK;
+    }
+    float *each[] = {b.xb, b.q, b.kn, b.vn, b.att, b.f1, b.f2};
+    for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) f->be->ops->free(f->be, each[i]);
+    f->bytes = bytes0;
+    return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the second stream's layer scratch");
 }
 
 size_t dz_forward_bytes(const dz_forward *f) { return f->bytes; }

@@ -26,12 +26,18 @@ typedef struct stream {
     float *hmax, *hsum, *htgt;
 } stream;
 
+/* The per-layer scratch of one stream's pass through a layer. */
+typedef struct layer_bufs {
+    float *xb, *q, *kn, *vn, *att, *f1, *f2;
+} layer_bufs;
+
 struct dz_forward {
     const dz_model *m;
     const dz_backend *be;
     int max_batch, max_seq, kv_cache, scratch_threads, n_streams;
     stream *st;
     float *xb, *q, *kn, *vn, *att, *f1, *f2, *emb;
+    layer_bufs pair_bufs; /* the -eps stream's of a layer pair (forward_pair.h), on first use */
     const float **pk, **pv, **ok, **ov; /* attention's per-sequence slots, [max_batch] each */
     int *start_tmp;                     /* [max_batch] */
     int *row_tmp;                       /* [max_batch * max_seq]: tokens, then head rows, by row */
