@@ -39,6 +39,7 @@ typedef struct dz_bench_step_spec {
      * forward with the adapter attached; NULL or "none": every parameter */
     dz_train_peft peft;
     int interleave; /* the forwards timed round by round between the steps, not in a phase of their own */
+    int rng_v2;     /* the steps draw ZO_RNG v2's z (--rng v2, docs/ZO_RNG.md section 10); 0: v1 */
 } dz_bench_step_spec;
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err);
 
@@ -58,6 +59,7 @@ typedef struct dz_bench_eval_spec {
     const char *data, *label_words; /* label_words NULL: MeZO's */
     int batch, batches, repeat, flat;
     const char *backend;
+    int rng_v2; /* the steps draw ZO_RNG v2's z (--rng v2); 0: v1 */
 } dz_bench_eval_spec;
 dz_status dz_bench_eval(dz_model *m, const dz_tokenizer *tok, const dz_bench_eval_spec *s, const dz_bench_report *r,
                         dz_error *err);

@@ -58,6 +58,7 @@ typedef struct dz_attn_args {
 } dz_attn_args;
 
 typedef struct dz_backend dz_backend;
+struct dz_gemm_perturb; /* backend/gemm.h */
 
 /* The op table of a backend. Every op takes the instance it runs on first: its state
  * (device, streams, library handles, workspace) is be->ctx. */
@@ -83,6 +84,13 @@ typedef struct dz_backend_ops {
     /* y[M,N] = x[M,K] . w[N,K]^T (+ bias[N] if non-NULL). Row-major, Linear layout. */
     void (*matmul)(const dz_backend *be, float *y, const float *x, const float *w, const float *bias, int M, int N,
                    int K);
+    /* Both signs of a ZO step's matrix from its masters theta[N,K]: y[s][M[s],N] = x[s] . w_s^T
+     * (+ bias[s]) with w_0 = theta + eps z, w_1 = theta - eps z, theta first given pt's
+     * pending update in place; the same bits as update_then_perturb_f32 into working copies
+     * and matmul on each (backend/gemm.h, dz_gemm_linear_pair). Optional: NULL on a backend
+     * whose forward reads the working copies (ref, cuda). */
+    void (*matmul_pair)(const dz_backend *be, float *const y[2], const float *const x[2], const int M[2], float *theta,
+                        const float *const bias[2], int N, int K, const struct dz_gemm_perturb *pt);
     void (*layernorm)(const dz_backend *be, float *y, const float *x, const float *w, const float *b, int rows,
                       int dim, float eps);
     void (*rmsnorm)(const dz_backend *be, float *y, const float *x, const float *w, int rows, int dim, float eps);

@@ -43,6 +43,11 @@ static void cpu_matmul(const dz_backend *be, float *y, const float *x, const flo
     dz_gemm_linear(y, x, w, bias, M, N, K);
 }
 
+static void cpu_matmul_pair(const dz_backend *be, float *const y[2], const float *const x[2], const int M[2],
+                            float *theta, const float *const bias[2], int N, int K, const dz_gemm_perturb *pt) {
+    dz_gemm_linear_pair(y, x, M, theta, bias, N, K, pt);
+}
+
 static void layernorm_row(void *ctx, int r, int thread) {
     const row_op *o = ctx;
     const int dim = o->dim;
@@ -402,6 +407,7 @@ static const dz_backend_ops cpu_ops = {
     .download = cpu_download,
     .synchronize = cpu_synchronize,
     .matmul = cpu_matmul,
+    .matmul_pair = cpu_matmul_pair,
     .layernorm = cpu_layernorm,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,

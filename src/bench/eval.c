@@ -102,7 +102,7 @@ static dz_status eval_bench_init(eval_bench *b, const dz_tokenizer *tok, dz_erro
     const int batch = s->batch;
     b->bw = calloc((size_t)s->batches, sizeof *b->bw);
     dz_status st = b->bw ? load_examples(b, tok, err) : dz_fail(err, DZ_ERR_NOMEM, "out of memory");
-    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1};
+    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1, .rng_v2 = s->rng_v2};
     if (st == DZ_OK) st = dz_backend_create(s->backend, &b->be, err);
     if (st == DZ_OK)
         st = dz_forward_create_backend(b->m, b->be, batch * K, b->cs.max_len, 0, s->flat ? 2 : 4, &b->f, err);
@@ -195,11 +195,11 @@ static void print_json(const dz_bench_report *r, const eval_bench *b, const eval
            "\"ideal_seconds\": %.5f, \"openblas_ideal_seconds\": %.5f, \"distzo_gemm_ideal_seconds\": %.5f, \"eval_seconds\": %.5f, "
            "\"step_seconds\": %.5f, \"eval_ratio\": %.4f, \"step_ratio\": %.4f, \"step_over_2_evals\": %.4f, "
            "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\", \"step_phases_seconds\": {\"begin\": %.5f, "
-           "\"pass\": %.5f, \"layers\": %.5f, \"head\": %.5f}, \"step_ceiling\": %.4f",
+           "\"pass\": %.5f, \"layers\": %.5f, \"head\": %.5f}, \"step_ceiling\": %.4f, \"rng\": \"%s\"",
            s->batch, batches, s->repeat, dz_runtime_threads(), s->flat ? "flat" : "shared prompts", (double)x->real / batches,
            (double)x->padded / batches, (double)x->head / batches, ideal, x->ti[0], x->ti[1], te, ts, ideal / te, 2 * ideal / ts,
            ts / (2 * te), b->g_sum, dz_bench_reference_core(), dz_runtime_kernels(), x->ph.begin, x->ph.pass, x->ph.layers,
-           x->ph.head, x->ceiling);
+           x->ph.head, x->ceiling, s->rng_v2 ? "v2" : "v1");
     dz_bench_print_passes(r->out, passes, ts, 2 * te, 1);
     fprintf(r->out, "}\n");
 }
@@ -210,8 +210,9 @@ static void print_text(const dz_bench_report *r, const eval_bench *b, const eval
     const dz_bench_eval_spec *s = b->s;
     const int batches = s->batches;
     const double ideal = x->ti[2], te = x->te, ts = x->ts;
-    fprintf(out, "eval     %s, SST-2 %d batches of %d, %s, %d threads\n", r->model, batches, s->batch,
-            s->flat ? "every candidate a full sequence" : "candidates continue shared prompts", dz_runtime_threads());
+    fprintf(out, "eval     %s, SST-2 %d batches of %d, %s, %d threads, ZO_RNG %s\n", r->model, batches, s->batch,
+            s->flat ? "every candidate a full sequence" : "candidates continue shared prompts", dz_runtime_threads(),
+            s->rng_v2 ? "v2" : "v1");
     fprintf(out, "gemm     %s\n", dz_runtime_gemm());
     fprintf(out, "tokens   %.1f needed per batch (the batch layout pads to %.1f), head on %.1f rows\n",
             (double)x->real / batches, (double)x->padded / batches, (double)x->head / batches);

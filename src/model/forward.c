@@ -24,6 +24,7 @@
 #include "core/threads.h"
 #include "core/util.h"
 #include "model/forward_internal.h"
+#include "model/forward_pair.h"
 
 /* Where source w writes rows bound for the backend buffer buf: the buffer itself when its
  * rows are backend buffers or the backend's buffers are host memory, else the stage. */
@@ -122,65 +123,62 @@ static void norm(const dz_forward *f, float *y, const float *x, const float *wt,
     else f->be->ops->rmsnorm(f->be, y, x, wt, rows, c->dim, c->norm_eps);
 }
 
-/* The feed-forward of n rows (n <= FFN_ROW_CHUNK: f1 and f2 hold that many), out[n, dim]
- * from in[n, dim]. Every op is row by row or element by element and the GEMM gives each
- * element one chain wherever its row sits, so running the rows a chunk at a time changes
- * no bit; it keeps the hidden-size buffers a chunk long whatever the batch. */
-static void ffn_rows(dz_forward *f, float *out, const float *in, const float *const *t, int n) {
-    const dz_config *c = &f->m->cfg;
+/* One layer on one stream, or on both signs' streams op by op (a pair: each matrix's GEMMs
+ * of both signs in one matmul_pair from its masters, mats). */
+typedef struct layer_run {
+    int n, s[2], l;
+    const float *const *t[2];
+    layer_bufs b[2];
+    const dz_layer_pair_mats *mats; /* NULL: every matrix from t */
+} layer_run;
+
+static int run_rows(const dz_forward *f, const layer_run *r, int k) { return f->st[r->s[k]].n_rows; }
+
+/* y[k] = x[k] W_role^T (+ t[k][bias], bias >= 0) on M[k] rows of each stream k, and an
+ * adapter's LoRA term; a pair's from theta, both signs in one call (M = 0 still updates
+ * theta, so a pair passes every row at once). */
+static void run_linear(dz_forward *f, const layer_run *r, const int M[2], int role, int bias, float *const y[2],
+                       const float *const x[2], int out, int in) {
     const dz_backend *be = f->be;
-    const int d = c->dim, h = c->hidden_dim;
-    const size_t nh = (size_t)n * h;
-    if (c->arch == DZ_ARCH_OPT) {
-        be->ops->matmul(be, f->f1, in, t[DZ_L_W_UP], t[DZ_L_B_UP], n, h, d);
-        if (f->lora) dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_UP, n, h, d);
-        be->ops->relu(be, f->f1, nh);
-    } else {
-        be->ops->matmul(be, f->f1, in, t[DZ_L_W_GATE], NULL, n, h, d);
-        be->ops->matmul(be, f->f2, in, t[DZ_L_W_UP], NULL, n, h, d);
-        if (f->lora) {
-            dz_forward_lora_add(f, f->f1, in, t, DZ_L_W_GATE, n, h, d);
-            dz_forward_lora_add(f, f->f2, in, t, DZ_L_W_UP, n, h, d);
-        }
-        be->ops->swiglu(be, f->f1, f->f2, nh);
+    if (r->mats) {
+        const float *const b2[2] = {bias >= 0 ? r->t[0][bias] : NULL, bias >= 0 ? r->t[1][bias] : NULL};
+        be->ops->matmul_pair(be, y, x, M, r->mats->theta[role], b2, out, in, &r->mats->pt[role]);
+        return;
     }
-    be->ops->matmul(be, out, f->f1, t[DZ_L_W_DOWN], t[DZ_L_B_DOWN], n, d, h);
-    if (f->lora) dz_forward_lora_add(f, out, f->f1, t, DZ_L_W_DOWN, n, d, h);
+    for (int k = 0; k < r->n; k++) {
+        if (M[k] == 0) continue;
+        be->ops->matmul(be, y[k], x[k], r->t[k][role], bias >= 0 ? r->t[k][bias] : NULL, M[k], out, in);
+        if (f->lora) dz_forward_lora_add(f, y[k], x[k], r->t[k], role, M[k], out, in);
+    }
 }
 
-void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
+/* Stream k's input to the block after its residual stream (normed first when pre-norm). */
+static const float *block_input(dz_forward *f, const layer_run *r, int k, int norm_w, int norm_b) {
+    stream *st = &f->st[r->s[k]];
+    if (!f->m->cfg.pre_norm) return st->x;
+    norm(f, r->b[k].xb, st->x, r->t[k][norm_w], r->t[k][norm_b], st->n_rows);
+    return r->b[k].xb;
+}
+
+/* Stream k's attention after its q, k, v projections: rotary, keys and values into the
+ * slots, attention into b.att. */
+static void attend(dz_forward *f, const layer_run *r, int k) {
     const dz_config *c = &f->m->cfg;
     const dz_backend *be = f->be;
-    stream *st = &f->st[s];
-    const int N = st->n_rows, d = c->dim;
-    const int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    stream *st = &f->st[r->s[k]];
+    const layer_bufs *lb = &r->b[k];
+    const float *const *t = r->t[k];
+    const int N = st->n_rows, kvd = c->n_kv_heads * c->head_dim;
     const size_t layer_stride = (size_t)f->max_batch * f->max_seq * kvd, slot = (size_t)f->max_seq * kvd;
-    const size_t lo = f->kv_cache ? (size_t)l * layer_stride : 0;
+    const size_t lo = f->kv_cache ? (size_t)r->l * layer_stride : 0;
     float *kc = st->kcache + lo, *vc = st->vcache + lo;
-    float *x = st->x;
-    if (N == 0) return; /* every sequence of the stream is padding here */
-
-    /* attention */
-    const float *in = x;
-    if (c->pre_norm) {
-        norm(f, f->xb, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
-        in = f->xb;
-    }
-    be->ops->matmul(be, f->q, in, t[DZ_L_WQ], t[DZ_L_BQ], N, qd, d);
-    be->ops->matmul(be, f->kn, in, t[DZ_L_WK], t[DZ_L_BK], N, kvd, d);
-    be->ops->matmul(be, f->vn, in, t[DZ_L_WV], t[DZ_L_BV], N, kvd, d);
-    if (f->lora) {
-        dz_forward_lora_add(f, f->q, in, t, DZ_L_WQ, N, qd, d);
-        dz_forward_lora_add(f, f->kn, in, t, DZ_L_WK, N, kvd, d);
-        dz_forward_lora_add(f, f->vn, in, t, DZ_L_WV, N, kvd, d);
-    }
     if (c->arch == DZ_ARCH_LLAMA) {
         const float *cs = f->n_virtual ? f->virt_rope : f->rope_cs; /* positions past max_seq under a prefix */
-        be->ops->rope(be, f->q, N, st->pos, c->n_heads, c->head_dim, cs);
-        be->ops->rope(be, f->kn, N, st->pos, c->n_kv_heads, c->head_dim, cs);
+        be->ops->rope(be, lb->q, N, st->pos, c->n_heads, c->head_dim, cs);
+        be->ops->rope(be, lb->kn, N, st->pos, c->n_kv_heads, c->head_dim, cs);
     }
-    be->ops->copy_rows(be, kc, st->slot, f->kn, NULL, N, kvd); /* keys and values into the slots, by position */
-    be->ops->copy_rows(be, vc, st->slot, f->vn, NULL, N, kvd);
+    be->ops->copy_rows(be, kc, st->slot, lb->kn, NULL, N, kvd); /* keys and values into the slots, by position */
+    be->ops->copy_rows(be, vc, st->slot, lb->vn, NULL, N, kvd);
     const stream *ps = st->parent_stream >= 0 ? &f->st[st->parent_stream] : NULL;
     for (int b = 0; b < st->B; b++) {
         f->ok[b] = kc + (size_t)b * slot;
@@ -196,23 +194,107 @@ void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
         .scratch = f->n_virtual ? f->virt_scratch : f->attn_scratch, .scratch_threads = f->scratch_threads,
         .n_virtual = t[DZ_L_PREFIX_K] ? f->n_virtual : 0, .virtual_k = t[DZ_L_PREFIX_K], .virtual_v = t[DZ_L_PREFIX_V],
     };
-    be->ops->attention(be, f->att, f->q, &a);
-    be->ops->matmul(be, f->xb, f->att, t[DZ_L_WO], t[DZ_L_BO], N, d, qd);
-    if (f->lora) dz_forward_lora_add(f, f->xb, f->att, t, DZ_L_WO, N, d, qd);
-    be->ops->add(be, x, f->xb, (size_t)N * d);
-    if (!c->pre_norm) norm(f, x, x, t[DZ_L_ATTN_NORM_W], t[DZ_L_ATTN_NORM_B], N);
+    be->ops->attention(be, lb->att, lb->q, &a);
+}
 
-    /* feed-forward */
-    in = x;
-    if (c->pre_norm) {
-        norm(f, f->xb, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
-        in = f->xb;
+/* Stream k's residual add of y, then the post-norm (OPT's post-norm layouts). */
+static void residual(dz_forward *f, const layer_run *r, int k, const float *y, int norm_w, int norm_b) {
+    stream *st = &f->st[r->s[k]];
+    f->be->ops->add(f->be, st->x, y, (size_t)st->n_rows * f->m->cfg.dim);
+    if (!f->m->cfg.pre_norm) norm(f, st->x, st->x, r->t[k][norm_w], r->t[k][norm_b], st->n_rows);
+}
+
+/* The two halves of a layer, each op over the run's streams (a stream without rows skips
+ * all but a pair's GEMMs). */
+static void run_attention(dz_forward *f, const layer_run *r) {
+    const dz_config *c = &f->m->cfg;
+    const int d = c->dim, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    const int M[2] = {run_rows(f, r, 0), run_rows(f, r, 1)};
+    const float *in[2] = {NULL, NULL};
+    for (int k = 0; k < r->n; k++)
+        if (M[k]) in[k] = block_input(f, r, k, DZ_L_ATTN_NORM_W, DZ_L_ATTN_NORM_B);
+    run_linear(f, r, M, DZ_L_WQ, DZ_L_BQ, (float *const[2]){r->b[0].q, r->b[1].q}, in, qd, d);
+    run_linear(f, r, M, DZ_L_WK, DZ_L_BK, (float *const[2]){r->b[0].kn, r->b[1].kn}, in, kvd, d);
+    run_linear(f, r, M, DZ_L_WV, DZ_L_BV, (float *const[2]){r->b[0].vn, r->b[1].vn}, in, kvd, d);
+    for (int k = 0; k < r->n; k++)
+        if (run_rows(f, r, k)) attend(f, r, k);
+    run_linear(f, r, M, DZ_L_WO, DZ_L_BO, (float *const[2]){r->b[0].xb, r->b[1].xb},
+               (const float *const[2]){r->b[0].att, r->b[1].att}, d, qd);
+    for (int k = 0; k < r->n; k++)
+        if (run_rows(f, r, k)) residual(f, r, k, r->b[k].xb, DZ_L_ATTN_NORM_W, DZ_L_ATTN_NORM_B);
+}
+
+/* The feed-forward of M[k] rows of each stream k from row r0: in[k] + r0 rows into
+ * b[k].att + r0 rows, through f1 / f2 from their start. */
+static void ffn_rows(dz_forward *f, const layer_run *r, const float *const in[2], int r0, const int M[2]) {
+    const dz_config *c = &f->m->cfg;
+    const dz_backend *be = f->be;
+    const int d = c->dim, h = c->hidden_dim;
+    const size_t off = (size_t)r0 * d;
+    const float *const x[2] = {M[0] ? in[0] + off : NULL, M[1] ? in[1] + off : NULL};
+    float *const f1[2] = {r->b[0].f1, r->b[1].f1}, *const f2[2] = {r->b[0].f2, r->b[1].f2};
+    if (c->arch == DZ_ARCH_OPT) {
+        run_linear(f, r, M, DZ_L_W_UP, DZ_L_B_UP, f1, x, h, d);
+    } else {
+        run_linear(f, r, M, DZ_L_W_GATE, -1, f1, x, h, d);
+        run_linear(f, r, M, DZ_L_W_UP, -1, f2, x, h, d);
     }
-    for (int r0 = 0; r0 < N; r0 += FFN_ROW_CHUNK)
-        ffn_rows(f, f->att + (size_t)r0 * d, in + (size_t)r0 * d, t, N - r0 < FFN_ROW_CHUNK ? N - r0 : FFN_ROW_CHUNK);
-    be->ops->add(be, x, f->att, (size_t)N * d);
-    if (!c->pre_norm) norm(f, x, x, t[DZ_L_FFN_NORM_W], t[DZ_L_FFN_NORM_B], N);
-    be->ops->synchronize(be); /* the caller may rewrite t's buffers once this returns */
+    for (int k = 0; k < r->n; k++) {
+        const size_t nh = (size_t)M[k] * h;
+        if (nh == 0) continue;
+        if (c->arch == DZ_ARCH_OPT) be->ops->relu(be, f1[k], nh);
+        else be->ops->swiglu(be, f1[k], f2[k], nh);
+    }
+    run_linear(f, r, M, DZ_L_W_DOWN, DZ_L_B_DOWN, (float *const[2]){r->b[0].att + off, r->b[1].att + off},
+               (const float *const[2]){f1[0], f1[1]}, d, h);
+}
+
+/* The feed-forward a row chunk at a time (f1 and f2 hold FFN_ROW_CHUNK rows: every op is
+ * row by row or element by element and the GEMM gives each element one chain wherever its
+ * row sits, so the chunks change no bit); a pair's rows at once (its GEMMs update theta,
+ * once per call; its f1 / f2 hold every row). */
+static void run_ffn(dz_forward *f, const layer_run *r) {
+    const int N[2] = {run_rows(f, r, 0), r->n > 1 ? run_rows(f, r, 1) : 0};
+    const float *in[2] = {NULL, NULL};
+    for (int k = 0; k < r->n; k++)
+        if (N[k]) in[k] = block_input(f, r, k, DZ_L_FFN_NORM_W, DZ_L_FFN_NORM_B);
+    if (r->mats) {
+        ffn_rows(f, r, in, 0, N);
+    } else {
+        const int most = N[0] > N[1] ? N[0] : N[1];
+        for (int r0 = 0; r0 < most; r0 += FFN_ROW_CHUNK) {
+            int M[2];
+            for (int k = 0; k < 2; k++) M[k] = N[k] - r0 < 0 ? 0 : N[k] - r0 < FFN_ROW_CHUNK ? N[k] - r0 : FFN_ROW_CHUNK;
+            ffn_rows(f, r, in, r0, M);
+        }
+    }
+    for (int k = 0; k < r->n; k++)
+        if (N[k]) residual(f, r, k, r->b[k].att, DZ_L_FFN_NORM_W, DZ_L_FFN_NORM_B);
+}
+
+static layer_bufs own_bufs(const dz_forward *f) {
+    return (layer_bufs){f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2};
+}
+
+void dz_forward_layer(dz_forward *f, int s, int l, const float *const *t) {
+    if (f->st[s].n_rows == 0) return; /* every sequence of the stream is padding here */
+    const layer_run r = {.n = 1, .s = {s, s}, .l = l, .t = {t, t}, .b = {own_bufs(f), own_bufs(f)}};
+    run_attention(f, &r);
+    run_ffn(f, &r);
+    f->be->ops->synchronize(f->be); /* the caller may rewrite t's buffers once this returns */
+}
+
+int dz_forward_pair_supported(const dz_forward *f) {
+    return f->be->ops->matmul_pair && !f->lora && !f->n_virtual && f->n_streams >= 2;
+}
+
+void dz_forward_layer_pair(dz_forward *f, const int s[2], int l, const float *const t[2][DZ_L_COUNT],
+                           const dz_layer_pair_mats *mats) {
+    const layer_run r = {.n = 2, .s = {s[0], s[1]}, .l = l, .t = {t[0], t[1]}, .b = {f->pair_bufs[0], f->pair_bufs[1]},
+                         .mats = mats};
+    run_attention(f, &r);
+    run_ffn(f, &r);
+    f->be->ops->synchronize(f->be);
 }
 
 dz_status dz_forward_embed_tree(dz_forward *f, int s, const dz_weight_source *w, const int *tokens,

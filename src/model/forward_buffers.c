@@ -7,6 +7,7 @@
 #include "core/threads.h"
 #include "core/util.h"
 #include "model/forward_internal.h"
+#include "model/forward_pair.h"
 
 /* A backend buffer of the forward; with count_only set nothing is allocated, only counted,
  * so dz_forward_bytes_for predicts exactly what create allocates. */
@@ -27,11 +28,27 @@ static size_t block_floats(const dz_config *c, const dz_param_table *t, int bloc
     return n;
 }
 
+/* One stream's per-layer scratch, f1 / f2 of ffn_rows rows (the second of a layer pair
+ * takes another). */
+static layer_bufs take_layer_bufs(dz_forward *f, const dz_config *c, size_t ffn_rows, int *ok) {
+    const size_t N = (size_t)f->max_batch * f->max_seq;
+    const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    layer_bufs b = {0};
+    b.xb = take(f, N * c->dim, ok);
+    b.q = take(f, N * qd, ok);
+    b.kn = take(f, N * kvd, ok);
+    b.vn = take(f, N * kvd, ok);
+    b.att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), ok);
+    b.f1 = take(f, ffn_rows * c->hidden_dim, ok);
+    if (c->arch == DZ_ARCH_LLAMA) b.f2 = take(f, ffn_rows * c->hidden_dim, ok); /* the gated FFN's second half */
+    return b;
+}
+
 /* Every float buffer of a forward of f's shape (max_batch, max_seq, kv_cache, n_streams
  * and scratch_threads set): allocated, or only counted when f->count_only. */
 static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table *t, int *ok) {
     const size_t N = (size_t)f->max_batch * f->max_seq;
-    const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     const size_t hdim = (size_t)(c->embed_dim > c->dim ? c->embed_dim : c->dim);
     const size_t head_rows = N < HEAD_ROW_CHUNK ? N : HEAD_ROW_CHUNK; /* the head runs a row chunk at a time */
     f->wscratch_floats = block_floats(c, t, 0);
@@ -48,14 +65,9 @@ static void take_buffers(dz_forward *f, const dz_config *c, const dz_param_table
         st->kcache = take(f, layers * N * kvd, ok);
         st->vcache = take(f, layers * N * kvd, ok);
     }
-    f->xb = take(f, N * c->dim, ok);
-    f->q = take(f, N * qd, ok);
-    f->kn = take(f, N * kvd, ok);
-    f->vn = take(f, N * kvd, ok);
-    f->att = take(f, N * (qd > (size_t)c->dim ? qd : (size_t)c->dim), ok);
     const size_t ffn_rows = N < FFN_ROW_CHUNK ? N : FFN_ROW_CHUNK; /* the feed-forward runs a row chunk at a time */
-    f->f1 = take(f, ffn_rows * c->hidden_dim, ok);
-    if (c->arch == DZ_ARCH_LLAMA) f->f2 = take(f, ffn_rows * c->hidden_dim, ok); /* the gated FFN's second half */
+    const layer_bufs lb = take_layer_bufs(f, c, ffn_rows, ok);
+    f->xb = lb.xb, f->q = lb.q, f->kn = lb.kn, f->vn = lb.vn, f->att = lb.att, f->f1 = lb.f1, f->f2 = lb.f2;
     if (c->embed_dim != c->dim) f->emb = take(f, N * c->embed_dim, ok); /* project_in's input */
     if (c->arch == DZ_ARCH_LLAMA) f->rope_cs = take(f, (size_t)f->max_seq * c->head_dim, ok);
     f->attn_scratch = take(f, (size_t)f->scratch_threads * dz_attn_scratch_floats(c->head_dim, f->max_seq), ok);
@@ -193,14 +205,37 @@ void dz_forward_free(dz_forward *f) {
         free_each(host, sizeof host / sizeof host[0]);
     }
     free(f->st);
+    const layer_bufs *pb = &f->pair_bufs[1];
     float *bufs[] = {f->xb, f->q, f->kn, f->vn, f->att, f->f1, f->f2, f->emb, f->rope_cs,
-                     f->attn_scratch, f->wscratch, f->rscratch, f->hlogits};
+                     f->attn_scratch, f->wscratch, f->rscratch, f->hlogits,
+                     pb->xb, pb->q, pb->kn, pb->vn, pb->att, pb->f1, pb->f2, f->pair_bufs[0].f1, f->pair_bufs[0].f2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) f->be->ops->free(f->be, bufs[i]);
     dz_free(f->stage);
     dz_forward_lora_free(f);
     void *host[] = {f->pk, f->pv, f->ok, f->ov, f->start_tmp, f->row_tmp, f->head_sets};
     free_each(host, sizeof host / sizeof host[0]);
     free(f);
+}
+
+/* A layer pair's scratch: the -eps stream's, and for the +eps stream f1 / f2 of every row
+ * (a pair's feed-forward runs its rows at once), the rest of it this forward's own. */
+dz_status dz_forward_pair_reserve(dz_forward *f, dz_error *err) {
+    if (f->pair_bufs[1].xb) return DZ_OK;
+    const dz_config *c = &f->m->cfg;
+    const size_t N = (size_t)f->max_batch * f->max_seq, bytes0 = f->bytes;
+    int ok = 1;
+    const layer_bufs minus = take_layer_bufs(f, c, N, &ok);
+    layer_bufs plus = {f->xb, f->q, f->kn, f->vn, f->att, NULL, NULL};
+    plus.f1 = take(f, N * c->hidden_dim, &ok);
+    if (c->arch == DZ_ARCH_LLAMA) plus.f2 = take(f, N * c->hidden_dim, &ok);
+    if (ok) {
+        f->pair_bufs[0] = plus, f->pair_bufs[1] = minus;
+        return DZ_OK;
+    }
+    float *each[] = {minus.xb, minus.q, minus.kn, minus.vn, minus.att, minus.f1, minus.f2, plus.f1, plus.f2};
+    for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) f->be->ops->free(f->be, each[i]);
+    f->bytes = bytes0;
+    return dz_fail(err, DZ_ERR_NOMEM, "forward: cannot allocate the layer pair's scratch");
 }
 
 size_t dz_forward_bytes(const dz_forward *f) { return f->bytes; }

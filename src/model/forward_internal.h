@@ -28,13 +28,20 @@ typedef struct stream {
     float *hmax, *hsum, *htgt;
 } stream;
 
+/* The per-layer scratch of one stream's pass through a layer. */
+typedef struct layer_bufs {
+    float *xb, *q, *kn, *vn, *att, *f1, *f2;
+} layer_bufs;
+
 struct dz_forward {
     const dz_model *m;
     const dz_backend *be;
     int max_batch, max_seq, kv_cache, scratch_threads, n_streams;
     stream *st;
-    float *xb, *q, *kn, *vn, *att, *f1, *f2;
-    float *emb;         /* project_in's input (NULL without project_in) */
+    float *xb, *q, *kn, *vn, *att, *f1, *f2; /* f1, f2: FFN_ROW_CHUNK rows (the feed-forward's chunks) */
+    float *emb;           /* project_in's input (NULL without project_in) */
+    layer_bufs pair_bufs[2]; /* a layer pair's (forward_pair.h), on first use: [0] the +eps stream's
+                                (this forward's own, but f1 / f2 of every row), [1] the -eps one's */
     const float **pk, **pv, **ok, **ov; /* attention's per-sequence slots, [max_batch] each */
     int *start_tmp;                     /* [max_batch] */
     int *row_tmp;                       /* [max_batch * max_seq]: tokens, then head rows, by row */

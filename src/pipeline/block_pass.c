@@ -10,7 +10,7 @@
 static int decays(const dz_param *p) { return p->kind == DZ_PARAM_MATRIX || p->kind == DZ_PARAM_EMBEDDING; }
 
 /* The pending update as one tensor sees it (no decay on biases and norms). */
-static dz_zo_update update_for(const dz_pipeline *p, int id) {
+dz_zo_update dz_pass_update_for(const dz_pipeline *p, int id) {
     dz_zo_update u = p->upd.rule;
     if (!decays(&dz_model_params(p->m)->params[id])) u.wd = 0.0f;
     return u;
@@ -18,7 +18,7 @@ static dz_zo_update update_for(const dz_pipeline *p, int id) {
 
 void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, void *th, float *wp, float *wm,
                           int apply) {
-    const dz_zo_update u = update_for(p, id);
+    const dz_zo_update u = dz_pass_update_for(p, id);
     if (p->z.shape == DZ_PZ_HESSIAN)
         dz_hz_span(p, id, i0, n, th, wp, wm, apply ? &u : NULL);
     else if (dz_sz_applies(p, id))
@@ -32,7 +32,7 @@ void dz_pass_perturb_span(const dz_pipeline *p, int id, uint64_t i0, size_t n, v
 }
 
 void dz_pass_update_span(const dz_pipeline *p, const span *s, void *th) {
-    const dz_zo_update u = update_for(p, s->id);
+    const dz_zo_update u = dz_pass_update_for(p, s->id);
     if (p->z.shape == DZ_PZ_HESSIAN)
         dz_hz_span(p, s->id, s->i0, s->n, th, NULL, NULL, &u);
     else if (dz_sz_applies(p, s->id))
@@ -119,6 +119,8 @@ typedef struct block_job {
     dz_pipeline *p;
     int first;
     int apply; /* fill: fuse the pending update */
+    const int *skip; /* fill: the tensors left out (a layer pair's matrices), n_skip of them */
+    int n_skip;
 } block_job;
 
 static void update_task(void *ctx, int k, int thread) {
@@ -133,6 +135,8 @@ static void fill_task(void *ctx, int k, int thread) {
     const dz_pipeline *p = b->p;
     if (!dz_ws_my_span(p, b->first + k)) return;
     const span *s = &p->ws.spans[b->first + k];
+    for (int i = 0; i < b->n_skip; i++)
+        if (b->skip[i] == s->id) return;
     const size_t off = p->ws.tensor_off[s->id] + s->i0;
     dz_pass_perturb_span(p, s->id, s->i0, s->n, dz_ws_theta_at(p, s->id, s->i0), p->ws.wplus[0] + off,
                          p->ws.wminus[0] + off, b->apply);
@@ -148,13 +152,13 @@ void dz_pass_update_in_memory(dz_pipeline *p, int b) {
     dz_parallel_for_dynamic(last - first, update_task, &job);
 }
 
-void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply) {
+void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply, const int *skip, int n_skip) {
     const int first = p->ws.block_first_span[l], last = p->ws.block_first_span[l + 1];
     if (p->res.on) {
         float *const pair[2] = {p->ws.wplus[0], p->ws.wminus[0]};
         dz_res_pass(p, first, last, pair, apply);
         return;
     }
-    block_job job = {.p = p, .first = first, .apply = apply};
+    block_job job = {.p = p, .first = first, .apply = apply, .skip = skip, .n_skip = n_skip};
     dz_parallel_for_dynamic(last - first, fill_task, &job);
 }

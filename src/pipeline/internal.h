@@ -196,7 +196,10 @@ void dz_pass_update_span(const dz_pipeline *p, const span *s, void *th);
 /* Block b in memory: this rank's spans updated; layer l's spans into pair 0 (the pending
  * update fused in when the block does not have it yet). */
 void dz_pass_update_in_memory(dz_pipeline *p, int b);
-void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply);
+/* skip[0 .. n_skip): tensors whose spans the fill leaves alone (not with p->res.on). */
+void dz_pass_fill_in_memory(dz_pipeline *p, int l, int apply, const int *skip, int n_skip);
+/* The pending update as tensor id takes it (no decay on biases and norms). */
+dz_zo_update dz_pass_update_for(const dz_pipeline *p, int id);
 
 /* pending.c: the pending update of blocks [b0, b1) outside a step's fills, between node
  * barriers. */

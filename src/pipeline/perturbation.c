@@ -33,22 +33,52 @@ static dz_status fill_block(dz_pipeline *p, int l, dz_error *err) {
     const int apply = p->upd.pending && !p->upd.applied[l];
     dz_status st = dz_ws_node_barrier(p, err);
     if (st != DZ_OK) return st;
-    dz_pass_fill_in_memory(p, l, apply);
+    dz_pass_fill_in_memory(p, l, apply, NULL, 0);
     if (apply) p->upd.applied[l] = 1;
     st = dz_dev_store_status(p, err); /* a disk store behind a device: its reads and writes */
     return st == DZ_OK ? dz_ws_node_barrier(p, err) : st;
 }
 
-dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err) {
-    dz_status st = dz_stream_scheduled(p) ? dz_stream_stage(p, l, err) : fill_block(p, l, err);
-    if (st != DZ_OK) return st;
+/* Layer l's working copies of pair `pair` into w (NULL for the roles the layer lacks). */
+static void layer_copies(const dz_pipeline *p, int l, int pair, const float *w[2][DZ_L_COUNT]) {
     const working_set *ws = &p->ws;
-    const int pair = dz_stream_scheduled(p) ? l % 2 : 0; /* a store's I/O thread filled pair l % 2 */
     for (int r = 0; r < DZ_L_COUNT; r++) {
         const int id = ws->layer_ids[l][r];
         w[0][r] = id < 0 ? NULL : ws->wplus[pair] + ws->tensor_off[id];
         w[1][r] = id < 0 ? NULL : ws->wminus[pair] + ws->tensor_off[id];
     }
+}
+
+dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err) {
+    dz_status st = dz_stream_scheduled(p) ? dz_stream_stage(p, l, err) : fill_block(p, l, err);
+    if (st != DZ_OK) return st;
+    layer_copies(p, l, dz_stream_scheduled(p) ? l % 2 : 0, w); /* a store's I/O thread filled pair l % 2 */
+    return DZ_OK;
+}
+
+int dz_pipeline_pair_exact(const dz_pipeline *p) {
+    return !dz_masters_bf16(p) && p->z.shape == DZ_PZ_DENSE && !p->io.store && !p->res.on && p->node.n_slices <= 1;
+}
+
+dz_status dz_pipeline_layer_pair(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_layer_pair_mats *mats,
+                                 dz_error *err) {
+    if (!dz_pipeline_pair_exact(p))
+        return dz_fail(err, DZ_ERR_INVALID, "pipeline: a layer pair needs f32 masters in memory, dense z, one rank");
+    const int apply = p->upd.pending && !p->upd.applied[l];
+    int skip[DZ_PAIR_MATRICES], n_skip = 0;
+    for (int r = 0; r < DZ_L_COUNT; r++) mats->theta[r] = NULL;
+    for (int i = 0; i < DZ_PAIR_MATRICES; i++) {
+        const int r = dz_pair_matrix_roles[i], id = p->ws.layer_ids[l][r];
+        if (id < 0) continue;
+        skip[n_skip++] = id;
+        mats->theta[r] = dz_ws_theta_at(p, id, 0);
+        mats->upd[r] = dz_pass_update_for(p, id);
+        mats->pt[r] = (dz_gemm_perturb){.eps = p->z.eps, .seed = p->z.seed, .tensor = (uint32_t)id, .draw = p->draw,
+                                        .i0 = 0, .dist = p->z.dist, .upd = apply ? &mats->upd[r] : NULL};
+    }
+    dz_pass_fill_in_memory(p, l, apply, skip, n_skip); /* the rest: norms and biases */
+    if (apply) p->upd.applied[l] = 1; /* the matrices take it in the GEMMs that follow */
+    layer_copies(p, l, 0, w);
     return DZ_OK;
 }
 

@@ -29,6 +29,7 @@
 #include "store/store.h"
 #include "backend/backend.h" /* the span kernels are the forward's backend's ZO ops */
 #include "backend/zo_ops.h"
+#include "model/forward_pair.h"
 
 /* The most samples a pending update combines (g[0..q-1]). */
 enum { DZ_PIPELINE_MAX_Q = 64 };
@@ -124,6 +125,15 @@ void dz_pipeline_set_eps(dz_pipeline *p, float eps);
  * them: the caller is then done with layer l). */
 dz_status dz_pipeline_layer(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_error *err);
 dz_status dz_pipeline_end_layers(dz_pipeline *p, dz_error *err);
+/* Layer l for a forward that runs both signs in lockstep (model/forward_pair.h): its
+ * matrices are not filled; mats gets their masters and perturbation (the pending update
+ * included, once per block), which the pair's GEMMs apply while packing; w gets the other
+ * tensors' working copies (the matrices' entries must not be read). Only where that is
+ * exact, dz_pipeline_pair_exact: f32 masters in memory (no store, not resident on a
+ * device), dense z (not sparse, low-rank or HiZOO's), one rank per node's masters. */
+int dz_pipeline_pair_exact(const dz_pipeline *p);
+dz_status dz_pipeline_layer_pair(dz_pipeline *p, int l, const float *w[2][DZ_L_COUNT], dz_layer_pair_mats *mats,
+                                 dz_error *err);
 /* Rows of the global block as the perturbation sees them: even streams theta + eps z,
  * odd ones theta - eps z (a pending update in the copy when the store has not got it). */
 dz_weight_source dz_pipeline_perturbed_source(dz_pipeline *p);

@@ -51,6 +51,11 @@ dz_status dz_zo_engine_create(dz_model *m, dz_forward *f, const dz_zo_params *p,
     e->f = f;
     e->p = *p;
     e->par.signs = 3;
+    dz_status pst = dz_zo_pair_gemm_setting(&e->pair_gemm, err);
+    if (pst != DZ_OK) {
+        free(e);
+        return pst;
+    }
     const dz_pipeline_perturbation z = dz_zo_perturbation_of(p);
     dz_status st = dz_pipeline_create(m, f, &z, p->max_device_bytes, &e->pipe, err);
     const size_t rows = logprob_rows(f);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "distzo/util.h"
+#include "model/forward_pair.h"
 #include "zo/internal.h"
 
 /* Adds the seconds since *t0 to *acc and restarts the clock. */
@@ -25,6 +26,24 @@ static dz_status layer_tensors(dz_zo_engine *e, int l, const float *w[2][DZ_L_CO
     if ((st = dz_forward_layer_weights(e->f, &e->base, 0, l, base, err)) != DZ_OK) return st;
     for (int k = 0; k < 2; k++)
         for (int r = 0; r < DZ_L_LORA_FIRST; r++) w[k][r] = base[r];
+    return DZ_OK;
+}
+
+/* Both signs' forwards through each layer in lockstep (forward_pair.h): when switched on,
+ * both signs run, each has one stream (no prompt tree with continuations), and the
+ * pipeline and the forward can do it exactly. */
+static int use_pair(const dz_zo_engine *e, int n_signs, int two_streams_a_sign) {
+    return e->pair_gemm && n_signs == 2 && !two_streams_a_sign && !e->adapter && dz_pipeline_pair_exact(e->pipe) &&
+           dz_forward_pair_supported(e->f);
+}
+
+dz_status dz_zo_pair_gemm_setting(int *on, dz_error *err) {
+    const char *v = getenv("DISTZO_PAIR_GEMM");
+    *on = DZ_ZO_PAIR_GEMM_DEFAULT;
+    if (!v || !*v) return DZ_OK;
+    if (strcmp(v, "0") && strcmp(v, "1"))
+        return dz_fail(err, DZ_ERR_INVALID, "DISTZO_PAIR_GEMM=%.32s: expected 0 or 1", v);
+    *on = v[0] == '1';
     return DZ_OK;
 }
 
@@ -55,8 +74,18 @@ static dz_status dual_forward(dz_zo_engine *e, uint32_t draw, int mask, const dz
     }
     if (st != DZ_OK) return st;
     lap(&tm->begin, &t0);
+    const int pair = use_pair(e, n_signs, tree && conts);
+    if (pair && (st = dz_forward_pair_reserve(e->f, err)) != DZ_OK) return st;
     for (int l = 0; l < c->n_layers; l++) {
         const float *w[2][DZ_L_COUNT];
+        if (pair) {
+            if ((st = dz_pipeline_layer_pair(e->pipe, l, w, &e->mats, err)) != DZ_OK) return st;
+            lap(&tm->pass, &t0);
+            const int s[2] = {tree ? 0 : cs, tree ? 1 : cs + 1}; /* the one stream of each sign */
+            dz_forward_layer_pair(e->f, s, l, w, &e->mats);
+            lap(&tm->layers, &t0);
+            continue;
+        }
         if ((st = layer_tensors(e, l, w, err)) != DZ_OK) return st;
         lap(&tm->pass, &t0);
         for (int i = 0; i < n_signs; i++) {

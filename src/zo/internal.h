@@ -21,7 +21,16 @@ struct dz_zo_engine {
     int dec_rows[2][DZ_ZO_MAX_DECODE], dec_len[2][DZ_ZO_MAX_DECODE];
     int adapter;             /* m is an adapter over a read-only base (dz_zo_engine_set_adapter) */
     dz_weight_source base;   /* then: the base's weights */
+    dz_layer_pair_mats mats; /* the pair's layer matrices (pair_gemm) */
+    int pair_gemm;           /* both signs through each layer in lockstep, the matrices perturbed in the
+                              * GEMM's packing where exact (DISTZO_PAIR_GEMM, dz_zo_pair_gemm_setting) */
 };
+
+/* DISTZO_PAIR_GEMM: 1 runs a step's two forwards layer by layer in lockstep with each
+ * matrix's w+ / w- made inside the GEMM's packing (model/forward_pair.h) wherever that is
+ * exact, 0 through the working copies; unset: DZ_ZO_PAIR_GEMM_DEFAULT. The bits are the same. */
+enum { DZ_ZO_PAIR_GEMM_DEFAULT = 0 };
+dz_status dz_zo_pair_gemm_setting(int *on, dz_error *err);
 
 /* The weight source of a perturbation's embedding and head: the pipeline's perturbed
  * global rows, or the read-only base under an adapter. */
