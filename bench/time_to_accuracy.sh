@@ -15,7 +15,10 @@
 #                                Full fine-tuning has no randomness (same data order, no
 #                                dropout): it runs the first seed only
 #   ESTIMATORS="mezo fzoo hizoo" skipped, with a line saying so, when distzo train --help does not list them
-#   MEZO_LRS="2e-5 4e-5 8e-5" FZOO_LRS=... HIZOO_LRS=... (default: MEZO_LRS; any ESTIMATOR_LRS)
+#   MEZO_LRS="2e-5 4e-5 8e-5" FZOO_LRS="1e-6 3e-6" HIZOO_LRS=... (default: MEZO_LRS; any
+#                                ESTIMATOR_LRS). FZOO's own default: its normalized step moves a
+#                                weight by about lr / eps whatever the gradient, so MeZO's lrs
+#                                diverge; 3e-6 learns on SmolLM2 (bench/README.md, lr sweep)
 #   MEZO_FLAGS= FZOO_FLAGS= HIZOO_FLAGS=   extra train flags of one estimator
 #   FO_MODES="full lora" FO_FULL_LRS="1e-5 3e-5 1e-4" FO_LORA_LRS="3e-4 1e-3 3e-3"
 #   TEST_LIMIT=0                 >0: only the first N GLUE dev rows (smoke runs)
@@ -85,7 +88,9 @@ for e in ${ESTIMATORS:-mezo fzoo hizoo}; do
   fi
   up=$(printf '%s' "$e" | tr '[:lower:]' '[:upper:]')
   lrs_var=${up}_LRS flags_var=${up}_FLAGS
-  for lr in ${!lrs_var:-${MEZO_LRS:-2e-5 4e-5 8e-5}}; do
+  default_lrs=${MEZO_LRS:-2e-5 4e-5 8e-5}
+  [ "$e" = fzoo ] && default_lrs="1e-6 3e-6"
+  for lr in ${!lrs_var:-$default_lrs}; do
     for s in $seeds; do
       # shellcheck disable=SC2086 # the flags are words
       launch zo_run "$e" "$lr" "$s" ${!flags_var:-} "$@"
