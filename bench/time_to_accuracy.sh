@@ -9,7 +9,9 @@
 # usage: [VAR=value ...] bench/time_to_accuracy.sh [extra distzo train flags]
 # Sizes (the defaults are the full measurement: many hours on 2 cores; a smoke run sets them
 # small, see bench/README.md):
-#   STEPS=2000 EVAL=100          ZO steps and steps between GLUE-dev evaluations
+#   STEPS=2000 EVAL=100          ZO steps and steps between GLUE-dev evaluations; one
+#                                estimator's own: FZOO_STEPS=, FZOO_EVAL= (any ESTIMATOR_STEPS),
+#                                e.g. FZOO to a third of MeZO's forwards (N + 1 a step)
 #   FO_STEPS=300 FO_EVAL=10      first-order steps and steps between evaluations
 #   SEEDS="0 1 2"                ZO: --seed (the perturbations); LoRA: torch's seed (A's init).
 #                                Full fine-tuning has no randomness (same data order, no
@@ -20,7 +22,7 @@
 #                                weight by about lr / eps whatever the gradient, so MeZO's lrs
 #                                diverge; 3e-6 learns on SmolLM2 (bench/README.md, lr sweep)
 #   MEZO_FLAGS= FZOO_FLAGS= HIZOO_FLAGS=   extra train flags of one estimator
-#   FO_MODES="full lora" FO_FULL_LRS="1e-5 3e-5 1e-4" FO_LORA_LRS="3e-4 1e-3 3e-3"
+#   FO_MODES="full lora" (empty: no first-order runs) FO_FULL_LRS="1e-5 3e-5 1e-4" FO_LORA_LRS="3e-4 1e-3 3e-3"
 #   TEST_LIMIT=0                 >0: only the first N GLUE dev rows (smoke runs)
 #   THREADS=2 JOBS=1 NICE=10     threads per run, runs at a time, their nice level
 #   OUT=/tmp/time_to_accuracy DISTZO=build/distzo PYTHON=/work/venv-ref/bin/python
@@ -51,15 +53,15 @@ finished() { # run folder, steps: its metrics.jsonl has the evaluation after the
   [ -f "$1/metrics.jsonl" ] && grep -q "\"step\": $2,.*\"test_accuracy\"" "$1/metrics.jsonl"
 }
 
-zo_run() { # estimator lr seed [extra flags]
+zo_run() { # estimator lr seed steps eval [extra flags]
   local dir="$out/zo-$1-lr$2-s$3"
-  finished "$dir" "$steps" && return 0
+  finished "$dir" "$4" && return 0
   rm -rf "$dir"
   /usr/bin/time -o "$dir.time" -f "%M %e" nice -n "$nice_level" "$bin" train --model "$model" --task sst2 \
     --data "$assets/sst2/train.tsv" --test "$test_file" --template "{text} It was" --label-words terrible,great \
     --train-examples 1000 --dev-examples 0 --data-seed 42 --batch 16 --eps 1e-3 --schedule constant \
-    --estimator "$1" --lr "$2" --seed "$3" --steps "$steps" --eval-every "$eval" --checkpoint-every 0 \
-    --threads "$threads" --out "$dir" "${@:4}" > "$dir.log" 2>&1 || echo "zo-$1-lr$2-s$3 failed: $dir.log" >&2
+    --estimator "$1" --lr "$2" --seed "$3" --steps "$4" --eval-every "$5" --checkpoint-every 0 \
+    --threads "$threads" --out "$dir" "${@:6}" > "$dir.log" 2>&1 || echo "zo-$1-lr$2-s$3 failed: $dir.log" >&2
 }
 
 fo_run() { # mode lr seed
@@ -87,17 +89,17 @@ for e in ${ESTIMATORS:-mezo fzoo hizoo}; do
     continue
   fi
   up=$(printf '%s' "$e" | tr '[:lower:]' '[:upper:]')
-  lrs_var=${up}_LRS flags_var=${up}_FLAGS
+  lrs_var=${up}_LRS flags_var=${up}_FLAGS steps_var=${up}_STEPS eval_var=${up}_EVAL
   default_lrs=${MEZO_LRS:-2e-5 4e-5 8e-5}
   [ "$e" = fzoo ] && default_lrs="1e-6 3e-6"
   for lr in ${!lrs_var:-$default_lrs}; do
     for s in $seeds; do
       # shellcheck disable=SC2086 # the flags are words
-      launch zo_run "$e" "$lr" "$s" ${!flags_var:-} "$@"
+      launch zo_run "$e" "$lr" "$s" "${!steps_var:-$steps}" "${!eval_var:-$eval}" ${!flags_var:-} "$@"
     done
   done
 done
-for m in ${FO_MODES:-full lora}; do
+for m in ${FO_MODES-full lora}; do
   if [ "$m" = full ]; then lrs=${FO_FULL_LRS:-1e-5 3e-5 1e-4}; else lrs=${FO_LORA_LRS:-3e-4 1e-3 3e-3}; fi
   for lr in $lrs; do
     for s in $seeds; do
