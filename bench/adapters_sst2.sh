@@ -13,6 +13,9 @@
 #   mezo   lr MEZO_LRS   (4e-5)        eps MEZO_EPS   (1e-3)
 #   lora   lr LORA_LRS   (2e-3 1e-3)   eps LORA_EPS   (1e-2)   rank 8, alpha 16, q,v
 #   prefix lr PREFIX_LRS (1e-2 1e-3)   eps PREFIX_EPS (1e-1)   5 tokens
+# lr schedule: LoRA decays linearly to 0 at STEPS (LORA_SCHEDULE, default linear: a constant
+# 2e-3 diverged between steps 300 and 500 on three seeds, bench/README.md "Three seeds: full
+# MeZO against LoRA"); the others SCHEDULE (constant).
 # The adapters' base stays quantized (--keep-quantized, the same bits) unless KEEP_QUANTIZED=0.
 # Sizes: STEPS (1000), EVAL (100), SEEDS ("0 1 2"), DEV (GLUE dev rows as the test set, 872:
 # all), SELECT (--dev-examples, model selection from the training file, 500), METHODS
@@ -38,9 +41,12 @@ one() { # method lr seed [flags...]
   rm -rf "$dir"
   /usr/bin/time -v -o "$dir.time" nice -n "${NICE:-10}" "$bin" train --model "$model" --task sst2 --data "$data" \
     --test "$out/test.tsv" --template "{text} It was" --label-words terrible,great --train-examples 1000 \
-    --dev-examples "${SELECT:-500}" --data-seed 42 --batch 16 --schedule constant --lr "$2" --seed "$3" \
+    --dev-examples "${SELECT:-500}" --data-seed 42 --batch 16 --schedule "$(schedule "$1")" --lr "$2" --seed "$3" \
     --steps "$steps" --eval-every "$eval" --checkpoint-every 0 --threads "$threads" --json --out "$dir" "${@:4}" \
     > "$dir.summary.json" 2> "$dir.log"
+}
+schedule() { # method: its lr schedule
+  if [ "$1" = lora ]; then echo "${LORA_SCHEDULE:-linear}"; else echo "${SCHEDULE:-constant}"; fi
 }
 flags() { # method: its train flags
   case $1 in
