@@ -57,8 +57,12 @@ static int parse_line(const char *s, size_t len, dz_metrics_row *row) {
         row->g = num_field(obj, "g");
         row->lr = num_field(obj, "lr");
         row->seconds = num_field(obj, "seconds");
-        row->has_eval = cJSON_GetObjectItemCaseSensitive(obj, "dev_accuracy") != NULL ||
-                        cJSON_GetObjectItemCaseSensitive(obj, "dev_loss") != NULL;
+        /* any evaluation field: a run without a dev set writes only the test scores */
+        static const char *const eval_keys[] = {"dev_accuracy", "test_accuracy", "best_dev_accuracy", "dev_loss",
+                                                "test_loss"};
+        row->has_eval = 0;
+        for (size_t i = 0; i < sizeof eval_keys / sizeof eval_keys[0]; i++)
+            row->has_eval |= cJSON_GetObjectItemCaseSensitive(obj, eval_keys[i]) != NULL;
         row->dev_accuracy = num_field(obj, "dev_accuracy");
         row->test_accuracy = num_field(obj, "test_accuracy");
         row->best_dev_accuracy = num_field(obj, "best_dev_accuracy");

@@ -174,6 +174,16 @@ out=$("$bin" train --resume-from "$tmp/clean8:4" --seed 3 --out "$tmp/branch2" 2
   { grep -q -- "--seed 3 differs" <<<"$out" && [ ! -e "$tmp/branch2" ] && ok "--resume-from refuses a new --seed, writing nothing" ||
     bad "--resume-from --seed 3: $(tail -1 <<<"$out")"; }
 
+# a run without a dev set (--dev-examples 0) writes only test scores: --resume-from copies
+# its rows with them (they were read as rows without an evaluation and dropped)
+test_rows() { grep -o '"step": [0-9]*,.*"test_accuracy": [0-9.]*' "$1/metrics.jsonl" | sed -E 's/"(loss|g|lr|seconds)": [^,]*, //g'; }
+"$bin" train "${run[@]}" --dev-examples 0 --steps 8 --out "$tmp/nodev" > /dev/null 2>&1 || bad "the run without a dev set failed"
+"$bin" train --resume-from "$tmp/nodev:4" --steps 8 --out "$tmp/nodev_b" > "$tmp/nodev_b.txt" 2>&1 ||
+  bad "--resume-from nodev:4 failed: $(tail -1 "$tmp/nodev_b.txt")"
+[ "$(test_rows "$tmp/nodev" | wc -l)" = 3 ] && [ "$(test_rows "$tmp/nodev")" = "$(test_rows "$tmp/nodev_b")" ] &&
+  ok "--resume-from a run without a dev set keeps its test scores (rows 0, 4, 8 as the run's own)" ||
+  bad "test scores after --resume-from: $(test_rows "$tmp/nodev_b" | tr '\n' ' ') vs $(test_rows "$tmp/nodev" | tr '\n' ' ')"
+
 # 27.8: metrics.jsonl cut or removed: resume says which rows are gone and restores them from
 # metrics.csv where it has them (the same digits: the clean run's rows), else rebuilds them
 # from the seed log (step, lr, g; the loss is gone) into metrics.jsonl and its views
