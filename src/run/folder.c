@@ -29,6 +29,7 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
         if (st == DZ_OK && rf->settings_changed) st = dz_train_config_check(cfg, err);
         cfg->out_dir = cfg_in->out_dir;
         cfg->layout = cfg_in->layout; /* the layout is the command line's: a run resumes under any layout */
+        cfg->peft.keep_quantized = cfg_in->peft.keep_quantized; /* likewise: memory, not bits (not in run.json) */
         cfg->data.train_set = cfg_in->data.train_set, cfg->data.test_set = cfg_in->data.test_set; /* the caller's rows,
                                                                    * checked against run.json's fingerprints */
     } else if (rank0) {

@@ -104,6 +104,20 @@ awk -v a="$(rss "$tmp/q.txt")" -v b="$(rss "$tmp/deq.txt")" 'BEGIN { exit !(a > 
   ok "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB" ||
   bad "--keep-quantized: peak RSS $(rss "$tmp/q.txt") MB, dequantized $(rss "$tmp/deq.txt") MB"
 
+# --keep-quantized is not in run.json (a choice of memory, not of bits): --resume and
+# --resume-from given it keep the base quantized, with the dequantized run's bits
+cp -r "$tmp/gguf-deq" "$tmp/gguf-deq4"
+"$bin" train --resume --steps 4 --out "$tmp/gguf-deq4" > "$tmp/deq4.txt" 2>&1 &&
+  "$bin" train --resume --steps 4 --keep-quantized --out "$tmp/gguf-q" > "$tmp/q4.txt" 2>&1 &&
+  "$bin" train --resume-from "$tmp/gguf-deq:2" --steps 4 --keep-quantized --out "$tmp/gguf-qb" > "$tmp/qb.txt" 2>&1 ||
+  bad "resuming the GGUF LoRA runs failed: $(tail -2 "$tmp/q4.txt" "$tmp/qb.txt" 2>&1)"
+for r in q:q4 qb:qb; do
+  awk -v a="$(rss "$tmp/${r#*:}.txt")" -v b="$(rss "$tmp/deq4.txt")" 'BEGIN { exit !(a > 0 && a < 0.6 * b) }' &&
+    cmp -s "$(adapter "$tmp/gguf-${r%:*}" 4)" "$(adapter "$tmp/gguf-deq4" 4)" &&
+    ok "${r%:*}: resumed with --keep-quantized, peak RSS $(rss "$tmp/${r#*:}.txt") MB (dequantized $(rss "$tmp/deq4.txt")), the same adapter" ||
+    bad "${r%:*}: resumed with --keep-quantized: peak RSS $(rss "$tmp/${r#*:}.txt") MB, dequantized $(rss "$tmp/deq4.txt") MB, or another adapter"
+done
+
 # the estimators over the adapter's tensors keep the seed-log invariant (and their layouts)
 adapter_estimators adapter
 
