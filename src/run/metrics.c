@@ -30,6 +30,12 @@ struct dz_metrics {
     size_t nrows;
 };
 
+/* The evaluation fields of a metrics.jsonl line, in the order they are written: one list for
+ * the writer and the reader, so that a row with any of them is read as an evaluation row. */
+static const char *const EVAL_KEYS[] = {"dev_accuracy", "test_accuracy", "best_dev_accuracy", "dev_loss",
+                                        "test_loss"};
+#define N_EVAL_KEYS (sizeof EVAL_KEYS / sizeof EVAL_KEYS[0])
+
 static const char CSV_HEADER[] = "step,loss,g,lr,seconds,steps_per_s,bytes_per_step,dev_accuracy,test_accuracy,"
                                  "best_dev_accuracy,dev_loss,test_loss\n";
 
@@ -58,11 +64,9 @@ static int parse_line(const char *s, size_t len, dz_metrics_row *row) {
         row->lr = num_field(obj, "lr");
         row->seconds = num_field(obj, "seconds");
         /* any evaluation field: a run without a dev set writes only the test scores */
-        static const char *const eval_keys[] = {"dev_accuracy", "test_accuracy", "best_dev_accuracy", "dev_loss",
-                                                "test_loss"};
         row->has_eval = 0;
-        for (size_t i = 0; i < sizeof eval_keys / sizeof eval_keys[0]; i++)
-            row->has_eval |= cJSON_GetObjectItemCaseSensitive(obj, eval_keys[i]) != NULL;
+        for (size_t i = 0; i < N_EVAL_KEYS; i++)
+            row->has_eval |= cJSON_GetObjectItemCaseSensitive(obj, EVAL_KEYS[i]) != NULL;
         row->dev_accuracy = num_field(obj, "dev_accuracy");
         row->test_accuracy = num_field(obj, "test_accuracy");
         row->best_dev_accuracy = num_field(obj, "best_dev_accuracy");
@@ -470,11 +474,10 @@ static size_t format_row(const dz_metrics_row *row, char *line, size_t cap) {
     used += isfinite(row->seconds) ? (size_t)snprintf(line + used, cap - used, "%.3f", row->seconds)
                                    : (size_t)snprintf(line + used, cap - used, "null");
     if (row->has_eval) { /* the evaluation fields the task has (accuracy or loss) */
-        const struct { const char *k; double v; } ev[] = {
-            {"dev_accuracy", row->dev_accuracy}, {"test_accuracy", row->test_accuracy},
-            {"best_dev_accuracy", row->best_dev_accuracy}, {"dev_loss", row->dev_loss}, {"test_loss", row->test_loss}};
-        for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
-            if (isfinite(ev[i].v)) used = put_field(line, used, cap, ev[i].k, ev[i].v);
+        const double ev[N_EVAL_KEYS] = {row->dev_accuracy, row->test_accuracy, row->best_dev_accuracy, row->dev_loss,
+                                         row->test_loss}; /* EVAL_KEYS' order */
+        for (size_t i = 0; i < N_EVAL_KEYS; i++)
+            if (isfinite(ev[i])) used = put_field(line, used, cap, EVAL_KEYS[i], ev[i]);
     }
     used += (size_t)snprintf(line + used, cap - used, "}\n");
     return used;
