@@ -134,27 +134,8 @@ DZ_ISA_INLINE void softmax_prefix(float *s, int cols, int visible) {
 
 /* Attention works on blocks of ATTN_ROWS query rows: their scores (16 keys at a time) and
  * their outputs (16 head dimensions at a time) accumulate in registers, each key row and
- * value row loaded once for the block. attn_v16 is a GCC vector that each ISA variant
- * splits into its own registers (1 zmm, 2 ymm, 4 xmm); its lanes are plain IEEE floats. */
+ * value row loaded once for the block (backend/attention_tile.h, one copy per vector width). */
 enum { ATTN_ROWS = 4 };
-typedef float attn_v16 __attribute__((vector_size(64)));
-
-#define V16_LOAD(v, p) memcpy(&(v), (p), sizeof(attn_v16)) /* unaligned */
-
-/* Scores of the block's rows q[r] against keys [0, 16 * tiles) of kt[hd][kpad], into
- * sc + r * kpad: each score is the products summed over d in order, from 0. */
-DZ_ISA_INLINE void block_scores(float *sc, const float *const q[ATTN_ROWS], const float *kt, int kpad, int hd,
-                                int tiles) {
-    for (int t = 0; t < tiles; t++) {
-        attn_v16 acc[ATTN_ROWS] = {{0}};
-        for (int d = 0; d < hd; d++) {
-            attn_v16 k;
-            V16_LOAD(k, kt + (size_t)d * kpad + 16 * t);
-            for (int r = 0; r < ATTN_ROWS; r++) acc[r] += q[r][d] * k;
-        }
-        for (int r = 0; r < ATTN_ROWS; r++) memcpy(sc + (size_t)r * kpad + 16 * t, &acc[r], sizeof acc[r]);
-    }
-}
 
 /* Where a group's keys (or values) come from: key index j < nv is virtual row j (prefix
  * tuning), then position j - nv, from the prefix slot below start, else the own slot. */
@@ -178,39 +159,26 @@ DZ_ISA_INLINE const float *key_run(const key_source *ks, int j, int limit, int *
     return key_at(ks, j);
 }
 
-/* Outputs o[r] = sum over keys j < nk0 + r of p[r][j] v_j, in key order, from 0 (nk0: the
- * keys of the block's first row; row r sees r more). v(j) is value row j of vs. */
-DZ_ISA_INLINE void block_values(float *const o[ATTN_ROWS], const float *sc, int kpad, int nr, int nk0, int hd,
-                                const key_source *vs) {
-    int d0 = 0;
-    for (; d0 + 16 <= hd; d0 += 16) {
-        attn_v16 acc[ATTN_ROWS] = {{0}};
-        int j = 0;
-        while (j < nk0) { /* the keys every row of the block sees */
-            int end;
-            for (const float *p = key_run(vs, j, nk0, &end) + d0; j < end; j++, p += vs->stride) {
-                attn_v16 v;
-                V16_LOAD(v, p);
-                for (int r = 0; r < ATTN_ROWS; r++) acc[r] += sc[(size_t)r * kpad + j] * v;
-            }
-        }
-        for (int r = 1; r < nr; r++) /* and each later row's own last keys */
-            for (int jj = j; jj < nk0 + r; jj++) {
-                attn_v16 v;
-                V16_LOAD(v, key_at(vs, jj) + d0);
-                acc[r] += sc[(size_t)r * kpad + jj] * v;
-            }
-        for (int r = 0; r < nr; r++) memcpy(o[r] + d0, &acc[r], sizeof acc[r]);
-    }
-    for (int r = 0; r < nr; r++) /* a head dimension that is no multiple of 16: its last ones */
-        for (int d = d0; d < hd; d++) {
-            float acc = 0.0f;
-            for (int j = 0, end; j < nk0 + r;)
-                for (const float *p = key_run(vs, j, nk0 + r, &end) + d; j < end; j++, p += vs->stride)
-                    acc += sc[(size_t)r * kpad + j] * *p;
-            o[r][d] = acc;
-        }
-}
+#define ATTN_W 16
+#define ATTN_FN(name) name##_w16
+#include "backend/attention_tile.h"
+#undef ATTN_W
+#undef ATTN_FN
+#define ATTN_W 8
+#define ATTN_FN(name) name##_w8
+#include "backend/attention_tile.h"
+#undef ATTN_W
+#undef ATTN_FN
+#define ATTN_W 4
+#define ATTN_FN(name) name##_w4
+#include "backend/attention_tile.h"
+#undef ATTN_W
+#undef ATTN_FN
+
+/* The tiles of the level's vector width: isa is a constant in each variant. */
+#define ATTN_AT_WIDTH(isa, name, ...)                                                   \
+    ((isa) == DZ_ISA_AVX512 ? name##_w16(__VA_ARGS__)                                   \
+     : (isa) == DZ_ISA_AVX2 ? name##_w8(__VA_ARGS__) : name##_w4(__VA_ARGS__))
 
 /* One sequence and one key/value head with the query heads that share it (GQA). Keys are
  * first transposed, once for the group, into kt[hd][kpad]; then each head's query rows go
@@ -248,13 +216,13 @@ DZ_ISA_VARIANTS(attend_group, (float *out, const float *q, float *scratch, int b
                 const size_t at = (row0 + i0 + (r < nr ? r : nr - 1)) * qstride + (size_t)h * hd;
                 qr[r] = q + at, orow[r] = out + at;
             }
-            block_scores(sc, qr, kt, kpad, hd, (nk0 + nr - 1 + 15) / 16);
+            ATTN_AT_WIDTH(isa, block_scores, sc, qr, kt, kpad, hd, (nk0 + nr - 1 + 15) / 16);
             for (int r = 0; r < nr; r++) {
                 float *s = sc + (size_t)r * kpad;
                 for (int j = 0; j < nk0 + r; j++) s[j] *= a->scale;
                 softmax_prefix(s, nk0 + r, nk0 + r);
             }
-            block_values(orow, sc, kpad, nr, nk0, hd, &vs);
+            ATTN_AT_WIDTH(isa, block_values, orow, sc, kpad, nr, nk0, hd, &vs);
         }
 }
 
