@@ -60,6 +60,12 @@ typedef struct dz_bench_eval_spec {
     int batch, batches, repeat, flat;
     const char *backend;
     int rng_v2; /* the steps draw ZO_RNG v2's z (--rng v2); 0: v1 */
+    /* method "lora" or "prefix": the steps train that adapter over the read-only base m (as
+     * loaded: kept quantized if it was) and the eval forwards run with it attached, as an
+     * adapter's eval does; NULL or "none": every parameter. model: m's path (the adapter's
+     * adapter_config.json names it). */
+    dz_train_peft peft;
+    const char *model;
 } dz_bench_eval_spec;
 dz_status dz_bench_eval(dz_model *m, const dz_tokenizer *tok, const dz_bench_eval_spec *s, const dz_bench_report *r,
                         dz_error *err);

@@ -7,10 +7,12 @@
 #include "distzo/benchmarks.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench/losses.h"
 #include "bench/passes.h"
 #include "bench/shapes.h"
+#include "run/peft.h"
 
 enum { K = 2 }; /* the label words scored */
 
@@ -28,8 +30,10 @@ typedef struct eval_bench {
     dz_dataset ds;
     dz_class_set cs;
     dz_backend *be;
-    dz_forward *f;
+    dz_forward *f;  /* the steps' */
     dz_zo_engine *e;
+    dz_model *adapter; /* under --peft: the adapter the steps train over m, else NULL */
+    dz_forward *fa;    /* under --peft: the eval forwards', the adapter attached; else NULL (f serves) */
     eval_batch_work *bw;
     float *lp, *plp, *scores;
     int *ex, *lab;
@@ -82,7 +86,8 @@ static dz_status load_examples(eval_bench *b, const dz_tokenizer *tok, dz_error 
     const dz_bench_eval_spec *s = b->s;
     dz_prompt_spec ps;
     dz_prompt_spec_default_sst2(&ps);
-    dz_status st = dz_model_make_owned(b->m, err);
+    /* the steps update m in place; under an adapter m is the read-only base, kept as loaded */
+    dz_status st = b->s->peft.method && strcmp(b->s->peft.method, "none") ? DZ_OK : dz_model_make_owned(b->m, err);
     if (st == DZ_OK && s->label_words) st = dz_prompt_spec_set_labels(&ps, s->label_words, err);
     if (st == DZ_OK) st = dz_dataset_load_sst2(s->data, &b->ds, err);
     if (st == DZ_OK && b->ds.count < s->batch * s->batches)
@@ -96,17 +101,48 @@ static dz_status load_examples(eval_bench *b, const dz_tokenizer *tok, dz_error 
     return st;
 }
 
+/* Under --peft: the adapter over the read-only base, checked as train checks it, its init
+ * from seed 1 (the steps'). Every parameter otherwise, where --keep-quantized is refused. */
+static dz_status eval_adapter(eval_bench *b, dz_error *err) {
+    const dz_bench_eval_spec *s = b->s;
+    dz_train_config c;
+    dz_train_config_default(&c);
+    c.model = s->model, c.optim.seed = 1, c.peft = s->peft, c.peft.lora_init = NULL;
+    dz_lora_spec lora;
+    dz_status st = dz_train_peft_check(&c, err);
+    if (st != DZ_OK) return st;
+    if (!dz_train_peft_lora(&c, &lora))
+        return c.peft.keep_quantized ? dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: only with --peft lora or prefix "
+                                               "(a full step updates the base)")
+                                     : DZ_OK;
+    return lora.prefix_tokens > 0 ? dz_prefix_create(b->m, &lora, c.optim.seed, s->model, &b->adapter, err)
+                                  : dz_lora_create(dz_model_config(b->m), &lora, c.optim.seed, s->model, &b->adapter, err);
+}
+
+/* The steps' engine: over m, or over the adapter with m as its base (then the eval
+ * forwards get a forward of their own with the adapter attached). */
+static dz_status eval_engine(eval_bench *b, dz_error *err) {
+    const dz_bench_eval_spec *s = b->s;
+    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1, .rng_v2 = s->rng_v2};
+    const int rows = s->batch * K, streams = s->flat ? 2 : 4;
+    dz_status st = dz_forward_create_backend(b->m, b->be, rows, b->cs.max_len, 0, streams, &b->f, err);
+    if (st != DZ_OK || !b->adapter) return st == DZ_OK ? dz_zo_engine_create(b->m, b->f, &zp, &b->e, err) : st;
+    const dz_weight_source base = dz_model_weights(b->m);
+    st = dz_zo_engine_create(b->adapter, b->f, &zp, &b->e, err);
+    if (st == DZ_OK) st = dz_zo_engine_set_adapter(b->e, &base, err);
+    if (st == DZ_OK) st = dz_forward_create_backend(b->m, b->be, rows, b->cs.max_len, 0, streams / 2, &b->fa, err);
+    return st == DZ_OK ? dz_forward_set_adapter(b->fa, b->adapter, NULL, err) : st;
+}
+
 /* The forward and engine, the scratch, and each batch laid out once. */
 static dz_status eval_bench_init(eval_bench *b, const dz_tokenizer *tok, dz_error *err) {
     const dz_bench_eval_spec *s = b->s;
     const int batch = s->batch;
     b->bw = calloc((size_t)s->batches, sizeof *b->bw);
-    dz_status st = b->bw ? load_examples(b, tok, err) : dz_fail(err, DZ_ERR_NOMEM, "out of memory");
-    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1, .rng_v2 = s->rng_v2};
+    dz_status st = b->bw ? eval_adapter(b, err) : dz_fail(err, DZ_ERR_NOMEM, "out of memory");
+    if (st == DZ_OK) st = load_examples(b, tok, err);
     if (st == DZ_OK) st = dz_backend_create(s->backend, &b->be, err);
-    if (st == DZ_OK)
-        st = dz_forward_create_backend(b->m, b->be, batch * K, b->cs.max_len, 0, s->flat ? 2 : 4, &b->f, err);
-    if (st == DZ_OK) st = dz_zo_engine_create(b->m, b->f, &zp, &b->e, err);
+    if (st == DZ_OK) st = eval_engine(b, err);
     const size_t rows_cap = (size_t)batch * K * b->cs.max_len;
     if (st == DZ_OK) {
         b->lp = malloc(sizeof(float) * rows_cap), b->plp = malloc(sizeof(float) * rows_cap);
@@ -130,7 +166,9 @@ static void eval_bench_free(eval_bench *b) {
     for (int i = 0; b->bw && i < b->s->batches; i++) dz_class_batch_free(&b->bw[i].bb);
     free(b->bw), free(b->lp), free(b->plp), free(b->scores), free(b->ex), free(b->lab);
     dz_zo_engine_free(b->e);
+    dz_forward_free(b->fa);
     dz_forward_free(b->f);
+    dz_model_free(b->adapter);
     dz_backend_free(b->be);
     dz_class_set_free(&b->cs);
     dz_dataset_free(&b->ds);
@@ -144,7 +182,7 @@ static dz_status time_round(eval_bench *b, int r, dz_error *err) {
     for (int i = 0; i < batches; i++) {
         eval_batch_work *bw = &b->bw[i];
         double t0 = dz_now();
-        dz_status st = dz_class_batch_forward(b->f, &w, &bw->bb, b->lp, b->plp, err);
+        dz_status st = dz_class_batch_forward(b->fa ? b->fa : b->f, &w, &bw->bb, b->lp, b->plp, err);
         if (st != DZ_OK) return st;
         double dt = dz_now() - t0;
         if (r > 0 && dt < bw->t_eval) bw->t_eval = dt;
@@ -200,6 +238,10 @@ static void print_json(const dz_bench_report *r, const eval_bench *b, const eval
            (double)x->padded / batches, (double)x->head / batches, ideal, x->ti[0], x->ti[1], te, ts, ideal / te, 2 * ideal / ts,
            ts / (2 * te), b->g_sum, dz_bench_reference_core(), dz_runtime_kernels(), x->ph.begin, x->ph.pass, x->ph.layers,
            x->ph.head, x->ceiling, s->rng_v2 ? "v2" : "v1");
+    if (b->adapter)
+        fprintf(r->out, ", \"peft\": \"%s\", \"keep_quantized\": %s, \"adapter_parameters\": %lld, \"two_evals_over_step\": %.4f",
+                s->peft.method, s->peft.keep_quantized ? "true" : "false",
+                (long long)dz_param_table_numel(dz_model_params(b->adapter)), 2 * te / ts);
     dz_bench_print_passes(r->out, passes, ts, 2 * te, 1);
     fprintf(r->out, "}\n");
 }
@@ -228,6 +270,10 @@ static void print_text(const dz_bench_report *r, const eval_bench *b, const eval
     fprintf(out, "ceiling  2 x ideal / (2 x ideal + z alone) = %.1f%%: a step whose forwards ran at the ideal's speed\n"
            "         and that added only the z it must draw (passes below)\n", 100 * x->ceiling);
     fprintf(out, "g        sum of the timed steps %.17g (compare it across builds, --threads, DISTZO_ISA)\n", b->g_sum);
+    if (b->adapter)
+        fprintf(out, "adapter  %s, %lld parameters%s, attached to the eval forwards: 2 x eval / step = %.3f\n",
+                s->peft.method, (long long)dz_param_table_numel(dz_model_params(b->adapter)),
+                s->peft.keep_quantized ? ", base kept quantized" : "", 2 * te / ts);
     dz_bench_print_passes(out, passes, ts, 2 * te, 0);
 }
 
@@ -237,7 +283,7 @@ dz_status dz_bench_eval(dz_model *m, const dz_tokenizer *tok, const dz_bench_eva
     dz_status st = eval_bench_init(&b, tok, err);
     for (int round = 0; st == DZ_OK && round <= s->repeat; round++) st = time_round(&b, round, err);
     dz_bench_zo_passes passes;
-    if (st == DZ_OK) st = dz_bench_model_passes(m, s->repeat, &passes, err);
+    if (st == DZ_OK) st = dz_bench_model_passes(b.adapter ? b.adapter : m, s->repeat, &passes, err);
     if (st == DZ_OK) {
         const eval_summary x = summarise(&b, &passes);
         if (r->json) print_json(r, &b, &x, &passes);

@@ -25,15 +25,26 @@ static const dz_cmd_spec benches[N_BENCH] = {
                   .summary = "Times ZO steps on SST-2 prompt classification with every candidate as a full\n"
                              "sequence (MeZO) and with candidates continuing their example's shared prompt."},
     [EVAL] = {.name = "bench eval",
-              .usage = "[--model M.gguf] [--data dev.tsv] [--batch B --batches N --repeat R --threads T] [--rng v1|v2]",
+              .usage = "[--model M.gguf] [--data dev.tsv] [--batch B --batches N --repeat R --threads T] [--rng v1|v2]\n"
+                       "       [--peft lora|prefix [--lora-rank R ...] [--keep-quantized]]",
               .summary = "Times eval forwards and ZO steps on real SST-2 batches and, in the same run, the\n"
                          "GEMMs (OpenBLAS sgemm and distzo's, the faster per shape) on exactly the batches'\n"
                          "Linear shapes: the rows needed (no padding) for the layers, the scored rows for the\n"
-                         "head; prints ideal / measured."},
+                         "head; prints ideal / measured. With --peft lora|prefix the steps train that adapter\n"
+                         "and the eval forwards run with it attached: 2 x eval / step (issue 29: >= 0.90)."},
 };
 
 /* --rng of bench step and eval: the steps' z, as train's option names it. */
 #define RNG_OPTION(p) {"rng", DZ_OPT_STR, p, "the steps' z: v1 (default) or v2 (docs/ZO_RNG.md section 10)"}
+
+/* The adapter's settings of bench step and eval under --peft, as train's options name them. */
+#define PEFT_OPTIONS(p)                                                                                  \
+    {"lora-rank", DZ_OPT_INT, &(p)->lora_rank, "lora: r (default 8)"},                                   \
+    {"lora-alpha", DZ_OPT_FLOAT, &(p)->lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},  \
+    {"lora-targets", DZ_OPT_STR, &(p)->lora_targets, "lora: modules, q,v by default (as train's)"},      \
+    {"prefix-tokens", DZ_OPT_INT, &(p)->prefix_tokens, "prefix: virtual tokens per layer (default 5)"}, \
+    {"keep-quantized", DZ_OPT_FLAG, &(p)->keep_quantized,                                               \
+     "with --peft: a GGUF base's blocks stay quantized (dequantized layer by layer as read)"}
 
 /* *v2 from --rng's value; 1 after saying why for another. */
 static int rng_parse(const char *rng, int *v2) {
@@ -103,12 +114,7 @@ static int bench_step(int argc, char **argv) {
          "with a device backend: at most this many MB of its memory (the layer masters streamed if needed)"},
         {"peft", DZ_OPT_STR, &s.peft.method, "lora or prefix: the step trains that adapter over the read-only base, "
          "and the base's forward is also timed with it attached (default: every parameter)"},
-        {"lora-rank", DZ_OPT_INT, &s.peft.lora_rank, "lora: r (default 8)"},
-        {"lora-alpha", DZ_OPT_FLOAT, &s.peft.lora_alpha, "lora: the update is (alpha / r) B A (default 16)"},
-        {"lora-targets", DZ_OPT_STR, &s.peft.lora_targets, "lora: modules, q,v by default (as train's)"},
-        {"prefix-tokens", DZ_OPT_INT, &s.peft.prefix_tokens, "prefix: virtual tokens per layer (default 5)"},
-        {"keep-quantized", DZ_OPT_FLAG, &s.peft.keep_quantized,
-         "with --peft: a GGUF base's blocks stay quantized (dequantized layer by layer as read)"},
+        PEFT_OPTIONS(&s.peft),
         RNG_OPTION(&rng),
         {"interleave", DZ_OPT_FLAG, &s.interleave, "time the forwards between the steps, round by round (the same load "
          "for both on a busy machine; the forward phase's RSS is then the forwards' before the engine's)"},
@@ -171,6 +177,9 @@ static int bench_eval(int argc, char **argv) {
     const char *rng = "v1";
     int threads = 0, json = 0;
     dz_bench_eval_spec s = {.batch = 16, .batches = 4, .repeat = 3};
+    dz_train_config d; /* train's adapter defaults (r 8, alpha 16, q,v; 5 prefix tokens) */
+    dz_train_config_default(&d);
+    s.peft = d.peft;
     const dz_opt opts[] = {
         {"model", DZ_OPT_STR, &model, "model: .gguf, HF folder or .bin (default: the assets' SmolLM2-135M GGUF)"},
         {"data", DZ_OPT_STR, &s.data, "SST-2 tsv (default: the assets' sst2/dev.tsv); its first batch x batches examples"},
@@ -183,6 +192,9 @@ static int bench_eval(int argc, char **argv) {
         dz_cli_gpu_math_option(&gpu_math),
         {"flat", DZ_OPT_FLAG, &s.flat, "every candidate a full sequence (MeZO) instead of continuing a shared prompt"},
         RNG_OPTION(&rng),
+        {"peft", DZ_OPT_STR, &s.peft.method, "lora or prefix: the steps train that adapter over the read-only base "
+         "and the eval forwards run with it attached (default: every parameter)"},
+        PEFT_OPTIONS(&s.peft),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };
@@ -196,8 +208,9 @@ static int bench_eval(int argc, char **argv) {
     if (!s.data) s.data = dz_cli_asset("sst2/dev.tsv", dbuf, sizeof dbuf);
     dz_model *m;
     dz_tokenizer *tok;
-    const dz_cli_preamble p = {
-        .threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS_PASSIVE, .model = model, .dtype = "f32"};
+    s.model = model;
+    const dz_cli_preamble p = {.threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS_PASSIVE, .model = model,
+                               .dtype = "f32", .keep_quantized = s.peft.keep_quantized};
     if ((rc = dz_cli_start(&p, &m, &tok))) return rc;
     dz_error err = {0};
     rc = bench_done(dz_bench_eval(m, tok, &s, &(dz_bench_report){stdout, json, model}, &err), &err);
