@@ -216,8 +216,10 @@ static eval_summary summarise(const eval_bench *b, const dz_bench_zo_passes *pas
     }
     x.te /= batches, x.ts /= batches, x.ti[0] /= batches, x.ti[1] /= batches, x.ti[2] /= batches;
     /* what a step would take if its forwards ran at the ideal's speed and it added only
-     * the z it must draw (2 per parameter, docs/ZO_RNG.md): the most 2 x ideal / step can be */
-    x.ceiling = 2 * x.ti[2] / (2 * x.ti[2] + passes->zgen_s);
+     * the z it must draw (2 per parameter of the steps' version, docs/ZO_RNG.md): the most
+     * 2 x ideal / step can be */
+    const double z = b->s->rng_v2 ? passes->zgen_v2_s : passes->zgen_s;
+    x.ceiling = 2 * x.ti[2] / (2 * x.ti[2] + z);
     return x;
 }
 

@@ -89,6 +89,16 @@ jf=$("${eval_bench[@]}" --threads 1 2>&1) || bad "bench eval (full) failed: $jf"
   bad "eval lora: g sums differ: $(g_of "$j1") vs $(g_of "$j2")"
 [ "$(g_of "$j1")" != "$(g_of "$jf")" ] && ! grep -q '"peft"' <<<"$jf" &&
   ok "eval without --peft: the full step (g $(g_of "$jf")), no adapter fields" || bad "eval full vs lora: $jf"
+# the ceiling (2 x ideal / (2 x ideal + z alone)) with the z of the steps' version, v1 or v2
+check_ceiling() { # WHAT ZFIELD JSON
+  local c i z
+  c=$(field step_ceiling "$3") i=$(field ideal_seconds "$3") z=$(field "$2" "$3")
+  awk -v c="$c" -v i="$i" -v z="$z" 'BEGIN { e = c - 2 * i / (2 * i + z); exit !(c > 0 && z > 0 && e * e <= 4e-6) }' &&
+    ok "$1: ceiling $c = 2 x ideal $i / (2 x ideal + $2 $z)" || bad "$1: ceiling $c against ideal $i and $2 $z"
+}
+check_ceiling "eval v1" zgen_seconds "$jf"
+jv2=$("${eval_bench[@]}" --threads 1 --rng v2 2>&1) && check_ceiling "eval v2" zgen_v2_seconds "$jv2" ||
+  bad "bench eval --rng v2 failed: $jv2"
 # a prefix of 5 tokens: per layer keys and values, 5 x 192 each
 jp=$("${eval_bench[@]}" --peft prefix 2>&1) && check_eval "eval prefix" prefix $((30 * 2 * 5 * 192)) false "$jp" ||
   bad "bench eval --peft prefix failed: $jp"
