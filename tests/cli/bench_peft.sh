@@ -7,10 +7,7 @@
 # - --interleave (the forwards between the steps) reports the same figures;
 # - without --peft the report is as before (no adapter fields);
 # - refusals: --keep-quantized without --peft, an unknown --peft, --lora-rank 0, --lora-rank alone.
-# distzo bench eval --peft lora|prefix (the same on real SST-2 batches, SmolLM2-135M Q4_1):
-# - the adapter's fields (parameter count from its shapes, 2 x eval / step against its own
-#   seconds); the steps' g the same at 1 and 2 threads and with the base kept quantized
-#   (the same bits as dequantized at load), and not the full step's; refusals as above.
+# bench eval --peft: tests/cli/bench_eval_peft.sh.
 # usage: bench_peft.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -62,46 +59,4 @@ refuse "--keep-quantized without --peft" "keep-quantized" "${bench[@]}" --keep-q
 refuse "--peft dora" "expected none, lora or prefix" "${bench[@]}" --peft dora
 refuse "--lora-rank 0" "lora-rank 0" "${bench[@]}" --peft lora --lora-rank 0
 refuse "--lora-rank without --peft" "lora_rank" "${bench[@]}" --lora-rank 4
-
-# bench eval --peft on SmolLM2-135M (30 layers, dim 576, 3 kv heads of 64): 2 examples, one batch
-need_assets "$assets" smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf sst2/dev.tsv
-eval_bench=("$bin" bench eval --model "$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
-            --data "$assets/sst2/dev.tsv" --batch 2 --batches 1 --repeat 1 --json)
-check_eval() { # WHAT PEFT PARAMS KEEP JSON
-  local json=$5 te ts r
-  te=$(field eval_seconds "$json") ts=$(field step_seconds "$json") r=$(field two_evals_over_step "$json")
-  [ "$(field peft "$json")" = "\"$2\"" ] && [ "$(field adapter_parameters "$json")" = "$3" ] &&
-    [ "$(field keep_quantized "$json")" = "$4" ] && ok "$1: peft $2, $3 adapter parameters, keep_quantized $4" ||
-    bad "$1: adapter fields: $json"
-  awk -v e="$te" -v s="$ts" -v r="$r" 'BEGIN { exit !(e > 0 && s > 0 && r > 0 && (r - 2 * e / s)^2 <= (0.05 * r)^2) }' &&
-    ok "$1: 2 x eval / step = $r" || bad "$1: ratio $r against eval $te, step $ts"
-}
-# LoRA r 8 on q (576 -> 576) and v (576 -> 192): per layer A_q 8x576 + B_q 576x8 + A_v 8x576 + B_v 192x8
-lora_n=$((30 * (4608 + 4608 + 4608 + 1536)))
-g_of() { field g_sum "$1"; }
-j1=$("${eval_bench[@]}" --peft lora --keep-quantized --threads 1 2>&1) &&
-  check_eval "eval lora, kept quantized" lora "$lora_n" true "$j1" || bad "bench eval --peft lora failed: $j1"
-j2=$("${eval_bench[@]}" --peft lora --threads 2 2>&1) && check_eval "eval lora" lora "$lora_n" false "$j2" ||
-  bad "bench eval --peft lora (2 threads) failed: $j2"
-jf=$("${eval_bench[@]}" --threads 1 2>&1) || bad "bench eval (full) failed: $jf"
-[ -n "$(g_of "$j1")" ] && [ "$(g_of "$j1")" = "$(g_of "$j2")" ] &&
-  ok "eval lora: g sum $(g_of "$j1") the same at 1 thread kept quantized and 2 threads dequantized" ||
-  bad "eval lora: g sums differ: $(g_of "$j1") vs $(g_of "$j2")"
-[ "$(g_of "$j1")" != "$(g_of "$jf")" ] && ! grep -q '"peft"' <<<"$jf" &&
-  ok "eval without --peft: the full step (g $(g_of "$jf")), no adapter fields" || bad "eval full vs lora: $jf"
-# the ceiling (2 x ideal / (2 x ideal + z alone)) with the z of the steps' version, v1 or v2
-check_ceiling() { # WHAT ZFIELD JSON
-  local c i z
-  c=$(field step_ceiling "$3") i=$(field ideal_seconds "$3") z=$(field "$2" "$3")
-  awk -v c="$c" -v i="$i" -v z="$z" 'BEGIN { e = c - 2 * i / (2 * i + z); exit !(c > 0 && z > 0 && e * e <= 4e-6) }' &&
-    ok "$1: ceiling $c = 2 x ideal $i / (2 x ideal + $2 $z)" || bad "$1: ceiling $c against ideal $i and $2 $z"
-}
-check_ceiling "eval v1" zgen_seconds "$jf"
-jv2=$("${eval_bench[@]}" --threads 1 --rng v2 2>&1) && check_ceiling "eval v2" zgen_v2_seconds "$jv2" ||
-  bad "bench eval --rng v2 failed: $jv2"
-# a prefix of 5 tokens: per layer keys and values, 5 x 192 each
-jp=$("${eval_bench[@]}" --peft prefix 2>&1) && check_eval "eval prefix" prefix $((30 * 2 * 5 * 192)) false "$jp" ||
-  bad "bench eval --peft prefix failed: $jp"
-refuse "eval --keep-quantized without --peft" "keep-quantized" "${eval_bench[@]}" --keep-quantized
-refuse "eval --peft dora" "expected none, lora or prefix" "${eval_bench[@]}" --peft dora
 finish
