@@ -7,8 +7,8 @@
 #include "distzo/benchmarks.h"
 
 #include <stdlib.h>
-#include <string.h>
 
+#include "bench/adapter.h"
 #include "bench/losses.h"
 #include "bench/passes.h"
 #include "bench/shapes.h"
@@ -87,7 +87,7 @@ static dz_status load_examples(eval_bench *b, const dz_tokenizer *tok, dz_error 
     dz_prompt_spec ps;
     dz_prompt_spec_default_sst2(&ps);
     /* the steps update m in place; under an adapter m is the read-only base, kept as loaded */
-    dz_status st = b->s->peft.method && strcmp(b->s->peft.method, "none") ? DZ_OK : dz_model_make_owned(b->m, err);
+    dz_status st = b->adapter ? DZ_OK : dz_model_make_owned(b->m, err);
     if (st == DZ_OK && s->label_words) st = dz_prompt_spec_set_labels(&ps, s->label_words, err);
     if (st == DZ_OK) st = dz_dataset_load_sst2(s->data, &b->ds, err);
     if (st == DZ_OK && b->ds.count < s->batch * s->batches)
@@ -101,20 +101,13 @@ static dz_status load_examples(eval_bench *b, const dz_tokenizer *tok, dz_error 
     return st;
 }
 
-/* Under --peft: the adapter over the read-only base, checked as train checks it, its init
- * from seed 1 (the steps'). Every parameter otherwise, where --keep-quantized is refused. */
+/* Under --peft: the adapter over the read-only base (adapter.h); else none. */
 static dz_status eval_adapter(eval_bench *b, dz_error *err) {
     const dz_bench_eval_spec *s = b->s;
     dz_train_config c;
-    dz_train_config_default(&c);
-    c.model = s->model, c.optim.seed = 1, c.peft = s->peft, c.peft.lora_init = NULL;
     dz_lora_spec lora;
-    dz_status st = dz_train_peft_check(&c, err);
-    if (st != DZ_OK) return st;
-    if (!dz_train_peft_lora(&c, &lora))
-        return c.peft.keep_quantized ? dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: only with --peft lora or prefix "
-                                               "(a full step updates the base)")
-                                     : DZ_OK;
+    dz_status st = dz_bench_adapter_config(s->model, &s->peft, &c, err);
+    if (st != DZ_OK || !dz_train_peft_lora(&c, &lora)) return st;
     return lora.prefix_tokens > 0 ? dz_prefix_create(b->m, &lora, c.optim.seed, s->model, &b->adapter, err)
                                   : dz_lora_create(dz_model_config(b->m), &lora, c.optim.seed, s->model, &b->adapter, err);
 }

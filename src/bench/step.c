@@ -2,8 +2,8 @@
  * peak RSS after each phase; the store's I/O when the masters are in one. */
 #include "distzo/benchmarks.h"
 
-#include <string.h>
 
+#include "bench/adapter.h"
 #include "bench/losses.h"
 #include "bench/passes.h"
 #include "backend/backend.h"
@@ -189,12 +189,7 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
 static dz_status step_weights(const dz_bench_step_spec *s, dz_weights_spec *ws, dz_lora_spec *lora, dz_error *err) {
     *ws = (dz_weights_spec){.path = s->model, .master_dtype = s->master, .store = s->store};
     dz_train_config c;
-    dz_train_config_default(&c);
-    c.model = s->model, c.optim.seed = 1, c.peft = s->peft, c.peft.lora_init = NULL;
-    const int full = !c.peft.method || !strcmp(c.peft.method, "none");
-    if (full && c.peft.keep_quantized)
-        return dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: only with --peft lora or prefix (a full step updates the base)");
-    dz_status st = dz_train_peft_check(&c, err);
+    dz_status st = dz_bench_adapter_config(s->model, &s->peft, &c, err);
     if (st == DZ_OK) dz_train_peft_weights(&c, ws, lora);
     return st;
 }
