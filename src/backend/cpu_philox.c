@@ -122,12 +122,54 @@ DZ_ISA_VARIANTS(zo_blocks, (void *out, const zo_counter *ctr, uint32_t j0, size_
 
 typedef void (*zo_blocks_fn)(void *out, const zo_counter *ctr, uint32_t j0, size_t nb, zo_mode mode);
 
-/* v2's table look-ups, apart from the bit shuffling: the vectorizer makes them gathers, the
- * cost of v2 on the CPU (docs/ZO_RNG.md section 10: measured 0.4-0.5 ns per z of the
- * ~0.8; scalar loads measured no faster). */
-__attribute__((noinline)) static void zv2_lookup(float *restrict z,
-                                                                               const uint32_t *restrict h, size_t n) {
-    for (size_t k = 0; k < n; k++) z[k] = dz_zv2_gaussian(h[k]);
+/* v2's Gaussians of m groups from their 16 m Philox blocks (words x[w][b]): element
+ * 128 s + 64 half + 16 w + l is half `half` of x[w][16 s + l]. The table look-ups are the
+ * cost of v2 on the CPU (docs/ZO_RNG.md section 10); each level runs them its fastest way,
+ * the same bits: AVX2 and AVX-512 with hardware gathers of 16 elements' halves straight
+ * from the words (on a Zen 3, 0.6 ns a z against 0.7-0.8 for SSE's inserted loads);
+ * baseline extracts the halves in element order, then one look-up loop. */
+static void zv2_gaussians_baseline(float *restrict z, const uint32_t (*x)[ZO_BATCH], size_t m) {
+    uint32_t h[DZ_ZV2_GROUP];
+    for (size_t s = 0; s < m; s++) {
+        for (int half = 0; half < 2; half++)
+            for (int w = 0; w < 4; w++)
+                for (int l = 0; l < 16; l++) h[64 * half + 16 * w + l] = x[w][16 * s + l] >> (16 * half);
+        for (int k = 0; k < DZ_ZV2_GROUP; k++) z[DZ_ZV2_GROUP * s + k] = dz_zv2_gaussian(h[k]);
+    }
+}
+
+/* T[v & 0x7FFF] with bit 15 of v as the sign (higher bits ignored), 8 or 16 lanes at once. */
+DZ_ISA_TARGET_AVX2 static inline __m256i zv2_gather_avx2(__m256i v) {
+    const __m256i t = _mm256_i32gather_epi32((const int *)dz_zv2_table_host,
+                                             _mm256_and_si256(v, _mm256_set1_epi32(0x7FFF)), 4);
+    return _mm256_or_si256(t, _mm256_slli_epi32(_mm256_srli_epi32(v, 15), 31));
+}
+
+DZ_ISA_TARGET_AVX2 static void zv2_gaussians_avx2(float *restrict z, const uint32_t (*x)[ZO_BATCH], size_t m) {
+    for (size_t s = 0; s < m; s++)
+        for (int w = 0; w < 4; w++)
+            for (int l = 0; l < 16; l += 8) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(x[w] + 16 * s + l));
+                float *zs = z + DZ_ZV2_GROUP * s + 16 * w + l;
+                _mm256_storeu_si256((__m256i *)zs, zv2_gather_avx2(v));
+                _mm256_storeu_si256((__m256i *)(zs + 64), zv2_gather_avx2(_mm256_srli_epi32(v, 16)));
+            }
+}
+
+DZ_ISA_TARGET_AVX512 static inline __m512i zv2_gather_avx512(__m512i v) {
+    const __m512i t = _mm512_i32gather_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x7FFF)),
+                                             (const void *)dz_zv2_table_host, 4);
+    return _mm512_or_si512(t, _mm512_slli_epi32(_mm512_srli_epi32(v, 15), 31));
+}
+
+DZ_ISA_TARGET_AVX512 static void zv2_gaussians_avx512(float *restrict z, const uint32_t (*x)[ZO_BATCH], size_t m) {
+    for (size_t s = 0; s < m; s++)
+        for (int w = 0; w < 4; w++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(x[w] + 16 * s));
+            float *zs = z + DZ_ZV2_GROUP * s + 16 * w;
+            _mm512_storeu_si512((void *)zs, zv2_gather_avx512(v));
+            _mm512_storeu_si512((void *)(zs + 64), zv2_gather_avx512(_mm512_srli_epi32(v, 16)));
+        }
 }
 
 /* v2 (zo_rng_v2.h): groups g0 .. g0+ng-1 of 128 elements into z[0 .. 128 ng): Gaussians
@@ -137,8 +179,10 @@ DZ_ISA_VARIANTS(zo_groups_v2, (float *z, const zo_counter *ctr, uint32_t g0, siz
                 (z, ctr, g0, ng, rademacher)) {
     const zo_philox_fn philox_batch =
         isa == DZ_ISA_AVX512 ? avx5127_philox : isa == DZ_ISA_AVX2 ? avx27_philox : sse7_philox;
+    void (*const gaussians)(float *restrict, const uint32_t (*)[ZO_BATCH], size_t) =
+        isa == DZ_ISA_AVX512 ? zv2_gaussians_avx512 : isa == DZ_ISA_AVX2 ? zv2_gaussians_avx2 : zv2_gaussians_baseline;
     const size_t per_batch = rademacher ? ZO_BATCH : ZO_BATCH / DZ_ZV2_GROUP_BLOCKS; /* groups */
-    uint32_t x[4][ZO_BATCH], h[ZO_BATCH * 8];
+    uint32_t x[4][ZO_BATCH];
     for (size_t done = 0; done < ng; done += per_batch) {
         const size_t m = ng - done < per_batch ? ng - done : per_batch;
         float *restrict zb = z + DZ_ZV2_GROUP * done;
@@ -151,11 +195,7 @@ DZ_ISA_VARIANTS(zo_groups_v2, (float *z, const zo_counter *ctr, uint32_t g0, siz
             continue;
         }
         philox_batch(x[0], x[1], x[2], x[3], ctr, (g0 + (uint32_t)done) * DZ_ZV2_GROUP_BLOCKS, DZ_ZV2_GROUP_BLOCKS * m);
-        for (size_t s = 0; s < m; s++) /* the halves in element order, vectorized; then the look-ups */
-            for (int half = 0; half < 2; half++)
-                for (int w = 0; w < 4; w++)
-                    for (int l = 0; l < 16; l++) h[128 * s + 64 * half + 16 * w + l] = x[w][16 * s + l] >> (16 * half);
-        zv2_lookup(zb, h, DZ_ZV2_GROUP * m);
+        gaussians(zb, (const uint32_t (*)[ZO_BATCH])x, m);
     }
 }
 
