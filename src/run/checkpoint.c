@@ -93,6 +93,22 @@ static double row_test_score(int lm, const dz_metrics_row *r) {
     return dz_metrics_value(lm ? -r->test_loss : r->test_accuracy);
 }
 
+int dz_run_folder_base_scores(const dz_run_folder *rf, int lm, double *base_dev, double *base_test) {
+    char mp[4400];
+    snprintf(mp, sizeof mp, "%s/metrics.jsonl", rf->dir);
+    dz_metrics_row *rows = NULL;
+    size_t n = 0;
+    dz_metrics_torn torn;
+    dz_error err = {0};
+    if (!dz_file_exists(mp) || dz_metrics_read_quiet(mp, &rows, &n, &torn, &err) != DZ_OK) return 0;
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++)
+        if (rows[i].step == 0 && rows[i].has_eval)
+            *base_dev = row_score(lm, &rows[i]), *base_test = row_test_score(lm, &rows[i]), found = 1;
+    free(rows);
+    return found;
+}
+
 /* The checkpoint's trainer_state.json (or the base model's score, before any replay),
  * then evaluations logged after the checkpoint. */
 dz_status dz_run_folder_restore_best(dz_run_folder *rf, int lm, double base_dev, double base_test, dz_error *err) {

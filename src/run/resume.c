@@ -212,6 +212,17 @@ static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err
                              err);
 }
 
+/* The base model's scores, which start the best-so-far of a resume without a checkpoint:
+ * metrics.jsonl's row 0 when rank 0 finds them there (*logged), else every rank evaluates
+ * (a large model's evaluation is minutes: not repeated when the run already logged it). */
+static dz_status base_scores(dz_trainer *tr, double *dev, double *test, int *logged, dz_error *err) {
+    *logged = tr->comp.rank0 && dz_run_folder_base_scores(&tr->folder, tr->data.lm, dev, test);
+    dz_status st = dz_comm_bcast(tr->comp.comm, logged, sizeof *logged, 0, err);
+    if (st != DZ_OK || *logged) return st;
+    st = dz_evaluate(&tr->data, &tr->data.dev, dev, err);
+    return st == DZ_OK ? dz_evaluate(&tr->data, &tr->data.testset, test, err) : st;
+}
+
 /* A replay record as rank 0 sends it to the others. */
 typedef struct replay_rec {
     uint32_t step;
@@ -223,11 +234,8 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
     const dz_train_config *c = &tr->cfg;
     const dz_zo_params zp = dz_train_zo_params(&c->optim);
     double base_dev = NAN, base_test = NAN;
-    dz_status st = DZ_OK;
-    if (ckpt_steps == 0) { /* the base model's scores start the best-so-far: every rank evaluates */
-        st = dz_evaluate(&tr->data, &tr->data.dev, &base_dev, err);
-        if (st == DZ_OK) st = dz_evaluate(&tr->data, &tr->data.testset, &base_test, err);
-    }
+    int scores_logged = 0;
+    dz_status st = ckpt_steps == 0 ? base_scores(tr, &base_dev, &base_test, &scores_logged, err) : DZ_OK;
     uint64_t count = 0;
     size_t first = 0, n = 0;
     replay_rec *recs = NULL;
@@ -274,7 +282,9 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
     dz_progress_end(&prog);
     free(recs);
     if (st == DZ_OK && tr->comp.rank0)
-        dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log",
-               tr->folder.dir, ckpt_steps, (unsigned long long)count);
+        dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log%s",
+               tr->folder.dir, ckpt_steps, (unsigned long long)count,
+               ckpt_steps > 0 ? "" : scores_logged ? ", the base model's scores from metrics.jsonl"
+                                                   : ", the base model evaluated again (metrics.jsonl has no row 0)");
     return st;
 }

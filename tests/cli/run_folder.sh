@@ -163,4 +163,30 @@ fi
 if out=$("$bin" train --resume --out "$tmp/busy" 2>&1); then bad "a resume of a folder in use was accepted"
 else grep -q "another distzo process" <<<"$out" && ok "a resume of a busy folder is refused" || bad "busy resume: $out"; fi
 kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
+
+# a resume with no checkpoint (the seed log replayed onto the base) takes the base model's
+# scores, which start the best-so-far, from metrics.jsonl's row 0 instead of evaluating the
+# base again (minutes on a large model), and ends as the uninterrupted run: here the best
+# dev stays step 0's, so the summary's test score "at best dev (step 0)" is the base's.
+# Without row 0 (killed before it was written) the base is evaluated, with the same result.
+base=(--eval-every 0 --checkpoint-every 0 --train-examples 32 --dev-examples 8 --batch 4 --threads 1) # test: GLUE dev
+summary() { grep "^done:" "$1" | sed -e "s/^done: [0-9]* steps in [0-9.]* s; //" -e "s/; run in .*//"; }
+"$bin" train "${base[@]}" --steps 10 --out "$tmp/b10" > "$tmp/b10.txt" 2>&1 || bad "the 10-step run failed"
+"$bin" train "${base[@]}" --steps 6 --out "$tmp/b6" > /dev/null 2>&1 || bad "the 6-step run failed"
+cp -r "$tmp/b6" "$tmp/b6-no-row0"
+"$bin" train --resume --steps 10 --out "$tmp/b6" > "$tmp/b6.txt" 2>&1 || bad "resume failed: $(tail -1 "$tmp/b6.txt")"
+grep -q "resumed .*checkpoint after 0 steps, 6 steps replayed from the seed log, the base model's scores from metrics.jsonl" \
+  "$tmp/b6.txt" && ok "a resume from the base takes the base's scores from metrics.jsonl" ||
+  bad "resume from the base: $(grep resumed "$tmp/b6.txt")"
+grep -q "at best dev (step 0)" "$tmp/b10.txt" && [ "$(summary "$tmp/b6.txt")" = "$(summary "$tmp/b10.txt")" ] &&
+  [ "$(metrics "$tmp/b6" | grep '"step": 10,')" = "$(metrics "$tmp/b10" | grep '"step": 10,')" ] &&
+  ok "... and ends as the uninterrupted run (summary, best at step 0, the last metrics row)" ||
+  bad "resumed: $(summary "$tmp/b6.txt") / uninterrupted: $(summary "$tmp/b10.txt")"
+sed -i '/"step": 0,/d' "$tmp/b6-no-row0/metrics.jsonl"
+"$bin" train --resume --steps 10 --out "$tmp/b6-no-row0" > "$tmp/b6n.txt" 2>&1 || bad "resume without row 0 failed"
+grep -q "the base model evaluated again (metrics.jsonl has no row 0)" "$tmp/b6n.txt" &&
+  [ "$(grep -o 'at best dev (step 0) [0-9.]*' "$tmp/b6n.txt")" = "$(grep -o 'at best dev (step 0) [0-9.]*' "$tmp/b10.txt")" ] &&
+  ok "without row 0 the base is evaluated again, the same best" ||
+  bad "resume without row 0: $(grep resumed "$tmp/b6n.txt") / $(summary "$tmp/b6n.txt")"
+
 finish
