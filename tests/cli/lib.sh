@@ -13,6 +13,8 @@
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# a binary given by a relative path (a script run by hand) still works after a script's cd
+case ${bin:-/} in /*) ;; *) [ -e "$bin" ] && bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin") ;; esac
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok - $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
