@@ -219,8 +219,7 @@ static dz_status base_scores(dz_trainer *tr, double *dev, double *test, int *log
     *logged = tr->comp.rank0 && dz_run_folder_base_scores(&tr->folder, tr->data.lm, dev, test);
     dz_status st = dz_comm_bcast(tr->comp.comm, logged, sizeof *logged, 0, err);
     if (st != DZ_OK || *logged) return st;
-    st = dz_evaluate(&tr->data, &tr->data.dev, dev, err);
-    return st == DZ_OK ? dz_evaluate(&tr->data, &tr->data.testset, test, err) : st;
+    return dz_evaluate_sets(&tr->data, dev, test, err); /* as the run's own row 0 was made (F1 for generation) */
 }
 
 /* A replay record as rank 0 sends it to the others. */
@@ -285,6 +284,6 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
         dz_log(DZ_LOG_INFO, "resumed %s: checkpoint after %d steps, %llu steps replayed from the seed log%s",
                tr->folder.dir, ckpt_steps, (unsigned long long)count,
                ckpt_steps > 0 ? "" : scores_logged ? ", the base model's scores from metrics.jsonl"
-                                                   : ", the base model evaluated again (metrics.jsonl has no row 0)");
+                                                   : ", the base model evaluated again (no scores at step 0 in metrics.jsonl)");
     return st;
 }

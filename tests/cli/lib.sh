@@ -13,8 +13,16 @@
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# a binary given by a relative path (a script run by hand) still works after a script's cd
-case ${bin:-/} in /*) ;; *) [ -e "$bin" ] && bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin") ;; esac
+# the binary and the assets given by relative paths (a script run by hand) still work after
+# a script's cd: made absolute (a path that does not exist is left as given)
+abs_path() {
+  local d
+  if [ -e "$1" ] && d=$(CDPATH='' cd -- "$(dirname -- "$1")" > /dev/null 2>&1 && pwd); then
+    printf '%s/%s' "$d" "$(basename -- "$1")"
+  else printf '%s' "$1"; fi
+}
+case ${bin:-/} in /*) ;; *) bin=$(abs_path "$bin") ;; esac
+case ${assets:-/} in /*) ;; *) assets=$(abs_path "$assets") ;; esac
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok - $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
