@@ -2,7 +2,6 @@
  * peak RSS after each phase; the store's I/O when the masters are in one. */
 #include "distzo/benchmarks.h"
 
-
 #include "bench/adapter.h"
 #include "bench/losses.h"
 #include "bench/passes.h"
