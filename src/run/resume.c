@@ -218,8 +218,13 @@ static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err
 static dz_status base_scores(dz_trainer *tr, double *dev, double *test, int *logged, dz_error *err) {
     *logged = tr->comp.rank0 && dz_run_folder_base_scores(&tr->folder, tr->data.lm, dev, test);
     dz_status st = dz_comm_bcast(tr->comp.comm, logged, sizeof *logged, 0, err);
-    if (st != DZ_OK || *logged) return st;
-    return dz_evaluate_sets(&tr->data, dev, test, err); /* as the run's own row 0 was made (F1 for generation) */
+    double scores[2] = {*dev, *test};
+    if (st == DZ_OK && *logged) st = dz_comm_bcast(tr->comp.comm, scores, sizeof scores, 0, err);
+    if (st == DZ_OK && *logged) *dev = scores[0], *test = scores[1];
+    if (st == DZ_OK && !*logged) /* as the run's own row 0 was made (F1 for generation) */
+        st = dz_evaluate_sets(&tr->data, dev, test, err);
+    if (st == DZ_OK) tr->base_known = 1, tr->base_dev = *dev, tr->base_test = *test;
+    return st;
 }
 
 /* A replay record as rank 0 sends it to the others. */

@@ -67,7 +67,11 @@ static void eval_fields(const dz_trainer *tr, double dev, double test, double be
 /* The evaluation before training: metrics row 0 (no loss). */
 static dz_status zero_shot(dz_trainer *tr, int resume, dz_best *best, dz_train_progress_cb cb, void *user,
                            dz_train_result *res, dz_error *err) {
-    dz_status st = dz_evaluate_sets(&tr->data, &res->zero_shot_dev, &res->zero_shot_test, err);
+    dz_status st = DZ_OK;
+    if (tr->base_known) /* the resume has them (metrics.jsonl's row 0, or its own evaluation) */
+        res->zero_shot_dev = tr->base_dev, res->zero_shot_test = tr->base_test;
+    else
+        st = dz_evaluate_sets(&tr->data, &res->zero_shot_dev, &res->zero_shot_test, err);
     if (st != DZ_OK) return st;
     if (!resume) /* scores as metrics.jsonl holds them, so a resume rebuilds the same best */
         best->dev = isfinite(res->zero_shot_dev) ? dz_metrics_value(res->zero_shot_dev) : -INFINITY,

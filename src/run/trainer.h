@@ -24,6 +24,8 @@ typedef struct dz_trainer {
     dz_run_data data;
     dz_run_folder folder;
     double t0;             /* the start, for the metrics' seconds */
+    int base_known;        /* a resume without a checkpoint has the base model's scores: */
+    double base_dev, base_test; /* a resume from step 0 logs them as row 0, not evaluating again */
 } dz_trainer;
 
 /* resume.c: the weights to load, the newest checkpoint (resume) or the base model, the

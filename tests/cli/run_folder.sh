@@ -189,4 +189,16 @@ grep -q "the base model evaluated again (no scores at step 0 in metrics.jsonl)" 
   ok "without row 0 the base is evaluated again, the same best" ||
   bad "resume without row 0: $(grep resumed "$tmp/b6n.txt") / $(summary "$tmp/b6n.txt")"
 
+# killed during its first evaluation: no row 0 and no step in the seed log (its 104-byte
+# header only). The resume evaluates the base once, for the best-so-far and as row 0 (the
+# evaluation at step 6 is the second), and logs the rows the uninterrupted run logged.
+cp -r "$tmp/b6" "$tmp/b0"
+truncate -s 104 "$tmp/b0/seeds.log" && : > "$tmp/b0/metrics.jsonl" && : > "$tmp/b0/metrics.csv"
+DISTZO_PROGRESS_AFTER=0 "$bin" train --resume --steps 10 --out "$tmp/b0" > "$tmp/b0.txt" 2> "$tmp/b0.err" ||
+  bad "resume of a run killed in its first evaluation failed: $(tail -1 "$tmp/b0.err")"
+evals=$(tr '\r' '\n' < "$tmp/b0.err" | grep -c "evaluation: .* examples in")
+[ "$evals" = 2 ] && [ "$(metrics "$tmp/b0")" = "$(metrics "$tmp/b10")" ] &&
+  ok "a resume with no step and no row 0 evaluates the base once, the metrics as uninterrupted" ||
+  bad "resume with no step: $evals evaluations (want 2); metrics: $(diff <(metrics "$tmp/b0") <(metrics "$tmp/b10") | head -4)"
+
 finish
