@@ -18,4 +18,11 @@ typedef struct dz_agree_item {
  * for the first i whose fingerprint is not the same on every rank. */
 dz_status dz_comm_agree(dz_comm *c, const dz_agree_item *items, int n, dz_error *err);
 
+/* Collective (a no-op in one process): root's outcome st, with its message, on every rank,
+ * for work that root alone did (reading or writing the run folder). A rank whose own st
+ * failed keeps its own. Every rank then reports root's error itself: a failing job ends
+ * by MPI_Abort from whichever rank gets there first, and root may be killed before it
+ * prints. */
+dz_status dz_comm_share_outcome(dz_comm *c, dz_status st, int root, dz_error *err);
+
 #endif

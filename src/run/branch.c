@@ -12,6 +12,7 @@
 
 #include "core/util.h"
 #include "distzo/log.h"
+#include "parallel/agree.h"
 #include "parallel/comm.h"
 #include "run/metrics.h"
 #include "run/run_files.h"
@@ -109,9 +110,6 @@ dz_status dz_train_branch(const char *old_run, int step, const dz_train_config *
     memset(res, 0, sizeof *res);
     dz_comm *comm = cfg->layout.comm;
     dz_status st = !comm || dz_comm_rank(comm) == 0 ? prepare(old_run, step, cfg, err) : DZ_OK;
-    int ok = st == DZ_OK; /* every rank stops if rank 0 could not make the folder */
-    if (comm && dz_comm_bcast(comm, &ok, sizeof ok, 0, err) == DZ_OK && !ok && st == DZ_OK)
-        st = dz_fail(err, DZ_ERR_INVALID, "%s: rank 0 could not set up the run folder (its error is above)",
-                     cfg->out_dir);
+    st = dz_comm_share_outcome(comm, st, 0, err); /* every rank stops if rank 0 could not make the folder */
     return st == DZ_OK ? dz_train(cfg, 1, cb, user, res, err) : st;
 }

@@ -93,20 +93,21 @@ static double row_test_score(int lm, const dz_metrics_row *r) {
     return dz_metrics_value(lm ? -r->test_loss : r->test_accuracy);
 }
 
-int dz_run_folder_base_scores(const dz_run_folder *rf, int lm, double *base_dev, double *base_test) {
+dz_status dz_run_folder_base_scores(const dz_run_folder *rf, int lm, double *base_dev, double *base_test, int *found,
+                                    dz_error *err) {
     char mp[4400];
     snprintf(mp, sizeof mp, "%s/metrics.jsonl", rf->dir);
     dz_metrics_row *rows = NULL;
     size_t n = 0;
-    dz_metrics_torn torn;
-    dz_error err = {0};
-    if (!dz_file_exists(mp) || dz_metrics_read_quiet(mp, &rows, &n, &torn, &err) != DZ_OK) return 0;
-    int found = 0;
-    for (size_t i = 0; i < n && !found; i++)
+    dz_metrics_torn torn; /* said by dz_run_folder_restore_best, which reads the file next */
+    *found = 0;
+    if (!dz_file_exists(mp)) return DZ_OK;
+    dz_status st = dz_metrics_read_quiet(mp, &rows, &n, &torn, err);
+    for (size_t i = 0; st == DZ_OK && i < n && !*found; i++)
         if (rows[i].step == 0 && rows[i].has_eval)
-            *base_dev = row_score(lm, &rows[i]), *base_test = row_test_score(lm, &rows[i]), found = 1;
+            *base_dev = row_score(lm, &rows[i]), *base_test = row_test_score(lm, &rows[i]), *found = 1;
     free(rows);
-    return found;
+    return st;
 }
 
 /* The checkpoint's trainer_state.json (or the base model's score, before any replay),

@@ -54,8 +54,9 @@ dz_status dz_run_folder_diverged(const dz_run_folder *rf, const dz_compute *c, i
 dz_status dz_run_folder_restore_best(dz_run_folder *rf, int lm, double base_dev, double base_test, dz_error *err);
 /* Resume from the base model, rank 0: the base model's scores as metrics.jsonl's row 0
  * holds them (the evaluation before training), so that the resume need not evaluate them
- * again. 0 when there is no such row (killed before it was written); a file that cannot be
- * read also gives 0 here and is reported by dz_run_folder_restore_best, which reads it next. */
-int dz_run_folder_base_scores(const dz_run_folder *rf, int lm, double *base_dev, double *base_test);
+ * again. *found 0 when there is no file or no such row (killed before it was written); a
+ * file that cannot be read is an error, before any evaluation. */
+dz_status dz_run_folder_base_scores(const dz_run_folder *rf, int lm, double *base_dev, double *base_test, int *found,
+                                    dz_error *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include "core/util.h"
 #include "distzo/log.h"
 #include "distzo/progress.h"
+#include "parallel/agree.h"
 #include "parallel/comm.h"
 #include "run/curvature_file.h"
 #include "run/run_files.h"
@@ -216,15 +217,20 @@ static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err
  * metrics.jsonl's row 0 when rank 0 finds them there (*logged), else every rank evaluates
  * (a large model's evaluation is minutes: not repeated when the run already logged it). */
 static dz_status base_scores(dz_trainer *tr, double *dev, double *test, int *logged, dz_error *err) {
-    *logged = tr->comp.rank0 && dz_run_folder_base_scores(&tr->folder, tr->data.lm, dev, test);
-    dz_status st = dz_comm_bcast(tr->comp.comm, logged, sizeof *logged, 0, err);
+    int state = 0; /* rank 0's: 1 row 0 read, 0 none */
+    dz_status st = tr->comp.rank0 ? dz_run_folder_base_scores(&tr->folder, tr->data.lm, dev, test, &state, err)
+                                  : DZ_OK;
+    *logged = 0;
+    if ((st = dz_comm_share_outcome(tr->comp.comm, st, 0, err)) != DZ_OK) return st; /* metrics.jsonl unreadable */
+    if ((st = dz_comm_bcast(tr->comp.comm, &state, sizeof state, 0, err)) != DZ_OK) return st;
     double scores[2] = {*dev, *test};
-    if (st == DZ_OK && *logged) st = dz_comm_bcast(tr->comp.comm, scores, sizeof scores, 0, err);
-    if (st == DZ_OK && *logged) *dev = scores[0], *test = scores[1];
-    if (st == DZ_OK && !*logged) /* as the run's own row 0 was made (F1 for generation) */
-        st = dz_evaluate_sets(&tr->data, dev, test, err);
-    if (st == DZ_OK) tr->base_known = 1, tr->base_dev = *dev, tr->base_test = *test;
-    return st;
+    if (state == 1 && (st = dz_comm_bcast(tr->comp.comm, scores, sizeof scores, 0, err)) != DZ_OK) return st;
+    if (state == 1)
+        *dev = scores[0], *test = scores[1], *logged = 1;
+    else if ((st = dz_evaluate_sets(&tr->data, dev, test, err)) != DZ_OK) /* as row 0 was made (F1 for generation) */
+        return st;
+    tr->base_known = 1, tr->base_dev = *dev, tr->base_test = *test;
+    return DZ_OK;
 }
 
 /* A replay record as rank 0 sends it to the others. */

@@ -9,6 +9,7 @@
 
 #include "core/util.h"
 #include "distzo/log.h"
+#include "parallel/agree.h"
 #include "parallel/comm.h"
 #include "run/peft.h"
 #include "run/run_files.h"
@@ -238,10 +239,7 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     if (st != DZ_OK) return st;
     char *strings = NULL;
     st = dz_run_folder_settings(&tr.folder, &tr.cfg, cfg_in, resume, tr.comp.rank0, &strings, err);
-    int ok = st == DZ_OK; /* every rank stops if rank 0 could not set up the run folder */
-    if (dz_comm_bcast(tr.comp.comm, &ok, sizeof ok, 0, err) == DZ_OK && !ok && st == DZ_OK)
-        st = dz_fail(err, DZ_ERR_INVALID, "%s: rank 0 could not set up the run folder (its error is above)",
-                     tr.folder.dir);
+    st = dz_comm_share_outcome(tr.comp.comm, st, 0, err); /* every rank stops if rank 0 could not set up the folder */
     int start = 0;
     if (st == DZ_OK) st = setup(&tr, resume, &start, err);
     if (st == DZ_OK && cb) {

@@ -122,6 +122,26 @@ mpirun --oversubscribe -np 1 "$bin" train "${common[@]}" --out "$tmp/disagree2" 
 [ $? -ne 0 ] && grep -q "the ranks disagree on the test data" "$tmp/disagree2.txt" &&
   ok "ranks with different test data refused" || bad "different data not refused: $(tail -2 "$tmp/disagree2.txt")"
 
+# a resume with no checkpoint under mpirun: rank 0 reads the base's scores from
+# metrics.jsonl's row 0 and sends them to the others (with the seed log's steps replayed,
+# or none: killed in its first evaluation, the seed log its 104-byte header); a damaged
+# metrics.jsonl stops every rank with rank 0's own error, whichever rank ends the job
+nock=("${common[@]}" --checkpoint-every 0 --threads 1)
+"$bin" train "${nock[@]}" --out "$tmp/nock12" > /dev/null 2>&1 || bad "the 12-step run without checkpoints failed"
+"$bin" train "${nock[@]}" --steps 6 --out "$tmp/nock6" > /dev/null 2>&1 || bad "the 6-step run failed"
+cp -r "$tmp/nock6" "$tmp/nock0" && truncate -s 104 "$tmp/nock0/seeds.log" && sed -i '2,$d' "$tmp/nock0/metrics.jsonl"
+for r in nock6 nock0; do
+  mpi 2 "$bin" train --resume --steps 12 --out "$tmp/$r" > "$tmp/$r.txt" 2>&1 || bad "$r: the 2-rank resume failed"
+  grep -q "the base model's scores from metrics.jsonl" "$tmp/$r.txt" && [ "$(metrics "$tmp/$r")" = "$(metrics "$tmp/nock12")" ] &&
+    ok "$r: a 2-rank resume from the base takes row 0's scores, the metrics as uninterrupted" ||
+    bad "$r: $(grep resumed "$tmp/$r.txt")"
+done
+cp -r "$tmp/nock12" "$tmp/nock-bad" && sed -i '3s/.*/garbage/' "$tmp/nock-bad/metrics.jsonl"
+mpi 2 "$bin" train --resume --steps 14 --out "$tmp/nock-bad" > "$tmp/nock-bad.txt" 2>&1
+[ $? -ne 0 ] && grep -q "nock-bad/metrics.jsonl:3: not a metrics line" "$tmp/nock-bad.txt" &&
+  ok "a damaged metrics.jsonl stops a 2-rank resume with rank 0's error" ||
+  bad "damaged metrics.jsonl under mpirun: $(grep distzo "$tmp/nock-bad.txt" | tail -2)"
+
 # bad layouts are refused with the flag named
 mpi 2 "$bin" train "${common[@]}" --pertp 3 --out "$tmp/bad1" > "$tmp/bad1.txt" 2>&1
 [ $? -ne 0 ] && grep -q -- "--pertp 3" "$tmp/bad1.txt" && ok "--pertp 3 refused" || bad "--pertp 3 not refused clearly"

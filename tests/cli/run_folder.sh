@@ -201,4 +201,19 @@ evals=$(tr '\r' '\n' < "$tmp/b0.err" | grep -c "evaluation: .* examples in")
   ok "a resume with no step and no row 0 evaluates the base once, the metrics as uninterrupted" ||
   bad "resume with no step: $evals evaluations (want 2); metrics: $(diff <(metrics "$tmp/b0") <(metrics "$tmp/b10") | head -4)"
 
+# a damaged metrics.jsonl stops such a resume before it evaluates anything, naming the file
+# and the line, and changes nothing in the folder
+cp -r "$tmp/b10" "$tmp/bad-metrics"
+sed -i '3s/.*/{"step": 2, "loss": oops}/' "$tmp/bad-metrics/metrics.jsonl"
+snapshot() { (cd "$1" && md5sum run.json seeds.log metrics.jsonl); }
+before=$(snapshot "$tmp/bad-metrics")
+if DISTZO_PROGRESS_AFTER=0 "$bin" train --resume --steps 12 --out "$tmp/bad-metrics" > /dev/null 2> "$tmp/bm.err"; then
+  bad "a resume over a damaged metrics.jsonl succeeded"
+else
+  grep -q "bad-metrics/metrics.jsonl:3: not a metrics line" "$tmp/bm.err" && ! grep -q "evaluation" "$tmp/bm.err" &&
+    [ "$(snapshot "$tmp/bad-metrics")" = "$before" ] &&
+    ok "a damaged metrics.jsonl stops a resume from the base before any evaluation, the folder unchanged" ||
+    bad "damaged metrics.jsonl: $(tr '\r' '\n' < "$tmp/bm.err" | tail -2)"
+fi
+
 finish
