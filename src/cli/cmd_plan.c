@@ -126,6 +126,14 @@ int dz_cmd_plan(int argc, char **argv) {
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", master);
     if (dz_zo_estimator_parse(estimator, &r.estimator) != 0)
         return dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", estimator);
+    int q_given = 0; /* the options train refuses with these estimators, refused here too */
+    for (int i = 1; i < argc; i++) q_given |= !strncmp(argv[i], "--spsa-samples", 14);
+    if (r.estimator != DZ_ZO_FZOO && fzoo_directions != tc.optim.fzoo_directions)
+        return dz_cli_failf("option --fzoo-directions: without --estimator fzoo it would be ignored");
+    if (r.estimator == DZ_ZO_FZOO && q_given)
+        return dz_cli_failf("option --spsa-samples: --estimator fzoo takes its samples per step from --fzoo-directions");
+    if (r.estimator == DZ_ZO_HIZOO && r.q != 1)
+        return dz_cli_failf("option --spsa-samples: --estimator hizoo takes one direction per step (1, not %d)", r.q);
     if (r.estimator == DZ_ZO_FZOO && (fzoo_directions < 2 || fzoo_directions > DZ_ZO_MAX_Q))
         return dz_cli_failf("option --fzoo-directions: %d is outside 2..%d", fzoo_directions, DZ_ZO_MAX_Q);
     if (r.estimator == DZ_ZO_FZOO) r.q = fzoo_directions; /* its samples per step, as train sets them */

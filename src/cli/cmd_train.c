@@ -212,7 +212,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         DZ_CLI_PEFT_OPTIONS(c),
         {"hizoo-smooth", DZ_OPT_FLOAT, &c->optim.hizoo_smooth, "hizoo: EMA weight alpha of the Hessian estimate (default 1e-6)"},
         {"hizoo-rank", DZ_OPT_INT, &c->optim.hizoo_rank, "hizoo: 0 (default) diagonal Hessian; 1 HiZOO-L, a weight "
-         "matrix's Hessian in rank-1 row x column factors (about 0.01 bytes a parameter)"},
+         "matrix's Hessian in rank-1 row x column factors: 4 (rows + cols + 1) bytes a matrix, SmolLM2-135M about 0.02 "
+         "bytes a parameter)"},
         {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora, prefix: start from this PEFT folder (its r, alpha and "
          "targets, or its num_virtual_tokens, must be the run's) instead of the init; run.json keeps the path, as it "
          "keeps --model's"},
@@ -264,16 +265,23 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
     dz_cli_train_options(out + sizeof own / sizeof own[0], c, &t->v, DZ_CLI_TRAIN);
 }
 
-/* --estimator fzoo: its directions are the step's samples (q), Rademacher (a resumed
- * run's run.json has both). */
-static int fzoo_settings(dz_train_config *c, int resumed, int argc, char **argv) {
+/* The estimators' own options on a new run (a resumed run's run.json has them): FZOO's
+ * directions are the step's samples (q), Rademacher; --hizoo-smooth only with hizoo. */
+static int estimator_settings(dz_train_config *c, int resumed, int argc, char **argv) {
     dz_train_optim *o = &c->optim;
-    if (o->estimator != DZ_ZO_FZOO || resumed) return 0;
-    if (o->q != 1 && o->q != o->fzoo_directions)
+    int q_given = 0, gaussian = 0, smooth_given = 0;
+    for (int i = 1; i < argc; i++) {
+        q_given |= !strncmp(argv[i], "--spsa-samples", 14);
+        gaussian |= !strncmp(argv[i], "--perturbation", 14) && !o->rademacher;
+        smooth_given |= !strncmp(argv[i], "--hizoo-smooth", 14);
+    }
+    if (resumed) return 0;
+    if (o->estimator != DZ_ZO_HIZOO && smooth_given)
+        return dz_cli_failf("option --hizoo-smooth: without --estimator hizoo it would be ignored");
+    if (o->estimator != DZ_ZO_FZOO) return 0;
+    if (q_given || (o->q != 1 && o->q != o->fzoo_directions)) /* a config may say its directions again */
         return dz_cli_failf("option --spsa-samples: --estimator fzoo takes its samples per step from --fzoo-directions");
-    for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--perturbation", 14) && !o->rademacher)
-            return dz_cli_failf("option --perturbation: --estimator fzoo perturbs with Rademacher directions only");
+    if (gaussian) return dz_cli_failf("option --perturbation: --estimator fzoo perturbs with Rademacher directions only");
     o->q = o->fzoo_directions, o->rademacher = 1;
     return 0;
 }
@@ -329,7 +337,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
-    if (!rc) rc = fzoo_settings(&c, t.resume || t.resume_from, argc, argv);
+    if (!rc) rc = estimator_settings(&c, t.resume || t.resume_from, argc, argv);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;

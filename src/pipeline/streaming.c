@@ -19,7 +19,7 @@ dz_status dz_pipeline_use_store(dz_pipeline *p, dz_store *s, dz_error *err) {
     p->io.stream_globals = dz_model_tensor(p->m, first_global) == NULL; /* the model let go of it */
     if (p->io.stream_globals && p->z.shape == DZ_PZ_HESSIAN) /* its rows' update runs on copies: H would move twice */
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "zo: --estimator hizoo keeps the global block (embeddings, head) in "
-                       "memory: raise --max-resident so that it fits, or use --store ram");
+                       "memory: leave out --stream-globals, raise --max-resident so that it fits, or use --store ram");
     const size_t esz = dz_dtype_size(dz_model_dtype(p->m));
     if (!(ws->wplus[1] = dz_alloc(ws->block_floats * sizeof(float))) ||
         !(ws->wminus[1] = dz_alloc(ws->block_floats * sizeof(float))) ||

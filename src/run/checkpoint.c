@@ -17,10 +17,15 @@
 /* trainer_state.json: what a resume needs beyond the weights and the log. Scores are the
  * selection scores (accuracy, or minus the mean NLL for LM); %.17g round-trips doubles.
  * weights_checksum: the replicas' checksum of these weights, checked on resume. */
-static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b, uint64_t checksum) {
+static void state_json(char *buf, size_t cap, int steps_done, const dz_best *b, uint64_t checksum,
+                       const float *curvature, size_t n_curvature) {
+    char curv[64] = ""; /* HiZOO: curvature.bin's data, checked on resume */
+    if (curvature)
+        snprintf(curv, sizeof curv, ", \"curvature_checksum\": \"%08x\"",
+                 (unsigned)dz_curvature_checksum(curvature, n_curvature));
     snprintf(buf, cap, "{\"steps_done\": %d, \"best_dev\": %.17g, \"best_step\": %d, \"best_test\": %.17g, "
-             "\"weights_checksum\": \"%016llx\"}\n", steps_done, isfinite(b->dev) ? b->dev : -1e300, b->step,
-             isfinite(b->test) ? b->test : -1e300, (unsigned long long)checksum);
+             "\"weights_checksum\": \"%016llx\"%s}\n", steps_done, isfinite(b->dev) ? b->dev : -1e300, b->step,
+             isfinite(b->test) ? b->test : -1e300, (unsigned long long)checksum, curv);
 }
 
 /* HiZOO's curvature into a checkpoint's folder (dz_checkpoint_extra). */
@@ -39,12 +44,13 @@ dz_status dz_run_folder_checkpoint(dz_run_folder *rf, const dz_compute *c, const
     if (st != DZ_OK || !c->rank0) return st;
     st = dz_seedlog_sync(rf->log, err); /* the log must reach the checkpoint */
     if (st != DZ_OK) return st;
-    char js[320];
-    state_json(js, sizeof js, steps_done, best, sum);
-    const int keep = c->cfg->schedule.keep_checkpoints;
     size_t n_curv = 0;
+    const float *h = dz_zo_curvature(c->e, &n_curv);
+    char js[384];
+    state_json(js, sizeof js, steps_done, best, sum, h, n_curv);
+    const int keep = c->cfg->schedule.keep_checkpoints;
     const dz_checkpoint_extra curv = {.write = write_curvature, .ctx = (void *)c};
-    const dz_checkpoint_extra *extra = dz_zo_curvature(c->e, &n_curv) ? &curv : NULL;
+    const dz_checkpoint_extra *extra = h ? &curv : NULL;
     if (!c->store)
         return dz_checkpoint_write_extra(rf->dir, name, steps_done, c->m, c->tok, js, NULL, keep, extra, err);
     if (dz_model_lora(c->m)) { /* an adapter's masters in a store: its PEFT folder from a copy */

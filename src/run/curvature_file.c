@@ -140,3 +140,5 @@ dz_status dz_curvature_load(const char *dir, float *h, size_t n, uint64_t table_
     close(fd);
     return st;
 }
+
+uint32_t dz_curvature_checksum(const float *h, size_t n) { return dz_crc32(0, h, n * sizeof(float)); }

@@ -26,5 +26,8 @@ dz_status dz_curvature_save(const char *dir, const float *h, size_t n, uint64_t 
 /* dir/curvature.bin into h[0..n), after checking every field against n and table_fp and
  * layout and the CRC: an error names the file and the field. */
 dz_status dz_curvature_load(const char *dir, float *h, size_t n, uint64_t table_fp, int layout, dz_error *err);
+/* CRC-32 of h[0..n): trainer_state.json's curvature_checksum, which ties curvature.bin to
+ * its checkpoint (a file of another checkpoint of the same run passes every other check). */
+uint32_t dz_curvature_checksum(const float *h, size_t n);
 
 #endif

@@ -201,6 +201,30 @@ static dz_status log_reaches(const dz_trainer *tr, int ckpt_steps, dz_error *err
     return DZ_OK;
 }
 
+/* curvature.bin's data against trainer_state.json's curvature_checksum (absent: an older
+ * distzo's checkpoint, taken as before): a file of another checkpoint is refused. */
+static dz_status curvature_of_checkpoint(const char *dir, const float *h, size_t n, dz_error *err) {
+    char sp[4400], *text = NULL;
+    snprintf(sp, sizeof sp, "%s/trainer_state.json", dir);
+    dz_status st = dz_read_file(sp, &text, NULL, err);
+    if (st != DZ_OK) return st;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "curvature_checksum");
+    char *end = NULL;
+    const unsigned long want = cJSON_IsString(v) ? strtoul(v->valuestring, &end, 16) : 0;
+    const uint32_t got = dz_curvature_checksum(h, n);
+    if (v && !(cJSON_IsString(v) && end && !*end && end != v->valuestring))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: field curvature_checksum is not a hex string", sp);
+    else if (v && want != got)
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s/%s: field curvature_checksum: its data's checksum is %08x, but "
+                     "trainer_state.json says %08lx: the file belongs to another checkpoint or is damaged (the seed log "
+                     "rebuilds it: distzo train --resume-from RUN:STEP --out NEW)", dir, DZ_CURVATURE_FILE, (unsigned)got,
+                     want);
+    cJSON_Delete(o);
+    return st;
+}
+
 /* HiZOO: the checkpoint's curvature state, before the log's records are replayed onto
  * it (every rank reads it, as it read the weights). */
 static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err) {
@@ -209,8 +233,9 @@ static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err
     if (!h || ckpt_steps <= 0) return DZ_OK;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/checkpoint-%d", tr->folder.dir, ckpt_steps);
-    return dz_curvature_load(dir, h, n, dz_compute_table_hash(dz_model_params(tr->comp.m)), tr->cfg.optim.hizoo_rank,
-                             err);
+    dz_status st = dz_curvature_load(dir, h, n, dz_compute_table_hash(dz_model_params(tr->comp.m)),
+                                     tr->cfg.optim.hizoo_rank, err);
+    return st == DZ_OK ? curvature_of_checkpoint(dir, h, n, err) : st;
 }
 
 /* The base model's scores, which start the best-so-far of a resume without a checkpoint:

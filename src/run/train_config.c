@@ -74,6 +74,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "--weight-decay %g: must be finite and >= 0", o->wd);
     if (!isfinite(o->eps) || !(o->eps > 0)) return dz_fail(err, DZ_ERR_INVALID, "--eps %g: must be positive", o->eps);
     if (o->warmup < 0) return dz_fail(err, DZ_ERR_INVALID, "--warmup %d is negative", o->warmup);
+    if ((st = fzoo_check(c, err)) != DZ_OK) return st; /* first: its directions set q */
     if (o->q < 1 || o->q > DZ_ZO_MAX_Q)
         return dz_fail(err, DZ_ERR_INVALID, "--spsa-samples %d is outside 1..%d", o->q, DZ_ZO_MAX_Q);
     if (!(o->sparse_density > 0.0f && o->sparse_density <= 1.0f))
@@ -89,7 +90,6 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (o->estimator == DZ_ZO_HIZOO && o->q != 1)
         return dz_fail(err, DZ_ERR_INVALID, "--estimator hizoo takes one direction per step: --spsa-samples %d must "
                        "be 1", o->q);
-    if ((st = fzoo_check(c, err)) != DZ_OK) return st;
     if (o->max_bad_steps < 1)
         return dz_fail(err, DZ_ERR_INVALID, "--max-bad-steps %d: must be at least 1", o->max_bad_steps);
     const dz_train_schedule *s = &c->schedule;

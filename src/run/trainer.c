@@ -119,14 +119,18 @@ typedef struct loop_state {
 } loop_state;
 
 /* A non-finite step is skipped (and counted: --max-bad-steps of them in a row stop the run). */
-static void count_bad(const dz_zo_step_result *r, int done, loop_state *ls) {
+static void count_bad(const dz_zo_step_result *r, int fzoo, int done, loop_state *ls) {
     if (r->finite) {
         ls->bad = 0;
         return;
     }
     ls->bad++;
-    dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", done,
-           r->loss_plus[0], r->loss_minus[0], ls->bad);
+    if (fzoo) /* its result holds l_j in loss_plus, l0 in loss_minus */
+        dz_log(DZ_LOG_WARN, "step %d: non-finite loss (l0 %g, l_1 %g) or spread: step skipped (%d in a row)", done,
+               r->loss_minus[0], r->loss_plus[0], ls->bad);
+    else
+        dz_log(DZ_LOG_WARN, "step %d: non-finite loss (L+ %g, L- %g): step skipped (%d in a row)", done,
+               r->loss_plus[0], r->loss_minus[0], ls->bad);
 }
 
 /* After step done: the evaluation (every eval_every steps and after the last; eval_every
@@ -187,7 +191,7 @@ static dz_status train_step(dz_trainer *tr, int step, loop_state *ls, dz_train_p
     if (tr->comp.rank0 && (st = dz_seedlog_append(tr->folder.log, (uint32_t)step, lr, g_log, err)) != DZ_OK) return st;
     ls->step_seconds += dz_now() - t_step;
     const int done = step + 1;
-    count_bad(&r, done, ls);
+    count_bad(&r, o->estimator == DZ_ZO_FZOO, done, ls);
     const double rate = ls->step_seconds > 0 ? ls->steps_run / ls->step_seconds : 0.0;
     dz_metrics_row row = {.step = done, .loss = loss, .g = gmean, .lr = lr, .seconds = dz_now() - tr->t0,
                           .dev_accuracy = NAN, .test_accuracy = NAN, .best_dev_accuracy = NAN, .dev_loss = NAN,

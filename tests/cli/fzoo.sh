@@ -95,7 +95,26 @@ run "${lora[@]}" --threads 1 --steps 4 --out "$tmp/lora-stop" &&
   ok "--peft lora: 1 thread resumed == 2 threads, export == the adapter" || bad "--peft lora: differs"
 
 refuse "--fzoo-directions 1" "fzoo-directions 1" "$bin" train "${common[@]}" --fzoo-directions 1 --out "$tmp/x1"
+refuse "--fzoo-directions 0, named with its own range" "fzoo-directions 0 is outside 2..64" "$bin" train "${common[@]}" \
+  --fzoo-directions 0 --out "$tmp/x0"
+refuse "--fzoo-directions 65, named with its own range" "fzoo-directions 65 is outside 2..64" "$bin" train \
+  "${common[@]}" --fzoo-directions 65 --out "$tmp/x65"
 refuse "--spsa-samples with fzoo" "spsa-samples" "$bin" train "${common[@]}" --spsa-samples 2 --out "$tmp/x2"
+refuse "--spsa-samples 1 with fzoo (any value)" "spsa-samples" "$bin" train "${common[@]}" --spsa-samples 1 --out "$tmp/x2b"
+refuse "--spsa-samples equal to the directions" "spsa-samples" "$bin" train "${common[@]}" --spsa-samples "$n" \
+  --out "$tmp/x2c"
+refuse "plan: --spsa-samples with fzoo" "spsa-samples" "$bin" plan --model stories260K --mem-per-node 4 \
+  --estimator fzoo --spsa-samples 3
+refuse "plan: --fzoo-directions without fzoo" "fzoo-directions" "$bin" plan --model stories260K --mem-per-node 4 \
+  --fzoo-directions 4
+
+# a diverged step (lr 1e6): skipped, logged as NaN, its metrics row's g null as MeZO's, the
+# warning naming FZOO's l0 (MeZO's L+ / L- are not its losses)
+"$bin" train "${common[@]}" --lr 1e6 --steps 12 --eval-every 0 --checkpoint-every 0 --max-bad-steps 20 \
+  --out "$tmp/nan" > "$tmp/nan.txt" 2>&1 || bad "the diverging run failed: $(tail -1 "$tmp/nan.txt")"
+if grep -q '"loss": null, "g": null' "$tmp/nan/metrics.jsonl" && ! grep -q '"loss": null, "g": 0' "$tmp/nan/metrics.jsonl" &&
+  grep -q "non-finite loss (l0 " "$tmp/nan.txt"; then ok "a non-finite FZOO step: g null in metrics, the warning names l0"
+else bad "non-finite FZOO step: $(grep -m1 '"loss": null' "$tmp/nan/metrics.jsonl") / $(grep -m1 non-finite "$tmp/nan.txt")"; fi
 refuse "--perturbation gaussian with fzoo" "Rademacher" "$bin" train "${common[@]}" --perturbation gaussian --out "$tmp/x3"
 refuse "a resume with other directions" "fzoo-directions" "$bin" train --resume --fzoo-directions 4 --out "$tmp/ref"
 refuse "a resume with --estimator mezo" "estimator" "$bin" train --resume --estimator mezo --out "$tmp/ref"

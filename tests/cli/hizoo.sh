@@ -79,18 +79,24 @@ damage damaged crc32 flip
 damage cut data cut_
 damage foreign n_floats count
 damage alien magic magic
+other() { cp "$tmp/${p}ref/checkpoint-12/curvature.bin" "$1"; } # the same run's, of step 12: every other field agrees
+damage other-step curvature_checksum other
 
 # disk store, bf16 masters
 run --threads 2 --store "disk:$tmp/m.store" --out "$tmp/disk" || bad "hizoo: disk-store run failed"
 check "disk store == ram" "$tmp/ref" "$tmp/disk"
-refuse "hizoo: a streamed global block" "hizoo" "$bin" train "${common[@]}" --store "disk:$tmp/g.store" \
-  --stream-globals --out "$tmp/globals"
+refuse "hizoo: a streamed global block, saying to leave out --stream-globals" "leave out --stream-globals" \
+  "$bin" train "${common[@]}" --store "disk:$tmp/g.store" --stream-globals --out "$tmp/globals"
 run --threads 2 --master-dtype bf16 --out "$tmp/bf16" || bad "hizoo: bf16 run failed"
 run --threads 1 --master-dtype bf16 --steps 6 --out "$tmp/bf16-stop" &&
   "$bin" train --resume --steps 12 --threads 2 --out "$tmp/bf16-stop" > /dev/null 2>&1 || bad "hizoo: bf16 resume failed"
 check "bf16 masters: stopped at 6 and resumed == uninterrupted" "$tmp/bf16" "$tmp/bf16-stop"
 refuse "hizoo: --spsa-samples 2" "spsa-samples" "$bin" train "${common[@]}" --spsa-samples 2 --out "$tmp/q2"
 refuse "hizoo: serve" "estimator" "$bin" serve --estimator hizoo --out "$tmp/serve"
+refuse "--hizoo-smooth without hizoo" "hizoo-smooth" "$bin" train "${common[@]}" --estimator mezo --hizoo-smooth 0.1 \
+  --out "$tmp/smooth"
+refuse "plan: hizoo with --spsa-samples 2" "spsa-samples" "$bin" plan --model stories260K --mem-per-node 4 \
+  --estimator hizoo --spsa-samples 2
 
 # a LoRA adapter: its own table, its own H
 lora=(--peft lora --lora-rank 4)
