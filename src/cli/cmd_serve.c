@@ -52,9 +52,10 @@ static int estimator_options(dz_fed_serve_config *c, const char *name, int argc,
     dz_train_optim *o = &c->train.optim;
     if (dz_zo_estimator_parse(name, &o->estimator) != 0 || (o->estimator != DZ_ZO_MEZO && o->estimator != DZ_ZO_FZOO))
         return dz_cli_failf("option --estimator: '%s' is not mezo or fzoo (the estimators a federated run carries)", name);
-    int q_given = 0, per_given = 0, gaussian = 0;
+    int q_given = 0, per_given = 0, gaussian = 0, clip_given = 0;
     for (int i = 1; i < argc; i++) {
         q_given |= !strncmp(argv[i], "--spsa-samples", 14);
+        clip_given |= !strncmp(argv[i], "--g-clip", 8);
         gaussian |= !strncmp(argv[i], "--perturbation", 14) && !o->rademacher;
         per_given |= !strncmp(argv[i], "--samples-per-worker", 20);
     }
@@ -68,6 +69,8 @@ static int estimator_options(dz_fed_serve_config *c, const char *name, int argc,
     if (gaussian) return dz_cli_failf("option --perturbation: --estimator fzoo perturbs with Rademacher directions only");
     o->q = o->fzoo_directions, o->rademacher = 1;
     if (!per_given) c->fed.samples_per_worker = o->q;
+    /* its coefficients scale as 1 / eps: MeZO's 64 would clip every one (a resume: federated.json's) */
+    if (!clip_given && !c->resume && o->eps > 0) c->fed.g_clip = 8.0f / o->eps;
     return 0;
 }
 
@@ -120,7 +123,7 @@ int dz_cmd_serve(int argc, char **argv) {
         {"min-workers", DZ_OPT_INT, &c.fed.min_workers, "workers needed to open a round (default 1)"},
         {"worker-timeout", DZ_OPT_FLOAT, &worker_timeout, "seconds of silence after which a worker counts as gone (default 10)"},
         {"g-code", DZ_OPT_STR, &code, "how g travels: byte (default; sign + log-magnitude) or f32"},
-        {"g-clip", DZ_OPT_FLOAT, &c.fed.g_clip, "largest |g| taken (the byte code's range; default 64)"},
+        {"g-clip", DZ_OPT_FLOAT, &c.fed.g_clip, "largest |g| taken (the byte code's range; default 64, fzoo 8 / eps)"},
         {"robust-clip", DZ_OPT_FLOAT, &c.fed.robust_clip, "each |g| at most this many times the round's median |g| (>= 1; default 0: off)"},
         {"max-joins-per-client", DZ_OPT_INT, &c.fed.max_joins_per_client, "joins a client address may make per minute, and "
          "new workers per address given slots before they have delivered (1..256; default 8)"},

@@ -29,6 +29,15 @@ refuse "serve --estimator lozo" "not mezo or fzoo" "$bin" serve --token-file "$t
 refuse "--fzoo-directions without fzoo" "without --estimator fzoo" "$bin" serve --token-file "$tmp/token" \
   --fzoo-directions 4 --out "$tmp/bad5"
 
+# without --g-clip, fzoo's clip is 8 / eps (MeZO's 64 would clip every coefficient)
+"$bin" serve --out "$tmp/clip" --token-file "$tmp/token" --listen 127.0.0.1:0 --steps 1 --estimator fzoo --eps 1e-2 \
+  --batch 4 --train-examples 32 --threads 1 > "$tmp/clip.txt" 2>&1 &
+clip_pid=$!
+wait_for 30 test -s "$tmp/clip/federated.json"
+grep -qE '"g_clip":[[:space:]]*800([,}]|$)' "$tmp/clip/federated.json" && ok "serve --estimator fzoo: --g-clip defaults to 8 / eps" ||
+  bad "fzoo's default clip: $(grep -o '"g_clip":[^,]*' "$tmp/clip/federated.json" 2>/dev/null) $(tail -2 "$tmp/clip.txt")"
+kill "$clip_pid" 2> /dev/null; wait "$clip_pid" 2> /dev/null
+
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --estimator fzoo --fzoo-directions $q
        --batch 4 --train-examples 32 --lr 1e-5 --g-clip $clip --round-timeout 3 --worker-timeout 3 --min-workers 2
        --linger 30 --threads 1)
