@@ -195,10 +195,11 @@ dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *
     if (st == DZ_OK && s->store)
         st = dz_zo_store_residency(s->m, s->f, s->store, spec->max_resident_mb, spec->stream_globals, err);
     if (st == DZ_OK) st = dz_zo_engine_create(s->m, s->f, &spec->zo, &s->e, err);
-    const dz_weight_source base = s->base ? dz_model_weights(s->base) : (dz_weight_source){0};
-    if (st == DZ_OK && s->base) st = dz_zo_engine_set_adapter(s->e, &base, err);
     if (st == DZ_OK && s->comm) st = share_work(s, spec->signs, err);
     if (st == DZ_OK && s->store) st = dz_zo_engine_use_store(s->e, s->store, err);
+    /* after the store: evaluations read the adapter's masters where they live (a disk store's) */
+    const dz_weight_source base = s->base ? dz_model_weights(s->base) : (dz_weight_source){0};
+    if (st == DZ_OK && s->base) st = dz_zo_engine_set_adapter(s->e, &base, err);
     return st;
 }
 

@@ -40,8 +40,9 @@ done
 # train --adapter starts from PEFT's folders: step 0 scores the adapter as eval does, and
 # export replays the log onto it (a prefix saved with prefix_projection true included)
 acc() { grep -o '"'"$1"'": [0-9.e-]*' | head -1 | awk '{printf "%.6f", $2}'; }
-for spec in "peft_lora --peft lora --lora-rank 4 --lora-alpha 6 --lora-targets q,k,v,o,gate,up,down" \
-            "peft_prefix_proj --peft prefix --prefix-tokens 3"; do
+for spec in "5e-3 1e-2 peft_lora --peft lora --lora-rank 4 --lora-alpha 6 --lora-targets q,k,v,o,gate,up,down" \
+            "1e-1 1e-1 peft_prefix_proj --peft prefix --prefix-tokens 3"; do
+  read -r lr eps spec <<< "$spec" # an lr and eps that move the accuracy (the disk store's check below)
   read -r -a a <<< "$spec"
   "$bin" train --model "$base_model" "${a[@]:1}" --adapter "$data/peft/${a[0]}" --data "$assets/sst2/train.tsv" \
     --test "$tmp/test.tsv" --steps 2 --batch 4 --train-examples 8 --dev-examples 4 --threads 1 --out "$tmp/t-${a[0]}" \
@@ -54,6 +55,19 @@ for spec in "peft_lora --peft lora --lora-rank 4 --lora-alpha 6 --lora-targets q
     "$tmp/t-${a[0]}/checkpoint-2/adapter_model.safetensors" &&
     ok "train --adapter ${a[0]}: step 0 scores PEFT's adapter ($got), export replays onto it" ||
     bad "train --adapter ${a[0]}: step 0 '$got', eval --adapter '$want', or export differs"
+  # the adapter's masters in a disk store: every evaluation scores them as they train (not
+  # the base alone, nor the adapter as loaded), the metrics those of --store ram; the lr moves
+  # the test accuracy between evaluations, so a stale adapter shows
+  for st in ram "disk:$tmp/s-${a[0]}.st"; do
+    "$bin" train --model "$base_model" "${a[@]:1}" --adapter "$data/peft/${a[0]}" --data "$assets/sst2/train.tsv" \
+      --test "$tmp/test.tsv" --steps 6 --eval-every 2 --batch 4 --train-examples 16 --dev-examples 8 --lr "$lr" \
+      --eps "$eps" --threads 1 --store "$st" --out "$tmp/${st%%:*}-${a[0]}" > "$tmp/train.log" 2>&1 ||
+      bad "train --adapter ${a[0]} --store $st: $(tail -2 "$tmp/train.log")"
+  done
+  moved=$(grep -o '"test_accuracy": [0-9.]*' "$tmp/ram-${a[0]}/metrics.jsonl" | sort -u | wc -l)
+  [ "$moved" -gt 1 ] && [ "$(metrics "$tmp/disk-${a[0]}")" = "$(metrics "$tmp/ram-${a[0]}")" ] &&
+    ok "train --adapter ${a[0]} --store disk: the evaluations score the adapter as it trains, as --store ram" ||
+    bad "train --adapter ${a[0]} --store disk ($moved accuracies): $(diff <(metrics "$tmp/disk-${a[0]}") <(metrics "$tmp/ram-${a[0]}") | head -3)"
 done
 "$bin" generate "$base_model" --adapter "$data/peft/peft_prefix" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
   ok "generate --adapter with PEFT's prefix runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
