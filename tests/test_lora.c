@@ -268,6 +268,10 @@ static void refusals(void **state) {
     write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"k_proj\"]}");
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_UNSUPPORTED); /* out_proj's tensors are extra */
     assert_non_null(strstr(err.msg, "out_proj.lora_A.weight"));
+    write_text(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"out_proj\", \"foo\"]}");
+    assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_FORMAT); /* the cause's words, not a mangled copy */
+    if (!strstr(err.msg, "adapter_config.json: target_modules: ") || !strstr(err.msg, "unknown module 'foo'"))
+        fail_msg("an unknown target module: %s", err.msg);
     write_text(path, "{\"peft_type\": \"PREFIX_TUNING\", \"num_virtual_tokens\": 5}"); /* read as a prefix's */
     assert_int_equal(dz_lora_load(dir, &opt, &back, &err), DZ_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "num_layers"));

@@ -2,13 +2,16 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 dz_status dz_fail(dz_error *err, dz_status code, const char *fmt, ...) {
     if (err) {
+        char msg[sizeof err->msg]; /* an argument may be err->msg itself (a cause re-worded) */
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
+        memcpy(err->msg, msg, sizeof msg);
         err->code = code;
     }
     return code;

@@ -70,8 +70,9 @@ static dz_status read_targets(const cJSON *o, const char *path, unsigned *target
         snprintf(list + n, sizeof list - n, "%s%s", n ? "," : "", x->valuestring);
     }
     if (!list[0]) return dz_fail(err, DZ_ERR_FORMAT, "%s: target_modules is missing or empty", path);
-    dz_status st = dz_lora_parse_targets(list, targets, err);
-    if (st != DZ_OK) return dz_fail(err, DZ_ERR_FORMAT, "%s: target_modules: %s", path, err->msg);
+    dz_error why = {0}; /* its own buffer: dz_fail formats into err */
+    if (dz_lora_parse_targets(list, targets, &why) != DZ_OK)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: target_modules: %s", path, why.msg);
     return DZ_OK;
 }
 
