@@ -360,7 +360,7 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     const int resume = t->resume;
     const char *data = t->data, *test = t->test;
     static char data_buf[4096], train_buf[4200], test_buf[4200];
-    static char abs_train[PATH_MAX], abs_test[PATH_MAX];
+    static char abs_train[PATH_MAX], abs_test[PATH_MAX], abs_adapter[PATH_MAX];
     dz_train_data *d = &c->data;
     int rc = dz_cli_train_apply(c, &t->v, DZ_CLI_TRAIN, t->model);
     if (rc) return rc;
@@ -384,6 +384,8 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     }
     if (d->train && realpath(d->train, abs_train)) d->train = abs_train;
     if (d->test && realpath(d->test, abs_test)) d->test = abs_test;
+    /* a new run's --adapter (a resume keeps run.json's as written: it compares them) */
+    if (!resume && c->peft.lora_init && realpath(c->peft.lora_init, abs_adapter)) c->peft.lora_init = abs_adapter;
     return 0;
 }
 

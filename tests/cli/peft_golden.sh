@@ -69,6 +69,14 @@ for spec in "5e-3 1e-2 peft_lora --peft lora --lora-rank 4 --lora-alpha 6 --lora
     ok "train --adapter ${a[0]} --store disk: the evaluations score the adapter as it trains, as --store ram" ||
     bad "train --adapter ${a[0]} --store disk ($moved accuracies): $(diff <(metrics "$tmp/disk-${a[0]}") <(metrics "$tmp/ram-${a[0]}") | head -3)"
 done
+# a relative --adapter is kept absolute in run.json (as --model is): export and a resume
+# from another directory find it
+(cd "$data/peft" && "$bin" train --model "$base_model" --peft lora --lora-rank 4 --lora-alpha 6 \
+  --lora-targets q,k,v,o,gate,up,down --adapter peft_lora --data "$assets/sst2/train.tsv" --test "$tmp/test.tsv" \
+  --steps 2 --batch 4 --train-examples 8 --dev-examples 4 --threads 1 --out "$tmp/rel" > "$tmp/rel.log" 2>&1) &&
+  (cd / && "$bin" export --run "$tmp/rel" -o "$tmp/rel-x" > "$tmp/rel.log" 2>&1 &&
+   "$bin" train --resume --steps 3 --out "$tmp/rel" >> "$tmp/rel.log" 2>&1) &&
+  ok "a relative --adapter: export and resume from another directory" || bad "a relative --adapter: $(tail -2 "$tmp/rel.log")"
 "$bin" generate "$base_model" --adapter "$data/peft/peft_prefix" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
   ok "generate --adapter with PEFT's prefix runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
 finish
