@@ -338,6 +338,9 @@ int dz_cmd_train(int argc, char **argv) {
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
     if (!rc) rc = estimator_settings(&c, t.resume || t.resume_from, argc, argv);
+    if (!rc && c.peft.lora_dropout != 0.0f) /* not in run.json: a resume is checked here too */
+        rc = dz_cli_failf("option --lora-dropout: %g; a ZO step has no dropout (both perturbed forwards must see the "
+                          "same network): use 0", (double)c.peft.lora_dropout);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;

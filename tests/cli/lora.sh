@@ -162,6 +162,9 @@ got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' |
 
 # refusals, each naming what is wrong
 refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
+refuse "--lora-dropout 0.9 on a resume" "lora-dropout" "$bin" train --resume --lora-dropout 0.9 --out "$tmp/ref"
+refuse "--lora-dropout 0.5 on a branch" "lora-dropout" "$bin" train --resume-from "$tmp/ref:4" --lora-dropout 0.5 \
+  --out "$tmp/x1b"
 refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
 refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"
 refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
