@@ -205,6 +205,10 @@ dz_status dz_lora_parse_targets(const char *list, unsigned *out, dz_error *err);
 /* The mask as the short names ("q,v"), or as cfg's module names ("q_proj,v_proj"). */
 void dz_lora_targets_string(unsigned targets, char *out, size_t cap);
 void dz_lora_module_names(const dz_config *cfg, unsigned targets, char *out, size_t cap);
+/* DZ_ERR_INVALID when list names a module of the other family (OPT's out_proj, fc1, fc2
+ * on a LLaMA-family base, LLaMA's o_proj, up_proj, gate_proj, down_proj on OPT): PEFT
+ * refuses them, and the short names (o, up, down) serve both. */
+dz_status dz_lora_check_target_names(const char *list, const dz_config *cfg, dz_error *err);
 /* Target t's LLaMA-family module name ("q_proj", ...). */
 const char *dz_lora_target_name(int target);
 /* The adapter's table for a base of cfg: per layer, A then B of each target, named with

@@ -145,6 +145,10 @@ static int field_equal(const run_field *f, const dz_train_config *a, const dz_tr
     switch (f->kind) {
     case F_STR: {
         const char *sa = *(const char *const *)pa, *sb = *(const char *const *)pb;
+        unsigned ta, tb; /* the same modules however spelled: "q,v", "v_proj,q_proj" */
+        if (sa && sb && !strcmp(f->key, "lora_targets") && dz_lora_parse_targets(sa, &ta, NULL) == DZ_OK &&
+            dz_lora_parse_targets(sb, &tb, NULL) == DZ_OK)
+            return ta == tb;
         return sa == sb || (sa && sb && !strcmp(sa, sb));
     }
     case F_DTYPE: return *(const dz_dtype *)pa == *(const dz_dtype *)pb;

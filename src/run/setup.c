@@ -124,10 +124,14 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
         st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter is %s with %d virtual tokens, the run %s with %d "
                      "(--peft, --prefix-tokens)", folder, got->prefix_tokens ? "a prefix" : "LoRA", got->prefix_tokens,
                      spec->lora->prefix_tokens ? "a prefix" : "LoRA", spec->lora->prefix_tokens);
-    else if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets))
-        st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r %d, lora_alpha %g or target_modules differ from the "
-                     "run's (--lora-rank %d, --lora-alpha %g, --lora-targets)", folder, got->rank, (double)got->alpha,
-                     spec->lora->rank, (double)spec->lora->alpha);
+    else if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets)) {
+        char theirs[96], ours[96];
+        dz_lora_targets_string(got->targets, theirs, sizeof theirs);
+        dz_lora_targets_string(spec->lora->targets, ours, sizeof ours);
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter's r %d, lora_alpha %g, target_modules %s differ from the run's "
+                     "--lora-rank %d, --lora-alpha %g, --lora-targets %s", folder, got->rank, (double)got->alpha, theirs,
+                     spec->lora->rank, (double)spec->lora->alpha, ours);
+    }
     if (st == DZ_OK && path) return dz_store_create_as(path, s->m, dz_model_dtype(s->m), flags, &s->store, err);
     /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
     return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;

@@ -23,6 +23,9 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     int ckpt_steps = 0;
     dz_status st = dz_trainer_weights_path(tr, resume, path, sizeof path, &ckpt_steps, err);
     if (st == DZ_OK) st = dz_prepare(&tr->comp, &tr->data, path, resume && ckpt_steps > 0, err);
+    const dz_model *base = st == DZ_OK ? dz_setup_base_model(tr->comp.setup) : NULL;
+    if (st == DZ_OK && !resume && dz_model_lora(tr->comp.m) && c->peft.lora_targets) /* a new run's names */
+        st = dz_lora_check_target_names(c->peft.lora_targets, dz_model_config(base), err);
     if (st != DZ_OK) return st;
     for (int k = 0; k < 2; k++) /* rows held in memory: run.json keeps their fingerprints (checked on resume) */
         if (tr->data.fingerprints[k][0])

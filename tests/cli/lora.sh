@@ -168,6 +168,14 @@ refuse "--lora-dropout 0.5 on a branch" "lora-dropout" "$bin" train --resume-fro
 refuse "an unknown target" "unknown module 'qq'" "$bin" train "${common[@]}" --lora-targets q,qq --out "$tmp/x2"
 refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --lora-rank 4 --out "$tmp/x7"
 refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
+refuse "--adapter of other targets, both named" "target_modules q,v differ from the run's --lora-rank 8, --lora-alpha 16, --lora-targets q,k" \
+  "$bin" train "${common[@]}" --lora-targets q,k --adapter "$tmp/peft" --out "$tmp/x8b"
+refuse "OPT's fc1 on a LLaMA-family base" "no module 'fc1' (OPT's name): give up_proj, or up" "$bin" train "${common[@]}" \
+  --lora-targets q,fc1 --out "$tmp/x8c"
+[ ! -e "$tmp/x8c" ] || bad "the refused fc1 run left a folder"
+cp -r "$tmp/ref" "$tmp/respelled"
+"$bin" train --resume --lora-targets v,q_proj --steps 9 --out "$tmp/respelled" > "$tmp/log" 2>&1 &&
+  ok "a resume with the same targets spelled otherwise (v,q_proj for q_proj,v)" || bad "resume, targets respelled: $(tail -1 "$tmp/log")"
 refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
 refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
 refuse "--prefix-tokens under --peft lora" "give --peft prefix" "$bin" train "${common[@]}" --prefix-tokens 3 --out "$tmp/x3"
