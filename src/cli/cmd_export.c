@@ -12,10 +12,11 @@ static int ends_with(const char *s, const char *suffix) {
 
 static const dz_cmd_spec export_cmd = {
     .name = "export",
-    .usage = "--run RUN_DIR [--base M] -o OUT | --model M -o OUT  [--format hf|gguf] [--type f16|f32|bf16|q8_0]",
+    .usage = "--run RUN_DIR [--base M] [--merge] -o OUT | --model M -o OUT  [--format hf|gguf] [--type f16|f32|bf16|q8_0]",
     .summary = "Replays a run's seed log onto its base model and writes the trained weights\n"
                "(bitwise those of training) in Hugging Face layout or as a GGUF file that\n"
-               "llama.cpp runs; or converts a model (--model) the same way."};
+               "llama.cpp runs; an adapter run's as a PEFT adapter folder (--merge: merged\n"
+               "into the base, HF or GGUF); or converts a model (--model) the same way."};
 
 int dz_cmd_export(int argc, char **argv) {
     const char *base = NULL, *model = NULL, *run = NULL, *out = NULL, *store = NULL, *format = NULL, *type = NULL;

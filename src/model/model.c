@@ -185,7 +185,13 @@ dz_status dz_model_load_flags(const char *path, dz_dtype dtype, unsigned flags, 
     m->dtype = dtype;
     snprintf(m->path, sizeof m->path, "%s", path);
     dz_status st;
-    if (dz_is_dir(path)) {
+    char cfg_json[PATH_MAX];
+    const int adapter_alone = dz_is_dir(path) && dz_lora_is_folder(path) &&
+                              !(dz_path_join(cfg_json, sizeof cfg_json, path, "config.json") == 0 && dz_file_exists(cfg_json));
+    if (adapter_alone) { /* a PEFT folder (a LoRA run's checkpoint-N, an export) holds no base */
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: a PEFT adapter folder, not a model: give its base model as the model and "
+                     "this folder as --adapter (eval RUN/checkpoint-N takes the run's base itself)", path);
+    } else if (dz_is_dir(path)) {
         st = dz_model_load_hf(m, path, err);
     } else if (ends_with(path, ".bin")) {
         st = dz_model_load_llama2c(m, path, err);
