@@ -140,8 +140,9 @@ static dz_status read_tensor(dz_model *m, int i, const dz_safetensors *sf, dz_er
                            "which distzo adapts on every layer)", sf->path,
                            p->hf_name);
     if (t->ndim != 2 || t->shape[0] != p->rows || t->shape[1] != p->cols)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is not [%lld, %lld] as r and the base model imply",
-                       sf->path, p->hf_name, (long long)p->rows, (long long)p->cols);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is not [%lld, %lld] as r and the base model imply (the "
+                       "adapter's base_model_name_or_path is '%s': is this its base?)", sf->path, p->hf_name,
+                       (long long)p->rows, (long long)p->cols, m->lora_base[0] ? m->lora_base : "not given");
     if (t->dtype != DZ_F32 && t->dtype != DZ_BF16 && t->dtype != DZ_F16)
         return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tensor '%s' is %s (expected F32, BF16 or F16)", sf->path,
                        p->hf_name, dz_dtype_name(t->dtype));
@@ -161,8 +162,9 @@ static dz_status check_no_extra(const dz_model *m, const dz_safetensors *sf, dz_
         for (int i = 0; i < m->table.count && !known; i++) known = !strcmp(sf->tensors[k].name, m->table.params[i].hf_name);
         if (!known)
             return dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: tensor '%s' is not a LoRA A/B of the targets adapter_config.json "
-                           "names for this base model (modules_to_save and other extras are not supported)", sf->path,
-                           sf->tensors[k].name);
+                           "names for this base model of %d layers (modules_to_save and other extras are not supported; "
+                           "the adapter's base_model_name_or_path is '%s': is this its base?)", sf->path,
+                           sf->tensors[k].name, m->cfg.n_layers, m->lora_base[0] ? m->lora_base : "not given");
     }
     return DZ_OK;
 }

@@ -174,6 +174,8 @@ refuse "a LoRA checkpoint as generate's model" "a PEFT adapter folder, not a mod
   "$tmp/ref/checkpoint-8" -n 2
 refuse "an adapter folder as export's --model" "a PEFT adapter folder, not a model" "$bin" export \
   --model "$tmp/ref/checkpoint-8" -o "$tmp/x8d"
+refuse "an adapter of another base, its base named" "base_model_name_or_path is 'tests/data/hf/qwen2_bias'" \
+  "$bin" eval "$base_model" --adapter "$(dirname "$0")/../data/peft/qwen2_peft_lora" --limit 2
 refuse "OPT's fc1 on a LLaMA-family base" "no module 'fc1' (OPT's name): give up_proj, or up" "$bin" train "${common[@]}" \
   --lora-targets q,fc1 --out "$tmp/x8c"
 [ ! -e "$tmp/x8c" ] || bad "the refused fc1 run left a folder"
