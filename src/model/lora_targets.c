@@ -62,16 +62,16 @@ void dz_lora_module_names(const dz_config *cfg, unsigned targets, char *out, siz
 dz_status dz_lora_check_target_names(const char *list, const dz_config *cfg, dz_error *err) {
     const int opt = cfg->arch == DZ_ARCH_OPT;
     const char *const *own = opt ? OPT_NAMES : LLAMA_NAMES, *const *other = opt ? LLAMA_NAMES : OPT_NAMES;
+    const char *family = opt ? "an OPT" : "a LLaMA-family"; /* strings only here (the fuzz targets link this file alone) */
     for (const char *p = list; p && *p;) {
         const size_t n = strcspn(p, ",");
         for (int t = 0; t < DZ_LORA_N_TARGETS; t++) {
             const int named = other[t] && strlen(other[t]) == n && !strncmp(other[t], p, n);
             if (!named || (own[t] && !strcmp(own[t], other[t]))) continue; /* q_proj k_proj v_proj: both */
             if (!own[t])
-                return dz_fail(err, DZ_ERR_INVALID, "--lora-targets: a %s model has no module '%.*s'",
-                               dz_arch_name(cfg->arch), (int)n, p);
-            return dz_fail(err, DZ_ERR_INVALID, "--lora-targets: a %s model has no module '%.*s' (%s's name): give %s, "
-                           "or %s", dz_arch_name(cfg->arch), (int)n, p, opt ? "LLaMA" : "OPT", own[t], SHORT[t]);
+                return dz_fail(err, DZ_ERR_INVALID, "--lora-targets: %s model has no module '%.*s'", family, (int)n, p);
+            return dz_fail(err, DZ_ERR_INVALID, "--lora-targets: %s model has no module '%.*s' (%s's name): give %s, "
+                           "or %s", family, (int)n, p, opt ? "LLaMA" : "OPT", own[t], SHORT[t]);
         }
         p += n + (p[n] == ',');
     }
