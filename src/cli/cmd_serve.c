@@ -70,7 +70,7 @@ static int estimator_options(dz_fed_serve_config *c, const char *name, int argc,
     o->q = o->fzoo_directions, o->rademacher = 1;
     if (!per_given) c->fed.samples_per_worker = o->q;
     /* its coefficients scale as 1 / eps: MeZO's 64 would clip every one (a resume: federated.json's) */
-    if (!clip_given && !c->resume && o->eps > 0) c->fed.g_clip = 8.0f / o->eps;
+    if (!clip_given && !c->resume && o->eps > 0) c->fed.g_clip = (float)(8.0 / o->eps);
     return 0;
 }
 

@@ -212,8 +212,8 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         DZ_CLI_PEFT_OPTIONS(c),
         {"hizoo-smooth", DZ_OPT_FLOAT, &c->optim.hizoo_smooth, "hizoo: EMA weight alpha of the Hessian estimate (default 1e-6)"},
         {"hizoo-rank", DZ_OPT_INT, &c->optim.hizoo_rank, "hizoo: 0 (default) diagonal Hessian; 1 HiZOO-L, a weight "
-         "matrix's Hessian in rank-1 row x column factors: 4 (rows + cols + 1) bytes a matrix, SmolLM2-135M about 0.02 "
-         "bytes a parameter)"},
+         "matrix's Hessian in rank-1 row x column factors: 4 (rows + cols + 1) bytes a matrix; SmolLM2-135M about 0.02 "
+         "bytes a parameter"},
         {"adapter", DZ_OPT_STR, &c->peft.lora_init, "lora, prefix: start from this PEFT folder (its r, alpha and "
          "targets, or its num_virtual_tokens, must be the run's) instead of the init; run.json keeps the path, as it "
          "keeps --model's"},
@@ -338,9 +338,6 @@ int dz_cmd_train(int argc, char **argv) {
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
     if (!rc) rc = estimator_settings(&c, t.resume || t.resume_from, argc, argv);
-    if (!rc && c.peft.lora_dropout != 0.0f) /* not in run.json: a resume is checked here too */
-        rc = dz_cli_failf("option --lora-dropout: %g; a ZO step has no dropout (both perturbed forwards must see the "
-                          "same network): use 0", (double)c.peft.lora_dropout);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;
@@ -349,6 +346,9 @@ int dz_cmd_train(int argc, char **argv) {
         rc = dz_cli_train_refuse_unused(&c, &cmdline, t.v.task_file, t.config, t.resume || t.resume_from);
         if (!rc) rc = dz_cli_refuse_adapter_alone(&c, argc, argv);
     }
+    if (!rc && c.peft.lora_dropout != 0.0f) /* not in run.json: a resume is checked here too */
+        rc = dz_cli_failf("option --lora-dropout: %g; a ZO step has no dropout (both perturbed forwards must see the "
+                          "same network): use 0", (double)c.peft.lora_dropout);
     dz_cli_gpu_math_join(&c.layout.backend, t.gpu_math);
     if (!rc) rc = train_run(&c, &t);
     free(run_strings);
@@ -387,8 +387,10 @@ static int train_settings(dz_train_config *c, const train_opts *t) {
     }
     if (d->train && realpath(d->train, abs_train)) d->train = abs_train;
     if (d->test && realpath(d->test, abs_test)) d->test = abs_test;
-    /* a new run's --adapter (a resume keeps run.json's as written: it compares them) */
-    if (!resume && c->peft.lora_init && realpath(c->peft.lora_init, abs_adapter)) c->peft.lora_init = abs_adapter;
+    /* a new run's --adapter (a resume or a branch keeps run.json's as written; run_json.c compares the
+     * folders a path names, so a relative --adapter given again still matches) */
+    if (!resume && !t->resume_from && c->peft.lora_init && realpath(c->peft.lora_init, abs_adapter))
+        c->peft.lora_init = abs_adapter;
     return 0;
 }
 

@@ -11,7 +11,7 @@ dz_status dz_fail(dz_error *err, dz_status code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        memcpy(err->msg, msg, sizeof msg);
+        memcpy(err->msg, msg, strlen(msg) + 1);
         err->code = code;
     }
     return code;

@@ -30,5 +30,5 @@ dz_status dz_comm_share_outcome(dz_comm *c, dz_status st, int root, dz_error *er
     if (st != DZ_OK || bst != DZ_OK) return st != DZ_OK ? st : bst;
     if (outcome.code == DZ_OK) return DZ_OK;
     outcome.msg[sizeof outcome.msg - 1] = 0;
-    return dz_fail(err, (dz_status)outcome.code, "%s", outcome.msg);
+    return dz_fail(err, (dz_status)outcome.code, "%s", outcome.msg[0] ? outcome.msg : "rank 0 failed (its error is above)");
 }

@@ -149,7 +149,9 @@ static int field_equal(const run_field *f, const dz_train_config *a, const dz_tr
         if (sa && sb && !strcmp(f->key, "lora_targets") && dz_lora_parse_targets(sa, &ta, NULL) == DZ_OK &&
             dz_lora_parse_targets(sb, &tb, NULL) == DZ_OK)
             return ta == tb;
-        return sa == sb || (sa && sb && !strcmp(sa, sb));
+        if (sa == sb || (sa && sb && !strcmp(sa, sb))) return 1;
+        char ra[PATH_MAX], rb[PATH_MAX]; /* --adapter: one folder, however the path is written */
+        return sa && sb && !strcmp(f->key, "lora_init") && realpath(sa, ra) && realpath(sb, rb) && !strcmp(ra, rb);
     }
     case F_DTYPE: return *(const dz_dtype *)pa == *(const dz_dtype *)pb;
     case F_FLOAT: return *(const float *)pa == *(const float *)pb;

@@ -191,6 +191,7 @@ static dz_status train_step(dz_trainer *tr, int step, loop_state *ls, dz_train_p
         loss += (o->estimator == DZ_ZO_FZOO ? r.loss_minus[j] : 0.5 * (r.loss_plus[j] + r.loss_minus[j])) / o->q;
         gmean += (double)r.g[j] / o->q;
     }
+    if (!r.finite) gmean = NAN; /* a skipped step: g null in its row, whatever the estimator computed */
     if (tr->comp.rank0 && (st = dz_seedlog_append(tr->folder.log, (uint32_t)step, lr, g_log, err)) != DZ_OK) return st;
     ls->step_seconds += dz_now() - t_step;
     const int done = step + 1;

@@ -77,6 +77,16 @@ done
   (cd / && "$bin" export --run "$tmp/rel" -o "$tmp/rel-x" > "$tmp/rel.log" 2>&1 &&
    "$bin" train --resume --steps 3 --out "$tmp/rel" >> "$tmp/rel.log" 2>&1) &&
   ok "a relative --adapter: export and resume from another directory" || bad "a relative --adapter: $(tail -2 "$tmp/rel.log")"
+# the same command again with --resume (a relative --adapter names the folder run.json holds
+# absolute), and a run.json of an older distzo with a relative lora_init resumed and branched
+(cd "$data/peft" && "$bin" train --model "$base_model" --peft lora --lora-rank 4 --lora-alpha 6 \
+  --lora-targets q,k,v,o,gate,up,down --adapter peft_lora --steps 4 --resume --out "$tmp/rel" > "$tmp/rel.log" 2>&1 &&
+  sed -i -E 's|("lora_init":[[:space:]]*)"[^"]*"|\1"peft_lora"|' "$tmp/rel/run.json" &&
+  "$bin" train --resume --steps 5 --out "$tmp/rel" >> "$tmp/rel.log" 2>&1 &&
+  "$bin" train --resume-from "$tmp/rel:3" --steps 5 --out "$tmp/rel-branch" >> "$tmp/rel.log" 2>&1) &&
+  grep -q '"lora_init":[[:space:]]*"peft_lora"' "$tmp/rel-branch/run.json" &&
+  ok "a relative --adapter given again on --resume; an older relative lora_init resumed and branched" ||
+  bad "relative --adapter on resume / older run.json: $(tail -2 "$tmp/rel.log")"
 "$bin" generate "$base_model" --adapter "$data/peft/peft_prefix" -n 8 --temperature 0 --threads 1 > "$tmp/gen" 2>&1 &&
   ok "generate --adapter with PEFT's prefix runs" || bad "generate --adapter: $(tail -2 "$tmp/gen")"
 finish
