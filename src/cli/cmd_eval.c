@@ -481,7 +481,14 @@ int dz_cmd_eval(int argc, char **argv) {
     char *run_strings = NULL; /* the run's settings that o then points into */
     if (model_arg && run_of_checkpoint(model_arg, &run, &run_strings)) {
         fill_from_run(&o, &run);
-        if (dz_lora_is_folder(model_arg) && !o.adapter) /* a LoRA run's checkpoint: its adapter on the run's base */
+        if (dz_lora_is_folder(model_arg) && o.adapter) { /* the message first: run.model points into run_strings */
+            rc = dz_cli_failf("%s is an adapter run's checkpoint, itself the adapter (eval runs it on the run's base "
+                              "%s): leave out --adapter %s, or give a base model to evaluate that adapter on",
+                              model_arg, run.model, o.adapter);
+            free(run_strings);
+            return rc;
+        }
+        if (dz_lora_is_folder(model_arg)) /* a LoRA run's checkpoint: its adapter on the run's base */
             o.adapter = model_arg, model_arg = run.model;
     }
     rc = resolve_task(&o, preset_buf, sizeof preset_buf);

@@ -170,6 +170,8 @@ refuse "--lora-rank without --peft lora" "give --peft lora" "$bin" train --model
 refuse "--adapter of another rank" "differ" "$bin" train "${common[@]}" --lora-rank 4 --adapter "$tmp/peft" --out "$tmp/x8"
 refuse "--adapter of other targets, both named" "target_modules q,v differ from the run's --lora-rank 8, --lora-alpha 16, --lora-targets q,k" \
   "$bin" train "${common[@]}" --lora-targets q,k --adapter "$tmp/peft" --out "$tmp/x8b"
+refuse "a LoRA checkpoint and --adapter in eval" "itself the adapter" "$bin" eval "$tmp/ref/checkpoint-8" \
+  --adapter "$tmp/peft" --limit 2
 refuse "a LoRA checkpoint as generate's model" "a PEFT adapter folder, not a model" "$bin" generate \
   "$tmp/ref/checkpoint-8" -n 2
 refuse "an adapter folder as export's --model" "a PEFT adapter folder, not a model" "$bin" export \
