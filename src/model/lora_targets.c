@@ -58,7 +58,6 @@ void dz_lora_module_names(const dz_config *cfg, unsigned targets, char *out, siz
     join_names(cfg->arch == DZ_ARCH_OPT ? OPT_NAMES : LLAMA_NAMES, targets, out, cap);
 }
 
-
 dz_status dz_lora_check_target_names(const char *list, const dz_config *cfg, dz_error *err) {
     const int opt = cfg->arch == DZ_ARCH_OPT;
     const char *const *own = opt ? OPT_NAMES : LLAMA_NAMES, *const *other = opt ? LLAMA_NAMES : OPT_NAMES;

@@ -242,16 +242,15 @@ static dz_status restore_curvature(dz_trainer *tr, int ckpt_steps, dz_error *err
  * metrics.jsonl's row 0 when rank 0 finds them there (*logged), else every rank evaluates
  * (a large model's evaluation is minutes: not repeated when the run already logged it). */
 static dz_status base_scores(dz_trainer *tr, double *dev, double *test, int *logged, dz_error *err) {
-    int state = 0; /* rank 0's: 1 row 0 read, 0 none */
-    dz_status st = tr->comp.rank0 ? dz_run_folder_base_scores(&tr->folder, tr->data.lm, dev, test, &state, err)
+    int found = 0;
+    dz_status st = tr->comp.rank0 ? dz_run_folder_base_scores(&tr->folder, tr->data.lm, dev, test, &found, err)
                                   : DZ_OK;
-    *logged = 0;
     if ((st = dz_comm_share_outcome(tr->comp.comm, st, 0, err)) != DZ_OK) return st; /* metrics.jsonl unreadable */
-    if ((st = dz_comm_bcast(tr->comp.comm, &state, sizeof state, 0, err)) != DZ_OK) return st;
-    double scores[2] = {*dev, *test};
-    if (state == 1 && (st = dz_comm_bcast(tr->comp.comm, scores, sizeof scores, 0, err)) != DZ_OK) return st;
-    if (state == 1)
-        *dev = scores[0], *test = scores[1], *logged = 1;
+    double row0[3] = {found, *dev, *test}; /* rank 0's: found, and the scores */
+    if ((st = dz_comm_bcast(tr->comp.comm, row0, sizeof row0, 0, err)) != DZ_OK) return st;
+    *logged = row0[0] != 0;
+    if (*logged)
+        *dev = row0[1], *test = row0[2];
     else if ((st = dz_evaluate_sets(&tr->data, dev, test, err)) != DZ_OK) /* as row 0 was made (F1 for generation) */
         return st;
     tr->base_known = 1, tr->base_dev = *dev, tr->base_test = *test;

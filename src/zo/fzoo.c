@@ -55,7 +55,7 @@ static double spread(const double *l, int n) {
 static void coefficients(const dz_zo_engine *e, double l0, const double *l, dz_zo_step_result *out) {
     const int n = e->p.q;
     const double sigma = spread(l, n);
-    const int flat = isfinite(sigma) && !(sigma > FZOO_SIGMA_MIN_REL * fmax(1.0, fabs(l0))); /* NaN: g NaN, skipped */
+    const int flat = !(sigma > FZOO_SIGMA_MIN_REL * fmax(1.0, fabs(l0)));
     out->finite = isfinite(l0) && isfinite(sigma);
     for (int j = 0; j < n; j++) {
         out->loss_plus[j] = l[j], out->loss_minus[j] = l0;
