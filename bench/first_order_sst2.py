@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mezo_sst2 import (BatchOrder, Scorer, add_setup_args, build_examples, load_sst2,  # noqa: E402
-                       sample_indices, write_json)
+                       load_tokenizer, sample_indices, write_json)
 
 
 def peak_rss_mib():
@@ -155,14 +155,13 @@ def main():
     torch.manual_seed(args.seed)
     import peft
     import transformers
-    from tokenizers import Tokenizer
 
     os.makedirs(args.out, exist_ok=True)
     run = Run(os.path.join(args.out, "metrics.jsonl"))
     write_json(os.path.join(args.out, "run.json"), vars(args) | {
         "tool": "bench/first_order_sst2.py", "optimizer": "torch.optim.AdamW", "torch": torch.__version__,
         "transformers": transformers.__version__, "peft": peft.__version__})
-    tok = Tokenizer.from_file(os.path.join(args.tokenizer, "tokenizer.json"))
+    tok = load_tokenizer(args.tokenizer)
     train_ex, test_ex = read_data(args, tok)
     t0 = time.perf_counter()
     wrapped, base, params = load_model(args)

@@ -133,6 +133,16 @@ def load_sst2(path):
 # ---------------------------------------------------------------------------------------
 # Prompts and scoring (src/data/prompt.c, src/task/classify.c)
 # ---------------------------------------------------------------------------------------
+def load_tokenizer(folder):
+    """tokenizer.json, reading special tokens written in a prompt ("<|im_start|>") as plain
+    text, as distzo does (dz_tokenizer_encode without DZ_ENCODE_SPECIAL): a template holding
+    one is tokenized the same on both sides."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    tok.encode_special_tokens = True
+    return tok
+
+
 def build_examples(rows, tokenizer, template, words):
     """Per example: the prompt's token ids and, per candidate, (full ids, number scored)."""
     out = []
@@ -307,7 +317,6 @@ def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
     import transformers
-    from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
@@ -321,7 +330,7 @@ def main():
             setattr(args, k, saved[k])
     words = [w if w.startswith(" ") else " " + w for w in args.label_words.split(",")]
 
-    tok = Tokenizer.from_file(os.path.join(args.tokenizer, "tokenizer.json"))
+    tok = load_tokenizer(args.tokenizer)
     pool = load_sst2(args.data)
     drawn = sample_indices(len(pool), args.train_examples + args.dev_examples, args.data_seed)
     train = build_examples([pool[i] for i in drawn[:args.train_examples]], tok, args.template, words)
