@@ -25,7 +25,7 @@
 #   FO_MODES="full lora" (empty: no first-order runs) FO_FULL_LRS="1e-5 3e-5 1e-4" FO_LORA_LRS="3e-4 1e-3 3e-3"
 #   TEMPLATE="{text} It was" LABEL_WORDS=terrible,great   the prompt of both sides (MeZO's by
 #                                default); bench/README.md, "A prompt for an instruct model",
-#                                uses TEMPLATE=$'Review: {text}\nSentiment:' LABEL_WORDS=negative,positive
+#                                uses TEMPLATE=$'<|im_start|>user\nReview: {text}\nSentiment:' LABEL_WORDS=negative,positive
 #   TEST_LIMIT=0                 >0: only the first N GLUE dev rows (smoke runs)
 #   THREADS=2 JOBS=1 NICE=10     threads per run, runs at a time, their nice level
 #   OUT=/tmp/time_to_accuracy DISTZO=build/distzo PYTHON=/work/venv-ref/bin/python
