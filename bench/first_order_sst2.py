@@ -161,7 +161,7 @@ def main():
     write_json(os.path.join(args.out, "run.json"), vars(args) | {
         "tool": "bench/first_order_sst2.py", "optimizer": "torch.optim.AdamW", "torch": torch.__version__,
         "transformers": transformers.__version__, "peft": peft.__version__})
-    tok = load_tokenizer(args.tokenizer)
+    tok = load_tokenizer(args.tokenizer, args.special_tokens)
     train_ex, test_ex = read_data(args, tok)
     t0 = time.perf_counter()
     wrapped, base, params = load_model(args)

@@ -133,13 +133,14 @@ def load_sst2(path):
 # ---------------------------------------------------------------------------------------
 # Prompts and scoring (src/data/prompt.c, src/task/classify.c)
 # ---------------------------------------------------------------------------------------
-def load_tokenizer(folder):
+def load_tokenizer(folder, special_tokens=False):
     """tokenizer.json, reading special tokens written in a prompt ("<|im_start|>") as plain
-    text, as distzo does (dz_tokenizer_encode without DZ_ENCODE_SPECIAL): a template holding
-    one is tokenized the same on both sides."""
+    text, as distzo does by default (dz_tokenizer_encode without DZ_ENCODE_SPECIAL), or with
+    special_tokens as their ids, as distzo's --special-tokens does: a template holding one
+    is tokenized the same on both sides."""
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-    tok.encode_special_tokens = True
+    tok.encode_special_tokens = not special_tokens
     return tok
 
 
@@ -285,6 +286,8 @@ def add_setup_args(p):
     p.add_argument("--test", required=True, help="SST-2 dev.tsv (GLUE dev: the reported accuracy)")
     p.add_argument("--template", default="{text} It was")
     p.add_argument("--label-words", default="terrible,great")
+    p.add_argument("--special-tokens", action="store_true",
+                   help="special tokens in --template are their ids (distzo's --special-tokens); default: text")
     p.add_argument("--train-examples", type=int, default=1000)
 
 
@@ -330,7 +333,7 @@ def main():
             setattr(args, k, saved[k])
     words = [w if w.startswith(" ") else " " + w for w in args.label_words.split(",")]
 
-    tok = load_tokenizer(args.tokenizer)
+    tok = load_tokenizer(args.tokenizer, args.special_tokens)
     pool = load_sst2(args.data)
     drawn = sample_indices(len(pool), args.train_examples + args.dev_examples, args.data_seed)
     train = build_examples([pool[i] for i in drawn[:args.train_examples]], tok, args.template, words)

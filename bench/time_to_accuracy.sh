@@ -26,6 +26,8 @@
 #   TEMPLATE="{text} It was" LABEL_WORDS=terrible,great   the prompt of both sides (MeZO's by
 #                                default); bench/README.md, "A prompt for an instruct model",
 #                                uses TEMPLATE=$'<|im_start|>user\nReview: {text}\nSentiment:' LABEL_WORDS=negative,positive
+#   SPECIAL_TOKENS=1             special tokens in TEMPLATE are their ids on both sides (distzo's
+#                                --special-tokens, the bench scripts' --special-tokens); default: text
 #   TEST_LIMIT=0                 >0: only the first N GLUE dev rows (smoke runs)
 #   THREADS=2 JOBS=1 NICE=10     threads per run, runs at a time, their nice level
 #   OUT=/tmp/time_to_accuracy DISTZO=build/distzo PYTHON=/work/venv-ref/bin/python
@@ -41,6 +43,7 @@ assets=${ASSETS:-${DISTZO_ASSETS:-../shared/assets}}
 steps=${STEPS:-2000} eval=${EVAL:-100} fo_steps=${FO_STEPS:-300} fo_eval=${FO_EVAL:-10}
 seeds=${SEEDS:-0 1 2} threads=${THREADS:-2} jobs=${JOBS:-1} nice_level=${NICE:-10}
 template=${TEMPLATE:-"{text} It was"} label_words=${LABEL_WORDS:-terrible,great}
+special=(); [ "${SPECIAL_TOKENS:-0}" = 1 ] && special=(--special-tokens)
 model=$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$model" ] || { echo "time_to_accuracy.sh: $model not found (set ASSETS)" >&2; exit 1; }
 [ -x "$bin" ] || { echo "time_to_accuracy.sh: $bin is not an executable distzo (set DISTZO)" >&2; exit 1; }
@@ -62,7 +65,7 @@ zo_run() { # estimator lr seed steps eval [extra flags]
   finished "$dir" "$4" && return 0
   rm -rf "$dir"
   /usr/bin/time -o "$dir.time" -f "%M %e" nice -n "$nice_level" "$bin" train --model "$model" --task sst2 \
-    --data "$assets/sst2/train.tsv" --test "$test_file" --template "$template" --label-words "$label_words" \
+    --data "$assets/sst2/train.tsv" --test "$test_file" --template "$template" --label-words "$label_words" "${special[@]}" \
     --train-examples 1000 --dev-examples 0 --data-seed 42 --batch 16 --eps 1e-3 --schedule constant \
     --estimator "$1" --lr "$2" --seed "$3" --steps "$4" --eval-every "$5" --checkpoint-every 0 \
     --threads "$threads" --out "$dir" "${@:6}" > "$dir.log" 2>&1 || echo "zo-$1-lr$2-s$3 failed: $dir.log" >&2
@@ -74,7 +77,7 @@ fo_run() { # mode lr seed
   rm -rf "$dir"
   /usr/bin/time -o "$dir.time" -f "%M %e" nice -n "$nice_level" "$py" "$here/first_order_sst2.py" \
     --gguf "$model" --tokenizer "$assets/smollm2-135m/hf-tokenizer" --data "$assets/sst2/train.tsv" \
-    --test "$test_file" --template "$template" --label-words "$label_words" --train-examples 1000 \
+    --test "$test_file" --template "$template" --label-words "$label_words" "${special[@]}" --train-examples 1000 \
     --data-seed 42 --batch 16 --mode "$1" --lr "$2" --seed "$3" --steps "$fo_steps" --eval-every "$fo_eval" \
     --threads "$threads" --out "$dir" > "$dir.log" 2>&1 || echo "fo-$1-lr$2-s$3 failed: $dir.log" >&2
 }

@@ -244,6 +244,60 @@ static void own_candidates_score_as_their_tokens_mean_logprob(void **state) {
     dz_dataset_free(&ds);
 }
 
+/* A chat-form template on SmolLM2's tokenizer.json: with special_tokens "<|im_start|>" is
+ * its id (1), otherwise its characters, each sequence as Hugging Face tokenizers 0.23.3
+ * encodes it (Tokenizer.from_file(...).encode(prompt + word).ids; encode_special_tokens =
+ * True for the plain text), and the template that writes one is found. */
+static void special_tokens_in_a_template_are_their_ids(void **state) {
+    (void)state;
+    char path[1200];
+    test_asset_path(path, sizeof path, "smollm2-135m/hf-tokenizer");
+    dz_error err = {0};
+    dz_tokenizer *tok;
+    if (dz_tokenizer_load(path, 0, &tok, &err) != DZ_OK) fail_msg("%s", err.msg);
+    dz_dataset ds = {0};
+    int cap = 0;
+    dz_example ex = {.text = "a gorgeous , witty , seductive movie . ", .label = 1, .line = 1};
+    assert_int_equal(dz_dataset_append(&ds, &cap, &ex, &err), DZ_OK);
+    static const int want_special[2][20] = {
+        {1, 4093, 198, 21465, 42, 253, 35702, 3297, 43773, 3297, 6269, 101, 7888, 7704, 1673, 198, 35658, 2572, 42, 3524},
+        {1, 4093, 198, 21465, 42, 253, 35702, 3297, 43773, 3297, 6269, 101, 7888, 7704, 1673, 198, 35658, 2572, 42, 2731}};
+    static const int want_text[2][26] = {
+        {44, 108, 306, 79, 3738, 108, 46, 4093, 198, 21465, 42, 253, 35702, 3297, 43773, 3297, 6269, 101, 7888, 7704,
+         1673, 198, 35658, 2572, 42, 3524},
+        {44, 108, 306, 79, 3738, 108, 46, 4093, 198, 21465, 42, 253, 35702, 3297, 43773, 3297, 6269, 101, 7888, 7704,
+         1673, 198, 35658, 2572, 42, 2731}};
+    for (int special = 0; special <= 1; special++) {
+        dz_prompt_spec spec;
+        dz_prompt_spec_default_sst2(&spec);
+        assert_int_equal(dz_prompt_spec_set_template(&spec, "<|im_start|>user\nReview: {text}\nSentiment:", &err), DZ_OK);
+        assert_int_equal(dz_prompt_spec_set_labels(&spec, "negative,positive", &err), DZ_OK);
+        spec.special_tokens = special;
+        char name[64];
+        assert_int_equal(dz_prompt_spec_text_special(&spec, tok, name, sizeof name), !special);
+        if (!special) assert_string_equal(name, "<|im_start|>");
+        dz_class_set cs;
+        if (dz_class_set_build(&ds, &spec, tok, 2048, &cs, &err) != DZ_OK) fail_msg("%s", err.msg);
+        for (int k = 0; k < 2; k++) {
+            const dz_cand_seq *q = &cs.seqs[k];
+            const int *want = special ? want_special[k] : want_text[k];
+            assert_int_equal(q->len, special ? 20 : 26);
+            for (int i = 0; i < q->len; i++)
+                if (q->tokens[i] != want[i])
+                    fail_msg("special_tokens %d, candidate %d, id %d: %d, Hugging Face's %d", special, k, i,
+                             q->tokens[i], want[i]);
+            assert_int_equal(q->cand_len, 1);
+        }
+        dz_class_set_free(&cs);
+    }
+    dz_prompt_spec plain; /* no special token written: nothing to say */
+    dz_prompt_spec_default_sst2(&plain);
+    char name[64];
+    assert_int_equal(dz_prompt_spec_text_special(&plain, tok, name, sizeof name), 0);
+    dz_dataset_free(&ds);
+    dz_tokenizer_free(tok);
+}
+
 /* ReCoRD: a query two entities answer ("Obama", "Barack Obama"): the first in sorted order
  * is the label (the training target), and a prediction of either is correct, as MeZO
  * scores it; the third entity is not. */
@@ -337,6 +391,7 @@ int main(void) {
         cmocka_unit_test(f1_and_exact_match_are_squad_v1_1s),
         cmocka_unit_test(demos_are_other_examples_with_their_answers),
         cmocka_unit_test(own_candidates_score_as_their_tokens_mean_logprob),
+        cmocka_unit_test(special_tokens_in_a_template_are_their_ids),
         cmocka_unit_test(record_every_answering_entity_is_correct),
         cmocka_unit_test(greedy_answer_is_generate_cut_at_newline),
     };

@@ -90,6 +90,8 @@ enum { DZ_MAX_CANDS = 256 }; /* an example's own candidates (ReCoRD passages nam
 typedef struct dz_prompt_spec {
     char template_[512];              /* default DZ_DEFAULT_TEMPLATE */
     int verbatim;                     /* the text is the whole prompt, used as is (task presets) */
+    int special_tokens;               /* special tokens written in the prompt ("<|im_start|>") are their ids,
+                                         as Hugging Face's encode reads them; 0: plain text (the default) */
     int n_labels;
     char label_words[DZ_MAX_LABELS][64]; /* default " terrible", " great" (DZ_DEFAULT_LABEL_WORDS) */
 } dz_prompt_spec;

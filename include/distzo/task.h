@@ -39,6 +39,13 @@ typedef struct dz_class_set {
 dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, const dz_tokenizer *tok,
                              int max_len, dz_class_set *out, dz_error *err);
 void dz_class_set_free(dz_class_set *cs);
+/* Whether spec's template writes a special token of tok ("<|im_start|>") that, without
+ * spec->special_tokens, is encoded as plain text: 1 and its text in name (cap bytes), so
+ * the caller can say --special-tokens would read it as the token; 0 where there is none,
+ * or special tokens are read. */
+int dz_prompt_spec_text_special(const dz_prompt_spec *spec, const dz_tokenizer *tok, char *name, int cap);
+/* Logs a warning naming it where dz_prompt_spec_text_special finds one. */
+void dz_prompt_spec_warn_text_special(const dz_prompt_spec *spec, const dz_tokenizer *tok);
 static inline int dz_class_first(const dz_class_set *cs, int e) {
     return cs->cand_first ? cs->cand_first[e] : e * cs->n_labels;
 }

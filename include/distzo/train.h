@@ -18,6 +18,7 @@ typedef struct dz_train_data {
     const char *train;        /* training pool: train_examples + dev_examples are drawn from it */
     const char *test;         /* reported accuracy (GLUE dev for SST-2); NULL: none */
     const char *template_, *label_words, *text_key, *label_key; /* NULL: SST-2 defaults */
+    int special_tokens;       /* classification: special tokens in the template are their ids (dz_prompt_spec) */
     int train_examples, dev_examples;
     uint64_t seed;            /* the example draw and the order of every epoch */
     int lm_seq;               /* LM: tokens per training window (0: the model's maximum) */

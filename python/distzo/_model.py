@@ -112,7 +112,8 @@ class Model:
 
     def evaluate(self, task: str = "sst2", data: Any = None, *, template: Optional[str] = None,
                  label_words: Optional[str] = None, text_key: str = "text", label_key: str = "label",
-                 batch: int = 16, share_prompts: bool = True, gen_tokens: int = 0) -> dict[str, Any]:
+                 batch: int = 16, share_prompts: bool = True, gen_tokens: int = 0,
+                 special_tokens: bool = False) -> dict[str, Any]:
         """As `distzo eval`: classification (sst2, classify, a preset) gives accuracy,
         predictions [n] and scores ([n, n_labels] numpy, the candidates' mean log-probs;
         a list of arrays where examples have candidates of their own); lm gives the mean NLL
@@ -124,7 +125,9 @@ class Model:
         drop: text_key is the whole prompt, or where a row has none MeZO's prompt of its
         fields (squad: title, context, question; drop: passage, question), and label_key,
         default "answers", the gold answers: a list of str, or a dict with them under
-        "text", as Hugging Face's squad has)."""
+        "text", as Hugging Face's squad has). special_tokens: special tokens written in the
+        template ("<|im_start|>") are their ids, as Hugging Face's tokenizer reads them
+        (`eval --special-tokens`); False: plain text."""
         if self.tokenizer is None:
             raise RuntimeError(f"{self.path}: no tokenizer; load with tokenizer=PATH")
         qa = task in ("squad", "drop")
@@ -139,7 +142,7 @@ class Model:
         else:
             path, records = None, _records(data, text_key, None if task == "lm" else label_key)
         r = self._c.evaluate(task, path, records, template, label_words, text_key, label_key, batch, share_prompts,
-                             gen_tokens)
+                             gen_tokens, special_tokens)
         import numpy as np
 
         if qa:

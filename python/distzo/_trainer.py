@@ -120,7 +120,8 @@ class Trainer:
         if data is None:
             raise ValueError("Trainer.evaluate: no data (the Trainer has no eval_data)")
         args = {"task": s.get("task", "sst2"), "template": s.get("template"), "label_words": s.get("label_words"),
-                "text_key": s.get("text_key") or "text", "label_key": s.get("label_key") or "label"}
+                "text_key": s.get("text_key") or "text", "label_key": s.get("label_key") or "label",
+                "special_tokens": bool(s.get("special_tokens"))}
         args.update(options)
         with tempfile.TemporaryDirectory(prefix="distzo-") as tmp:
             export(self.out, os.path.join(tmp, "model"))

@@ -10,7 +10,7 @@
 typedef struct eval_args {
     const char *task, *path, *template_, *labels, *text_key, *label_key;
     PyObject *records;        /* a list of (text, label or None) pairs, or None: path */
-    int batch, share_prompts, gen_tokens;
+    int batch, share_prompts, gen_tokens, special_tokens;
     const dz_task_preset *preset;
 } eval_args;
 
@@ -36,6 +36,8 @@ static dz_status classify_run(const dz_model *m, const dz_tokenizer *tok, const 
     if (a->preset) dz_prompt_spec_preset(&spec);
     dz_status st = a->template_ ? dz_prompt_spec_set_template(&spec, a->template_, err) : DZ_OK;
     if (st == DZ_OK && a->labels) st = dz_prompt_spec_set_labels(&spec, a->labels, err);
+    spec.special_tokens = a->special_tokens;
+    if (st == DZ_OK && !a->preset) dz_prompt_spec_warn_text_special(&spec, tok);
     if (st == DZ_OK) st = dz_class_set_build(ds, &spec, tok, dz_model_config(m)->max_seq_len, &o->cs, err);
     if (st != DZ_OK) return st;
     int per = a->batch / o->cs.n_labels > 0 ? a->batch / o->cs.n_labels : 1;
@@ -120,10 +122,11 @@ static PyObject *evaluate_dataset(const dz_model *m, const dz_tokenizer *tok, co
 
 PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *args, PyObject *kw) {
     static char *names[] = {"task", "path", "records", "template", "label_words", "text_key", "label_key", "batch",
-                            "share_prompts", "gen_tokens", NULL};
+                            "share_prompts", "gen_tokens", "special_tokens", NULL};
     eval_args a = {.task = "sst2", .text_key = "text", .label_key = "label", .batch = 16, .share_prompts = 1};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "szO|zzssipi", names, &a.task, &a.path, &a.records, &a.template_,
-                                     &a.labels, &a.text_key, &a.label_key, &a.batch, &a.share_prompts, &a.gen_tokens))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "szO|zzssipip", names, &a.task, &a.path, &a.records, &a.template_,
+                                     &a.labels, &a.text_key, &a.label_key, &a.batch, &a.share_prompts, &a.gen_tokens,
+                                     &a.special_tokens))
         return NULL;
     a.preset = dz_task_preset_find(a.task);
     if (strcmp(a.task, "sst2") && strcmp(a.task, "classify") && strcmp(a.task, "lm") && !a.preset)

@@ -267,7 +267,7 @@ static PyMethodDef model_methods[] = {
      "generate(ids, max_tokens=256, temperature=1.0, top_p=0.9, seed=0, stop_at_eos=True) -> new ids"},
     {"evaluate", (PyCFunction)(void (*)(void))model_evaluate, METH_VARARGS | METH_KEYWORDS,
      "evaluate(task, path, records, template=None, label_words=None, text_key='text', label_key='label', batch=16, "
-     "share_prompts=True, gen_tokens=0) -> dict"},
+     "share_prompts=True, gen_tokens=0, special_tokens=False) -> dict"},
     {"bos_eos", (PyCFunction)model_bos_eos, METH_NOARGS, "bos_eos() -> (bos id, eos id); -1: none"},
     {NULL, NULL, 0, NULL},
 };

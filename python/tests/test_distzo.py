@@ -313,3 +313,26 @@ def test_gguf_kept_quantized_same_logits(cli, assets):
     assert np.array_equal(kept.logits(ids).view(np.uint32), at_load.view(np.uint32))
     assert kept.generate_ids(ids, max_tokens=6, temperature=0) == distzo.load(gguf).generate_ids(ids, max_tokens=6,
                                                                                                   temperature=0)
+
+
+def test_special_tokens_in_a_template_as_the_cli(cli, assets, tmp_path):
+    """special_tokens=True reads "<|im_start|>" in a template as its id, as `eval --special-tokens`
+    does (the same scores); without it the characters are encoded, other scores."""
+    import numpy as np
+
+    gguf = assets / "smollm2-135m" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("".join((assets / "sst2" / "dev.tsv").read_text().splitlines(keepends=True)[:9]))
+    chat = "<|im_start|>user\nReview: {text}\nSentiment:"
+    model = distzo.load(gguf)
+    scores = {}
+    for special in (False, True):
+        r = model.evaluate("sst2", dev, template=chat, label_words="negative,positive", special_tokens=special)
+        pred = tmp_path / f"pred{int(special)}.tsv"
+        subprocess.run([cli, "eval", str(gguf), "--data", str(dev), "--template", chat, "--label-words",
+                        "negative,positive", "--threads", "1", "--predictions", str(pred)]
+                       + (["--special-tokens"] if special else []), check=True, capture_output=True)
+        ref = np.loadtxt(pred, skiprows=1, usecols=(3, 4))
+        assert np.allclose(r["scores"], ref, rtol=0, atol=1e-6)
+        scores[special] = r["scores"]
+    assert not np.allclose(scores[False], scores[True], rtol=0, atol=1e-3)

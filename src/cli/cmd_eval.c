@@ -12,7 +12,7 @@
 
 typedef struct eval_opts {
     const char *task, *data, *template_, *labels, *text_key, *label_key, *dtype, *tokenizer, *predictions, *task_file;
-    int limit, batch, threads, json, share_prompts, gen_tokens, keep_quantized;
+    int limit, batch, threads, json, share_prompts, gen_tokens, keep_quantized, special_tokens;
     const dz_task_preset *preset;
     const char *backend; /* --backend */
     dz_backend *be;      /* its instance, which every forward runs on */
@@ -110,6 +110,8 @@ static int eval_classify(const eval_opts *o, dz_model *m, dz_tokenizer *tok, con
     if (o->preset) dz_prompt_spec_preset(&spec);
     if (o->template_ && dz_prompt_spec_set_template(&spec, o->template_, &err) != DZ_OK) return dz_cli_fail(&err);
     if (o->labels && dz_prompt_spec_set_labels(&spec, o->labels, &err) != DZ_OK) return dz_cli_fail(&err);
+    spec.special_tokens = o->special_tokens;
+    if (!o->preset) dz_prompt_spec_warn_text_special(&spec, tok);
     dz_class_set cs;
     double t0 = dz_now();
     if (dz_class_set_build(ds, &spec, tok, dz_model_config(m)->max_seq_len, &cs, &err) != DZ_OK)
@@ -351,6 +353,7 @@ static int refuse_unused(const eval_opts *o, const eval_opts *mine, int argc, ch
         {"gen-tokens", mine->gen_tokens != DZ_OPT_UNSET, gen, "squad and drop"},
         {"template", mine->template_ != NULL, prompt, "sst2 and classify"},
         {"label-words", mine->labels != NULL, prompt, "sst2 and classify"},
+        {"special-tokens", mine->special_tokens, prompt, "sst2 and classify"},
         {"text-key", mine->text_key != NULL, jsonl, "classify"},
         {"label-key", mine->label_key != NULL, jsonl, "classify"},
         {"batch", option_given(argc, argv, "batch"), !gen && !lm, "sst2, classify and the classification presets"},
@@ -371,6 +374,7 @@ static void fill_from_run(eval_opts *o, const dz_train_config *run) {
                             run->data.label_key, run->data.test};
     for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++)
         if (!*mine[i]) *mine[i] = theirs[i];
+    o->special_tokens |= run->data.special_tokens;
 }
 
 /* The task, its defaults and a preset release folder's evaluation split (into preset_buf);
@@ -448,6 +452,9 @@ int dz_cmd_eval(int argc, char **argv) {
         {"template", DZ_OPT_STR, &o.template_, "prompt template with {text} (default \"" DZ_DEFAULT_TEMPLATE "\")"},
         {"label-words", DZ_OPT_STR, &o.labels,
          "comma-separated label words (default " DZ_DEFAULT_LABEL_WORDS ", MeZO's; a run's checkpoint: the run's)"},
+        {"special-tokens", DZ_OPT_FLAG, &o.special_tokens,
+         "special tokens written in --template (<|im_start|>) are their ids, as Hugging Face reads them (default: "
+         "plain text; a run's checkpoint: the run's)"},
         {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},

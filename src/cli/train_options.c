@@ -35,6 +35,9 @@ int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v
         {"template", DZ_OPT_STR, &c->data.template_, "prompt template with {text} (default \"" DZ_DEFAULT_TEMPLATE "\")"},
         {"label-words", DZ_OPT_STR, &c->data.label_words,
          "comma-separated label words (default " DZ_DEFAULT_LABEL_WORDS ", MeZO's)"},
+        {"special-tokens", DZ_OPT_FLAG, &c->data.special_tokens,
+         "special tokens written in --template (<|im_start|>) are their ids, as Hugging Face reads them "
+         "(default: plain text)"},
         {"task-file", DZ_OPT_STR, &v->task_file, "JSON with template, label_words, text_key, label_key"},
         {"text-key", DZ_OPT_STR, &c->data.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &c->data.label_key, "jsonl label key (default label)"},

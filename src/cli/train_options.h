@@ -18,7 +18,7 @@ typedef struct dz_cli_train_values {
  * and only train takes MeZO's task presets. */
 typedef enum dz_cli_train_command { DZ_CLI_TRAIN, DZ_CLI_SERVE } dz_cli_train_command;
 
-enum { DZ_CLI_TRAIN_OPTS = 21 }; /* the entries dz_cli_train_options writes */
+enum { DZ_CLI_TRAIN_OPTS = 22 }; /* the entries dz_cli_train_options writes */
 
 /* The adapter's options (docs/ADAPTERS.md), train's and serve's alike, bound to c: a
  * federated run's workers build the adapter its run.json names. */

@@ -49,6 +49,7 @@ dz_status dz_prepare_check_agreement(const dz_compute *comp, const dz_run_data *
         {"--task", dz_hash_str(DZ_HASH_START, d->task)},
         {"--template", dz_hash_str(DZ_HASH_START, d->template_)},
         {"--label-words", dz_hash_str(DZ_HASH_START, d->label_words)},
+        {"--special-tokens", dz_hash_u64(DZ_HASH_START, (uint64_t)d->special_tokens)},
         {"--seq", dz_hash_u64(DZ_HASH_START, (uint64_t)d->lm_seq)},
         {"--objective", dz_hash_str(DZ_HASH_START, d->objective)},
         {"--demos", dz_hash_u64(DZ_HASH_START, (uint64_t)d->demos)},

@@ -53,6 +53,7 @@ static const run_field FIELDS[] = {
     FIELD("test_data_fingerprint", "test_data_fingerprint", F_STR, data.test_fingerprint, RESUME_SAME, 1),
     FIELD("template", "--template", F_STR, data.template_, RESUME_SAME, 1),
     FIELD("label_words", "--label-words", F_STR, data.label_words, RESUME_SAME, 1),
+    FIELD("special_tokens", "--special-tokens", F_INT, data.special_tokens, RESUME_SAME, 1),
     FIELD("text_key", "--text-key", F_STR, data.text_key, RESUME_SAME, 1),
     FIELD("label_key", "--label-key", F_STR, data.label_key, RESUME_SAME, 1),
     FIELD("store", "--store", F_STR, store.spec, RESUME_FREE, 1),

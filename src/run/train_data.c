@@ -248,6 +248,8 @@ dz_status dz_run_data_task(dz_run_data *td, const dz_compute *comp, dz_error *er
     dz_status st = DZ_OK;
     if (d->template_ && (st = dz_prompt_spec_set_template(&td->spec, d->template_, err)) != DZ_OK) return st;
     if (d->label_words && (st = dz_prompt_spec_set_labels(&td->spec, d->label_words, err)) != DZ_OK) return st;
+    td->spec.special_tokens = d->special_tokens;
+    if (!td->lm && !td->preset && comp->rank0 && comp->tok) dz_prompt_spec_warn_text_special(&td->spec, comp->tok);
     return DZ_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distzo/log.h"
 #include "distzo/progress.h"
 #include "distzo/task.h"
 
@@ -17,14 +18,36 @@ static int common_prefix(const int *a, int na, const int *b, int nb) {
     return i;
 }
 
-/* Encodes text into a freshly allocated array; *n = its length. */
-static dz_status encode_alloc(const dz_tokenizer *tok, const char *text, int **ids, int *n, dz_error *err) {
-    int need = dz_tokenizer_encode(tok, text, 1, NULL, 0, err);
+/* Encodes text into a freshly allocated array; *n = its length. flags: DZ_ENCODE_*. */
+static dz_status encode_alloc(const dz_tokenizer *tok, const char *text, unsigned flags, int **ids, int *n,
+                              dz_error *err) {
+    int need = dz_tokenizer_encode_flags(tok, text, flags, NULL, 0, err);
     if (need < 0) return err ? err->code : DZ_ERR_FORMAT;
     *ids = malloc(sizeof(int) * (size_t)(need > 0 ? need : 1));
     if (!*ids) return dz_fail(err, DZ_ERR_NOMEM, "out of memory tokenizing");
-    *n = dz_tokenizer_encode(tok, text, 1, *ids, need, err);
+    *n = dz_tokenizer_encode_flags(tok, text, flags, *ids, need, err);
     return *n < 0 ? (err ? err->code : DZ_ERR_FORMAT) : DZ_OK;
+}
+
+int dz_prompt_spec_text_special(const dz_prompt_spec *spec, const dz_tokenizer *tok, char *name, int cap) {
+    if (cap > 0) name[0] = '\0';
+    if (spec->special_tokens) return 0;
+    int as_text[512], as_ids[512]; /* a template fits template_'s 512 bytes: at most that many ids */
+    const int nt = dz_tokenizer_encode_flags(tok, spec->template_, 0, as_text, 512, NULL);
+    const int ns = dz_tokenizer_encode_flags(tok, spec->template_, DZ_ENCODE_SPECIAL, as_ids, 512, NULL);
+    if (nt < 0 || ns < 0 || nt > 512 || ns > 512) return 0;
+    int i = 0;
+    while (i < nt && i < ns && as_text[i] == as_ids[i]) i++;
+    if (i == nt && i == ns) return 0;
+    if (i < ns && cap > 0) dz_tokenizer_decode(tok, -1, as_ids[i], name, cap);
+    return 1;
+}
+
+void dz_prompt_spec_warn_text_special(const dz_prompt_spec *spec, const dz_tokenizer *tok) {
+    char name[64];
+    if (dz_prompt_spec_text_special(spec, tok, name, sizeof name))
+        dz_log(DZ_LOG_WARN, "--template writes %s, a special token of the tokenizer, as plain text: its characters are "
+               "encoded, not the token; --special-tokens reads it as the token, as Hugging Face's tokenizer does", name);
 }
 
 /* Drops context tokens after the first so the sequence fits max_len. */
@@ -56,7 +79,8 @@ static dz_status build_example(const dz_dataset *ds, const dz_example *ex, const
                        ex->line, strlen(ex->text), PROMPT_CAP);
     }
     int *ctx = NULL, nctx = 0;
-    dz_status st = encode_alloc(tok, prompt, &ctx, &nctx, err);
+    const unsigned flags = DZ_ENCODE_BOS | (spec->special_tokens ? DZ_ENCODE_SPECIAL : 0);
+    dz_status st = encode_alloc(tok, prompt, flags, &ctx, &nctx, err);
     const size_t plen = strlen(prompt);
     for (int k = 0; k < n_cands_of(ex, spec) && st == DZ_OK; k++) {
         const char *word = cand_text(ex, spec, k);
@@ -69,7 +93,7 @@ static dz_status build_example(const dz_dataset *ds, const dz_example *ex, const
         memcpy(full, prompt, plen);
         strcpy(full + plen, word);
         dz_cand_seq *s = &seqs[k];
-        st = encode_alloc(tok, full, &s->tokens, &s->len, err);
+        st = encode_alloc(tok, full, flags, &s->tokens, &s->len, err);
         if (st != DZ_OK) break;
         int pre = common_prefix(ctx, nctx, s->tokens, s->len);
         if (pre == s->len || pre < 1) {

@@ -71,6 +71,7 @@ refused "for squad" --no-share-prompt --task squad --data "$qa" --no-share-promp
 refused "for sst2" --text-key --text-key sentence --limit 1
 refused "for lm" --label-words --task lm --data "$assets/sst2/dev.tsv" --label-words a,b
 refused "for copa" --gen-tokens --task copa --data "$data/tasks/COPA" --gen-tokens=3
+refused "for lm" --special-tokens --task lm --data "$assets/sst2/dev.tsv" --special-tokens
 
 printf 'Once upon a time there was a cat.\nShe liked to sleep in the sun.\n' > "$tmp/two.txt"
 # train too refuses what its task cannot honour, before it makes the run folder, naming
@@ -93,6 +94,7 @@ train_refused lm "--template" "${lmdata[@]}" --template "x {text}"
 train_refused lm "--label-words" "${lmdata[@]}" --label-words a,b
 train_refused lm "--task-file" "${lmdata[@]}" --task-file "$tmp/keys.json"
 train_refused lm "--no-share-prompt" "${lmdata[@]}" --no-share-prompt
+train_refused lm "--special-tokens" "${lmdata[@]}" --special-tokens
 train_refused squad "--no-share-prompt" --task squad --data "$qa" --no-share-prompt
 train_refused copa "--template" --task copa --data "$data/tasks/COPA" --template "x {text}"
 train_refused sst2 "--text-key (from --task-file)" --task-file "$tmp/keys.json"
@@ -183,6 +185,46 @@ if have_assets "$assets" smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf; then
   [ -n "$own" ] && [ "$own" = "$(ids --chat --system "You are a helpful AI assistant named SmolLM, trained by Hugging Face" --prompt "Hi there")" ] &&
     ok "generate --chat without --system: the template's own system message, as transformers renders it" ||
     bad "--chat without --system: '$own'"
+  # --special-tokens: "<|im_start|>" in a classification template is its id (the ids
+  # against Hugging Face's: test_tasks); without it the characters, and train and eval say so
+  chat=$'<|im_start|>user\nReview: {text}\nSentiment:'
+  head -9 "$assets/sst2/dev.tsv" > "$tmp/test8.tsv"
+  smol_run() { # OUT ARGS...
+    local out=$1; shift
+    "$bin" train --model "$smol" --data "$assets/sst2/train.tsv" --test "$tmp/test8.tsv" --template "$chat" \
+      --label-words negative,positive --train-examples 4 --dev-examples 2 --batch 2 --steps 1 --threads 1 --out "$out" "$@" \
+      > "$out.txt" 2>&1
+  }
+  smol_run "$tmp/sp" --special-tokens || bad "train --special-tokens: $(tail -1 "$tmp/sp.txt")"
+  smol_run "$tmp/nosp" || bad "train with <|im_start|> as text: $(tail -1 "$tmp/nosp.txt")"
+  grep -q '"special_tokens":[[:space:]]*1' "$tmp/sp/run.json" && grep -q '"special_tokens":[[:space:]]*0' "$tmp/nosp/run.json" &&
+    ! grep -q "special token" "$tmp/sp.txt" &&
+    grep -q "warning: --template writes <|im_start|>, a special token of the tokenizer, as plain text" "$tmp/nosp.txt" &&
+    ok "train --special-tokens is in run.json; without it train warns that <|im_start|> is read as text" ||
+    bad "special_tokens in run.json: '$(grep special_tokens "$tmp/sp/run.json")' '$(grep special_tokens "$tmp/nosp/run.json")'; $(grep -c warning "$tmp/nosp.txt") warnings"
+  "$bin" train --resume --out "$tmp/nosp" --steps 2 --special-tokens --threads 1 > "$tmp/nosp2.txt" 2>&1
+  [ $? = 1 ] && grep -q -- "--special-tokens" "$tmp/nosp2.txt" && ok "train --resume refuses a --special-tokens the run did not have" ||
+    bad "resume with --special-tokens: $(tail -1 "$tmp/nosp2.txt")"
+  step0() { grep '^{"step": 0,' "$1/metrics.jsonl" | grep -o '"test_accuracy": [0-9.]*' | grep -o '[0-9.]*$'; }
+  for f in "" --special-tokens; do
+    "$bin" eval "$smol" --data "$tmp/test8.tsv" --template "$chat" --label-words negative,positive --threads 1 $f \
+      --predictions "$tmp/ev$f.tsv" --json 2> "$tmp/ev$f.err" | grep -o '"accuracy": [0-9.]*' | grep -o '[0-9.]*$' > "$tmp/ev$f.acc"
+  done
+  same() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && b != "" && (a - b) * (a - b) < 1e-12) }'; }
+  ! cmp -s "$tmp/ev.tsv" "$tmp/ev--special-tokens.tsv" && same "$(step0 "$tmp/sp")" "$(cat "$tmp/ev--special-tokens.acc")" &&
+    same "$(step0 "$tmp/nosp")" "$(cat "$tmp/ev.acc")" && grep -q "warning: --template writes <|im_start|>" "$tmp/ev.err" &&
+    ! grep -q warning "$tmp/ev--special-tokens.err" &&
+    ok "eval --special-tokens scores the token (other scores than the text), each train's step 0 is eval's alike" ||
+    bad "eval --special-tokens: step 0 $(step0 "$tmp/sp") / $(step0 "$tmp/nosp"), eval $(cat "$tmp/ev--special-tokens.acc") / $(cat "$tmp/ev.acc")"
+  # a run's checkpoint is scored as the run scored it; the same folder outside the run, as text
+  cp -r "$tmp/sp/checkpoint-1" "$tmp/loose"
+  "$bin" eval "$tmp/sp/checkpoint-1" --data "$tmp/test8.tsv" --threads 1 --predictions "$tmp/run.tsv" > /dev/null 2>&1
+  "$bin" eval "$tmp/sp/checkpoint-1" --data "$tmp/test8.tsv" --threads 1 --special-tokens --predictions "$tmp/run_sp.tsv" > /dev/null 2>&1
+  "$bin" eval "$tmp/loose" --data "$tmp/test8.tsv" --template "$chat" --label-words negative,positive --threads 1 \
+    --predictions "$tmp/loose.tsv" > /dev/null 2>&1
+  [ -s "$tmp/run.tsv" ] && cmp -s "$tmp/run.tsv" "$tmp/run_sp.tsv" && [ -s "$tmp/loose.tsv" ] && ! cmp -s "$tmp/run.tsv" "$tmp/loose.tsv" &&
+    ok "eval of a run's checkpoint reads the run's --special-tokens from run.json" ||
+    bad "eval of a --special-tokens run's checkpoint: $(wc -l < "$tmp/run.tsv") lines, as with the flag: $(cmp -s "$tmp/run.tsv" "$tmp/run_sp.tsv" && echo yes)"
 fi
 
 finish
