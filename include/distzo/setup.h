@@ -55,5 +55,9 @@ dz_zo_engine *dz_setup_zo_engine(const dz_zo_setup *s); /* NULL before dz_setup_
 dz_store *dz_setup_store(const dz_zo_setup *s);         /* NULL: the masters are in memory */
 /* Frees the engine, the store, the forward and the model. NULL is fine. */
 void dz_setup_free(dz_zo_setup *s);
+/* After a start that failed (a refused option, a bad data file): removes the disk store's
+ * file, which every start rebuilds from the weights, so a refused run leaves no file of the
+ * model's size behind. The store stays open until dz_setup_free. No store: nothing. */
+void dz_setup_discard_store(dz_zo_setup *s);
 
 #endif

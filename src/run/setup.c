@@ -1,9 +1,11 @@
 /* The one setup path (distzo/setup.h): load, place the masters, forward, engine. */
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/util.h"
 #include "format/safetensors.h"
@@ -224,6 +226,11 @@ void dz_setup_free(dz_zo_setup *s) {
     dz_model_free(s->m);
     dz_model_free(s->base);
     free(s);
+}
+
+void dz_setup_discard_store(dz_zo_setup *s) {
+    if (s && s->store && unlink(dz_store_path(s->store)) != 0)
+        dz_log(DZ_LOG_WARN, "%s: cannot remove the store of a failed start: %s", dz_store_path(s->store), strerror(errno));
 }
 
 dz_status dz_setup_adapter_from_store(const dz_model *adapter, dz_store *store, dz_model **out, dz_error *err) {

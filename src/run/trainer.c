@@ -250,6 +250,7 @@ dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_
     st = dz_comm_share_outcome(tr.comp.comm, st, 0, err); /* every rank stops if rank 0 could not set up the folder */
     int start = 0;
     if (st == DZ_OK) st = setup(&tr, resume, &start, err);
+    if (st != DZ_OK) dz_setup_discard_store(tr.comp.setup); /* refused before a step: no store file left behind */
     if (st == DZ_OK && cb) {
         dz_train_progress p = {.step = start, .steps = tr.cfg.optim.steps, .replayed = start};
         cb(&p, user);

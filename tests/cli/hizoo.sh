@@ -87,6 +87,8 @@ run --threads 2 --store "disk:$tmp/m.store" --out "$tmp/disk" || bad "hizoo: dis
 check "disk store == ram" "$tmp/ref" "$tmp/disk"
 refuse "hizoo: a streamed global block, saying to leave out --stream-globals" "leave out --stream-globals" \
   "$bin" train "${common[@]}" --store "disk:$tmp/g.store" --stream-globals --out "$tmp/globals"
+[ ! -e "$tmp/g.store" ] && ok "hizoo: the refused start leaves no store file behind" ||
+  bad "hizoo: the refused start left $(ls -la "$tmp/g.store")"
 run --threads 2 --master-dtype bf16 --out "$tmp/bf16" || bad "hizoo: bf16 run failed"
 run --threads 1 --master-dtype bf16 --steps 6 --out "$tmp/bf16-stop" &&
   "$bin" train --resume --steps 12 --threads 2 --out "$tmp/bf16-stop" > /dev/null 2>&1 || bad "hizoo: bf16 resume failed"
