@@ -455,7 +455,7 @@ int dz_cmd_eval(int argc, char **argv) {
         {"special-tokens", DZ_OPT_FLAG, &o.special_tokens,
          "special tokens written in --template (<|im_start|>) are their ids, as Hugging Face reads them (default: "
          "plain text; a run's checkpoint: the run's)"},
-        {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key"},
+        {"task-file", DZ_OPT_STR, &o.task_file, "JSON with template, label_words, text_key, label_key, special_tokens"},
         {"text-key", DZ_OPT_STR, &o.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &o.label_key, "jsonl label key (default label)"},
         {"batch", DZ_OPT_INT, &o.batch, "sequences per forward (default 16)"},
@@ -476,7 +476,8 @@ int dz_cmd_eval(int argc, char **argv) {
     int rc = dz_cli_parse(&eval_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     dz_cli_gpu_math_join(&o.backend, gpu_math);
-    if (o.task_file && (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key)))
+    if (o.task_file &&
+        (rc = dz_cli_task_file(o.task_file, &o.template_, &o.labels, &o.text_key, &o.label_key, &o.special_tokens)))
         return rc;
     o.share_prompts = !no_share;
     const eval_opts as_given = o; /* before a run's checkpoint fills in the run's settings */

@@ -82,9 +82,10 @@ const char *dz_cli_asset(const char *rel, char *buf, size_t cap);
 /* Peak resident set size of this process in bytes (VmHWM). */
 static inline size_t dz_cli_peak_rss(void) { return dz_runtime_peak_rss(); }
 
-/* Reads a task file (template, label_words, text_key, label_key); fields already set stay. */
+/* Reads a task file (template, label_words, text_key, label_key, special_tokens); fields
+ * already set stay. */
 int dz_cli_task_file(const char *path, const char **template_, const char **label_words, const char **text_key,
-                     const char **label_key);
+                     const char **label_key, int *special_tokens);
 
 /* JSON string output with escapes. */
 static inline void dz_cli_json_string(FILE *out, const char *s) { dz_write_json_string(out, s); }

@@ -1,7 +1,8 @@
 /* --task-file FILE.json: a classification task's prompt in a file instead of flags:
  *   {"template": "Review: {text} Sentiment:", "label_words": ["negative", "positive"],
- *    "text_key": "sentence", "label_key": "label"}
- * Every field is optional; flags given on the command line win. */
+ *    "text_key": "sentence", "label_key": "label", "special_tokens": true}
+ * Every field is optional; flags given on the command line win (special_tokens: true sets
+ * what --special-tokens sets; false leaves it as the command line has it). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ static const char *keep(const char *s, size_t *used) {
 }
 
 int dz_cli_task_file(const char *path, const char **template_, const char **label_words, const char **text_key,
-                     const char **label_key) {
+                     const char **label_key, int *special_tokens) {
     char *text;
     dz_error err = {0};
     if (dz_read_file(path, &text, NULL, &err) != DZ_OK) return dz_cli_fail(&err);
@@ -69,6 +70,9 @@ int dz_cli_task_file(const char *path, const char **template_, const char **labe
             rc = dz_cli_failf("%s: field 'label_words' must be a list of strings", path);
         }
     }
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "special_tokens");
+    if (!rc && sp && !cJSON_IsBool(sp)) rc = dz_cli_failf("%s: field 'special_tokens' must be true or false", path);
+    else if (!rc && cJSON_IsTrue(sp)) *special_tokens = 1;
     cJSON_Delete(o);
     return rc;
 }

@@ -38,7 +38,7 @@ int dz_cli_train_options(dz_opt *out, dz_train_config *c, dz_cli_train_values *v
         {"special-tokens", DZ_OPT_FLAG, &c->data.special_tokens,
          "special tokens written in --template (<|im_start|>) are their ids, as Hugging Face reads them "
          "(default: plain text)"},
-        {"task-file", DZ_OPT_STR, &v->task_file, "JSON with template, label_words, text_key, label_key"},
+        {"task-file", DZ_OPT_STR, &v->task_file, "JSON with template, label_words, text_key, label_key, special_tokens"},
         {"text-key", DZ_OPT_STR, &c->data.text_key, "jsonl text key (default text)"},
         {"label-key", DZ_OPT_STR, &c->data.label_key, "jsonl label key (default label)"},
         {"lr", DZ_OPT_FLOAT, &c->optim.lr, "learning rate (default 3e-5)"},
@@ -74,7 +74,7 @@ int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_
     dz_train_data *d = &c->data;
     int rc;
     if (v->task_file && (rc = dz_cli_task_file(v->task_file, &d->template_, &d->label_words, &d->text_key,
-                                               &d->label_key)))
+                                               &d->label_key, &d->special_tokens)))
         return rc;
     const int preset = presets && dz_task_preset_find(d->task) != NULL;
     /* written into run.json, so a checkpoint's eval and a resume use the words the run used */

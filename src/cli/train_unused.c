@@ -27,7 +27,7 @@ int dz_cli_train_refuse_unused(const dz_train_config *c, const dz_cli_train_cmdl
         {"task-file", cmdline->task_file != NULL, task_file != NULL, prompt, 0, "sst2 and classify"},
         {"template", cl->template_ != NULL, d->template_ != NULL, prompt, 1, "sst2 and classify"},
         {"label-words", cl->label_words != NULL, d->label_words != NULL, prompt, 1, "sst2 and classify"},
-        {"special-tokens", cl->special_tokens != 0, d->special_tokens != 0, prompt, 0, "sst2 and classify"},
+        {"special-tokens", cl->special_tokens != 0, d->special_tokens != 0, prompt, 1, "sst2 and classify"},
         {"text-key", cl->text_key != NULL, d->text_key != NULL, jsonl, 1, "classify"},
         {"label-key", cl->label_key != NULL, d->label_key != NULL, jsonl, 1, "classify"},
         {"seq", cl->lm_seq != DZ_OPT_UNSET, d->lm_seq > 0, lm, 0, "lm"},

@@ -216,6 +216,16 @@ if have_assets "$assets" smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf; then
     ! grep -q warning "$tmp/ev--special-tokens.err" &&
     ok "eval --special-tokens scores the token (other scores than the text), each train's step 0 is eval's alike" ||
     bad "eval --special-tokens: step 0 $(step0 "$tmp/sp") / $(step0 "$tmp/nosp"), eval $(cat "$tmp/ev--special-tokens.acc") / $(cat "$tmp/ev.acc")"
+  printf '{"template": "<|im_start|>user\\nReview: {text}\\nSentiment:", "label_words": ["negative", "positive"], "special_tokens": true}' \
+    > "$tmp/chat.json"
+  "$bin" eval "$smol" --data "$tmp/test8.tsv" --task-file "$tmp/chat.json" --threads 1 --predictions "$tmp/tf.tsv" > /dev/null 2>&1
+  cmp -s "$tmp/tf.tsv" "$tmp/ev--special-tokens.tsv" && ok "a --task-file's \"special_tokens\": true is --special-tokens" ||
+    bad "--task-file special_tokens: $(head -2 "$tmp/tf.tsv" 2>/dev/null)"
+  echo '{"special_tokens": "yes"}' > "$tmp/bad_sp.json"
+  "$bin" eval "$smol" --data "$tmp/test8.tsv" --task-file "$tmp/bad_sp.json" --threads 1 > "$tmp/bad_sp.txt" 2>&1
+  [ $? = 1 ] && grep -q "bad_sp.json: field 'special_tokens' must be true or false" "$tmp/bad_sp.txt" &&
+    ok "a --task-file's special_tokens that is no boolean is refused, naming the file and field" ||
+    bad "special_tokens \"yes\": $(tail -1 "$tmp/bad_sp.txt")"
   # a run's checkpoint is scored as the run scored it; the same folder outside the run, as text
   cp -r "$tmp/sp/checkpoint-1" "$tmp/loose"
   "$bin" eval "$tmp/sp/checkpoint-1" --data "$tmp/test8.tsv" --threads 1 --predictions "$tmp/run.tsv" > /dev/null 2>&1
