@@ -289,6 +289,7 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
             unlink(log_path);
         }
     }
+    st = dz_comm_share_outcome(tr->comp.comm, st, 0, err); /* rank 0's refusal ends every rank with its message */
     tr->folder.ckpt_steps = ckpt_steps;
     const dz_run_folder *rf = &tr->folder;
     double best[5] = {rf->best.dev, rf->best.test, rf->best.step, rf->before_dev, rf->before_test};
