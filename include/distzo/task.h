@@ -35,7 +35,8 @@ typedef struct dz_class_set {
 /* Tokenizes: context = encode(prompt, bos); full = encode(prompt + label word, bos); the
  * candidate's tokens are those of full after the longest common prefix with the context
  * (normally all of the context). Sequences longer than max_len lose context tokens from
- * the left, keeping the first (BOS). */
+ * the left, keeping the first (BOS). spec->special_tokens is refused (DZ_ERR_UNSUPPORTED)
+ * with a llama2.c or SentencePiece tokenizer, whose encoder reads text only. */
 dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, const dz_tokenizer *tok,
                              int max_len, dz_class_set *out, dz_error *err);
 void dz_class_set_free(dz_class_set *cs);

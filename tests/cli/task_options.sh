@@ -99,6 +99,17 @@ train_refused squad "--no-share-prompt" --task squad --data "$qa" --no-share-pro
 train_refused copa "--template" --task copa --data "$data/tasks/COPA" --template "x {text}"
 train_refused sst2 "--text-key (from --task-file)" --task-file "$tmp/keys.json"
 train_refused sst2 "--gen-tokens (from --config)" --config "$tmp/gen.json"
+# --special-tokens with a tokenizer whose encoder reads text only (llama2.c's): refused, no run folder
+rm -rf "$tmp/sp260"
+"$bin" train --model "$model" --special-tokens --steps 1 --threads 1 --out "$tmp/sp260" > "$tmp/sp260.txt" 2>&1
+rc=$?
+"$bin" eval "$model" --special-tokens --limit 2 --threads 1 > "$tmp/sp260e.txt" 2>&1
+rce=$?
+[ $rc = 1 ] && [ $rce = 1 ] && [ ! -e "$tmp/sp260" ] &&
+  grep -q -- "--special-tokens: the model's llama2.c tokenizer reads a prompt as text only" "$tmp/sp260.txt" &&
+  grep -q -- "--special-tokens: the model's llama2.c tokenizer reads a prompt as text only" "$tmp/sp260e.txt" &&
+  ok "train and eval refuse --special-tokens with llama2.c's tokenizer, leaving no run folder" ||
+  bad "--special-tokens on stories260K: train exit $rc, $(tail -1 "$tmp/sp260.txt"); eval $(tail -1 "$tmp/sp260e.txt")"
 "$bin" train --model "$model" "${lmdata[@]}" --seq 8 --steps 1 --threads 1 --out "$tmp/lmseq" > "$tmp/lmseq.txt" 2>&1 &&
   ok "train takes --seq for lm" || bad "train --task lm --seq 8: $(tail -1 "$tmp/lmseq.txt")"
 cp -r "$tmp/default" "$tmp/resumed"
