@@ -141,13 +141,14 @@ mpi 2 "$bin" train --resume --steps 14 --out "$tmp/nock-bad" > "$tmp/nock-bad.tx
 [ $? -ne 0 ] && grep -q "nock-bad/metrics.jsonl:3: not a metrics line" "$tmp/nock-bad.txt" &&
   ok "a damaged metrics.jsonl stops a 2-rank resume with rank 0's error" ||
   bad "damaged metrics.jsonl under mpirun: $(grep distzo "$tmp/nock-bad.txt" | tail -2)"
-# a refusal of rank 0 inside the resume (the seed log gone) reaches every rank, each
-# ending with its message, rather than rank 0 aborting the others mid-broadcast
+# a refusal of rank 0 inside the resume (the seed log gone) is shared with every rank, so
+# none waits in a broadcast; each then ends the job (the first abort may cut another's
+# message short, so one line or two), the folder as it was
 cp -r "$tmp/nock12" "$tmp/nolog" && rm "$tmp/nolog/seeds.log"
 mpi 2 "$bin" train --resume --steps 14 --out "$tmp/nolog" > "$tmp/nolog.txt" 2>&1
-[ $? -ne 0 ] && [ "$(grep -c "seeds.log is missing, but the run reached step 12" "$tmp/nolog.txt")" = 2 ] &&
+[ $? -ne 0 ] && grep -q "seeds.log is missing, but the run reached step 12" "$tmp/nolog.txt" &&
   [ ! -e "$tmp/nolog/seeds.log" ] && grep -q '"steps":[[:space:]]*12' "$tmp/nolog/run.json" &&
-  ok "rank 0's refusal of a resume without its seed log ends both ranks with its message, the folder as it was" ||
+  ok "a 2-rank resume without its seed log ends with rank 0's message, the folder as it was" ||
   bad "a 2-rank resume without seeds.log: $(grep distzo "$tmp/nolog.txt" | tail -3)"
 
 # bad layouts are refused with the flag named
