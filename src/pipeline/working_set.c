@@ -6,10 +6,20 @@
 #include "core/util.h"
 #include "pipeline/internal.h"
 
-size_t dz_ws_max_layer_floats(const dz_param_table *t) {
-    int n_layers = 0; /* the global block is the last */
+/* The number of layer blocks: a model's table ends with the global block (it holds the
+ * token embedding), an adapter's has layer blocks only (LoRA's A and B, a prefix's K and V),
+ * so a 1-layer adapter's one block is a layer, not the global block. */
+static int layer_blocks(const dz_param_table *t) {
+    int last = -1, global = 0;
     for (int i = 0; i < t->count; i++)
-        if (t->params[i].block > n_layers) n_layers = t->params[i].block;
+        if (t->params[i].block > last) last = t->params[i].block;
+    for (int i = 0; i < t->count; i++)
+        if (t->params[i].block == last && t->params[i].kind == DZ_PARAM_EMBEDDING) global = 1;
+    return global ? last : last + 1;
+}
+
+size_t dz_ws_max_layer_floats(const dz_param_table *t) {
+    const int n_layers = layer_blocks(t);
     size_t best = 0;
     for (int b = 0; b < n_layers; b++) {
         size_t n = 0;
