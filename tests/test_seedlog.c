@@ -512,7 +512,7 @@ static void bad_headers(void **state) {
     /* the run resuming must be the run that wrote it */
     dz_seedlog_header other = h;
     other.q = 4;
-    expect_open_error(path, &other, DZ_ERR_INVALID, "q (samples per step) 2 in the log, 4 expected", NULL);
+    expect_open_error(path, &other, DZ_ERR_INVALID, "q (values a record) 2 in the log, 4 expected", NULL);
     other = h;
     other.run_seed++;
     expect_open_error(path, &other, DZ_ERR_INVALID, "run seed", NULL);

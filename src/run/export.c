@@ -163,11 +163,15 @@ static dz_status check_log(const char *run_dir, const dz_train_config *c, const 
     if (c->optim.estimator == DZ_ZO_HIZOO && h->q != (uint32_t)dz_zo_log_values(&zp))
         return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log: field q is %u values a record, --estimator hizoo logs %d (g "
                        "and the curvature step)", run_dir, h->q, dz_zo_log_values(&zp));
-    if (h->run_seed != c->optim.seed)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log: its seed %llu differs from run.json's seed %llu: the log is "
-                       "not this run's", run_dir, (unsigned long long)h->run_seed, (unsigned long long)c->optim.seed);
+    dz_seedlog_header want; /* seed, distribution, ZO_RNG version, eps: the replay takes run.json's */
+    dz_train_log_header(c, NULL, &want);
+    if (dz_seed_pool_log_k(h->fingerprint)) want.q *= 2; /* a seed pool's record: each draw's g and its seed */
+    char log_path[4200];
+    snprintf(log_path, sizeof log_path, "%s/seeds.log", run_dir);
+    dz_status st = dz_seedlog_check_settings(log_path, h, &want, err);
+    if (st != DZ_OK) return st;
     dz_run_reached r;
-    dz_status st = dz_run_reached_read(run_dir, &r, err);
+    st = dz_run_reached_read(run_dir, &r, err);
     const int64_t logged = dz_seedlog_next_step(log);
     const int64_t reached = r.checkpoint > r.metrics ? r.checkpoint : r.metrics;
     if (st != DZ_OK || logged >= reached) return st;

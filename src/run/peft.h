@@ -8,6 +8,7 @@
 
 #include "distzo/setup.h"
 #include "distzo/train.h"
+#include "run/seedlog.h"
 
 /* --peft and the --lora-* options on their own (the targets parsed, dropout 0, ...). */
 dz_status dz_train_peft_check(const dz_train_config *c, dz_error *err);
@@ -17,6 +18,10 @@ int dz_train_peft_lora(const dz_train_config *c, dz_lora_spec *spec);
  * its layout ("lora r=8 alpha=16 HASH q,v": a hash of the adapter table of base config cfg),
  * so a log is never replayed onto another layout. */
 void dz_train_log_fingerprint(const dz_train_config *c, const dz_config *cfg, uint8_t out[64]);
+/* The seed log header this run writes and expects: run seed, q, distribution, ZO_RNG
+ * version, eps, start step 0, and the fingerprint (left zero when cfg is NULL: the settings
+ * alone, checked before the base model loads). */
+void dz_train_log_header(const dz_train_config *c, const dz_config *cfg, dz_seedlog_header *h);
 /* The log's fingerprint is the one this run and base config would write: DZ_ERR_INVALID
  * naming both otherwise (a LoRA log onto a full model, or onto another adapter layout). */
 dz_status dz_train_log_matches(const dz_train_config *c, const dz_config *cfg, const uint8_t got[64], const char *path,

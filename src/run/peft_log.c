@@ -1,5 +1,6 @@
-/* The seed log's fingerprint of what a run trains (peft.h): the base model's path for a
- * full run, the adapter's layout for a LoRA run, and the check that a log is this run's. */
+/* The seed log's identity of a run (peft.h): its header's settings, the fingerprint of what
+ * it trains (the base model's path for a full run, the adapter's layout for a LoRA run),
+ * and the check that a log is this run's. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,14 @@ void dz_train_log_fingerprint(const dz_train_config *c, const dz_config *cfg, ui
     dz_lora_targets_string(spec.targets, targets, sizeof targets);
     snprintf(text, sizeof text, "lora r=%d alpha=%g %016" PRIx64 " %s", spec.rank, (double)spec.alpha, h, targets);
     memcpy(out, text, strlen(text) < 63 ? strlen(text) : 63);
+}
+
+void dz_train_log_header(const dz_train_config *c, const dz_config *cfg, dz_seedlog_header *h) {
+    const dz_zo_params zp = dz_train_zo_params(&c->optim);
+    *h = (dz_seedlog_header){.run_seed = c->optim.seed, .q = (uint32_t)dz_zo_log_values(&zp),
+                             .dist = c->optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
+                             .rng = c->optim.rng_v2 ? 2 : 1, .eps = c->optim.eps, .start_step = 0};
+    if (cfg) dz_train_log_fingerprint(c, cfg, h->fingerprint);
 }
 
 /* An adapter's layout (LoRA's or a prefix's), not a base model's path. */

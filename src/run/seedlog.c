@@ -137,25 +137,35 @@ static dz_status decode_header(const char *path, const uint8_t *buf, size_t len,
     return check_fields(path, h, DZ_ERR_FORMAT, err);
 }
 
-/* The log must belong to the run resuming it. */
-static dz_status match_header(const char *path, const dz_seedlog_header *got, const dz_seedlog_header *want,
-                              dz_error *err) {
+static const char *dist_name(uint32_t dist) { return dist == DZ_SEEDLOG_RADEMACHER ? "rademacher" : "gaussian"; }
+
+dz_status dz_seedlog_check_settings(const char *path, const dz_seedlog_header *got, const dz_seedlog_header *want,
+                                    dz_error *err) {
     if (got->run_seed != want->run_seed)
-        return dz_fail(err, DZ_ERR_INVALID, "%s: run seed %" PRIu64 " in the log, %" PRIu64 " expected", path,
-                       got->run_seed, want->run_seed);
+        return dz_fail(err, DZ_ERR_INVALID, "%s: run seed %" PRIu64 " in the log, %" PRIu64 " in run.json: the log is "
+                       "not this run's", path, got->run_seed, want->run_seed);
     if (got->q != want->q)
-        return dz_fail(err, DZ_ERR_INVALID, "%s: q (samples per step) %" PRIu32 " in the log, %" PRIu32 " expected",
-                       path, got->q, want->q);
+        return dz_fail(err, DZ_ERR_INVALID, "%s: q (values a record) %" PRIu32 " in the log, %" PRIu32 " expected from "
+                       "run.json's --spsa-samples and --estimator", path, got->q, want->q);
     if (got->dist != want->dist)
-        return dz_fail(err, DZ_ERR_INVALID, "%s: perturbation distribution %" PRIu32 " in the log, %" PRIu32
-                       " expected", path, got->dist, want->dist);
+        return dz_fail(err, DZ_ERR_INVALID, "%s: the log was written with --perturbation %s, run.json's \"rademacher\" "
+                       "says %s: a seed log is never replayed or resumed with another distribution", path,
+                       dist_name(got->dist), dist_name(want->dist));
     if (rng_version(got) != rng_version(want))
         return dz_fail(err, DZ_ERR_INVALID, "%s: the log was written with --rng v%" PRIu32 ", this run uses --rng v%" PRIu32
                        ": a seed log is never replayed or resumed with another ZO_RNG version", path,
                        rng_version(got), rng_version(want));
     if (memcmp(&got->eps, &want->eps, sizeof got->eps) != 0)
-        return dz_fail(err, DZ_ERR_INVALID, "%s: eps %.9g in the log, %.9g expected", path, (double)got->eps,
+        return dz_fail(err, DZ_ERR_INVALID, "%s: eps %.9g in the log, %.9g in run.json", path, (double)got->eps,
                        (double)want->eps);
+    return DZ_OK;
+}
+
+/* The log must belong to the run resuming it. */
+static dz_status match_header(const char *path, const dz_seedlog_header *got, const dz_seedlog_header *want,
+                              dz_error *err) {
+    dz_status st = dz_seedlog_check_settings(path, got, want, err);
+    if (st != DZ_OK) return st;
     if (got->start_step != want->start_step)
         return dz_fail(err, DZ_ERR_INVALID, "%s: start step %" PRIu32 " in the log, %" PRIu32 " expected", path,
                        got->start_step, want->start_step);

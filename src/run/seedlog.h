@@ -82,6 +82,12 @@ dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int
  * crash's tail is ignored in memory and left for the writer to cut. */
 dz_status dz_seedlog_open_read(const char *path, const dz_seedlog_header *expect, dz_seedlog **out, dz_error *err);
 
+/* The settings that shape every step's update (run seed, q, distribution, ZO_RNG version,
+ * eps) are want's: DZ_ERR_INVALID naming path and the first that differs. Opening with an
+ * expected header checks these, the start step and the fingerprint. */
+dz_status dz_seedlog_check_settings(const char *path, const dz_seedlog_header *got, const dz_seedlog_header *want,
+                                    dz_error *err);
+
 /* Appends the record of step, which must be the next one (start_step + count). */
 dz_status dz_seedlog_append(dz_seedlog *log, uint32_t step, float lr, const float *g, dz_error *err);
 /* fdatasync now (call before writing a checkpoint: the log must reach the checkpoint). */

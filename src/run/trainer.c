@@ -32,12 +32,8 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
             *(k ? &tr->cfg.data.test_fingerprint : &tr->cfg.data.train_fingerprint) = tr->data.fingerprints[k];
 
     /* the seed log: new, or the source of truth past the checkpoint */
-    const dz_zo_params zp = dz_train_zo_params(&c->optim);
-    dz_seedlog_header h = {.run_seed = c->optim.seed, .q = (uint32_t)dz_zo_log_values(&zp),
-                           .dist = c->optim.rademacher ? DZ_SEEDLOG_RADEMACHER : DZ_SEEDLOG_GAUSSIAN,
-                           .rng = c->optim.rng_v2 ? 2 : 1,
-                           .eps = c->optim.eps, .start_step = 0};
-    dz_train_log_fingerprint(c, dz_model_config(tr->comp.m), h.fingerprint);
+    dz_seedlog_header h;
+    dz_train_log_header(c, dz_model_config(tr->comp.m), &h);
     snprintf(path, sizeof path, "%s/seeds.log", tr->folder.dir);
     *start_step = 0;
     const int sync_every = c->schedule.log_sync_every;

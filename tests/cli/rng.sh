@@ -3,7 +3,8 @@
 # v1's runs (resume after a stop and after SIGKILL, export, thread counts, bf16 masters give
 # bitwise the uninterrupted run), differs from v1's run, and records the version in run.json
 # and the seed log header; a v1 run's run.json has no "rng" and its log header is v1's; a
-# resume with the other version, or a seed log of the other version, is refused naming it.
+# resume with the other version, or a seed log of the other version, is refused naming it;
+# export refuses a log whose version or distribution is not run.json's.
 # usage: rng.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -47,6 +48,19 @@ cp "$tmp/stop/seeds.log" "$tmp/mix/seeds.log" 2> /dev/null
 "$bin" export --run "$tmp/ref" -o "$tmp/exported" > /dev/null 2>&1 || bad "v2: export failed"
 cmp -s "$tmp/exported/model.safetensors" "$tmp/ref/checkpoint-12/model.safetensors" &&
   ok "v2: export (12 steps replayed) == the trained weights" || bad "v2: export differs from the trained weights"
+# export replays with run.json's settings: a log of another version or distribution is
+# refused, never replayed into other weights (the export's folder is not written)
+cp -r "$tmp/ref" "$tmp/as_v1" && sed -i '/"rng"/d' "$tmp/as_v1/run.json"
+"$bin" export --run "$tmp/as_v1" -o "$tmp/x_v1" > "$tmp/x.txt" 2>&1 && bad "export of a v2 log as a v1 run was accepted" ||
+  { grep -q "seeds.log: the log was written with --rng v2, this run uses --rng v1" "$tmp/x.txt" && [ ! -e "$tmp/x_v1" ] &&
+    ok "export: a v2 log under a v1 run.json is refused, naming the log and --rng" || bad "export, v2 log as v1: $(tail -1 "$tmp/x.txt")"; }
+cp -r "$tmp/ref" "$tmp/as_rad" && sed -i 's/"rademacher":[[:space:]]*"gaussian"/"rademacher": "rademacher"/' "$tmp/as_rad/run.json"
+"$bin" export --run "$tmp/as_rad" -o "$tmp/x_rad" > "$tmp/x.txt" 2>&1 && bad "export of a Gaussian log as a Rademacher run was accepted" ||
+  { grep -q "seeds.log: the log was written with --perturbation gaussian, run.json's \"rademacher\" says rademacher" "$tmp/x.txt" &&
+    ok "export: a Gaussian log under a Rademacher run.json is refused, naming both" || bad "export, distribution: $(tail -1 "$tmp/x.txt")"; }
+"$bin" train --resume --steps 13 --out "$tmp/as_rad" > "$tmp/x.txt" 2>&1 && bad "resume of a Gaussian log as Rademacher was accepted" ||
+  { grep -q "written with --perturbation gaussian" "$tmp/x.txt" && ok "resume: the same refusal, in words" ||
+    bad "resume, distribution: $(tail -1 "$tmp/x.txt")"; }
 run --threads 1 --no-fuse --out "$tmp/unfused" || bad "v2: unfused run failed"
 check "unfused, 1 thread == fused, 2 threads" "$tmp/ref" "$tmp/unfused"
 run --threads 2 --master-dtype bf16 --out "$tmp/bf16" || bad "v2: bf16 run failed"
