@@ -99,6 +99,8 @@ typedef struct dz_train_peft {
     const char *lora_targets; /* module names, "q,v" by default (q k v o up gate down, or HF's q_proj ...) */
     float lora_dropout;       /* only 0: a ZO step has no dropout */
     const char *lora_init;    /* a PEFT folder the adapter starts from (NULL: PEFT's/MeZO's init from the seed) */
+    const char *lora_init_fingerprint; /* lora_init's adapter_model.safetensors when the run began (run.json; set by
+                               * train): a replay from lora_init refuses a changed file */
     int prefix_tokens;        /* prefix: virtual tokens per layer (default 5, MeZO's) */
     int keep_quantized;       /* the base's GGUF blocks stay quantized (DZ_LOAD_KEEP_QUANTIZED): the same bits, in
                                * about the file's memory; not in run.json (a resume may change it) */

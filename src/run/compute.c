@@ -60,6 +60,7 @@ dz_status dz_compute_load(dz_compute *c, const char *weights, int from_checkpoin
                           .comm = c->comm, .inputs = inputs, .n_inputs = 3};
     dz_lora_spec lora;
     dz_train_peft_weights(t, &ws, &lora);
+    if (st == DZ_OK) st = dz_train_peft_init_fingerprint(t, weights, c->lora_init_fingerprint, err);
     if (st == DZ_OK) st = dz_setup_weights(&ws, &c->setup, err);
     if (st != DZ_OK) return st;
     c->m = dz_setup_model(c->setup), c->store = dz_setup_store(c->setup);

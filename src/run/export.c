@@ -84,7 +84,9 @@ dz_status dz_run_weights_alone(const dz_train_config *c, const char *weights, co
     dz_weights_spec ws = {.path = weights, .master_dtype = c->store.master_dtype, .store = store};
     dz_lora_spec lora;
     dz_train_peft_weights(c, &ws, &lora);
-    dz_status st = dz_setup_weights(&ws, out, err);
+    char init_fingerprint[17];
+    dz_status st = dz_train_peft_init_fingerprint(c, weights, init_fingerprint, err);
+    if (st == DZ_OK) st = dz_setup_weights(&ws, out, err);
     const dz_engine_spec es = {
         .max_batch = 1, .max_len = 2, .streams = 2,
         .zo = dz_train_zo_params(&c->optim), /* replay applies each update at once: fused or not, the same bits */
@@ -229,6 +231,11 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     dz_seedlog *log = NULL;
     if (!base && st == DZ_OK) base = c.model;
     if (st == DZ_OK) st = check_out(run_dir, base, spec->out, err);
+    char out_abs[4200], init_abs[4200]; /* the adapter the run started from: a replay reads it */
+    if (st == DZ_OK && c.peft.lora_init && dz_path_resolve(spec->out, out_abs, sizeof out_abs) == 0 &&
+        dz_path_resolve(c.peft.lora_init, init_abs, sizeof init_abs) == 0 && !strcmp(out_abs, init_abs))
+        st = dz_fail(err, DZ_ERR_INVALID, "-o %s is the adapter the run started from (run.json's lora_init): its files "
+                     "would be replaced, and the run could no longer be replayed; choose another folder", spec->out);
     snprintf(path, sizeof path, "%s/seeds.log", run_dir);
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     if (st == DZ_OK) st = check_log(run_dir, &c, log, spec->allow_short_log, err); /* before the weights load */

@@ -26,6 +26,12 @@ void dz_train_log_header(const dz_train_config *c, const dz_config *cfg, dz_seed
  * naming both otherwise (a LoRA log onto a full model, or onto another adapter layout). */
 dz_status dz_train_log_matches(const dz_train_config *c, const dz_config *cfg, const uint8_t got[64], const char *path,
                                dz_error *err);
+/* The fingerprint (16 hex digits) of the adapter file a replay from the run's start loads:
+ * --adapter DIR's adapter_model.safetensors, when weights (what the run loads) is not itself
+ * a PEFT folder (a checkpoint); hex "" otherwise. With run.json's lora_init_fingerprint
+ * set, a file that differs is refused (DZ_ERR_INVALID naming both): replaying the log onto
+ * another start would give other weights without a word. */
+dz_status dz_train_peft_init_fingerprint(const dz_train_config *c, const char *weights, char hex[17], dz_error *err);
 /* ws for an adapter run (spec: storage for the adapter's spec): the base is run.json's
  * model, the adapter new from the run seed unless ws->path is a PEFT folder. */
 void dz_train_peft_weights(const dz_train_config *c, dz_weights_spec *ws, dz_lora_spec *spec);

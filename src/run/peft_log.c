@@ -1,8 +1,9 @@
 /* The seed log's identity of a run (peft.h): its header's settings, the fingerprint of what
  * it trains (the base model's path for a full run, the adapter's layout for a LoRA run),
- * and the check that a log is this run's. */
+ * the check that a log is this run's, and that the adapter a replay starts from is the run's. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/hash.h"
@@ -61,3 +62,29 @@ dz_status dz_train_log_matches(const dz_train_config *c, const dz_config *cfg, c
                    "a log is never replayed onto another layout", path, (const char *)got, (const char *)want);
 }
 
+
+dz_status dz_train_peft_init_fingerprint(const dz_train_config *c, const char *weights, char hex[17], dz_error *err) {
+    hex[0] = 0;
+    dz_lora_spec spec;
+    if (!c->peft.lora_init || !dz_train_peft_lora(c, &spec) || (weights && dz_lora_is_folder(weights))) return DZ_OK;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", c->peft.lora_init);
+    FILE *f = fopen(path, "rb");
+    if (!f) return DZ_OK; /* the adapter's loader names what is missing */
+    enum { CHUNK = 1 << 16 };
+    unsigned char *buf = malloc(CHUNK);
+    uint64_t h = DZ_HASH_START;
+    size_t n = 0;
+    while (buf && (n = fread(buf, 1, CHUNK, f)) > 0) h = dz_hash_bytes(h, buf, n);
+    const int failed = !buf || ferror(f);
+    free(buf);
+    fclose(f);
+    if (failed) return dz_fail(err, DZ_ERR_IO, "%s: cannot read it", path);
+    snprintf(hex, 17, "%016" PRIx64, h);
+    const char *want = c->peft.lora_init_fingerprint;
+    if (want && strcmp(want, hex))
+        return dz_fail(err, DZ_ERR_INVALID, "%s: the file has changed since the run started from it (fingerprint %s, "
+                       "run.json's lora_init_fingerprint %s): replaying the seed log onto it would give other weights; "
+                       "put back the adapter the run started from (--adapter %s)", path, hex, want, c->peft.lora_init);
+    return DZ_OK;
+}

@@ -98,6 +98,7 @@ static const run_field FIELDS[] = {
     FIELD("lora_alpha", "--lora-alpha", F_FLOAT, peft.lora_alpha, RESUME_SAME, 1),
     FIELD("lora_targets", "--lora-targets", F_STR, peft.lora_targets, RESUME_SAME, 1),
     FIELD("lora_init", "--adapter", F_STR, peft.lora_init, RESUME_SAME, 1),
+    FIELD("lora_init_fingerprint", "lora_init_fingerprint", F_STR, peft.lora_init_fingerprint, RESUME_SAME, 1),
     FIELD("prefix_tokens", "--prefix-tokens", F_INT, peft.prefix_tokens, RESUME_SAME, 1),
 };
 #undef FIELD
@@ -225,7 +226,7 @@ static void add_field(cJSON *o, const run_field *f, const dz_train_config *c) {
 static int field_applies(const run_field *f, const dz_train_config *c) {
     const int lora = c->peft.method && !strcmp(c->peft.method, "lora");
     const int prefix = c->peft.method && !strcmp(c->peft.method, "prefix");
-    if (!strcmp(f->key, "lora_init")) return lora || prefix; /* either adapter may start from a folder */
+    if (!strncmp(f->key, "lora_init", 9)) return lora || prefix; /* either adapter may start from a folder */
     if (!strncmp(f->key, "lora_", 5)) return lora;
     if (!strncmp(f->key, "prefix_", 7)) return prefix;
     if (!strcmp(f->key, "rng")) return c->optim.rng_v2;

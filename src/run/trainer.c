@@ -30,6 +30,8 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     for (int k = 0; k < 2; k++) /* rows held in memory: run.json keeps their fingerprints (checked on resume) */
         if (tr->data.fingerprints[k][0])
             *(k ? &tr->cfg.data.test_fingerprint : &tr->cfg.data.train_fingerprint) = tr->data.fingerprints[k];
+    if (tr->comp.lora_init_fingerprint[0]) /* --adapter DIR: run.json keeps its file's fingerprint (checked on replay) */
+        tr->cfg.peft.lora_init_fingerprint = tr->comp.lora_init_fingerprint;
 
     /* the seed log: new, or the source of truth past the checkpoint */
     dz_seedlog_header h;

@@ -19,7 +19,9 @@
 #   --store ram, across a resume and in export's replay;
 # - refusals: --lora-dropout != 0, an unknown target, --prefix-tokens, a resume with another
 #   rank, --merge of a full run, a LoRA log replayed as a full run's.
-# - a 1-layer model (its one adapter block is a layer): threads 1 and 2 and export agree.
+# - a 1-layer model (its one adapter block is a layer): threads 1 and 2 and export agree;
+# - a run's starting adapter (--adapter DIR): its fingerprint in run.json, export refuses to
+#   write over it, and a replay (export, resume) refuses it changed.
 # usage: lora.sh DISTZO ASSETS
 set -u
 bin=$1 assets=$2
@@ -160,6 +162,21 @@ got=$(head -1 "$tmp/cont/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' |
   cmp -s "$tmp/cont-x/adapter_model.safetensors" "$(adapter "$tmp/cont" 4)" &&
   ! cmp -s "$tmp/cont-x/adapter_model.safetensors" "$tmp/peft/adapter_model.safetensors" &&
   ok "train --adapter: export replays onto the starting adapter" || bad "train --adapter: export differs"
+# the starting adapter is part of the run: run.json keeps its file's fingerprint; export
+# refuses to write over it, and a replay refuses it once changed (then takes it back)
+grep -qE '"lora_init_fingerprint":[[:space:]]*"[0-9a-f]{16}"' "$tmp/cont/run.json" &&
+  ok "train --adapter: run.json keeps the adapter file's fingerprint" || bad "run.json: $(grep lora_init "$tmp/cont/run.json")"
+refuse "export -o onto the adapter the run started from" "is the adapter the run started from" \
+  "$bin" export --run "$tmp/cont" -o "$tmp/peft"
+cp "$tmp/peft/adapter_model.safetensors" "$tmp/peft.keep" && cp "$(adapter "$tmp/cont" 4)" "$tmp/peft/adapter_model.safetensors"
+refuse "export after the starting adapter changed" "adapter_model.safetensors: the file has changed since the run started" \
+  "$bin" export --run "$tmp/cont" -o "$tmp/cont-changed"
+cp -r "$tmp/cont" "$tmp/cont-replay" && rm -rf "$tmp/cont-replay"/checkpoint-* "$tmp/cont-replay/LATEST"
+refuse "a resume that replays onto the changed adapter" "lora_init_fingerprint" \
+  "$bin" train --resume --steps 5 --threads 1 --out "$tmp/cont-replay"
+cp "$tmp/peft.keep" "$tmp/peft/adapter_model.safetensors"
+"$bin" export --run "$tmp/cont" -o "$tmp/cont-back" > /dev/null 2>&1 && cmp -s "$tmp/cont-back/adapter_model.safetensors" "$tmp/cont-x/adapter_model.safetensors" &&
+  ok "the adapter put back: export replays as before" || bad "export with the adapter put back"
 
 # refusals, each naming what is wrong
 refuse "--lora-dropout 0.1" "lora-dropout" "$bin" train "${common[@]}" --lora-dropout 0.1 --out "$tmp/x1"
