@@ -35,11 +35,15 @@ typedef struct dz_class_set {
 /* Tokenizes: context = encode(prompt, bos); full = encode(prompt + label word, bos); the
  * candidate's tokens are those of full after the longest common prefix with the context
  * (normally all of the context). Sequences longer than max_len lose context tokens from
- * the left, keeping the first (BOS). spec->special_tokens is refused (DZ_ERR_UNSUPPORTED)
- * with a llama2.c or SentencePiece tokenizer, whose encoder reads text only. */
+ * the left, keeping the first (BOS). spec->special_tokens is refused as
+ * dz_special_tokens_check refuses it. */
 dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, const dz_tokenizer *tok,
                              int max_len, dz_class_set *out, dz_error *err);
 void dz_class_set_free(dz_class_set *cs);
+/* --special-tokens needs a tokenizer that marks its special tokens: tokenizer.json's or a
+ * GGUF's BPE. llama2.c's, SentencePiece's and GPT-2's vocab.json + merges.txt encoders read
+ * a prompt as text only: DZ_ERR_UNSUPPORTED naming the kind. */
+dz_status dz_special_tokens_check(const dz_tokenizer *tok, dz_error *err);
 /* Whether spec's template writes a special token of tok ("<|im_start|>") that, without
  * spec->special_tokens, is encoded as plain text: 1 and its text in name (cap bytes), so
  * the caller can say --special-tokens would read it as the token; 0 where there is none,

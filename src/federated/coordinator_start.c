@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "distzo/federated.h"
 #include "distzo/setup.h"
+#include "distzo/task.h"
 #include "federated/coordinator.h"
 #include "federated/protocol.h"
 #include "federated/replica.h"
@@ -54,6 +55,20 @@ static dz_status load_evaluator(coordinator *c, dz_error *err) {
     return st;
 }
 
+/* --special-tokens: refused at the start, as train refuses it, where the model's tokenizer
+ * reads text only (else every worker would fail on its first batch). */
+static dz_status special_tokens_check(const coordinator *c, dz_error *err) {
+    const dz_train_config *t = &c->train;
+    char tok_path[4200];
+    dz_tokenizer *tok = NULL;
+    if (!c->tok && !t->tokenizer && dz_setup_base_tokenizer(t->model, tok_path, sizeof tok_path, NULL) != DZ_OK)
+        return DZ_OK; /* no tokenizer beside the model: the workers name theirs */
+    dz_status st = c->tok ? DZ_OK : dz_tokenizer_load(t->tokenizer ? t->tokenizer : tok_path, 0, &tok, err);
+    if (st == DZ_OK) st = dz_special_tokens_check(c->tok ? c->tok : tok, err);
+    dz_tokenizer_free(tok);
+    return st;
+}
+
 /* The replica over the base model, and its fingerprint. */
 static dz_status load_base(coordinator *c, dz_error *err) {
     const dz_train_config *t = &c->train;
@@ -74,6 +89,7 @@ static dz_status load_base(coordinator *c, dz_error *err) {
         (t->tokenizer || dz_setup_base_tokenizer(t->model, tok_path, sizeof tok_path, NULL) == DZ_OK) &&
         dz_tokenizer_load(t->tokenizer ? t->tokenizer : tok_path, 0, &c->tok, NULL) != DZ_OK)
         c->tok = NULL; /* checkpoints then hold the weights alone */
+    if (st == DZ_OK && t->data.special_tokens) st = special_tokens_check(c, err);
     c->log_q = c->fed.seed_pool ? 2 * c->q : c->q;
     if (st == DZ_OK && c->fed.seed_pool) {
         if (t->optim.wd != 0)

@@ -115,14 +115,22 @@ static dz_status build_example(const dz_dataset *ds, const dz_example *ex, const
     return st;
 }
 
+dz_status dz_special_tokens_check(const dz_tokenizer *tok, dz_error *err) {
+    const dz_tokenizer_kind kind = dz_tokenizer_get_kind(tok);
+    if (kind == DZ_TOK_HF_BPE) return DZ_OK;
+    return dz_fail(err, DZ_ERR_UNSUPPORTED, "--special-tokens: the model's %s tokenizer reads a prompt as text only "
+                   "(special tokens are read from tokenizer.json's and GGUF's BPE tokenizers); leave the option out",
+                   kind == DZ_TOK_LLAMA2C ? "llama2.c" : kind == DZ_TOK_SENTENCEPIECE ? "SentencePiece"
+                                                       : "GPT-2 (vocab.json + merges.txt)");
+}
+
 dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, const dz_tokenizer *tok,
                              int max_len, dz_class_set *out, dz_error *err) {
     memset(out, 0, sizeof *out);
-    const dz_tokenizer_kind kind = dz_tokenizer_get_kind(tok);
-    if (spec->special_tokens && (kind == DZ_TOK_LLAMA2C || kind == DZ_TOK_SENTENCEPIECE))
-        return dz_fail(err, DZ_ERR_UNSUPPORTED, "--special-tokens: the model's %s tokenizer reads a prompt as text "
-                       "only (special tokens are read from tokenizer.json's and GGUF's BPE tokenizers); leave the "
-                       "option out", kind == DZ_TOK_LLAMA2C ? "llama2.c" : "SentencePiece");
+    if (spec->special_tokens) {
+        const dz_status st = dz_special_tokens_check(tok, err);
+        if (st != DZ_OK) return st;
+    }
     out->n_examples = ds->count;
     out->cand_first = malloc(sizeof(int) * (size_t)(ds->count + 1));
     out->labels = calloc((size_t)ds->count + 1, sizeof *out->labels);

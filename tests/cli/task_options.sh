@@ -110,6 +110,22 @@ rce=$?
   grep -q -- "--special-tokens: the model's llama2.c tokenizer reads a prompt as text only" "$tmp/sp260e.txt" &&
   ok "train and eval refuse --special-tokens with llama2.c's tokenizer, leaving no run folder" ||
   bad "--special-tokens on stories260K: train exit $rc, $(tail -1 "$tmp/sp260.txt"); eval $(tail -1 "$tmp/sp260e.txt")"
+# ... GPT-2's vocab.json + merges.txt (OPT's, as distzo init writes it) likewise; serve
+# refuses it at its start (before: it listened, and every worker failed), writing nothing
+"$bin" init --preset opt-tiny --layers 1 --seed 2 -o "$tmp/opt1" > /dev/null 2>&1
+"$bin" eval "$tmp/opt1" --special-tokens --template '</s>{text} It was' --limit 2 --threads 1 > "$tmp/spopt.txt" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q -- "--special-tokens: the model's GPT-2 (vocab.json + merges.txt) tokenizer reads a prompt as text only" \
+  "$tmp/spopt.txt" && ok "eval refuses --special-tokens with a vocab.json + merges.txt tokenizer" ||
+  bad "--special-tokens on OPT's vocab.json: exit $rc, $(tail -1 "$tmp/spopt.txt")"
+echo 0123456789abcdef0123 > "$tmp/sp.token"
+timeout 60 "$bin" serve --model "$model" --out "$tmp/spserve" --token-file "$tmp/sp.token" --listen 127.0.0.1:0 \
+  --special-tokens --steps 2 --batch 2 --threads 1 > "$tmp/spserve.txt" 2>&1
+rc=$?
+[ $rc = 1 ] && [ ! -e "$tmp/spserve/run.json" ] &&
+  grep -q -- "--special-tokens: the model's llama2.c tokenizer reads a prompt as text only" "$tmp/spserve.txt" &&
+  ok "serve refuses --special-tokens with llama2.c's tokenizer at its start, writing no run.json" ||
+  bad "serve --special-tokens on stories260K: exit $rc, $(tail -1 "$tmp/spserve.txt")"
 "$bin" train --model "$model" "${lmdata[@]}" --seq 8 --steps 1 --threads 1 --out "$tmp/lmseq" > "$tmp/lmseq.txt" 2>&1 &&
   ok "train takes --seq for lm" || bad "train --task lm --seq 8: $(tail -1 "$tmp/lmseq.txt")"
 cp -r "$tmp/default" "$tmp/resumed"
