@@ -328,6 +328,8 @@ int dz_cmd_train(int argc, char **argv) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
+    if (!rc && (t.resume || t.resume_from) && t.v.task_file) /* fills only what is unset: the run's prompt is set */
+        rc = dz_cli_task_file_matches_run(t.v.task_file, &c.data, &cmdline.data, t.resume ? t.out : t.from_run);
     c.peft.keep_quantized = t.keep_quantized && c.peft.method && /* the base read-only under an adapter */
                             (!strcmp(c.peft.method, "lora") || !strcmp(c.peft.method, "prefix"));
     if (!rc && t.keep_quantized && !c.peft.keep_quantized)

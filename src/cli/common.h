@@ -86,6 +86,11 @@ static inline size_t dz_cli_peak_rss(void) { return dz_runtime_peak_rss(); }
  * already set stay. */
 int dz_cli_task_file(const char *path, const char **template_, const char **label_words, const char **text_key,
                      const char **label_key, int *special_tokens);
+/* A resumed or branched run keeps its prompt: each field the task file gives (and the
+ * command line, in given, does not) must be the run's (run: its run.json's settings),
+ * else the refusal naming the file, the field and both values. */
+int dz_cli_task_file_matches_run(const char *path, const dz_train_data *run, const dz_train_data *given,
+                                 const char *run_dir);
 
 /* JSON string output with escapes. */
 static inline void dz_cli_json_string(FILE *out, const char *s) { dz_write_json_string(out, s); }

@@ -76,3 +76,26 @@ int dz_cli_task_file(const char *path, const char **template_, const char **labe
     cJSON_Delete(o);
     return rc;
 }
+
+/* One field of the file against the run's: 0, or the refusal naming both. */
+static int field_matches(const char *path, const char *key, const char *file, const char *given, const char *run,
+                         const char *run_dir) {
+    if (!file || given || (run && !strcmp(file, run))) return 0; /* absent, or the command line's (checked as a flag) */
+    return dz_cli_failf("--task-file %s: \"%s\" is '%s', %s/run.json's is '%s': a resumed or branched run keeps its "
+                        "prompt (start another --out for a new one)", path, key, file, run_dir, run ? run : "(none)");
+}
+
+int dz_cli_task_file_matches_run(const char *path, const dz_train_data *run, const dz_train_data *given,
+                                 const char *run_dir) {
+    const char *tmpl = NULL, *words = NULL, *text_key = NULL, *label_key = NULL;
+    int special = 0;
+    int rc = dz_cli_task_file(path, &tmpl, &words, &text_key, &label_key, &special);
+    if (!rc) rc = field_matches(path, "template", tmpl, given->template_, run->template_, run_dir);
+    if (!rc) rc = field_matches(path, "label_words", words, given->label_words, run->label_words, run_dir);
+    if (!rc) rc = field_matches(path, "text_key", text_key, given->text_key, run->text_key, run_dir);
+    if (!rc) rc = field_matches(path, "label_key", label_key, given->label_key, run->label_key, run_dir);
+    if (!rc && special && !given->special_tokens && !run->special_tokens)
+        rc = dz_cli_failf("--task-file %s: \"special_tokens\" is true, %s/run.json's is false: a resumed or branched "
+                          "run keeps its prompt (start another --out for a new one)", path, run_dir);
+    return rc;
+}

@@ -128,6 +128,23 @@ rc=$?
   bad "serve --special-tokens on stories260K: exit $rc, $(tail -1 "$tmp/spserve.txt")"
 "$bin" train --model "$model" "${lmdata[@]}" --seq 8 --steps 1 --threads 1 --out "$tmp/lmseq" > "$tmp/lmseq.txt" 2>&1 &&
   ok "train takes --seq for lm" || bad "train --task lm --seq 8: $(tail -1 "$tmp/lmseq.txt")"
+# a resumed or branched run keeps its prompt: a --task-file given with it must say what its
+# run.json says (before, the file was silently ignored, as its values fill only unset ones)
+printf '{"template": "{text} All in all, it was", "label_words": ["bad", "good"]}' > "$tmp/tf_a.json"
+printf '{"template": "{text} All in all, it was", "label_words": "terrible,great"}' > "$tmp/tf_b.json"
+"$bin" train --model "$model" --test "$tmp/test200.tsv" --train-examples 8 --dev-examples 4 --batch 4 --steps 1 \
+  --threads 1 --task-file "$tmp/tf_a.json" --out "$tmp/tfrun" > "$tmp/tfrun.txt" 2>&1 || bad "train --task-file: $(tail -1 "$tmp/tfrun.txt")"
+"$bin" train --resume --out "$tmp/tfrun" --steps 2 --threads 1 --task-file "$tmp/tf_a.json" > "$tmp/tf1.txt" 2>&1 &&
+  ok "train --resume takes the run's own --task-file" || bad "resume with the run's task file: $(tail -1 "$tmp/tf1.txt")"
+"$bin" train --resume --out "$tmp/tfrun" --steps 3 --threads 1 --task-file "$tmp/tf_b.json" > "$tmp/tf2.txt" 2>&1
+rc=$?
+"$bin" train --resume-from "$tmp/tfrun:1" --out "$tmp/tfbranch" --steps 2 --threads 1 --task-file "$tmp/tf_b.json" > "$tmp/tf3.txt" 2>&1
+rcb=$?
+[ $rc = 1 ] && [ $rcb = 1 ] && [ ! -e "$tmp/tfbranch" ] && grep -q '"step": 2' "$tmp/tfrun/metrics.jsonl" && ! grep -q '"step": 3' "$tmp/tfrun/metrics.jsonl" &&
+  grep -q "tf_b.json: \"label_words\" is 'terrible,great', .*tfrun/run.json's is 'bad,good': a resumed or branched run keeps its prompt" "$tmp/tf2.txt" &&
+  grep -q "tf_b.json: \"label_words\" is 'terrible,great'" "$tmp/tf3.txt" &&
+  ok "train --resume and --resume-from refuse a --task-file that differs from the run's, naming the file and field" ||
+  bad "resume with another task file: exit $rc / $rcb, $(tail -1 "$tmp/tf2.txt") / $(tail -1 "$tmp/tf3.txt")"
 cp -r "$tmp/default" "$tmp/resumed"
 sed -i 's/"gen_tokens":[[:space:]]*0/"gen_tokens": 20/' "$tmp/resumed/run.json" # as a run from before this rule
 "$bin" train --resume --out "$tmp/resumed" --steps 2 --threads 1 > "$tmp/resumed.txt" 2>&1 &&
