@@ -119,6 +119,15 @@ static double field_num(const run_field *f, const dz_train_config *c) {
     }
 }
 
+/* A string setting as it acts: unset (absent from run.json) is its default, so a value
+ * given equal to the default is the run's ("--peft none", "--template '{text} It was'"). */
+static const char *str_value(const run_field *f, const char *s) {
+    if (s) return s;
+    if (!strcmp(f->key, "peft")) return "none";
+    if (!strcmp(f->key, "template")) return DZ_DEFAULT_TEMPLATE;
+    return NULL;
+}
+
 /* The value as the user would write it, for messages. */
 static void field_text(const run_field *f, const dz_train_config *c, char *buf, size_t cap) {
     const void *p = field_ptr(f, c);
@@ -131,7 +140,11 @@ static void field_text(const run_field *f, const dz_train_config *c, char *buf, 
         }
     }
     switch (f->kind) {
-    case F_STR: snprintf(buf, cap, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
+    case F_STR: {
+        const char *v = str_value(f, *(const char *const *)p);
+        snprintf(buf, cap, "%s", v ? v : "(none)");
+        break;
+    }
     case F_DTYPE: /* as --master-dtype takes it */
         snprintf(buf, cap, "%s", dz_dtype_name(*(const dz_dtype *)p));
         for (char *q = buf; *q; q++) *q = (char)tolower((unsigned char)*q);
@@ -146,7 +159,7 @@ static int field_equal(const run_field *f, const dz_train_config *a, const dz_tr
     const void *pa = field_ptr(f, a), *pb = field_ptr(f, b);
     switch (f->kind) {
     case F_STR: {
-        const char *sa = *(const char *const *)pa, *sb = *(const char *const *)pb;
+        const char *sa = str_value(f, *(const char *const *)pa), *sb = str_value(f, *(const char *const *)pb);
         unsigned ta, tb; /* the same modules however spelled: "q,v", "v_proj,q_proj" */
         if (sa && sb && !strcmp(f->key, "lora_targets") && dz_lora_parse_targets(sa, &ta, NULL) == DZ_OK &&
             dz_lora_parse_targets(sb, &tb, NULL) == DZ_OK)

@@ -86,6 +86,15 @@ cmp -s "$tmp/before_refuse.txt" "$tmp/after_refuse.txt" && ok "refused resumes l
   > "$tmp/resume11.txt" 2>&1) || bad "resume with the run's own settings failed: $(tail -1 "$tmp/resume11.txt")"
 grep -q '"steps":[[:space:]]*11' "$tmp/r/run.json" && ok "a raised --steps is kept in run.json" ||
   bad "run.json after --steps 11: $(grep steps "$tmp/r/run.json")"
+# defaults given in words are the run's (run.json leaves them out): the prompt of sst2 and
+# --peft none; another value is refused, naming the run's as it acts
+cp "$tmp/r/run.json" "$tmp/run11.json"
+"$bin" train --resume --out "$tmp/r" --steps 11 --template '{text} It was' --peft none --threads 2 > "$tmp/dflt.txt" 2>&1 &&
+  cmp -s "$tmp/run11.json" "$tmp/r/run.json" && ok "resume with --template '{text} It was' and --peft none (the defaults) is accepted" ||
+  bad "resume with the defaults in words: $(tail -1 "$tmp/dflt.txt")"
+out=$("$bin" train --resume --out "$tmp/r" --steps 11 --template 'x {text}' 2>&1) && bad "resume with another --template accepted" ||
+  { grep -q -- "--template x {text} differs from this run's {text} It was" <<<"$out" && ok "another --template is refused, naming the run's" ||
+    bad "resume --template: $(tail -1 <<<"$out")"; }
 out=$("$bin" train --resume --out "$tmp/r" 2>&1)
 grep -q "already finished its 11 steps" <<<"$out" && ok "the next resume knows the raised length" ||
   bad "resume after raising: $(tail -1 <<<"$out")"
