@@ -79,13 +79,33 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
     return st;
 }
 
-/* Rank 0: the run's seed log. Missing, it is made anew only for a run killed before it
+/* Rank 0: the log holds the steps up to the checkpoint (and none missing before it), said
+ * in the steps a user sees (checkpoint-N, metrics.jsonl): the log's records count from 0. */
+static dz_status log_reaches(const dz_trainer *tr, const dz_seedlog *log, int ckpt_steps, dz_error *err) {
+    const int64_t first = (int64_t)dz_seedlog_get_header(log)->start_step + 1, logged = dz_seedlog_next_step(log);
+    if (ckpt_steps < first - 1)
+        return dz_fail(err, DZ_ERR_INVALID, "%s/seeds.log starts at step %lld, after checkpoint-%d: it cannot "
+                       "continue that checkpoint", tr->folder.dir, (long long)first, ckpt_steps);
+    if (ckpt_steps > logged)
+        return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log ends after step %lld but the checkpoint is checkpoint-%d: "
+                       "steps %lld..%d are missing (the log must be synced before a checkpoint); train --resume-from "
+                       "%s:%lld --out NEW recomputes them", tr->folder.dir, (long long)logged, ckpt_steps,
+                       (long long)logged + 1, ckpt_steps, tr->folder.dir, (long long)logged);
+    return DZ_OK;
+}
+
+/* Rank 0: the run's seed log, read and checked to reach the checkpoint before it is opened
+ * for writing. Missing, it is made anew only for a run killed before it
  * existed (no checkpoint, no step in metrics.jsonl); a run that got further cannot be
  * replayed without it, and nothing is written. *made: the log was created here. */
 static dz_status open_log(dz_trainer *tr, const dz_seedlog_header *h, const char *log_path, int ckpt_steps, int *made,
                           dz_error *err) {
     const int sync_every = tr->cfg.schedule.log_sync_every;
-    dz_status st = dz_seedlog_open(log_path, h, sync_every, &tr->folder.log, err);
+    dz_seedlog *peek = NULL; /* read first: the writer's open cuts a torn tail, and a refused resume writes nothing */
+    dz_status st = dz_seedlog_open_read(log_path, h, &peek, err);
+    if (st == DZ_OK) st = log_reaches(tr, peek, ckpt_steps, err);
+    dz_seedlog_close(peek, NULL);
+    if (st == DZ_OK) st = dz_seedlog_open(log_path, h, sync_every, &tr->folder.log, err);
     if (st == DZ_OK || dz_file_exists(log_path)) return st;
     dz_run_reached r;
     if ((st = dz_run_reached_read(tr->folder.dir, &r, err)) != DZ_OK) return st;
@@ -185,22 +205,6 @@ static dz_status rebuild_metrics(dz_trainer *tr, dz_error *err) {
     return st;
 }
 
-/* Rank 0: the log holds the steps up to the checkpoint (and none missing before it), said
- * in the steps a user sees (checkpoint-N, metrics.jsonl): the log's records count from 0. */
-static dz_status log_reaches(const dz_trainer *tr, int ckpt_steps, dz_error *err) {
-    const dz_seedlog *log = tr->folder.log;
-    const int64_t first = (int64_t)dz_seedlog_get_header(log)->start_step + 1, logged = dz_seedlog_next_step(log);
-    if (ckpt_steps < first - 1)
-        return dz_fail(err, DZ_ERR_INVALID, "%s/seeds.log starts at step %lld, after checkpoint-%d: it cannot "
-                       "continue that checkpoint", tr->folder.dir, (long long)first, ckpt_steps);
-    if (ckpt_steps > logged)
-        return dz_fail(err, DZ_ERR_FORMAT, "%s/seeds.log ends after step %lld but the checkpoint is checkpoint-%d: "
-                       "steps %lld..%d are missing (the log must be synced before a checkpoint); train --resume-from "
-                       "%s:%lld --out NEW recomputes them", tr->folder.dir, (long long)logged, ckpt_steps,
-                       (long long)logged + 1, ckpt_steps, tr->folder.dir, (long long)logged);
-    return DZ_OK;
-}
-
 /* curvature.bin's data against trainer_state.json's curvature_checksum (absent: an older
  * distzo's checkpoint, taken as before): a file of another checkpoint is refused. */
 static dz_status curvature_of_checkpoint(const char *dir, const float *h, size_t n, dz_error *err) {
@@ -278,7 +282,7 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
         st = open_log(tr, h, log_path, ckpt_steps, &made_log, err);
         tr->folder.ckpt_steps = ckpt_steps;
         if (st == DZ_OK) st = dz_run_folder_restore_best(&tr->folder, tr->data.lm, base_dev, base_test, err);
-        if (st == DZ_OK) st = log_reaches(tr, ckpt_steps, err);
+        if (st == DZ_OK) st = log_reaches(tr, tr->folder.log, ckpt_steps, err);
         if (st == DZ_OK) st = dz_seedlog_replay_range(tr->folder.log, (int64_t)ckpt_steps - 1, &first, &n, err);
         if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->folder.log);
         if (st == DZ_OK) st = rebuild_metrics(tr, err);

@@ -73,6 +73,14 @@ out=$("$bin" train --resume --out "$tmp/cut" 2>&1) && bad "resume of a log cut b
   { grep -q "seeds.log ends after step 6 but the checkpoint is checkpoint-8: steps 7..8 are missing" <<<"$out" &&
       grep -q -- "--resume-from $tmp/cut:6 --out NEW" <<<"$out" && ok "resume of a cut log names steps 7..8 and --resume-from" ||
       bad "resume of a cut log: $(tail -1 <<<"$out")"; }
+# ... also with a torn tail after the cut: the refusal leaves the log as it was (the
+# writer's open used to cut the tail first, then refuse)
+cp -r "$tmp/cut" "$tmp/cut_torn" && head -c 10 /dev/urandom >> "$tmp/cut_torn/seeds.log"
+sum_before=$(sha256sum < "$tmp/cut_torn/seeds.log")
+out=$("$bin" train --resume --out "$tmp/cut_torn" 2>&1) && bad "resume of a cut log with a torn tail: exit 0" ||
+  { grep -q "steps 7..8 are missing" <<<"$out" && [ "$(sha256sum < "$tmp/cut_torn/seeds.log")" = "$sum_before" ] &&
+      ok "a refused resume of a cut log with a torn tail leaves seeds.log byte for byte" ||
+      bad "resume of a cut, torn log: $(tail -1 <<<"$out"); log changed: $([ "$(sha256sum < "$tmp/cut_torn/seeds.log")" != "$sum_before" ] && echo yes)"; }
 out=$("$bin" export --run "$tmp/cut" -o "$tmp/cut_x" --allow-short-log 2>&1) && grep -q "warning.*ends after step 6" <<<"$out" &&
   ok "--allow-short-log exports the cut log with a warning" || bad "--allow-short-log: $out"
 
