@@ -286,6 +286,12 @@ dz_status dz_trainer_resume(dz_trainer *tr, const dz_seedlog_header *h, const ch
         if (st == DZ_OK) st = dz_seedlog_replay_range(tr->folder.log, (int64_t)ckpt_steps - 1, &first, &n, err);
         if (st == DZ_OK) *start_step = (int)dz_seedlog_next_step(tr->folder.log);
         if (st == DZ_OK) st = rebuild_metrics(tr, err);
+        if (st == DZ_OK && isnan(tr->folder.before_dev) && isnan(tr->folder.before_test)) {
+            int found = 0; /* row 0 restored by the rebuild (from metrics.csv): the summary's scores before training */
+            double dev = NAN, test = NAN;
+            st = dz_run_folder_base_scores(&tr->folder, tr->data.lm, &dev, &test, &found, err);
+            if (found) tr->folder.before_dev = dev, tr->folder.before_test = test;
+        }
         count = n;
         if (st != DZ_OK && made_log) { /* a failed resume leaves the folder as it found it */
             dz_seedlog_close(tr->folder.log, NULL);

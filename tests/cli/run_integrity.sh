@@ -201,6 +201,9 @@ cp -r "$tmp/clean8" "$tmp/nom" && rm "$tmp/nom/metrics.jsonl"
 grep -q "metrics.jsonl: the rows of steps 1-8 are gone .*restored from metrics.csv" "$tmp/nom.txt" && same_run "$tmp/clean" "$tmp/nom" 12 &&
   ok "a removed metrics.jsonl: rows 0-8 restored from metrics.csv, said; the run is the clean run" ||
   bad "removed metrics.jsonl: $(grep -i warn "$tmp/nom.txt"); $(diff <(metrics "$tmp/clean") <(metrics "$tmp/nom") | head -3)"
+[ -n "$(before "$tmp/clean.txt")" ] && [ "$(before "$tmp/nom.txt")" = "$(before "$tmp/clean.txt")" ] &&
+  ok "the summary after the restore keeps the score before training ($(before "$tmp/clean.txt"))" ||
+  bad "summary after the restore: '$(before "$tmp/nom.txt")', the clean run's '$(before "$tmp/clean.txt")'"
 cp -r "$tmp/clean8" "$tmp/nol" && rm "$tmp/nol/metrics.jsonl" "$tmp/nol/metrics.csv"
 "$bin" train --resume --steps 12 --out "$tmp/nol" > "$tmp/nol.txt" 2>&1 || bad "resume without metrics.jsonl and .csv failed"
 grep -q "metrics.jsonl: the rows of steps 1-8 are gone .*rebuilt from the seed log" "$tmp/nol.txt" &&
