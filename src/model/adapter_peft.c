@@ -116,10 +116,11 @@ static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, s
     if (!o) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not JSON", path);
     else if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA"))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: peft_type must be \"LORA\" or \"PREFIX_TUNING\"", path);
-    else if (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble != (int)r->valuedouble)
-        st = dz_fail(err, DZ_ERR_FORMAT, "%s: r must be a positive integer", path);
-    else if (!cJSON_IsNumber(a) || !(a->valuedouble > 0))
-        st = dz_fail(err, DZ_ERR_FORMAT, "%s: lora_alpha must be a positive number", path);
+    else if (!cJSON_IsNumber(r) || !(r->valuedouble >= 1 && r->valuedouble <= 4096) ||
+             r->valuedouble != (int)r->valuedouble)
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: r must be an integer in 1..4096 (as --lora-rank)", path);
+    else if (!cJSON_IsNumber(a) || !(a->valuedouble > 0 && a->valuedouble <= 1e6))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: lora_alpha must be a positive number up to 1e6 (as --lora-alpha)", path);
     else if (bias && (!cJSON_IsString(bias) || strcmp(bias->valuestring, "none")))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: bias must be \"none\" (trained biases are not supported)", path);
     else if (unsupported_key(o))

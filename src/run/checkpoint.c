@@ -130,7 +130,9 @@ dz_status dz_run_folder_restore_best(dz_run_folder *rf, int lm, double base_dev,
         const cJSON *bd = cJSON_GetObjectItemCaseSensitive(o, "best_dev");
         const cJSON *bt = cJSON_GetObjectItemCaseSensitive(o, "best_test");
         const cJSON *bs = cJSON_GetObjectItemCaseSensitive(o, "best_step");
-        if (!cJSON_IsNumber(bd) || !cJSON_IsNumber(bs)) {
+        if (!cJSON_IsObject(o)) {
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object (the file is damaged)", sp);
+        } else if (!cJSON_IsNumber(bd) || !cJSON_IsNumber(bs)) {
             st = dz_fail(err, DZ_ERR_FORMAT, "%s: best_dev/best_step missing", sp);
         } else {
             /* -1e300 is how state_json writes "none yet" (JSON has no -inf) */

@@ -25,6 +25,10 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
                            "--out %s --resume", rf->dir, rf->dir);
         if (rank0) st = dz_run_lock(rf->dir, &rf->lock_fd, err);
         if (st == DZ_OK) st = dz_run_config_read(rf->dir, cfg, strings, err);
+        dz_error bad = {0}; /* run.json's own values, before the command line's: an edited file names itself */
+        if (st == DZ_OK && dz_train_config_check_quiet(cfg, &bad) != DZ_OK)
+            st = dz_fail(err, bad.code, "%s/run.json: %s (a value train refuses: was the file edited?)", rf->dir,
+                         bad.msg);
         if (st == DZ_OK) st = dz_run_config_resume(rf->dir, cfg, cfg_in, &rf->settings_changed, err);
         if (st == DZ_OK && rf->settings_changed) st = dz_train_config_check(cfg, err);
         cfg->out_dir = cfg_in->out_dir;

@@ -26,6 +26,10 @@ static int written_checksum(const char *ckpt, uint64_t *sum) {
     if (dz_read_file(sp, &text, NULL, &e) != DZ_OK) return dz_log(DZ_LOG_WARN, "%s", e.msg), -1;
     cJSON *o = cJSON_Parse(text);
     free(text);
+    if (!cJSON_IsObject(o)) { /* damaged, not an older distzo's: the checkpoint is not taken */
+        cJSON_Delete(o);
+        return dz_log(DZ_LOG_WARN, "%s: not a JSON object (the file is damaged)", sp), -1;
+    }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "weights_checksum");
     char *end = NULL;
     const int rc = !v ? 1 : cJSON_IsString(v) && (*sum = strtoull(v->valuestring, &end, 16), end && !*end) ? 0 : -1;
@@ -51,8 +55,9 @@ static int checkpoint_intact(const dz_trainer *tr, const char *ckpt) {
     dz_setup_free(s);
     if (st != DZ_OK) dz_log(DZ_LOG_WARN, "%s: the weights cannot be loaded: %s", ckpt, e.msg);
     else if (got != want)
-        dz_log(DZ_LOG_WARN, "%s/model.safetensors: the weights' checksum is %016llx, trainer_state.json says %016llx: "
-               "the checkpoint is damaged", ckpt, (unsigned long long)got, (unsigned long long)want);
+        dz_log(DZ_LOG_WARN, "%s/%s: the weights' checksum is %016llx, trainer_state.json says %016llx: the checkpoint "
+               "is damaged", ckpt, dz_lora_is_folder(ckpt) ? "adapter_model.safetensors" : "model.safetensors",
+               (unsigned long long)got, (unsigned long long)want);
     return st == DZ_OK && got == want;
 }
 

@@ -8,6 +8,10 @@
 #include "distzo/tokenizer.h"
 #include "distzo/train.h"
 
+/* dz_train_config_check without its warnings (a resume checks run.json's own values first,
+ * then the merged settings, which warn once). */
+dz_status dz_train_config_check_quiet(const dz_train_config *c, dz_error *err);
+
 /* run.json: every setting of cfg, written atomically. Strings in the loaded config point
  * into *strings (free it after use). */
 dz_status dz_run_config_write(const char *run_dir, const dz_train_config *cfg, dz_error *err);

@@ -54,7 +54,13 @@ static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
     return DZ_OK;
 }
 
-dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
+static dz_status check(const dz_train_config *c, int warn, dz_error *err);
+
+dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) { return check(c, 1, err); }
+
+dz_status dz_train_config_check_quiet(const dz_train_config *c, dz_error *err) { return check(c, 0, err); }
+
+static dz_status check(const dz_train_config *c, int warn, dz_error *err) {
     const dz_train_optim *o = &c->optim;
     dz_status st;
     const dz_train_data *d = &c->data;
@@ -118,6 +124,7 @@ dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) {
     if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);
     st = dz_train_peft_check(c, err);
     if (st != DZ_OK) return st;
+    if (!warn) return DZ_OK;
     if (o->warmup > o->steps)
         dz_log(DZ_LOG_WARN, "--warmup %d is longer than the run's %d steps: the learning rate never reaches --lr",
                o->warmup, o->steps);

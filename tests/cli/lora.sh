@@ -202,6 +202,14 @@ refuse "OPT's fc1 on a LLaMA-family base" "no module 'fc1' (OPT's name): give up
 cp -r "$tmp/ref" "$tmp/respelled"
 "$bin" train --resume --lora-targets v,q_proj --steps 9 --out "$tmp/respelled" > "$tmp/log" 2>&1 &&
   ok "a resume with the same targets spelled otherwise (v,q_proj for q_proj,v)" || bad "resume, targets respelled: $(tail -1 "$tmp/log")"
+cp -r "$tmp/peft" "$tmp/alpha_inf" && sed -i -E 's/"lora_alpha":[[:space:]]*[0-9.e+]+/"lora_alpha": 1e999/' "$tmp/alpha_inf/adapter_config.json"
+refuse "an adapter_config.json whose lora_alpha is out of range, naming the file" \
+  "alpha_inf/adapter_config.json: lora_alpha must be a positive number up to 1e6" "$bin" eval "$base_model" --adapter "$tmp/alpha_inf" --limit 2
+# a damaged adapter checkpoint: the warning names adapter_model.safetensors, and the run is rebuilt from the log
+cp -r "$tmp/ref" "$tmp/rot" && f="$(adapter "$tmp/rot" 8)" && printf '\x55' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 100)) conv=notrunc status=none
+"$bin" train --resume --steps 9 --threads 2 --out "$tmp/rot" > "$tmp/rot.txt" 2>&1 &&
+  grep -q "checkpoint-8/adapter_model.safetensors: the weights' checksum is" "$tmp/rot.txt" && grep -q "rebuilding the weights" "$tmp/rot.txt" &&
+  ok "a damaged LoRA checkpoint is named by its adapter file and rebuilt" || bad "damaged LoRA checkpoint: $(grep -E 'warn|error' "$tmp/rot.txt" | head -2)"
 refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
 refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
 refuse "--prefix-tokens under --peft lora" "give --peft prefix" "$bin" train "${common[@]}" --prefix-tokens 3 --out "$tmp/x3"

@@ -147,6 +147,18 @@ sed -i -E 's/, "weights_checksum": "[0-9a-f]+"//' "$tmp/old/checkpoint-8/trainer
 "$bin" train --resume --steps 12 --out "$tmp/old" > "$tmp/old.txt" 2>&1 && grep -q "no weights_checksum (written by an older distzo)" "$tmp/old.txt" &&
   same_run "$tmp/clean" "$tmp/old" 12 && ok "a checkpoint without a checksum is resumed, with a warning" ||
   bad "checkpoint without a checksum: $(tail -2 "$tmp/old.txt")"
+# a trainer_state.json that is no JSON is damage, not an older distzo's: rebuilt from the log
+cp -r "$tmp/clean8" "$tmp/badstate" && echo "{" > "$tmp/badstate/checkpoint-8/trainer_state.json"
+"$bin" train --resume --steps 12 --out "$tmp/badstate" > "$tmp/badstate.txt" 2>&1 &&
+  grep -q "checkpoint-8/trainer_state.json: not a JSON object (the file is damaged)" "$tmp/badstate.txt" &&
+  grep -q "rebuilding the weights" "$tmp/badstate.txt" && ! grep -q "older distzo" "$tmp/badstate.txt" && same_run "$tmp/clean" "$tmp/badstate" 12 &&
+  ok "a trainer_state.json that is no JSON is named as damaged and the run rebuilt: the clean run" ||
+  bad "damaged trainer_state.json: $(grep -E 'warn|error' "$tmp/badstate.txt" | head -3)"
+# a value train refuses in run.json (an edited file) is refused naming run.json
+cp -r "$tmp/clean8" "$tmp/badlr" && sed -i -E 's/"lr":([[:space:]]*)[^,]*,/"lr":\1-1,/' "$tmp/badlr/run.json"
+out=$("$bin" train --resume --steps 12 --out "$tmp/badlr" 2>&1) && bad "run.json with lr -1 resumed" ||
+  { grep -q "badlr/run.json: --lr -1: must be finite and >= 0 (a value train refuses: was the file edited?)" <<<"$out" &&
+      ok "run.json's lr -1 is refused naming run.json" || bad "run.json lr -1: $(tail -1 <<<"$out")"; }
 
 # 27.7: divergence never costs the last good checkpoint; the stop has its metrics row and
 # says how to go on; --resume-from OLD:N starts a new run from step N of OLD's log
