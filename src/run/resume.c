@@ -107,7 +107,7 @@ static dz_status open_log(dz_trainer *tr, const dz_seedlog_header *h, const char
                           dz_error *err) {
     const int sync_every = tr->cfg.schedule.log_sync_every;
     dz_seedlog *peek = NULL; /* read first: the writer's open cuts a torn tail, and a refused resume writes nothing */
-    dz_status st = dz_seedlog_open_read(log_path, h, &peek, err);
+    dz_status st = dz_seedlog_peek(log_path, h, &peek, err);
     if (st == DZ_OK) st = log_reaches(tr, peek, ckpt_steps, err);
     dz_seedlog_close(peek, NULL);
     if (st == DZ_OK) st = dz_seedlog_open(log_path, h, sync_every, &tr->folder.log, err);

@@ -29,6 +29,7 @@ struct dz_seedlog {
     off_t size;           /* header + the n records */
     int sync_every, unsynced;
     int readonly;         /* dz_seedlog_open_read: never written */
+    int quiet_tail;       /* dz_seedlog_peek: a torn tail unsaid (the writer's open says it) */
 };
 
 /* Reflected CRC-32, polynomial 0xEDB88320, four bits at a time. */
@@ -279,14 +280,15 @@ static dz_status load_records(dz_seedlog *log, const uint8_t *buf, size_t len, i
                        "%s: record %zu (byte %lld) is whole but fails its CRC check: the log is damaged (a crash "
                        "leaves at most an incomplete last record, or zeros); refusing to drop it",
                        log->path, good + 1, (long long)log->size);
-    dz_log(DZ_LOG_WARN, "%s: %s a torn tail of %zu bytes after record %zu: the writer stopped while appending",
-           log->path, writable ? "dropping" : "ignoring (the writer repairs it)", dropped, good);
+    if (!log->quiet_tail)
+        dz_log(DZ_LOG_WARN, "%s: %s a torn tail of %zu bytes after record %zu: the writer stopped while appending",
+               log->path, writable ? "dropping" : "ignoring (the writer repairs it)", dropped, good);
     return writable ? cut_to(log, good, err) : DZ_OK;
 }
 
 /* Opens path for appending (writable: locked, a crash's tail cut) or for reading only. */
 static dz_status open_log(const char *path, const dz_seedlog_header *expect, int sync_every, int writable,
-                          dz_seedlog **out, dz_error *err) {
+                          int quiet_tail, dz_seedlog **out, dz_error *err) {
     *out = NULL;
     if (!path || sync_every < 0) return dz_fail(err, DZ_ERR_INVALID, "seed log: need a path and sync_every >= 0");
     dz_seedlog *log = calloc(1, sizeof *log);
@@ -296,6 +298,7 @@ static dz_status open_log(const char *path, const dz_seedlog_header *expect, int
     }
     log->sync_every = sync_every;
     log->readonly = !writable;
+    log->quiet_tail = quiet_tail;
     log->fd = open(path, (writable ? O_RDWR | O_APPEND : O_RDONLY) | O_CLOEXEC);
     dz_status st = DZ_OK;
     if (log->fd < 0)
@@ -324,11 +327,15 @@ static dz_status open_log(const char *path, const dz_seedlog_header *expect, int
 
 dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int sync_every, dz_seedlog **out,
                           dz_error *err) {
-    return open_log(path, expect, sync_every, 1, out, err);
+    return open_log(path, expect, sync_every, 1, 0, out, err);
 }
 
 dz_status dz_seedlog_open_read(const char *path, const dz_seedlog_header *expect, dz_seedlog **out, dz_error *err) {
-    return open_log(path, expect, 0, 0, out, err);
+    return open_log(path, expect, 0, 0, 0, out, err);
+}
+
+dz_status dz_seedlog_peek(const char *path, const dz_seedlog_header *expect, dz_seedlog **out, dz_error *err) {
+    return open_log(path, expect, 0, 0, 1, out, err);
 }
 
 dz_status dz_seedlog_create(const char *path, const dz_seedlog_header *h, int sync_every, dz_seedlog **out,

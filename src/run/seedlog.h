@@ -81,6 +81,8 @@ dz_status dz_seedlog_open(const char *path, const dz_seedlog_header *expect, int
 /* The same for reading only (export, replay, inspection): no lock, nothing written; a
  * crash's tail is ignored in memory and left for the writer to cut. */
 dz_status dz_seedlog_open_read(const char *path, const dz_seedlog_header *expect, dz_seedlog **out, dz_error *err);
+/* The same, silent about a torn tail: a look before the writer's open, which says it. */
+dz_status dz_seedlog_peek(const char *path, const dz_seedlog_header *expect, dz_seedlog **out, dz_error *err);
 
 /* The settings that shape every step's update (run seed, q, distribution, ZO_RNG version,
  * eps) are want's: DZ_ERR_INVALID naming path and the first that differs. Opening with an
