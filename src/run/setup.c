@@ -122,11 +122,18 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
     else if (!folder) st = dz_lora_create(cfg, spec->lora, spec->lora_seed, base, &s->m, err);
     else st = dz_lora_load(folder, cfg, &s->m, err);
     const dz_lora_spec *got = st == DZ_OK ? dz_model_lora(s->m) : NULL;
-    if (got && got->prefix_tokens != spec->lora->prefix_tokens)
-        st = dz_fail(err, DZ_ERR_INVALID, "%s: the adapter is %s with %d virtual tokens, the run %s with %d "
-                     "(--peft, --prefix-tokens)", folder, got->prefix_tokens ? "a prefix" : "LoRA", got->prefix_tokens,
-                     spec->lora->prefix_tokens ? "a prefix" : "LoRA", spec->lora->prefix_tokens);
-    else if (got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets)) {
+    if (got && got->prefix_tokens != spec->lora->prefix_tokens) {
+        if (!got->prefix_tokens)
+            st = dz_fail(err, DZ_ERR_INVALID, "%s: a LoRA adapter, but the run trains a prefix (--peft prefix): give a "
+                         "prefix adapter, or --peft lora", folder);
+        else if (!spec->lora->prefix_tokens)
+            st = dz_fail(err, DZ_ERR_INVALID, "%s: a prefix adapter, but the run trains LoRA (--peft lora): give a LoRA "
+                         "adapter, or --peft prefix", folder);
+        else
+            st = dz_fail(err, DZ_ERR_INVALID, "%s: a prefix of %d virtual tokens, the run's --prefix-tokens is %d",
+                         folder, got->prefix_tokens, spec->lora->prefix_tokens);
+    }
+    if (st == DZ_OK && got && (got->rank != spec->lora->rank || got->alpha != spec->lora->alpha || got->targets != spec->lora->targets)) {
         char theirs[96], ours[96];
         dz_lora_targets_string(got->targets, theirs, sizeof theirs);
         dz_lora_targets_string(spec->lora->targets, ours, sizeof ours);

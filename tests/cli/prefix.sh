@@ -112,6 +112,13 @@ refuse "--lora-rank under --peft prefix" "give --peft lora" "$bin" train "${comm
 refuse "--prefix-tokens without --peft" "give --peft prefix" "$bin" train --model "$base_model" --prefix-tokens 4 --out "$tmp/x4"
 refuse "--merge of a prefix" "no weights to merge" "$bin" export --run "$tmp/ref" --merge -o "$tmp/x5"
 refuse "a resume with other --prefix-tokens" "prefix-tokens" "$bin" train --resume --prefix-tokens 5 --out "$tmp/ref"
+# an adapter of the other kind is named as such
+"$bin" train --model "$base_model" --peft lora --steps 1 --eval-every 0 --checkpoint-every 1 --train-examples 8 \
+  --dev-examples 0 --batch 4 --test "$tmp/test.tsv" --threads 1 --out "$tmp/lora1" > /dev/null 2>&1
+refuse "a LoRA folder as a prefix run's --adapter" "a LoRA adapter, but the run trains a prefix (--peft prefix)" \
+  "$bin" train "${common[@]}" --adapter "$tmp/lora1/checkpoint-1" --out "$tmp/x7"
+refuse "a prefix folder as a LoRA run's --adapter" "a prefix adapter, but the run trains LoRA (--peft lora)" \
+  "$bin" train --model "$base_model" --peft lora --steps 1 --adapter "$tmp/ref/checkpoint-8" --out "$tmp/x8"
 cp -r "$tmp/ref" "$tmp/aslora" && sed -i 's/"peft":[[:space:]]*"prefix"/"peft": "lora"/' "$tmp/aslora/run.json"
 refuse "a prefix log replayed as a LoRA run's" "another layout" "$bin" export --run "$tmp/aslora" -o "$tmp/x6"
 [ ! -e "$tmp/x1/run.json" ] && [ ! -e "$tmp/x3/run.json" ] && ok "a refused start writes no run.json" || bad "a refused start wrote"
