@@ -116,6 +116,8 @@ typedef struct dz_train_config {
     dz_train_schedule schedule;
     dz_train_layout layout;
     dz_train_peft peft;
+    const char *model_table;  /* the base model's tensor names and shapes, hashed (run.json; set by train): export
+                               * and resume refuse a base of another architecture */
 } dz_train_config;
 
 /* MeZO's defaults: eps 1e-3, batch 16, constant lr, 1000 train / 500 dev examples. */

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
@@ -192,10 +193,21 @@ def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[Record]
     if data is None:
         raise ValueError("no data: give a file or examples")
 
-    def record(text: Any, label: Any) -> Record:
+    def record(i: int, text: Any, label: Any) -> Record:
+        # checked as the file loaders check a row: a string of text (a classification
+        # example's not empty), an integer label >= 0 (the C loaders name file and line)
+        if not isinstance(text, str) or (label_key is not None and not text.strip()):
+            raise ValueError(f"example {i}: {text_key!r} must be a{'' if label_key is None else ' non-empty'} "
+                             f"string, not {text!r}")
         if label_key is None:
-            return (str(text), None, None)
-        return (str(text), int(label), None)
+            return (text, None, None)
+        if isinstance(label, str) and label.strip().isdigit():
+            label = int(label)
+        elif isinstance(label, float) and label.is_integer():
+            label = int(label)
+        if isinstance(label, bool) or not isinstance(label, numbers.Integral) or label < 0:
+            raise ValueError(f"example {i}: {label_key!r} must be an integer label >= 0, not {label!r}")
+        return (text, int(label), None)
 
     if hasattr(data, "columns") or hasattr(data, "column_names"):
         names = list(getattr(data, "column_names", None) or data.columns)
@@ -205,11 +217,11 @@ def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[Record]
                                  f"the columns: {', '.join(map(str, names))})")
         texts = list(data[text_key])
         labels = list(data[label_key]) if label_key is not None else [None] * len(texts)
-        return [record(t, label) for t, label in zip(texts, labels)]
+        return [record(i, t, label) for i, (t, label) in enumerate(zip(texts, labels))]
     out: list[Record] = []
     for i, ex in enumerate(data):
         try:
-            out.append(record(ex[text_key], None if label_key is None else ex[label_key]))
+            out.append(record(i, ex[text_key], None if label_key is None else ex[label_key]))
         except KeyError as e:
             raise ValueError(f"example {i}: no key {e} (text_key={text_key!r}, label_key={label_key!r})") from None
     return out

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import tempfile
 from typing import Any, Callable, Optional, Union
 
 from . import _distzo
-from ._distzo import InvalidError
+from ._distzo import Error, InvalidError
 from ._model import _PRESETS, Model, PathLike, Record, _json_rows, _qa_records, _records, _runtime
 
 log = logging.getLogger("distzo")
@@ -78,7 +79,8 @@ class Trainer:
         if config is not None:
             with open(config, encoding="utf-8") as f:
                 settings.update({_option_key(k): v for k, v in json.load(f).items()})
-            for key in ("train_data_fingerprint", "test_data_fingerprint"):  # a new run's rows give their own
+            for key in ("train_data_fingerprint", "test_data_fingerprint", "model_table",
+                        "lora_init_fingerprint"):  # a new run's rows and base give their own
                 settings.pop(key, None)
         if isinstance(model, Model):
             settings["model"] = model.path
@@ -223,11 +225,21 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
     with tempfile.TemporaryDirectory(prefix="distzo-") as tmp:
         path = None
         if settings or not resume:
+            for key, value in settings.items():
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise InvalidError(f"Trainer: option '{key}' is {value}: expected a finite number")
             path = os.path.join(tmp, "trainer-options.json")
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(settings, f)
         try:
             return _distzo.train(path, out, resume, on_step, records[0], records[1], _preset(run_settings), **layout)
+        except Error as e:  # a setting the library refuses: named as the Trainer's option, not the file
+            if path is None or path not in str(e):
+                raise
+            msg = str(e).replace(f"{path}: field ", "Trainer: option ").replace(path, "the Trainer's options")
+            renamed = type(e)(msg)
+            renamed.status = getattr(e, "status", None)
+            raise renamed from None
         finally:
             if bar is not None:
                 bar.close()

@@ -71,6 +71,7 @@ static PyObject *class_result(const class_out *o) {
  * to 1024 tokens. */
 static dz_status lm_run(const dz_model *m, const dz_tokenizer *tok, const dz_dataset *ds, double *nll,
                         int64_t *scored, dz_error *err) {
+    if (ds->count < 1) return dz_fail(err, DZ_ERR_INVALID, "%s: no texts to score", ds->path ? ds->path : "the data");
     const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
     dz_forward *f = NULL;
     dz_status st = dz_forward_create(m, 1, seq, 0, &f, err);
@@ -104,6 +105,9 @@ static PyObject *evaluate_dataset(const dz_model *m, const dz_tokenizer *tok, co
         Py_BEGIN_ALLOW_THREADS
         st = lm_run(m, tok, ds, &nll, &scored, &err);
         Py_END_ALLOW_THREADS
+        if (st == DZ_OK && scored == 0) /* as eval --task lm: a text of one token or none predicts nothing */
+            st = dz_fail(&err, DZ_ERR_INVALID, "%s: no token to predict (every text is empty or one token)",
+                         ds->path ? ds->path : "the data");
         const double mean = scored ? nll / (double)scored : 0.0;
         return st != DZ_OK ? dzpy_raise(&err)
                            : Py_BuildValue("{s:L,s:d,s:d}", "tokens", (long long)scored, "nll", mean, "perplexity",

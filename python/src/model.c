@@ -1,6 +1,8 @@
 /* _distzo.Model: a model distzo loads (any format the command line takes) and its
  * tokenizer, with the forward's logits and generation. The GIL is released while the
  * library computes, so other Python threads run. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,8 +221,16 @@ static PyObject *model_generate(Model *self, PyObject *args, PyObject *kw) {
                                      &a.stop_at_eos) || !ready(self, 0))
         return NULL;
     if (a.n < 1) return PyErr_Format(PyExc_ValueError, "max_tokens %d: generate at least 1", a.n);
-    if (!(a.temperature >= 0.0f)) return PyErr_Format(PyExc_ValueError, "temperature %g is negative (0: greedy)", a.temperature);
-    if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) return PyErr_Format(PyExc_ValueError, "top_p %g is outside (0, 1]", a.top_p);
+    char v[32]; /* PyErr_Format has no %g */
+    if (!(a.temperature >= 0.0f && isfinite(a.temperature))) {
+        snprintf(v, sizeof v, "%g", (double)a.temperature);
+        return PyErr_Format(PyExc_ValueError, "temperature %s: expected a finite number >= 0 (0: greedy)", v);
+    }
+    if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) {
+        snprintf(v, sizeof v, "%g", (double)a.top_p);
+        return PyErr_Format(PyExc_ValueError, "top_p %s is outside (0, 1]", v);
+    }
+    if (a.seed < 0) return PyErr_Format(PyExc_ValueError, "seed %d is negative", a.seed);
     const int cap = dz_model_config(self->model)->max_seq_len;
     if (a.n > cap) a.n = cap; /* generation stops at the model's last position anyway */
     int n_prompt = 0, n_out = 0, *ids = dzpy_token_ids(seq, dz_model_config(self->model)->vocab_size, &n_prompt);

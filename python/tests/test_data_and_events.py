@@ -4,6 +4,7 @@ same data, and the command line refuses to resume it without that data; the gene
 presets' evaluation equals `distzo eval`'s; a Python run writes the command line's
 TensorBoard events."""
 import json
+import re
 import struct
 import subprocess
 
@@ -148,6 +149,36 @@ def test_python_data_errors(model, data, tmp_path):
         distzo.Trainer(model, data["train"], out=tmp_path / "r3", steps=1, task="squad")
     with pytest.raises(distzo.FormatError, match="<python data>:1"):  # an sst2 row is no RTE row
         model.evaluate("rte", data["test"])
+    # no rows at all: an error, not the interpreter killed (a division by zero examples)
+    for task in ("sst2", "classify"):
+        with pytest.raises(distzo.InvalidError, match="no examples"):
+            model.evaluate(task, [])
+    with pytest.raises(distzo.InvalidError, match="no texts"):
+        model.evaluate("lm", [])
+    with pytest.raises(distzo.InvalidError, match="no token to predict"):
+        model.evaluate("lm", [{"text": ""}])
+    with pytest.raises(distzo.InvalidError, match="no examples"):
+        distzo.Trainer(model, [], data["test"], out=tmp_path / "r4", steps=1, batch=2).train()
+    assert not (tmp_path / "r4").exists()  # a refused start leaves no run folder
+    # rows checked as the file loaders check them, naming the example and key
+    for row, what in (({"text": "good", "label": -1}, "'label' must be an integer label >= 0, not -1"),
+                      ({"text": "good", "label": 1.7}, "not 1.7"), ({"text": "good", "label": "x"}, "not 'x'"),
+                      ({"text": None, "label": 1}, "'text' must be a non-empty string, not None"),
+                      ({"text": "  ", "label": 1}, "non-empty string")):
+        with pytest.raises(ValueError, match="example 1: " + re.escape(what)):
+            model.evaluate("sst2", [{"text": "fine", "label": 0}, row])
+    assert model.evaluate("sst2", [{"text": "fine", "label": "1"}, {"text": "bad", "label": 0.0}])["examples"] == 2
+    # a setting the library refuses is named as the Trainer's option, not as a temporary file
+    with pytest.raises(distzo.Error, match="Trainer: option 'lr'") as e:
+        distzo.Trainer(model, data["train"], out=tmp_path / "r5", steps=1, lr="1e-5").train()
+    assert "trainer-options.json" not in str(e.value)
+    with pytest.raises(distzo.InvalidError, match="Trainer: option 'lr' is nan"):
+        distzo.Trainer(model, data["train"], out=tmp_path / "r6", steps=1, lr=float("nan")).train()
+    # generation's own checks, their values written out
+    with pytest.raises(ValueError, match=r"temperature -1: expected a finite number >= 0"):
+        model.generate("Once", max_tokens=2, temperature=-1)
+    with pytest.raises(ValueError, match=r"top_p 2 is outside \(0, 1\]"):
+        model.generate("Once", max_tokens=2, top_p=2)
 
 
 def events(run):

@@ -50,6 +50,7 @@ typedef struct coordinator {
     const char *run_dir;
     uint32_t q;
     uint64_t fingerprint;
+    char model_table[17];   /* the base's table fingerprint, run.json's model_table */
     char *run_json;               /* run.json's text, sent to joining workers */
     dz_zo_setup *setup;
     dz_seedlog *log;

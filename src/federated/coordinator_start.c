@@ -84,6 +84,8 @@ static dz_status load_base(coordinator *c, dz_error *err) {
     dz_status st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
     if (st == DZ_OK && !c->eval) st = dz_setup_engine(c->setup, &es, err);
     if (st == DZ_OK) st = dz_fed_fingerprint(c->setup, &c->fingerprint, err);
+    if (st == DZ_OK) st = dz_train_base_check(t, dz_setup_base_model(c->setup), t->model, c->model_table, err);
+    if (st == DZ_OK) c->train.model_table = c->model_table; /* run.json keeps it: export checks the base it is given */
     char tok_path[4200];
     if (st == DZ_OK && t->schedule.checkpoint_every > 0 && !c->tok &&
         (t->tokenizer || dz_setup_base_tokenizer(t->model, tok_path, sizeof tok_path, NULL) == DZ_OK) &&

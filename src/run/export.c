@@ -240,6 +240,8 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (st == DZ_OK) st = dz_seedlog_open_read(path, NULL, &log, err);
     if (st == DZ_OK) st = check_log(run_dir, &c, log, spec->allow_short_log, err); /* before the weights load */
     if (st == DZ_OK) st = dz_run_weights_alone(&c, base, spec->store, &s, err);
+    char table[17];
+    if (st == DZ_OK) st = dz_train_base_check(&c, dz_setup_base_model(s), base, table, err);
     if (st == DZ_OK) st = dz_train_log_matches(&c, dz_model_config(dz_setup_base_model(s)),
                                                dz_seedlog_get_header(log)->fingerprint, path, err);
     if (st == DZ_OK && spec->merge && !dz_model_lora(dz_setup_model(s)))

@@ -32,6 +32,11 @@ dz_status dz_train_log_matches(const dz_train_config *c, const dz_config *cfg, c
  * set, a file that differs is refused (DZ_ERR_INVALID naming both): replaying the log onto
  * another start would give other weights without a word. */
 dz_status dz_train_peft_init_fingerprint(const dz_train_config *c, const char *weights, char hex[17], dz_error *err);
+/* The base model's table fingerprint (16 hex digits of its tensor names and shapes) into hex;
+ * with run.json's model_table set, a base of another table is refused (DZ_ERR_INVALID naming
+ * path and both): a seed log replays only onto the architecture it was trained on. */
+dz_status dz_train_base_check(const dz_train_config *c, const dz_model *base, const char *path, char hex[17],
+                              dz_error *err);
 /* ws for an adapter run (spec: storage for the adapter's spec): the base is run.json's
  * model, the adapter new from the run seed unless ws->path is a PEFT folder. */
 void dz_train_peft_weights(const dz_train_config *c, dz_weights_spec *ws, dz_lora_spec *spec);

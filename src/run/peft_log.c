@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "run/compute.h"
 #include "run/peft.h"
 
 void dz_train_log_fingerprint(const dz_train_config *c, const dz_config *cfg, uint8_t out[64]) {
@@ -87,4 +88,13 @@ dz_status dz_train_peft_init_fingerprint(const dz_train_config *c, const char *w
                        "run.json's lora_init_fingerprint %s): replaying the seed log onto it would give other weights; "
                        "put back the adapter the run started from (--adapter %s)", path, hex, want, c->peft.lora_init);
     return DZ_OK;
+}
+
+dz_status dz_train_base_check(const dz_train_config *c, const dz_model *base, const char *path, char hex[17],
+                              dz_error *err) {
+    snprintf(hex, 17, "%016" PRIx64, dz_compute_table_hash(dz_model_params(base)));
+    if (!c->model_table || !strcmp(c->model_table, hex)) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID, "%s: its tensors (names and shapes) are not those of the model the run was trained "
+                   "from (run.json's model_table %s, this model's %s): a seed log replays only onto its own base", path,
+                   c->model_table, hex);
 }

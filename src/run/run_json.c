@@ -45,6 +45,7 @@ typedef struct run_field {
 static const run_field FIELDS[] = {
     FIELD("model", "--model", F_STR, model, RESUME_SAME, 0),
     FIELD("tokenizer", "--tokenizer", F_STR, tokenizer, RESUME_SAME, 1),
+    FIELD("model_table", "model_table", F_STR, model_table, RESUME_SAME, 1),
     FIELD("task", "--task", F_STR, data.task, RESUME_SAME, 1),
     FIELD("train_data", "--data", F_STR, data.train, RESUME_SAME, 1),
     FIELD("test_data", "--test", F_STR, data.test, RESUME_SAME, 1),

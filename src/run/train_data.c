@@ -87,8 +87,11 @@ static dz_status load_set(dz_run_data *td, int k, dz_dataset *ds, int *present, 
     const char *path = k ? d->test : d->train;
     const int memory = (k ? d->test_set : d->train_set) || (k ? d->test_fingerprint : d->train_fingerprint);
     *present = path || memory;
-    if (memory) return memory_examples(td, k, ds, err);
-    return path ? load_examples(td, path, ds, err) : DZ_OK;
+    dz_status st = memory ? memory_examples(td, k, ds, err) : path ? load_examples(td, path, ds, err) : DZ_OK;
+    if (st == DZ_OK && *present && ds->count == 0) /* rows from Python may be none; a file says so when it loads */
+        st = dz_fail(err, DZ_ERR_INVALID, "%s: no examples (the %s data is empty)", ds->path ? ds->path : "?",
+                     k ? "test" : "training");
+    return st;
 }
 
 /* Sequences of a dataset for this run's task; a warning names the first example cut to

@@ -30,6 +30,8 @@ static dz_status setup(dz_trainer *tr, int resume, int *start_step, dz_error *er
     for (int k = 0; k < 2; k++) /* rows held in memory: run.json keeps their fingerprints (checked on resume) */
         if (tr->data.fingerprints[k][0])
             *(k ? &tr->cfg.data.test_fingerprint : &tr->cfg.data.train_fingerprint) = tr->data.fingerprints[k];
+    if ((st = dz_train_base_check(c, base, c->model, tr->comp.model_table, err)) != DZ_OK) return st;
+    tr->cfg.model_table = tr->comp.model_table; /* a run from before the field gets it on its next write */
     if (tr->comp.lora_init_fingerprint[0]) /* --adapter DIR: run.json keeps its file's fingerprint (checked on replay) */
         tr->cfg.peft.lora_init_fingerprint = tr->comp.lora_init_fingerprint;
 

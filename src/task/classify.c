@@ -127,6 +127,7 @@ dz_status dz_special_tokens_check(const dz_tokenizer *tok, dz_error *err) {
 dz_status dz_class_set_build(const dz_dataset *ds, const dz_prompt_spec *spec, const dz_tokenizer *tok,
                              int max_len, dz_class_set *out, dz_error *err) {
     memset(out, 0, sizeof *out);
+    if (ds->count < 1) return dz_fail(err, DZ_ERR_INVALID, "%s: no examples to score", ds->path ? ds->path : "the data");
     if (spec->special_tokens) {
         const dz_status st = dz_special_tokens_check(tok, err);
         if (st != DZ_OK) return st;

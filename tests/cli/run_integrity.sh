@@ -33,6 +33,21 @@ if out=$("$bin" export --run "$tmp/seed" -o "$tmp/seed_x" 2>&1); then bad "expor
 elif grep -q "seeds.log: run seed 0 in the log, 7 in run.json: the log is not this run's" <<<"$out"; then ok "export refuses a log whose seed is not run.json's"
 else bad "export with a mismatched seed: $out"; fi
 
+# the base is part of the run: run.json keeps its table's fingerprint (tensor names and
+# shapes); export onto a model of another architecture is refused (before: exit 0 and a
+# model of the log replayed onto the wrong tensors); a new run from the run.json as --config
+# takes its own base
+grep -qE '"model_table":[[:space:]]*"[0-9a-f]{16}"' "$tmp/clean8/run.json" && ok "run.json keeps the base's model_table" ||
+  bad "run.json: no model_table"
+"$bin" init --preset opt-tiny --layers 2 --seed 1 -o "$tmp/opt2" > /dev/null 2>&1
+out=$("$bin" export --run "$tmp/clean8" --base "$tmp/opt2" -o "$tmp/opt_x" 2>&1) && bad "export onto another architecture: exit 0" ||
+  { grep -q "opt2: its tensors (names and shapes) are not those of the model the run was trained from" <<<"$out" && [ ! -e "$tmp/opt_x" ] &&
+      ok "export --base of another architecture is refused, naming it" || bad "export --base opt: $(tail -1 <<<"$out")"; }
+"$bin" train --config "$tmp/clean8/run.json" --model "$tmp/opt2" --steps 2 --threads 1 --out "$tmp/from_cfg" > "$tmp/from_cfg.txt" 2>&1 &&
+  ! grep -q "$(grep -o '"model_table":[^,]*' "$tmp/clean8/run.json")" "$tmp/from_cfg/run.json" &&
+  ok "a new run from another run's run.json (--config) with another --model keeps its own model_table" ||
+  bad "--config run.json --model opt: $(tail -1 "$tmp/from_cfg.txt")"
+
 # 27.2/27.19: a seed from 2^53 on is written to run.json exactly and read back exactly
 # (resume compares it with the log's header; a double would be 2^53)
 "$bin" train "${run[@]}" --steps 2 --seed 9007199254740993 --out "$tmp/big" > /dev/null 2>&1 || bad "--seed 2^53+1 failed"
