@@ -165,7 +165,7 @@ def test_python_data_errors(model, data, tmp_path):
                       ({"text": "good", "label": 1.7}, "not 1.7"), ({"text": "good", "label": "x"}, "not 'x'"),
                       ({"text": None, "label": 1}, "'text' must be a non-empty string, not None"),
                       ({"text": "  ", "label": 1}, "non-empty string")):
-        with pytest.raises(ValueError, match="example 1: " + re.escape(what)):
+        with pytest.raises(ValueError, match="example 1: .*" + re.escape(what)):
             model.evaluate("sst2", [{"text": "fine", "label": 0}, row])
     assert model.evaluate("sst2", [{"text": "fine", "label": "1"}, {"text": "bad", "label": 0.0}])["examples"] == 2
     # a setting the library refuses is named as the Trainer's option, not as a temporary file
