@@ -197,6 +197,12 @@ dz_status dz_train_config_load_file(const char *path, dz_train_config *c, const 
                                     char **strings, dz_error *err);
 /* 1 when dz_train_config_load_file takes key as a setting (else it is the caller's). */
 int dz_train_config_has_key(const char *key);
+/* For a resume whose other settings are the command's defaults (serve --resume): each
+ * setting of run_dir's run.json that defines the run and whose option is among args[0..n)
+ * ("--lr", "--lr=...") must equal given's, else DZ_ERR_INVALID naming the option and both
+ * values. A folder without a readable run.json is left to the resume to report. */
+dz_status dz_train_config_check_given(const char *run_dir, const dz_train_config *given, char *const *args, int n,
+                                      dz_error *err);
 
 /* Replays the seed log of run_dir onto the base model of its run.json (or base, if
  * given) and writes the trained weights to out_dir in HF layout. With store_spec

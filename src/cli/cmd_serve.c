@@ -167,6 +167,8 @@ int dz_cmd_serve(int argc, char **argv) {
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = t->layout.backend}, NULL, NULL)))
         return rc;
     dz_error err = {0};
+    /* the run's settings stand: one given that differs is refused, as train --resume refuses it */
+    if (c.resume && dz_train_config_check_given(out, t, argv, argc, &err) != DZ_OK) return dz_cli_fail(&err);
     int kill_round = -1;
     const char *kill = getenv("DISTZO_TEST_KILL");
     if (kill && sscanf(kill, "serve:%d", &kill_round) != 1) kill_round = -1;

@@ -112,6 +112,11 @@ static dz_status check_out(const char *run_dir, const char *model, const char *o
                        "choose another folder", out, run_dir ? "base" : "exported", model);
     if (dz_path_resolve(out, a, sizeof a) == 0 && dz_path_resolve(model, c, sizeof c) == 0 && !strcmp(a, c))
         return dz_fail(err, DZ_ERR_INVALID, "-o %s is the model being exported: choose another file", out);
+    char entry[256];
+    if (dz_dir_first_entry(out, entry, sizeof entry)) /* another model's files would stay beside the new ones */
+        return dz_fail(err, DZ_ERR_INVALID, "-o %s: a folder with files in it (%s, ...): export writes a whole model "
+                       "folder, and another model's files left beside it would be read with it; give a new or empty "
+                       "folder", out, entry);
     return DZ_OK;
 }
 

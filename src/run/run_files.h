@@ -37,6 +37,11 @@ int dz_run_config_has_key(const char *key);
  * run.json needs rewriting. */
 dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const dz_train_config *given,
                                int *changed, dz_error *err);
+/* A resume whose command line's other settings are its defaults, not run.json's (serve
+ * --resume): each setting that defines the run and whose option is among args[0..n) (as
+ * "--lr" or "--lr=...") must equal run's, else DZ_ERR_INVALID as dz_run_config_resume says. */
+dz_status dz_run_config_check_given(const char *run_dir, const dz_train_config *run, const dz_train_config *given,
+                                    char *const *args, int n, dz_error *err);
 
 /* train --resume-from: `given`, a new run's settings, against `old`, those of the run
  * whose seed log it continues. Only how later steps are taken may differ (lr, schedule,

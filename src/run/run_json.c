@@ -484,6 +484,30 @@ dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const 
     return DZ_OK;
 }
 
+static int option_given(const char *option, char *const *args, int n) {
+    const size_t len = strlen(option);
+    for (int i = 0; i < n; i++)
+        if (!strncmp(args[i], option, len) && (args[i][len] == 0 || args[i][len] == '=')) return 1;
+    return 0;
+}
+
+dz_status dz_run_config_check_given(const char *run_dir, const dz_train_config *run, const dz_train_config *given,
+                                    char *const *args, int n, dz_error *err) {
+    char a[512], b[512];
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const run_field *f = &FIELDS[i];
+        if (f->resume != RESUME_SAME || f->option[0] != '-' || !option_given(f->option, args, n) ||
+            field_equal(f, run, given))
+            continue;
+        field_text(f, given, a, sizeof a);
+        field_text(f, run, b, sizeof b);
+        return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: %s %s differs from this run's %s: a resumed run keeps its "
+                       "settings (only --steps may raise its length; start another --out for new settings)", run_dir,
+                       f->option, a, b);
+    }
+    return DZ_OK;
+}
+
 /* What a run continued from another's step (train --resume-from) may set anew: how the
  * steps from there on are taken. The replayed steps' updates depend on nothing else
  * (each record holds its own lr). */

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "distzo/log.h"
@@ -145,3 +146,13 @@ dz_status dz_train_config_load_file(const char *path, dz_train_config *c, const 
 }
 
 int dz_train_config_has_key(const char *key) { return dz_run_config_has_key(key); }
+
+dz_status dz_train_config_check_given(const char *run_dir, const dz_train_config *given, char *const *args, int n,
+                                      dz_error *err) {
+    dz_train_config run;
+    char *strings = NULL;
+    if (dz_run_config_read(run_dir, &run, &strings, NULL) != DZ_OK) return DZ_OK;
+    const dz_status st = dz_run_config_check_given(run_dir, &run, given, args, n, err);
+    free(strings);
+    return st;
+}

@@ -92,6 +92,11 @@ grep -q "test fault: flipped a bit" "$tmp/w3.txt" && grep -q "resync at 30 recor
   bad "no resync of worker 3: $(grep -E 'fault|resync' "$tmp/w3.txt")"
 replicas_equal_export 1 3
 cmp -s "$tmp/w1.sum" "$tmp/w3.sum" && ok "the replicas' checksums agree" || bad "checksums differ"
+# serve --resume keeps the run's settings: one given that differs is refused (it was ignored)
+sum_log=$(sha256sum < "$tmp/run/seeds.log")
+"$bin" serve --out "$tmp/run" --resume --token-file "$tmp/token" --listen 127.0.0.1:0 --lr 1 --threads 1 > "$tmp/b8.txt" 2>&1
+[ $? = 1 ] && grep -q "run/run.json: --lr 1 differs from this run's" "$tmp/b8.txt" && [ "$(sha256sum < "$tmp/run/seeds.log")" = "$sum_log" ] &&
+  ok "serve --resume with another --lr: refused naming run.json and both values" || bad "serve --resume --lr 1: $(tail -1 "$tmp/b8.txt")"
 "$bin" train --resume --out "$tmp/run" > "$tmp/b7.txt" 2>&1; grep -q "is a federated run" "$tmp/b7.txt" &&
   ok "train --resume of a federated run: refused, pointing to serve --resume" || bad "train --resume: $(cat "$tmp/b7.txt")"
 moved=$(grep -vc '"g": 0[,}]' "$tmp/run/metrics.jsonl")
