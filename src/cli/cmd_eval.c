@@ -1,6 +1,7 @@
 /* distzo eval MODEL --task sst2|classify|lm --data FILE: MeZO-style prompt classification
  * accuracy, or perplexity. With no MODEL and no data: stories260K on the SST-2 dev set
  * from the assets folder. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,8 +77,13 @@ static int pred_close(pred_file *p, int keep) {
 }
 
 /* --predictions is checked before the evaluation, so that a wrong path fails at once. */
-static int pred_writable(const char *path) {
-    char dir[4200];
+static int pred_writable(const char *path, const char *const *inputs, int n_inputs) {
+    char dir[4200], a[PATH_MAX], b[PATH_MAX];
+    if (!*path) return dz_cli_failf("option --predictions: an empty path");
+    for (int i = 0; i < n_inputs; i++) /* the file written is never one the evaluation reads */
+        if (inputs[i] && realpath(path, a) && realpath(inputs[i], b) && !strcmp(a, b))
+            return dz_cli_failf("--predictions %s is %s, which eval reads: it would be replaced; choose another file",
+                                path, inputs[i]);
     dz_path_parent(path, dir, sizeof dir);
     if (dz_is_dir(path)) return dz_cli_failf("%s: cannot write predictions: it is a folder", path);
     if (!dz_is_dir(dir) || access(dir, W_OK) != 0)
@@ -408,7 +414,8 @@ static int evaluate(eval_opts *o, const char *model_arg) {
         if (strcmp(o->task, "sst2")) return dz_cli_failf("--task %s needs --data FILE", o->task);
         o->data = dz_cli_asset("sst2/dev.tsv", data_buf, sizeof data_buf);
     }
-    const int unwritable = o->predictions ? pred_writable(o->predictions) : 0;
+    const char *const inputs[] = {o->data, model, o->tokenizer};
+    const int unwritable = o->predictions ? pred_writable(o->predictions, inputs, 3) : 0;
     if (unwritable) return unwritable;
     dz_model *m;
     dz_tokenizer *tok;

@@ -3,6 +3,7 @@
  * preset's from the assets), written in HF layout so the folder loads with no flags. */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ int dz_cmd_init(int argc, char **argv) {
         {"arch", DZ_OPT_STR, &arch, "opt or llama: checks that the preset is of this family"},
         {"seed", DZ_OPT_SEED, &seed, "random seed (default 0)"},
         {"out|o", DZ_OPT_STR, &out, "output folder"},
-        {"dtype", DZ_OPT_STR, &dtype, "stored dtype: f32 (default) or bf16"},
+        {"dtype", DZ_OPT_STR, &dtype, "stored dtype: f32 (default), bf16 or f16"},
         {"layers", DZ_OPT_INT, &layers, "override the number of layers (smaller test models)"},
         {"std", DZ_OPT_FLOAT, &std, "standard deviation of weights (default 0.02, as OPT)"},
         {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer to write beside the weights (default: the preset's from the assets)"},
@@ -91,6 +92,7 @@ int dz_cmd_init(int argc, char **argv) {
         return dz_cli_failf("option --arch: preset '%s' is %s, not %s", preset, dz_arch_name(cfg.arch), arch);
     if (layers < 0 || layers > DZ_MAX_LAYERS) return dz_cli_failf("option --layers: %d is out of range", layers);
     if (layers) cfg.n_layers = layers;
+    if (!(std >= 0.0f) || !isfinite(std)) return dz_cli_failf("option --std: %g is not a finite number >= 0", (double)std);
     dz_dtype dt;
     if (dz_dtype_parse(dtype, &dt) != 0) return dz_cli_failf("option --dtype: '%s' is not f32, bf16 or f16", dtype);
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads}, NULL, NULL))) return rc;

@@ -2,7 +2,6 @@
 
 #include "core/io.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -218,15 +217,6 @@ int dz_mkdirs(const char *path) {
         *p = '/';
     }
     return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-int dz_dir_first_entry(const char *dir, char *name, size_t cap) {
-    DIR *d = opendir(dir);
-    int found = 0;
-    for (struct dirent *e; d && !found && (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) found = 1, snprintf(name, cap, "%s", e->d_name);
-    if (d) closedir(d);
-    return found;
 }
 
 int dz_is_dir(const char *path) {

@@ -39,8 +39,4 @@ int dz_path_resolve(const char *path, char *out, size_t cap);
 /* 1 when path (resolved as above) is dir or inside it. */
 int dz_path_within(const char *path, const char *dir);
 
-/* 1 and the name of one entry (not . or ..) in name (cap bytes) when dir is a folder with
- * something in it; 0 when it is empty, missing or not a folder. */
-int dz_dir_first_entry(const char *dir, char *name, size_t cap);
-
 #endif

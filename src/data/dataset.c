@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "distzo/log.h"
 
 size_t dz_utf8_invalid_at(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
@@ -196,6 +197,12 @@ dz_status dz_dataset_load_text(const char *path, dz_dataset *out, dz_error *err)
                      line_of(text, bad), (unsigned char)text[bad], start + bad);
     else if (dz_is_blank(text, n))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: file has no text", path);
+    /* the text is the file's bytes (a run's data never changes under it): a Windows line end's
+     * \r is scored as a character, so say so */
+    const char *crlf = st == DZ_OK ? memchr(text, '\r', n) : NULL;
+    if (crlf && (size_t)(crlf - text) + 1 < n && crlf[1] == '\n')
+        dz_log(DZ_LOG_WARN, "%s:%d: Windows line ends (\\r\\n): the \\r characters are part of the text and are scored; "
+               "convert the file (e.g. dos2unix) for the text alone", path, line_of(text, (size_t)(crlf - text)));
     int cap = 0;
     if (st == DZ_OK) st = dz_dataset_init(out, path, err);
     if (st == DZ_OK) st = dz_dataset_push(out, &cap, text, n, -1, 1, err);

@@ -176,6 +176,12 @@ dz_status dz_fed_coord_resume_run(coordinator *c, int steps, int *lock_fd, char 
     uint64_t fp = 0;
     const dz_train_layout layout = c->train.layout; /* where it runs: this start's, not in run.json */
     const int keep_quantized = c->train.peft.keep_quantized; /* likewise (the same bits either way) */
+    snprintf(path, sizeof path, "%s/federated.json", c->run_dir);
+    if (!dz_is_dir(c->run_dir))
+        return dz_fail(err, DZ_ERR_NOT_FOUND, "%s: no such run folder to resume", c->run_dir);
+    if (!dz_file_exists(path))
+        return dz_fail(err, DZ_ERR_INVALID, "%s is not a federated run (no federated.json): a run of distzo train "
+                       "continues with distzo train --out %s --resume", c->run_dir, c->run_dir);
     dz_status st = dz_run_lock(c->run_dir, lock_fd, err);
     if (st == DZ_OK) st = dz_run_config_read(c->run_dir, &c->train, strings, err);
     c->train.layout = layout;

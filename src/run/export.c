@@ -1,11 +1,13 @@
 /* distzo export: a run's seed log replayed onto its base model (or a model as it is),
  * written in HF layout or as a GGUF file for llama.cpp. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/util.h"
@@ -112,11 +114,6 @@ static dz_status check_out(const char *run_dir, const char *model, const char *o
                        "choose another folder", out, run_dir ? "base" : "exported", model);
     if (dz_path_resolve(out, a, sizeof a) == 0 && dz_path_resolve(model, c, sizeof c) == 0 && !strcmp(a, c))
         return dz_fail(err, DZ_ERR_INVALID, "-o %s is the model being exported: choose another file", out);
-    char entry[256];
-    if (dz_dir_first_entry(out, entry, sizeof entry)) /* another model's files would stay beside the new ones */
-        return dz_fail(err, DZ_ERR_INVALID, "-o %s: a folder with files in it (%s, ...): export writes a whole model "
-                       "folder, and another model's files left beside it would be read with it; give a new or empty "
-                       "folder", out, entry);
     return DZ_OK;
 }
 
@@ -220,8 +217,76 @@ static dz_status write_adapter_run(const dz_export_spec *spec, const dz_model *a
     return st;
 }
 
+/* The files of a model folder a loader reads (weights, config, tokenizer, adapter): those
+ * an export into a folder that held another model must not leave beside its own. */
+static int model_file(const char *name) {
+    static const char *const names[] = {"config.json", "model.safetensors", "model.safetensors.index.json",
+                                        "pytorch_model.bin", "pytorch_model.bin.index.json", "generation_config.json",
+                                        "adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",
+                                        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                        "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.bin",
+                                        "tokenizer.model"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i])) return 1;
+    return !strncmp(name, "model-", 6) && strstr(name, "-of-") && strstr(name, ".safetensors"); /* shards */
+}
+
+typedef struct prior_file {
+    char name[256];
+    struct stat st;
+} prior_file;
+
+/* The model files in dir before the export (n: how many; NULL: none or no folder). */
+static prior_file *prior_files(const char *dir, size_t *n) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    prior_file *list = NULL;
+    size_t cap = 0;
+    char path[4400];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!model_file(e->d_name) || strlen(e->d_name) >= sizeof list->name) continue;
+        if (*n == cap) {
+            prior_file *grown = realloc(list, (cap = cap ? 2 * cap : 16) * sizeof *list);
+            if (!grown) break;
+            list = grown;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(list[*n].name, sizeof list->name, "%s", e->d_name);
+        if (lstat(path, &list[*n].st) == 0 && S_ISREG(list[*n].st.st_mode)) (*n)++;
+    }
+    if (d) closedir(d);
+    return list;
+}
+
+/* After the export: a model file that was there before and that the export did not write
+ * (the same inode and modification time: the writers replace files by rename) is another
+ * model's, and is removed, so that no loader reads it with the new files. */
+static void remove_stale(const char *dir, const prior_file *before, size_t n) {
+    char path[4400];
+    struct stat now;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, before[i].name);
+        if (lstat(path, &now) != 0 || now.st_ino != before[i].st.st_ino ||
+            now.st_mtim.tv_sec != before[i].st.st_mtim.tv_sec || now.st_mtim.tv_nsec != before[i].st.st_mtim.tv_nsec)
+            continue;
+        if (unlink(path) == 0)
+            dz_log(DZ_LOG_INFO, "%s: removed, another model's (not written by this export)", path);
+    }
+}
+
+static dz_status export_into(const dz_export_spec *spec, dz_error *err);
+
 dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (!spec->out) return dz_fail(err, DZ_ERR_INVALID, "export: no output path");
+    size_t n = 0;
+    prior_file *before = dz_is_dir(spec->out) ? prior_files(spec->out, &n) : NULL;
+    const dz_status st = export_into(spec, err);
+    if (st == DZ_OK && dz_is_dir(spec->out)) remove_stale(spec->out, before, n);
+    free(before);
+    return st;
+}
+
+static dz_status export_into(const dz_export_spec *spec, dz_error *err) {
     if (!spec->run_dir) {
         if (!spec->model) return dz_fail(err, DZ_ERR_INVALID, "export: needs a run folder or a model");
         if (spec->store) return dz_fail(err, DZ_ERR_INVALID, "export: a store is for replaying a run (--run)");

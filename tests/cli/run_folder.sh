@@ -108,14 +108,16 @@ for o in "$tmp/r" "$tmp/r/best" "$tmp/r/new/sub" "$tmp/r/../r"; do
 done
 if out=$("$bin" export --run "$tmp/r" --base "$tmp/basedir/stories260K.bin" -o "$tmp/basedir" 2>&1); then bad "export over the base model's folder accepted"
 else grep -q "is the folder of the base model" <<<"$out" && ok "export over the base model's folder refused" || bad "export -o base folder: $out"; fi
-# ... nor into a folder with another model's files (they would stay beside the new ones and
-# be read with them); an empty folder is fine
-mkdir -p "$tmp/other" "$tmp/empty"; echo '{}' > "$tmp/other/tokenizer_config.json"
-if out=$("$bin" export --run "$tmp/r" -o "$tmp/other" 2>&1); then bad "export into a folder with files accepted"
-else grep -q "other: a folder with files in it (tokenizer_config.json, ...)" <<<"$out" && [ "$(ls "$tmp/other")" = tokenizer_config.json ] &&
-  ok "export into a folder with files refused, naming one, writing nothing" || bad "export -o other: $out"; fi
-"$bin" export --run "$tmp/r" -o "$tmp/empty" > /dev/null 2>&1 && [ -f "$tmp/empty/model.safetensors" ] &&
-  ok "export into an empty folder" || bad "export into an empty folder failed"
+# an export into a folder that held another model: that model's files the export does not
+# write (here OPT's vocab.json and merges.txt beside the llama2.c tokenizer.bin written)
+# are removed, so no loader reads them with the new ones; other files stay
+"$bin" init --preset opt-tiny --layers 1 --seed 3 -o "$tmp/other" > /dev/null 2>&1 && echo mine > "$tmp/other/notes.txt"
+"$bin" export --run "$tmp/r" -o "$tmp/other" > "$tmp/other.txt" 2>&1 && [ ! -e "$tmp/other/vocab.json" ] &&
+  [ ! -e "$tmp/other/merges.txt" ] && [ -f "$tmp/other/tokenizer.bin" ] && [ -f "$tmp/other/notes.txt" ] &&
+  grep -q "other/vocab.json: removed, another model's" "$tmp/other.txt" &&
+  "$bin" eval "$tmp/other" --limit 2 --threads 1 > /dev/null 2>&1 &&
+  ok "export over another model's folder: its stale model files removed (said), the user's kept; the folder loads" ||
+  bad "export over another model's folder: $(ls "$tmp/other" | tr '\n' ' '); $(tail -1 "$tmp/other.txt")"
 snapshot "$tmp/r" > "$tmp/after_export.txt"; snapshot "$tmp/basedir" > "$tmp/after_base.txt"
 cmp -s "$tmp/before_export.txt" "$tmp/after_export.txt" && cmp -s "$tmp/before_base.txt" "$tmp/after_base.txt" &&
   ok "refused exports changed neither the run nor the base model" || bad "a refused export wrote something"
