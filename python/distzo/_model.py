@@ -20,6 +20,8 @@ _threads = {"set": False, "explicit": False}
 def set_threads(threads: int = 0) -> int:
     """Sets the threads distzo computes on (0: $OMP_NUM_THREADS, else every CPU this
     process may use) and returns the count in use."""
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 0:
+        raise ValueError(f"set_threads({threads!r}): give a count >= 1, or 0 for $OMP_NUM_THREADS or every CPU")
     _threads["explicit"] = True
     return _set_threads(threads)
 
@@ -92,7 +94,7 @@ class Model:
         """The logits of every position of one sequence: float32 [len(token_ids), vocab]."""
         import numpy as np
 
-        ids = [int(i) for i in token_ids]
+        ids = _token_ids(token_ids)
         flat = np.frombuffer(self._c.logits(ids), dtype=np.float32)
         return flat.reshape(len(ids), self.info["vocab_size"])
 
@@ -172,7 +174,15 @@ class Model:
             if not ids:
                 raise ValueError(f"{self.path}: the tokenizer has no start token, so an empty prompt cannot start")
             return ids
-        return [int(i) for i in prompt]
+        return _token_ids(prompt)
+
+
+def _token_ids(seq: Sequence[Any]) -> list[int]:
+    """Token ids as ints: an id given as a float (1.5) or a bool is refused, not truncated."""
+    for i, t in enumerate(seq):
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise TypeError(f"token id at position {i} is {t!r}: token ids are integers")
+    return [int(t) for t in seq]
 
 
 Record = tuple[str, Optional[int], Optional[list[str]]]

@@ -72,6 +72,8 @@ class Trainer:
 
     def __init__(self, model: Union[Model, PathLike], train_data: Any = None, eval_data: Any = None, *, out: PathLike = "runs/default",
                  callback: Optional[Callback] = None, config: Optional[PathLike] = None, **options: Any) -> None:
+        if callback is not None and not callable(callback):
+            raise TypeError(f"Trainer: callback {callback!r} is not callable (a function of one dict, each step's report)")
         self.out = os.fspath(out)
         self.callback = callback
         self.layout = _layout(options)

@@ -179,6 +179,15 @@ def test_python_data_errors(model, data, tmp_path):
         model.generate("Once", max_tokens=2, temperature=-1)
     with pytest.raises(ValueError, match=r"top_p 2 is outside \(0, 1\]"):
         model.generate("Once", max_tokens=2, top_p=2)
+    with pytest.raises(ValueError, match="seed -1 is negative"):
+        model.generate("Once", max_tokens=2, seed=-1)
+    with pytest.raises(TypeError, match="token id at position 0 is 1.5"):  # not truncated to 1
+        model.logits([1.5])
+    with pytest.raises(ValueError, match=r"set_threads\(-1\)"):
+        distzo.set_threads(-1)
+    with pytest.raises(TypeError, match="callback 5 is not callable"):
+        distzo.Trainer(model, data["train"], out=tmp_path / "r7", steps=1, callback=5)
+    assert not (tmp_path / "r7").exists()
 
 
 def events(run):

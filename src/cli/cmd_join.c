@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/common.h"
 #include "distzo/federated.h"
@@ -18,6 +19,21 @@ static void on_event(const dz_fed_join_event *ev, void *user) {
     if (ev->kind == DZ_FED_COMPUTED && p->kill_round >= 0 && ev->round == p->kill_round) raise(SIGKILL);
     if (ev->kind == DZ_FED_JOINED) fprintf(stderr, "distzo: joined as machine %u (%d records applied)\n", ev->machine, ev->round);
     if (ev->kind == DZ_FED_RESYNC) fprintf(stderr, "distzo: resync at %d records\n", ev->round);
+}
+
+/* An output path the worker writes at the end: a folder there (or its parent) for --save, a
+ * file in a folder this process can write for --checksum-file. 0, or the refusal. */
+static int writable_target(const char *option, const char *path, int folder) {
+    if (!path) return 0;
+    char dir[4200];
+    dz_path_parent(path, dir, sizeof dir);
+    if (folder && dz_is_dir(path))
+        return access(path, W_OK) == 0 ? 0 : dz_cli_failf("option %s: %s is not writable", option, path);
+    if (!folder && dz_is_dir(path)) return dz_cli_failf("option %s: %s is a folder", option, path);
+    if (!dz_is_dir(dir) || access(dir, W_OK) != 0)
+        return dz_cli_failf("option %s: %s cannot be written (%s is not a folder this process can write)", option, path,
+                            dir);
+    return 0;
 }
 
 static const dz_cmd_spec join_cmd = {
@@ -36,6 +52,7 @@ int dz_cmd_join(int argc, char **argv) {
     const dz_opt opts[] = {
         {"data", DZ_OPT_STR, &c.data, "this machine's training file (its examples never leave it)"},
         {"model", DZ_OPT_STR, &c.model, "the base model here (default: the path the coordinator's run names)"},
+        {"tokenizer", DZ_OPT_STR, &c.tokenizer, "the tokenizer here (default: the run's, else the one beside the model)"},
         {"token-file", DZ_OPT_STR, &c.token_file, "file whose first line is the coordinator's token"},
         {"ca-file", DZ_OPT_STR, &c.ca_file, "PEM certificate(s) to trust for an https:// coordinator (default: the system's)"},
         {"name", DZ_OPT_STR, &c.name, "a name for the coordinator's log (at most 64 characters)"},
@@ -56,6 +73,10 @@ int dz_cmd_join(int argc, char **argv) {
     c.url = pos[0];
     c.retry_for = retry_for;
     if (!(c.retry_for >= 0)) return dz_cli_failf("option --retry-for: %g is negative", (double)retry_for);
+    if (c.name && strlen(c.name) > 64) return dz_cli_failf("option --name: %zu characters; at most 64", strlen(c.name));
+    /* where the results go is checked now, not after the rounds (a late failure loses them) */
+    if ((rc = writable_target("--save", c.save, 1)) || (rc = writable_target("--checksum-file", checksum_file, 0)))
+        return rc;
     join_progress p = {.kill_round = -1};
     const char *kill = getenv("DISTZO_TEST_KILL");
     if (kill && sscanf(kill, "join:%d", &p.kill_round) != 1) p.kill_round = -1;

@@ -127,6 +127,7 @@ static dz_status load_replica(worker *w, dz_error *err) {
     if (st != DZ_OK) return st;
     dz_train_config *c = &w->run_cfg;
     if (w->cfg->model) c->model = w->cfg->model;
+    if (w->cfg->tokenizer) c->tokenizer = w->cfg->tokenizer;
     c->data.train = w->cfg->data, c->data.test = NULL, c->data.dev_examples = 0;
     c->store.spec = NULL, c->out_dir = NULL, c->layout = (dz_train_layout){.backend = w->cfg->backend};
     if ((uint32_t)c->optim.q != w->info.q)

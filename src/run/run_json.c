@@ -382,14 +382,28 @@ int dz_run_config_has_key(const char *key) {
  * JSON (a trailing comma, a missing quote), or saying that it is JSON but no object. */
 static dz_status parse_object(const char *text, size_t len, const char *path, cJSON **o, dz_error *err) {
     const char *stop = NULL;
+    char where[96];
     *o = cJSON_ParseWithLengthOpts(text, len, &stop, 0);
-    if (cJSON_IsObject(*o)) return DZ_OK;
+    if (cJSON_IsObject(*o)) {
+        size_t at = stop && stop >= text && stop <= text + len ? (size_t)(stop - text) : len;
+        while (at < len && isspace((unsigned char)text[at])) at++;
+        const char *twice = NULL; /* a key given twice: which one counts would be a guess */
+        for (const cJSON *a = (*o)->child; a && !twice; a = a->next)
+            for (const cJSON *b = a->next; b && !twice; b = b->next)
+                if (!strcmp(a->string, b->string)) twice = a->string;
+        if (at == len && !twice) return DZ_OK;
+        dz_status st = twice ? dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' is given twice", path, twice)
+                             : dz_fail(err, DZ_ERR_FORMAT, "%s: text after the JSON object (%s)", path,
+                                       dz_json_error_at(text, at, where, sizeof where));
+        cJSON_Delete(*o);
+        *o = NULL;
+        return st;
+    }
     const int valid = *o != NULL; /* JSON, but an array or a value */
     cJSON_Delete(*o);
     *o = NULL;
     if (valid || !stop || stop < text || stop > text + len)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", path);
-    char where[96];
     return dz_fail(err, DZ_ERR_FORMAT, "%s: %s", path, dz_json_error_at(text, (size_t)(stop - text), where, sizeof where));
 }
 
