@@ -38,6 +38,12 @@ grep -q "\-\-listen 'nowhere': expected HOST:PORT" "$tmp/b3.txt" && [ ! -e "$tmp
   bad "samples per worker: $(cat "$tmp/b4.txt")"
 "$bin" join http://127.0.0.1:1 --token-file "$tmp/token" > "$tmp/b5.txt" 2>&1; grep -q "\-\-data FILE" "$tmp/b5.txt" &&
   ok "join without --data: named" || bad "join without --data: $(cat "$tmp/b5.txt")"
+"$bin" join http://127.0.0.1:1 --token-file "$tmp/token" --data "$tmp/shard1.tsv" --save /dev/null/x --retry-for 0 \
+  > "$tmp/b9.txt" 2>&1; grep -q "option --save: /dev/null/x cannot be written" "$tmp/b9.txt" &&
+  ok "join --save where nothing can be written: refused before the rounds" || bad "join --save: $(cat "$tmp/b9.txt")"
+"$bin" serve --out "$tmp/nothing-here" --resume --token-file "$tmp/token" > "$tmp/b10.txt" 2>&1
+grep -q "nothing-here: no such run folder to resume" "$tmp/b10.txt" && [ ! -e "$tmp/nothing-here" ] &&
+  ok "serve --resume of a missing folder: said so, nothing made" || bad "serve --resume missing: $(cat "$tmp/b10.txt")"
 serve=(serve --out "$tmp/run" --token-file "$tmp/token" --steps $rounds --spsa-samples 3 --batch 4
        --train-examples 32 --lr 1e-4 --round-timeout 3 --worker-timeout 3 --min-workers 2 --linger 30 --threads 1)
 join=(--token-file "$tmp/token" --retry-for 30 --threads 1)

@@ -97,6 +97,27 @@ refused "--config missing a colon" "colon.json: line 2, column 10: not valid JSO
 printf '{"template": "{text} It was",\n  "label_words": ["bad", "good",]}\n' > "$tmp/task.json"
 refused "--task-file with a trailing comma" "task.json: line 2, column 32: a trailing comma" -- \
   "$bin" eval "$stories" --task-file "$tmp/task.json" --limit 2
+printf '{"lr": 1e-5} garbage\n' > "$tmp/garbage.json"
+refused "--config with text after the object" "garbage.json: text after the JSON object \(line 1, column 14" -- \
+  "$bin" train --config "$tmp/garbage.json" --out "$tmp/r10"
+printf '{"lr": 1e-5, "steps": 3, "lr": 2e-5}\n' > "$tmp/twice.json"
+refused "--config with a key given twice" "twice.json: key 'lr' is given twice" -- "$bin" train --config "$tmp/twice.json" --out "$tmp/r11"
+# other options checked before the work: an eval that would write its predictions over its
+# data, an empty --predictions, init's --std, a float out of range, generate's -n past the context
+head -5 "$assets/sst2/dev.tsv" > "$tmp/dev4.tsv"
+refused "eval --predictions onto its --data" "dev4.tsv, which eval reads: it would be replaced" -- \
+  "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions "$tmp/dev4.tsv"
+[ "$(wc -l < "$tmp/dev4.tsv")" = 5 ] || bad "the data file was changed"
+refused "eval --predictions ''" "option --predictions: an empty path" -- "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions ""
+refused "init --std -1" "option --std: -1 is not a finite number >= 0" -- "$bin" init --preset opt-tiny --std -1 -o "$tmp/std"
+refused "a float option past a float's range" "'1e40' is out of a float's range" -- "$bin" init --preset opt-tiny --std 1e40 -o "$tmp/std"
+"$bin" generate "$stories" -n 100000 --temperature 0 > /dev/null 2> "$tmp/gen.err" &&
+  grep -q "warning: -n 100000: the prompt's 1 tokens and the model's 512 positions leave room for 511" "$tmp/gen.err" &&
+  ok "generate -n past the context: said, then generated" || bad "generate -n 100000: $(tail -1 "$tmp/gen.err")"
+printf 'Once upon a time\r\nthere was a cat.\r\n' > "$tmp/crlf.txt"
+"$bin" eval "$stories" --task lm --data "$tmp/crlf.txt" > /dev/null 2> "$tmp/crlf.err" &&
+  grep -q "crlf.txt:1: Windows line ends" "$tmp/crlf.err" && ok "a plain-text LM file with CRLF line ends: warned, then scored as it is" ||
+  bad "CRLF LM text: $(tail -1 "$tmp/crlf.err")"
 printf '[1, 2]\n' > "$tmp/array.json"
 refused "--config that is an array" "array.json: not a JSON object" -- "$bin" train --config "$tmp/array.json" --out "$tmp/r9"
 
