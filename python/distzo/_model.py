@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import operator
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
@@ -178,11 +179,15 @@ class Model:
 
 
 def _token_ids(seq: Sequence[Any]) -> list[int]:
-    """Token ids as ints: an id given as a float (1.5) or a bool is refused, not truncated."""
+    """Token ids as ints (Python's, numpy's, a tensor's elements): an id given as a float (1.5)
+    is refused, not truncated."""
+    ids = []
     for i, t in enumerate(seq):
-        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
-            raise TypeError(f"token id at position {i} is {t!r}: token ids are integers")
-    return [int(t) for t in seq]
+        try:
+            ids.append(operator.index(t))
+        except TypeError:
+            raise TypeError(f"token id at position {i} is {t!r}: token ids are integers") from None
+    return ids
 
 
 Record = tuple[str, Optional[int], Optional[list[str]]]
@@ -211,13 +216,14 @@ def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[Record]
                              f"string, not {text!r}")
         if label_key is None:
             return (text, None, None)
-        if isinstance(label, str) and label.strip().isdigit():
-            label = int(label)
-        elif isinstance(label, float) and label.is_integer():
-            label = int(label)
-        if isinstance(label, bool) or not isinstance(label, numbers.Integral) or label < 0:
+        try:  # an int of any kind (numpy's, a bool, a 0-d tensor), a whole float (pandas' 1.0), digits
+            value = int(label.strip()) if isinstance(label, str) and label.strip().isdecimal() else operator.index(label)
+        except TypeError:
+            whole = isinstance(label, numbers.Real) and float(label).is_integer()
+            value = int(label) if whole or getattr(getattr(label, "dtype", None), "kind", "") == "b" else -1
+        if value < 0:
             raise ValueError(f"example {i}: {label_key!r} must be an integer label >= 0, not {label!r}")
-        return (text, int(label), None)
+        return (text, value, None)
 
     if hasattr(data, "columns") or hasattr(data, "column_names"):
         names = list(getattr(data, "column_names", None) or data.columns)

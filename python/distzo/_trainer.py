@@ -81,8 +81,7 @@ class Trainer:
         if config is not None:
             with open(config, encoding="utf-8") as f:
                 settings.update({_option_key(k): v for k, v in json.load(f).items()})
-            for key in ("train_data_fingerprint", "test_data_fingerprint", "model_table",
-                        "lora_init_fingerprint"):  # a new run's rows and base give their own
+            for key in ("train_data_fingerprint", "test_data_fingerprint"):  # a new run's rows give their own
                 settings.pop(key, None)
         if isinstance(model, Model):
             settings["model"] = model.path

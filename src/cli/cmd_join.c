@@ -30,6 +30,8 @@ static int writable_target(const char *option, const char *path, int folder) {
     if (folder && dz_is_dir(path))
         return access(path, W_OK) == 0 ? 0 : dz_cli_failf("option %s: %s is not writable", option, path);
     if (!folder && dz_is_dir(path)) return dz_cli_failf("option %s: %s is a folder", option, path);
+    for (char up[4200]; folder && !dz_file_exists(dir) && strcmp(dir, ".") && strcmp(dir, "/");) /* made on save */
+        dz_path_parent(dir, up, sizeof up), snprintf(dir, sizeof dir, "%s", up);
     if (!dz_is_dir(dir) || access(dir, W_OK) != 0)
         return dz_cli_failf("option %s: %s cannot be written (%s is not a folder this process can write)", option, path,
                             dir);

@@ -326,8 +326,6 @@ int dz_cmd_train(int argc, char **argv) {
         t.data = NULL, t.test = NULL, t.v.task_file = NULL;
     } else if (t.config) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
-        if (!t.resume_from) /* another run's run.json as a new run's settings: not that run's identity */
-            c.model_table = NULL, c.peft.lora_init_fingerprint = NULL;
     }
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
     if (!rc && (t.resume || t.resume_from) && t.v.task_file) /* fills only what is unset: the run's prompt is set */

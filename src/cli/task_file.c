@@ -77,9 +77,12 @@ int dz_cli_task_file(const char *path, const char **template_, const char **labe
     return rc;
 }
 
-/* One field of the file against the run's: 0, or the refusal naming both. */
+/* One field of the file against the run's (absent from run.json: the default it stands for):
+ * 0, or the refusal naming both. */
 static int field_matches(const char *path, const char *key, const char *file, const char *given, const char *run,
                          const char *run_dir) {
+    if (!run) run = !strcmp(key, "template") ? DZ_DEFAULT_TEMPLATE : !strcmp(key, "text_key") ? "text"
+                  : !strcmp(key, "label_key") ? "label" : NULL;
     if (!file || given || (run && !strcmp(file, run))) return 0; /* absent, or the command line's (checked as a flag) */
     return dz_cli_failf("--task-file %s: \"%s\" is '%s', %s/run.json's is '%s': a resumed or branched run keeps its "
                         "prompt (start another --out for a new one)", path, key, file, run_dir, run ? run : "(none)");

@@ -199,8 +199,10 @@ dz_status dz_dataset_load_text(const char *path, dz_dataset *out, dz_error *err)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: file has no text", path);
     /* the text is the file's bytes (a run's data never changes under it): a Windows line end's
      * \r is scored as a character, so say so */
-    const char *crlf = st == DZ_OK ? memchr(text, '\r', n) : NULL;
-    if (crlf && (size_t)(crlf - text) + 1 < n && crlf[1] == '\n')
+    const char *crlf = NULL;
+    for (size_t i = 0; st == DZ_OK && !crlf && i + 1 < n; i++)
+        if (text[i] == '\r' && text[i + 1] == '\n') crlf = text + i;
+    if (crlf)
         dz_log(DZ_LOG_WARN, "%s:%d: Windows line ends (\\r\\n): the \\r characters are part of the text and are scored; "
                "convert the file (e.g. dos2unix) for the text alone", path, line_of(text, (size_t)(crlf - text)));
     int cap = 0;

@@ -22,8 +22,8 @@ typedef struct dz_compute {
     dz_forward *f;                    /* NULL before dz_compute_engine */
     dz_zo_engine *e;                  /* NULL before dz_compute_engine */
     dz_tokenizer *tok;
-    char lora_init_fingerprint[17];
-    char model_table[17];             /* the base's table fingerprint (run.json's model_table) */   /* --adapter DIR's file when the run starts from it (run.json keeps it) */
+    char lora_init_fingerprint[17];   /* --adapter DIR's file when the run starts from it (run.json keeps it) */
+    char model_table[17];             /* the base's table fingerprint (run.json's model_table) */
 } dz_compute;
 
 /* compute.c: a zeroed compute's start: its settings and its communicator (comm, or NULL:

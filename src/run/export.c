@@ -217,18 +217,22 @@ static dz_status write_adapter_run(const dz_export_spec *spec, const dz_model *a
     return st;
 }
 
-/* The files of a model folder a loader reads (weights, config, tokenizer, adapter): those
- * an export into a folder that held another model must not leave beside its own. */
-static int model_file(const char *name) {
-    static const char *const names[] = {"config.json", "model.safetensors", "model.safetensors.index.json",
-                                        "pytorch_model.bin", "pytorch_model.bin.index.json", "generation_config.json",
-                                        "adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",
-                                        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                        "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.bin",
-                                        "tokenizer.model"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(name, names[i])) return 1;
-    return !strncmp(name, "model-", 6) && strstr(name, "-of-") && strstr(name, ".safetensors"); /* shards */
+/* What an export into a folder that held another model must not leave beside its own: a
+ * tokenizer of another kind (a stale vocab.json + merges.txt beside a new tokenizer.bin is
+ * read instead of it), and beside new full weights, an adapter's files (the folder would
+ * read as a PEFT adapter) or other weight files (shards, pytorch_model.bin). Each name's
+ * group: tokenizers 0..3 by kind, ADAPTER, OTHER_WEIGHTS, or -1 (never removed). */
+enum { ADAPTER = 4, OTHER_WEIGHTS = 5, GROUPS = 6 };
+static int stale_group(const char *name) {
+    static const struct { const char *name; int group; } known[] = {
+        {"tokenizer.json", 0}, {"vocab.json", 1}, {"merges.txt", 1}, {"tokenizer.bin", 2}, {"tokenizer.model", 3},
+        {"adapter_config.json", ADAPTER}, {"adapter_model.safetensors", ADAPTER}, {"adapter_model.bin", ADAPTER},
+        {"model.safetensors.index.json", OTHER_WEIGHTS}, {"pytorch_model.bin", OTHER_WEIGHTS},
+        {"pytorch_model.bin.index.json", OTHER_WEIGHTS}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(name, known[i].name)) return known[i].group;
+    if (!strncmp(name, "model-", 6) && strstr(name, "-of-") && strstr(name, ".safetensors")) return OTHER_WEIGHTS;
+    return -1;
 }
 
 typedef struct prior_file {
@@ -236,7 +240,8 @@ typedef struct prior_file {
     struct stat st;
 } prior_file;
 
-/* The model files in dir before the export (n: how many; NULL: none or no folder). */
+/* The regular files of dir whose names are a group's or model.safetensors, before the
+ * export (*n of them; NULL and 0: none, or no folder). */
 static prior_file *prior_files(const char *dir, size_t *n) {
     *n = 0;
     DIR *d = opendir(dir);
@@ -244,10 +249,11 @@ static prior_file *prior_files(const char *dir, size_t *n) {
     size_t cap = 0;
     char path[4400];
     for (struct dirent *e; d && (e = readdir(d));) {
-        if (!model_file(e->d_name) || strlen(e->d_name) >= sizeof list->name) continue;
+        const int watched = stale_group(e->d_name) >= 0 || !strcmp(e->d_name, "model.safetensors");
+        if (!watched || strlen(e->d_name) >= sizeof list->name) continue;
         if (*n == cap) {
             prior_file *grown = realloc(list, (cap = cap ? 2 * cap : 16) * sizeof *list);
-            if (!grown) break;
+            if (!grown) break; /* then fewer files are checked: none is removed that should stay */
             list = grown;
         }
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -258,20 +264,47 @@ static prior_file *prior_files(const char *dir, size_t *n) {
     return list;
 }
 
-/* After the export: a model file that was there before and that the export did not write
- * (the same inode and modification time: the writers replace files by rename) is another
- * model's, and is removed, so that no loader reads it with the new files. */
-static void remove_stale(const char *dir, const prior_file *before, size_t n) {
+/* Whether the export wrote name (now there, and new or replaced or rewritten since). */
+static int written(const char *dir, const char *name, const prior_file *before, size_t n) {
     char path[4400];
     struct stat now;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lstat(path, &now) != 0) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(before[i].name, name))
+            return now.st_ino != before[i].st.st_ino || now.st_mtim.tv_sec != before[i].st.st_mtim.tv_sec ||
+                   now.st_mtim.tv_nsec != before[i].st.st_mtim.tv_nsec || now.st_size != before[i].st.st_size;
+    return 1;
+}
+
+/* After the export: the files of another model that conflict with what it wrote (above),
+ * removed and said; never one of the run's inputs (keep[]). */
+static dz_status remove_stale(const char *dir, const prior_file *before, size_t n, const char *const *keep,
+                              int n_keep, dz_error *err) {
+    static const char *const writes[] = {"tokenizer.json", "vocab.json", "tokenizer.bin", "tokenizer.model",
+                                         "adapter_model.safetensors", "model.safetensors"};
+    int wrote[GROUPS + 1] = {0}, tokenizer = -1;
+    for (int g = 0; g < GROUPS; g++) wrote[g] = written(dir, writes[g], before, n);
+    for (int g = 0; g < 4; g++)
+        if (wrote[g]) tokenizer = g;
+    const int full = wrote[GROUPS - 1]; /* model.safetensors */
+    char path[4400], a[PATH_MAX], b[PATH_MAX];
     for (size_t i = 0; i < n; i++) {
+        const int g = stale_group(before[i].name);
+        const int stale = (g >= 0 && g < 4 && tokenizer >= 0 && g != tokenizer) || (full && (g == ADAPTER || g == OTHER_WEIGHTS));
+        if (!stale || written(dir, before[i].name, before, n)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, before[i].name);
-        if (lstat(path, &now) != 0 || now.st_ino != before[i].st.st_ino ||
-            now.st_mtim.tv_sec != before[i].st.st_mtim.tv_sec || now.st_mtim.tv_nsec != before[i].st.st_mtim.tv_nsec)
-            continue;
-        if (unlink(path) == 0)
-            dz_log(DZ_LOG_INFO, "%s: removed, another model's (not written by this export)", path);
+        int input = 0;
+        for (int k = 0; k < n_keep && !input; k++)
+            input = keep[k] && realpath(path, a) && realpath(keep[k], b) && !strcmp(a, b);
+        if (input) continue;
+        if (unlink(path) != 0)
+            return dz_fail(err, DZ_ERR_IO, "%s: another model's file, which a loader would read with the export: cannot "
+                           "remove it (%s); remove it by hand", path, strerror(errno));
+        dz_log(DZ_LOG_INFO, "%s: removed, another model's (the export wrote %s)", path,
+               g == ADAPTER || g == OTHER_WEIGHTS ? "model.safetensors" : writes[tokenizer]);
     }
+    return DZ_OK;
 }
 
 static dz_status export_into(const dz_export_spec *spec, dz_error *err);
@@ -280,8 +313,15 @@ dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
     if (!spec->out) return dz_fail(err, DZ_ERR_INVALID, "export: no output path");
     size_t n = 0;
     prior_file *before = dz_is_dir(spec->out) ? prior_files(spec->out, &n) : NULL;
-    const dz_status st = export_into(spec, err);
-    if (st == DZ_OK && dz_is_dir(spec->out)) remove_stale(spec->out, before, n);
+    dz_status st = export_into(spec, err);
+    if (st == DZ_OK && n > 0) {
+        dz_train_config c = {0};
+        char *strings = NULL; /* the run's own files are never removed, whatever their names */
+        if (!spec->run_dir || dz_run_config_read(spec->run_dir, &c, &strings, NULL) != DZ_OK) memset(&c, 0, sizeof c);
+        const char *const keep[] = {spec->model, c.model, c.tokenizer, c.peft.lora_init, c.data.train, c.data.test};
+        st = remove_stale(spec->out, before, n, keep, 6, err);
+        free(strings);
+    }
     free(before);
     return st;
 }

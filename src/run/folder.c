@@ -12,6 +12,13 @@ void dz_run_folder_init(dz_run_folder *rf, const char *dir) {
     rf->lock_fd = -1;
 }
 
+/* A new run's settings: cfg_in's, but what identifies another run's base and starting
+ * adapter (settings read from its run.json) is this run's own, taken when it loads them. */
+static void new_run(dz_train_config *cfg, const dz_train_config *cfg_in) {
+    *cfg = *cfg_in;
+    cfg->model_table = NULL, cfg->peft.lora_init_fingerprint = NULL;
+}
+
 /* The settings of this run: a new run's, written to run.json by rank 0 (which owns the
  * run folder), or on resume run.json's, with what the command line may change. */
 dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const dz_train_config *cfg_in,
@@ -37,7 +44,7 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
         cfg->data.train_set = cfg_in->data.train_set, cfg->data.test_set = cfg_in->data.test_set; /* the caller's rows,
                                                                    * checked against run.json's fingerprints */
     } else if (rank0) {
-        *cfg = *cfg_in;
+        new_run(cfg, cfg_in);
         st = dz_train_config_check(cfg, err); /* before anything is written */
         rf->made_run_dir = st == DZ_OK && !dz_is_dir(rf->dir);
         if (st == DZ_OK && (dz_mkdirs(rf->dir) != 0 || !dz_is_dir(rf->dir)))
@@ -53,7 +60,7 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
                              rf->dir, k ? "run.json" : "seeds.log");
         }
     } else {
-        *cfg = *cfg_in;
+        new_run(cfg, cfg_in);
     }
     return st;
 }

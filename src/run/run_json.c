@@ -126,6 +126,8 @@ static const char *str_value(const run_field *f, const char *s) {
     if (s) return s;
     if (!strcmp(f->key, "peft")) return "none";
     if (!strcmp(f->key, "template")) return DZ_DEFAULT_TEMPLATE;
+    if (!strcmp(f->key, "text_key")) return "text";
+    if (!strcmp(f->key, "label_key")) return "label";
     return NULL;
 }
 
