@@ -151,6 +151,21 @@ adapter_estimators() {
     --estimator hizoo --hizoo-smooth 0.01
 }
 
+# adapter_one_layer PEFT: a 1-layer model's adapter (--peft PEFT) trains: its one adapter
+# block is a layer, not the global block (the working buffers were sized 0 and the step
+# wrote past them); threads 1 and 2 and export's replay give the same adapter.
+adapter_one_layer() {
+  "$bin" init --preset opt-tiny --layers 1 --seed 4 -o "$tmp/one_layer" > /dev/null 2>&1
+  local one=(--model "$tmp/one_layer" --peft "$1" --steps 4 --eval-every 4 --checkpoint-every 4 --train-examples 16
+             --dev-examples 8 --batch 4 --lr 1e-2 --eps 1e-2 --test "$tmp/test.tsv")
+  if "$bin" train "${one[@]}" --threads 1 --out "$tmp/one1" > "$tmp/log" 2>&1 &&
+     "$bin" train "${one[@]}" --threads 2 --out "$tmp/one2" > "$tmp/log" 2>&1 &&
+     "$bin" export --run "$tmp/one1" -o "$tmp/one_x" > "$tmp/log" 2>&1; then
+    cmp -s "$(adapter "$tmp/one1" 4)" "$(adapter "$tmp/one2" 4)" && cmp -s "$(adapter "$tmp/one1" 4)" "$tmp/one_x/adapter_model.safetensors" &&
+      ok "a 1-layer model ($1): threads 1 and 2 and export give the same adapter" || bad "a 1-layer model ($1): the adapters differ"
+  else bad "a 1-layer model ($1): $(tail -2 "$tmp/log")"; fi
+}
+
 # same_curvature A B: a HiZOO run's checkpoint-8/curvature.bin is the same in A and B
 # (true where A has none).
 same_curvature() { [ ! -f "$1/checkpoint-8/curvature.bin" ] || cmp -s "$1/checkpoint-8/curvature.bin" "$2/checkpoint-8/curvature.bin"; }

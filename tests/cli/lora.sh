@@ -218,16 +218,6 @@ refuse "--merge of a full run" "no adapter" "$bin" export --run "$tmp/full" --me
 cp -r "$tmp/ref" "$tmp/asfull" && sed -i '/"peft"\|"lora_/d' "$tmp/asfull/run.json" && sed -i -z 's/,\n}/\n}/' "$tmp/asfull/run.json"
 refuse "a LoRA log replayed as a full run's" "another layout" "$bin" export --run "$tmp/asfull" -o "$tmp/x6"
 [ ! -e "$tmp/x1/run.json" ] && [ ! -e "$tmp/x2/run.json" ] && [ ! -e "$tmp/x8/run.json" ] && ok "a refused start writes no run.json" || bad "a refused start wrote"
-# a 1-layer model: its one adapter block is a layer, not the global block (the working
-# buffers were sized 0 and the step wrote past them); threads 1 and 2 and export's replay agree
-"$bin" init --preset opt-tiny --layers 1 --seed 4 -o "$tmp/one_layer" > /dev/null 2>&1
-one=(--model "$tmp/one_layer" --peft lora --steps 4 --eval-every 4 --checkpoint-every 4 --train-examples 16
-     --dev-examples 8 --batch 4 --lr 1e-2 --eps 1e-2 --test "$tmp/test.tsv")
-if "$bin" train "${one[@]}" --threads 1 --out "$tmp/one1" > "$tmp/log" 2>&1 &&
-   "$bin" train "${one[@]}" --threads 2 --out "$tmp/one2" > "$tmp/log" 2>&1 &&
-   "$bin" export --run "$tmp/one1" -o "$tmp/one_x" > "$tmp/log" 2>&1; then
-  cmp -s "$(adapter "$tmp/one1" 4)" "$(adapter "$tmp/one2" 4)" && cmp -s "$(adapter "$tmp/one1" 4)" "$tmp/one_x/adapter_model.safetensors" &&
-    ok "a 1-layer model: threads 1 and 2 and export give the same adapter" || bad "a 1-layer model: the adapters differ"
-else bad "a 1-layer model: $(tail -2 "$tmp/log")"; fi
+adapter_one_layer lora
 
 finish
