@@ -144,7 +144,7 @@ static int generate(const gen_opts *o, const char *model, dz_model *m, const dz_
     dz_backend *be = NULL;
     dz_model *lora = NULL;
     int rc = n_prompt < 0 || dz_backend_create(o->backend, &be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
-    if (!rc && n_prompt > 0 && n_prompt < cap && n_prompt + o->n > cap) /* said, not silently cut */
+    if (!rc && n_prompt > 0 && n_prompt < cap && o->n > cap - n_prompt) /* said, not silently cut (no overflow) */
         dz_log(DZ_LOG_WARN, "-n %d: the prompt's %d tokens and the model's %d positions leave room for %d; generating "
                "at most that many", o->n, n_prompt, cap, cap - n_prompt);
     if (!rc) rc = open_forward(m, be, n_prompt, n, cap, &f, &err);
