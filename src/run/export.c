@@ -222,7 +222,7 @@ static dz_status write_adapter_run(const dz_export_spec *spec, const dz_model *a
  * read instead of it), and beside new full weights, an adapter's files (the folder would
  * read as a PEFT adapter) or other weight files (shards, pytorch_model.bin). Each name's
  * group: tokenizers 0..3 by kind, ADAPTER, OTHER_WEIGHTS, or -1 (never removed). */
-enum { ADAPTER = 4, OTHER_WEIGHTS = 5, GROUPS = 6 };
+enum { ADAPTER = 4, OTHER_WEIGHTS = 5 };
 static int stale_group(const char *name) {
     static const struct { const char *name; int group; } known[] = {
         {"tokenizer.json", 0}, {"vocab.json", 1}, {"merges.txt", 1}, {"tokenizer.bin", 2}, {"tokenizer.model", 3},
@@ -281,13 +281,11 @@ static int written(const char *dir, const char *name, const prior_file *before, 
  * removed and said; never one of the run's inputs (keep[]). */
 static dz_status remove_stale(const char *dir, const prior_file *before, size_t n, const char *const *keep,
                               int n_keep, dz_error *err) {
-    static const char *const writes[] = {"tokenizer.json", "vocab.json", "tokenizer.bin", "tokenizer.model",
-                                         "adapter_model.safetensors", "model.safetensors"};
-    int wrote[GROUPS + 1] = {0}, tokenizer = -1;
-    for (int g = 0; g < GROUPS; g++) wrote[g] = written(dir, writes[g], before, n);
+    static const char *const tokenizers[] = {"tokenizer.json", "vocab.json", "tokenizer.bin", "tokenizer.model"};
+    int tokenizer = -1; /* the kind the export wrote, by its group */
     for (int g = 0; g < 4; g++)
-        if (wrote[g]) tokenizer = g;
-    const int full = wrote[GROUPS - 1]; /* model.safetensors */
+        if (written(dir, tokenizers[g], before, n)) tokenizer = g;
+    const int full = written(dir, "model.safetensors", before, n);
     char path[4400], a[PATH_MAX], b[PATH_MAX];
     for (size_t i = 0; i < n; i++) {
         const int g = stale_group(before[i].name);
@@ -302,7 +300,7 @@ static dz_status remove_stale(const char *dir, const prior_file *before, size_t 
             return dz_fail(err, DZ_ERR_IO, "%s: another model's file, which a loader would read with the export: cannot "
                            "remove it (%s); remove it by hand", path, strerror(errno));
         dz_log(DZ_LOG_INFO, "%s: removed, another model's (the export wrote %s)", path,
-               g == ADAPTER || g == OTHER_WEIGHTS ? "model.safetensors" : writes[tokenizer]);
+               g == ADAPTER || g == OTHER_WEIGHTS ? "model.safetensors" : tokenizers[tokenizer]);
     }
     return DZ_OK;
 }
