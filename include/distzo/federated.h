@@ -75,6 +75,7 @@ typedef struct dz_fed_join_config {
     const char *backend;     /* what the replica runs on (dz_backend_create; NULL: cpu) */
     int keep_quantized;      /* an adapter run (--peft): a GGUF base held quantized (DZ_LOAD_KEEP_QUANTIZED) */
     const char *tokenizer;   /* the tokenizer here (NULL: the run's, else the one beside the model) */
+    const char *adapter;     /* an adapter run started from a PEFT folder: that folder here (NULL: the run's path) */
 } dz_fed_join_config;
 
 typedef struct dz_fed_join_event {

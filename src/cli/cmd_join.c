@@ -40,7 +40,7 @@ static int writable_target(const char *option, const char *path, int folder) {
 
 static const dz_cmd_spec join_cmd = {
     .name = "join",
-    .usage = "URL --data FILE --token-file F [--model M] [--save DIR]",
+    .usage = "URL --data FILE --token-file F [--model M] [--adapter DIR] [--save DIR]",
     .min_positional = 1, .max_positional = 1,
     .summary = "Works for a federated run: replays its log, then computes one-byte projected gradients\n"
                "on this machine's data for the slots each round assigns it, until the run is done."};
@@ -54,6 +54,8 @@ int dz_cmd_join(int argc, char **argv) {
     const dz_opt opts[] = {
         {"data", DZ_OPT_STR, &c.data, "this machine's training file (its examples never leave it)"},
         {"model", DZ_OPT_STR, &c.model, "the base model here (default: the path the coordinator's run names)"},
+        {"adapter", DZ_OPT_STR, &c.adapter, "a run whose adapter starts from a PEFT folder (serve --adapter): that "
+         "folder here (default: the path the coordinator's run names; its file must be the run's)"},
         {"tokenizer", DZ_OPT_STR, &c.tokenizer, "the tokenizer here (default: the run's, else the one beside the model)"},
         {"token-file", DZ_OPT_STR, &c.token_file, "file whose first line is the coordinator's token"},
         {"ca-file", DZ_OPT_STR, &c.ca_file, "PEM certificate(s) to trust for an https:// coordinator (default: the system's)"},

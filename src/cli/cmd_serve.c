@@ -83,8 +83,10 @@ static int base_and_data(dz_fed_serve_config *c, int keep_quantized) {
     if (keep_quantized && !t->peft.keep_quantized)
         return dz_cli_failf("option --keep-quantized: a federated run of every parameter updates the base, which a "
                             "quantized base held as loaded cannot take: add --peft lora or prefix, or leave it out");
-    static char abs_test[PATH_MAX];
+    static char abs_test[PATH_MAX], abs_adapter[PATH_MAX];
     if (t->data.test && realpath(t->data.test, abs_test)) t->data.test = abs_test;
+    /* a new run's --adapter by absolute path (a resume compares the folder a path names) */
+    if (!c->resume && t->peft.lora_init && realpath(t->peft.lora_init, abs_adapter)) t->peft.lora_init = abs_adapter;
     t->data.train = NULL;
     return 0;
 }
@@ -131,6 +133,9 @@ int dz_cmd_serve(int argc, char **argv) {
          "scalars, not the log (K = 1..2^21; default off, 4096 with --seed-sampling)"},
         {"seed-sampling", DZ_OPT_STR, &sampling, "the pool's seed draw: uniform (default) or importance (FedKSeed-Pro)"},
         DZ_CLI_PEFT_OPTIONS(t),
+        {"adapter", DZ_OPT_STR, &t->peft.lora_init, "lora, prefix: the adapter starts from this PEFT folder (its r, alpha "
+         "and targets, or its num_virtual_tokens, must be the run's); run.json keeps its path and fingerprint, and a "
+         "worker takes it from there or from join --adapter"},
         dz_cli_keep_quantized_option(&keep_quantized),
         {"linger", DZ_OPT_FLOAT, &linger, "seconds to keep serving after the last round for workers to catch up (default 10)"},
         {"test", DZ_OPT_STR, &t->data.test, "labelled examples of the coordinator's own (workers never see them): the replica's accuracy on them goes to metrics.jsonl"},

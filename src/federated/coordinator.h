@@ -51,6 +51,7 @@ typedef struct coordinator {
     uint32_t q;
     uint64_t fingerprint;
     char model_table[17];   /* the base's table fingerprint, run.json's model_table */
+    char lora_init_fp[17];  /* --adapter DIR's file when the adapter starts from it, run.json's lora_init_fingerprint */
     char *run_json;               /* run.json's text, sent to joining workers */
     dz_zo_setup *setup;
     dz_seedlog *log;

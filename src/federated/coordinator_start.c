@@ -81,7 +81,10 @@ static dz_status load_base(coordinator *c, dz_error *err) {
                .wd = t->optim.wd, .fuse = 1},
         .backend = t->layout.backend,
     };
-    dz_status st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
+    /* --adapter DIR: its file's fingerprint goes to run.json (a resume checks it against run.json's) */
+    dz_status st = dz_train_peft_init_fingerprint(t, NULL, c->lora_init_fp, err);
+    if (st == DZ_OK && c->lora_init_fp[0]) c->train.peft.lora_init_fingerprint = c->lora_init_fp;
+    if (st == DZ_OK) st = t->data.test ? load_evaluator(c, err) : dz_setup_weights(&ws, &c->setup, err);
     if (st == DZ_OK && !c->eval) st = dz_setup_engine(c->setup, &es, err);
     if (st == DZ_OK) st = dz_fed_fingerprint(c->setup, &c->fingerprint, err);
     if (st == DZ_OK) st = dz_train_base_check(t, dz_setup_base_model(c->setup), t->model, c->model_table, err);
@@ -128,6 +131,7 @@ static dz_status fzoo_check(const coordinator *c, dz_error *err) {
  * that fails before run.json exists leaves no folder it made. */
 dz_status dz_fed_coord_start_run(coordinator *c, int *lock_fd, dz_error *err) {
     char path[4200];
+    c->train.model_table = NULL, c->train.peft.lora_init_fingerprint = NULL; /* a new run's own, from its files */
     dz_status st = dz_train_config_check(&c->train, err);
     if (st == DZ_OK && c->train.optim.estimator == DZ_ZO_HIZOO)
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "--estimator hizoo: federated runs (serve/join) do not carry its third "

@@ -128,13 +128,20 @@ static dz_status load_replica(worker *w, dz_error *err) {
     dz_train_config *c = &w->run_cfg;
     if (w->cfg->model) c->model = w->cfg->model;
     if (w->cfg->tokenizer) c->tokenizer = w->cfg->tokenizer;
+    dz_lora_spec adapter;
+    if (w->cfg->adapter && !dz_train_peft_lora(c, &adapter))
+        return dz_fail(err, DZ_ERR_INVALID, "--adapter %s: the coordinator's run trains every parameter, not an adapter; "
+                       "leave the option out", w->cfg->adapter);
+    if (w->cfg->adapter && !c->peft.lora_init)
+        return dz_fail(err, DZ_ERR_INVALID, "--adapter %s: the coordinator's %s starts from its seed (PEFT's init), not "
+                       "from a folder; leave the option out", w->cfg->adapter, c->peft.method);
+    if (w->cfg->adapter) c->peft.lora_init = w->cfg->adapter; /* checked against run.json's lora_init_fingerprint */
     c->data.train = w->cfg->data, c->data.test = NULL, c->data.dev_examples = 0;
     c->store.spec = NULL, c->out_dir = NULL, c->layout = (dz_train_layout){.backend = w->cfg->backend};
     if ((uint32_t)c->optim.q != w->info.q)
         return dz_fail(err, DZ_ERR_FORMAT, "the coordinator's run has %d samples per step but %u slots per round",
                        c->optim.q, w->info.q);
     if ((st = dz_train_config_check(c, err)) != DZ_OK) return st;
-    dz_lora_spec adapter;
     if (w->cfg->keep_quantized && !dz_train_peft_lora(c, &adapter))
         return dz_fail(err, DZ_ERR_INVALID, "--keep-quantized: the coordinator's run trains every parameter, which a "
                        "quantized base held as loaded cannot take; leave the option out");
@@ -147,9 +154,14 @@ static dz_status load_replica(worker *w, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "--objective f1 is not supported by federated workers (ce or accuracy are)");
     if ((st = dz_fed_fingerprint(w->comp.setup, &w->fingerprint, err)) != DZ_OK) return st;
     if (w->fingerprint != w->info.fingerprint)
-        return dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016" PRIx64
-                       "): pass --model with the model the coordinator serves (%s master weights)", c->model,
-                       w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
+        return c->peft.lora_init
+                   ? dz_fail(err, DZ_ERR_INVALID, "the base model %s with the adapter %s (fingerprint %016" PRIx64 ") is "
+                             "not the run's (%016" PRIx64 "): pass --model and --adapter with the model and adapter the "
+                             "coordinator serves (%s master weights)", c->model, c->peft.lora_init, w->fingerprint,
+                             w->info.fingerprint, dz_dtype_name(c->store.master_dtype))
+                   : dz_fail(err, DZ_ERR_INVALID, "the base model %s (fingerprint %016" PRIx64 ") is not the run's (%016"
+                             PRIx64 "): pass --model with the model the coordinator serves (%s master weights)", c->model,
+                             w->fingerprint, w->info.fingerprint, dz_dtype_name(c->store.master_dtype));
     if (w->info.seed_pool && (st = dz_seed_pool_init(&w->pool, w->info.seed_pool, w->info.q, err)) != DZ_OK) return st;
     if (w->info.seed_pool && (st = dz_seed_pool_weights_init(&w->weights, w->comp.m, c->optim.seed, c->optim.rademacher,
                                                              c->optim.rng_v2,

@@ -84,9 +84,9 @@ dz_status dz_train_peft_init_fingerprint(const dz_train_config *c, const char *w
     snprintf(hex, 17, "%016" PRIx64, h);
     const char *want = c->peft.lora_init_fingerprint;
     if (want && strcmp(want, hex))
-        return dz_fail(err, DZ_ERR_INVALID, "%s: the file has changed since the run started from it (fingerprint %s, "
-                       "run.json's lora_init_fingerprint %s): replaying the seed log onto it would give other weights; "
-                       "put back the adapter the run started from (--adapter %s)", path, hex, want, c->peft.lora_init);
+        return dz_fail(err, DZ_ERR_INVALID, "%s: the file has changed since the run started from it, or is another "
+                       "adapter's (fingerprint %s, run.json's lora_init_fingerprint %s): replaying the seed log onto it "
+                       "would give other weights; give the adapter the run started from", path, hex, want);
     return DZ_OK;
 }
 

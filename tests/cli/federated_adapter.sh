@@ -14,8 +14,10 @@
 #   of the base: the fingerprint covers it);
 # - a SmolLM2 Q4_1 GGUF base held quantized (--keep-quantized) by the coordinator and one
 #   worker, dequantized at load by the other: one fingerprint, and the replicas == export;
-# - refusals: --seed-pool with --peft, --lora-rank without --peft lora, --adapter,
-#   --keep-quantized without an adapter (serve, and a worker of a full run).
+# - serve --adapter DIR: the adapter starts from a PEFT folder; workers take it from run.json's
+#   path or join --adapter; another folder, or the folder changed later, is refused;
+# - refusals: --seed-pool with --peft, --lora-rank without --peft lora, --adapter without
+#   --peft, --keep-quantized without an adapter (serve, and a worker of a full run).
 # Every wait is bounded.
 # usage: federated_adapter.sh DISTZO ASSETS
 set -u
@@ -31,8 +33,8 @@ refuse "--seed-pool with --peft" "seed-pool with --peft lora" "$bin" serve --out
   --peft lora --seed-pool 16 --listen 127.0.0.1:0 --steps 1
 refuse "serve --lora-rank without --peft lora" "give --peft lora" "$bin" serve --out "$tmp/bad2" --token-file "$tmp/token" \
   --lora-rank 4 --listen 127.0.0.1:0 --steps 1
-refuse "serve --adapter" "adapter" "$bin" serve --out "$tmp/bad3" --token-file "$tmp/token" --peft lora --adapter "$tmp" \
-  --listen 127.0.0.1:0 --steps 1
+refuse "serve --adapter without --peft" "the run trains every parameter" "$bin" serve --out "$tmp/bad3" --token-file \
+  "$tmp/token" --adapter "$tmp" --listen 127.0.0.1:0 --steps 1
 [ ! -e "$tmp/bad1/run.json" ] && ok "a refused serve writes no run.json" || bad "a refused serve wrote run.json"
 
 # fed_run KIND [SERVE OPTIONS...]: a run of $rounds rounds in $tmp/run with two workers
@@ -102,6 +104,49 @@ got=$("$bin" eval "$assets/stories260K/stories260K.bin" --adapter "$tmp/exported
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "lora: the coordinator's test accuracy is eval --adapter of the export ($got)" ||
   bad "lora: the coordinator's test accuracy '$want', eval --adapter '$got'"
 
+# serve --adapter: the adapter starts from a PEFT folder (the export above: B != 0, so not
+# the seed's start). The coordinator's row 0 is eval --adapter of that folder; one worker
+# names it (join --adapter), the other takes run.json's path; another folder is refused
+# (here the seed's start: the same r and alpha); export replays onto it; once its file
+# changes, export and serve --resume refuse it.
+cp -r "$tmp/exported" "$tmp/adapter0"
+cp -r "$tmp/start" "$tmp/adapter_seed"
+rm -rf "$tmp/run" "$tmp/w1" "$tmp/w2"
+serve_bg "$tmp/from-serve.txt" "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --peft lora --adapter "$tmp/adapter0" \
+  --steps 2 --spsa-samples 2 --lr 2e-3 --eps 1e-2 --label-words bad,good --test "$tmp/test.tsv" --batch 4 \
+  --train-examples 32 --round-timeout 20 --worker-timeout 20 --min-workers 2 --linger 5 --threads 1 --listen 127.0.0.1:0
+refuse "join --adapter with another adapter" "adapter_seed/adapter_model.safetensors: the file has changed since the run \
+started from it, or is another adapter's" "$bin" join "$url" --data "$tmp/shard1.tsv" --adapter "$tmp/adapter_seed" "${join[@]}"
+"$bin" join "$url" --data "$tmp/shard1.tsv" --adapter "$tmp/adapter0" --save "$tmp/w1" --checksum-file "$tmp/w1.sum" \
+  "${join[@]}" > "$tmp/from-w1.txt" 2>&1 &
+w1=$!
+"$bin" join "$url" --data "$tmp/shard2.tsv" --save "$tmp/w2" --checksum-file "$tmp/w2.sum" "${join[@]}" > "$tmp/from-w2.txt" 2>&1 &
+w2=$!
+pids+=($w1 $w2)
+wait $w1 && wait $w2 && wait $serve_pid && ok "from an adapter: two workers trained the run" ||
+  bad "from an adapter: $(tail -2 "$tmp/from-w1.txt" "$tmp/from-w2.txt" "$tmp/from-serve.txt")"
+grep -q '"lora_init_fingerprint"' "$tmp/run/run.json" && ok "from an adapter: run.json keeps the folder's fingerprint" ||
+  bad "from an adapter: run.json has no lora_init_fingerprint"
+replicas_equal_peft_export from-adapter LORA "lora r=8 alpha=16"
+# scores (eval --predictions): the log cut to no record replays onto the folder, not the seed's start
+scores() { "$bin" eval "$assets/stories260K/stories260K.bin" --adapter "$1" --data "$tmp/test.tsv" --label-words bad,good \
+  --predictions "$tmp/$2.tsv" --threads 1 > "$tmp/$2.txt" 2>&1; }
+scores "$tmp/adapter0" p0 && scores "$tmp/start" p_start && scores "$tmp/adapter_seed" p_seed &&
+  cmp -s "$tmp/p0.tsv" "$tmp/p_start.tsv" && ! cmp -s "$tmp/p0.tsv" "$tmp/p_seed.tsv" &&
+  ok "from an adapter: the run's start (its log cut to no record) scores as the folder, not as the seed's init" ||
+  bad "from an adapter: the start's scores: $(diff "$tmp/p0.tsv" "$tmp/p_start.tsv" | head -3)"
+want=$(head -1 "$tmp/run/metrics.jsonl" | grep -o '"test_accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+got=$("$bin" eval "$assets/stories260K/stories260K.bin" --adapter "$tmp/adapter0" --data "$tmp/test.tsv" \
+      --label-words bad,good --json --threads 1 2> /dev/null | grep -o '"accuracy": [0-9.e-]*' | awk '{printf "%.6f", $2}')
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "from an adapter: the coordinator's row 0 is eval --adapter of the folder ($got)" ||
+  bad "from an adapter: row 0's test accuracy '$want', eval --adapter of the folder '$got'"
+printf '\x5a' | dd of="$tmp/adapter0/adapter_model.safetensors" bs=1 conv=notrunc \
+  seek=$(($(stat -c %s "$tmp/adapter0/adapter_model.safetensors") - 1)) 2> /dev/null
+refuse "export after the starting adapter changed" "adapter0/adapter_model.safetensors: the file has changed" \
+  "$bin" export --run "$tmp/run" -o "$tmp/x2"
+refuse "serve --resume after the starting adapter changed" "adapter0/adapter_model.safetensors: the file has changed" \
+  "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --resume --steps 3 --listen 127.0.0.1:0
+
 # one float of the base differs: the worker is refused (LoRA's start alone would not show it)
 rm -rf "$tmp/run"
 serve_bg "$tmp/other-serve.txt" "$bin" serve --out "$tmp/run" --token-file "$tmp/token" --steps 1 --peft lora \
@@ -154,6 +199,8 @@ serve_bg "$tmp/full-serve.txt" "$bin" serve --out "$tmp/run" --token-file "$tmp/
   --train-examples 32 --linger 1 --threads 1 --listen 127.0.0.1:0
 refuse "join --keep-quantized of a full run" "keep-quantized" "$bin" join "$url" --data "$tmp/shard1.tsv" --keep-quantized \
   "${join[@]}"
+refuse "join --adapter of a full run" "trains every parameter, not an adapter" "$bin" join "$url" --data \
+  "$tmp/shard1.tsv" --adapter "$tmp/adapter_seed" "${join[@]}"
 kill "$serve_pid" 2> /dev/null
 wait "$serve_pid" 2> /dev/null
 finish

@@ -169,7 +169,7 @@ grep -qE '"lora_init_fingerprint":[[:space:]]*"[0-9a-f]{16}"' "$tmp/cont/run.jso
 refuse "export -o onto the adapter the run started from" "is the adapter the run started from" \
   "$bin" export --run "$tmp/cont" -o "$tmp/peft"
 cp "$tmp/peft/adapter_model.safetensors" "$tmp/peft.keep" && cp "$(adapter "$tmp/cont" 4)" "$tmp/peft/adapter_model.safetensors"
-refuse "export after the starting adapter changed" "adapter_model.safetensors: the file has changed since the run started" \
+refuse "export after the starting adapter changed" "adapter_model.safetensors: the file has changed since the run started from it, or is another" \
   "$bin" export --run "$tmp/cont" -o "$tmp/cont-changed"
 cp -r "$tmp/cont" "$tmp/cont-replay" && rm -rf "$tmp/cont-replay"/checkpoint-* "$tmp/cont-replay/LATEST"
 refuse "a resume that replays onto the changed adapter" "lora_init_fingerprint" \
