@@ -8,6 +8,10 @@
 
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum dz_bench_gemm { DZ_BENCH_GEMM_OPENBLAS, DZ_BENCH_GEMM_DISTZO } dz_bench_gemm;
 
 /* Loads OpenBLAS with distzo's thread count (dz_runtime_init first); DZ_ERR_NOT_FOUND
@@ -44,5 +48,9 @@ dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, dz_bench_zo
 
 /* n pseudo-random tokens in [lo, hi) from seed: a benchmark's batch. */
 void dz_bench_random_tokens(int *tokens, size_t n, int lo, int hi, uint64_t seed);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

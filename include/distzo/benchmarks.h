@@ -9,6 +9,10 @@
 
 #include "distzo/distzo.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dz_bench_report {
     FILE *out;
     int json;          /* one JSON object instead of text lines */
@@ -69,5 +73,9 @@ typedef struct dz_bench_eval_spec {
 } dz_bench_eval_spec;
 dz_status dz_bench_eval(dz_model *m, const dz_tokenizer *tok, const dz_bench_eval_spec *s, const dz_bench_report *r,
                         dz_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

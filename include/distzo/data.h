@@ -9,6 +9,10 @@
 
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Longest line the tsv/jsonl loaders accept; longer ones are rejected as malformed
  * (far above any real row, low enough to stop a binary file being read as text). */
 enum { DZ_DATA_MAX_LINE = 1 << 20 };
@@ -140,5 +144,9 @@ dz_status dz_dataset_append_preset_row(const dz_task_preset *p, const char *json
                                        dz_error *err);
 /* The spec of preset examples: their text is the prompt, as it is. */
 void dz_prompt_spec_preset(dz_prompt_spec *spec);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum dz_dtype { DZ_F32 = 0, DZ_F16, DZ_BF16 } dz_dtype;
 
 size_t dz_dtype_size(dz_dtype t);
@@ -20,5 +24,9 @@ uint16_t dz_f32_to_f16(float f);  /* round to nearest even */
 void dz_to_f32(float *dst, const void *src, dz_dtype t, size_t n);
 /* dst (type t) = src rounded to nearest even. */
 void dz_from_f32(void *dst, dz_dtype t, const float *src, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

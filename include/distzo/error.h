@@ -3,6 +3,10 @@
 #ifndef DISTZO_ERROR_H
 #define DISTZO_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum dz_status {
     DZ_OK = 0,
     DZ_ERR_IO,          /* open/read/write/mmap failed */
@@ -22,5 +26,9 @@ typedef struct dz_error {
 dz_status dz_fail(dz_error *err, dz_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *dz_status_name(dz_status code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,6 +13,10 @@
 #include "distzo/error.h"
 #include "distzo/train.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* How a projected gradient crosses the network. */
 typedef enum dz_fed_code {
     DZ_FED_CODE_BYTE = 0, /* one byte: sign + log-magnitude (src/federated/byte_code.h) */
@@ -96,5 +100,9 @@ typedef struct dz_fed_join_result {
 /* Runs a worker until the coordinator says the run is finished. */
 dz_status dz_fed_join(const dz_fed_join_config *cfg, dz_fed_join_cb cb, void *user, dz_fed_join_result *res,
                       dz_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

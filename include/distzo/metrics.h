@@ -9,6 +9,10 @@
 
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dz_metrics_row {
     int64_t step;   /* steps done: 1 for the first step's row; 0: the evaluation before training */
     double loss;    /* training loss of the step (the unperturbed or mean of +/- losses: the trainer's choice) */
@@ -26,5 +30,9 @@ typedef struct dz_metrics_row {
 /* Reads every row of path (null or missing values as NaN; has_eval when dev_accuracy is
  * present). A torn tail is skipped with a warning, a malformed line before it is an error. */
 dz_status dz_metrics_read(const char *path, dz_metrics_row **rows, size_t *n, dz_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

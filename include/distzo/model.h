@@ -15,6 +15,10 @@
 #include "distzo/dtype.h"
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum dz_arch { DZ_ARCH_OPT = 0, DZ_ARCH_LLAMA } dz_arch;
 
 typedef struct dz_config {
@@ -387,5 +391,9 @@ int dz_forward_n_streams(const dz_forward *f);
 
 /* FLOPs of one forward over B x T tokens (GEMMs and attention), with head rows computed. */
 double dz_forward_flops(const dz_config *cfg, int B, int T, int head_rows);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

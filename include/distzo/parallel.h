@@ -9,6 +9,10 @@
 
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dz_comm dz_comm;
 
 /* Starts MPI if the environment says a launcher started this process (DZ_COMM_FORCE_MPI
@@ -48,5 +52,9 @@ dz_status dz_gpu_for_rank(int machine_rank, int machine_ranks, int gpus_per_node
 
 /* Bytes this rank has sent through the process group (payload, not protocol). */
 uint64_t dz_comm_bytes_sent(const dz_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

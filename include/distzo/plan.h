@@ -17,6 +17,10 @@
 #include "distzo/model.h"
 #include "distzo/zo.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Fixed memory of one distzo train process beyond what the model shape implies: the
  * binary and its libraries, the GEMM's packing buffers (3.2 MB a thread), the GPT-2
  * tokenizer, an SST-2-sized training pool (67k sentences, ~6 MB), the run folder's
@@ -79,5 +83,9 @@ void dz_plan_request_default(dz_plan_request *r);
 /* Refuses bad requests naming the flag (--nodes, --ranks-per-node, --mem-per-node,
  * --batch, --seq, --labels, --spsa-samples). */
 dz_status dz_plan_make(const dz_plan_request *r, dz_plan *out, dz_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dz_progress_report {
     const char *what, *unit; /* "evaluation", "examples" */
     int64_t done, total;
@@ -36,5 +40,9 @@ void dz_progress_begin(dz_progress *p, const char *what, const char *unit, int64
 /* n more units of the operation running now (none: nothing). */
 void dz_progress_add(int64_t n);
 void dz_progress_end(dz_progress *p);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

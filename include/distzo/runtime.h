@@ -7,6 +7,10 @@
 
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Applies DISTZO_ISA (baseline|avx2|avx512; an error naming the variable for an unknown
  * level or one this machine cannot run) and sets the thread count (threads <= 0: the
  * pool's default, $OMP_NUM_THREADS, else every CPU this process may use). Call at start,
@@ -22,5 +26,9 @@ const char *dz_runtime_gemm(void);         /* the GEMM in force, in words */
 char *dz_runtime_cpu(char *out, size_t cap);
 /* Peak resident set size of this process in bytes (VmHWM; 0 where /proc cannot say). */
 size_t dz_runtime_peak_rss(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 #include "distzo/store.h"
 #include "distzo/zo.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dz_zo_setup dz_zo_setup;
 
 typedef struct dz_weights_spec {
@@ -59,5 +63,9 @@ void dz_setup_free(dz_zo_setup *s);
  * file, which every start rebuilds from the weights, so a refused run leaves no file of the
  * model's size behind. The store stays open until dz_setup_free. No store: nothing. */
 void dz_setup_discard_store(dz_zo_setup *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

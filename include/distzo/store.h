@@ -6,6 +6,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dz_store dz_store;
 
 typedef struct dz_store_stats {
@@ -20,5 +24,9 @@ typedef struct dz_store_stats {
 dz_store_stats dz_store_get_stats(dz_store *s);
 /* The store's file. */
 const char *dz_store_path(const dz_store *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 #include "distzo/model.h"
 #include "distzo/tokenizer.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One candidate sequence: tokens[0..len), of which the last cand_len are the candidate's. */
 typedef struct dz_cand_seq {
     int *tokens;
@@ -203,5 +207,9 @@ typedef void (*dz_token_cb)(int prev, int token, void *user);
 dz_status dz_generate(dz_forward *f, const dz_weight_source *w, const int *prompt, int n_prompt, int n,
                       int eos, dz_sampler *s, int *out, int *n_out, dz_token_cb on_token, void *user,
                       dz_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,6 +4,10 @@
 
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct dz_tokenizer dz_tokenizer;
 
 /* DZ_TOK_HF_BPE: BPE from a Hugging Face tokenizer.json or a GGUF file's metadata:
@@ -122,5 +126,9 @@ int dz_tokenizer_encode_chat(const dz_tokenizer *tok, const char *system, const 
  *  - llama2.c: tokenizer.bin (the same bytes as the file loaded). Hugging Face has no
  *    loader for this format. */
 dz_status dz_tokenizer_save_hf(const dz_tokenizer *tok, const char *dir, dz_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

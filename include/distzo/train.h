@@ -11,6 +11,10 @@
 #include "distzo/task.h"
 #include "distzo/zo.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* What a run learns from: the task, its files and how examples are drawn. */
 typedef struct dz_train_data {
     const char *task;         /* "sst2" (tsv), "classify" (jsonl), "lm" (text, or jsonl text / prompt+completion),
@@ -228,5 +232,9 @@ typedef struct dz_export_spec {
  * llama.cpp's tensor names and Q/K row order). GGUF refuses architectures llama.cpp has
  * no counterpart for (OPT), naming them. The tokenizer is the run's, else the model's. */
 dz_status dz_export_model(const dz_export_spec *spec, dz_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 
 #include "distzo/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Monotonic seconds. */
 double dz_now(void);
 
@@ -33,5 +37,9 @@ int dz_is_dir(const char *path);
 char *dz_json_error_at(const char *text, size_t offset, char *out, size_t cap);
 /* s as a JSON string, quotes and escapes included. */
 void dz_write_json_string(FILE *out, const char *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,10 @@
 
 #include "distzo/model.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum { DZ_ZO_MAX_Q = 64 };
 
 /* The estimator's perturbation of 2-D tensors (vectors always get MeZO's dense z):
@@ -247,5 +251,9 @@ dz_status dz_zo_checksum_slice(dz_zo_engine *e, int slice, int n_slices, uint64_
 /* Learning-rate schedules with linear warmup. */
 typedef enum dz_lr_schedule { DZ_LR_CONSTANT, DZ_LR_LINEAR, DZ_LR_COSINE } dz_lr_schedule;
 float dz_lr_at(dz_lr_schedule s, float lr, int warmup, int total, int step);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -12,13 +12,31 @@
 
 static char g_store[4096];
 
-static const char *keep(const char *s, size_t *used) {
+/* A field's string, kept for the run: 0, or the refusal naming the field (never dropped). */
+static int keep(const char *path, const char *key, const char *s, size_t *used, const char **dst) {
     size_t n = strlen(s) + 1;
-    if (*used + n > sizeof g_store) return NULL;
-    char *dst = g_store + *used;
-    memcpy(dst, s, n);
+    if (*used + n > sizeof g_store)
+        return dz_cli_failf("%s: field '%s' is too long (%zu bytes; the file's strings may hold %zu in all)", path, key,
+                            n - 1, sizeof g_store - 1);
+    *dst = memcpy(g_store + *used, s, n);
     *used += n;
-    return dst;
+    return 0;
+}
+
+/* The keys a task file may hold, each once: any other (a misspelling) would be ignored. */
+static int check_keys(const char *path, const cJSON *o) {
+    static const char *const known[] = {"template", "label_words", "text_key", "label_key", "special_tokens"};
+    const cJSON *v;
+    cJSON_ArrayForEach(v, o) {
+        int found = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= v->string && !strcmp(v->string, known[i]);
+        if (!found)
+            return dz_cli_failf("%s: unknown field '%s' (a task file holds template, label_words, text_key, label_key "
+                                "and special_tokens)", path, v->string ? v->string : "");
+        for (const cJSON *u = o->child; u != v; u = u->next)
+            if (!strcmp(u->string, v->string)) return dz_cli_failf("%s: field '%s' is given twice", path, v->string);
+    }
+    return 0;
 }
 
 int dz_cli_task_file(const char *path, const char **template_, const char **label_words, const char **text_key,
@@ -37,19 +55,19 @@ int dz_cli_task_file(const char *path, const char **template_, const char **labe
         return dz_cli_failf("%s: %s", path, where);
     }
     size_t used = 0;
-    int rc = 0;
+    int rc = check_keys(path, o);
     const struct { const char *k; const char **dst; } strs[] = {
         {"template", template_}, {"text_key", text_key}, {"label_key", label_key}};
     for (size_t i = 0; i < 3 && !rc; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, strs[i].k);
         if (!v || *strs[i].dst) continue;
         if (!cJSON_IsString(v)) rc = dz_cli_failf("%s: field '%s' must be a string", path, strs[i].k);
-        else *strs[i].dst = keep(v->valuestring, &used);
+        else rc = keep(path, strs[i].k, v->valuestring, &used, strs[i].dst);
     }
     const cJSON *lw = cJSON_GetObjectItemCaseSensitive(o, "label_words");
     if (!rc && lw && !*label_words) {
         if (cJSON_IsString(lw)) {
-            *label_words = keep(lw->valuestring, &used);
+            rc = keep(path, "label_words", lw->valuestring, &used, label_words);
         } else if (cJSON_IsArray(lw)) {
             char joined[1024] = "";
             const cJSON *w;
@@ -65,7 +83,7 @@ int dz_cli_task_file(const char *path, const char **template_, const char **labe
                 if (joined[0]) strcat(joined, ",");
                 strcat(joined, w->valuestring);
             }
-            if (!rc) *label_words = keep(joined, &used);
+            if (!rc) rc = keep(path, "label_words", joined, &used, label_words);
         } else {
             rc = dz_cli_failf("%s: field 'label_words' must be a list of strings", path);
         }

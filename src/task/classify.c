@@ -285,6 +285,9 @@ dz_status dz_class_batch_fill(dz_class_batch *bb, const dz_class_set *cs, const 
         if (!bb->tree || (PT + T <= bb->max_len && bb->n_seqs <= n * PT)) break;
         bb->tree = 0;
     }
+    if (PT + T > bb->max_len) /* the plain layout's longest input: its buffers hold max_len positions a sequence */
+        return dz_fail(err, DZ_ERR_INVALID, "a candidate sequence of %d input tokens exceeds the batch's %d positions (the "
+                       "forward's max_seq): build the class set with max_len at most max_seq + 1", PT + T, bb->max_len);
     bb->T = T;
     bb->PT = PT;
     bb->n_prompts = bb->tree ? n : 0;

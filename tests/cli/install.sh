@@ -5,13 +5,15 @@
 # nothing else; tests/install/consumer.c, built with pkg-config and with
 # find_package(distzo), each against the shared and the static library, trains
 # stories260K on SST-2 to the same bits as the installed `distzo train` with the same
-# settings.
+# settings; tests/install/consumer.cpp includes every public header from C++ and links.
 # Usage: install.sh BUILD_DIR SOURCE_DIR ASSETS CC CMAKE NM
 build=$1 src=$2 assets=$3 cc=$4 cmake=$5 nm=$6
 . "$(dirname "$0")/lib.sh"
 need_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin sst2/train.tsv sst2/dev.tsv
 need_tool pkg-config "builds the consumer from distzo.pc"
 need_tool readelf "reads libdistzo.so's SONAME"
+cxx=${CXX:-c++}
+need_tool "$cxx" "builds the C++ consumer (scripts/deps.sh: build-essential)"
 
 p=$tmp/prefix
 "$cmake" --install "$build" --prefix "$p" > "$tmp/install.txt" 2>&1 || { cat "$tmp/install.txt"; bad "cmake --install failed"; }
@@ -63,6 +65,12 @@ for link in shared static; do
       "$cmake" --build "$tmp/b_$link"; } > "$tmp/build_$link.txt" 2>&1 && cp "$tmp/b_$link/consumer" "$tmp/consumer_$link" &&
     ok "built with find_package(distzo) ($link)" || { cat "$tmp/build_$link.txt"; bad "the find_package build ($link) failed"; }
 done
+# C++: every public header in a C++17 program, linked through extern "C" (a mangled name
+# would not link), and run
+"$cxx" -std=c++17 -Wall -Wextra -Werror $san "$src/tests/install/consumer.cpp" $(pkg-config --cflags --libs distzo) \
+  -Wl,-rpath,"$libdir" -o "$tmp/consumer_cpp" > "$tmp/build_cpp.txt" 2>&1 &&
+  out=$("$tmp/consumer_cpp" "$assets/stories260K/stories260K.bin") && [[ "$out" =~ ^params\ [0-9]{6}\ \(distzo\ $full\)$ ]] &&
+  ok "a C++ program includes every header and links: $out" || { cat "$tmp/build_cpp.txt"; bad "C++: '${out:-}'"; }
 readelf -d "$tmp/consumer_pc" | grep -q "NEEDED.*\[$soname\]" && ! readelf -d "$tmp/consumer_static" | grep -q libdistzo &&
   ! readelf -d "$tmp/consumer_pcstatic" | grep -q libdistzo &&
   ok "the shared builds link $soname, the static ones none" || bad "the consumers link the wrong library"

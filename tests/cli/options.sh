@@ -97,6 +97,17 @@ refused "--config missing a colon" "colon.json: line 2, column 10: not valid JSO
 printf '{"template": "{text} It was",\n  "label_words": ["bad", "good",]}\n' > "$tmp/task.json"
 refused "--task-file with a trailing comma" "task.json: line 2, column 32: a trailing comma" -- \
   "$bin" eval "$stories" --task-file "$tmp/task.json" --limit 2
+# a task file's field is never dropped: a misspelt key, a key given twice, a string too
+# long to keep (each once ran with the default prompt, exit 0)
+printf '{"templat": "Review: {text} Verdict:"}\n' > "$tmp/task_typo.json"
+refused "--task-file with a misspelt key" "task_typo.json: unknown field 'templat'" -- \
+  "$bin" eval "$stories" --task-file "$tmp/task_typo.json" --limit 2
+printf '{"template": "{text} a", "template": "{text} b"}\n' > "$tmp/task_twice.json"
+refused "--task-file with a key given twice" "task_twice.json: field 'template' is given twice" -- \
+  "$bin" eval "$stories" --task-file "$tmp/task_twice.json" --limit 2
+printf '{"template": "{text}%*s"}\n' 5000 x > "$tmp/task_long.json"
+refused "--task-file with a 5,000-byte template" "task_long.json: field 'template' is too long" -- \
+  "$bin" eval "$stories" --task-file "$tmp/task_long.json" --limit 2
 printf '{"lr": 1e-5} garbage\n' > "$tmp/garbage.json"
 refused "--config with text after the object" "garbage.json: text after the JSON object \(line 1, column 14" -- \
   "$bin" train --config "$tmp/garbage.json" --out "$tmp/r10"
