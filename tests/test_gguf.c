@@ -678,6 +678,9 @@ static void loader_errors_name_the_key_or_tensor(void **s) {
                         "metadata key 'llama.block_count' is missing");
     expect_load_refused("llama.attention.head_count_kv", "llama.attention.head_count_xx", 29, DZ_ERR_FORMAT,
                         "tensor 'blk.0.attn_k.weight' has ne [64, 32]"); /* KV heads default to 4: K is half that */
+    /* 3 heads of a 64-wide model: named as such (it said "partial rotary embeddings") */
+    expect_load_refused("llama.attention.head_count\x04\0\0\0\x04", "llama.attention.head_count\x04\0\0\0\x03", 31,
+                        DZ_ERR_FORMAT, "llama.embedding_length 64 is not a multiple of llama.attention.head_count 3");
     expect_load_refused("output_norm.weight", "output_xorm.weight", 18, DZ_ERR_FORMAT,
                         "tensor 'output_norm.weight' is missing");
     /* A tensor the model does not use (here the head, renamed: the model turns tied) is refused. */

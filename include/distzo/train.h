@@ -189,7 +189,10 @@ dz_status dz_train_branch(const char *old_run, int step, const dz_train_config *
                           void *user, dz_train_result *res, dz_error *err);
 
 /* The settings of the run in run_dir (its run.json) into c; c's strings point into
- * *strings, which the caller frees. What a resume starts from. */
+ * *strings, which the caller frees. What a resume starts from: set c->out_dir (run.json
+ * does not name its own folder) and the layout, then dz_train(c, 1, ...). Fields the library
+ * computes from the run's files (model_table, the data's and the adapter's fingerprints)
+ * may be left NULL in a resume's config: the run's stand. */
 dz_status dz_train_config_load(const char *run_dir, dz_train_config *c, char **strings, dz_error *err);
 /* train --config FILE: a JSON object of settings over c, through run.json's own field
  * table: each key is run.json's (a run's run.json restarts it) or the train option's name

@@ -16,6 +16,7 @@ const char *dz_dtype_name(dz_dtype t) {
 }
 
 int dz_dtype_parse(const char *s, dz_dtype *out) {
+    if (!s || !out) return -1;
     if (!strcasecmp(s, "F32") || !strcasecmp(s, "fp32") || !strcasecmp(s, "float32")) *out = DZ_F32;
     else if (!strcasecmp(s, "BF16") || !strcasecmp(s, "bfloat16")) *out = DZ_BF16;
     else if (!strcasecmp(s, "F16") || !strcasecmp(s, "fp16") || !strcasecmp(s, "float16")) *out = DZ_F16;

@@ -19,6 +19,7 @@ void dz_prompt_spec_default_sst2(dz_prompt_spec *spec) {
 }
 
 dz_status dz_prompt_spec_set_labels(dz_prompt_spec *spec, const char *csv, dz_error *err) {
+    if (!csv) return dz_fail(err, DZ_ERR_INVALID, "label words: none given (NULL)");
     /* Parse into a copy so a bad value leaves spec as it was. */
     dz_prompt_spec tmp = *spec;
     tmp.n_labels = 0;

@@ -119,6 +119,7 @@ size_t dz_forward_bytes_for(const dz_config *c, int max_batch, int max_seq, int 
 
 dz_status dz_forward_create_backend(const dz_model *m, const dz_backend *backend, int max_batch, int max_seq,
                                     int kv_cache, int n_streams, dz_forward **out, dz_error *err) {
+    if (!out || !m) return dz_fail(err, DZ_ERR_INVALID, "forward: no model or no place for the forward given (NULL)");
     *out = NULL;
     const dz_config *c = &m->cfg;
     if (max_batch < 1 || max_seq < 1 || n_streams < 1)

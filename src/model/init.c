@@ -59,6 +59,7 @@ const char *dz_preset_names(void) {
 }
 
 dz_status dz_config_preset(const char *name, dz_config *out, dz_error *err) {
+    if (!name || !out) return dz_fail(err, DZ_ERR_INVALID, "preset: no name or no config to fill given");
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(presets[i].name, name) == 0) {
             *out = presets[i].cfg;

@@ -81,7 +81,7 @@ static dz_status unsupported_key(const dz_gguf *g, const char *key, const char *
 static dz_status gguf_to_config(const dz_gguf *g, dz_config *c, const gguf_arch **arch, dz_error *err) {
     memset(c, 0, sizeof *c);
     const gguf_arch *a = NULL;
-    char key[128];
+    char key[128], key2[128];
     dz_status st = arch_of(g, &a, err);
     *arch = a;
     c->arch = DZ_ARCH_LLAMA;
@@ -92,6 +92,10 @@ static dz_status gguf_to_config(const dz_gguf *g, dz_config *c, const gguf_arch 
     if (!st) st = get_size(g, a, "attention.head_count_kv", c->n_heads, &c->n_kv_heads, err);
     if (!st) st = get_size(g, a, "context_length", 0, &c->max_seq_len, err);
     if (st) return st;
+    if (c->dim % c->n_heads) /* else head_dim would round down and every later check name another key */
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: %s %d is not a multiple of %s %d", g->path,
+                       arch_key(key, sizeof key, a, "embedding_length"), c->dim,
+                       arch_key(key2, sizeof key2, a, "attention.head_count"), c->n_heads);
     c->head_dim = c->dim / c->n_heads;
     int key_length = 0, rope_dims = 0;
     if (!st) st = get_size(g, a, "attention.key_length", c->head_dim, &key_length, err);

@@ -79,6 +79,7 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 dz_status dz_config_load(const char *path, dz_config *cfg, dz_error *err) {
+    if (!path || !cfg) return dz_fail(err, DZ_ERR_INVALID, "config: no path or no config to fill given");
     if (dz_is_dir(path)) {
         char cfg_path[PATH_MAX];
         if (dz_path_join(cfg_path, sizeof cfg_path, path, "config.json") != 0)
@@ -179,7 +180,11 @@ dz_status dz_model_load(const char *path, dz_dtype dtype, dz_model **out, dz_err
 }
 
 dz_status dz_model_load_flags(const char *path, dz_dtype dtype, unsigned flags, dz_model **out, dz_error *err) {
+    if (!out) return dz_fail(err, DZ_ERR_INVALID, "model: no place for the model given (out is NULL)");
     *out = NULL;
+    if (!path) return dz_fail(err, DZ_ERR_INVALID, "model: no path given");
+    if (dtype != DZ_F32 && dtype != DZ_F16 && dtype != DZ_BF16)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: dtype %d is not DZ_F32, DZ_F16 or DZ_BF16", path, (int)dtype);
     dz_model *m = calloc(1, sizeof *m);
     if (!m) return dz_fail(err, DZ_ERR_NOMEM, "out of memory");
     m->dtype = dtype;
@@ -312,7 +317,7 @@ const dz_param_table *dz_model_params(const dz_model *m) { return &m->table; }
 dz_dtype dz_model_dtype(const dz_model *m) { return m->dtype; }
 const char *dz_model_path(const dz_model *m) { return m->path; }
 const char *dz_model_format(const dz_model *m) { return m->format; }
-void *dz_model_tensor(const dz_model *m, int id) { return m->data[id]; }
+void *dz_model_tensor(const dz_model *m, int id) { return id >= 0 && id < m->table.count ? m->data[id] : NULL; }
 size_t dz_model_bytes_owned(const dz_model *m) { return m->owned_bytes; }
 size_t dz_model_bytes_mapped(const dz_model *m) { return m->mapped_bytes; }
 const char *dz_model_tokenizer_path(const dz_model *m) { return m->tokenizer[0] ? m->tokenizer : NULL; }

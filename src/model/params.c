@@ -116,6 +116,7 @@ dz_status dz_param_table_build(const dz_config *cfg, dz_param_table *out, dz_err
 }
 
 void dz_param_table_free(dz_param_table *t) {
+    if (!t) return;
     free(t->params);
     t->params = NULL;
     t->count = 0;

@@ -158,6 +158,12 @@ static void field_text(const run_field *f, const dz_train_config *c, char *buf, 
     }
 }
 
+/* A field the library computes from the run's files (model_table, the data's and the starting
+ * adapter's fingerprints) that the caller left NULL: the run's stands. */
+static int identity_not_given(const run_field *f, const dz_train_config *given) {
+    return f->kind == F_STR && f->option[0] != '-' && !*(const char *const *)field_ptr(f, given);
+}
+
 static int field_equal(const run_field *f, const dz_train_config *a, const dz_train_config *b) {
     const void *pa = field_ptr(f, a), *pb = field_ptr(f, b);
     switch (f->kind) {
@@ -482,7 +488,7 @@ dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const 
     char a[512], b[512];
     for (size_t i = 0; i < N_FIELDS; i++) {
         const run_field *f = &FIELDS[i];
-        if (field_equal(f, run, given)) continue;
+        if (field_equal(f, run, given) || identity_not_given(f, given)) continue;
         field_text(f, given, a, sizeof a);
         field_text(f, run, b, sizeof b);
         if (f->resume == RESUME_SAME)
@@ -539,7 +545,7 @@ dz_status dz_run_config_branch(const char *old_dir, const dz_train_config *old, 
     char a[512], b[512];
     for (size_t i = 0; i < N_FIELDS; i++) {
         const run_field *f = &FIELDS[i];
-        if (field_equal(f, old, given) || branch_may_change(f)) continue;
+        if (field_equal(f, old, given) || branch_may_change(f) || identity_not_given(f, given)) continue;
         field_text(f, given, a, sizeof a);
         field_text(f, old, b, sizeof b);
         return dz_fail(err, DZ_ERR_INVALID, "--resume-from: %s %s differs from %s/run.json's %s: the steps taken from "

@@ -112,8 +112,11 @@ static dz_status check(const dz_train_config *c, int warn, dz_error *err) {
         return dz_fail(err, DZ_ERR_INVALID, "--keep-checkpoints %d: keep at least 1", s->keep_checkpoints);
     if (s->eval_batch < 1) return dz_fail(err, DZ_ERR_INVALID, "eval batch %d: must be at least 1", s->eval_batch);
     if (d->lm_seq == 1) return dz_fail(err, DZ_ERR_INVALID, "--seq 1: a window needs at least 2 tokens");
-    const dz_task_preset *preset = dz_task_preset_find(d->task);
-    const int gen = preset && preset->generation, lm = d->task && !strcmp(d->task, "lm");
+    const dz_task_preset *preset = d->task ? dz_task_preset_find(d->task) : NULL;
+    if (!d->task || (!preset && strcmp(d->task, "sst2") && strcmp(d->task, "classify") && strcmp(d->task, "lm")))
+        return dz_fail(err, DZ_ERR_INVALID, "--task '%s': not sst2, classify, lm or a MeZO preset (docs/TASKS.md)",
+                       d->task ? d->task : "");
+    const int gen = preset && preset->generation, lm = !strcmp(d->task, "lm");
     const char *obj = d->objective ? d->objective : "ce";
     if (strcmp(obj, "ce") && strcmp(obj, "accuracy") && strcmp(obj, "f1"))
         return dz_fail(err, DZ_ERR_INVALID, "--objective '%s': not ce, accuracy or f1", obj);

@@ -238,6 +238,9 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
 
 dz_status dz_train(const dz_train_config *cfg_in, int resume, dz_train_progress_cb cb, void *user,
                    dz_train_result *res, dz_error *err) {
+    if (!cfg_in || !res || !cfg_in->out_dir)
+        return dz_fail(err, DZ_ERR_INVALID, "train: no config, no result or no run folder given (the config's out_dir "
+                       "is NULL; dz_train_config_load leaves it to the caller)");
     dz_trainer tr;
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);

@@ -182,6 +182,7 @@ dz_class_set dz_class_set_view(const dz_class_set *cs, int lo, int hi) {
 }
 
 void dz_class_set_free(dz_class_set *cs) {
+    if (!cs) return;
     if (cs->seqs)
         for (int i = 0; i < cs->n_seqs; i++) free(cs->seqs[i].tokens);
     free(cs->seqs);

@@ -60,6 +60,9 @@ dz_status dz_generate(dz_forward *f, const dz_weight_source *w, const int *promp
                       int eos, dz_sampler *s, int *out, int *n_out, dz_token_cb on_token, void *user,
                       dz_error *err) {
     *n_out = 0;
+    if (s && (!(s->temperature >= 0.0f) || !isfinite(s->temperature) || !(s->top_p > 0.0f && s->top_p <= 1.0f)))
+        return dz_fail(err, DZ_ERR_INVALID, "generate: temperature %g (must be 0 or more) or top_p %g (in (0, 1]) is "
+                       "out of range", (double)s->temperature, (double)s->top_p);
     const dz_config *c = dz_model_config(dz_forward_model(f));
     const int max_seq = dz_forward_max_seq(f);
     if (n_prompt < 1) return dz_fail(err, DZ_ERR_INVALID, "generate: the prompt needs at least one token");

@@ -157,8 +157,10 @@ static dz_status read_merges(dz_tokenizer *tok, const gpt2_loader *ld, const cha
         return dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
     char *line;
+    int n_merges = 0;
     for (int lineno = 1; st == DZ_OK && (line = next_line(text, len, &pos)); lineno++) {
         if (strncmp(line, "#version", 8) == 0) continue;
+        n_merges++;
         char *sp = strchr(line, ' ');
         if (!sp || sp == line || sp[1] == '\0' || strchr(sp + 1, ' ')) {
             st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected two symbols separated by one space, got \"%.80s\"",
@@ -180,6 +182,8 @@ static dz_status read_merges(dz_tokenizer *tok, const gpt2_loader *ld, const cha
         else if (dz_pairmap_put(&tok->merges, ia, ib, lineno, merged))
             st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     }
+    if (st == DZ_OK && n_merges == 0) /* a byte-level BPE without merges is a truncated or wrong file */
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: holds no merges (expected one \"a b\" pair a line)", path);
     free(scratch);
     free(text);
     return st;
@@ -217,6 +221,10 @@ static dz_status read_dict(dz_tokenizer *tok, const char *path, dz_error *err) {
     int lines = 0;
     for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
     if (len > 0 && text[len - 1] != '\n') lines++;
+    if (lines == 0) {
+        free(text);
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: holds no entries (expected \"<symbol> <count>\" a line)", path);
+    }
     dz_pieces out;
     tok->id_map = malloc((size_t)tok->n_bpe * sizeof *tok->id_map);
     if (!tok->id_map || dz_pieces_init(&out, 4 + lines)) {

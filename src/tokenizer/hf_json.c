@@ -349,8 +349,10 @@ static dz_status read_config(hf_load *L, const char *cfg_path, dz_vocab_spec *sp
         if (ids[2] != -2) spec->pad = ids[2];
         if (ids[3] != -2) spec->unk = ids[3];
         const cJSON *add_bos = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
+        if (add_bos && !cJSON_IsBool(add_bos) && !cJSON_IsNull(add_bos))
+            st = dz_fail(L->err, DZ_ERR_FORMAT, "%s: field 'add_bos_token' must be true or false", cfg_path);
         if (cJSON_IsBool(add_bos)) spec->add_bos = cJSON_IsTrue(add_bos); /* transformers lets it override the template */
-        if (spec->add_bos && spec->bos < 0)
+        if (st == DZ_OK && spec->add_bos && spec->bos < 0)
             st = dz_fail(L->err, DZ_ERR_FORMAT, "%s: add_bos_token is true but there is no bos_token", cfg_path);
     }
     if (st == DZ_OK) st = read_chat_template(L, cfg, cfg_path);

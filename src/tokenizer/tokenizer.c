@@ -12,6 +12,7 @@ typedef struct gpt2_files {
     int has_dict;
     char hf_json[4096], hf_config[4096]; /* tokenizer.json (hf_json[0] = 0: none) + tokenizer_config.json */
     char spm[4096];                      /* a SentencePiece tokenizer.model (spm[0] = 0: none) */
+    char llama2c[4096];                  /* a llama2.c tokenizer.bin (dz_tokenizer_save_hf's; [0] = 0: none) */
     int has_config;
 } gpt2_files;
 
@@ -53,9 +54,12 @@ static dz_status folder_files(const char *dir, gpt2_files *f, dz_error *err) {
     if (!dz_file_exists(f->vocab) && !dz_file_exists(f->merges)) {
         if ((st = join(f->spm, dir, "tokenizer.model", err)) == DZ_OK && dz_file_exists(f->spm)) return DZ_OK;
         f->spm[0] = '\0';
-        return dz_fail(err, DZ_ERR_IO,
-                       "%s: no tokenizer files (tokenizer.json, vocab.json + merges.txt, or encoder.json + vocab.bpe)",
-                       dir);
+        if (st == DZ_OK && (st = join(f->llama2c, dir, "tokenizer.bin", err)) == DZ_OK && dz_file_exists(f->llama2c))
+            return DZ_OK;
+        f->llama2c[0] = '\0';
+        return st != DZ_OK ? st
+                           : dz_fail(err, DZ_ERR_IO, "%s: no tokenizer files (tokenizer.json, vocab.json + merges.txt, "
+                                     "encoder.json + vocab.bpe, tokenizer.model or llama2.c's tokenizer.bin)", dir);
     }
     f->has_dict = dz_file_exists(f->dict);
     return DZ_OK;
@@ -99,6 +103,7 @@ dz_status dz_tokenizer_load(const char *path, int vocab_size, dz_tokenizer **out
     int gpt2 = 1;
     if (dz_is_dir(path)) st = folder_files(path, f, err);
     else if (!gpt2_file_files(path, f, err, &st)) gpt2 = 0;
+    if (st == DZ_OK && f->llama2c[0]) gpt2 = 0, path = f->llama2c; /* a saved llama2.c tokenizer's folder */
     size_t plen = strlen(path);
     if (st == DZ_OK && !gpt2 && plen >= 6 && !strcmp(path + plen - 6, ".model")) snprintf(f->spm, sizeof f->spm, "%s", path);
     if (st == DZ_OK && !gpt2 && plen >= 5 && !strcmp(path + plen - 5, ".gguf")) {
