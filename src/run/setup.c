@@ -47,26 +47,38 @@ static int same_file(const struct stat *a, const char *path) {
     return stat(path, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
 }
 
+/* A store's mark: a file beside it, PATH.distzo-store, written before the store itself. The
+ * store's bytes are a plain model.safetensors (checkpoints and exports copy them as they
+ * are), so nothing inside tells a store from a model's, an adapter's or an export's weights. */
+static void store_mark_path(const char *store_path, char *out, size_t cap) {
+    snprintf(out, cap, "%s.distzo-store", store_path);
+}
+
 /* A file already at the store path is replaced only when it is a store an earlier run
- * left (a safetensors file on its own): never a file of another kind, nor the weights of a
- * model folder or checkpoint (a config.json beside them). */
+ * left (its mark beside it): never a file of another kind, nor weights of any kind. */
 static dz_status existing_store_ok(const char *store_path, const struct stat *st, dz_error *err) {
     if (!S_ISREG(st->st_mode))
         return dz_fail(err, DZ_ERR_INVALID, "--store %s exists and is not a regular file: choose another path",
                        store_path);
-    dz_safetensors sf;
-    if (dz_safetensors_open(store_path, &sf, NULL) != DZ_OK)
-        return dz_fail(err, DZ_ERR_INVALID, "--store %s exists and is not a store an earlier run left (not a "
-                       "safetensors file): distzo replaces no file it did not make; remove it or choose another path",
-                       store_path);
-    dz_safetensors_close(&sf);
-    char folder[4200], beside[4300];
-    dz_path_parent(store_path, folder, sizeof folder);
-    snprintf(beside, sizeof beside, "%s/config.json", folder);
-    if (dz_file_exists(beside))
-        return dz_fail(err, DZ_ERR_INVALID, "--store %s holds a model's weights (%s is beside it): distzo replaces no "
-                       "file it did not make; choose another path", store_path, beside);
+    char mark[4200];
+    store_mark_path(store_path, mark, sizeof mark);
+    if (!dz_file_exists(mark))
+        return dz_fail(err, DZ_ERR_INVALID, "--store %s exists and is not a store an earlier run left (no %s beside it; "
+                       "stores written before distzo 0.3 have none either): distzo replaces no file it did not make; "
+                       "remove it or choose another path", store_path, mark);
     return DZ_OK;
+}
+
+/* The store at path, its mark first (a crash between the two leaves a mark and no store,
+ * which the next run replaces). */
+static dz_status create_store(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
+                              dz_error *err) {
+    char mark[4200];
+    store_mark_path(path, mark, sizeof mark);
+    static const char text[] = "distzo: the file beside this one is a disk store (--store), which a later run may "
+                               "replace\n";
+    dz_status st = dz_write_file_atomic(mark, text, sizeof text - 1, err);
+    return st == DZ_OK ? dz_store_create_as(path, m, dtype, flags, out, err) : st;
 }
 
 /* Writing the store at store_path must not replace a file the run reads, nor one that is
@@ -141,7 +153,7 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
                      "--lora-rank %d, --lora-alpha %g, --lora-targets %s", folder, got->rank, (double)got->alpha, theirs,
                      spec->lora->rank, (double)spec->lora->alpha, ours);
     }
-    if (st == DZ_OK && path) return dz_store_create_as(path, s->m, dz_model_dtype(s->m), flags, &s->store, err);
+    if (st == DZ_OK && path) return create_store(path, s->m, dz_model_dtype(s->m), flags, &s->store, err);
     /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
     return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;
 }
@@ -164,7 +176,7 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
     /* a disk store is written tensor by tensor from the model as loaded (mapped where it can be) */
     if (st == DZ_OK) st = path ? dz_store_load_model(spec->path, spec->master_dtype, &s->m, err)
                                : dz_model_load(spec->path, spec->master_dtype, &s->m, err);
-    if (st == DZ_OK && path) st = dz_store_create_as(path, s->m, spec->master_dtype, flags, &s->store, err);
+    if (st == DZ_OK && path) st = create_store(path, s->m, spec->master_dtype, flags, &s->store, err);
     else if (st == DZ_OK) st = s->node_shared ? share_masters(s, err) : dz_model_make_owned(s->m, err);
     if (st != DZ_OK) {
         dz_setup_free(s);
@@ -236,8 +248,12 @@ void dz_setup_free(dz_zo_setup *s) {
 }
 
 void dz_setup_discard_store(dz_zo_setup *s) {
-    if (s && s->store && unlink(dz_store_path(s->store)) != 0)
+    if (!s || !s->store) return;
+    char mark[4200];
+    store_mark_path(dz_store_path(s->store), mark, sizeof mark);
+    if (unlink(dz_store_path(s->store)) != 0)
         dz_log(DZ_LOG_WARN, "%s: cannot remove the store of a failed start: %s", dz_store_path(s->store), strerror(errno));
+    else unlink(mark);
 }
 
 dz_status dz_setup_adapter_from_store(const dz_model *adapter, dz_store *store, dz_model **out, dz_error *err) {

@@ -80,10 +80,25 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
     "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
     --store "disk:$tmp/notes.txt" --out "$tmp/run_storenotes"
   m2=$(model other_model)
-  expect "--store on another model's weights" "holds a model's weights .*config.json is beside it" -- \
+  expect "--store on another model's weights" "model.safetensors exists and is not a store an earlier run left" -- \
     "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
     --store "disk:$m2/model.safetensors" --out "$tmp/run_storeother"
+  # a store an earlier run left (PATH.distzo-store beside it) is replaced by the next run
+  "$bin" train --model "$assets/stories260K/stories260K.bin" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
+    --store "disk:$tmp/left.safetensors" --out "$tmp/run_left1" > /dev/null 2>&1 &&
+    [ -f "$tmp/left.safetensors.distzo-store" ] &&
+    "$bin" train --model "$assets/stories260K/stories260K.bin" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
+      --store "disk:$tmp/left.safetensors" --out "$tmp/run_left2" > /dev/null 2>&1 &&
+    { pass=$((pass + 1)); echo "ok - a store an earlier run left carries its mark and is replaced"; } ||
+    { fail=$((fail + 1)); echo "FAIL - a store an earlier run left: $(ls "$tmp"/left*)"; }
+  # weights with no config.json beside them (an adapter's, an export copied alone) are no
+  # store either: they were replaced once
+  cp "$m2/model.safetensors" "$tmp/lone.safetensors"
+  expect "--store on lone weights (no config.json beside them)" "lone.safetensors exists and is not a store" -- \
+    "$bin" train --model "$m" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 --dev-examples 2 --batch 2 \
+    --store "disk:$tmp/lone.safetensors" --out "$tmp/run_storelone"
   [ "$(cat "$tmp/notes.txt")" = "the user's notes" ] && cmp -s "$m2/model.safetensors" "$data/hf/opt_preln/model.safetensors" &&
+    cmp -s "$tmp/lone.safetensors" "$m2/model.safetensors" &&
     { pass=$((pass + 1)); echo "ok - the file and the model a refused --store named are intact"; } ||
     { fail=$((fail + 1)); echo "FAIL - a refused --store changed a file"; }
   mkdir -p "$tmp/initdir"; echo '{"the user": "model"}' > "$tmp/initdir/config.json"
