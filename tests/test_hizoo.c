@@ -246,7 +246,7 @@ static void engine_open(const char *dir, dz_dtype dt, const how *w, const batch 
     if (st == DZ_OK) st = w->disk ? dz_store_create_as(store_path, r->m, dt, 0, &r->s, &err)
                                   : dz_model_make_owned(r->m, &err);
     if (st == DZ_OK) st = dz_forward_create_backend(r->m, NULL, b->g.B, b->g.T, 0, 2, &r->f, &err);
-    if (st == DZ_OK && w->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, 0, &err);
+    if (st == DZ_OK && w->disk) st = dz_zo_store_residency(r->m, r->f, r->s, NULL, 0, 0, &err);
     const dz_zo_params zp = params_of(w->fuse);
     if (st == DZ_OK) st = dz_zo_engine_create(r->m, r->f, &zp, &r->e, &err);
     if (st == DZ_OK && w->disk) st = dz_zo_engine_use_store(r->e, r->s, &err);
@@ -454,7 +454,7 @@ static void refusals(void **state) {
     assert_int_equal(dz_store_load_model(dir, DZ_F32, &r.m, &err), DZ_OK);
     assert_int_equal(dz_store_create_as(store_path, r.m, DZ_F32, 0, &r.s, &err), DZ_OK);
     assert_int_equal(dz_forward_create_backend(r.m, NULL, b.g.B, b.g.T, 0, 2, &r.f, &err), DZ_OK);
-    assert_int_equal(dz_zo_store_residency(r.m, r.f, r.s, 0, 1, &err), DZ_OK); /* the globals streamed */
+    assert_int_equal(dz_zo_store_residency(r.m, r.f, r.s, NULL, 0, 1, &err), DZ_OK); /* the globals streamed */
     zp = params_of(1);
     assert_int_equal(dz_zo_engine_create(r.m, r.f, &zp, &r.e, &err), DZ_OK);
     assert_int_not_equal(dz_zo_engine_use_store(r.e, r.s, &err), DZ_OK);

@@ -491,7 +491,7 @@ static dz_status engine_try_open(const char *dir, dz_dtype dt, const estimator_c
     if (st == DZ_OK && count) counting_wrap(r->be, &r->counted);
     const dz_backend *fbe = count ? &r->counted : r->be;
     if (st == DZ_OK) st = dz_forward_create_backend(r->m, fbe, b->g.B, b->g.T, 0, 2, &r->f, &err);
-    if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, 0, p->stream_globals, &err);
+    if (st == DZ_OK && p->disk) st = dz_zo_store_residency(r->m, r->f, r->s, NULL, 0, p->stream_globals, &err);
     dz_zo_params zp = {.seed = SEED, .eps = EPS, .q = Q, .rademacher = DIST == DZ_Z_RADEMACHER, .wd = WD,
                        .fuse = p->fuse, .estimator = est->estimator, .sparse_density = est->density,
                        .lozo_rank = est->rank, .lozo_nu = est->nu};

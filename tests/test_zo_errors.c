@@ -66,7 +66,7 @@ static void store_cut_short(void **state) {
     assert_int_equal(dz_store_load_model(model_dir(), DZ_F32, &m, &err), DZ_OK);
     assert_int_equal(dz_store_create_as(path, m, DZ_F32, 0, &s, &err), DZ_OK);
     assert_int_equal(dz_forward_create_streams(m, B, T, 0, 2, &f, &err), DZ_OK);
-    assert_int_equal(dz_zo_store_residency(m, f, s, 0, 1, &err), DZ_OK);
+    assert_int_equal(dz_zo_store_residency(m, f, s, NULL, 0, 1, &err), DZ_OK);
     const dz_zo_params zp = {.seed = 7, .eps = 1e-3f, .q = 2, .fuse = 1};
     assert_int_equal(dz_zo_engine_create(m, f, &zp, &e, &err), DZ_OK);
     assert_int_equal(dz_zo_engine_use_store(e, s, &err), DZ_OK);

@@ -171,19 +171,21 @@ dz_status dz_zo_engine_use_store(dz_zo_engine *e, struct dz_store *s, dz_error *
  * engine sees which at dz_zo_engine_use_store. */
 typedef struct dz_zo_resident {
     size_t weights, activations, buffers; /* resident global block, f's buffers, the engine's */
+    size_t estimator;                     /* the estimator's state (HiZOO's curvature, LOZO's factors) */
 } dz_zo_resident;
-/* What training keeps in memory with store s, before the engine exists. */
+/* What training allocates with store s, before the engine exists, for the estimator p
+ * (NULL: MeZO's, none). The process itself (program, libraries) is not counted. */
 dz_zo_resident dz_zo_resident_bytes(const dz_model *m, const dz_forward *f, const struct dz_store *s,
-                                    int stream_globals);
+                                    const dz_zo_params *p, int stream_globals);
 /* Fits training under cap_mb megabytes (0: no cap): keeps *stream_globals if it fits,
  * else streams the global block when that fits (*stream_globals = 1), else refuses
  * naming each part of the smallest layout. */
-dz_status dz_zo_plan_resident(const dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
-                              int *stream_globals, dz_error *err);
+dz_status dz_zo_plan_resident(const dz_model *m, const dz_forward *f, const struct dz_store *s, const dz_zo_params *p,
+                              int cap_mb, int *stream_globals, dz_error *err);
 /* Once s holds m's tensors (dz_store_create) and f exists: plans as above and lets m keep
  * the global block, or nothing; then create the engine and dz_zo_engine_use_store. */
-dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct dz_store *s, int cap_mb,
-                                int stream_globals, dz_error *err);
+dz_status dz_zo_store_residency(dz_model *m, const dz_forward *f, const struct dz_store *s, const dz_zo_params *p,
+                                int cap_mb, int stream_globals, dz_error *err);
 
 /* Applies any pending update to every block (with shared masters: collective). Masters
  * resident on a device backend (its buffers not host memory) are then downloaded into the

@@ -108,7 +108,7 @@ static int bench_step(int argc, char **argv) {
         {"master-dtype", DZ_OPT_STR, &master, "master weights: f32 (default) or bf16"},
         {"no-fuse", DZ_OPT_FLAG, &no_fuse, "apply updates at once instead of fused into the next step"},
         {"store", DZ_OPT_STR, &s.store, "disk:PATH or disk-nocache:PATH: masters in a store file (skips the forward phase)"},
-        {"max-resident", DZ_OPT_INT, &s.max_resident_mb, "with --store: stay under this many MB or refuse to run"},
+        {"max-resident", DZ_OPT_INT, &s.max_resident_mb, "with --store: keep what the step allocates under this many MB (the process adds 10-20 MB) or refuse"},
         {"stream-globals", DZ_OPT_FLAG, &s.stream_globals, "with --store: the global block stays in the store too"},
         {"max-device-memory", DZ_OPT_INT, &s.max_device_mb,
          "with a device backend: at most this many MB of its memory (the layer masters streamed if needed)"},

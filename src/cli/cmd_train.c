@@ -234,7 +234,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
          "ram (default), disk:PATH or disk-nocache:PATH: master weights in a file, streamed (nocache: the file's pages "
          "are dropped from the page cache as they are used)"},
         {"max-resident", DZ_OPT_INT, &c->store.max_resident_mb,
-         "with a disk store: stay under this many MB (streaming the global block if needed) or refuse to start"},
+         "with a disk store: keep what training allocates (resident weights, activations, buffers, the estimator's "
+         "state) under this many MB, streaming the global block if needed, or refuse to start; the process itself "
+         "adds 10-20 MB"},
         {"stream-globals", DZ_OPT_FLAG, &c->store.stream_globals,
          "with a disk store: keep the embeddings and head in it too (read by rows as used)"},
         {"keep-quantized", DZ_OPT_FLAG, &t->keep_quantized,

@@ -218,7 +218,7 @@ dz_status dz_setup_engine(dz_zo_setup *s, const dz_engine_spec *spec, dz_error *
     if (st == DZ_OK)
         st = dz_forward_create_backend(dz_setup_base_model(s), s->be, spec->max_batch, spec->max_len, 0, spec->streams, &s->f, err);
     if (st == DZ_OK && s->store)
-        st = dz_zo_store_residency(s->m, s->f, s->store, spec->max_resident_mb, spec->stream_globals, err);
+        st = dz_zo_store_residency(s->m, s->f, s->store, &spec->zo, spec->max_resident_mb, spec->stream_globals, err);
     if (st == DZ_OK) st = dz_zo_engine_create(s->m, s->f, &spec->zo, &s->e, err);
     if (st == DZ_OK && s->comm) st = share_work(s, spec->signs, err);
     if (st == DZ_OK && s->store) st = dz_zo_engine_use_store(s->e, s->store, err);
