@@ -55,6 +55,14 @@ grep -q "dropping a torn tail of 3 bytes" "$tmp/resume.txt" && ok "resume (the w
   bad "resume did not report the torn tail: $(tail -2 "$tmp/resume.txt")"
 [ -d "$tmp/r/checkpoint-10" ] && [ ! -e "$tmp/r/checkpoint-6" ] && [ -d "$tmp/r/checkpoint-8" ] &&
   ok "the resumed run keeps its own two newest checkpoints" || bad "after resume: $(ls "$tmp/r" | tr '\n' ' ')"
+! grep -q "stretches" "$tmp/resume.txt" && ok "more --steps under a constant lr: no warning" ||
+  bad "a constant schedule's resume warned: $(grep stretches "$tmp/resume.txt")"
+# more --steps under a decaying schedule stretch it: the lr jumps back up, and resume says so
+# (linear, lr 1e-3, 4 steps: 2.5e-4 at step 3; over 6 steps: 1e-3 (1 - 4/6) = 3.33e-4 at step 4)
+"$bin" train "${run[@]}" --schedule linear --lr 1e-3 --steps 4 --checkpoint-every 0 --out "$tmp/lin" > /dev/null 2>&1 &&
+  "$bin" train --resume --steps 6 --out "$tmp/lin" > "$tmp/lin.txt" 2>&1 &&
+  grep -q "warning: .*--steps 6 stretches the run's decaying schedule over 6 steps: the lr goes from 0.00025 at its last step to 0.000333 at the next" "$tmp/lin.txt" &&
+  ok "more --steps under a linear schedule: warned with the jump" || bad "linear resume: $(grep -i -E "warn|error" "$tmp/lin.txt")"
 
 # resuming a finished run says so and changes nothing
 snapshot "$tmp/r" > "$tmp/before_done.txt"
