@@ -101,6 +101,18 @@ static dz_status write_list(const char *run_dir, char names[][64], int n, dz_err
     return st;
 }
 
+/* Lists leaf before its folder appears (a crash between the rename and the list would leave
+ * a checkpoint no pruning ever removes); a listed one that never appeared is skipped. */
+static dz_status list_add(const char *run_dir, const char *leaf, dz_error *err) {
+    static char names[MAX_LISTED + 1][64];
+    int n = 0;
+    dz_status st = read_list(run_dir, names, &n, err);
+    for (int i = 0; st == DZ_OK && i < n; i++)
+        if (!strcmp(names[i], leaf)) return DZ_OK;
+    if (st == DZ_OK) snprintf(names[n++], 64, "%s", leaf);
+    return st == DZ_OK ? write_list(run_dir, names, n, err) : st;
+}
+
 /* Adds leaf to the list and removes the oldest listed checkpoints beyond keep (saying so). */
 static dz_status prune(const char *run_dir, const char *leaf, int keep, dz_error *err) {
     static char names[MAX_LISTED + 1][64];
@@ -125,12 +137,23 @@ static dz_status prune(const char *run_dir, const char *leaf, int keep, dz_error
     return write_list(run_dir, names, kept, err);
 }
 
-/* What a checkpoint's write leaves when it stops midway (a crash, a full disk): ours by
- * these names. .old-best is the previous best/ when the swap did not finish. */
+/* What a write leaves when it stops midway (a crash, a full disk): ours by these names (the
+ * run folder is locked, so no other process is writing them). .old-best is the previous best/
+ * when the swap did not finish; FILE.tmp.PID a file written atomically (dz_write_file_atomic). */
 static int is_temporary(const char *name) {
-    int steps = -1, end = 0;
-    return !strcmp(name, ".tmp-best") ||
-           (sscanf(name, ".tmp-checkpoint-%d%n", &steps, &end) == 1 && steps >= 0 && name[end] == '\0');
+    int steps = -1, end = 0, pid = -1;
+    if (!strcmp(name, ".tmp-best") ||
+        (sscanf(name, ".tmp-checkpoint-%d%n", &steps, &end) == 1 && steps >= 0 && name[end] == '\0'))
+        return 1;
+    static const char *const files[] = {"CHECKPOINTS", "LATEST", "run.json", "metrics.jsonl", "metrics.csv",
+                                        "federated.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        const size_t n = strlen(files[i]);
+        if (!strncmp(name, files[i], n) && sscanf(name + n, ".tmp.%d%n", &pid, &end) == 1 && pid > 0 &&
+            name[n + end] == '\0')
+            return 1;
+    }
+    return 0;
 }
 
 dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err) {
@@ -141,7 +164,7 @@ dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err) {
     for (struct dirent *e; st == DZ_OK && (e = readdir(d));) {
         if (!is_temporary(e->d_name)) continue;
         snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
-        if ((st = remove_tree(path, err)) == DZ_OK) dz_log(DZ_LOG_INFO, "removed %s (an unfinished checkpoint)", path);
+        if ((st = remove_tree(path, err)) == DZ_OK) dz_log(DZ_LOG_INFO, "removed %s (an unfinished write)", path);
     }
     closedir(d);
     snprintf(path, sizeof path, "%s/.old-best", run_dir);
@@ -216,7 +239,8 @@ static dz_status checkpoint_write(const char *run_dir, const char *leaf, int num
         if (st == DZ_OK) st = dz_io_fsync_dir(run_dir, err);
         return st == DZ_OK ? remove_tree(old, err) : st;
     }
-    st = remove_tree(final, err); /* a checkpoint of the same step from before a crash: ours */
+    st = list_add(run_dir, leaf, err);
+    if (st == DZ_OK) st = remove_tree(final, err); /* a checkpoint of the same step from before a crash: ours */
     if (st == DZ_OK && rename(tmp, final) != 0)
         st = dz_fail(err, DZ_ERR_IO, "%s: rename failed: %s", final, strerror(errno));
     if (st == DZ_OK) st = dz_io_fsync_dir(run_dir, err);

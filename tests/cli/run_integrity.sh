@@ -119,10 +119,22 @@ mkdir -p "$tmp/full/.tmp-checkpoint-8" "$tmp/full/.tmp-best" "$tmp/full/.tmp-min
 echo x > "$tmp/full/.tmp-checkpoint-8/model.safetensors"
 "$bin" train --resume --out "$tmp/full" > "$tmp/full2.txt" 2>&1 || bad "resume after ENOSPC failed: $(tail -1 "$tmp/full2.txt")"
 [ ! -e "$tmp/full/.tmp-checkpoint-8" ] && [ ! -e "$tmp/full/.tmp-best" ] && [ -d "$tmp/full/.tmp-mine" ] &&
-  grep -q "removed .*\.tmp-checkpoint-8 (an unfinished checkpoint)" "$tmp/full2.txt" &&
+  grep -q "removed .*\.tmp-checkpoint-8 (an unfinished write)" "$tmp/full2.txt" &&
   ok "the next start removes unfinished checkpoints (and says so), not the user's .tmp-mine" ||
   bad "after resume: $(cd "$tmp/full" && ls -a | tr '\n' ' ')"
 same_run "$tmp/clean" "$tmp/full" 12 && ok "ENOSPC, then resume == the clean run" || bad "ENOSPC then resume differs"
+# a kill during an atomic write leaves FILE.tmp.PID (removed at the next start, the user's
+# notes.tmp.1 not); a kill between listing a checkpoint and showing its folder leaves it
+# listed and absent (skipped; every folder a run shows is listed first, so pruned later)
+cp -r "$tmp/full" "$tmp/left"
+touch "$tmp/left/CHECKPOINTS.tmp.4242" "$tmp/left/LATEST.tmp.77" "$tmp/left/run.json.tmp.5" "$tmp/left/notes.tmp.1"
+echo checkpoint-13 >> "$tmp/left/CHECKPOINTS"
+"$bin" train --resume --steps 16 --out "$tmp/left" > "$tmp/left.txt" 2>&1 &&
+  [ -f "$tmp/left/notes.tmp.1" ] && [ -z "$(cd "$tmp/left" && ls | grep -E '^(CHECKPOINTS|LATEST|run\.json)\.tmp\.')" ] &&
+  grep -q "removed .*CHECKPOINTS.tmp.4242 (an unfinished write)" "$tmp/left.txt" &&
+  [ "$(cat "$tmp/left/CHECKPOINTS")" = "checkpoint-16" ] && [ -d "$tmp/left/checkpoint-16" ] && [ ! -e "$tmp/left/checkpoint-12" ] &&
+  ok "a start removes a killed write's FILE.tmp.PID and skips a listed checkpoint that never appeared" ||
+  bad "after kills mid-write: $(cd "$tmp/left" && ls | tr '\n' ' '); CHECKPOINTS: $(tr '\n' ' ' < "$tmp/left/CHECKPOINTS")"
 
 # 27.1: a checkpoint whose weights changed after it was written (one byte of bit rot) is
 # found by its checksum, said, and the weights rebuilt from the base model and the log
