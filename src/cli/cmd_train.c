@@ -99,6 +99,7 @@ typedef struct train_opts {
 } train_opts;
 
 static int train_settings(dz_train_config *c, const train_opts *t);
+static int store_options_need_disk(const dz_train_config *c, int argc, char **argv);
 static int train_run(dz_train_config *c, const train_opts *t);
 
 /* The options' values from settings (run.json's or a --config file's): what the command
@@ -342,6 +343,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
     if (!rc) rc = estimator_settings(&c, t.resume || t.resume_from, argc, argv);
+    if (!rc) rc = store_options_need_disk(&c, argc, argv);
     if (!rc) {
         c.optim.fuse = !t.no_fuse;
         c.data.share_prompts = !t.no_share;
@@ -359,6 +361,20 @@ int dz_cmd_train(int argc, char **argv) {
     free(config_strings);
     cJSON_Delete(config_doc);
     return rc;
+}
+
+/* --max-resident and --stream-globals shape a disk store: without one they would be ignored
+ * (the command line's own; a resumed run.json may keep them under --store ram). */
+static int store_options_need_disk(const dz_train_config *c, int argc, char **argv) {
+    if (c->store.spec && !strncmp(c->store.spec, "disk", 4)) return 0;
+    static const char *const options[] = {"--max-resident", "--stream-globals"};
+    for (int i = 1; i < argc; i++)
+        for (size_t k = 0; k < 2; k++) {
+            const size_t n = strlen(options[k]);
+            if (!strncmp(argv[i], options[k], n) && (argv[i][n] == '\0' || argv[i][n] == '='))
+                return dz_cli_failf("option %s: without --store disk:PATH it would be ignored", options[k]);
+        }
+    return 0;
 }
 
 /* The settings from the options: names to enums, the defaults' paths, absolute paths

@@ -78,7 +78,8 @@ static dz_status create_store(const char *path, const dz_model *m, dz_dtype dtyp
     static const char text[] = "distzo: the file beside this one is a disk store (--store), which a later run may "
                                "replace\n";
     dz_status st = dz_write_file_atomic(mark, text, sizeof text - 1, err);
-    return st == DZ_OK ? dz_store_create_as(path, m, dtype, flags, out, err) : st;
+    if (st == DZ_OK && (st = dz_store_create_as(path, m, dtype, flags, out, err)) != DZ_OK) unlink(mark);
+    return st;
 }
 
 /* Writing the store at store_path must not replace a file the run reads, nor one that is

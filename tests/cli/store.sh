@@ -72,6 +72,11 @@ else bad "a checkpoint from the store does not load"; fi
 out=$("$bin" train "${common[@]}" --store "disk:$tmp/c.store" --max-resident 1 --out "$tmp/cap" 2>&1 >/dev/null)
 if [ $? -ne 0 ] && grep -q "max-resident 1 MB cannot hold" <<<"$out"; then ok "cap refused: $out"
 else bad "cap not refused: $out"; fi
+for opt in "--max-resident 100" --stream-globals; do # shaping a store the run does not have
+  out=$("$bin" train "${common[@]}" $opt --out "$tmp/nostore" 2>&1 >/dev/null)
+  if [ $? -ne 0 ] && grep -q "option ${opt%% *}: without --store disk:PATH it would be ignored" <<<"$out"; then
+    ok "$opt without a disk store refused"; else bad "$opt without a disk store: $out"; fi
+done
 out=$("$bin" train "${common[@]}" --store "tape:x" --out "$tmp/badstore" 2>&1 >/dev/null)
 if [ $? -ne 0 ] && grep -q "expected ram, disk:PATH or disk-nocache:PATH" <<<"$out"; then ok "bad --store refused"; else bad "bad --store: $out"; fi
 # resident memory under the cap: a 205 MB model (48 layers) trained from the store with
