@@ -127,7 +127,11 @@ static int bench_step(int argc, char **argv) {
     if (!s.model) return dz_cli_failf("bench step needs --model M");
     if (s.batch < 1 || s.seq < 2 || s.steps < 1) return dz_cli_failf("--batch, --steps must be >= 1 and --seq >= 2");
     if (dz_dtype_parse(master, &s.master) != 0 || s.master == DZ_F16)
-        return dz_cli_failf("option --master-dtype: '%s'", master);
+        return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16 (the masters' types)", master);
+    if (s.max_resident_mb < 0) return dz_cli_failf("option --max-resident: %d MB is negative", s.max_resident_mb);
+    if ((s.max_resident_mb > 0 || s.stream_globals) && !s.store)
+        return dz_cli_failf("option %s: without --store disk:PATH it would be ignored",
+                            s.max_resident_mb > 0 ? "--max-resident" : "--stream-globals");
     s.fuse = !no_fuse;
     if (rng_parse(rng, &s.rng_v2)) return 1;
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend}, NULL, NULL))) return rc;

@@ -141,6 +141,10 @@ int dz_cmd_plan(int argc, char **argv) {
         return dz_cli_failf("option --hizoo-rank: %d; 0 (HiZOO) or 1 (HiZOO-L), with --estimator hizoo", r.hizoo_rank);
     if (r.lozo_rank < 1 || r.lozo_rank > DZ_ZO_LOZO_MAX_RANK)
         return dz_cli_failf("option --lozo-rank: %d is outside 1..%d", r.lozo_rank, DZ_ZO_LOZO_MAX_RANK);
+    if (r.estimator != DZ_ZO_LOZO && r.lozo_rank != tc.optim.lozo_rank)
+        return dz_cli_failf("option --lozo-rank: without --estimator lozo it would be ignored");
+    if (r.threads < 0) return dz_cli_failf("option --threads: %d is negative (0 or leave it out: this machine's cores)",
+                                           r.threads);
     if (r.q > DZ_ZO_MAX_Q) return dz_cli_failf("option --spsa-samples: %d is above %d", r.q, DZ_ZO_MAX_Q);
     if (overhead_mb < 0.0f || overhead_mpi_mb < 0.0f)
         return dz_cli_failf("option --overhead%s-mb: %g MB is negative", overhead_mb < 0.0f ? "" : "-mpi",
@@ -155,6 +159,8 @@ int dz_cmd_plan(int argc, char **argv) {
                             dz_preset_names());
     }
     if (r.seq == DZ_OPT_UNSET) r.seq = r.cfg.max_seq_len < 64 ? r.cfg.max_seq_len : 64;
+    if (r.seq > r.cfg.max_seq_len)
+        return dz_cli_failf("option --seq: %d tokens is more than the model's %d positions", r.seq, r.cfg.max_seq_len);
     dz_plan p;
     if (dz_plan_make(&r, &p, &err) != DZ_OK) return dz_cli_fail(&err);
     if (json) print_json(model, &r, &p);

@@ -41,6 +41,11 @@ refused "train --gen-tokens 0 (was: 50)" "option --gen-tokens: 0 tokens" -- \
   "$bin" train "${tiny[@]}" --gen-tokens 0 --steps 1 --out "$tmp/q3"
 refused "eval --gen-tokens -3 (was: 50)" "option --gen-tokens: -3 tokens" -- "$bin" eval "$stories" --gen-tokens -3 --limit 2
 refused "plan --seq 0 (was: 64)" "option --seq: 0 tokens" -- "$bin" plan --model opt-125m --mem-per-node 8 --seq 0
+refused "bench step --max-resident -1" "option --max-resident: -1 MB is negative" -- "$bin" bench step --model "$stories" \
+  --store "disk:$tmp/b.store" --max-resident -1
+refused "bench step --max-resident without a store" "option --max-resident: without --store disk:PATH" -- \
+  "$bin" bench step --model "$stories" --max-resident 100
+refused "bench step --master-dtype f16" "'f16' is not f32 or bf16" -- "$bin" bench step --model "$stories" --master-dtype f16
 # negative counts and times that meant "never" or "none" without a word
 refused "train --verify-every -1 (was: never, silently)" "verify-every -1 is negative" -- \
   "$bin" train "${tiny[@]}" --verify-every -1 --steps 1 --out "$tmp/q4"

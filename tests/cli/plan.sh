@@ -83,7 +83,10 @@ refuse "--ranks-per-node" --model opt-125m --nodes 1 --ranks-per-node -2 --mem-p
 refuse "--mem-per-node" --model opt-125m --nodes 1 --ranks-per-node 1 --mem-per-node 0
 refuse "--mem-per-node" --model opt-125m --nodes 1 --ranks-per-node 1 --mem-per-node lots
 refuse "--store" --model opt-125m --nodes 1 --ranks-per-node 1 --mem-per-node 4 --store tape
-refuse "--seq 4096" --model opt-125m --nodes 1 --ranks-per-node 1 --mem-per-node 4 --seq 4096
+refuse "option --seq: 4096 tokens is more than the model's 2048 positions" --model opt-125m --nodes 1 --ranks-per-node 1 --mem-per-node 4 --seq 4096
+refuse "more than the model's" --model llama-tiny --mem-per-node 4 --seq 100000
+refuse "option --threads: -2 is negative" --model opt-125m --mem-per-node 4 --threads -2
+refuse "without --estimator lozo it would be ignored" --model opt-125m --mem-per-node 4 --lozo-rank 16
 refuse "--master-dtype" --model opt-125m --nodes 1 --ranks-per-node 1 --mem-per-node 4 --master-dtype f16
 refuse "--spsa-samples" --model opt-125m --nodes 1 --ranks-per-node 1 --mem-per-node 4 --spsa-samples 0
 # 3 ranks: P = 2 does not divide them, one layout; a disk store refuses more than one process
