@@ -80,6 +80,8 @@ static int set_value(const dz_cmd_spec *spec, const dz_opt *o, const char *v) {
     float x = strtof(v, &end);
     if (decimal_text(v) && end != v && !*end && (errno == ERANGE || !isfinite(x)) && fabs(strtod(v, NULL)) > 1.0)
         return bad_value(spec, o, v, "is out of a float's range (about 3.4e38)");
+    if (decimal_text(v) && end != v && !*end && errno == ERANGE && strtod(v, NULL) != 0.0) /* a float's 0 or denormal */
+        return bad_value(spec, o, v, "is below a float's smallest normal value (about 1.2e-38)");
     if (!decimal_text(v) || errno || end == v || *end || !isfinite(x)) return bad_value(spec, o, v, "is not a decimal number");
     *(float *)o->value = x;
     return 0;

@@ -11,7 +11,7 @@ int dz_cmd_info(int argc, char **argv) {
     const char *dtype = "f32";
     int json = 0;
     const dz_opt opts[] = {
-        dz_cli_dtype_option(&dtype, "weights in memory: f32 (default) or bf16"),
+        dz_cli_dtype_option(&dtype, NULL),
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
         {0},
     };

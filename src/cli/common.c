@@ -36,7 +36,7 @@ dz_opt dz_cli_threads_option(int *threads, const char *help) {
 }
 
 dz_opt dz_cli_dtype_option(const char **dtype, const char *help) {
-    return (dz_opt){"dtype", DZ_OPT_STR, dtype, help ? help : "weights in memory: f32 or bf16"};
+    return (dz_opt){"dtype", DZ_OPT_STR, dtype, help ? help : "weights in memory: f32 (default), bf16 or f16"};
 }
 
 dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help) {

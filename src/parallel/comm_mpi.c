@@ -207,9 +207,9 @@ static dz_status name_silent_ranks(dz_comm *c, const char *what, dz_error *err) 
     free(req), free(tokens), free(answered); /* requests still pending die with the job */
     if (missing == 0)
         return dz_fail(err, DZ_ERR_IO,
-                       "mpi: %s did not complete within %.0f s though every rank answers (--rank-timeout; a rank may "
+                       "mpi: %s did not complete within %g s though every rank answers (--rank-timeout; a rank may "
                        "be far behind)", what, c->timeout_s);
-    return dz_fail(err, DZ_ERR_IO, "mpi: rank %s did not respond within %.0f s (waiting in %s; --rank-timeout)", list,
+    return dz_fail(err, DZ_ERR_IO, "mpi: rank %s did not respond within %g s (waiting in %s; --rank-timeout)", list,
                    c->timeout_s, what);
 }
 

@@ -9,6 +9,9 @@ dz_status dz_layout_make(int n, int rank, int pertp, int dp, dz_layout *out, dz_
     int p = pertp, d = dp;
     if (p == 0) p = d > 0 && n % d == 0 && n / d <= 2 ? n / d : 1;
     if (d == 0) d = n % p == 0 ? n / p : 0;
+    if (p * d != n && d == 0) /* --dp left to follow: the ranks do not divide by --pertp */
+        return dz_fail(err, DZ_ERR_INVALID, "--pertp %d does not divide the %d rank%s (run under mpirun -np a multiple of "
+                       "%d)", p, n, n == 1 ? "" : "s", p);
     if (p * d != n)
         return dz_fail(err, DZ_ERR_INVALID, "--pertp %d x --dp %d must equal the number of ranks (%d)", p, d, n);
     *out = (dz_layout){.n = n, .p = p, .d = d, .rank = rank, .pair_index = rank % p, .group = rank / p};

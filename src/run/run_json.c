@@ -128,6 +128,7 @@ static const char *str_value(const run_field *f, const char *s) {
     if (!strcmp(f->key, "template")) return DZ_DEFAULT_TEMPLATE;
     if (!strcmp(f->key, "text_key")) return "text";
     if (!strcmp(f->key, "label_key")) return "label";
+    if (!strcmp(f->key, "objective")) return "ce";
     return NULL;
 }
 

@@ -83,6 +83,12 @@ for v in 0x10 0X1p4 inf -inf nan infinity 1e5x ''; do
   refused "train --lr '$v'" "option --lr: '$v' is not a decimal number" -- "$bin" train "${tiny[@]}" --lr "$v" --out "$tmp/r6"
 done
 refused "generate --temperature 0x1" "option --temperature: '0x1' is not a decimal number" -- "$bin" generate "$stories" --temperature 0x1
+for v in 1e-50 1e-39; do # below a float's normal range: said so (they read as "not a decimal number")
+  refused "train --lr $v" "option --lr: '$v' is below a float's smallest normal value" -- "$bin" train "${tiny[@]}" --lr $v \
+    --out "$tmp/r6"
+done
+refused "train --pertp 2 in one process" "--pertp 2 does not divide the 1 rank" -- "$bin" train "${tiny[@]}" --pertp 2 \
+  --out "$tmp/r6b"
 refused "train --steps 1e3 (an integer option)" "option --steps: '1e3' is not an integer" -- "$bin" train --steps 1e3
 refused "train --steps 99999999999" "option --steps: '99999999999' is outside" -- "$bin" train --steps 99999999999
 "$bin" train "${tiny[@]}" --lr 1e-5 --eps .001 --steps 1 --eval-every 0 --out "$tmp/decimal" > /dev/null 2>&1 &&

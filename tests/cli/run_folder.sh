@@ -86,6 +86,9 @@ for given in "--lr 1e-4" "--batch 8" "--eps 0.01" "--weight-decay 0.1" "--seed 7
   elif ! grep -q -- "$( [ "$opt" = --data ] && echo --test || echo "$opt") " <<<"$out"; then bad "resume with $given: $(tail -1 <<<"$out")"
   else ok "resume with $given refused: $(tail -1 <<<"$out" | cut -c1-110)"; fi
 done
+out=$("$bin" train --resume --out "$tmp/r" --objective accuracy 2>&1) # the run's objective is ce, not "(none)"
+grep -q -- "--objective accuracy differs from this run's ce" <<<"$out" && ok "resume with --objective accuracy names ce" ||
+  bad "resume with --objective accuracy: $(tail -1 <<<"$out")"
 snapshot "$tmp/r" > "$tmp/after_refuse.txt"
 cmp -s "$tmp/before_refuse.txt" "$tmp/after_refuse.txt" && ok "refused resumes leave the run folder byte for byte" ||
   bad "a refused resume changed the run folder: $(diff "$tmp/before_refuse.txt" "$tmp/after_refuse.txt" | head -3)"
