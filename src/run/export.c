@@ -367,6 +367,14 @@ static dz_status export_into(const dz_export_spec *spec, dz_error *err) {
         }
         dz_progress_end(&prog);
     }
+    /* which step the weights are: a run still training (or stopped early) has fewer than planned */
+    const size_t n = st == DZ_OK ? dz_seedlog_count(log) : 0;
+    const uint32_t reached = n ? dz_seedlog_get(log, n - 1).step + 1 : 0;
+    if (st == DZ_OK && reached < (uint32_t)c.optim.steps)
+        dz_log(DZ_LOG_WARN, "%s: the seed log reaches step %u of the run's %d: these are step %u's weights (a run still "
+               "training, or stopped)", run_dir, reached, c.optim.steps, reached);
+    else if (st == DZ_OK)
+        dz_log(DZ_LOG_INFO, "%s: replayed %zu steps (the whole run)", run_dir, n);
     dz_store *store = s ? dz_setup_store(s) : NULL;
     dz_tokenizer *tok = st == DZ_OK ? find_tokenizer(c.tokenizer, base) : NULL;
     if (st == DZ_OK && dz_model_lora(dz_setup_model(s))) {

@@ -64,6 +64,14 @@ grep -q "dropping a torn tail of 3 bytes" "$tmp/resume.txt" && ok "resume (the w
   grep -q "warning: .*--steps 6 stretches the run's decaying schedule over 6 steps: the lr goes from 0.00025 at its last step to 0.000333 at the next" "$tmp/lin.txt" &&
   ok "more --steps under a linear schedule: warned with the jump" || bad "linear resume: $(grep -i -E "warn|error" "$tmp/lin.txt")"
 
+# export says which step its weights are when the log ends before the run's --steps (a run
+# still training, or a resume to 9 steps killed at once)
+cp -r "$tmp/lin" "$tmp/lin9" && sed -i -E 's/"steps":([[:space:]]*)6,/"steps":\19,/' "$tmp/lin9/run.json"
+"$bin" export --run "$tmp/lin9" -o "$tmp/lin9x" > "$tmp/lin9.txt" 2>&1 &&
+  grep -q "warning: .*lin9: the seed log reaches step 6 of the run's 9: these are step 6's weights" "$tmp/lin9.txt" &&
+  "$bin" export --run "$tmp/lin" -o "$tmp/linx" 2>&1 | grep -q "replayed 6 steps (the whole run)" &&
+  ok "export says which step it wrote when the log ends early" || bad "export of an unfinished run: $(cat "$tmp/lin9.txt")"
+
 # resuming a finished run says so and changes nothing
 snapshot "$tmp/r" > "$tmp/before_done.txt"
 out=$("$bin" train --resume --out "$tmp/r" 2>&1)
