@@ -1,6 +1,7 @@
 /* Resume: where the weights come from, and the steps after the checkpoint replayed from
  * the seed log, bitwise what the uninterrupted run did. World rank 0 reads the run folder
  * and tells the others, so every rank continues from the same state. */
+#include <limits.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -68,7 +69,13 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
     snprintf(path, cap, "%s", tr->cfg.model);
     if (resume && tr->comp.rank0) {
         st = dz_checkpoint_latest(tr->folder.dir, path, cap, ckpt_steps, err);
-        if (st == DZ_OK && !checkpoint_intact(tr, path)) { /* export's path: the log onto the base model */
+        char state[PATH_MAX + 64];
+        snprintf(state, sizeof state, "%s/trainer_state.json", path);
+        if (st == DZ_ERR_FORMAT && *ckpt_steps > 0 && !dz_file_exists(state)) { /* removed, or its state file: as damage */
+            dz_log(DZ_LOG_WARN, "%s (LATEST's) is gone or has no trainer_state.json: rebuilding the weights from the base "
+                   "model %s and the seed log", path, tr->cfg.model);
+            st = DZ_ERR_NOT_FOUND;
+        } else if (st == DZ_OK && !checkpoint_intact(tr, path)) { /* export's path: the log onto the base model */
             dz_log(DZ_LOG_WARN, "rebuilding the weights of %s from the base model %s and the seed log", path,
                    tr->cfg.model);
             st = DZ_ERR_NOT_FOUND;

@@ -135,6 +135,14 @@ echo checkpoint-13 >> "$tmp/left/CHECKPOINTS"
   [ "$(cat "$tmp/left/CHECKPOINTS")" = "checkpoint-16" ] && [ -d "$tmp/left/checkpoint-16" ] && [ ! -e "$tmp/left/checkpoint-12" ] &&
   ok "a start removes a killed write's FILE.tmp.PID and skips a listed checkpoint that never appeared" ||
   bad "after kills mid-write: $(cd "$tmp/left" && ls | tr '\n' ' '); CHECKPOINTS: $(tr '\n' ' ' < "$tmp/left/CHECKPOINTS")"
+# LATEST's checkpoint removed (the folder, or its trainer_state.json): rebuilt from the base
+# and the log, as a damaged one is (it stopped the resume); the same bits as the intact run
+cp -r "$tmp/left" "$tmp/gone" && rm -rf "$tmp/gone/checkpoint-16"
+"$bin" train --resume --steps 20 --out "$tmp/left" > /dev/null 2>&1 &&
+  "$bin" train --resume --steps 20 --out "$tmp/gone" > "$tmp/gone.txt" 2>&1 &&
+  grep -q "checkpoint-16 (LATEST's) is gone or has no trainer_state.json: rebuilding" "$tmp/gone.txt" &&
+  same_run "$tmp/left" "$tmp/gone" 20 && ok "LATEST's checkpoint removed: rebuilt from the log, the same run" ||
+  bad "LATEST's checkpoint removed: $(grep -E "warn|error" "$tmp/gone.txt")"
 
 # 27.1: a checkpoint whose weights changed after it was written (one byte of bit rot) is
 # found by its checksum, said, and the weights rebuilt from the base model and the log
