@@ -43,6 +43,26 @@ static dz_status parse_candidates(const dz_line_reader *r, const cJSON *v, int l
     return dz_example_set_list(ex, DZ_EXAMPLE_CANDS, strs, n, err);
 }
 
+static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A key the row's object gives twice, or NULL (readers differ on which one counts: Python's
+ * json takes the last, cJSON the first, so such a row is refused rather than read either
+ * way). Sorted, so a row of many keys costs n log n. */
+static const char *repeated_key(const cJSON *obj) {
+    size_t n = 0;
+    for (const cJSON *v = obj->child; v; v = v->next) n++;
+    const char **keys = n > 1 ? malloc(n * sizeof *keys) : NULL;
+    if (!keys) return NULL; /* one key, or out of memory: nothing to compare */
+    n = 0;
+    for (const cJSON *v = obj->child; v; v = v->next) keys[n++] = v->string ? v->string : "";
+    qsort(keys, n, sizeof *keys, cmp_key);
+    const char *twice = NULL;
+    for (size_t i = 1; i < n && !twice; i++)
+        if (!strcmp(keys[i - 1], keys[i])) twice = keys[i];
+    free(keys);
+    return twice;
+}
+
 static dz_status parse_line(const dz_line_reader *r, const char *line, const char *text_key,
                             const char *label_key, dz_dataset *out, int *cap, dz_error *err) {
     const char *path = r->path;
@@ -55,6 +75,8 @@ static dz_status parse_line(const dz_line_reader *r, const char *line, const cha
     int label = -1;
     if (!cJSON_IsObject(obj))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", path, ln);
+    else if (repeated_key(obj))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is given twice", path, ln, repeated_key(obj));
     else if (!text)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: missing key \"%s\"", path, ln, text_key);
     else if (!cJSON_IsString(text))
@@ -147,7 +169,13 @@ static dz_status parse_lm_line(const dz_line_reader *r, const char *line, const 
         return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", r->path, r->lineno);
     }
     dz_status st = DZ_OK;
-    const char *text = str_key(obj, "text", r, 1, &st, err), *prompt = NULL, *completion = NULL;
+    if (repeated_key(obj))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is given twice", r->path, r->lineno, repeated_key(obj));
+    else if (cJSON_HasObjectItem(obj, "text") &&
+             (cJSON_HasObjectItem(obj, "prompt") || cJSON_HasObjectItem(obj, "completion")))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: both \"text\" and \"prompt\"/\"completion\": give one or the other",
+                     r->path, r->lineno);
+    const char *text = st == DZ_OK ? str_key(obj, "text", r, 1, &st, err) : NULL, *prompt = NULL, *completion = NULL;
     if (st == DZ_OK && !text) {
         prompt = str_key(obj, "prompt", r, 1, &st, err);
         if (st == DZ_OK && !prompt)
@@ -156,7 +184,7 @@ static dz_status parse_lm_line(const dz_line_reader *r, const char *line, const 
         if (st == DZ_OK) completion = str_key(obj, "completion", r, 0, &st, err);
     }
     const char *first = text ? text : prompt;
-    if (st == DZ_OK) st = dz_dataset_push(out, cap, first, strlen(first), -1, r->lineno, err);
+    if (st == DZ_OK && first) st = dz_dataset_push(out, cap, first, strlen(first), -1, r->lineno, err);
     if (st == DZ_OK && completion) {
         out->items[out->count - 1].completion = strdup(completion);
         if (!out->items[out->count - 1].completion) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", r->path);

@@ -50,6 +50,13 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   expect "bad SST-2 label" "bad.tsv:3" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/bad.tsv"
   printf '{"text": "ok", "label": 0}\n{"text": 5, "label": 1}\n' > "$tmp/bad.jsonl"
   expect "bad jsonl line" "bad.jsonl:2.*text" -- "$bin" eval "$assets/stories260K/stories260K.bin" --task classify --data "$tmp/bad.jsonl"
+  # a key given twice (Python reads the last, cJSON the first) and an LM row with both forms
+  printf '{"text": "ok", "label": 0}\n{"text": "fine", "label": 1, "label": 0}\n' > "$tmp/twice.jsonl"
+  expect "jsonl key given twice" 'twice.jsonl:2: key "label" is given twice' -- \
+    "$bin" eval "$assets/stories260K/stories260K.bin" --task classify --data "$tmp/twice.jsonl"
+  printf '{"text": "Once upon a time"}\n{"text": "a", "prompt": "b", "completion": "c"}\n' > "$tmp/both.jsonl"
+  expect "LM row with text and prompt" 'both.jsonl:2: both "text" and "prompt"/"completion"' -- \
+    "$bin" eval "$assets/stories260K/stories260K.bin" --task lm --data "$tmp/both.jsonl"
   expect "bad label words" "label" -- "$bin" eval --label-words "great" --limit 2
   printf '{"template": 5}' > "$tmp/task.json"
   expect "bad task file" "task.json.*template" -- "$bin" eval --task-file "$tmp/task.json" --limit 2
