@@ -48,6 +48,16 @@ static void null_arguments(void **state) {
     expect_invalid(dz_train(NULL, 0, NULL, NULL, &res, &err), &err, "no config");
 }
 
+/* stories260K, loaded as f32. */
+static dz_model *stories(void) {
+    char path[4096];
+    test_asset_path(path, sizeof path, "stories260K/stories260K.bin");
+    dz_error err = {0};
+    dz_model *m = NULL;
+    if (dz_model_load(path, DZ_F32, &m, &err) != DZ_OK) fail_msg("%s", err.msg);
+    return m;
+}
+
 /* A dtype outside the enum: refused at load (it was accepted, reported as "?", and only
  * the save failed, half-written). */
 static void model_load_dtype(void **state) {
@@ -61,7 +71,7 @@ static void model_load_dtype(void **state) {
         expect_invalid(dz_model_load(path, (dz_dtype)bad[i], &m, &err), &err, "dtype");
         assert_null(m);
     }
-    assert_int_equal(dz_model_load(path, DZ_F32, &m, &err), DZ_OK);
+    m = stories();
     const int n = dz_model_params(m)->count;
     assert_non_null(dz_model_tensor(m, 0));
     assert_null(dz_model_tensor(m, n)); /* past the table: NULL, not a read past the array */
@@ -73,14 +83,12 @@ static void model_load_dtype(void **state) {
  * its batch buffers), and the same set with a forward long enough evaluates. */
 static void class_set_longer_than_forward(void **state) {
     (void)state;
-    char model_path[4096], tok_path[4096], dev[4096];
-    test_asset_path(model_path, sizeof model_path, "stories260K/stories260K.bin");
+    char tok_path[4096], dev[4096];
     test_asset_path(tok_path, sizeof tok_path, "stories260K/tok512.bin");
     test_asset_path(dev, sizeof dev, "sst2/dev.tsv");
     dz_error err = {0};
-    dz_model *m = NULL;
+    dz_model *m = stories();
     dz_tokenizer *tok = NULL;
-    assert_int_equal(dz_model_load(model_path, DZ_F32, &m, &err), DZ_OK);
     assert_int_equal(dz_tokenizer_load(tok_path, 512, &tok, &err), DZ_OK);
     dz_dataset ds;
     assert_int_equal(dz_dataset_load_sst2(dev, &ds, &err), DZ_OK);
@@ -113,11 +121,8 @@ static void class_set_longer_than_forward(void **state) {
  * NaN temperature emitted the last id at every step). */
 static void sampler_settings(void **state) {
     (void)state;
-    char path[4096];
-    test_asset_path(path, sizeof path, "stories260K/stories260K.bin");
     dz_error err = {0};
-    dz_model *m = NULL;
-    assert_int_equal(dz_model_load(path, DZ_F32, &m, &err), DZ_OK);
+    dz_model *m = stories();
     dz_forward *f = NULL;
     assert_int_equal(dz_forward_create(m, 1, 16, 1, &f, &err), DZ_OK);
     const dz_weight_source w = dz_model_weights(m);
