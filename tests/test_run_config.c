@@ -210,31 +210,9 @@ static void unknown_task_refused(void **state) {
     }
 }
 
-/* An estimator's own settings under another estimator would be ignored: refused, naming
- * the option (--lozo-nu 1 on a MeZO run was even written to run.json). */
-static void estimator_knobs_need_their_estimator(void **state) {
-    (void)state;
-    dz_error err;
-    static const char *const json[] = {"{\"sparse_density\": 0.5}", "{\"lozo_rank\": 4}", "{\"lozo_nu\": 1}",
-                                       "{\"hizoo_smooth\": 0.01}", "{\"hizoo_rank\": 1}"};
-    static const char *const named[] = {"--sparse-density without --estimator sparse",
-                                        "--lozo-rank without --estimator lozo", "--lozo-nu without --estimator lozo",
-                                        "--hizoo-smooth without --estimator hizoo",
-                                        "--hizoo-rank without --estimator hizoo"};
-    static const char *const owner[] = {"sparse", "lozo", "lozo", "hizoo", "hizoo"};
-    for (size_t i = 0; i < sizeof json / sizeof json[0]; i++) {
-        assert_int_equal(check_config_text(json[i], &err), DZ_ERR_INVALID);
-        if (!strstr(err.msg, named[i])) fail_msg("%s: %s", json[i], err.msg);
-        char with[128];
-        snprintf(with, sizeof with, "{\"estimator\": \"%s\", %s", owner[i], json[i] + 1);
-        if (check_config_text(with, &err) != DZ_OK) fail_msg("%s: %s", with, err.msg);
-    }
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(round_trip), cmocka_unit_test(readable_and_exact),
                                        cmocka_unit_test(adapter_settings_need_their_adapter),
-                                       cmocka_unit_test(unknown_task_refused),
-                                       cmocka_unit_test(estimator_knobs_need_their_estimator)};
+                                       cmocka_unit_test(unknown_task_refused)};
     return cmocka_run_group_tests(tests, dz_temp_dir_setup, dz_temp_dir_teardown);
 }

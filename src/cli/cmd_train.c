@@ -269,18 +269,28 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
 }
 
 /* The estimators' own options on a new run (a resumed run's run.json has them): FZOO's
- * directions are the step's samples (q), Rademacher; --hizoo-smooth only with hizoo. */
+ * directions are the step's samples (q), Rademacher; an estimator's own option typed for
+ * another estimator would be ignored (a --config's values are the file's: not refused). */
 static int estimator_settings(dz_train_config *c, int resumed, int argc, char **argv) {
     dz_train_optim *o = &c->optim;
-    int q_given = 0, gaussian = 0, smooth_given = 0;
+    static const struct { const char *option, *estimator; dz_zo_estimator owner; } knobs[] = {
+        {"--sparse-density", "sparse", DZ_ZO_SPARSE}, {"--lozo-rank", "lozo", DZ_ZO_LOZO},
+        {"--lozo-nu", "lozo", DZ_ZO_LOZO}, {"--hizoo-smooth", "hizoo", DZ_ZO_HIZOO},
+        {"--hizoo-rank", "hizoo", DZ_ZO_HIZOO}};
+    int q_given = 0, gaussian = 0;
     for (int i = 1; i < argc; i++) {
         q_given |= !strncmp(argv[i], "--spsa-samples", 14);
         gaussian |= !strncmp(argv[i], "--perturbation", 14) && !o->rademacher;
-        smooth_given |= !strncmp(argv[i], "--hizoo-smooth", 14);
     }
     if (resumed) return 0;
-    if (o->estimator != DZ_ZO_HIZOO && smooth_given)
-        return dz_cli_failf("option --hizoo-smooth: without --estimator hizoo it would be ignored");
+    for (int i = 1; i < argc; i++)
+        for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
+            const size_t n = strlen(knobs[k].option);
+            if (!strncmp(argv[i], knobs[k].option, n) && (argv[i][n] == '\0' || argv[i][n] == '=') &&
+                o->estimator != knobs[k].owner)
+                return dz_cli_failf("option %s: without --estimator %s it would be ignored", knobs[k].option,
+                                    knobs[k].estimator);
+        }
     if (o->estimator != DZ_ZO_FZOO) return 0;
     if (q_given || (o->q != 1 && o->q != o->fzoo_directions)) /* a config may say its directions again */
         return dz_cli_failf("option --spsa-samples: --estimator fzoo takes its samples per step from --fzoo-directions");

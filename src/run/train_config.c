@@ -55,26 +55,6 @@ static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
     return DZ_OK;
 }
 
-/* An estimator's own settings away from their defaults under another estimator: refused, as
- * they would be ignored (as --fzoo-directions is, in fzoo_check). */
-static dz_status estimator_knobs_check(const dz_train_config *c, dz_error *err) {
-    dz_train_config d;
-    dz_train_config_default(&d);
-    const dz_train_optim *o = &c->optim, *z = &d.optim;
-    const struct { const char *option, *estimator; dz_zo_estimator owner; int set; } knobs[] = {
-        {"--sparse-density", "sparse", DZ_ZO_SPARSE, o->sparse_density != z->sparse_density},
-        {"--lozo-rank", "lozo", DZ_ZO_LOZO, o->lozo_rank != z->lozo_rank},
-        {"--lozo-nu", "lozo", DZ_ZO_LOZO, o->lozo_nu != z->lozo_nu},
-        {"--hizoo-smooth", "hizoo", DZ_ZO_HIZOO, o->hizoo_smooth != z->hizoo_smooth},
-        {"--hizoo-rank", "hizoo", DZ_ZO_HIZOO, o->hizoo_rank != z->hizoo_rank},
-    };
-    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
-        if (knobs[i].set && o->estimator != knobs[i].owner)
-            return dz_fail(err, DZ_ERR_INVALID, "%s without --estimator %s: it would be ignored", knobs[i].option,
-                           knobs[i].estimator);
-    return DZ_OK;
-}
-
 static dz_status check(const dz_train_config *c, int warn, dz_error *err);
 
 dz_status dz_train_config_check(const dz_train_config *c, dz_error *err) { return check(c, 1, err); }
@@ -111,9 +91,9 @@ static dz_status check(const dz_train_config *c, int warn, dz_error *err) {
     if (o->lozo_nu < 1) return dz_fail(err, DZ_ERR_INVALID, "--lozo-nu %d: must be at least 1", o->lozo_nu);
     if (!(o->hizoo_smooth > 0.0f && o->hizoo_smooth < 1.0f))
         return dz_fail(err, DZ_ERR_INVALID, "--hizoo-smooth %g is outside (0, 1)", o->hizoo_smooth);
-    if (o->hizoo_rank != 0 && o->hizoo_rank != 1)
-        return dz_fail(err, DZ_ERR_INVALID, "--hizoo-rank %d: 0 (HiZOO) or 1 (HiZOO-L)", o->hizoo_rank);
-    if ((st = estimator_knobs_check(c, err)) != DZ_OK) return st;
+    if (o->hizoo_rank != 0 && (o->hizoo_rank != 1 || o->estimator != DZ_ZO_HIZOO))
+        return dz_fail(err, DZ_ERR_INVALID, "--hizoo-rank %d: %s", o->hizoo_rank,
+                       o->hizoo_rank == 1 ? "HiZOO-L needs --estimator hizoo" : "0 (HiZOO) or 1 (HiZOO-L)");
     if (o->estimator == DZ_ZO_HIZOO && o->q != 1)
         return dz_fail(err, DZ_ERR_INVALID, "--estimator hizoo takes one direction per step: --spsa-samples %d must "
                        "be 1", o->q);

@@ -87,6 +87,9 @@ for v in 1e-50 1e-39; do # below a float's normal range: said so (they read as "
   refused "train --lr $v" "option --lr: '$v' is below a float's smallest normal value" -- "$bin" train "${tiny[@]}" --lr $v \
     --out "$tmp/r6"
 done
+for o in "--sparse-density 0.5" "--lozo-rank 4" "--lozo-nu 1" "--hizoo-smooth 0.01" "--hizoo-rank 1"; do
+  refused "train $o under mezo" "option ${o%% *}: without --estimator" -- "$bin" train "${tiny[@]}" $o --out "$tmp/r6c"
+done
 refused "train --pertp 2 in one process" "--pertp 2 does not divide the 1 rank" -- "$bin" train "${tiny[@]}" --pertp 2 \
   --out "$tmp/r6b"
 refused "train --steps 1e3 (an integer option)" "option --steps: '1e3' is not an integer" -- "$bin" train --steps 1e3
