@@ -280,6 +280,10 @@ dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *
     char path[PATH_MAX];
     int steps = 0;
     dz_status st = dz_checkpoint_latest(run_dir, path, sizeof path, &steps, err);
+    char state[PATH_MAX + 64];
+    snprintf(state, sizeof state, "%s/trainer_state.json", path);
+    if (st == DZ_ERR_FORMAT && steps > 0 && !dz_file_exists(state)) /* removed: LATEST still says how far it got */
+        st = DZ_OK;
     if (st == DZ_ERR_NOT_FOUND) st = DZ_OK;
     else if (st == DZ_OK) r->checkpoint = steps;
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);

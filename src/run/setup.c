@@ -1,9 +1,11 @@
 /* The one setup path (distzo/setup.h): load, place the masters, forward, engine. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@ struct dz_zo_setup {
     dz_comm *comm;
     int node_shared; /* the node's ranks share one copy of the masters */
     dz_gpu_group gpus; /* the node's GPUs for DistZO2's sliced upload (comm NULL: none) */
+    int store_lock;    /* the store's mark, flock'd while this setup uses the store (-1: none) */
 };
 
 /* Node rank 0 copies its loaded weights into node-shared memory, the others point their
@@ -69,16 +72,49 @@ static dz_status existing_store_ok(const char *store_path, const struct stat *st
     return DZ_OK;
 }
 
-/* The store at path, its mark first (a crash between the two leaves a mark and no store,
- * which the next run replaces). */
-static dz_status create_store(const char *path, const dz_model *m, dz_dtype dtype, unsigned flags, dz_store **out,
+static const char k_store_mark_text[] = "distzo: the file beside this one is a disk store (--store), which a later "
+                                        "run may replace\n";
+
+/* The store at path, its mark first, locked (flock) while this setup uses the store: a
+ * second process at the same path is refused. A crash between the two leaves a mark and no
+ * store, which the next run replaces; a failed write leaves the mark only where a store (an
+ * earlier one, still ours) lies at path. */
+static dz_status create_store(dz_zo_setup *s, const char *path, const dz_model *m, dz_dtype dtype, unsigned flags,
                               dz_error *err) {
     char mark[4200];
     store_mark_path(path, mark, sizeof mark);
-    static const char text[] = "distzo: the file beside this one is a disk store (--store), which a later run may "
-                               "replace\n";
-    dz_status st = dz_write_file_atomic(mark, text, sizeof text - 1, err);
-    if (st == DZ_OK && (st = dz_store_create_as(path, m, dtype, flags, out, err)) != DZ_OK) unlink(mark);
+    const int fd = open(mark, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return dz_fail(err, DZ_ERR_IO, "%s: cannot create the store's mark: %s", mark, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return dz_fail(err, DZ_ERR_INVALID, "--store %s is in use by another distzo process (%s is locked): choose "
+                       "another path", path, mark);
+    }
+    s->store_lock = fd;
+    dz_status st = ftruncate(fd, 0) == 0 && pwrite(fd, k_store_mark_text, sizeof k_store_mark_text - 1, 0) == (ssize_t)(sizeof k_store_mark_text - 1)
+                       ? DZ_OK
+                       : dz_fail(err, DZ_ERR_IO, "%s: cannot write the store's mark: %s", mark, strerror(errno));
+    if (st == DZ_OK) st = dz_store_create_as(path, m, dtype, flags, &s->store, err);
+    if (st != DZ_OK && !dz_file_exists(path)) unlink(mark);
+    return st;
+}
+
+dz_status dz_setup_adopt_store(const char *store_spec, dz_error *err) {
+    const char *path;
+    unsigned flags;
+    dz_status st = dz_store_parse_spec(store_spec, &path, &flags, err);
+    char mark[4200], folder[4200], beside[4300];
+    if (st != DZ_OK || !path || !dz_file_exists(path)) return st;
+    store_mark_path(path, mark, sizeof mark);
+    dz_path_parent(path, folder, sizeof folder);
+    snprintf(beside, sizeof beside, "%s/config.json", folder);
+    dz_safetensors sf;
+    if (dz_file_exists(mark) || dz_file_exists(beside) || dz_safetensors_open(path, &sf, NULL) != DZ_OK) return DZ_OK;
+    dz_safetensors_close(&sf);
+    st = dz_write_file_atomic(mark, k_store_mark_text, sizeof k_store_mark_text - 1, err);
+    if (st == DZ_OK)
+        dz_log(DZ_LOG_INFO, "--store %s: this run's own store, written before distzo 0.3 marked stores: marked (%s)",
+               path, mark);
     return st;
 }
 
@@ -154,7 +190,7 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
                      "--lora-rank %d, --lora-alpha %g, --lora-targets %s", folder, got->rank, (double)got->alpha, theirs,
                      spec->lora->rank, (double)spec->lora->alpha, ours);
     }
-    if (st == DZ_OK && path) return create_store(path, s->m, dz_model_dtype(s->m), flags, &s->store, err);
+    if (st == DZ_OK && path) return create_store(s, path, s->m, dz_model_dtype(s->m), flags, err);
     /* a node's ranks share the adapter's masters (each updates its slice); the base each maps read-only */
     return st == DZ_OK && s->node_shared ? share_masters(s, err) : st;
 }
@@ -163,6 +199,7 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
     *out = NULL;
     dz_zo_setup *s = calloc(1, sizeof *s);
     if (!s) return dz_fail(err, DZ_ERR_NOMEM, "setup: out of memory");
+    s->store_lock = -1;
     s->comm = spec->comm;
     s->node_shared = s->comm && dz_comm_node_size(s->comm) > 1;
     if (spec->lora) {
@@ -177,7 +214,7 @@ dz_status dz_setup_weights(const dz_weights_spec *spec, dz_zo_setup **out, dz_er
     /* a disk store is written tensor by tensor from the model as loaded (mapped where it can be) */
     if (st == DZ_OK) st = path ? dz_store_load_model(spec->path, spec->master_dtype, &s->m, err)
                                : dz_model_load(spec->path, spec->master_dtype, &s->m, err);
-    if (st == DZ_OK && path) st = create_store(path, s->m, spec->master_dtype, flags, &s->store, err);
+    if (st == DZ_OK && path) st = create_store(s, path, s->m, spec->master_dtype, flags, err);
     else if (st == DZ_OK) st = s->node_shared ? share_masters(s, err) : dz_model_make_owned(s->m, err);
     if (st != DZ_OK) {
         dz_setup_free(s);
@@ -239,6 +276,7 @@ void dz_setup_free(dz_zo_setup *s) {
     if (!s) return;
     dz_zo_engine_free(s->e);
     dz_store_close(s->store);
+    if (s->store_lock >= 0) close(s->store_lock); /* the store's mark unlocked */
     dz_forward_free(s->f);
     dz_error err;
     if (dz_gpu_group_leave_backend(s->be, &s->gpus, &err) != DZ_OK) dz_log(DZ_LOG_WARN, "%s", err.msg);

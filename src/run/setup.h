@@ -16,4 +16,9 @@ dz_status dz_setup_base_tokenizer(const char *model, char *out, size_t cap, dz_e
 struct dz_store;
 dz_status dz_setup_adapter_from_store(const dz_model *adapter, struct dz_store *store, dz_model **out, dz_error *err);
 
+/* A resumed run's own disk store (store_spec as its run.json says), written before stores
+ * were marked (distzo 0.3): marked now, if it is a safetensors file with no config.json
+ * beside it (the rule of then), so the resume may replace it. Anything else: nothing. */
+dz_status dz_setup_adopt_store(const char *store_spec, dz_error *err);
+
 #endif

@@ -98,6 +98,22 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
       --store "disk:$tmp/left.safetensors" --out "$tmp/run_left2" > /dev/null 2>&1 &&
     { pass=$((pass + 1)); echo "ok - a store an earlier run left carries its mark and is replaced"; } ||
     { fail=$((fail + 1)); echo "FAIL - a store an earlier run left: $(ls "$tmp"/left*)"; }
+  # a store in use (its mark locked: another process, here flock(1)) is refused, not replaced
+  if command -v flock > /dev/null; then
+    flock "$tmp/left.safetensors.distzo-store" sleep 20 & holder=$!
+    sleep 0.5
+    expect "--store in use by another process" "left.safetensors is in use by another distzo process" -- \
+      "$bin" train --model "$assets/stories260K/stories260K.bin" --data "$tmp/dev8.tsv" --steps 1 --train-examples 4 \
+      --dev-examples 2 --batch 2 --store "disk:$tmp/left.safetensors" --out "$tmp/run_left3"
+    pkill -P $holder sleep 2> /dev/null; wait $holder 2> /dev/null
+  fi
+  # a resumed run's own store from before stores were marked (0.2: no mark) is adopted
+  rm "$tmp/left.safetensors.distzo-store"
+  "$bin" train --resume --steps 2 --out "$tmp/run_left2" > "$tmp/adopt.txt" 2>&1 &&
+    grep -q "this run's own store, written before distzo 0.3 marked stores: marked" "$tmp/adopt.txt" &&
+    [ -f "$tmp/left.safetensors.distzo-store" ] &&
+    { pass=$((pass + 1)); echo "ok - a resumed run adopts its own unmarked store"; } ||
+    { fail=$((fail + 1)); echo "FAIL - adopting an unmarked store: $(tail -2 "$tmp/adopt.txt")"; }
   # weights with no config.json beside them (an adapter's, an export copied alone) are no
   # store either: they were replaced once
   cp "$m2/model.safetensors" "$tmp/lone.safetensors"

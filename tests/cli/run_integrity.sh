@@ -138,6 +138,11 @@ echo checkpoint-13 >> "$tmp/left/CHECKPOINTS"
 # LATEST's checkpoint removed (the folder, or its trainer_state.json): rebuilt from the base
 # and the log, as a damaged one is (it stopped the resume); the same bits as the intact run
 cp -r "$tmp/left" "$tmp/gone" && rm -rf "$tmp/gone/checkpoint-16"
+cp -r "$tmp/gone" "$tmp/gone_x"
+"$bin" export --run "$tmp/gone_x" -o "$tmp/gone_export" > "$tmp/gone_x.txt" 2>&1 &&
+  cmp -s "$tmp/gone_export/model.safetensors" "$tmp/left/checkpoint-16/model.safetensors" &&
+  ok "export of a run whose LATEST checkpoint is gone replays the log (checkpoint-16's weights)" ||
+  bad "export with LATEST's checkpoint gone: $(tail -1 "$tmp/gone_x.txt")"
 "$bin" train --resume --steps 20 --out "$tmp/left" > /dev/null 2>&1 &&
   "$bin" train --resume --steps 20 --out "$tmp/gone" > "$tmp/gone.txt" 2>&1 &&
   grep -q "checkpoint-16 (LATEST's) is gone or has no trainer_state.json: rebuilding" "$tmp/gone.txt" &&
