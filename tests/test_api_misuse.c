@@ -46,6 +46,7 @@ static void null_arguments(void **state) {
     dz_param_table_free(NULL);
     dz_train_result res;
     expect_invalid(dz_train(NULL, 0, NULL, NULL, &res, &err), &err, "no config");
+    expect_invalid(dz_train_branch(NULL, 0, NULL, NULL, NULL, &res, &err), &err, "no run");
 }
 
 /* stories260K, loaded as f32. */
@@ -263,6 +264,14 @@ static void resume_through_the_library(void **state) {
         free(got);
     }
     free(want);
+    /* a branch whose settings the check refuses makes no folder (it made one, half written) */
+    char branch[4300];
+    snprintf(branch, sizeof branch, "%s/branch", g_dir);
+    small_run(&c, model, tok, train, branch, 4);
+    c.optim.lr = -1; /* a branch may set a new --lr: only the check refuses this one */
+    expect_invalid(dz_train_branch(dir[0], 2, &c, NULL, NULL, &res, &err), &err, "--lr");
+    struct stat sb;
+    assert_int_not_equal(stat(branch, &sb), 0);
 }
 
 int main(void) {

@@ -76,7 +76,8 @@ static dz_status check_branch(const char *old_dir, int step, const dz_train_conf
                            "another --out", cfg->out_dir, k ? "run.json" : "seeds.log");
     }
     dz_status st = dz_train_config_load(old_dir, old, strings, err);
-    return st == DZ_OK ? dz_run_config_branch(old_dir, old, cfg, err) : st;
+    if (st == DZ_OK) st = dz_run_config_branch(old_dir, old, cfg, err);
+    return st == DZ_OK ? dz_train_config_check_quiet(cfg, err) : st; /* before the new folder is made */
 }
 
 /* Rank 0: the new run folder, written last by its run.json; on failure nothing of it stays. */
@@ -107,6 +108,8 @@ static dz_status prepare(const char *old_dir, int step, const dz_train_config *c
 
 dz_status dz_train_branch(const char *old_run, int step, const dz_train_config *cfg, dz_train_progress_cb cb,
                           void *user, dz_train_result *res, dz_error *err) {
+    if (!old_run || !cfg || !res || !cfg->out_dir)
+        return dz_fail(err, DZ_ERR_INVALID, "train from another run: no run, config, result or run folder given (NULL)");
     memset(res, 0, sizeof *res);
     dz_comm *comm = cfg->layout.comm;
     dz_status st = !comm || dz_comm_rank(comm) == 0 ? prepare(old_run, step, cfg, err) : DZ_OK;
