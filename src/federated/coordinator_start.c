@@ -197,6 +197,7 @@ dz_status dz_fed_coord_resume_run(coordinator *c, int steps, int *lock_fd, char 
     if (st == DZ_OK) st = dz_fed_settings_read(c->run_dir, &c->fed, &fp, err);
     c->train.out_dir = c->run_dir;
     if (st == DZ_OK && steps > c->train.optim.steps) {
+        dz_run_warn_schedule_stretched(c->run_dir, &c->train.optim, steps);
         c->train.optim.steps = steps; /* --steps only grows */
         st = dz_run_config_write(c->run_dir, &c->train, err);
     }

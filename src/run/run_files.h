@@ -11,6 +11,9 @@
 /* dz_train_config_check without its warnings (a resume checks run.json's own values first,
  * then the merged settings, which warn once). */
 dz_status dz_train_config_check_quiet(const dz_train_config *c, dz_error *err);
+/* A resume raising a linear or cosine run's steps to steps stretches its schedule (it spans
+ * --steps): said, with the lr at the old last step under each, as a warning. */
+void dz_run_warn_schedule_stretched(const char *run_dir, const dz_train_optim *o, int steps);
 
 /* run.json: every setting of cfg, written atomically. Strings in the loaded config point
  * into *strings (free it after use). */

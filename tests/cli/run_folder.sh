@@ -58,10 +58,10 @@ grep -q "dropping a torn tail of 3 bytes" "$tmp/resume.txt" && ok "resume (the w
 ! grep -q "stretches" "$tmp/resume.txt" && ok "more --steps under a constant lr: no warning" ||
   bad "a constant schedule's resume warned: $(grep stretches "$tmp/resume.txt")"
 # more --steps under a decaying schedule stretch it: the lr jumps back up, and resume says so
-# (linear, lr 1e-3, 4 steps: 2.5e-4 at step 3; over 6 steps: 1e-3 (1 - 4/6) = 3.33e-4 at step 4)
+# (linear, lr 1e-3: the 4th step's lr is 1e-3 (1 - 3/4) = 2.5e-4 over 4 steps, 1e-3 (1 - 3/6) = 5e-4 over 6)
 "$bin" train "${run[@]}" --schedule linear --lr 1e-3 --steps 4 --checkpoint-every 0 --out "$tmp/lin" > /dev/null 2>&1 &&
   "$bin" train --resume --steps 6 --out "$tmp/lin" > "$tmp/lin.txt" 2>&1 &&
-  grep -q "warning: .*--steps 6 stretches the run's decaying schedule over 6 steps: the lr goes from 0.00025 at its last step to 0.000333 at the next" "$tmp/lin.txt" &&
+  grep -q "warning: .*--steps 6 stretches the run's decaying schedule (it spans --steps): at step 4 the 4-step schedule's lr is 0.00025, the 6-step one's 0.0005" "$tmp/lin.txt" &&
   ok "more --steps under a linear schedule: warned with the jump" || bad "linear resume: $(grep -i -E "warn|error" "$tmp/lin.txt")"
 
 # export says which step its weights are when the log ends before the run's --steps (a run
