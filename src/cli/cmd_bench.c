@@ -129,7 +129,7 @@ static int bench_step(int argc, char **argv) {
     if (dz_dtype_parse(master, &s.master) != 0 || s.master == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16 (the masters' types)", master);
     if (s.max_resident_mb < 0) return dz_cli_failf("option --max-resident: %d MB is negative", s.max_resident_mb);
-    if ((s.max_resident_mb > 0 || s.stream_globals) && !s.store)
+    if ((s.max_resident_mb > 0 || s.stream_globals) && (!s.store || strncmp(s.store, "disk", 4)))
         return dz_cli_failf("option %s: without --store disk:PATH it would be ignored",
                             s.max_resident_mb > 0 ? "--max-resident" : "--stream-globals");
     s.fuse = !no_fuse;

@@ -45,10 +45,8 @@ static dz_status parse_candidates(const dz_line_reader *r, const cJSON *v, int l
 
 static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* A key the row's object gives twice, or NULL (readers differ on which one counts: Python's
- * json takes the last, cJSON the first, so such a row is refused rather than read either
- * way). Sorted, so a row of many keys costs n log n. */
-static const char *repeated_key(const cJSON *obj) {
+/* Sorted, so a row of many keys costs n log n. */
+const char *dz_json_repeated_key(const cJSON *obj) {
     size_t n = 0;
     for (const cJSON *v = obj->child; v; v = v->next) n++;
     const char **keys = n > 1 ? malloc(n * sizeof *keys) : NULL;
@@ -75,8 +73,8 @@ static dz_status parse_line(const dz_line_reader *r, const char *line, const cha
     int label = -1;
     if (!cJSON_IsObject(obj))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", path, ln);
-    else if (repeated_key(obj))
-        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is given twice", path, ln, repeated_key(obj));
+    else if (dz_json_repeated_key(obj))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is given twice", path, ln, dz_json_repeated_key(obj));
     else if (!text)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: missing key \"%s\"", path, ln, text_key);
     else if (!cJSON_IsString(text))
@@ -169,10 +167,10 @@ static dz_status parse_lm_line(const dz_line_reader *r, const char *line, const 
         return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", r->path, r->lineno);
     }
     dz_status st = DZ_OK;
-    if (repeated_key(obj))
-        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is given twice", r->path, r->lineno, repeated_key(obj));
-    else if (cJSON_HasObjectItem(obj, "text") &&
-             (cJSON_HasObjectItem(obj, "prompt") || cJSON_HasObjectItem(obj, "completion")))
+    if (dz_json_repeated_key(obj))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is given twice", r->path, r->lineno, dz_json_repeated_key(obj));
+    else if (cJSON_GetObjectItemCaseSensitive(obj, "text") && (cJSON_GetObjectItemCaseSensitive(obj, "prompt") ||
+                                                               cJSON_GetObjectItemCaseSensitive(obj, "completion")))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: both \"text\" and \"prompt\"/\"completion\": give one or the other",
                      r->path, r->lineno);
     const char *text = st == DZ_OK ? str_key(obj, "text", r, 1, &st, err) : NULL, *prompt = NULL, *completion = NULL;

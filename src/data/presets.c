@@ -331,6 +331,8 @@ static dz_status load_jsonl(const char *path, row_fn row, dz_dataset *out, dz_er
         cJSON *o = cJSON_ParseWithOpts(line, NULL, 1);
         reader r = {.path = path, .line = lr.lineno, .err = err, .st = DZ_OK};
         if (!cJSON_IsObject(o)) st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: expected a JSON object", path, lr.lineno);
+        else if (dz_json_repeated_key(o))
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"%s\" is given twice", path, lr.lineno, dz_json_repeated_key(o));
         sb_clear(&b);
         if (st == DZ_OK) st = row(&r, o, &b, out, &cap);
         cJSON_Delete(o);

@@ -146,14 +146,13 @@ static int is_temporary(const char *name) {
         (sscanf(name, ".tmp-checkpoint-%d%n", &steps, &end) == 1 && steps >= 0 && name[end] == '\0'))
         return 1;
     static const char *const files[] = {"CHECKPOINTS", "LATEST", "run.json", "metrics.jsonl", "metrics.csv",
-                                        "federated.json"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        const size_t n = strlen(files[i]);
-        if (!strncmp(name, files[i], n) && sscanf(name + n, ".tmp.%d%n", &pid, &end) == 1 && pid > 0 &&
-            name[n + end] == '\0')
-            return 1;
-    }
-    return 0;
+                                        "federated.json", "seeds.log", "coordinator.url"};
+    const char *tmp = strstr(name, ".tmp."); /* TensorBoard's events.out.tfevents.*: any name of that prefix */
+    const size_t n = tmp ? (size_t)(tmp - name) : 0;
+    int ours = tmp && !strncmp(name, "events.out.tfevents.", 20);
+    for (size_t i = 0; tmp && i < sizeof files / sizeof files[0]; i++)
+        ours |= strlen(files[i]) == n && !strncmp(name, files[i], n);
+    return ours && sscanf(tmp, ".tmp.%d%n", &pid, &end) == 1 && pid > 0 && tmp[end] == '\0';
 }
 
 dz_status dz_run_clean_temporaries(const char *run_dir, dz_error *err) {

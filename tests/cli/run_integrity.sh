@@ -127,10 +127,11 @@ same_run "$tmp/clean" "$tmp/full" 12 && ok "ENOSPC, then resume == the clean run
 # notes.tmp.1 not); a kill between listing a checkpoint and showing its folder leaves it
 # listed and absent (skipped; every folder a run shows is listed first, so pruned later)
 cp -r "$tmp/full" "$tmp/left"
-touch "$tmp/left/CHECKPOINTS.tmp.4242" "$tmp/left/LATEST.tmp.77" "$tmp/left/run.json.tmp.5" "$tmp/left/notes.tmp.1"
+touch "$tmp/left/CHECKPOINTS.tmp.4242" "$tmp/left/LATEST.tmp.77" "$tmp/left/run.json.tmp.5" "$tmp/left/notes.tmp.1" \
+  "$tmp/left/events.out.tfevents.1.host.9.tmp.9"
 echo checkpoint-13 >> "$tmp/left/CHECKPOINTS"
 "$bin" train --resume --steps 16 --out "$tmp/left" > "$tmp/left.txt" 2>&1 &&
-  [ -f "$tmp/left/notes.tmp.1" ] && [ -z "$(cd "$tmp/left" && ls | grep -E '^(CHECKPOINTS|LATEST|run\.json)\.tmp\.')" ] &&
+  [ -f "$tmp/left/notes.tmp.1" ] && [ -z "$(cd "$tmp/left" && ls | grep -E '^(CHECKPOINTS|LATEST|run\.json|events\.out\..*)\.tmp\.')" ] &&
   grep -q "removed .*CHECKPOINTS.tmp.4242 (an unfinished write)" "$tmp/left.txt" &&
   [ "$(cat "$tmp/left/CHECKPOINTS")" = "checkpoint-16" ] && [ -d "$tmp/left/checkpoint-16" ] && [ ! -e "$tmp/left/checkpoint-12" ] &&
   ok "a start removes a killed write's FILE.tmp.PID and skips a listed checkpoint that never appeared" ||
