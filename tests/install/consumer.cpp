@@ -1,6 +1,6 @@
-// A C++ program against the installed headers: every public header included, a few calls
-// linked (the headers' extern "C": without it every name is mangled and the link fails).
-// usage: consumer_cpp MODEL  -> "params N" (the model's parameter table)
+// A C++ program against the installed headers: every public header included, and a call
+// from several of them linked (each header's extern "C": without it the names are mangled
+// and the link fails). usage: consumer_cpp MODEL  -> "params N (distzo V)"
 #include <distzo/distzo.h>
 #include <distzo/benchmarks.h>
 #include <distzo/federated.h>
@@ -16,6 +16,13 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "%s: %s\n", dz_status_name(err.code), err.msg);
         return 1;
     }
+    dz_train_config tc;       // train.h
+    dz_train_config_default(&tc);
+    dz_fed_settings fs;       // federated.h
+    dz_fed_settings_default(&fs);
+    dz_dtype f32;             // dtype.h
+    if (dz_dtype_parse("f32", &f32) != 0 || tc.optim.batch < 1) return 1;
+    dz_log_set_level(DZ_LOG_WARN); // log.h
     const dz_param_table *t = dz_model_params(m);
     long long n = 0;
     for (int i = 0; i < t->count; i++) n += dz_param_numel(&t->params[i]);
