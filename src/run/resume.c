@@ -20,8 +20,8 @@
 #include "run/trainer.h"
 
 /* trainer_state.json's weights_checksum: 0, 1 when it has none (an older distzo's), or
- * -1 (said) when it cannot be read. */
-static int written_checksum(const char *ckpt, uint64_t *sum) {
+ * -1 (said) when it cannot be read or its steps_done is not the folder's checkpoint-N. */
+static int written_checksum(const char *ckpt, int steps, uint64_t *sum) {
     char sp[4400], *text = NULL;
     snprintf(sp, sizeof sp, "%s/trainer_state.json", ckpt);
     dz_error e = {0};
@@ -31,6 +31,12 @@ static int written_checksum(const char *ckpt, uint64_t *sum) {
     if (!cJSON_IsObject(o)) { /* damaged, not an older distzo's: the checkpoint is not taken */
         cJSON_Delete(o);
         return dz_log(DZ_LOG_WARN, "%s: not a JSON object (the file is damaged)", sp), -1;
+    }
+    const cJSON *done = cJSON_GetObjectItemCaseSensitive(o, "steps_done");
+    if (done && (!cJSON_IsNumber(done) || done->valuedouble != (double)steps)) {
+        cJSON_Delete(o);
+        return dz_log(DZ_LOG_WARN, "%s: steps_done is not %d, the folder's step (the file belongs to another checkpoint "
+                      "or is damaged)", sp, steps), -1;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "weights_checksum");
     char *end = NULL;
@@ -43,9 +49,9 @@ static int written_checksum(const char *ckpt, uint64_t *sum) {
 /* Rank 0: 1 when the checkpoint's weights are as written (their checksum is
  * trainer_state.json's); 0, said with both checksums, when they are not (bit rot, a torn
  * copy) or cannot be loaded. A checkpoint from before checksums is taken, with a warning. */
-static int checkpoint_intact(const dz_trainer *tr, const char *ckpt) {
+static int checkpoint_intact(const dz_trainer *tr, const char *ckpt, int steps) {
     uint64_t want = 0, got = 0;
-    const int rc = written_checksum(ckpt, &want);
+    const int rc = written_checksum(ckpt, steps, &want);
     if (rc > 0)
         dz_log(DZ_LOG_WARN, "%s: trainer_state.json has no weights_checksum (written by an older distzo): its weights "
                "are taken unchecked", ckpt);
@@ -90,7 +96,7 @@ dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t
             dz_log(DZ_LOG_WARN, "%s (LATEST's) is gone or has no trainer_state.json: rebuilding the weights from the base "
                    "model %s and the seed log", path, tr->cfg.model);
             st = DZ_ERR_NOT_FOUND;
-        } else if (st == DZ_OK && !checkpoint_intact(tr, path)) { /* export's path: the log onto the base model */
+        } else if (st == DZ_OK && !checkpoint_intact(tr, path, *ckpt_steps)) { /* export's path: the log onto the base model */
             dz_log(DZ_LOG_WARN, "rebuilding the weights of %s from the base model %s and the seed log", path,
                    tr->cfg.model);
             st = DZ_ERR_NOT_FOUND;

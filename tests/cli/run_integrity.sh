@@ -149,6 +149,15 @@ cp -r "$tmp/gone" "$tmp/gone_x"
   grep -q "checkpoint-16 (LATEST's) is gone or has no trainer_state.json: rebuilding" "$tmp/gone.txt" &&
   same_run "$tmp/left" "$tmp/gone" 20 && ok "LATEST's checkpoint removed: rebuilt from the log, the same run" ||
   bad "LATEST's checkpoint removed: $(grep -E "warn|error" "$tmp/gone.txt")"
+# a trainer_state.json whose steps_done is not its folder's step (copied from another
+# checkpoint, or edited) is damage too: rebuilt from the log (it was taken without a word)
+cp -r "$tmp/left" "$tmp/wrongstate"
+sed -i -E 's/"steps_done": 20/"steps_done": 15/' "$tmp/wrongstate/checkpoint-20/trainer_state.json"
+"$bin" train --resume --steps 24 --out "$tmp/left" > /dev/null 2>&1 &&
+  "$bin" train --resume --steps 24 --out "$tmp/wrongstate" > "$tmp/wrongstate.txt" 2>&1 &&
+  grep -q "checkpoint-20/trainer_state.json: steps_done is not 20, the folder's step" "$tmp/wrongstate.txt" &&
+  same_run "$tmp/left" "$tmp/wrongstate" 24 && ok "a trainer_state.json of another step: rebuilt from the log, the same run" ||
+  bad "steps_done edited: $(grep -E "warn|error" "$tmp/wrongstate.txt")"
 
 # 27.1: a checkpoint whose weights changed after it was written (one byte of bit rot) is
 # found by its checksum, said, and the weights rebuilt from the base model and the log
