@@ -21,6 +21,17 @@ static void new_run(dz_train_config *cfg, const dz_train_config *cfg_in) {
 
 /* The settings of this run: a new run's, written to run.json by rank 0 (which owns the
  * run folder), or on resume run.json's, with what the command line may change. */
+void dz_run_warn_schedule_stretched(const char *run_dir, const dz_train_optim *o, int steps) {
+    if (o->lr_schedule == DZ_LR_CONSTANT || steps <= o->steps) return;
+    const float was = dz_lr_at(o->lr_schedule, o->lr, o->warmup, o->steps, o->steps - 1);
+    const float now = dz_lr_at(o->lr_schedule, o->lr, o->warmup, steps, o->steps - 1);
+    dz_log(DZ_LOG_WARN, "%s: --steps %d stretches the run's decaying schedule (it spans --steps): at step %d the %d-step "
+           "schedule's lr is %.3g, the %d-step one's %.3g, so the steps to come take a larger lr than the run was "
+           "decaying to (the result is neither the %d-step run's nor a %d-step run's from the start; a constant "
+           "schedule, or --resume-from with a new --schedule, avoids it)", run_dir, steps, o->steps, o->steps,
+           (double)was, steps, (double)now, o->steps, steps);
+}
+
 dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const dz_train_config *cfg_in,
                                  int resume, int rank0, char **strings, dz_error *err) {
     dz_status st = DZ_OK;
@@ -36,8 +47,10 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
         if (st == DZ_OK && dz_train_config_check_quiet(cfg, &bad) != DZ_OK)
             st = dz_fail(err, bad.code, "%s/run.json: %s (a value train refuses: was the file edited?)", rf->dir,
                          bad.msg);
+        const dz_train_optim before = cfg->optim;
         if (st == DZ_OK) st = dz_run_config_resume(rf->dir, cfg, cfg_in, &rf->settings_changed, err);
         if (st == DZ_OK && rf->settings_changed) st = dz_train_config_check(cfg, err);
+        if (st == DZ_OK && rank0) dz_run_warn_schedule_stretched(rf->dir, &before, cfg->optim.steps);
         cfg->out_dir = cfg_in->out_dir;
         cfg->layout = cfg_in->layout; /* the layout is the command line's: a run resumes under any layout */
         cfg->peft.keep_quantized = cfg_in->peft.keep_quantized; /* likewise: memory, not bits (not in run.json) */

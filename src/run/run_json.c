@@ -483,17 +483,6 @@ dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz
     return DZ_OK;
 }
 
-void dz_run_warn_schedule_stretched(const char *run_dir, const dz_train_optim *o, int steps) {
-    if (o->lr_schedule == DZ_LR_CONSTANT || steps <= o->steps) return;
-    const float was = dz_lr_at(o->lr_schedule, o->lr, o->warmup, o->steps, o->steps - 1);
-    const float now = dz_lr_at(o->lr_schedule, o->lr, o->warmup, steps, o->steps - 1);
-    dz_log(DZ_LOG_WARN, "%s: --steps %d stretches the run's decaying schedule (it spans --steps): at step %d the %d-step "
-           "schedule's lr is %.3g, the %d-step one's %.3g, so the steps to come take a larger lr than the run was "
-           "decaying to (the result is neither the %d-step run's nor a %d-step run's from the start; a constant "
-           "schedule, or --resume-from with a new --schedule, avoids it)", run_dir, steps, o->steps, o->steps,
-           (double)was, steps, (double)now, o->steps, steps);
-}
-
 dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const dz_train_config *given,
                                int *changed, dz_error *err) {
     *changed = 0;
@@ -512,7 +501,6 @@ dz_status dz_run_config_resume(const char *run_dir, dz_train_config *run, const 
             return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: %s %s is below this run's %s: a resumed run can only "
                            "be extended", run_dir, f->option, a, b);
         dz_log(DZ_LOG_INFO, "%s: %s %s (was %s)", run_dir, f->option, a, b);
-        if (!strcmp(f->key, "steps")) dz_run_warn_schedule_stretched(run_dir, &run->optim, given->optim.steps);
         field_copy(f, run, given);
         *changed = 1;
     }
