@@ -19,8 +19,6 @@ static void new_run(dz_train_config *cfg, const dz_train_config *cfg_in) {
     cfg->model_table = NULL, cfg->peft.lora_init_fingerprint = NULL;
 }
 
-/* The settings of this run: a new run's, written to run.json by rank 0 (which owns the
- * run folder), or on resume run.json's, with what the command line may change. */
 void dz_run_warn_schedule_stretched(const char *run_dir, const dz_train_optim *o, int steps) {
     if (o->lr_schedule == DZ_LR_CONSTANT || steps <= o->steps) return;
     const float was = dz_lr_at(o->lr_schedule, o->lr, o->warmup, o->steps, o->steps - 1);
@@ -32,6 +30,8 @@ void dz_run_warn_schedule_stretched(const char *run_dir, const dz_train_optim *o
            (double)was, steps, (double)now, o->steps, steps);
 }
 
+/* The settings of this run: a new run's, written to run.json by rank 0 (which owns the
+ * run folder), or on resume run.json's, with what the command line may change. */
 dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const dz_train_config *cfg_in,
                                  int resume, int rank0, char **strings, dz_error *err) {
     dz_status st = DZ_OK;
