@@ -267,7 +267,8 @@ dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int 
         char state[PATH_MAX + 64];
         snprintf(state, sizeof state, "%s/trainer_state.json", path);
         if (!dz_file_exists(state))
-            st = dz_fail(err, DZ_ERR_FORMAT, "%s: LATEST names %s, which has no trainer_state.json", latest, path);
+            st = dz_fail(err, DZ_ERR_NOT_FOUND, "%s: LATEST names %s, which is gone or has no trainer_state.json",
+                         latest, path);
         *steps_done = n;
     }
     free(text);
@@ -279,12 +280,8 @@ dz_status dz_run_reached_read(const char *run_dir, dz_run_reached *r, dz_error *
     char path[PATH_MAX];
     int steps = 0;
     dz_status st = dz_checkpoint_latest(run_dir, path, sizeof path, &steps, err);
-    char state[PATH_MAX + 64];
-    snprintf(state, sizeof state, "%s/trainer_state.json", path);
-    if (st == DZ_ERR_FORMAT && steps > 0 && !dz_file_exists(state)) /* removed: LATEST still says how far it got */
-        st = DZ_OK;
-    if (st == DZ_ERR_NOT_FOUND) st = DZ_OK;
-    else if (st == DZ_OK) r->checkpoint = steps;
+    if (st == DZ_ERR_NOT_FOUND) st = DZ_OK; /* none yet (steps 0), or gone: LATEST still says how far it got */
+    if (st == DZ_OK) r->checkpoint = steps;
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     dz_metrics_row *rows = NULL;
     size_t n = 0;

@@ -6,6 +6,7 @@
 #include "core/util.h"
 #include "run/folder.h"
 #include "run/run_files.h"
+#include "run/setup.h"
 
 void dz_run_folder_init(dz_run_folder *rf, const char *dir) {
     snprintf(rf->dir, sizeof rf->dir, "%s", dir);
@@ -43,6 +44,7 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
                            "--out %s --resume", rf->dir, rf->dir);
         if (rank0) st = dz_run_lock(rf->dir, &rf->lock_fd, err);
         if (st == DZ_OK) st = dz_run_config_read(rf->dir, cfg, strings, err);
+        const char *run_store = st == DZ_OK ? cfg->store.spec : NULL; /* run.json's (in *strings) */
         dz_error bad = {0}; /* run.json's own values, before the command line's: an edited file names itself */
         if (st == DZ_OK && dz_train_config_check_quiet(cfg, &bad) != DZ_OK)
             st = dz_fail(err, bad.code, "%s/run.json: %s (a value train refuses: was the file edited?)", rf->dir,
@@ -51,6 +53,9 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
         if (st == DZ_OK) st = dz_run_config_resume(rf->dir, cfg, cfg_in, &rf->settings_changed, err);
         if (st == DZ_OK && rf->settings_changed) st = dz_train_config_check(cfg, err);
         if (st == DZ_OK && rank0) dz_run_warn_schedule_stretched(rf->dir, &before, cfg->optim.steps);
+        /* this start's store is run.json's: one written before stores were marked is the run's own */
+        if (st == DZ_OK && rank0 && run_store && cfg->store.spec && !strcmp(run_store, cfg->store.spec))
+            st = dz_setup_adopt_store(run_store, err);
         cfg->out_dir = cfg_in->out_dir;
         cfg->layout = cfg_in->layout; /* the layout is the command line's: a run resumes under any layout */
         cfg->peft.keep_quantized = cfg_in->peft.keep_quantized; /* likewise: memory, not bits (not in run.json) */

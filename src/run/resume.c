@@ -1,7 +1,6 @@
 /* Resume: where the weights come from, and the steps after the checkpoint replayed from
  * the seed log, bitwise what the uninterrupted run did. World rank 0 reads the run folder
  * and tells the others, so every rank continues from the same state. */
-#include <limits.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +9,6 @@
 #include <unistd.h>
 
 #include "core/util.h"
-#include "run/setup.h"
 #include "distzo/log.h"
 #include "distzo/progress.h"
 #include "parallel/agree.h"
@@ -69,33 +67,16 @@ static int checkpoint_intact(const dz_trainer *tr, const char *ckpt, int steps) 
     return st == DZ_OK && got == want;
 }
 
-/* The run's own disk store from before stores were marked: adopted (run/setup.h), where this
- * start uses the store run.json names. */
-static dz_status adopt_own_store(const dz_trainer *tr, dz_error *err) {
-    if (!tr->cfg.store.spec) return DZ_OK;
-    dz_train_config run;
-    char *strings = NULL;
-    dz_status st = dz_train_config_load(tr->folder.dir, &run, &strings, err);
-    if (st == DZ_OK && run.store.spec && !strcmp(run.store.spec, tr->cfg.store.spec))
-        st = dz_setup_adopt_store(run.store.spec, err);
-    free(strings);
-    return st;
-}
-
 dz_status dz_trainer_weights_path(dz_trainer *tr, int resume, char *path, size_t cap, int *ckpt_steps,
                                   dz_error *err) {
     dz_status st = DZ_OK;
     *ckpt_steps = 0;
     snprintf(path, cap, "%s", tr->cfg.model);
     if (resume && tr->comp.rank0) {
-        st = adopt_own_store(tr, err);
-        if (st == DZ_OK) st = dz_checkpoint_latest(tr->folder.dir, path, cap, ckpt_steps, err);
-        char state[PATH_MAX + 64];
-        snprintf(state, sizeof state, "%s/trainer_state.json", path);
-        if (st == DZ_ERR_FORMAT && *ckpt_steps > 0 && !dz_file_exists(state)) { /* removed, or its state file: as damage */
+        st = dz_checkpoint_latest(tr->folder.dir, path, cap, ckpt_steps, err);
+        if (st == DZ_ERR_NOT_FOUND && *ckpt_steps > 0) { /* removed, or its state file: as damage */
             dz_log(DZ_LOG_WARN, "%s (LATEST's) is gone or has no trainer_state.json: rebuilding the weights from the base "
                    "model %s and the seed log", path, tr->cfg.model);
-            st = DZ_ERR_NOT_FOUND;
         } else if (st == DZ_OK && !checkpoint_intact(tr, path, *ckpt_steps)) { /* export's path: the log onto the base model */
             dz_log(DZ_LOG_WARN, "rebuilding the weights of %s from the base model %s and the seed log", path,
                    tr->cfg.model);

@@ -83,7 +83,9 @@ dz_status dz_checkpoint_write_extra(const char *run_dir, const char *name, int s
                                     const dz_tokenizer *tok, const char *state_json, const char *weights_file,
                                     int keep, const dz_checkpoint_extra *extra, dz_error *err);
 /* The newest complete checkpoint: its folder in path (cap bytes) and steps_done; returns
- * DZ_ERR_NOT_FOUND when the run has none (resume then starts from the base model). */
+ * DZ_ERR_NOT_FOUND when the run has none (*steps_done 0: resume starts from the base model),
+ * or when LATEST names one that is gone or has no trainer_state.json (*steps_done its N,
+ * path its folder, said in err: resume rebuilds it from the base model and the seed log). */
 dz_status dz_checkpoint_latest(const char *run_dir, char *path, size_t cap, int *steps_done, dz_error *err);
 
 /* export.c: weights (a model or a checkpoint) as a run with settings c holds them, with

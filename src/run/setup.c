@@ -91,7 +91,8 @@ static dz_status create_store(dz_zo_setup *s, const char *path, const dz_model *
                        "another path", path, mark);
     }
     s->store_lock = fd;
-    dz_status st = ftruncate(fd, 0) == 0 && pwrite(fd, k_store_mark_text, sizeof k_store_mark_text - 1, 0) == (ssize_t)(sizeof k_store_mark_text - 1)
+    const size_t n = sizeof k_store_mark_text - 1;
+    dz_status st = ftruncate(fd, 0) == 0 && pwrite(fd, k_store_mark_text, n, 0) == (ssize_t)n
                        ? DZ_OK
                        : dz_fail(err, DZ_ERR_IO, "%s: cannot write the store's mark: %s", mark, strerror(errno));
     if (st == DZ_OK) st = dz_store_create_as(path, m, dtype, flags, &s->store, err);
