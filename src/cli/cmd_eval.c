@@ -341,15 +341,6 @@ static int run_of_checkpoint(const char *model, dz_train_config *run, char **str
     return 1;
 }
 
-/* Whether --name was on the command line (an int option's default cannot tell). */
-static int option_given(int argc, char **argv, const char *name) {
-    const size_t n = strlen(name);
-    for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) && (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
-            return 1;
-    return 0;
-}
-
 /* An option the task cannot honour is refused, never ignored. mine: the options as given
  * (command line and --task-file), before a run's checkpoint fills in the run's own. */
 static int refuse_unused(const eval_opts *o, const eval_opts *mine, int argc, char **argv) {
@@ -362,7 +353,7 @@ static int refuse_unused(const eval_opts *o, const eval_opts *mine, int argc, ch
         {"special-tokens", mine->special_tokens, prompt, "sst2 and classify"},
         {"text-key", mine->text_key != NULL, jsonl, "classify"},
         {"label-key", mine->label_key != NULL, jsonl, "classify"},
-        {"batch", option_given(argc, argv, "batch"), !gen && !lm, "sst2, classify and the classification presets"},
+        {"batch", dz_cli_option_given(argc, argv, "batch"), !gen && !lm, "sst2, classify and the classification presets"},
         {"no-share-prompt", !mine->share_prompts, !gen && !lm, "sst2, classify and the classification presets"},
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)

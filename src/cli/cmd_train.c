@@ -274,23 +274,19 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
 static int estimator_settings(dz_train_config *c, int resumed, int argc, char **argv) {
     dz_train_optim *o = &c->optim;
     static const struct { const char *option, *estimator; dz_zo_estimator owner; } knobs[] = {
-        {"--sparse-density", "sparse", DZ_ZO_SPARSE}, {"--lozo-rank", "lozo", DZ_ZO_LOZO},
-        {"--lozo-nu", "lozo", DZ_ZO_LOZO}, {"--hizoo-smooth", "hizoo", DZ_ZO_HIZOO},
-        {"--hizoo-rank", "hizoo", DZ_ZO_HIZOO}};
+        {"sparse-density", "sparse", DZ_ZO_SPARSE}, {"lozo-rank", "lozo", DZ_ZO_LOZO},
+        {"lozo-nu", "lozo", DZ_ZO_LOZO}, {"hizoo-smooth", "hizoo", DZ_ZO_HIZOO},
+        {"hizoo-rank", "hizoo", DZ_ZO_HIZOO}};
     int q_given = 0, gaussian = 0;
     for (int i = 1; i < argc; i++) {
         q_given |= !strncmp(argv[i], "--spsa-samples", 14);
         gaussian |= !strncmp(argv[i], "--perturbation", 14) && !o->rademacher;
     }
     if (resumed) return 0;
-    for (int i = 1; i < argc; i++)
-        for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
-            const size_t n = strlen(knobs[k].option);
-            if (!strncmp(argv[i], knobs[k].option, n) && (argv[i][n] == '\0' || argv[i][n] == '=') &&
-                o->estimator != knobs[k].owner)
-                return dz_cli_failf("option %s: without --estimator %s it would be ignored", knobs[k].option,
-                                    knobs[k].estimator);
-        }
+    for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
+        if (o->estimator != knobs[k].owner && dz_cli_option_given(argc, argv, knobs[k].option))
+            return dz_cli_failf("option --%s: without --estimator %s it would be ignored", knobs[k].option,
+                                knobs[k].estimator);
     if (o->estimator != DZ_ZO_FZOO) return 0;
     if (q_given || (o->q != 1 && o->q != o->fzoo_directions)) /* a config may say its directions again */
         return dz_cli_failf("option --spsa-samples: --estimator fzoo takes its samples per step from --fzoo-directions");
@@ -377,13 +373,10 @@ int dz_cmd_train(int argc, char **argv) {
  * (the command line's own; a resumed run.json may keep them under --store ram). */
 static int store_options_need_disk(const dz_train_config *c, int argc, char **argv) {
     if (c->store.spec && !strncmp(c->store.spec, "disk", 4)) return 0;
-    static const char *const options[] = {"--max-resident", "--stream-globals"};
-    for (int i = 1; i < argc; i++)
-        for (size_t k = 0; k < 2; k++) {
-            const size_t n = strlen(options[k]);
-            if (!strncmp(argv[i], options[k], n) && (argv[i][n] == '\0' || argv[i][n] == '='))
-                return dz_cli_failf("option %s: without --store disk:PATH it would be ignored", options[k]);
-        }
+    static const char *const options[] = {"max-resident", "stream-globals"};
+    for (size_t k = 0; k < 2; k++)
+        if (dz_cli_option_given(argc, argv, options[k]))
+            return dz_cli_failf("option --%s: without --store disk:PATH it would be ignored", options[k]);
     return 0;
 }
 

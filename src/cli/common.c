@@ -230,3 +230,11 @@ const char *dz_cli_asset(const char *rel, char *buf, size_t cap) {
     snprintf(buf, cap, "%s/%s", dz_cli_assets(dir, sizeof dir), rel);
     return buf;
 }
+
+int dz_cli_option_given(int argc, char **argv, const char *name) {
+    const size_t n = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) && (argv[i][2 + n] == '\0' || argv[i][2 + n] == '='))
+            return 1;
+    return 0;
+}

@@ -9,6 +9,9 @@
 /* Prints "distzo: error: <msg>" and returns 1 (the command's exit status). */
 int dz_cli_fail(const dz_error *err);
 int dz_cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether --name (name without the dashes) is on the command line, as --name or --name=V
+ * (an option's default value cannot tell). */
+int dz_cli_option_given(int argc, char **argv, const char *name);
 
 /* Parses the command line by what the command is (cmd: its name, usage, summary and
  * positional arguments, usually a file-scope constant) and its option table: -1 to go on,
