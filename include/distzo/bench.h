@@ -28,9 +28,11 @@ double dz_bench_gemm_gflops(dz_bench_gemm which, int M, int N, int K, double min
 /* The element-wise work of a ZO step over n f32 parameters, timed with the CPU backend's
  * ZO kernels on buffers of its own (lr 0 keeps them) and spread over the threads as the
  * pipeline spreads it (32768-element spans handed out dynamically), beside this machine's
- * memory bandwidth measured with the same threads. Seconds are the best of `rounds`. */
+ * memory bandwidth measured with the same threads. Seconds are the best of `rounds`; z is
+ * Gaussian, or Rademacher +-1 where `rademacher` is given (--perturbation rademacher). */
 typedef struct dz_bench_zo_passes {
     double elements;      /* n */
+    int rademacher;       /* the passes drew Rademacher z; 0: Gaussian */
     double zgen_s;        /* z alone, twice per parameter (a step draws the update's and the perturbation's) */
     double perturb_s;     /* w+ and w- of every parameter from theta into a working copy of `block` floats
                            * reused block by block, as the layers' fills write them */
@@ -44,7 +46,8 @@ typedef struct dz_bench_zo_passes {
     double zgen_v2_s;     /* zgen_s and fused_s with ZO_RNG v2's z (--rng v2, docs/ZO_RNG.md) */
     double fused_v2_s;
 } dz_bench_zo_passes;
-dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, dz_bench_zo_passes *out, dz_error *err);
+dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, int rademacher, dz_bench_zo_passes *out,
+                                 dz_error *err);
 
 /* n pseudo-random tokens in [lo, hi) from seed: a benchmark's batch. */
 void dz_bench_random_tokens(int *tokens, size_t n, int lo, int hi, uint64_t seed);

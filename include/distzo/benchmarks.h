@@ -44,6 +44,7 @@ typedef struct dz_bench_step_spec {
     dz_train_peft peft;
     int interleave; /* the forwards timed round by round between the steps, not in a phase of their own */
     int rng_v2;     /* the steps draw ZO_RNG v2's z (--rng v2, docs/ZO_RNG.md section 10); 0: v1 */
+    int rademacher; /* the steps' z is Rademacher +-1 (--perturbation rademacher); 0: Gaussian */
 } dz_bench_step_spec;
 dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, dz_error *err);
 
@@ -63,7 +64,8 @@ typedef struct dz_bench_eval_spec {
     const char *data, *label_words; /* label_words NULL: MeZO's */
     int batch, batches, repeat, flat;
     const char *backend;
-    int rng_v2; /* the steps draw ZO_RNG v2's z (--rng v2); 0: v1 */
+    int rng_v2;     /* the steps draw ZO_RNG v2's z (--rng v2); 0: v1 */
+    int rademacher; /* the steps' z is Rademacher +-1 (--perturbation rademacher); 0: Gaussian */
     /* method "lora" or "prefix": the steps train that adapter over the read-only base m (as
      * loaded: kept quantized if it was) and the eval forwards run with it attached, as an
      * adapter's eval does; NULL or "none": every parameter. model: m's path (the adapter's

@@ -20,6 +20,6 @@
 #include "distzo/util.h"
 #include "distzo/zo.h"
 
-#define DISTZO_VERSION "0.3.0"
+#define DISTZO_VERSION "0.4.0"
 
 #endif

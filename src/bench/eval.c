@@ -116,7 +116,7 @@ static dz_status eval_adapter(eval_bench *b, dz_error *err) {
  * forwards get a forward of their own with the adapter attached). */
 static dz_status eval_engine(eval_bench *b, dz_error *err) {
     const dz_bench_eval_spec *s = b->s;
-    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1, .rng_v2 = s->rng_v2};
+    const dz_zo_params zp = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = 1, .rng_v2 = s->rng_v2, .rademacher = s->rademacher};
     const int rows = s->batch * K, streams = s->flat ? 2 : 4;
     dz_status st = dz_forward_create_backend(b->m, b->be, rows, b->cs.max_len, 0, streams, &b->f, err);
     if (st != DZ_OK || !b->adapter) return st == DZ_OK ? dz_zo_engine_create(b->m, b->f, &zp, &b->e, err) : st;
@@ -228,11 +228,11 @@ static void print_json(const dz_bench_report *r, const eval_bench *b, const eval
            "\"ideal_seconds\": %.5f, \"openblas_ideal_seconds\": %.5f, \"distzo_gemm_ideal_seconds\": %.5f, \"eval_seconds\": %.5f, "
            "\"step_seconds\": %.5f, \"eval_ratio\": %.4f, \"step_ratio\": %.4f, \"step_over_2_evals\": %.4f, "
            "\"g_sum\": %.17g, \"blas_core\": \"%s\", \"isa\": \"%s\", \"step_phases_seconds\": {\"begin\": %.5f, "
-           "\"pass\": %.5f, \"layers\": %.5f, \"head\": %.5f}, \"step_ceiling\": %.4f, \"rng\": \"%s\"",
+           "\"pass\": %.5f, \"layers\": %.5f, \"head\": %.5f}, \"step_ceiling\": %.4f, \"rng\": \"%s\", \"perturbation\": \"%s\"",
            s->batch, batches, s->repeat, dz_runtime_threads(), s->flat ? "flat" : "shared prompts", (double)x->real / batches,
            (double)x->padded / batches, (double)x->head / batches, ideal, x->ti[0], x->ti[1], te, ts, ideal / te, 2 * ideal / ts,
            ts / (2 * te), b->g_sum, dz_bench_reference_core(), dz_runtime_kernels(), x->ph.begin, x->ph.pass, x->ph.layers,
-           x->ph.head, x->ceiling, s->rng_v2 ? "v2" : "v1");
+           x->ph.head, x->ceiling, s->rng_v2 ? "v2" : "v1", s->rademacher ? "rademacher" : "gaussian");
     if (b->adapter)
         fprintf(r->out, ", \"peft\": \"%s\", \"keep_quantized\": %s, \"adapter_parameters\": %lld, \"two_evals_over_step\": %.4f",
                 s->peft.method, s->peft.keep_quantized ? "true" : "false",
@@ -247,9 +247,9 @@ static void print_text(const dz_bench_report *r, const eval_bench *b, const eval
     const dz_bench_eval_spec *s = b->s;
     const int batches = s->batches;
     const double ideal = x->ti[2], te = x->te, ts = x->ts;
-    fprintf(out, "eval     %s, SST-2 %d batches of %d, %s, %d threads, ZO_RNG %s\n", r->model, batches, s->batch,
+    fprintf(out, "eval     %s, SST-2 %d batches of %d, %s, %d threads, ZO_RNG %s, %s z\n", r->model, batches, s->batch,
             s->flat ? "every candidate a full sequence" : "candidates continue shared prompts", dz_runtime_threads(),
-            s->rng_v2 ? "v2" : "v1");
+            s->rng_v2 ? "v2" : "v1", s->rademacher ? "Rademacher" : "Gaussian");
     fprintf(out, "gemm     %s\n", dz_runtime_gemm());
     fprintf(out, "tokens   %.1f needed per batch (the batch layout pads to %.1f), head on %.1f rows\n",
             (double)x->real / batches, (double)x->padded / batches, (double)x->head / batches);
@@ -278,7 +278,7 @@ dz_status dz_bench_eval(dz_model *m, const dz_tokenizer *tok, const dz_bench_eva
     dz_status st = eval_bench_init(&b, tok, err);
     for (int round = 0; st == DZ_OK && round <= s->repeat; round++) st = time_round(&b, round, err);
     dz_bench_zo_passes passes;
-    if (st == DZ_OK) st = dz_bench_model_passes(b.adapter ? b.adapter : m, s->repeat, &passes, err);
+    if (st == DZ_OK) st = dz_bench_model_passes(b.adapter ? b.adapter : m, s->repeat, s->rademacher, &passes, err);
     if (st == DZ_OK) {
         const eval_summary x = summarise(&b, &passes);
         if (r->json) print_json(r, &b, &x, &passes);

@@ -9,8 +9,9 @@
 #include "distzo/model.h"
 
 /* The passes over every parameter of m (the working copy of its largest layer block),
- * with the threads in force: where the step's time beyond its two forwards goes. */
-dz_status dz_bench_model_passes(const dz_model *m, int rounds, dz_bench_zo_passes *out, dz_error *err);
+ * with the threads in force and the steps' z (Gaussian, or Rademacher): where the step's
+ * time beyond its two forwards goes. */
+dz_status dz_bench_model_passes(const dz_model *m, int rounds, int rademacher, dz_bench_zo_passes *out, dz_error *err);
 /* ", \"passes\": {...}" for a JSON object, or the text lines; step and two_fwd (seconds)
  * put the fused pass beside what the step adds to its two forwards. */
 void dz_bench_print_passes(FILE *out, const dz_bench_zo_passes *p, double step, double two_fwd, int json);

@@ -76,7 +76,7 @@ static dz_status step_phase(dz_zo_setup *setup, dz_lm_work *lw, const dz_bench_s
                             step_result *x, dz_error *err) {
     dz_store *store = dz_setup_store(setup);
     const dz_engine_spec es = {.max_batch = s->batch, .max_len = s->seq, .streams = 2,
-                               .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = s->fuse, .rng_v2 = s->rng_v2,
+                               .zo = {.seed = 1, .eps = 1e-3f, .q = 1, .fuse = s->fuse, .rng_v2 = s->rng_v2, .rademacher = s->rademacher,
                                       .max_device_bytes = (size_t)s->max_device_mb << 20},
                                .max_resident_mb = s->max_resident_mb, .stream_globals = s->stream_globals,
                                .backend = s->backend};
@@ -163,17 +163,18 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
         fprintf(out, "{\"model\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
                "\"fused\": %s, \"forward_seconds\": %.4f, \"step_seconds\": %.4f, \"step_over_2_forwards\": %.4f, "
                "\"peak_rss_eval_bytes\": %zu, \"peak_rss_train_bytes\": %zu, \"rss_ratio\": %.4f, "
-               "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g, \"rng\": \"%s\"",
+               "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g, \"rng\": \"%s\", \"perturbation\": \"%s\"",
                r->model, s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "true" : "false", fwd,
                step, step / (2 * fwd), x->rss_eval, x->rss_train, (double)x->rss_train / x->rss_eval, x->eval_act,
-               x->train_act, x->g, s->rng_v2 ? "v2" : "v1");
+               x->train_act, x->g, s->rng_v2 ? "v2" : "v1", s->rademacher ? "rademacher" : "gaussian");
         if (adapter) print_adapter(r, s, x, adapter);
         if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, 1);
         fprintf(out, "}\n");
         return;
     }
-    fprintf(out, "step     %s, %d x %d tokens, %d threads, %s master, %s, ZO_RNG %s\n", r->model, s->batch, s->seq,
-            dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "fused updates" : "unfused", s->rng_v2 ? "v2" : "v1");
+    fprintf(out, "step     %s, %d x %d tokens, %d threads, %s master, %s, ZO_RNG %s, %s z\n", r->model, s->batch, s->seq,
+            dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "fused updates" : "unfused", s->rng_v2 ? "v2" : "v1",
+            s->rademacher ? "Rademacher" : "Gaussian");
     fprintf(out, "gemm     %s\n", dz_runtime_gemm());
     fprintf(out, "time     forward %.4f s, ZO step %.4f s: step / (2 x forward) = %.3f\n", fwd, step, step / (2 * fwd));
     fprintf(out, "memory   peak RSS %.1f MB after the forward phase, %.1f MB after training (x%.3f);\n"
@@ -215,7 +216,7 @@ dz_status dz_bench_step(const dz_bench_step_spec *s, const dz_bench_report *r, d
     if (st == DZ_OK && in_memory) {
         dz_bench_zo_passes passes;
         const int with_passes = s->master == DZ_F32; /* the passes time f32 masters' kernels (the adapter's, under one) */
-        if (with_passes) st = dz_bench_model_passes(m, s->steps, &passes, err);
+        if (with_passes) st = dz_bench_model_passes(m, s->steps, s->rademacher, &passes, err);
         if (st == DZ_OK) print_memory(r, s, &x, step_adapter(setup), with_passes ? &passes : NULL);
     }
     dz_lm_work_free(&lw);

@@ -13,7 +13,8 @@ static const dz_cmd_spec benches[N_BENCH] = {
                  .summary = "Times whole forward passes (head on every position, as LM training does) and,\n"
                             "in the same run, OpenBLAS sgemm on the model's own GEMM shapes; prints the ratio."},
     [STEP] = {.name = "bench step",
-              .usage = "--model M [--batch B --seq T --threads N] [--peft lora|prefix] [--rng v1|v2]",
+              .usage = "--model M [--batch B --seq T --threads N] [--peft lora|prefix] [--rng v1|v2]\n"
+                       "       [--perturbation gaussian|rademacher]",
               .summary = "Times, in one run, a plain forward (as eval runs it) and a full ZO step (two\n"
                          "perturbed forwards, perturbation and update), with the peak RSS after each phase;\n"
                          "with --peft lora|prefix the step trains that adapter and the forward is also timed\n"
@@ -26,7 +27,7 @@ static const dz_cmd_spec benches[N_BENCH] = {
                              "sequence (MeZO) and with candidates continuing their example's shared prompt."},
     [EVAL] = {.name = "bench eval",
               .usage = "[--model M.gguf] [--data dev.tsv] [--batch B --batches N --repeat R --threads T] [--rng v1|v2]\n"
-                       "       [--peft lora|prefix [--lora-rank R ...] [--keep-quantized]]",
+                       "       [--perturbation gaussian|rademacher] [--peft lora|prefix [--lora-rank R ...] [--keep-quantized]]",
               .summary = "Times eval forwards and ZO steps on real SST-2 batches and, in the same run, the\n"
                          "GEMMs (OpenBLAS sgemm and distzo's, the faster per shape) on exactly the batches'\n"
                          "Linear shapes: the rows needed (no padding) for the layers, the scored rows for the\n"
@@ -34,8 +35,9 @@ static const dz_cmd_spec benches[N_BENCH] = {
                          "and the eval forwards run with it attached: 2 x eval / step (issue 29: >= 0.90)."},
 };
 
-/* --rng of bench step and eval: the steps' z, as train's option names it. */
+/* --rng and --perturbation of bench step and eval: the steps' z, as train's options name it. */
 #define RNG_OPTION(p) {"rng", DZ_OPT_STR, p, "the steps' z: v1 (default) or v2 (docs/ZO_RNG.md section 10)"}
+#define PERTURBATION_OPTION(p) {"perturbation", DZ_OPT_STR, p, "the steps' z: gaussian (default) or rademacher"}
 
 /* The adapter's settings of bench step and eval under --peft, as train's options name them. */
 #define PEFT_OPTIONS(p)                                                                                  \
@@ -46,10 +48,12 @@ static const dz_cmd_spec benches[N_BENCH] = {
     {"keep-quantized", DZ_OPT_FLAG, &(p)->keep_quantized,                                               \
      "with --peft: a GGUF base's blocks stay quantized (dequantized layer by layer as read)"}
 
-/* *v2 from --rng's value; 1 after saying why for another. */
-static int rng_parse(const char *rng, int *v2) {
+/* *v2 and *rademacher from --rng's and --perturbation's values; 1 after saying why for another. */
+static int z_parse(const char *rng, const char *perturbation, int *v2, int *rademacher) {
     if (strcmp(rng, "v1") && strcmp(rng, "v2")) return dz_cli_failf("option --rng: '%s' is not v1 or v2", rng) != 0;
-    *v2 = !strcmp(rng, "v2");
+    if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
+        return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation) != 0;
+    *v2 = !strcmp(rng, "v2"), *rademacher = !strcmp(perturbation, "rademacher");
     return 0;
 }
 
@@ -91,7 +95,7 @@ static int bench_forward(int argc, char **argv) {
 static int bench_step(int argc, char **argv) {
     const char *gpu_math = NULL;
     const char *master = "f32";
-    const char *rng = "v1";
+    const char *rng = "v1", *perturbation = "gaussian";
     int threads = 0, json = 0, no_fuse = 0;
     dz_bench_step_spec s = {.batch = 16, .seq = 128, .steps = 3};
     dz_train_config d; /* train's adapter defaults (r 8, alpha 16, q,v; 5 prefix tokens) */
@@ -116,6 +120,7 @@ static int bench_step(int argc, char **argv) {
          "and the base's forward is also timed with it attached (default: every parameter)"},
         PEFT_OPTIONS(&s.peft),
         RNG_OPTION(&rng),
+        PERTURBATION_OPTION(&perturbation),
         {"interleave", DZ_OPT_FLAG, &s.interleave, "time the forwards between the steps, round by round (the same load "
          "for both on a busy machine; the forward phase's RSS is then the forwards' before the engine's)"},
         {"json", DZ_OPT_FLAG, &json, "print JSON"},
@@ -133,7 +138,7 @@ static int bench_step(int argc, char **argv) {
         return dz_cli_failf("option %s: without --store disk:PATH it would be ignored",
                             s.max_resident_mb > 0 ? "--max-resident" : "--stream-globals");
     s.fuse = !no_fuse;
-    if (rng_parse(rng, &s.rng_v2)) return 1;
+    if (z_parse(rng, perturbation, &s.rng_v2, &s.rademacher)) return 1;
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend}, NULL, NULL))) return rc;
     dz_error err = {0};
     return bench_done(dz_bench_step(&s, &(dz_bench_report){stdout, json, s.model}, &err), &err);
@@ -178,7 +183,7 @@ static int bench_classify(int argc, char **argv) {
 static int bench_eval(int argc, char **argv) {
     const char *gpu_math = NULL;
     const char *model = NULL;
-    const char *rng = "v1";
+    const char *rng = "v1", *perturbation = "gaussian";
     int threads = 0, json = 0;
     dz_bench_eval_spec s = {.batch = 16, .batches = 4, .repeat = 3};
     dz_train_config d; /* train's adapter defaults (r 8, alpha 16, q,v; 5 prefix tokens) */
@@ -196,6 +201,7 @@ static int bench_eval(int argc, char **argv) {
         dz_cli_gpu_math_option(&gpu_math),
         {"flat", DZ_OPT_FLAG, &s.flat, "every candidate a full sequence (MeZO) instead of continuing a shared prompt"},
         RNG_OPTION(&rng),
+        PERTURBATION_OPTION(&perturbation),
         {"peft", DZ_OPT_STR, &s.peft.method, "lora or prefix: the steps train that adapter over the read-only base "
          "and the eval forwards run with it attached (default: every parameter)"},
         PEFT_OPTIONS(&s.peft),
@@ -206,7 +212,7 @@ static int bench_eval(int argc, char **argv) {
     if (rc >= 0) return rc;
     dz_cli_gpu_math_join(&s.backend, gpu_math);
     if (s.batch < 1 || s.batches < 1 || s.repeat < 1) return dz_cli_failf("--batch, --batches and --repeat must be >= 1");
-    if (rng_parse(rng, &s.rng_v2)) return 1;
+    if (z_parse(rng, perturbation, &s.rng_v2, &s.rademacher)) return 1;
     char mbuf[4096], dbuf[4096];
     if (!model) model = dz_cli_asset("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf", mbuf, sizeof mbuf);
     if (!s.data) s.data = dz_cli_asset("sst2/dev.tsv", dbuf, sizeof dbuf);

@@ -59,7 +59,7 @@ typedef struct pass_job {
     float *theta, *wp, *wm, *z, *dst; /* z: PASS_SPAN floats per thread */
     size_t n, block_spans;            /* the working copy holds block_spans spans */
     const dz_zo_update *upd;
-    dz_zdist dist;                    /* v1 or v2 Gaussian */
+    dz_zdist dist;                    /* v1 or v2, Gaussian or Rademacher */
     uint32_t *sums;                   /* PASS_READ: one per task, so the reads cannot be dropped */
 } pass_job;
 
@@ -109,12 +109,14 @@ static double pass_seconds(pass_job *j, pass_kind kind, size_t n, int rounds) {
     return best;
 }
 
-dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, dz_bench_zo_passes *out, dz_error *err) {
+dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, int rademacher, dz_bench_zo_passes *out,
+                                 dz_error *err) {
     memset(out, 0, sizeof *out);
     const size_t block_spans = block / PASS_SPAN + 1, nt = n > COPY_FLOATS ? n : COPY_FLOATS;
     const float g = 1.0f;
     const dz_zo_update upd = {.g = &g, .q = 1, .lr = 0.0f, .wd = 0.0f, .step = 0};
-    pass_job j = {.be = dz_backend_cpu(), .block_spans = block_spans, .upd = &upd, .dist = DZ_Z_GAUSSIAN};
+    const dz_zdist v1 = dz_zdist_of(rademacher, 0), v2 = dz_zdist_of(rademacher, 1);
+    pass_job j = {.be = dz_backend_cpu(), .block_spans = block_spans, .upd = &upd, .dist = v1};
     j.theta = dz_alloc(nt * sizeof(float));
     j.wp = dz_alloc(block_spans * PASS_SPAN * sizeof(float));
     j.wm = dz_alloc(block_spans * PASS_SPAN * sizeof(float));
@@ -126,15 +128,15 @@ dz_status dz_bench_zo_passes_run(size_t n, size_t block, int rounds, dz_bench_zo
         st = dz_fail(err, DZ_ERR_NOMEM, "bench: no memory for the ZO passes over %zu parameters", n);
     } else {
         for (size_t i = 0; i < nt; i++) j.theta[i] = 1e-3f * (float)(i % 1000) - 0.5f;
-        out->elements = (double)n;
+        out->elements = (double)n, out->rademacher = rademacher != 0;
         out->zgen_s = pass_seconds(&j, PASS_ZGEN, n, rounds);
         out->perturb_s = pass_seconds(&j, PASS_PERTURB, n, rounds);
         out->update_s = pass_seconds(&j, PASS_UPDATE, n, rounds);
         out->fused_s = pass_seconds(&j, PASS_FUSED, n, rounds);
-        j.dist = DZ_Z_GAUSSIAN_V2;
+        j.dist = v2;
         out->zgen_v2_s = pass_seconds(&j, PASS_ZGEN, n, rounds);
         out->fused_v2_s = pass_seconds(&j, PASS_FUSED, n, rounds);
-        j.dist = DZ_Z_GAUSSIAN;
+        j.dist = v1;
         out->perturb_bytes = 12.0 * (double)n, out->update_bytes = 8.0 * (double)n, out->fused_bytes = 16.0 * (double)n;
         out->read_gbs = 4.0 * (double)nt / pass_seconds(&j, PASS_READ, nt, rounds) * 1e-9;
         out->copy_gbs = 8.0 * COPY_FLOATS / pass_seconds(&j, PASS_COPY, COPY_FLOATS, rounds) * 1e-9;

@@ -5,7 +5,8 @@
 #   quantized or not, 2 x eval / step against the report's own seconds;
 # - the steps' g the same at 1 thread with the base kept quantized and at 2 threads
 #   dequantized at load (the same bits);
-# - the ceiling, 2 x ideal / (2 x ideal + z alone), with the z of the steps' version (v1, v2);
+# - the ceiling, 2 x ideal / (2 x ideal + z alone), with the z of the steps' version (v1, v2) and
+#   distribution (Gaussian, Rademacher);
 # - refusals: --keep-quantized without --peft, an unknown --peft.
 # (The full model's bench eval runs in kernel_paths.sh; its passes over 135M parameters are
 # too slow under the sanitizers to repeat here.)
@@ -51,6 +52,18 @@ jv2=$("${eval_bench[@]}" --peft lora --keep-quantized --threads 1 --rng v2 2>&1)
   check_ceiling "eval lora v2" zgen_v2_seconds "$jv2" || bad "bench eval --peft lora --rng v2 failed: $jv2"
 [ "$(g_of "$jv2")" != "$(g_of "$j1")" ] && ok "eval lora v2: its own z (g $(g_of "$jv2"))" ||
   bad "eval lora v2: the same g as v1: $(g_of "$jv2")"
+# Rademacher z (--perturbation rademacher, train's option): the steps and the passes draw it, the
+# ceiling takes its z, g is its own and the same at 1 and 2 threads
+jr1=$("${eval_bench[@]}" --peft lora --threads 1 --rng v2 --perturbation rademacher 2>&1) &&
+  check_ceiling "eval lora v2 rademacher" zgen_v2_seconds "$jr1" || bad "bench eval --perturbation rademacher failed: $jr1"
+[ "$(grep -o '"perturbation": "[a-z]*"' <<<"$jr1" | sort -u)" = '"perturbation": "rademacher"' ] &&
+  ok "eval lora v2 rademacher: the steps and the passes say rademacher" || bad "eval rademacher: fields: $jr1"
+jr2=$("${eval_bench[@]}" --peft lora --threads 2 --rng v2 --perturbation rademacher 2>&1) ||
+  bad "bench eval --perturbation rademacher (2 threads) failed: $jr2"
+[ -n "$(g_of "$jr1")" ] && [ "$(g_of "$jr1")" = "$(g_of "$jr2")" ] && [ "$(g_of "$jr1")" != "$(g_of "$jv2")" ] &&
+  ok "eval lora v2 rademacher: its own g $(g_of "$jr1"), the same at 1 and 2 threads" ||
+  bad "eval rademacher: g $(g_of "$jr1") / $(g_of "$jr2") (Gaussian v2: $(g_of "$jv2"))"
+refuse "eval --perturbation uniform" "not gaussian or rademacher" "${eval_bench[@]}" --perturbation uniform
 # a prefix of 5 tokens: per layer keys and values, 5 x 192 each
 jp=$("${eval_bench[@]}" --peft prefix 2>&1) && check_eval "eval prefix" prefix $((30 * 2 * 5 * 192)) false "$jp" ||
   bad "bench eval --peft prefix failed: $jp"
