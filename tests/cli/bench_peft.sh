@@ -5,7 +5,8 @@
 #   and the adapter's, consistent with its own seconds; text and JSON;
 # - the adapter's parameter count is the one its shapes give (computed here);
 # - --interleave (the forwards between the steps) reports the same figures;
-# - without --peft the report is as before (no adapter fields);
+# - without --peft the report is as before (no adapter fields); --perturbation rademacher draws
+#   Rademacher z in the steps and the passes;
 # - refusals: --keep-quantized without --peft, an unknown --peft, --lora-rank 0, --lora-rank alone.
 # bench eval --peft: tests/cli/bench_eval_peft.sh.
 # usage: bench_peft.sh DISTZO ASSETS
@@ -54,6 +55,14 @@ grep -q '^adapter  prefix, 1600 parameters: forward with the adapter' <<<"$text"
 json=$("${bench[@]}" --json 2>&1)
 grep -q '"step_over_2_forwards"' <<<"$json" && ! grep -q '"peft"\|adapter' <<<"$json" &&
   ok "without --peft: the full step's report, no adapter fields" || bad "full step's report: $json"
+# --perturbation rademacher (train's option): the steps and the passes draw Rademacher z, and the
+# last step's g is not the Gaussian one
+jr=$("${bench[@]}" --json --perturbation rademacher 2>&1)
+[ "$(grep -o '"perturbation": "[a-z]*"' <<<"$jr" | sort | uniq -c | tr -s ' ')" = ' 2 "perturbation": "rademacher"' ] &&
+  [ "$(grep -o '"perturbation": "[a-z]*"' <<<"$json" | sort | uniq -c | tr -s ' ')" = ' 2 "perturbation": "gaussian"' ] &&
+  [ -n "$(field last_g "$jr")" ] && [ "$(field last_g "$jr")" != "$(field last_g "$json")" ] &&
+  ok "--perturbation rademacher: the steps and the passes (g $(field last_g "$jr") against $(field last_g "$json"))" ||
+  bad "--perturbation rademacher: $jr"
 
 refuse "--keep-quantized without --peft" "keep-quantized" "${bench[@]}" --keep-quantized
 refuse "--peft dora" "expected none, lora or prefix" "${bench[@]}" --peft dora

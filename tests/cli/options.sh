@@ -46,6 +46,8 @@ refused "bench step --max-resident -1" "option --max-resident: -1 MB is negative
 refused "bench step --max-resident without a store" "option --max-resident: without --store disk:PATH" -- \
   "$bin" bench step --model "$stories" --max-resident 100
 refused "bench step --master-dtype f16" "'f16' is not f32 or bf16" -- "$bin" bench step --model "$stories" --master-dtype f16
+refused "bench step --perturbation uniform" "option --perturbation: 'uniform' is not gaussian or rademacher" -- \
+  "$bin" bench step --model "$stories" --perturbation uniform
 # negative counts and times that meant "never" or "none" without a word
 refused "train --verify-every -1 (was: never, silently)" "verify-every -1 is negative" -- \
   "$bin" train "${tiny[@]}" --verify-every -1 --steps 1 --out "$tmp/q4"
