@@ -389,16 +389,16 @@ def main():
 
     def evaluate(step):
         te = time.perf_counter()
-        dev_acc, _ = scorer.evaluate(dev, args.eval_batch)
+        dev_acc = scorer.evaluate(dev, args.eval_batch)[0] if dev else None  # --dev-examples 0: no selection set
         test_acc, _ = scorer.evaluate(test, args.eval_batch)
-        if dev_acc > best["dev"]:
+        if dev_acc is not None and dev_acc > best["dev"]:
             best.update(dev=dev_acc, test=test_acc, step=step)
         metrics.append({"step": step, "eval": True, "dev_accuracy": dev_acc, "test_accuracy": test_acc,
                         "best_dev_accuracy": best["dev"], "best_test_accuracy": best["test"],
                         "best_step": best["step"], "eval_seconds": time.perf_counter() - te})
-        print(f"step {step}: dev accuracy {dev_acc:.4f}, test accuracy {test_acc:.4f} "
-              f"(best dev {best['dev']:.4f} at step {best['step']}, its test {best['test']:.4f}) "
-              f"[{time.perf_counter() - te:.0f} s]", flush=True)
+        chosen = "no dev set" if dev_acc is None else (
+            f"dev accuracy {dev_acc:.4f}, best dev {best['dev']:.4f} at step {best['step']}, its test {best['test']:.4f}")
+        print(f"step {step}: test accuracy {test_acc:.4f} ({chosen}) [{time.perf_counter() - te:.0f} s]", flush=True)
 
     def checkpoint(step):
         st = {"step": step, "np_rng": mezo.rng.get_state(), "best": dict(best), "weights": model.state_dict()}
@@ -423,7 +423,8 @@ def main():
             evaluate(done)
         if args.checkpoint_every > 0 and (done % args.checkpoint_every == 0 or done == args.steps):
             checkpoint(done)
-    print(f"done: {args.steps} steps; best dev {best['dev']:.4f} at step {best['step']}, its test {best['test']}")
+    print(f"done: {args.steps} steps; " + ("no dev set (--dev-examples 0)" if not dev else
+          f"best dev {best['dev']:.4f} at step {best['step']}, its test {best['test']}"))
 
 
 if __name__ == "__main__":
