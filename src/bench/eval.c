@@ -237,7 +237,7 @@ static void print_json(const dz_bench_report *r, const eval_bench *b, const eval
         fprintf(r->out, ", \"peft\": \"%s\", \"keep_quantized\": %s, \"adapter_parameters\": %lld, \"two_evals_over_step\": %.4f",
                 s->peft.method, s->peft.keep_quantized ? "true" : "false",
                 (long long)dz_param_table_numel(dz_model_params(b->adapter)), 2 * te / ts);
-    dz_bench_print_passes(r->out, passes, ts, 2 * te, 1);
+    dz_bench_print_passes(r->out, passes, ts, 2 * te, s->rng_v2, 1);
     fprintf(r->out, "}\n");
 }
 
@@ -269,7 +269,7 @@ static void print_text(const dz_bench_report *r, const eval_bench *b, const eval
         fprintf(out, "adapter  %s, %lld parameters%s, attached to the eval forwards: 2 x eval / step = %.3f\n",
                 s->peft.method, (long long)dz_param_table_numel(dz_model_params(b->adapter)),
                 s->peft.keep_quantized ? ", base kept quantized" : "", 2 * te / ts);
-    dz_bench_print_passes(out, passes, ts, 2 * te, 0);
+    dz_bench_print_passes(out, passes, ts, 2 * te, s->rng_v2, 0);
 }
 
 dz_status dz_bench_eval(dz_model *m, const dz_tokenizer *tok, const dz_bench_eval_spec *s, const dz_bench_report *r,

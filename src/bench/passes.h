@@ -13,7 +13,8 @@
  * time beyond its two forwards goes. */
 dz_status dz_bench_model_passes(const dz_model *m, int rounds, int rademacher, dz_bench_zo_passes *out, dz_error *err);
 /* ", \"passes\": {...}" for a JSON object, or the text lines; step and two_fwd (seconds)
- * put the fused pass beside what the step adds to its two forwards. */
-void dz_bench_print_passes(FILE *out, const dz_bench_zo_passes *p, double step, double two_fwd, int json);
+ * put the fused pass beside what the step adds to its two forwards; step_v2: the step was
+ * timed under ZO_RNG v2 (the other version's step is this one with the other's pass). */
+void dz_bench_print_passes(FILE *out, const dz_bench_zo_passes *p, double step, double two_fwd, int step_v2, int json);
 
 #endif

@@ -168,7 +168,7 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
                step, step / (2 * fwd), x->rss_eval, x->rss_train, (double)x->rss_train / x->rss_eval, x->eval_act,
                x->train_act, x->g, s->rng_v2 ? "v2" : "v1", s->rademacher ? "rademacher" : "gaussian");
         if (adapter) print_adapter(r, s, x, adapter);
-        if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, 1);
+        if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, s->rng_v2, 1);
         fprintf(out, "}\n");
         return;
     }
@@ -181,7 +181,7 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
            "         buffers %.1f MB (forward) vs %.1f MB (two streams + working copies)\n",
            x->rss_eval / 1e6, x->rss_train / 1e6, (double)x->rss_train / x->rss_eval, x->eval_act / 1e6, x->train_act / 1e6);
     if (adapter) print_adapter(r, s, x, adapter);
-    if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, 0);
+    if (passes) dz_bench_print_passes(out, passes, step, 2 * fwd, s->rng_v2, 0);
 }
 
 /* The weights spec: every parameter, or under --peft the adapter over the read-only base
