@@ -48,15 +48,6 @@ static const dz_cmd_spec benches[N_BENCH] = {
     {"keep-quantized", DZ_OPT_FLAG, &(p)->keep_quantized,                                               \
      "with --peft: a GGUF base's blocks stay quantized (dequantized layer by layer as read)"}
 
-/* *v2 and *rademacher from --rng's and --perturbation's values; 1 after saying why for another. */
-static int z_parse(const char *rng, const char *perturbation, int *v2, int *rademacher) {
-    if (strcmp(rng, "v1") && strcmp(rng, "v2")) return dz_cli_failf("option --rng: '%s' is not v1 or v2", rng) != 0;
-    if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
-        return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation) != 0;
-    *v2 = !strcmp(rng, "v2"), *rademacher = !strcmp(perturbation, "rademacher");
-    return 0;
-}
-
 /* The benchmark's status as the command's: 0, or 1 after saying why. */
 static int bench_done(dz_status st, const dz_error *err) { return st == DZ_OK ? 0 : dz_cli_fail(err); }
 
@@ -138,7 +129,7 @@ static int bench_step(int argc, char **argv) {
         return dz_cli_failf("option %s: without --store disk:PATH it would be ignored",
                             s.max_resident_mb > 0 ? "--max-resident" : "--stream-globals");
     s.fuse = !no_fuse;
-    if (z_parse(rng, perturbation, &s.rng_v2, &s.rademacher)) return 1;
+    if (dz_cli_z_parse(rng, perturbation, &s.rng_v2, &s.rademacher)) return 1;
     if ((rc = dz_cli_start(&(dz_cli_preamble){.threads = threads, .backend = s.backend}, NULL, NULL))) return rc;
     dz_error err = {0};
     return bench_done(dz_bench_step(&s, &(dz_bench_report){stdout, json, s.model}, &err), &err);
@@ -212,7 +203,7 @@ static int bench_eval(int argc, char **argv) {
     if (rc >= 0) return rc;
     dz_cli_gpu_math_join(&s.backend, gpu_math);
     if (s.batch < 1 || s.batches < 1 || s.repeat < 1) return dz_cli_failf("--batch, --batches and --repeat must be >= 1");
-    if (z_parse(rng, perturbation, &s.rng_v2, &s.rademacher)) return 1;
+    if (dz_cli_z_parse(rng, perturbation, &s.rng_v2, &s.rademacher)) return 1;
     char mbuf[4096], dbuf[4096];
     if (!model) model = dz_cli_asset("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf", mbuf, sizeof mbuf);
     if (!s.data) s.data = dz_cli_asset("sst2/dev.tsv", dbuf, sizeof dbuf);

@@ -22,6 +22,14 @@ int dz_cli_failf(const char *fmt, ...) {
     return 1;
 }
 
+int dz_cli_z_parse(const char *rng, const char *perturbation, int *v2, int *rademacher) {
+    if (strcmp(perturbation, "gaussian") && strcmp(perturbation, "rademacher"))
+        return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", perturbation);
+    if (strcmp(rng, "v1") && strcmp(rng, "v2")) return dz_cli_failf("option --rng: '%s' is not v1 or v2", rng);
+    *v2 = !strcmp(rng, "v2"), *rademacher = !strcmp(perturbation, "rademacher");
+    return 0;
+}
+
 int dz_cli_parse(const dz_cmd_spec *cmd, const dz_opt *opts, int argc, char **argv, const char **pos) {
     dz_cmd_spec spec = *cmd;
     spec.opts = opts;

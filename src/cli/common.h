@@ -31,6 +31,9 @@ dz_opt dz_cli_tokenizer_option(const char **tokenizer, const char *help);
 /* --keep-quantized: a GGUF base held as its file stores it, dequantized layer by layer as
  * the forward reads it (read-only uses: eval, generate). */
 dz_opt dz_cli_keep_quantized_option(int *keep);
+/* --rng v1|v2 and --perturbation gaussian|rademacher (train, bench step and eval): *v2 and
+ * *rademacher from their values; 0, or 1 after saying which value is not known. */
+int dz_cli_z_parse(const char *rng, const char *perturbation, int *v2, int *rademacher);
 /* --backend cpu|cuda|ref: what the forward and the ZO ops run on (NULL: cpu). */
 dz_opt dz_cli_backend_option(const char **backend);
 /* --gpu-math tf32|bf16|fp32: the CUDA backend's matrix products. dz_cli_gpu_math_join,

@@ -81,12 +81,7 @@ int dz_cli_train_apply(dz_train_config *c, const dz_cli_train_values *v, dz_cli_
     if (!d->label_words && strcmp(d->task, "lm") && !preset) d->label_words = DZ_DEFAULT_LABEL_WORDS;
     if (dz_dtype_parse(v->master, &c->store.master_dtype) != 0 || c->store.master_dtype == DZ_F16)
         return dz_cli_failf("option --master-dtype: '%s' is not f32 or bf16", v->master);
-    if (strcmp(v->perturbation, "gaussian") && strcmp(v->perturbation, "rademacher"))
-        return dz_cli_failf("option --perturbation: '%s' is not gaussian or rademacher", v->perturbation);
-    c->optim.rademacher = !strcmp(v->perturbation, "rademacher");
-    if (strcmp(v->rng, "v1") && strcmp(v->rng, "v2"))
-        return dz_cli_failf("option --rng: '%s' is not v1 or v2", v->rng);
-    c->optim.rng_v2 = !strcmp(v->rng, "v2");
+    if ((rc = dz_cli_z_parse(v->rng, v->perturbation, &c->optim.rng_v2, &c->optim.rademacher))) return rc;
     if (!strcmp(v->schedule, "constant")) c->optim.lr_schedule = DZ_LR_CONSTANT;
     else if (!strcmp(v->schedule, "linear")) c->optim.lr_schedule = DZ_LR_LINEAR;
     else if (!strcmp(v->schedule, "cosine")) c->optim.lr_schedule = DZ_LR_COSINE;
