@@ -20,6 +20,17 @@ static void new_run(dz_train_config *cfg, const dz_train_config *cfg_in) {
     cfg->model_table = NULL, cfg->peft.lora_init_fingerprint = NULL;
 }
 
+/* --max-resident and --stream-globals shape a disk store: a new run without one (a --config
+ * file's or a library caller's settings; the command line says so itself) would ignore
+ * them and record them in run.json. A resume that moves a run to --store ram drops them. */
+static dz_status new_run_store_check(const dz_train_config *cfg, dz_error *err) {
+    const dz_train_store *s = &cfg->store;
+    if ((s->spec && !strncmp(s->spec, "disk", 4)) || (!s->max_resident_mb && !s->stream_globals)) return DZ_OK;
+    return dz_fail(err, DZ_ERR_INVALID, "%s (%s) without a disk store (--store disk:PATH; here %s): it would be "
+                   "ignored", s->max_resident_mb ? "--max-resident" : "--stream-globals",
+                   s->max_resident_mb ? "max_resident_mb" : "stream_globals", s->spec ? s->spec : "ram");
+}
+
 void dz_run_warn_schedule_stretched(const char *run_dir, const dz_train_optim *o, int steps) {
     if (o->lr_schedule == DZ_LR_CONSTANT || steps <= o->steps) return;
     const float was = dz_lr_at(o->lr_schedule, o->lr, o->warmup, o->steps, o->steps - 1);
@@ -52,6 +63,8 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
         const dz_train_optim before = cfg->optim;
         if (st == DZ_OK) st = dz_run_config_resume(rf->dir, cfg, cfg_in, &rf->settings_changed, err);
         if (st == DZ_OK && rf->settings_changed) st = dz_train_config_check(cfg, err);
+        if (st == DZ_OK && !(cfg->store.spec && !strncmp(cfg->store.spec, "disk", 4)))
+            cfg->store.max_resident_mb = 0, cfg->store.stream_globals = 0; /* nothing to shape (run.json says so) */
         if (st == DZ_OK && rank0) dz_run_warn_schedule_stretched(rf->dir, &before, cfg->optim.steps);
         /* this start's store is run.json's: one written before stores were marked is the run's own */
         if (st == DZ_OK && rank0 && run_store && cfg->store.spec && !strcmp(run_store, cfg->store.spec))
@@ -64,6 +77,7 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
     } else if (rank0) {
         new_run(cfg, cfg_in);
         st = dz_train_config_check(cfg, err); /* before anything is written */
+        if (st == DZ_OK) st = new_run_store_check(cfg, err);
         rf->made_run_dir = st == DZ_OK && !dz_is_dir(rf->dir);
         if (st == DZ_OK && (dz_mkdirs(rf->dir) != 0 || !dz_is_dir(rf->dir)))
             st = dz_fail(err, DZ_ERR_IO, "%s: cannot create the run folder: %s", rf->dir, strerror(errno));

@@ -77,6 +77,12 @@ for opt in "--max-resident 100" --stream-globals; do # shaping a store the run d
   if [ $? -ne 0 ] && grep -q "option ${opt%% *}: without --store disk:PATH it would be ignored" <<<"$out"; then
     ok "$opt without a disk store refused"; else bad "$opt without a disk store: $out"; fi
 done
+for field in max_resident_mb:100 stream_globals:1; do # the same from a --config file
+  printf '{"%s": %s}\n' "${field%%:*}" "${field#*:}" >"$tmp/shape.json"
+  out=$("$bin" train "${common[@]}" --config "$tmp/shape.json" --out "$tmp/nostore-config" 2>&1 >/dev/null)
+  if [ $? -ne 0 ] && grep -q "(${field%%:*}) without a disk store" <<<"$out" && [ ! -e "$tmp/nostore-config/run.json" ]
+  then ok "${field%%:*} in a --config without a disk store refused"; else bad "${field%%:*} in a --config: $out"; fi
+done
 out=$("$bin" train "${common[@]}" --store "tape:x" --out "$tmp/badstore" 2>&1 >/dev/null)
 if [ $? -ne 0 ] && grep -q "expected ram, disk:PATH or disk-nocache:PATH" <<<"$out"; then ok "bad --store refused"; else bad "bad --store: $out"; fi
 # resident memory under the cap: a 205 MB model (48 layers) trained from the store with
@@ -112,6 +118,12 @@ wide=(train --model "$tmp/wide" --tokenizer "$assets/gpt2-bpe/dict.txt" --steps 
   out=$("$bin" "${wide[@]}" --estimator hizoo --store "disk:$tmp/wide-h.store" --out "$tmp/wide-hizoo" 2>&1 >/dev/null)
 if [ $? -ne 0 ] && grep -q "the estimator's state 261.4 MB" <<<"$out"; then ok "HiZOO's curvature counts under --max-resident"
 else bad "HiZOO under --max-resident 450: $out"; fi
+# a resume onto --store ram drops the disk store's shape from run.json (nothing to shape), so
+# the run's settings stay a valid --config for a new run
+"$bin" train --out "$tmp/wide-mezo" --resume --steps 2 --store ram --threads 1 >/dev/null 2>&1 &&
+  "$bin" train --config "$tmp/wide-mezo/run.json" --out "$tmp/wide-branch" --steps 1 >/dev/null 2>&1
+if [ $? -eq 0 ] && grep -q '"max_resident_mb":[[:space:]]*0,' "$tmp/wide-mezo/run.json"; then ok "resume onto ram drops --max-resident"
+else bad "resume onto ram: $(grep -E 'store|resident' "$tmp/wide-mezo/run.json")"; fi
 out=$("$bin" bench step --model "$tmp/wide" --batch 2 --seq 32 --steps 1 --threads 1 --store "disk:$tmp/wide.store" \
       --max-resident 100 2>&1)
 if [ $? -ne 0 ] && grep -q "even with every weight in the store" <<<"$out"; then ok "cap below streaming refused"
