@@ -264,6 +264,9 @@ static void malformed(void **state) {
     parse_bad("bad.json", "{\"model_type\": \"opt\", \"hidden_size\": ", DZ_ERR_FORMAT, "malformed JSON");
     parse_bad("trailing.json", SMALL_LLAMA("") " }", DZ_ERR_FORMAT, "malformed JSON");
     parse_bad("array.json", "[1, 2]", DZ_ERR_FORMAT, "not a JSON object");
+    /* cJSON reads a repeated key's first value, transformers its last: refused, named */
+    parse_bad("twice.json", SMALL_LLAMA(", \"num_hidden_layers\": 4"), DZ_ERR_FORMAT,
+              "key 'num_hidden_layers' is given twice");
     parse_bad("no_hidden.json",
               "{\"model_type\": \"llama\", \"intermediate_size\": 128, \"max_position_embeddings\": 256,"
               " \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 512}",

@@ -33,11 +33,6 @@ dz_status dz_dataset_init(dz_dataset *out, const char *path, dz_error *err);
 dz_status dz_dataset_push(dz_dataset *ds, int *cap, const char *text, size_t n, int label, int line,
                           dz_error *err);
 
-/* A key a JSON object gives twice, or NULL (readers differ on which one counts: Python's json
- * takes the last, cJSON the first, so such a row is refused rather than read either way). */
-struct cJSON;
-const char *dz_json_repeated_key(const struct cJSON *obj);
-
 /* 1 if s[0..n) is empty or only ASCII whitespace. */
 int dz_is_blank(const char *s, size_t n);
 

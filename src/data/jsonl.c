@@ -1,5 +1,6 @@
 /* jsonl: one JSON object per line with a text field and an optional integer label. */
 #include "data/internal.h"
+#include "core/json.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -41,24 +42,6 @@ static dz_status parse_candidates(const dz_line_reader *r, const cJSON *v, int l
         return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: label %d, but the example has only %d candidates", r->path,
                        r->lineno, label, n);
     return dz_example_set_list(ex, DZ_EXAMPLE_CANDS, strs, n, err);
-}
-
-static int cmp_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
-/* Sorted, so a row of many keys costs n log n. */
-const char *dz_json_repeated_key(const cJSON *obj) {
-    size_t n = 0;
-    for (const cJSON *v = obj->child; v; v = v->next) n++;
-    const char **keys = n > 1 ? malloc(n * sizeof *keys) : NULL;
-    if (!keys) return NULL; /* one key, or out of memory: nothing to compare */
-    n = 0;
-    for (const cJSON *v = obj->child; v; v = v->next) keys[n++] = v->string ? v->string : "";
-    qsort(keys, n, sizeof *keys, cmp_key);
-    const char *twice = NULL;
-    for (size_t i = 1; i < n && !twice; i++)
-        if (!strcmp(keys[i - 1], keys[i])) twice = keys[i];
-    free(keys);
-    return twice;
 }
 
 static dz_status parse_line(const dz_line_reader *r, const char *line, const char *text_key,

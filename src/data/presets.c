@@ -4,6 +4,7 @@
  * (large_models/templates.py) and whose candidates are its verbalizer's words, or, for
  * generation, whose answers are the gold strings. Field layouts: docs/TASKS.md. */
 #include "data/internal.h"
+#include "core/json.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/util.h"
 #include "format/json_file.h"
 #include "model/model_internal.h"
@@ -114,6 +115,8 @@ static dz_status read_config(const char *path, dz_lora_spec *spec, char *base, s
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "r"), *a = cJSON_GetObjectItemCaseSensitive(o, "lora_alpha");
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(o, "bias"), *b = cJSON_GetObjectItemCaseSensitive(o, "base_model_name_or_path");
     if (!o) st = dz_fail(err, DZ_ERR_FORMAT, "%s: not JSON", path);
+    else if (dz_json_repeated_key(o))
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' is given twice", path, dz_json_repeated_key(o));
     else if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA"))
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: peft_type must be \"LORA\" or \"PREFIX_TUNING\"", path);
     else if (!cJSON_IsNumber(r) || !(r->valuedouble >= 1 && r->valuedouble <= 4096) ||

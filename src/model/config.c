@@ -10,6 +10,7 @@
 
 #include "core/util.h"
 #include "distzo/model.h"
+#include "core/json.h"
 
 const char *dz_arch_name(dz_arch a) {
     switch (a) {
@@ -279,6 +280,8 @@ dz_status dz_config_from_hf_json(const char *path, dz_config *cfg, dz_error *err
                         (size_t)(end - text));
     }
     free(text);
+    if (!s && dz_json_repeated_key(root)) /* cJSON would read the first, transformers the last */
+        s = dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' is given twice", path, dz_json_repeated_key(root));
     const jctx c = {path, root, err};
     const char *family = NULL;
     if (!s) s = model_family(&c, &family);

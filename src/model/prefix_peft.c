@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/util.h"
 #include "format/json_file.h"
 #include "model/model_internal.h"
@@ -74,6 +75,11 @@ static cJSON *read_json(const char *path, dz_error *err) {
     cJSON *o = cJSON_Parse(text);
     free(text);
     if (!o) dz_fail(err, DZ_ERR_FORMAT, "%s: not JSON", path);
+    if (o && dz_json_repeated_key(o)) {
+        dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' is given twice", path, dz_json_repeated_key(o));
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }
 

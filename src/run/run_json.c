@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/util.h"
 #include "distzo/log.h"
 #include "format/json_file.h"
@@ -396,10 +397,7 @@ static dz_status parse_object(const char *text, size_t len, const char *path, cJ
     if (cJSON_IsObject(*o)) {
         size_t at = stop && stop >= text && stop <= text + len ? (size_t)(stop - text) : len;
         while (at < len && isspace((unsigned char)text[at])) at++;
-        const char *twice = NULL; /* a key given twice: which one counts would be a guess */
-        for (const cJSON *a = (*o)->child; a && !twice; a = a->next)
-            for (const cJSON *b = a->next; b && !twice; b = b->next)
-                if (!strcmp(a->string, b->string)) twice = a->string;
+        const char *twice = dz_json_repeated_key(*o); /* which one counts would be a guess */
         if (at == len && !twice) return DZ_OK;
         dz_status st = twice ? dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' is given twice", path, twice)
                              : dz_fail(err, DZ_ERR_FORMAT, "%s: text after the JSON object (%s)", path,

@@ -205,6 +205,9 @@ cp -r "$tmp/ref" "$tmp/respelled"
 cp -r "$tmp/peft" "$tmp/alpha_inf" && sed -i -E 's/"lora_alpha":[[:space:]]*[0-9.e+]+/"lora_alpha": 1e999/' "$tmp/alpha_inf/adapter_config.json"
 refuse "an adapter_config.json whose lora_alpha is out of range, naming the file" \
   "alpha_inf/adapter_config.json: lora_alpha must be a positive number up to 1e6" "$bin" eval "$base_model" --adapter "$tmp/alpha_inf" --limit 2
+cp -r "$tmp/peft" "$tmp/r_twice" && sed -i -E 's/"lora_alpha":/"r": 4, "lora_alpha":/' "$tmp/r_twice/adapter_config.json"
+refuse "an adapter_config.json giving r twice, naming the file and the key" \
+  "r_twice/adapter_config.json: key 'r' is given twice" "$bin" eval "$base_model" --adapter "$tmp/r_twice" --limit 2
 # a damaged adapter checkpoint: the warning names adapter_model.safetensors, and the run is rebuilt from the log
 cp -r "$tmp/ref" "$tmp/rot" && f="$(adapter "$tmp/rot" 8)" && printf '\x55' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 100)) conv=notrunc status=none
 "$bin" train --resume --steps 9 --threads 2 --out "$tmp/rot" > "$tmp/rot.txt" 2>&1 &&

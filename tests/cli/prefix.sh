@@ -107,6 +107,10 @@ cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$t
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-qs" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-qs/seeds.log" &&
   ok "--keep-quantized with the prefix in a disk store: the same bits" || bad "--keep-quantized --store disk differs"
 
+cp -r "$tmp/cont-x" "$tmp/tokens_twice" &&
+  sed -i -E 's/"num_virtual_tokens":/"num_virtual_tokens": 2, "num_virtual_tokens":/' "$tmp/tokens_twice/adapter_config.json"
+refuse "an adapter_config.json giving num_virtual_tokens twice, naming the file and the key" \
+  "tokens_twice/adapter_config.json: key 'num_virtual_tokens' is given twice" "$bin" eval "$base_model" --adapter "$tmp/tokens_twice" --limit 2
 refuse "--prefix-tokens 0" "prefix-tokens 0" "$bin" train "${common[@]}" --prefix-tokens 0 --out "$tmp/x1"
 refuse "--lora-rank under --peft prefix" "give --peft lora" "$bin" train "${common[@]}" --lora-rank 4 --out "$tmp/x3"
 refuse "--prefix-tokens without --peft" "give --peft prefix" "$bin" train --model "$base_model" --prefix-tokens 4 --out "$tmp/x4"
