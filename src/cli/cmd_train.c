@@ -128,8 +128,7 @@ static int load_config(const dz_cmd_spec *cmd, const dz_opt *opts, train_opts *t
     int n_own = 0;
     for (const dz_opt *o = opts; o->name && n_own < 79; o++) {
         snprintf(names[n_own], sizeof names[0], "%.*s", (int)strcspn(o->name, "|"), o->name);
-        if (!dz_train_config_has_key(names[n_own]) && strcmp(names[n_own], "config") && strcmp(names[n_own], "resume"))
-            own_opt[n_own] = o, own[n_own] = names[n_own], n_own++;
+        if (!dz_train_config_has_key(names[n_own])) own_opt[n_own] = o, own[n_own] = names[n_own], n_own++;
     }
     own[n_own] = NULL;
     dz_error err = {0};
@@ -150,6 +149,9 @@ static int load_config(const dz_cmd_spec *cmd, const dz_opt *opts, train_opts *t
         for (int k = 0; k < n_own && !o; k++)
             if (!strcmp(own[k], v->string)) o = own_opt[k], name = own[k];
         if (!o) continue; /* a setting, applied above */
+        if (!strcmp(name, "config") || !strcmp(name, "resume") || !strcmp(name, "resume-from"))
+            return dz_cli_failf("%s: key '%s': which run to start from is the command line's (--%s), not a config's",
+                                path, name, name);
         const char *want = NULL;
         if (o->type == DZ_OPT_FLAG && !cJSON_IsBool(v)) want = "true or false";
         else if (o->type == DZ_OPT_STR && !cJSON_IsString(v)) want = "a string";

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -299,13 +300,26 @@ static int exact_u64(const json_src *src, const char *key, double v, uint64_t *o
     return -1;
 }
 
+/* Whether f is a yes/no setting, which a config may give as true or false (a count such
+ * as batch or steps may not: true would be read as 1). */
+static int yes_no(const run_field *f) {
+    static const char *const keys[] = {"special_tokens", "stream_globals", "rademacher", "fuse", "share_prompts"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(f->key, keys[i])) return 1;
+    return 0;
+}
+
 /* One value v (named key in messages) into field f of c. inverted: the key is a --no-X
- * option, whose true is the setting's 0. A choice takes its value's name or index, an
- * integer setting true or false too. */
+ * option, whose true is the setting's 0. A choice takes its value's name or index, a
+ * yes/no setting true or false too. */
 static dz_status read_value(const run_field *f, const cJSON *v, const char *key, int inverted, json_src *src,
                             dz_train_config *c, dz_error *err) {
     const char *path = src->path;
     void *p = field_ptr(f, c);
+    if (cJSON_IsBool(v) && !inverted && !yes_no(f))
+        return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be %s, not %s", path, key,
+                       f->names ? "one of its names" : f->kind == F_FLOAT ? "a number" : f->kind == F_INT || f->kind == F_U64
+                       ? "an integer" : "a string", cJSON_IsTrue(v) ? "true" : "false");
     if (inverted || (cJSON_IsBool(v) && f->kind == F_INT)) {
         if (!cJSON_IsBool(v) && !(cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)))
             return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be true or false", path, key);
@@ -322,8 +336,9 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
     if (f->kind == F_STR || f->kind == F_DTYPE) {
         if (!cJSON_IsString(v)) return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' must be a string", path, key);
         if (f->kind == F_DTYPE) {
-            if (dz_dtype_parse(v->valuestring, (dz_dtype *)p) != 0)
-                return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': unknown dtype '%s'", path, key, v->valuestring);
+            if (dz_dtype_parse(v->valuestring, (dz_dtype *)p) != 0 ||
+                (*(dz_dtype *)p != DZ_F32 && *(dz_dtype *)p != DZ_BF16)) /* the masters' dtypes */
+                return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': '%s' is not f32 or bf16", path, key, v->valuestring);
             return DZ_OK;
         }
         const size_t n = strlen(v->valuestring) + 1;
@@ -345,7 +360,11 @@ static dz_status read_value(const run_field *f, const cJSON *v, const char *key,
         return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %g is not a valid value", path, key, x);
     switch (f->kind) {
     case F_INT: *(int *)p = (int)x; break;
-    case F_FLOAT: *(float *)p = (float)x; break;
+    case F_FLOAT: /* as the command line's floats: a value a float holds, not 0 or inf by rounding */
+        if (x != 0 && !(fabs(x) >= FLT_MIN && fabs(x) <= FLT_MAX))
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s': %g is outside a float's normal range", path, key, x);
+        *(float *)p = (float)x;
+        break;
     case F_U64: /* exactly as written (a double stops at 2^53); 2^64 itself rounds down to it */
         if (exact_u64(src, key, x, (uint64_t *)p) != 0) {
             if (x >= 18446744073709551615.0)
@@ -429,6 +448,13 @@ dz_status dz_run_config_apply(const char *path, dz_train_config *c, const char *
     for (const cJSON *v = o ? o->child : NULL; st == DZ_OK && v; v = v->next) {
         int inverted;
         const run_field *f = field_by_key(v->string, &inverted);
+        for (const cJSON *w = o->child; f && w != v && st == DZ_OK; w = w->next) { /* two spellings of one */
+            int w_inverted;
+            if (field_by_key(w->string, &w_inverted) == f)
+                st = dz_fail(err, DZ_ERR_FORMAT, "%s: keys '%s' and '%s' both set %s: give one", path, w->string,
+                             v->string, f->option[0] == '-' ? f->option : f->key);
+        }
+        if (st != DZ_OK) break;
         if (f) {
             st = read_value(f, v, v->string, inverted, &src, c, err);
             continue;
@@ -471,6 +497,13 @@ dz_status dz_run_config_parse(const char *text, size_t len, const char *path, dz
     json_src src = {.path = path, .text = text, .len = len, .strings_end = buf};
     if (st == DZ_OK && !buf) st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     dz_train_config_default(c);
+    for (const cJSON *v = o ? o->child : NULL; st == DZ_OK && v; v = v->next) { /* a key this build would drop */
+        size_t i = 0;
+        while (i < N_FIELDS && strcmp(FIELDS[i].key, v->string)) i++;
+        if (i == N_FIELDS)
+            st = dz_fail(err, DZ_ERR_FORMAT, "%s: unknown key '%s' (run.json holds train's settings by their run.json "
+                         "names: written by another build of distzo, or edited?)", path, v->string);
+    }
     for (size_t i = 0; st == DZ_OK && i < N_FIELDS; i++) st = read_field(&FIELDS[i], o, &src, c, err);
     cJSON_Delete(o);
     if (st != DZ_OK) {

@@ -129,6 +129,23 @@ refused "--config with text after the object" "garbage.json: text after the JSON
   "$bin" train --config "$tmp/garbage.json" --out "$tmp/r10"
 printf '{"lr": 1e-5, "steps": 3, "lr": 2e-5}\n' > "$tmp/twice.json"
 refused "--config with a key given twice" "twice.json: key 'lr' is given twice" -- "$bin" train --config "$tmp/twice.json" --out "$tmp/r11"
+# a config's value is read as the command line's would be, or refused naming the file and
+# the field: each of these once ran (a 1-example batch, the last spelling, a zero lr, the
+# start of a run read from a file)
+refused_config() { # name, message, JSON
+  printf '%s\n' "$3" > "$tmp/cfg.json"
+  refused "$1" "$2" -- "$bin" train --config "$tmp/cfg.json" --out "$tmp/r12"
+  [ ! -e "$tmp/r12" ] || bad "$1: left a run folder"
+}
+refused_config "--config with batch true" "cfg.json: field 'batch' must be an integer, not true" '{"batch": true}'
+refused_config "--config with two spellings of --weight-decay" \
+  "cfg.json: keys 'weight-decay' and 'weight_decay' both set --weight-decay" '{"weight-decay": 0.1, "weight_decay": 0.5}'
+refused_config "--config with --perturbation and its run.json key" "keys 'perturbation' and 'rademacher' both set" \
+  '{"perturbation": "rademacher", "rademacher": "gaussian"}'
+refused_config "--config with lr 1e-50" "cfg.json: field 'lr': 1e-50 is outside a float's normal range" '{"lr": 1e-50}'
+refused_config "--config with master-dtype f16" "cfg.json: field 'master-dtype': 'f16' is not f32 or bf16" '{"master-dtype": "f16"}'
+refused_config "--config with resume-from" "cfg.json: key 'resume-from': which run to start from is the command line's" \
+  '{"resume-from": "old:2"}'
 # other options checked before the work: an eval that would write its predictions over its
 # data, an empty --predictions, init's --std, a float out of range, generate's -n past the context
 head -5 "$assets/sst2/dev.tsv" > "$tmp/dev4.tsv"

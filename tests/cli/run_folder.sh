@@ -117,6 +117,11 @@ out=$("$bin" train --resume --out "$tmp/r" --steps 11 --template 'x {text}' 2>&1
 out=$("$bin" train --resume --out "$tmp/r" 2>&1)
 grep -q "already finished its 11 steps" <<<"$out" && ok "the next resume knows the raised length" ||
   bad "resume after raising: $(tail -1 <<<"$out")"
+# a key this build does not know is refused, not dropped (it was: the run went on without it)
+cp -r "$tmp/r" "$tmp/bogus" && sed -i -E 's/"steps":/"bogus": 1, "steps":/' "$tmp/bogus/run.json"
+out=$("$bin" train --resume --out "$tmp/bogus" --steps 12 2>&1) && bad "run.json with an unknown key resumed" ||
+  { grep -q "bogus/run.json: unknown key 'bogus'" <<<"$out" && ok "run.json's unknown key is refused, naming it" ||
+    bad "run.json's unknown key: $(tail -1 <<<"$out")"; }
 
 # export never writes into the run folder, nor over the base model's folder
 mkdir -p "$tmp/basedir"; cp "$assets/stories260K/stories260K.bin" "$assets/stories260K/tok512.bin" "$tmp/basedir/"
