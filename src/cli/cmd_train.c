@@ -280,6 +280,7 @@ static int estimator_settings(dz_train_config *c, int resumed, int argc, char **
         {"lozo-nu", "lozo", DZ_ZO_LOZO}, {"hizoo-smooth", "hizoo", DZ_ZO_HIZOO},
         {"hizoo-rank", "hizoo", DZ_ZO_HIZOO}};
     int q_given = 0, gaussian = 0;
+    const int directions_given = dz_cli_option_given(argc, argv, "fzoo-directions");
     for (int i = 1; i < argc; i++) {
         q_given |= !strncmp(argv[i], "--spsa-samples", 14);
         gaussian |= !strncmp(argv[i], "--perturbation", 14) && !o->rademacher;
@@ -290,11 +291,50 @@ static int estimator_settings(dz_train_config *c, int resumed, int argc, char **
             return dz_cli_failf("option --%s: without --estimator %s it would be ignored", knobs[k].option,
                                 knobs[k].estimator);
     if (o->estimator != DZ_ZO_FZOO) return 0;
-    if (q_given || (o->q != 1 && o->q != o->fzoo_directions)) /* a config may say its directions again */
+    /* a config may say its directions again, or a FZOO run.json its old ones under new --fzoo-directions */
+    if (q_given || (!directions_given && o->q != 1 && o->q != o->fzoo_directions))
         return dz_cli_failf("option --spsa-samples: --estimator fzoo takes its samples per step from --fzoo-directions");
     if (gaussian) return dz_cli_failf("option --perturbation: --estimator fzoo perturbs with Rademacher directions only");
     o->q = o->fzoo_directions, o->rademacher = 1;
     return 0;
+}
+
+/* A --config file (a run.json, to branch a run) with another --estimator or --peft on the
+ * command line: the settings that belonged to the file's estimator or adapter return to
+ * their defaults, unless the command line gives them, so that they are not refused as
+ * another method's (said on stderr). */
+static void config_method_switched(dz_train_config *c, const dz_train_config *file, int argc, char **argv) {
+    dz_train_config d;
+    dz_train_config_default(&d);
+#define RESET(option, field) \
+    if (!dz_cli_option_given(argc, argv, option)) c->field = d.field
+    const dz_zo_estimator was = file->optim.estimator;
+    if (c->optim.estimator != was) {
+        if (was == DZ_ZO_SPARSE) RESET("sparse-density", optim.sparse_density);
+        if (was == DZ_ZO_LOZO) { RESET("lozo-rank", optim.lozo_rank); RESET("lozo-nu", optim.lozo_nu); }
+        if (was == DZ_ZO_HIZOO) { RESET("hizoo-smooth", optim.hizoo_smooth); RESET("hizoo-rank", optim.hizoo_rank); }
+        if (was == DZ_ZO_FZOO) { /* its directions were the samples, and Rademacher */
+            RESET("fzoo-directions", optim.fzoo_directions);
+            RESET("spsa-samples", optim.q);
+            RESET("perturbation", optim.rademacher);
+        }
+        fprintf(stderr, "distzo: --estimator %s over the config's %s: %s's settings are left at their defaults\n",
+                dz_zo_estimator_name(c->optim.estimator), dz_zo_estimator_name(was), dz_zo_estimator_name(was));
+    }
+    const char *had = file->peft.method && strcmp(file->peft.method, "none") ? file->peft.method : "none";
+    const char *has = c->peft.method && strcmp(c->peft.method, "none") ? c->peft.method : "none";
+    if (strcmp(had, has)) {
+        if (!strcmp(had, "lora")) {
+            RESET("lora-rank", peft.lora_rank);
+            RESET("lora-alpha", peft.lora_alpha);
+            RESET("lora-targets", peft.lora_targets);
+        }
+        if (!strcmp(had, "prefix")) RESET("prefix-tokens", peft.prefix_tokens);
+        if (strcmp(had, "none"))
+            fprintf(stderr, "distzo: --peft %s over the config's %s: the %s's settings are left at their defaults\n",
+                    has, had, had);
+    }
+#undef RESET
 }
 
 static const dz_cmd_spec train_cmd = {
@@ -338,6 +378,7 @@ int dz_cmd_train(int argc, char **argv) {
     } else if (t.config) {
         rc = load_config(&train_cmd, opts, &t, &c, &config_strings, &config_doc);
     }
+    const dz_train_config from_file = c; /* a --config's settings, before the command line's */
     if (!rc && (t.resume || t.config)) dz_cli_parse(&train_cmd, opts, argc, argv, NULL); /* parsed once already: cannot fail */
     if (!rc && (t.resume || t.resume_from) && t.v.task_file) /* fills only what is unset: the run's prompt is set */
         rc = dz_cli_task_file_matches_run(t.v.task_file, &c.data, &cmdline.data, t.resume ? t.out : t.from_run);
@@ -350,6 +391,7 @@ int dz_cmd_train(int argc, char **argv) {
     if (!rc) rc = train_settings(&c, &t);
     if (!rc && dz_zo_estimator_parse(t.estimator, &c.optim.estimator) != 0)
         rc = dz_cli_failf("option --estimator: '%s' is not mezo, sparse, lozo, fzoo or hizoo", t.estimator);
+    if (!rc && t.config && !t.resume_from) config_method_switched(&c, &from_file, argc, argv);
     if (!rc) rc = estimator_settings(&c, t.resume || t.resume_from, argc, argv);
     if (!rc) rc = store_options_need_disk(&c, argc, argv);
     if (!rc) {

@@ -35,6 +35,25 @@ dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
                           .rng_v2 = o->rng_v2};
 }
 
+/* An estimator's own setting in a run of another would be ignored (the command line says so
+ * itself; a --config file or a library caller's settings get this): refused unless it is
+ * the default, which run.json always holds. */
+static dz_status estimator_knobs_check(const dz_train_optim *o, dz_error *err) {
+    dz_train_config d;
+    dz_train_config_default(&d);
+    const struct { const char *option; dz_zo_estimator owner; int set; double value; } knobs[] = {
+        {"--sparse-density", DZ_ZO_SPARSE, o->sparse_density != d.optim.sparse_density, o->sparse_density},
+        {"--lozo-rank", DZ_ZO_LOZO, o->lozo_rank != d.optim.lozo_rank, o->lozo_rank},
+        {"--lozo-nu", DZ_ZO_LOZO, o->lozo_nu != d.optim.lozo_nu, o->lozo_nu},
+        {"--hizoo-smooth", DZ_ZO_HIZOO, o->hizoo_smooth != d.optim.hizoo_smooth, o->hizoo_smooth},
+    };
+    for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
+        if (knobs[k].set && o->estimator != knobs[k].owner)
+            return dz_fail(err, DZ_ERR_INVALID, "%s %g without --estimator %s: it would be ignored (leave it at its "
+                           "default)", knobs[k].option, knobs[k].value, dz_zo_estimator_name(knobs[k].owner));
+    return DZ_OK;
+}
+
 /* FZOO's settings: its directions are the step's samples (q), always Rademacher. */
 static dz_status fzoo_check(const dz_train_config *c, dz_error *err) {
     const dz_train_optim *o = &c->optim;
@@ -82,6 +101,7 @@ static dz_status check(const dz_train_config *c, int warn, dz_error *err) {
     if (!isfinite(o->eps) || !(o->eps > 0)) return dz_fail(err, DZ_ERR_INVALID, "--eps %g: must be positive", o->eps);
     if (o->warmup < 0) return dz_fail(err, DZ_ERR_INVALID, "--warmup %d is negative", o->warmup);
     if ((st = fzoo_check(c, err)) != DZ_OK) return st; /* first: its directions set q */
+    if ((st = estimator_knobs_check(o, err)) != DZ_OK) return st;
     if (o->q < 1 || o->q > DZ_ZO_MAX_Q)
         return dz_fail(err, DZ_ERR_INVALID, "--spsa-samples %d is outside 1..%d", o->q, DZ_ZO_MAX_Q);
     if (!(o->sparse_density > 0.0f && o->sparse_density <= 1.0f))

@@ -146,6 +146,27 @@ refused_config "--config with lr 1e-50" "cfg.json: field 'lr': 1e-50 is outside 
 refused_config "--config with master-dtype f16" "cfg.json: field 'master-dtype': 'f16' is not f32 or bf16" '{"master-dtype": "f16"}'
 refused_config "--config with resume-from" "cfg.json: key 'resume-from': which run to start from is the command line's" \
   '{"resume-from": "old:2"}'
+refused_config "--config with sparse-density under mezo" "sparse-density 0.5 without --estimator sparse: it would be ignored" \
+  '{"sparse-density": 0.5}'
+# a run.json as --config (a branch) with another method on the command line: the file's
+# method's own settings return to their defaults (they were refused as another method's)
+"$bin" train "${tiny[@]}" --steps 1 --eval-every 0 --checkpoint-every 0 --estimator fzoo --fzoo-directions 3 --lr 1e-6 \
+  --out "$tmp/fz" > /dev/null 2>&1 || bad "the FZOO run to branch from failed"
+"$bin" train "${tiny[@]}" --steps 1 --eval-every 0 --checkpoint-every 0 --peft prefix --prefix-tokens 3 \
+  --out "$tmp/pre" > /dev/null 2>&1 || bad "the prefix run to branch from failed"
+branch() { # name, run, grep -E of the branch's run.json fields (one line), options
+  local name=$1 run=$2 want=$3
+  shift 3
+  rm -rf "$tmp/br"
+  if out=$("$bin" train --config "$tmp/$run/run.json" --out "$tmp/br" "$@" 2>&1) &&
+     tr -d ' \t\n' < "$tmp/br/run.json" | grep -Eq "$want"; then ok "$name"
+  else bad "$name: $(tail -1 <<<"$out") $(tr -d ' \t\n' < "$tmp/br/run.json" 2>/dev/null)"; fi
+}
+branch "a FZOO run.json branched with --fzoo-directions 4" fz '"spsa_samples":4,.*"estimator":"fzoo",.*"fzoo_directions":4' \
+  --fzoo-directions 4
+branch "a FZOO run.json branched into MeZO: q 1, Gaussian" fz '"spsa_samples":1,.*"rademacher":"gaussian",.*"estimator":"mezo"' \
+  --estimator mezo
+branch "a prefix run.json branched into LoRA" pre '"peft":"lora"' --peft lora
 # other options checked before the work: an eval that would write its predictions over its
 # data, an empty --predictions, init's --std, a float out of range, generate's -n past the context
 head -5 "$assets/sst2/dev.tsv" > "$tmp/dev4.tsv"
