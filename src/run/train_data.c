@@ -100,6 +100,9 @@ static dz_status build_set(const dz_run_data *td, const dz_dataset *ds, dz_class
     const int model_len = dz_model_config(td->comp->m)->max_seq_len;
     const int max_len = td->lm && td->cfg->data.lm_seq > 0 ? td->cfg->data.lm_seq : model_len;
     const int as_lm = td->lm || td->gen;
+    if (max_len > model_len) /* its positions end there (OPT's table, LLaMA's trained range) */
+        return dz_fail(err, DZ_ERR_INVALID, "--seq %d is more than the model's %d positions (%s): give at most %d",
+                       max_len, model_len, td->cfg->model ? td->cfg->model : "the model", model_len);
     dz_status st = as_lm ? dz_lm_set_build(ds, td->comp->tok, max_len, out, err)
                          : dz_class_set_build(ds, &td->spec, td->comp->tok, model_len, out, err);
     if (st == DZ_OK && out->truncated && td->comp->rank0)
@@ -174,6 +177,10 @@ dz_status dz_run_data_load(dz_run_data *td, dz_error *err) {
                "into %d train and %d dev, in the proportion asked (--train-examples and --dev-examples set it)",
                td->pool.path, drawn.count, d->train_examples, d->dev_examples, (unsigned long long)d->seed, ntrain,
                ndev);
+    if (ntrain < td->cfg->optim.batch && td->comp->rank0) /* the draw wraps: a step repeats examples */
+        dz_log(DZ_LOG_WARN, "%s gives %d training example%s, fewer than --batch %d: each step's batch repeats "
+               "examples (a plain-text file is one lm example; give more rows, or a smaller --batch)", td->pool.path,
+               ntrain, ntrain == 1 ? "" : "s", td->cfg->optim.batch);
     if (!has_test && ndev > 0 && td->comp->rank0)
         dz_log(DZ_LOG_INFO, "no --test file: the run reports its %d dev examples' scores (best/ by them); test scores "
                "are n/a", ndev);

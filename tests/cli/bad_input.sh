@@ -164,6 +164,14 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   grep -q "long_lm.jsonl:2: longer than 16 tokens (--seq)" <<<"$out" && grep -q "^done" <<<"$out" &&
     { pass=$((pass + 1)); echo "ok - a prompt longer than --seq: named: $(grep long_lm <<<"$out")"; } ||
     { fail=$((fail + 1)); echo "FAIL - a prompt longer than --seq: $out"; }
+  out=$("$bin" train --task lm --model "$assets/stories260K/stories260K.bin" --data "$tmp/long_lm.jsonl" --seq 16 \
+        --train-examples 8 --dev-examples 0 --batch 4 --steps 1 --out "$tmp/run_lm_b4" 2>&1)
+  grep -q "long_lm.jsonl gives 2 training examples, fewer than --batch 4: each step's batch repeats examples" <<<"$out" &&
+    { pass=$((pass + 1)); echo "ok - a batch larger than the training set is said"; } ||
+    { fail=$((fail + 1)); echo "FAIL - a batch larger than the training set: $out"; }
+  expect "train --seq past the model's positions" "--seq 1000 is more than the model's 512 positions" -- "$bin" train \
+    --task lm --model "$assets/stories260K/stories260K.bin" --data "$tmp/long_lm.jsonl" --seq 1000 --train-examples 2 \
+    --dev-examples 0 --batch 2 --steps 1 --out "$tmp/run_seq1000"
   printf '{"prompt": "once upon", "completion": ""}\n{"prompt": "a", "completion": " b"}\n' > "$tmp/empty_completion.jsonl"
   expect "an empty completion" "empty_completion.jsonl:1: key \"completion\" is empty" -- "$bin" train --task lm \
     --model "$assets/stories260K/stories260K.bin" --data "$tmp/empty_completion.jsonl" --train-examples 2 --dev-examples 0 \
