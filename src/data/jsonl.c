@@ -37,6 +37,10 @@ static dz_status parse_candidates(const dz_line_reader *r, const cJSON *v, int l
             return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"candidates\": entry %d is not a non-empty string",
                            r->path, r->lineno, i);
         strs[i] = c->valuestring;
+        for (int j = 0; j < i; j++) /* a tie between them would be scored as the label's */
+            if (!strcmp(strs[j], strs[i]))
+                return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: key \"candidates\": entries %d and %d are both \"%.60s\"",
+                               r->path, r->lineno, j, i, strs[i]);
     }
     if (label >= n)
         return dz_fail(err, DZ_ERR_FORMAT, "%s:%d: label %d, but the example has only %d candidates", r->path,

@@ -54,6 +54,11 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   printf '{"text": "ok", "label": 0}\n{"text": "fine", "label": 1, "label": 0}\n' > "$tmp/twice.jsonl"
   expect "jsonl key given twice" 'twice.jsonl:2: key "label" is given twice' -- \
     "$bin" eval "$assets/stories260K/stories260K.bin" --task classify --data "$tmp/twice.jsonl"
+  # the same candidate twice: a tie was scored as the label's (100% on such rows)
+  printf '{"text": "a", "label": 0, "candidates": ["x", "y"]}\n{"text": "b", "label": 1, "candidates": ["x", "z", "x"]}\n' \
+    > "$tmp/cands_twice.jsonl"
+  expect "a candidate given twice" 'cands_twice.jsonl:2: key "candidates": entries 0 and 2 are both "x"' -- \
+    "$bin" eval "$assets/stories260K/stories260K.bin" --task classify --data "$tmp/cands_twice.jsonl"
   printf '{"text": "Once upon a time"}\n{"text": "a", "prompt": "b", "completion": "c"}\n' > "$tmp/both.jsonl"
   expect "LM row with text and prompt" 'both.jsonl:2: both "text" and "prompt"/"completion"' -- \
     "$bin" eval "$assets/stories260K/stories260K.bin" --task lm --data "$tmp/both.jsonl"
