@@ -308,7 +308,12 @@ static dz_status remove_stale(const char *dir, const prior_file *before, size_t 
 static dz_status export_into(const dz_export_spec *spec, dz_error *err);
 
 dz_status dz_export_model(const dz_export_spec *spec, dz_error *err) {
-    if (!spec->out) return dz_fail(err, DZ_ERR_INVALID, "export: no output path");
+    if (!spec->out || !spec->out[0]) return dz_fail(err, DZ_ERR_INVALID, "export: no output path (-o)");
+    /* what the writing needs, checked before a run's log is replayed (minutes on a long run) */
+    if (spec->format == DZ_EXPORT_GGUF && spec->gguf_type && dz_gguf_file_type_parse(spec->gguf_type) < 0)
+        return dz_fail(err, DZ_ERR_INVALID, "export: --type %s: expected f32, f16, bf16 or q8_0", spec->gguf_type);
+    if (!spec->run_dir && spec->allow_short_log)
+        return dz_fail(err, DZ_ERR_INVALID, "export: --allow-short-log is for replaying a run's seed log (--run)");
     size_t n = 0;
     prior_file *before = dz_is_dir(spec->out) ? prior_files(spec->out, &n) : NULL;
     dz_status st = export_into(spec, err);

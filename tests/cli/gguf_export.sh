@@ -72,6 +72,11 @@ refuse "OPT as GGUF" "architecture opt" --model "$data/hf/opt_preln" -o "$tmp/op
 [ -e "$tmp/opt.gguf" ] && bad "a refused export left $tmp/opt.gguf" || ok "a refused export leaves no file"
 refuse "--type q4_0" "q4_0" --run "$tmp/run" -o "$tmp/x.gguf" --type q4_0
 refuse "--format onnx" "onnx" --run "$tmp/run" -o "$tmp/x" --format onnx
+# what the writing needs is checked before the log's replay: a bad --type is said for a run
+# that is not even there (it was said after replaying the whole log)
+refuse "--type q4_0, before the replay" "export: --type q4_0: expected" --run "$tmp/no-such-run" -o "$tmp/x.gguf" --type q4_0
+refuse "-o ''" "no output path" --run "$tmp/run" -o ""
+refuse "--allow-short-log without --run" "allow-short-log is for replaying" --model "$ck" -o "$tmp/x" --allow-short-log
 refuse "--type with hf" "--type is for --format gguf" --run "$tmp/run" -o "$tmp/x" --type f16
 refuse "--run and --model" "--model" --run "$tmp/run" --model "$ck" -o "$tmp/x.gguf"
 refuse "-o the model itself" "is the model being exported" --model "$tmp/m_f32.gguf" -o "$tmp/m_f32.gguf"
