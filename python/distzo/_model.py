@@ -75,16 +75,16 @@ class Model:
     file or a run's checkpoint, as the command line takes them."""
 
     def __init__(self, path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32",
-                 keep_quantized: bool = False) -> None:
+                 keep_quantized: bool = False, adapter: Optional[PathLike] = None) -> None:
         _runtime()
         self._c = _distzo.Model(os.fspath(path), None if tokenizer is None else os.fspath(tokenizer), dtype,
-                                bool(keep_quantized))
+                                bool(keep_quantized), None if adapter is None else os.fspath(adapter))
         self.tokenizer: Optional[Tokenizer] = Tokenizer(self._c) if self._c.has_tokenizer else None
 
     @property
     def info(self) -> dict[str, Any]:
         """The architecture (arch, vocab_size, dim, n_layers, ..., max_seq_len), the parameter
-        count and the files (path, format, tokenizer)."""
+        count and the files (path, format, tokenizer, adapter)."""
         return self._c.info()
 
     @property
@@ -305,8 +305,11 @@ def _plain(value: Any) -> Any:
 
 
 def load(path: PathLike, tokenizer: Optional[PathLike] = None, dtype: str = "f32",
-         keep_quantized: bool = False) -> Model:
+         keep_quantized: bool = False, adapter: Optional[PathLike] = None) -> Model:
     """Loads a model (and its tokenizer: the one beside it, or tokenizer=PATH). keep_quantized:
     a GGUF's quantized tensors stay as the file stores them and are dequantized a layer at a
-    time as the forward reads them (the same logits, bit for bit; `--keep-quantized`)."""
-    return Model(path, tokenizer, dtype, keep_quantized)
+    time as the forward reads them (the same logits, bit for bit; `--keep-quantized`).
+    adapter: a PEFT adapter folder (LoRA or prefix: `distzo export` of a --peft run, or
+    Hugging Face peft's save_pretrained) attached to every forward of path, its base, as
+    `distzo eval --adapter`."""
+    return Model(path, tokenizer, dtype, keep_quantized, adapter)

@@ -77,10 +77,9 @@ class Trainer:
         self.out = os.fspath(out)
         self.callback = callback
         self.layout = _layout(options)
-        settings: dict[str, Any] = {} if config is not None else dict(_CLI_DEFAULTS)
+        settings: dict[str, Any] = dict(_CLI_DEFAULTS)  # under a config too, as `distzo train --config`
         if config is not None:
-            with open(config, encoding="utf-8") as f:
-                settings.update({_option_key(k): v for k, v in json.load(f).items()})
+            settings.update({_option_key(k): v for k, v in _config_file(config).items()})
             for key in ("train_data_fingerprint", "test_data_fingerprint"):  # a new run's rows give their own
                 settings.pop(key, None)
         if isinstance(model, Model):
@@ -127,8 +126,12 @@ class Trainer:
                 "special_tokens": bool(s.get("special_tokens"))}
         args.update(options)
         with tempfile.TemporaryDirectory(prefix="distzo-") as tmp:
-            export(self.out, os.path.join(tmp, "model"))
-            model = load(os.path.join(tmp, "model"), tokenizer=s.get("tokenizer"))
+            exported = os.path.join(tmp, "model")
+            export(self.out, exported)
+            if os.path.exists(os.path.join(exported, "adapter_config.json")):  # --peft: the adapter on its base
+                model = load(s["model"], tokenizer=s.get("tokenizer"), adapter=exported)
+            else:
+                model = load(exported, tokenizer=s.get("tokenizer"))
             return model.evaluate(data=data, **args)
 
     def export(self, path: PathLike, format: Optional[str] = None, gguf_type: Optional[str] = None,
@@ -161,6 +164,18 @@ class Trainer:
 # The parallel layout under mpirun, never part of a run's settings (a run resumes under
 # any layout): train's --pertp, --dp, --verify-every and --node-size.
 _LAYOUT = ("pertp", "dp", "verify_every", "node_size")
+
+
+def _config_file(path: PathLike) -> dict[str, Any]:
+    """A config file's settings: a JSON object, or an error naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except json.JSONDecodeError as e:
+        raise InvalidError(f"{os.fspath(path)}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(settings, dict):
+        raise InvalidError(f"{os.fspath(path)}: a config is a JSON object of settings, not {type(settings).__name__}")
+    return settings
 
 
 def _layout(options: dict[str, Any]) -> dict[str, int]:

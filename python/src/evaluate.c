@@ -29,8 +29,9 @@ typedef struct class_out {
 } class_out;
 
 /* eval_classify of the command line (src/cli/cmd_eval.c), without printing. */
-static dz_status classify_run(const dz_model *m, const dz_tokenizer *tok, const eval_args *a, const dz_dataset *ds,
+static dz_status classify_run(const dzpy_net *net, const dz_tokenizer *tok, const eval_args *a, const dz_dataset *ds,
                               class_out *o, dz_error *err) {
+    const dz_model *m = net->model;
     dz_prompt_spec spec;
     dz_prompt_spec_default_sst2(&spec);
     if (a->preset) dz_prompt_spec_preset(&spec);
@@ -46,7 +47,7 @@ static dz_status classify_run(const dz_model *m, const dz_tokenizer *tok, const 
     o->scores = malloc(sizeof(float) * (size_t)(dz_class_first(&o->cs, o->cs.n_examples) + 1));
     if (!o->preds || !o->scores) return dz_fail(err, DZ_ERR_NOMEM, "out of memory for the scores");
     dz_forward *f = NULL;
-    st = dz_forward_create_streams(m, per * o->cs.n_labels, o->cs.max_len, 0, a->share_prompts ? 2 : 1, &f, err);
+    st = dzpy_forward(net, per * o->cs.n_labels, o->cs.max_len, 0, a->share_prompts ? 2 : 1, &f, err);
     dz_weight_source w = dz_model_weights(m);
     if (st == DZ_OK) st = dz_class_evaluate(f, &w, &o->cs, per * o->cs.n_labels, o->preds, o->scores, &o->accuracy, err);
     dz_forward_free(f);
@@ -69,12 +70,13 @@ static PyObject *class_result(const class_out *o) {
 
 /* eval_lm of the command line: the mean next-token NLL over every text, windows of up
  * to 1024 tokens. */
-static dz_status lm_run(const dz_model *m, const dz_tokenizer *tok, const dz_dataset *ds, double *nll,
+static dz_status lm_run(const dzpy_net *net, const dz_tokenizer *tok, const dz_dataset *ds, double *nll,
                         int64_t *scored, dz_error *err) {
+    const dz_model *m = net->model;
     if (ds->count < 1) return dz_fail(err, DZ_ERR_INVALID, "%s: no texts to score", ds->path ? ds->path : "the data");
     const int seq = dz_model_config(m)->max_seq_len < 1024 ? dz_model_config(m)->max_seq_len : 1024;
     dz_forward *f = NULL;
-    dz_status st = dz_forward_create(m, 1, seq, 0, &f, err);
+    dz_status st = dzpy_forward(net, 1, seq, 0, 1, &f, err);
     dz_weight_source w = dz_model_weights(m);
     for (int e = 0; e < ds->count && st == DZ_OK; e++) {
         int need = dz_tokenizer_encode(tok, ds->items[e].text, 1, NULL, 0, err);
@@ -94,16 +96,16 @@ static dz_status lm_run(const dz_model *m, const dz_tokenizer *tok, const dz_dat
     return st;
 }
 
-static PyObject *evaluate_dataset(const dz_model *m, const dz_tokenizer *tok, const eval_args *a,
+static PyObject *evaluate_dataset(const dzpy_net *net, const dz_tokenizer *tok, const eval_args *a,
                                   const dz_dataset *ds) {
     dz_error err = {0};
     dz_status st;
-    if (a->preset && a->preset->generation) return dzpy_evaluate_qa(m, tok, ds, a->gen_tokens);
+    if (a->preset && a->preset->generation) return dzpy_evaluate_qa(net, tok, ds, a->gen_tokens);
     if (!strcmp(a->task, "lm")) {
         double nll = 0.0;
         int64_t scored = 0;
         Py_BEGIN_ALLOW_THREADS
-        st = lm_run(m, tok, ds, &nll, &scored, &err);
+        st = lm_run(net, tok, ds, &nll, &scored, &err);
         Py_END_ALLOW_THREADS
         if (st == DZ_OK && scored == 0) /* as eval --task lm: a text of one token or none predicts nothing */
             st = dz_fail(&err, DZ_ERR_INVALID, "%s: no token to predict (every text is empty or one token)",
@@ -115,7 +117,7 @@ static PyObject *evaluate_dataset(const dz_model *m, const dz_tokenizer *tok, co
     }
     class_out o = {0};
     Py_BEGIN_ALLOW_THREADS
-    st = classify_run(m, tok, a, ds, &o, &err);
+    st = classify_run(net, tok, a, ds, &o, &err);
     Py_END_ALLOW_THREADS
     PyObject *r = st != DZ_OK ? dzpy_raise(&err) : class_result(&o);
     free(o.preds);
@@ -124,7 +126,7 @@ static PyObject *evaluate_dataset(const dz_model *m, const dz_tokenizer *tok, co
     return r;
 }
 
-PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *args, PyObject *kw) {
+PyObject *dzpy_evaluate(const dzpy_net *net, const dz_tokenizer *tok, PyObject *args, PyObject *kw) {
     static char *names[] = {"task", "path", "records", "template", "label_words", "text_key", "label_key", "batch",
                             "share_prompts", "gen_tokens", "special_tokens", NULL};
     eval_args a = {.task = "sst2", .text_key = "text", .label_key = "label", .batch = 16, .share_prompts = 1};
@@ -150,7 +152,7 @@ PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *ar
     } else {
         rc = dzpy_records_dataset(a.records, "<python data>", a.preset && !a.preset->generation ? a.preset : NULL, &ds);
     }
-    PyObject *r = rc ? NULL : evaluate_dataset(m, tok, &a, &ds);
+    PyObject *r = rc ? NULL : evaluate_dataset(net, tok, &a, &ds);
     dz_dataset_free(&ds);
     return r;
 }

@@ -12,8 +12,9 @@ typedef struct qa_out {
     char **answers;
 } qa_out;
 
-static dz_status qa_run(const dz_model *m, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens, qa_out *o,
+static dz_status qa_run(const dzpy_net *net, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens, qa_out *o,
                         dz_error *err) {
+    const dz_model *m = net->model;
     const int max_seq = dz_model_config(m)->max_seq_len, want = gen_tokens > 0 ? gen_tokens : 50;
     const int max_new = want < max_seq / 2 ? want : max_seq / 2; /* as eval: half the positions stay the prompt's */
     dz_status st = dz_qa_set_build(ds, tok, max_seq, max_new, &o->qs, err);
@@ -22,7 +23,7 @@ static dz_status qa_run(const dz_model *m, const dz_tokenizer *tok, const dz_dat
     o->f1 = malloc(sizeof(double) * n), o->em = malloc(sizeof(double) * n), o->answers = calloc(n, sizeof(char *));
     if (!o->f1 || !o->em || !o->answers) return dz_fail(err, DZ_ERR_NOMEM, "out of memory for %zu answers", n - 1);
     dz_forward *f = NULL;
-    st = dz_forward_create(m, 1, max_seq, 0, &f, err);
+    st = dzpy_forward(net, 1, max_seq, 0, 1, &f, err);
     dz_weight_source w = dz_model_weights(m);
     if (st == DZ_OK)
         st = dz_qa_evaluate_answers(f, &w, tok, &o->qs, 0, o->qs.n_examples, max_new, o->f1, o->em, o->answers, err);
@@ -51,12 +52,12 @@ static PyObject *qa_result(const qa_out *o) {
                          o->qs.truncated);
 }
 
-PyObject *dzpy_evaluate_qa(const dz_model *m, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens) {
+PyObject *dzpy_evaluate_qa(const dzpy_net *net, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens) {
     qa_out o = {0};
     dz_error err = {0};
     dz_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = qa_run(m, tok, ds, gen_tokens, &o, &err);
+    st = qa_run(net, tok, ds, gen_tokens, &o, &err);
     Py_END_ALLOW_THREADS
     PyObject *r = st != DZ_OK ? dzpy_raise(&err) : qa_result(&o);
     for (int e = 0; o.answers && e < o.qs.n_examples; e++) free(o.answers[e]);

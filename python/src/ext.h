@@ -17,6 +17,16 @@ int dzpy_add_errors(PyObject *m);
 /* _distzo.Model (model.c). */
 int dzpy_add_model(PyObject *m);
 
+/* A loaded model and the PEFT adapter (LoRA or prefix) attached to its every forward,
+ * as `distzo eval --adapter` attaches it (adapter NULL: none). */
+typedef struct dzpy_net {
+    const dz_model *model;
+    const dz_model *adapter;
+} dzpy_net;
+/* dz_forward_create_streams on net->model, net->adapter attached (model.c). */
+dz_status dzpy_forward(const dzpy_net *net, int max_batch, int max_seq, int kv_cache, int n_streams, dz_forward **f,
+                       dz_error *err);
+
 /* _distzo.train(options_json, out_dir, resume, callback, train_records, test_records, ...): records
  * (Python-held data) in place of the settings' files (train.c). */
 PyObject *dzpy_train(PyObject *self, PyObject *args, PyObject *kw);
@@ -25,11 +35,11 @@ PyObject *dzpy_comm_init(PyObject *self, PyObject *args);
 /* _distzo.export(run_dir, model, out, fmt) (train.c). */
 PyObject *dzpy_export(PyObject *self, PyObject *args, PyObject *kw);
 
-/* Model.evaluate(task, path, records, ...) on m and tok (evaluate.c). */
-PyObject *dzpy_evaluate(const dz_model *m, const dz_tokenizer *tok, PyObject *args, PyObject *kw);
+/* Model.evaluate(task, path, records, ...) on net and tok (evaluate.c). */
+PyObject *dzpy_evaluate(const dzpy_net *net, const dz_tokenizer *tok, PyObject *args, PyObject *kw);
 
 /* Model.evaluate of squad and drop: the greedy answers' F1 and exact match on ds (evaluate_qa.c). */
-PyObject *dzpy_evaluate_qa(const dz_model *m, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens);
+PyObject *dzpy_evaluate_qa(const dzpy_net *net, const dz_tokenizer *tok, const dz_dataset *ds, int gen_tokens);
 
 /* records (a sequence of (text, label or None[, answers]) tuples; with a SuperGLUE preset,
  * of str: each row as JSON) appended to ds, which messages call name; -1 with an

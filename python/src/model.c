@@ -13,13 +13,18 @@ typedef struct {
     dz_model *model;
     dz_tokenizer *tok;  /* NULL: the model has none and none was given */
     char *tok_path;     /* the file tok was loaded from */
+    dz_model *adapter;  /* a PEFT adapter folder's LoRA or prefix on every forward; NULL: none */
+    char *adapter_path;
 } Model;
 
 static void model_free(Model *self) {
     dz_tokenizer_free(self->tok);
+    dz_model_free(self->adapter);
     dz_model_free(self->model);
     free(self->tok_path);
-    self->tok_path = NULL;
+    free(self->adapter_path);
+    self->tok_path = self->adapter_path = NULL;
+    self->adapter = NULL;
     self->tok = NULL;
     self->model = NULL;
 }
@@ -48,11 +53,34 @@ static int load_tokenizer(Model *self, const char *tok_path, dz_error *err) {
     return 0;
 }
 
+/* The adapter folder at path on self's model (its base: the shapes must match). */
+static int load_adapter(Model *self, const char *path, dz_error *err) {
+    if (!dz_lora_is_folder(path)) {
+        dz_fail(err, DZ_ERR_INVALID, "%s: not a PEFT adapter folder (adapter_config.json and adapter_model.safetensors)",
+                path);
+        return -1;
+    }
+    if (dz_lora_load(path, dz_model_config(self->model), &self->adapter, err) != DZ_OK) return -1;
+    if (!(self->adapter_path = strdup(path))) {
+        dz_fail(err, DZ_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+dz_status dzpy_forward(const dzpy_net *net, int max_batch, int max_seq, int kv_cache, int n_streams, dz_forward **f,
+                       dz_error *err) {
+    dz_status st = dz_forward_create_streams(net->model, max_batch, max_seq, kv_cache, n_streams, f, err);
+    return st == DZ_OK && net->adapter ? dz_forward_set_adapter(*f, net->adapter, NULL, err) : st;
+}
+
+static dzpy_net net_of(const Model *self) { return (dzpy_net){self->model, self->adapter}; }
+
 static int model_init(Model *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"path", "tokenizer", "dtype", "keep_quantized", NULL};
-    const char *path, *tok_path = NULL, *dtype = "f32";
+    static char *names[] = {"path", "tokenizer", "dtype", "keep_quantized", "adapter", NULL};
+    const char *path, *tok_path = NULL, *dtype = "f32", *adapter = NULL;
     int keep = 0; /* DZ_LOAD_KEEP_QUANTIZED: a GGUF's blocks held as stored */
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zsp", names, &path, &tok_path, &dtype, &keep)) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zspz", names, &path, &tok_path, &dtype, &keep, &adapter)) return -1;
     dz_dtype dt;
     if (dz_dtype_parse(dtype, &dt) != 0) {
         PyErr_Format(PyExc_ValueError, "dtype '%s' is not one of f32, bf16, f16", dtype);
@@ -65,6 +93,7 @@ static int model_init(Model *self, PyObject *args, PyObject *kw) {
     rc = dz_model_load_flags(path, dt, keep ? DZ_LOAD_KEEP_QUANTIZED : 0, &self->model, &err) == DZ_OK
              ? load_tokenizer(self, tok_path, &err)
              : -1;
+    if (rc == 0 && adapter) rc = load_adapter(self, adapter, &err);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
         model_free(self);
@@ -86,9 +115,9 @@ static PyObject *model_info(Model *self, PyObject *unused) {
     if (!ready(self, 0)) return NULL;
     const dz_config *c = dz_model_config(self->model);
     return Py_BuildValue(
-        "{s:s,s:s,s:s,s:s,s:z,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:d,s:d,s:O,s:i,s:i,s:i}", "path",
+        "{s:s,s:s,s:s,s:s,s:z,s:z,s:L,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:d,s:d,s:O,s:i,s:i,s:i}", "path",
         dz_model_path(self->model), "format", dz_model_format(self->model), "arch", dz_arch_name(c->arch), "dtype",
-        dz_dtype_name(dz_model_dtype(self->model)), "tokenizer", self->tok_path,
+        dz_dtype_name(dz_model_dtype(self->model)), "tokenizer", self->tok_path, "adapter", self->adapter_path,
         "params", (long long)dz_param_table_numel(dz_model_params(self->model)), "vocab_size", c->vocab_size, "dim",
         c->dim, "hidden_dim", c->hidden_dim, "n_layers", c->n_layers, "n_heads", c->n_heads, "n_kv_heads",
         c->n_kv_heads, "head_dim", c->head_dim, "max_seq_len", c->max_seq_len, "norm_eps", (double)c->norm_eps,
@@ -152,13 +181,14 @@ static PyObject *model_decode(Model *self, PyObject *args, PyObject *kw) {
 
 /* The forward over ids[n] (one sequence from position 0) and the logits of every
  * position into out[n * vocab]. */
-static dz_status logits_run(const dz_model *m, const int *ids, int n, float *out, dz_error *err) {
+static dz_status logits_run(const dzpy_net *net, const int *ids, int n, float *out, dz_error *err) {
+    const dz_model *m = net->model;
     dz_forward *f = NULL;
     int *rows = malloc(sizeof(int) * (size_t)n);
     if (!rows) return dz_fail(err, DZ_ERR_NOMEM, "out of memory for %d rows", n);
     for (int i = 0; i < n; i++) rows[i] = i;
     dz_weight_source w = dz_model_weights(m);
-    dz_status st = dz_forward_create(m, 1, n, 0, &f, err);
+    dz_status st = dzpy_forward(net, 1, n, 0, 1, &f, err);
     if (st == DZ_OK) st = dz_forward_run(f, &w, ids, NULL, 1, n, 0, err);
     if (st == DZ_OK) st = dz_forward_logits(f, &w, rows, n, out, err);
     dz_forward_free(f);
@@ -182,7 +212,8 @@ static PyObject *model_logits(Model *self, PyObject *seq) {
     if (out) {
         float *logits = (float *)PyByteArray_AS_STRING(out);
         Py_BEGIN_ALLOW_THREADS
-        st = logits_run(self->model, ids, n, logits, &err);
+        const dzpy_net net = net_of(self);
+        st = logits_run(&net, ids, n, logits, &err);
         Py_END_ALLOW_THREADS
     }
     free(ids);
@@ -202,7 +233,8 @@ static dz_status generate_run(const Model *self, const int *ids, int n_prompt, c
     const int cap = dz_model_config(self->model)->max_seq_len;
     const int seq = n_prompt + a->n < cap ? n_prompt + a->n : cap;
     dz_forward *f = NULL;
-    dz_status st = dz_forward_create(self->model, 1, seq, 1, &f, err);
+    const dzpy_net net = net_of(self);
+    dz_status st = dzpy_forward(&net, 1, seq, 1, 1, &f, err);
     if (st != DZ_OK) return st;
     dz_sampler s;
     dz_sampler_init(&s, a->temperature, a->top_p, (uint64_t)a->seed);
@@ -256,7 +288,8 @@ static PyObject *model_generate(Model *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *model_evaluate(Model *self, PyObject *args, PyObject *kw) {
-    return ready(self, 1) ? dzpy_evaluate(self->model, self->tok, args, kw) : NULL;
+    const dzpy_net net = net_of(self);
+    return ready(self, 1) ? dzpy_evaluate(&net, self->tok, args, kw) : NULL;
 }
 
 static PyObject *model_has_tokenizer(Model *self, void *unused) { return PyBool_FromLong(self->tok != NULL); }

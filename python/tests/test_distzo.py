@@ -149,6 +149,30 @@ def test_defaults_are_the_cli_defaults(model, cli, assets, tmp_path):
         json.loads((tmp_path / "cli" / "run.json").read_text())
 
 
+def base_logits(assets):
+    return distzo.load(assets / "stories260K" / "stories260K.bin").logits([1, 403, 407])
+
+
+def test_config_file_defaults_are_the_cli_defaults(model, cli, assets, tmp_path):
+    """Under a config file too, settings it leaves out are the command line's (lr was the
+    library's 1e-5 under Trainer(config=...), 3e-5 under train --config); a --no-X option
+    by its Python name."""
+    config = tmp_path / "exp.json"
+    config.write_text(json.dumps(dict(steps=1, train_examples=8, dev_examples=4, batch=4)))
+    distzo.Trainer(model, assets / "sst2" / "train.tsv", out=tmp_path / "py", config=config, no_fuse=True).train()
+    subprocess.run([cli, "train", "--config", str(config), "--model", model.path, "--tokenizer", model.info["tokenizer"],
+                    "--data", str(assets / "sst2" / "train.tsv"), "--no-fuse", "--out", str(tmp_path / "cli"), "--quiet"],
+                   check=True, capture_output=True)
+    py = json.loads((tmp_path / "py" / "run.json").read_text())
+    assert py == json.loads((tmp_path / "cli" / "run.json").read_text()) and py["lr"] == 3e-5 and py["fuse"] == "unfused"
+    for text, match in [("{lr: 1", "exp.json: not valid JSON"), ("[1, 2]", "exp.json: a config is a JSON object")]:
+        config.write_text(text)
+        with pytest.raises(distzo.InvalidError, match=match):
+            distzo.Trainer(model, assets / "sst2" / "train.tsv", out=tmp_path / "bad", config=config)
+    with pytest.raises(distzo.Error, match="'steps' must be an integer, not true"):
+        distzo.Trainer(model, assets / "sst2" / "train.tsv", out=tmp_path / "bad", steps=True).train()
+
+
 def test_runs_resume_across_python_and_the_cli(model, cli, assets, tmp_path):
     cli_train(cli, assets, tmp_path / "straight", 8)
     py_trainer(model, assets, tmp_path / "py_then_cli", 4).train()
@@ -202,6 +226,22 @@ def test_lora_run_and_its_exports_equal_the_cli(model, cli, assets, tmp_path):
         assert (tmp_path / f"py_{out}" / name).read_bytes() == (tmp_path / f"cli_{out}" / name).read_bytes()
     config = json.loads((tmp_path / "py_adapter" / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and config["r"] == 4
+    # the run's evaluation: its adapter on its base, as `distzo eval BASE --adapter` scores them
+    test = tmp_path / "test.tsv"
+    test.write_text("".join((assets / "sst2" / "dev.tsv").read_text().splitlines(keepends=True)[:13]))
+    r = trainer.evaluate(data=test)
+    out = subprocess.run([cli, "eval", str(assets / "stories260K" / "stories260K.bin"), "--tokenizer",
+                          str(assets / "stories260K" / "tok512.bin"), "--adapter", str(tmp_path / "cli_adapter"),
+                          "--data", str(test), "--json", "--predictions", str(tmp_path / "p.tsv")],
+                         check=True, capture_output=True, text=True)
+    rows = [line.split("\t") for line in (tmp_path / "p.tsv").read_text().splitlines()[1:]]
+    assert abs(r["accuracy"] - json.loads(out.stdout)["accuracy"]) < 1e-6 and r["examples"] == 12
+    assert np.array_equal(r["scores"], np.array([[float(x[3]), float(x[4])] for x in rows], dtype=np.float32))
+    with_adapter = distzo.load(assets / "stories260K" / "stories260K.bin", adapter=tmp_path / "py_adapter")
+    assert with_adapter.info["adapter"] == str(tmp_path / "py_adapter")
+    assert not np.array_equal(with_adapter.logits([1, 403, 407]), base_logits(assets))
+    with pytest.raises(distzo.Error, match="not a PEFT adapter folder"):
+        distzo.load(assets / "stories260K" / "stories260K.bin", adapter=tmp_path)
     base = distzo.load(assets / "stories260K" / "stories260K.bin")
     merged = distzo.load(tmp_path / "py_merged")
     assert merged.info["params"] == base.info["params"]

@@ -386,15 +386,23 @@ static dz_status read_field(const run_field *f, const cJSON *o, json_src *src, d
     return dz_fail(err, DZ_ERR_FORMAT, "%s: field '%s' is missing", src->path, f->key);
 }
 
+/* Whether key spells option's name (without its dashes), '_' standing for '-' (Python's
+ * keywords: no_fuse for --no-fuse). */
+static int spells_option(const char *key, const char *name) {
+    for (; *key && *name; key++, name++)
+        if (*key != *name && !(*key == '_' && *name == '-')) return 0;
+    return !*key && !*name;
+}
+
 /* The field a config file's key names: run.json's key, or its train option without the
- * dashes (*inverted: a --no-X option). NULL: none. */
+ * dashes, '_' for '-' or not (*inverted: a --no-X option). NULL: none. */
 static const run_field *field_by_key(const char *key, int *inverted) {
     *inverted = 0;
     for (size_t i = 0; i < N_FIELDS; i++)
         if (!strcmp(key, FIELDS[i].key)) return &FIELDS[i];
     for (size_t i = 0; i < N_FIELDS; i++) {
         const char *opt = FIELDS[i].option;
-        if (!strncmp(opt, "--", 2) && !strcmp(key, opt + 2)) {
+        if (!strncmp(opt, "--", 2) && spells_option(key, opt + 2)) {
             *inverted = !strncmp(opt, "--no-", 5);
             return &FIELDS[i];
         }
