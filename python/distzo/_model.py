@@ -221,8 +221,8 @@ def _records(data: Any, text_key: str, label_key: Optional[str]) -> list[Record]
         except TypeError:
             whole = isinstance(label, numbers.Real) and float(label).is_integer()
             value = int(label) if whole or getattr(getattr(label, "dtype", None), "kind", "") == "b" else -1
-        if value < 0:
-            raise ValueError(f"example {i}: {label_key!r} must be an integer label >= 0, not {label!r}")
+        if not 0 <= value <= 2**31 - 1:  # a C int: never wrapped onto another label
+            raise ValueError(f"example {i}: {label_key!r} must be an integer label in 0..2147483647, not {label!r}")
         return (text, value, None)
 
     if hasattr(data, "columns") or hasattr(data, "column_names"):

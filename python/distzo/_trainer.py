@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import _distzo
 from ._distzo import Error, InvalidError
-from ._model import _PRESETS, Model, PathLike, Record, _json_rows, _qa_records, _records, _runtime
+from ._model import _PRESETS, Model, PathLike, Record, _json_rows, _plain, _qa_records, _records, _runtime
 
 log = logging.getLogger("distzo")
 
@@ -149,6 +149,8 @@ class Trainer:
         placement and cadence may change), bitwise as if never stopped. A run trained on
         data held in Python needs that data again (train_data, eval_data): data whose
         fingerprint is not run.json's is refused."""
+        if callback is not None and not callable(callback):  # before the log is replayed
+            raise TypeError(f"Trainer.resume: callback {callback!r} is not callable (a function of one dict)")
         layout = _layout(options)
         settings = {_option_key(k): v for k, v in options.items()}
         _check_keys(settings)
@@ -246,7 +248,7 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
                     raise InvalidError(f"Trainer: option '{key}' is {value}: expected a finite number")
             path = os.path.join(tmp, "trainer-options.json")
             with open(path, "w", encoding="utf-8") as f:
-                json.dump(settings, f)
+                json.dump(settings, f, default=_plain)  # numpy's scalars as their values
         try:
             return _distzo.train(path, out, resume, on_step, records[0], records[1], _preset(run_settings), **layout)
         except Error as e:  # a setting the library refuses: named as the Trainer's option, not the file

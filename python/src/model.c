@@ -133,6 +133,9 @@ static PyObject *model_encode(Model *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|pp", names, &text, &len, &bos, &special) || !ready(self, 1))
         return NULL;
     if (len > INT32_MAX / 2 - 16) return PyErr_Format(PyExc_ValueError, "a text of %zd bytes is too long", len);
+    if (memchr(text, 0, (size_t)len)) /* the library reads a C string: the rest would be dropped */
+        return PyErr_Format(PyExc_ValueError, "the text holds a NUL character (at byte %zd)",
+                            (Py_ssize_t)((const char *)memchr(text, 0, (size_t)len) - text));
     const int cap = 2 * (int)len + 16; /* at most a token per byte, the BOS and the specials */
     int *ids = malloc(sizeof(int) * (size_t)cap), n = -1;
     if (!ids) return PyErr_NoMemory();
@@ -155,6 +158,9 @@ static PyObject *model_decode(Model *self, PyObject *args, PyObject *kw) {
     PyObject *seq;
     int prev = -1, n = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i", names, &seq, &prev) || !ready(self, 1)) return NULL;
+    if (prev < -1 || prev >= dz_tokenizer_vocab_size(self->tok))
+        return PyErr_Format(PyExc_ValueError, "prev %d is outside the vocabulary (0..%d, or -1: none)", prev,
+                            dz_tokenizer_vocab_size(self->tok) - 1);
     if (PySequence_Check(seq) && PySequence_Size(seq) == 0) return PyUnicode_FromString("");
     int *ids = dzpy_token_ids(seq, dz_tokenizer_vocab_size(self->tok), &n);
     if (!ids) return NULL;
@@ -222,7 +228,8 @@ static PyObject *model_logits(Model *self, PyObject *seq) {
 }
 
 typedef struct gen_args {
-    int n, seed, stop_at_eos;
+    int n, stop_at_eos;
+    unsigned long long seed; /* as generate --seed: any 64-bit value */
     float temperature, top_p;
 } gen_args;
 
@@ -247,11 +254,21 @@ static dz_status generate_run(const Model *self, const int *ids, int n_prompt, c
 
 static PyObject *model_generate(Model *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"ids", "max_tokens", "temperature", "top_p", "seed", "stop_at_eos", NULL};
-    PyObject *seq;
+    PyObject *seq, *seed = NULL;
     gen_args a = {.n = 256, .temperature = 1.0f, .top_p = 0.9f, .stop_at_eos = 1};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iffip", names, &seq, &a.n, &a.temperature, &a.top_p, &a.seed,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iffOp", names, &seq, &a.n, &a.temperature, &a.top_p, &seed,
                                      &a.stop_at_eos) || !ready(self, 0))
         return NULL;
+    if (seed) { /* any integer (numpy's too) in 0..2^64-1, as generate --seed */
+        PyObject *i = PyNumber_Index(seed);
+        if (!i) return NULL;
+        a.seed = PyLong_AsUnsignedLongLong(i);
+        Py_DECREF(i);
+        if (a.seed == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return PyErr_Format(PyExc_ValueError, "seed %R is outside 0..2^64-1", seed);
+        }
+    }
     if (a.n < 1) return PyErr_Format(PyExc_ValueError, "max_tokens %d: generate at least 1", a.n);
     char v[32]; /* PyErr_Format has no %g */
     if (!(a.temperature >= 0.0f && isfinite(a.temperature))) {
@@ -262,7 +279,6 @@ static PyObject *model_generate(Model *self, PyObject *args, PyObject *kw) {
         snprintf(v, sizeof v, "%g", (double)a.top_p);
         return PyErr_Format(PyExc_ValueError, "top_p %s is outside (0, 1]", v);
     }
-    if (a.seed < 0) return PyErr_Format(PyExc_ValueError, "seed %d is negative", a.seed);
     const int cap = dz_model_config(self->model)->max_seq_len;
     if (a.n > cap) a.n = cap; /* generation stops at the model's last position anyway */
     int n_prompt = 0, n_out = 0, *ids = dzpy_token_ids(seq, dz_model_config(self->model)->vocab_size, &n_prompt);

@@ -1,6 +1,7 @@
 /* Examples held in Python as the library's dataset: (text, label or None[, answers]) appended
  * in memory, never written to a file (Model.evaluate's data, a Trainer's train_data and
  * eval_data). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,8 @@ int dzpy_records_dataset(PyObject *records, const char *name, const dz_task_pres
         if (!PyArg_ParseTuple(rec, "s|OO", &text, &label, &answers)) rc = -1;
         long l = !rc && label && label != Py_None ? PyLong_AsLong(label) : -1;
         if (!rc && l == -1 && PyErr_Occurred()) rc = -1;
+        if (!rc && (l < -1 || l > INT_MAX)) /* a C int holds it: never wrapped onto another label */
+            rc = (PyErr_Format(PyExc_ValueError, "example %zd: label %ld is outside 0..%d", i + 1, l, INT_MAX), -1);
         dz_example ex = {.text = (char *)text, .label = (int)l, .line = (int)i + 1};
         PyObject *kept = !rc && answers && answers != Py_None ? record_answers(answers, &ex, strs, 64) : NULL;
         if (!rc && !kept && answers && answers != Py_None) rc = -1;

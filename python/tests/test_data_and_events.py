@@ -161,7 +161,7 @@ def test_python_data_errors(model, data, tmp_path):
         distzo.Trainer(model, [], data["test"], out=tmp_path / "r4", steps=1, batch=2).train()
     assert not (tmp_path / "r4").exists()  # a refused start leaves no run folder
     # rows checked as the file loaders check them, naming the example and key
-    for row, what in (({"text": "good", "label": -1}, "'label' must be an integer label >= 0, not -1"),
+    for row, what in (({"text": "good", "label": -1}, "'label' must be an integer label in 0..2147483647, not -1"),
                       ({"text": "good", "label": 1.7}, "not 1.7"), ({"text": "good", "label": "x"}, "not 'x'"),
                       ({"text": None, "label": 1}, "'text' must be a non-empty string, not None"),
                       ({"text": "  ", "label": 1}, "non-empty string")):
@@ -179,7 +179,7 @@ def test_python_data_errors(model, data, tmp_path):
         model.generate("Once", max_tokens=2, temperature=-1)
     with pytest.raises(ValueError, match=r"top_p 2 is outside \(0, 1\]"):
         model.generate("Once", max_tokens=2, top_p=2)
-    with pytest.raises(ValueError, match="seed -1 is negative"):
+    with pytest.raises(ValueError, match="seed -1 is outside 0..2\\^64-1"):
         model.generate("Once", max_tokens=2, seed=-1)
     with pytest.raises(TypeError, match="token id at position 0 is 1.5"):  # not truncated to 1
         model.logits([1.5])

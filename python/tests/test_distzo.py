@@ -247,7 +247,7 @@ def test_lora_run_and_its_exports_equal_the_cli(model, cli, assets, tmp_path):
     assert merged.info["params"] == base.info["params"]
 
 
-def test_errors_carry_the_library_message(model, assets, tmp_path):
+def test_errors_carry_the_library_message(model, cli, assets, tmp_path):
     with pytest.raises(distzo.Error, match="no-such-model") as e:
         distzo.load(tmp_path / "no-such-model")
     assert isinstance(e.value, OSError) and e.value.status
@@ -267,6 +267,23 @@ def test_errors_carry_the_library_message(model, assets, tmp_path):
         model.evaluate("sst2", [{"sentence": "a", "label": 0}])
     with pytest.raises(ZeroDivisionError):
         py_trainer(model, assets, tmp_path / "r3", 4, callback=lambda p: 1 / 0).train()
+    # values a C int, a C string or a token id cannot hold are refused, never wrapped or cut
+    with pytest.raises(ValueError, match="label in 0..2147483647"):
+        model.evaluate("sst2", [{"text": "good movie", "label": 2**33}])
+    with pytest.raises(ValueError, match="NUL character"):
+        model.tokenizer.encode("Once\0 upon a time")
+    with pytest.raises(ValueError, match="prev 1000000 is outside the vocabulary"):
+        model.tokenizer.decode([400], prev=10**6)
+    with pytest.raises(ValueError, match="seed -1 is outside"):
+        model.generate("Once", max_tokens=2, seed=-1)
+    cli_sampled = subprocess.run([cli, "generate", str(assets / "stories260K" / "stories260K.bin"), "--tokenizer",
+                                  str(assets / "stories260K" / "tok512.bin"), "--prompt", PROMPT, "-n", "5", "--seed",
+                                  str(2**33 + 5), "--json"], check=True, capture_output=True, text=True).stdout
+    assert model.generate_ids(PROMPT, max_tokens=5, seed=2**33 + 5) == json.loads(cli_sampled)["tokens"]  # not wrapped
+    with pytest.raises(TypeError, match="callback 5 is not callable"):
+        distzo.Trainer.resume(tmp_path / "r3", callback=5)
+    np_run = py_trainer(model, assets, tmp_path / "r5", np.int64(1), lr=np.float32(1e-4))  # numpy's scalars
+    assert np_run.train()["steps_done"] == 1
 
 
 def test_gil_is_released_during_a_run(model, assets, tmp_path):
