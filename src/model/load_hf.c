@@ -31,6 +31,32 @@ static dz_status check_shape(const dz_param *p, const dz_st_tensor *t, const cha
                    file, p->hf_name, got, (long long)p->rows, (long long)p->cols);
 }
 
+/* The layer a tensor name is for ("model.layers.7.mlp...", OPT's "model.decoder.layers.7..."),
+ * or -1 for a tensor of no layer. */
+static int layer_of(const char *name) {
+    const char *at = strstr(name, "layers.");
+    if (!at || (at != name && at[-1] != '.')) return -1;
+    char *end;
+    const long k = strtol(at + 7, &end, 10);
+    return end != at + 7 && *end == '.' && k >= 0 && k < 1000000 ? (int)k : -1;
+}
+
+/* A checkpoint holding layers past config.json's count is another model's (or a config
+ * edited short): its later layers would be dropped without a word. */
+static dz_status check_no_extra_layers(const dz_hf_checkpoint *ck, int n_layers, const char *dir, dz_error *err) {
+    for (int f = 0; f < (ck->n_index ? 1 : ck->n_files); f++) {
+        const int n = ck->n_index ? ck->n_index : ck->files[f].count;
+        for (int i = 0; i < n; i++) {
+            const char *name = ck->n_index ? ck->index[i].name : ck->files[f].tensors[i].name;
+            if (layer_of(name) >= n_layers)
+                return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor '%s' is for layer %d, but config.json gives %d layers "
+                               "(num_hidden_layers): the checkpoint and its config disagree", dir, name,
+                               layer_of(name), n_layers);
+        }
+    }
+    return DZ_OK;
+}
+
 static int usable_in_place(const dz_st_tensor *t, dz_dtype want) {
     return t->dtype == want && ((uintptr_t)t->data % dz_dtype_size(want)) == 0;
 }
@@ -63,6 +89,7 @@ dz_status dz_model_load_hf(dz_model *m, const char *dir, dz_error *err) {
         if (!usable_in_place(t, m->dtype))
             arena += ((size_t)dz_param_numel(p) * dz_dtype_size(m->dtype) + DZ_ALIGN - 1) / DZ_ALIGN * DZ_ALIGN;
     }
+    if (st == DZ_OK) st = check_no_extra_layers(&m->ckpt, m->cfg.n_layers, dir, err);
     if (st == DZ_OK) st = dz_model_alloc_arena(m, arena, err);
     size_t off = 0;
     for (int i = 0; i < m->table.count && st == DZ_OK; i++)

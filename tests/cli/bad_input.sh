@@ -37,6 +37,10 @@ expect "config.json missing field" "config.json.*num_hidden_layers" -- "$bin" in
 m=$(model shape); sed -i 's/"hidden_size": *[0-9]*/"hidden_size": 64/' "$m/config.json"
 expect "config disagrees with tensor shapes" "model.safetensors.*shape" -- "$bin" info "$m"
 
+m=$(model fewer); sed -i -E 's/"num_hidden_layers": *2/"num_hidden_layers": 1/' "$m/config.json"
+expect "config.json with fewer layers than the checkpoint (its last dropped)" \
+  "tensor 'model.decoder.layers.1.*' is for layer 1, but config.json gives 1 layers" -- "$bin" info "$m"
+
 m=$(model nofile); rm "$m/model.safetensors"
 expect "no safetensors file" "model.safetensors" -- "$bin" info "$m"
 
