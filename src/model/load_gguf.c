@@ -130,6 +130,13 @@ static dz_status gguf_to_config(const dz_gguf *g, dz_config *c, const gguf_arch 
     if (emb->ndim != 2 || emb->ne[1] <= 0 || emb->ne[1] > DZ_MAX_DIM)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: tensor 'token_embd.weight' is not a [vocab, %d] matrix", g->path, c->dim);
     c->vocab_size = (int)emb->ne[1];
+    int said = 0; /* <arch>.vocab_size, optional: when given, the embedding's */
+    if (dz_gguf_find_kv(g, arch_key(key, sizeof key, a, "vocab_size"))) {
+        if ((st = get_size(g, a, "vocab_size", 0, &said, err)) != DZ_OK) return st;
+        if (said != c->vocab_size)
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: metadata key '%s' = %d but token_embd.weight has %d rows", g->path,
+                           key, said, c->vocab_size);
+    }
     const dz_gguf_kv *tokens = dz_gguf_find_kv(g, "tokenizer.ggml.tokens");
     if (tokens && tokens->type == DZ_GGUF_ARRAY && tokens->count > (uint64_t)c->vocab_size)
         return dz_fail(err, DZ_ERR_FORMAT, "%s: tokenizer.ggml.tokens lists %llu tokens but token_embd.weight has %d rows",

@@ -78,6 +78,12 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   expect "a FIFO as training data" "fifo.tsv: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/fifo.tsv"
   expect "a device as training data" "/dev/zero: not a regular file" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data /dev/zero
   # a GGUF model runs from its file alone: its tokenizer comes from the GGUF metadata
+  # a GGUF whose <arch>.vocab_size disagrees with its embedding (it was read past)
+  "$bin" export --model "$assets/stories260K/stories260K.bin" -o "$tmp/s.gguf" --type f32 > /dev/null 2>&1
+  off=$(( $(grep -obUa "llama.vocab_size" "$tmp/s.gguf" | head -1 | cut -d: -f1) + 16 + 4 )) # the key, its type: the u32
+  printf '\x39\x30\x00\x00' | dd of="$tmp/s.gguf" bs=1 seek=$off conv=notrunc status=none # 12345
+  expect "a GGUF's vocab_size against its embedding" "s.gguf: metadata key 'llama.vocab_size' = 12345 but token_embd.weight has 512 rows" \
+    -- "$bin" info "$tmp/s.gguf"
   gguf="$assets/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf"
   if out=$("$bin" generate "$gguf" --prompt "The capital of France is" -n 4 --temperature 0 2>/dev/null) &&
      grep -q "Paris" <<<"$out"; then pass=$((pass + 1)); echo "ok - generate on the .gguf alone: $out"
