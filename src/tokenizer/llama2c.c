@@ -5,6 +5,7 @@
  * code point's token, or byte-fallback ids byte + 3), then repeatedly merge the adjacent
  * pair whose concatenation is a token with the highest score (leftmost on ties). Upstream
  * rescans all pairs per merge; the shared heap-based loop picks the same pair each time. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,8 +26,9 @@ static float read_f32(const char *p) {
     return v;
 }
 
-/* Counts the tokens (vocab_size, or all up to EOF when 0) and checks every length field. */
-static dz_status scan_tokens(const char *path, const char *buf, size_t len, int vocab_size, int *count,
+/* Counts the tokens (vocab_size, or all up to EOF when 0), checks every length field and
+ * score, and says where the last one ends. */
+static dz_status scan_tokens(const char *path, const char *buf, size_t len, int vocab_size, int *count, size_t *end,
                              dz_error *err) {
     size_t pos = 4;
     int n = 0;
@@ -39,10 +41,16 @@ static dz_status scan_tokens(const char *path, const char *buf, size_t len, int 
         if ((size_t)tlen > len - pos - 8)
             return dz_fail(err, DZ_ERR_FORMAT, "%s: truncated: token %d's %d bytes run past the end of the file",
                            path, n, tlen);
+        const float score = read_f32(buf + pos);
+        if (!isfinite(score)) /* merges are ranked by it */
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: token %d: score %g is not a finite number", path, n, (double)score);
+        if (tlen > read_i32(buf)) /* upstream sizes its buffers by it */
+            return dz_fail(err, DZ_ERR_FORMAT, "%s: token %d is %d bytes, longer than max_token_length %d", path, n,
+                           tlen, read_i32(buf));
         pos += 8 + (size_t)tlen;
         n++;
     }
-    *count = n;
+    *count = n, *end = pos;
     return DZ_OK;
 }
 
@@ -54,13 +62,17 @@ dz_status dz_llama2c_load(dz_tokenizer *tok, const char *path, int vocab_size, d
     dz_status st = dz_read_file(path, &buf, &len, err);
     if (st != DZ_OK) return st;
     int n = 0;
+    size_t end = len;
     if (len < 4) st = dz_fail(err, DZ_ERR_FORMAT, "%s: truncated: no max_token_length field", path);
     else if (read_i32(buf) < 0)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: max_token_length %d is negative", path, read_i32(buf));
-    else st = scan_tokens(path, buf, len, vocab_size, &n, err);
+    else st = scan_tokens(path, buf, len, vocab_size, &n, &end, err);
     if (st == DZ_OK && n < FIRST_BYTE_ID + 256)
         st = dz_fail(err, DZ_ERR_FORMAT, "%s: %d tokens; byte fallback needs ids 3..258 (at least 259 tokens)",
                      path, n);
+    if (st == DZ_OK && end != len) /* a larger vocabulary's file, or not a tokenizer.bin at all */
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: %zu bytes after its %d tokens (the model's vocab_size): another "
+                     "vocabulary's file?", path, len - end, n);
     if (st == DZ_OK && (dz_pieces_init(&tok->pieces, n) || !(tok->scores = malloc((size_t)n * sizeof(float)))))
         st = dz_fail(err, DZ_ERR_NOMEM, "%s: out of memory", path);
     size_t pos = 4;

@@ -50,6 +50,19 @@ if have_assets "$assets" stories260K/stories260K.bin stories260K/tok512.bin smol
   cp "$assets/stories260K/stories260K.bin" "$tmp/stories.bin"
   head -c 3000 "$assets/stories260K/tok512.bin" > "$tmp/tok512.bin"
   expect "truncated tokenizer" "tok512.bin" -- "$bin" generate "$tmp/stories.bin" -n 5
+  # a tokenizer.bin with bytes after its tokens, a NaN score, a max_token_length below its
+  # longest token: each was read (generate ran)
+  { cat "$assets/stories260K/tok512.bin"; head -c 100 /dev/zero; } > "$tmp/tok_tail.bin"
+  expect "tokenizer.bin with bytes after its tokens" "tok_tail.bin: 100 bytes after its 512 tokens" -- \
+    "$bin" generate "$tmp/stories.bin" --tokenizer "$tmp/tok_tail.bin" -n 2
+  cp "$assets/stories260K/tok512.bin" "$tmp/tok_nan.bin"
+  printf '\x00\x00\xc0\x7f' | dd of="$tmp/tok_nan.bin" bs=1 seek=4 conv=notrunc status=none # token 0's score
+  expect "tokenizer.bin with a NaN score" "tok_nan.bin: token 0: score nan is not a finite number" -- \
+    "$bin" generate "$tmp/stories.bin" --tokenizer "$tmp/tok_nan.bin" -n 2
+  cp "$assets/stories260K/tok512.bin" "$tmp/tok_max0.bin"
+  printf '\x00\x00\x00\x00' | dd of="$tmp/tok_max0.bin" bs=1 seek=0 conv=notrunc status=none
+  expect "tokenizer.bin with max_token_length 0" "tok_max0.bin: token 0 is [0-9]+ bytes, longer than max_token_length 0" -- \
+    "$bin" generate "$tmp/stories.bin" --tokenizer "$tmp/tok_max0.bin" -n 2
   printf 'sentence\tlabel\nfine movie\t1\nbad movie\t7\n' > "$tmp/bad.tsv"
   expect "bad SST-2 label" "bad.tsv:3" -- "$bin" eval "$assets/stories260K/stories260K.bin" --data "$tmp/bad.tsv"
   printf '{"text": "ok", "label": 0}\n{"text": 5, "label": 1}\n' > "$tmp/bad.jsonl"
