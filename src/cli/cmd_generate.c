@@ -144,9 +144,10 @@ static int generate(const gen_opts *o, const char *model, dz_model *m, const dz_
     dz_backend *be = NULL;
     dz_model *lora = NULL;
     int rc = n_prompt < 0 || dz_backend_create(o->backend, &be, &err) == DZ_OK ? 0 : dz_cli_fail(&err);
-    if (!rc && n_prompt > 0 && n_prompt < cap && o->n > cap - n_prompt) /* said, not silently cut (no overflow) */
+    /* the last token is sampled from the last position's logits, never fed back: one more than the free positions */
+    if (!rc && n_prompt > 0 && n_prompt < cap && o->n > cap - n_prompt + 1) /* said, not silently cut */
         dz_log(DZ_LOG_WARN, "-n %d: the prompt's %d tokens and the model's %d positions leave room for %d; generating "
-               "at most that many", o->n, n_prompt, cap, cap - n_prompt);
+               "at most that many", o->n, n_prompt, cap, cap - n_prompt + 1);
     if (!rc) rc = open_forward(m, be, n_prompt, n, cap, &f, &err);
     if (!rc && o->adapter && (dz_lora_load(o->adapter, dz_model_config(m), &lora, &err) != DZ_OK ||
                               dz_forward_set_adapter(f, lora, NULL, &err) != DZ_OK))
@@ -190,6 +191,8 @@ int dz_cmd_generate(int argc, char **argv) {
     int rc = dz_cli_parse(&generate_cmd, opts, argc, argv, pos);
     if (rc >= 0) return rc;
     if ((rc = check_options(&o))) return rc;
+    if (o.temperature == 0.0f && (dz_cli_option_given(argc, argv, "top-p") || dz_cli_option_given(argc, argv, "seed")))
+        dz_log(DZ_LOG_WARN, "--temperature 0 is greedy: --top-p and --seed have no effect");
     dz_cli_gpu_math_join(&o.backend, gpu_math);
     dz_model *m;
     dz_tokenizer *tok;

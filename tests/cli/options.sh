@@ -176,9 +176,14 @@ refused "eval --predictions onto its --data" "dev4.tsv, which eval reads: it wou
 refused "eval --predictions ''" "option --predictions: an empty path" -- "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions ""
 refused "init --std -1" "option --std: -1 is not a finite number >= 0" -- "$bin" init --preset opt-tiny --std -1 -o "$tmp/std"
 refused "a float option past a float's range" "'1e40' is out of a float's range" -- "$bin" init --preset opt-tiny --std 1e40 -o "$tmp/std"
-"$bin" generate "$stories" -n 100000 --temperature 0 > /dev/null 2> "$tmp/gen.err" &&
-  grep -q "warning: -n 100000: the prompt's 1 tokens and the model's 512 positions leave room for 511" "$tmp/gen.err" &&
-  ok "generate -n past the context: said, then generated" || bad "generate -n 100000: $(tail -1 "$tmp/gen.err")"
+# the room said is what is generated: the last token is sampled from the last position and
+# needs none of its own (512 from a 1-token prompt; it said 511), and greedy says that
+# --seed does nothing
+out=$("$bin" generate "$stories" -n 100000 --temperature 0 --seed 3 --json 2> "$tmp/gen.err") &&
+  grep -q "warning: -n 100000: the prompt's 1 tokens and the model's 512 positions leave room for 512" "$tmp/gen.err" &&
+  [ "$(grep -o '"tokens": \[[^]]*\]' <<<"$out" | tr -cd ',' | wc -c)" = 511 ] &&
+  grep -q "temperature 0 is greedy: --top-p and --seed have no effect" "$tmp/gen.err" &&
+  ok "generate -n past the context: said, then generated" || bad "generate -n 100000: $(cat "$tmp/gen.err")"
 printf 'Once upon a time\r\nthere was a cat.\r\n' > "$tmp/crlf.txt"
 "$bin" eval "$stories" --task lm --data "$tmp/crlf.txt" > /dev/null 2> "$tmp/crlf.err" &&
   grep -q "crlf.txt:1: Windows line ends" "$tmp/crlf.err" && ok "a plain-text LM file with CRLF line ends: warned, then scored as it is" ||
