@@ -60,7 +60,7 @@ static int folder_empty_or_new(const char *path) {
 
 int dz_cmd_init(int argc, char **argv) {
     const char *arch = NULL, *preset = "opt-125m", *out = NULL, *dtype = "f32", *tokenizer = NULL;
-    int layers = 0, threads = 0;
+    int layers = DZ_OPT_UNSET, threads = 0; /* --layers 0 is refused, not the preset's */
     uint64_t seed = 0;
     float std = 0.02f;
     const dz_opt opts[] = {
@@ -69,7 +69,7 @@ int dz_cmd_init(int argc, char **argv) {
         {"seed", DZ_OPT_SEED, &seed, "random seed (default 0)"},
         {"out|o", DZ_OPT_STR, &out, "output folder"},
         {"dtype", DZ_OPT_STR, &dtype, "stored dtype: f32 (default), bf16 or f16"},
-        {"layers", DZ_OPT_INT, &layers, "override the number of layers (smaller test models)"},
+        {"layers", DZ_OPT_INT, &layers, "override the preset's number of layers, 1 or more (smaller test models)"},
         {"std", DZ_OPT_FLOAT, &std, "standard deviation of weights (default 0.02, as OPT)"},
         {"tokenizer", DZ_OPT_STR, &tokenizer, "tokenizer to write beside the weights (default: the preset's from the assets)"},
         dz_cli_threads_option(&threads, NULL),
@@ -90,8 +90,9 @@ int dz_cmd_init(int argc, char **argv) {
     if (dz_config_preset(preset, &cfg, &err) != DZ_OK) return dz_cli_fail(&err);
     if (arch && strcmp(arch, dz_arch_name(cfg.arch)))
         return dz_cli_failf("option --arch: preset '%s' is %s, not %s", preset, dz_arch_name(cfg.arch), arch);
-    if (layers < 0 || layers > DZ_MAX_LAYERS) return dz_cli_failf("option --layers: %d is out of range", layers);
-    if (layers) cfg.n_layers = layers;
+    if (layers != DZ_OPT_UNSET && (layers < 1 || layers > DZ_MAX_LAYERS))
+        return dz_cli_failf("option --layers: %d is outside 1..%d", layers, DZ_MAX_LAYERS);
+    if (layers != DZ_OPT_UNSET) cfg.n_layers = layers;
     if (!(std >= 0.0f) || !isfinite(std)) return dz_cli_failf("option --std: %g is not a finite number >= 0", (double)std);
     dz_dtype dt;
     if (dz_dtype_parse(dtype, &dt) != 0) return dz_cli_failf("option --dtype: '%s' is not f32, bf16 or f16", dtype);

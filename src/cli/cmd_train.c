@@ -223,9 +223,9 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"dev-examples", DZ_OPT_INT, &c->data.dev_examples, "model-selection examples drawn (default 500)"},
         {"eval-every", DZ_OPT_INT, &c->schedule.eval_every, "steps between evaluations (default 500; 0 = at the end); "
                                                             "one more before training (step 0) and after the last step"},
-        {"checkpoint-every", DZ_OPT_INT, &c->schedule.checkpoint_every, "steps between checkpoints (default 1000)"},
+        {"checkpoint-every", DZ_OPT_INT, &c->schedule.checkpoint_every, "steps between checkpoints (default 1000; 0: none, not even at the end: the seed log alone keeps the run, which export and --resume replay)"},
         {"keep-checkpoints", DZ_OPT_INT, &c->schedule.keep_checkpoints, "numbered checkpoints to keep, newest first (default 1; only those this run wrote are ever removed)"},
-        {"log-sync-every", DZ_OPT_INT, &c->schedule.log_sync_every, "fsync the seed log and metrics every N steps (default 64)"},
+        {"log-sync-every", DZ_OPT_INT, &c->schedule.log_sync_every, "fsync the seed log and metrics every N steps (default 64; 0: only when a checkpoint is written and when the run ends)"},
         {"log-every", DZ_OPT_INT, &t->log_every, "a progress line every N steps (default: on a terminal a live bar, "
                                                 "piped every steps/20)"},
         {"quiet|q", DZ_OPT_FLAG, &t->quiet, "no progress or evaluation lines, only warnings, errors and the summary"},
