@@ -267,6 +267,15 @@ static void malformed(void **state) {
     /* cJSON reads a repeated key's first value, transformers its last: refused, named */
     parse_bad("twice.json", SMALL_LLAMA(", \"num_hidden_layers\": 4"), DZ_ERR_FORMAT,
               "key 'num_hidden_layers' is given twice");
+    /* named by the file's own key (hidden_size was blamed on head_dim; 1e300 read as inf
+     * was "norm_eps must be positive") */
+    parse_bad("neg_hidden.json",
+              "{\"model_type\": \"llama\", \"hidden_size\": -64, \"intermediate_size\": 128,"
+              " \"max_position_embeddings\": 256, \"num_attention_heads\": 4, \"num_hidden_layers\": 2,"
+              " \"vocab_size\": 512}",
+              DZ_ERR_FORMAT, "field 'hidden_size' is -64; a size must be positive");
+    parse_bad("huge_eps.json", SMALL_LLAMA(", \"rms_norm_eps\": 1e300"), DZ_ERR_FORMAT,
+              "field 'rms_norm_eps': 1e+300 is past a float's range");
     parse_bad("no_hidden.json",
               "{\"model_type\": \"llama\", \"intermediate_size\": 128, \"max_position_embeddings\": 256,"
               " \"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 512}",

@@ -364,6 +364,7 @@ int dz_cmd_train(int argc, char **argv) {
         return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", c.data.gen_tokens);
     if (c.data.gen_tokens == DZ_OPT_UNSET) c.data.gen_tokens = 0; /* run.json's "the default, 50" */
     if ((rc = dz_cli_train_given(&c))) return rc;
+    if (t.out && !t.out[0]) return dz_cli_failf("option --out: an empty path (the run folder)");
     char *run_strings = NULL, *config_strings = NULL; /* run.json's / the config's settings are the defaults */
     cJSON *config_doc = NULL;
     dz_error err = {0};

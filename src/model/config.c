@@ -3,6 +3,7 @@
  * (other activations, rope scaling, sliding windows, extra biases) is refused with
  * DZ_ERR_UNSUPPORTED naming the field, rather than silently loaded wrong. */
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,9 @@ static dz_status get_float(const jctx *c, const char *name, int required, float 
     }
     if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
         return dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s' is not a number", c->path, name);
+    if (!(fabs(j->valuedouble) <= FLT_MAX)) /* it would be read as infinity */
+        return dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s': %g is past a float's range", c->path, name,
+                       j->valuedouble);
     *out = (float)j->valuedouble;
     return DZ_OK;
 }
@@ -129,13 +133,22 @@ static dz_status require_str(const jctx *c, const char *name, const char *def, c
 
 /* ---- architectures ---- */
 
+/* A required size, named by its key when it is not positive (the checks after parsing
+ * know it by distzo's name, or by what follows from it: head_dim from hidden_size). */
+static dz_status get_size(const jctx *c, const char *name, int *out) {
+    dz_status s = get_int(c, name, 1, 0, out);
+    if (!s && *out < 1)
+        s = dz_fail(c->err, DZ_ERR_FORMAT, "%s: field '%s' is %d; a size must be positive", c->path, name, *out);
+    return s;
+}
+
 /* The sizes every architecture requires, in this order; only the MLP width's key differs. */
 static dz_status get_sizes(const jctx *c, const char *mlp_key, dz_config *cfg) {
-    dz_status s = get_int(c, "vocab_size", 1, 0, &cfg->vocab_size);
-    if (!s) s = get_int(c, "hidden_size", 1, 0, &cfg->dim);
-    if (!s) s = get_int(c, mlp_key, 1, 0, &cfg->hidden_dim);
-    if (!s) s = get_int(c, "num_hidden_layers", 1, 0, &cfg->n_layers);
-    if (!s) s = get_int(c, "num_attention_heads", 1, 0, &cfg->n_heads);
+    dz_status s = get_size(c, "vocab_size", &cfg->vocab_size);
+    if (!s) s = get_size(c, "hidden_size", &cfg->dim);
+    if (!s) s = get_size(c, mlp_key, &cfg->hidden_dim);
+    if (!s) s = get_size(c, "num_hidden_layers", &cfg->n_layers);
+    if (!s) s = get_size(c, "num_attention_heads", &cfg->n_heads);
     return s;
 }
 

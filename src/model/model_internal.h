@@ -47,6 +47,8 @@ dz_status dz_model_init_tables(dz_model *m, dz_error *err);
 dz_status dz_model_index_table(dz_model *m, dz_error *err);
 /* adapter.c: an adapter model written as a PEFT folder (dz_model_save_hf's). */
 dz_status dz_lora_save(const dz_model *m, const char *dir, dz_error *err);
+/* The most virtual tokens a prefix has (--prefix-tokens, a folder's num_virtual_tokens). */
+enum { DZ_PREFIX_MAX_TOKENS = 4096 };
 /* A prefix adapter as PEFT's PREFIX_TUNING folder (prefix_peft.c), and its reading. */
 dz_status dz_prefix_save(const dz_model *m, const char *dir, dz_error *err);
 int dz_prefix_is_config(const char *config_path);

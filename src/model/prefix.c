@@ -8,8 +8,6 @@
 #include "core/rng.h"
 #include "model/model_internal.h"
 
-enum { DZ_PREFIX_MAX_TOKENS = 4096 };
-
 dz_status dz_prefix_table_build(const dz_config *cfg, int n_tokens, dz_param_table *out, dz_error *err) {
     *out = (dz_param_table){0};
     if (n_tokens < 1 || n_tokens > DZ_PREFIX_MAX_TOKENS)

@@ -109,8 +109,8 @@ static dz_status read_config(const char *path, const dz_config *cfg, int *n, cha
     int layers = 0, td = 0, heads = 0, subs = 1;
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "base_model_name_or_path");
     dz_status st = DZ_OK;
-    if (!int_field(o, "num_virtual_tokens", n) || *n < 1)
-        st = dz_fail(err, DZ_ERR_FORMAT, "%s: num_virtual_tokens must be a positive integer", path);
+    if (!int_field(o, "num_virtual_tokens", n) || *n < 1 || *n > DZ_PREFIX_MAX_TOKENS)
+        st = dz_fail(err, DZ_ERR_FORMAT, "%s: num_virtual_tokens must be an integer in 1..%d", path, DZ_PREFIX_MAX_TOKENS);
     else if (cJSON_GetObjectItemCaseSensitive(o, "num_transformer_submodules") &&
              (!int_field(o, "num_transformer_submodules", &subs) || subs != 1))
         st = dz_fail(err, DZ_ERR_UNSUPPORTED, "%s: num_transformer_submodules must be 1 (a decoder-only model)", path);

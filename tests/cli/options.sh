@@ -173,6 +173,7 @@ head -5 "$assets/sst2/dev.tsv" > "$tmp/dev4.tsv"
 refused "eval --predictions onto its --data" "dev4.tsv, which eval reads: it would be replaced" -- \
   "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions "$tmp/dev4.tsv"
 [ "$(wc -l < "$tmp/dev4.tsv")" = 5 ] || bad "the data file was changed"
+refused "train --out ''" "option --out: an empty path" -- "$bin" train "${tiny[@]}" --out ""
 refused "eval --predictions ''" "option --predictions: an empty path" -- "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions ""
 refused "init --std -1" "option --std: -1 is not a finite number >= 0" -- "$bin" init --preset opt-tiny --std -1 -o "$tmp/std"
 refused "a float option past a float's range" "'1e40' is out of a float's range" -- "$bin" init --preset opt-tiny --std 1e40 -o "$tmp/std"

@@ -107,6 +107,10 @@ cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-deq" 2)" && cmp -s "$t
 cmp -s "$(adapter "$tmp/gguf-q" 2)" "$(adapter "$tmp/gguf-qs" 2)" && cmp -s "$tmp/gguf-q/seeds.log" "$tmp/gguf-qs/seeds.log" &&
   ok "--keep-quantized with the prefix in a disk store: the same bits" || bad "--keep-quantized --store disk differs"
 
+cp -r "$tmp/cont-x" "$tmp/tokens_many" &&
+  sed -i -E 's/"num_virtual_tokens":[[:space:]]*[0-9]+/"num_virtual_tokens": 100000/' "$tmp/tokens_many/adapter_config.json"
+refuse "an adapter_config.json with num_virtual_tokens 100000, naming the file's field" \
+  "tokens_many/adapter_config.json: num_virtual_tokens must be an integer in 1..4096" "$bin" eval "$base_model" --adapter "$tmp/tokens_many" --limit 2
 cp -r "$tmp/cont-x" "$tmp/tokens_twice" &&
   sed -i -E 's/"num_virtual_tokens":/"num_virtual_tokens": 2, "num_virtual_tokens":/' "$tmp/tokens_twice/adapter_config.json"
 refuse "an adapter_config.json giving num_virtual_tokens twice, naming the file and the key" \
