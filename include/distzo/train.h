@@ -204,6 +204,13 @@ dz_status dz_train_config_load_file(const char *path, dz_train_config *c, const 
                                     char **strings, dz_error *err);
 /* 1 when dz_train_config_load_file takes key as a setting (else it is the caller's). */
 int dz_train_config_has_key(const char *key);
+/* A --data folder as train reads it, one rule for the command line and the Python package:
+ * a MeZO preset's release file names (the task's dz_task_preset train_file / test_file),
+ * else train.tsv and dev.tsv (sst2) or train.jsonl and dev.jsonl (other tasks). train and
+ * test (cap bytes each) receive the paths; test is "" when the folder has no such file.
+ * DZ_ERR_INVALID when folder is no directory or a path does not fit. */
+dz_status dz_train_data_folder(const char *task, const char *folder, char *train, char *test, size_t cap,
+                               dz_error *err);
 /* For a resume whose other settings are the command's defaults (serve --resume): each
  * setting of run_dir's run.json that defines the run and whose option is among args[0..n)
  * ("--lr", "--lr=...") must equal given's, else DZ_ERR_INVALID naming the option and both

@@ -93,6 +93,10 @@ class Trainer:
         if _is_path(eval_data):
             settings["test_data"] = os.fspath(eval_data)
         settings.update({_option_key(k): v for k, v in options.items()})
+        if _is_path(train_data) and os.path.isdir(train_data):  # a folder: its files, as `--data DIR` takes them
+            settings["train_data"], test = _distzo.data_folder(str(settings.get("task", "sst2")), os.fspath(train_data))
+            if eval_data is None and test is not None:
+                settings["test_data"] = test
         _check_keys(settings)
         task = settings.get("task", "sst2")
         if "label_words" not in settings and task != "lm" and task not in _PRESETS:

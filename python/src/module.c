@@ -79,10 +79,22 @@ static PyObject *train_option_known(PyObject *self, PyObject *key) {
     return k ? PyBool_FromLong(dz_train_config_has_key(k)) : NULL;
 }
 
+/* data_folder(task, folder) -> (train, test or None): dz_train_data_folder, train's rule. */
+static PyObject *data_folder(PyObject *self, PyObject *args) {
+    const char *task, *folder;
+    if (!PyArg_ParseTuple(args, "ss", &task, &folder)) return NULL;
+    char train[4200], test[4200];
+    dz_error err = {0};
+    if (dz_train_data_folder(task, folder, train, test, sizeof train, &err) != DZ_OK) return dzpy_raise(&err);
+    return test[0] ? Py_BuildValue("(ss)", train, test) : Py_BuildValue("(sO)", train, Py_None);
+}
+
 static PyMethodDef methods[] = {
     {"comm_init", dzpy_comm_init, METH_VARARGS,
      "comm_init(node_size=0) -> dict: the process group (MPI under mpirun, else one process), started once"},
     {"train_option_known", train_option_known, METH_O, "train_option_known(key) -> bool: a train --config key"},
+    {"data_folder", data_folder, METH_VARARGS,
+     "data_folder(task, folder) -> (train, test or None): a --data folder's files, as train reads them"},
     {"runtime_init", runtime_init, METH_VARARGS, "runtime_init(threads=0) -> threads in use (0: the default)"},
     {"train", (PyCFunction)(void (*)(void))dzpy_train, METH_VARARGS | METH_KEYWORDS,
      "train(options_json, out_dir, resume, callback) -> dict: dz_train over a --config JSON of settings"},

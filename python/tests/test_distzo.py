@@ -173,6 +173,18 @@ def test_config_file_defaults_are_the_cli_defaults(model, cli, assets, tmp_path)
         distzo.Trainer(model, assets / "sst2" / "train.tsv", out=tmp_path / "bad", steps=True).train()
 
 
+def test_a_data_folder_is_read_as_the_cli_reads_it(model, cli, assets, tmp_path):
+    """train_data a folder: its train.tsv, and dev.tsv as the test file (it was refused)."""
+    few = dict(steps=1, train_examples=8, dev_examples=4, batch=4, eval_every=0)
+    distzo.Trainer(model, assets / "sst2", out=tmp_path / "py", **few).train()
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in few.items()]
+    subprocess.run([cli, "train", "--model", model.path, "--tokenizer", model.info["tokenizer"], "--data",
+                    str(assets / "sst2"), *args, "--out", str(tmp_path / "cli"), "--quiet"], check=True, capture_output=True)
+    py = json.loads((tmp_path / "py" / "run.json").read_text())
+    assert py == json.loads((tmp_path / "cli" / "run.json").read_text())
+    assert py["train_data"].endswith("sst2/train.tsv") and py["test_data"].endswith("sst2/dev.tsv")
+
+
 def test_runs_resume_across_python_and_the_cli(model, cli, assets, tmp_path):
     cli_train(cli, assets, tmp_path / "straight", 8)
     py_trainer(model, assets, tmp_path / "py_then_cli", 4).train()

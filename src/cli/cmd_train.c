@@ -204,7 +204,7 @@ static void train_option_table(dz_opt *out, dz_train_config *c, train_opts *t) {
         {"demos", DZ_OPT_INT, &c->data.demos, "demonstrations from the training examples before each prompt (MeZO's ICL; default 0)"},
         {"gen-tokens", DZ_OPT_INT, &c->data.gen_tokens, "squad, drop: most tokens of a greedy answer (default 50)"},
         {"data", DZ_OPT_STR, &t->data, "training file, or a folder with train.tsv and dev.tsv (default: the assets' SST-2)"},
-        {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: dev.tsv beside the training file)"},
+        {"test", DZ_OPT_STR, &t->test, "file to report accuracy on (default: the dev file of a --data folder, or of the default data; none beside a --data file)"},
         {"tokenizer", DZ_OPT_STR, &c->tokenizer, "tokenizer (default: the model's own)"},
         {"estimator", DZ_OPT_STR, &t->estimator, "mezo (default), sparse (Sparse-MeZO: the smallest-|w| part of each row), lozo (low-rank z = U V^T), fzoo (FZOO: N one-sided Rademacher directions, normalized) or "
          "hizoo (HiZOO: z and update over sqrt of a diagonal Hessian estimate; 3 forwards a step, 4 bytes a parameter)"},
@@ -430,23 +430,18 @@ static int store_options_need_disk(const dz_train_config *c, int argc, char **ar
 static int train_settings(dz_train_config *c, const train_opts *t) {
     const int resume = t->resume;
     const char *data = t->data, *test = t->test;
-    static char data_buf[4096], train_buf[4200], test_buf[4200];
+    static char data_buf[4096], train_buf[4200], test_buf[4200]; /* the same size: dz_train_data_folder */
     static char abs_train[PATH_MAX], abs_test[PATH_MAX], abs_adapter[PATH_MAX];
     dz_train_data *d = &c->data;
     int rc = dz_cli_train_apply(c, &t->v, DZ_CLI_TRAIN, t->model);
     if (rc) return rc;
-    const dz_task_preset *preset = dz_task_preset_find(d->task);
     if (!data && !resume) data = dz_cli_asset("sst2", data_buf, sizeof data_buf);
-    if (data && dz_is_dir(data) && preset) { /* the release's own file names */
-        snprintf(test_buf, sizeof test_buf, "%s/%s", data, preset->test_file);
-        snprintf(train_buf, sizeof train_buf, "%s/%s", data, preset->train_file);
+    if (data && dz_is_dir(data)) { /* a preset's release file names, or train/dev */
+        dz_error err = {0};
+        if (dz_train_data_folder(d->task, data, train_buf, test_buf, sizeof train_buf, &err) != DZ_OK)
+            return dz_cli_fail(&err);
         d->train = train_buf;
-        d->test = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
-    } else if (data && dz_is_dir(data)) {
-        snprintf(test_buf, sizeof test_buf, "%s/dev.%s", data, strcmp(d->task, "sst2") ? "jsonl" : "tsv");
-        snprintf(train_buf, sizeof train_buf, "%s/train.%s", data, strcmp(d->task, "sst2") ? "jsonl" : "tsv");
-        d->train = train_buf;
-        d->test = test ? test : (dz_file_exists(test_buf) ? test_buf : NULL);
+        d->test = test ? test : test_buf[0] ? test_buf : NULL;
     } else if (data) {
         d->train = data;
         d->test = test || !resume ? test : d->test; /* a resume given only --data FILE keeps the run's test file */

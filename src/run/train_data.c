@@ -302,3 +302,18 @@ void dz_run_data_free(dz_run_data *td) {
     free(td->eval_preds);
     memset(td, 0, sizeof *td);
 }
+
+dz_status dz_train_data_folder(const char *task, const char *folder, char *train, char *test, size_t cap,
+                               dz_error *err) {
+    if (!folder || !dz_is_dir(folder)) return dz_fail(err, DZ_ERR_INVALID, "%s: not a data folder", folder ? folder : "");
+    const dz_task_preset *preset = task ? dz_task_preset_find(task) : NULL;
+    const int tsv = !task || !strcmp(task, "sst2");
+    const int a = preset ? snprintf(train, cap, "%s/%s", folder, preset->train_file)
+                         : snprintf(train, cap, "%s/train.%s", folder, tsv ? "tsv" : "jsonl");
+    const int b = preset ? snprintf(test, cap, "%s/%s", folder, preset->test_file)
+                         : snprintf(test, cap, "%s/dev.%s", folder, tsv ? "tsv" : "jsonl");
+    if (a < 0 || b < 0 || (size_t)a >= cap || (size_t)b >= cap)
+        return dz_fail(err, DZ_ERR_INVALID, "%s: the data folder's path is too long", folder);
+    if (!dz_file_exists(test)) test[0] = '\0';
+    return DZ_OK;
+}
