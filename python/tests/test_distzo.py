@@ -193,6 +193,13 @@ def test_runs_resume_across_python_and_the_cli(model, cli, assets, tmp_path):
     distzo.Trainer.resume(tmp_path / "cli_then_py", steps=8)
     same_run(tmp_path / "py_then_cli", tmp_path / "straight", 8)
     same_run(tmp_path / "cli_then_py", tmp_path / "straight", 8)
+    # the summaries' scores are the metrics file's (float32), so a resumed run's equal a straight one's
+    tenths = dict(dev_examples=10)  # scores k / 10, which a float32 does not hold exactly
+    straight = py_trainer(model, assets, tmp_path / "py_straight", 8, **tenths).train()
+    py_trainer(model, assets, tmp_path / "py_resumed", 4, **tenths).train()
+    resumed = distzo.Trainer.resume(tmp_path / "py_resumed", steps=8)
+    for key in ("zero_shot_dev", "final_dev", "best_dev", "best_step"):
+        assert straight[key] == resumed[key] and float(np.float32(straight[key])) == straight[key], key
 
 
 def test_ctrl_c_stops_at_a_step_and_resumes_to_the_same_bits(model, cli, assets, tmp_path):

@@ -11,6 +11,7 @@
 #include "distzo/log.h"
 #include "parallel/agree.h"
 #include "parallel/comm.h"
+#include "run/metrics.h"
 #include "run/peft.h"
 #include "run/run_files.h"
 #include "run/setup.h"
@@ -231,6 +232,10 @@ static dz_status run(dz_trainer *tr, int start, int resume, dz_train_progress_cb
         st = dz_run_folder_checkpoint(&tr->folder, &tr->comp, "checkpoint", o->steps, &ls.best,
                                       err); /* killed before the last one */
     res->best_dev = ls.best.dev, res->best_test = ls.best.test, res->best_step = ls.best.step, res->lm = tr->data.lm;
+    double *scores[] = {&res->zero_shot_dev, &res->zero_shot_test, &res->final_dev, &res->final_test, &res->best_dev,
+                        &res->best_test};
+    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++) /* as metrics.jsonl holds them, so a resume's */
+        *scores[i] = dz_metrics_value(*scores[i]);                  /* (read back from it) are a straight run's */
     res->step_bytes = ls.steps_run ? (double)ls.step_bytes / ls.steps_run : 0.0;
     res->steps_run = ls.steps_run, res->step_seconds = ls.step_seconds;
     return st;
