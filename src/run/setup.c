@@ -165,6 +165,9 @@ static dz_status adapter_weights(dz_zo_setup *s, const dz_weights_spec *spec, dz
     const char *base = spec->base ? spec->base : spec->path;
     st = dz_model_load_flags(base, spec->master_dtype, spec->base_flags, &s->base, err);
     if (st != DZ_OK) return st;
+    if ((spec->base_flags & DZ_LOAD_KEEP_QUANTIZED) && dz_model_bytes_quantized(s->base) == 0) /* as eval says it */
+        dz_log(DZ_LOG_WARN, "--keep-quantized: %s has no tensor stored quantized (or F16/BF16 in a GGUF); it is read "
+               "as without the option", base);
     const dz_config *cfg = dz_model_config(s->base);
     const char *folder = dz_lora_is_folder(spec->path) ? spec->path : spec->lora_init;
     if (!folder && spec->lora->prefix_tokens > 0) /* MeZO's init: real tokens through the base */

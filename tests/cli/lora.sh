@@ -213,6 +213,9 @@ cp -r "$tmp/ref" "$tmp/rot" && f="$(adapter "$tmp/rot" 8)" && printf '\x55' | dd
 "$bin" train --resume --steps 9 --threads 2 --out "$tmp/rot" > "$tmp/rot.txt" 2>&1 &&
   grep -q "checkpoint-8/adapter_model.safetensors: the weights' checksum is" "$tmp/rot.txt" && grep -q "rebuilding the weights" "$tmp/rot.txt" &&
   ok "a damaged LoRA checkpoint is named by its adapter file and rebuilt" || bad "damaged LoRA checkpoint: $(grep -E 'warn|error' "$tmp/rot.txt" | head -2)"
+"$bin" train "${common[@]}" --steps 1 --eval-every 0 --checkpoint-every 0 --keep-quantized --out "$tmp/kq-f32" \
+  > "$tmp/kq.txt" 2>&1 && grep -q "keep-quantized: .*stories260K.bin has no tensor stored quantized" "$tmp/kq.txt" &&
+  ok "--keep-quantized over a base with nothing quantized: said, as eval says it" || bad "--keep-quantized on f32: $(tail -2 "$tmp/kq.txt")"
 refuse "--adapter without --peft lora" "give --peft lora" "$bin" train --model "$base_model" --adapter "$tmp/peft" --out "$tmp/x9"
 refuse "--keep-quantized without an adapter" "keep-quantized" "$bin" train --model "$gguf" --keep-quantized --out "$tmp/x10"
 refuse "--prefix-tokens under --peft lora" "give --peft prefix" "$bin" train "${common[@]}" --prefix-tokens 3 --out "$tmp/x3"
