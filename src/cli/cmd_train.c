@@ -563,6 +563,14 @@ static int train_run(dz_train_config *c, const train_opts *t) {
     if (rank == 0 && ranks > 1)
         dz_log(DZ_LOG_INFO, "%d ranks on %d node(s), %d threads each; %s", ranks, dz_comm_n_nodes(comm),
                dz_runtime_threads(), dz_comm_backend(comm));
+    if (ranks == 1) { /* options of a job of several processes (mpirun): nothing for them to do in one */
+        const struct { const char *option; int set; } multi[] = {
+            {"node-size", node_size > 0}, {"verify-every", c->layout.verify_every > 0},
+            {"rank-timeout", rank_timeout != DZ_COMM_DEFAULT_TIMEOUT_S}};
+        for (size_t k = 0; k < sizeof multi / sizeof multi[0]; k++)
+            if (multi[k].set)
+                dz_log(DZ_LOG_WARN, "--%s: this run is one process (not under mpirun): it has no effect", multi[k].option);
+    }
     progress pr = {.tty = rank == 0 && !t->quiet && isatty(2), .rank = rank, .kill_signal = SIGKILL,
                    .log_every = t->log_every, .quiet = t->quiet, .out = t->json ? stderr : stdout};
     if (t->log_every < 0) {

@@ -173,6 +173,10 @@ head -5 "$assets/sst2/dev.tsv" > "$tmp/dev4.tsv"
 refused "eval --predictions onto its --data" "dev4.tsv, which eval reads: it would be replaced" -- \
   "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions "$tmp/dev4.tsv"
 [ "$(wc -l < "$tmp/dev4.tsv")" = 5 ] || bad "the data file was changed"
+"$bin" train "${tiny[@]}" --steps 1 --eval-every 0 --node-size 2 --verify-every 5 --out "$tmp/one" > /dev/null 2> "$tmp/one.err" &&
+  grep -q -- "--node-size: this run is one process (not under mpirun): it has no effect" "$tmp/one.err" &&
+  grep -q -- "--verify-every: this run is one process" "$tmp/one.err" &&
+  ok "mpirun's options in one process: said" || bad "mpirun's options in one process: $(cat "$tmp/one.err")"
 refused "train --out ''" "option --out: an empty path" -- "$bin" train "${tiny[@]}" --out ""
 refused "eval --predictions ''" "option --predictions: an empty path" -- "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions ""
 refused "init --std -1" "option --std: -1 is not a finite number >= 0" -- "$bin" init --preset opt-tiny --std -1 -o "$tmp/std"
