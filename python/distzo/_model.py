@@ -21,8 +21,9 @@ _threads = {"set": False, "explicit": False}
 def set_threads(threads: int = 0) -> int:
     """Sets the threads distzo computes on (0: $OMP_NUM_THREADS, else every CPU this
     process may use) and returns the count in use."""
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 0:
-        raise ValueError(f"set_threads({threads!r}): give a count >= 1, or 0 for $OMP_NUM_THREADS or every CPU")
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or not 0 <= threads <= 1024:
+        raise ValueError(f"set_threads({threads!r}): give a count in 1..1024 (as --threads), or 0 for "
+                         "$OMP_NUM_THREADS or every CPU")
     _threads["explicit"] = True
     return _set_threads(threads)
 

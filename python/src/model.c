@@ -86,7 +86,10 @@ static int model_init(Model *self, PyObject *args, PyObject *kw) {
         PyErr_Format(PyExc_ValueError, "dtype '%s' is not one of f32, bf16, f16", dtype);
         return -1;
     }
-    model_free(self);
+    if (self->model) { /* another thread may be computing on it with the GIL released */
+        PyErr_SetString(PyExc_RuntimeError, "the model is already loaded: load another with distzo.load");
+        return -1;
+    }
     dz_error err = {0};
     int rc;
     Py_BEGIN_ALLOW_THREADS

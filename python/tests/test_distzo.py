@@ -299,6 +299,10 @@ def test_errors_carry_the_library_message(model, cli, assets, tmp_path):
                                   str(assets / "stories260K" / "tok512.bin"), "--prompt", PROMPT, "-n", "5", "--seed",
                                   str(2**33 + 5), "--json"], check=True, capture_output=True, text=True).stdout
     assert model.generate_ids(PROMPT, max_tokens=5, seed=2**33 + 5) == json.loads(cli_sampled)["tokens"]  # not wrapped
+    with pytest.raises(ValueError, match="give a count in 1..1024"):
+        distzo.set_threads(10**6)
+    with pytest.raises(RuntimeError, match="already loaded"):  # freed under a generating thread, it crashed
+        model._c.__init__(str(assets / "stories260K" / "stories260K.bin"))
     with pytest.raises(TypeError, match="callback 5 is not callable"):
         distzo.Trainer.resume(tmp_path / "r3", callback=5)
     np_run = py_trainer(model, assets, tmp_path / "r5", np.int64(1), lr=np.float32(1e-4))  # numpy's scalars
