@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import re
 import tempfile
 from typing import Any, Callable, Optional, Union
 
@@ -255,10 +256,14 @@ def _run(settings: dict[str, Any], out: str, resume: bool, callback: Optional[Ca
                 json.dump(settings, f, default=_plain)  # numpy's scalars as their values
         try:
             return _distzo.train(path, out, resume, on_step, records[0], records[1], _preset(run_settings), **layout)
-        except Error as e:  # a setting the library refuses: named as the Trainer's option, not the file
-            if path is None or path not in str(e):
+        except Error as e:  # a setting the library refuses: named as the Trainer's option, not the file or flag
+            flag = re.match(r"--([a-z][a-z0-9-]*) ", str(e))  # the library's checks start "--steps -5: ..."
+            if flag:
+                msg = f"Trainer: option '{_option_key(flag.group(1))}' " + str(e)[flag.end():]
+            elif path is not None and path in str(e):
+                msg = str(e).replace(f"{path}: field ", "Trainer: option ").replace(path, "the Trainer's options")
+            else:
                 raise
-            msg = str(e).replace(f"{path}: field ", "Trainer: option ").replace(path, "the Trainer's options")
             renamed = type(e)(msg)
             renamed.status = getattr(e, "status", None)
             raise renamed from None

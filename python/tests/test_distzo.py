@@ -274,7 +274,7 @@ def test_errors_carry_the_library_message(model, cli, assets, tmp_path):
     bad.write_text("{ not json")
     with pytest.raises(distzo.Error, match="config.json"):
         distzo.load(assets / "stories260K" / "stories260K.bin", tokenizer=bad)
-    with pytest.raises(ValueError, match="--lr"):
+    with pytest.raises(ValueError, match="Trainer: option 'lr' -1: must be finite"):
         py_trainer(model, assets, tmp_path / "r1", 4, lr=-1).train()
     with pytest.raises(distzo.InvalidError, match="no_such_option"):
         py_trainer(model, assets, tmp_path / "r2", 4, no_such_option=1)
