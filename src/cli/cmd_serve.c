@@ -158,10 +158,16 @@ int dz_cmd_serve(int argc, char **argv) {
     t->data.dev_examples = 0, t->schedule.eval_every = 0; /* no selection set: the coordinator has no training data */
     int rc = dz_cli_parse(&serve_cmd, opts, argc, argv, NULL);
     if (rc >= 0) return rc;
+    dz_cli_train_cmdline cmdline = {.data = t->data, .task_file = v.task_file}; /* as given, for the check below */
+    cmdline.data.gen_tokens = DZ_OPT_UNSET; /* not serve's: its workers take sst2, classify and lm */
     if ((rc = dz_cli_train_given(t))) return rc;
     if (!out) return dz_cli_failf("serve needs --out RUN_DIR");
     if (!(linger >= 0.0f)) return dz_cli_failf("option --linger: %g is negative", (double)linger);
     if ((rc = dz_cli_train_apply(t, &v, DZ_CLI_SERVE, model))) return rc;
+    if ((rc = dz_cli_train_refuse_unused(t, &cmdline, v.task_file, NULL, c.resume))) return rc; /* as train */
+    if (t->schedule.eval_every > 0 && !t->data.test && !c.resume)
+        return dz_cli_failf("option --eval-every: the coordinator scores only a --test file of its own (its workers' data "
+                            "never reaches it): give --test, or leave --eval-every out");
     if ((rc = fed_options(&c, code, seed_pool, sampling)) || (rc = estimator_options(&c, estimator, argc, argv))) return rc;
     if ((rc = dz_cli_refuse_adapter_alone(t, argc, argv))) return rc;
     if ((rc = base_and_data(&c, keep_quantized))) return rc;

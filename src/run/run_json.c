@@ -558,9 +558,14 @@ dz_status dz_run_config_check_given(const char *run_dir, const dz_train_config *
     char a[512], b[512];
     for (size_t i = 0; i < N_FIELDS; i++) {
         const run_field *f = &FIELDS[i];
-        if (f->resume != RESUME_SAME || f->option[0] != '-' || !option_given(f->option, args, n) ||
-            field_equal(f, run, given))
-            continue;
+        if (f->option[0] != '-' || !option_given(f->option, args, n) || field_equal(f, run, given)) continue;
+        if (f->resume == RESUME_RAISE && field_num(f, given) < field_num(f, run)) { /* as train --resume says */
+            field_text(f, given, a, sizeof a);
+            field_text(f, run, b, sizeof b);
+            return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: %s %s is below this run's %s: a resumed run can only be "
+                           "extended", run_dir, f->option, a, b);
+        }
+        if (f->resume != RESUME_SAME) continue;
         field_text(f, given, a, sizeof a);
         field_text(f, run, b, sizeof b);
         return dz_fail(err, DZ_ERR_INVALID, "%s/run.json: %s %s differs from this run's %s: a resumed run keeps its "

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distzo/data.h"
 #include "distzo/log.h"
 #include "distzo/train.h"
 #include "core/util.h"
@@ -146,6 +147,12 @@ static dz_status check(const dz_train_config *c, int warn, dz_error *err) {
     if (d->demos < 0 || d->demos > 32) return dz_fail(err, DZ_ERR_INVALID, "--demos %d is outside 0..32", d->demos);
     if (d->demos > 0 && lm) return dz_fail(err, DZ_ERR_INVALID, "--demos does not apply to the lm task");
     if (d->gen_tokens < 0) return dz_fail(err, DZ_ERR_INVALID, "--gen-tokens %d is negative", d->gen_tokens);
+    if (!strcmp(d->task, "sst2") || !strcmp(d->task, "classify")) { /* the prompt, before any data is read */
+        dz_prompt_spec spec; /* (serve has no data: a run it started could never take a round) */
+        dz_prompt_spec_default_sst2(&spec);
+        if (d->template_ && (st = dz_prompt_spec_set_template(&spec, d->template_, err)) != DZ_OK) return st;
+        if (d->label_words && (st = dz_prompt_spec_set_labels(&spec, d->label_words, err)) != DZ_OK) return st;
+    }
     st = dz_train_peft_check(c, err);
     if (st != DZ_OK) return st;
     if (!warn) return DZ_OK;

@@ -41,6 +41,18 @@ grep -q "\-\-listen 'nowhere': expected HOST:PORT" "$tmp/b3.txt" && [ ! -e "$tmp
 "$bin" join http://127.0.0.1:1 --token-file "$tmp/token" --data "$tmp/shard1.tsv" --save /dev/null/x --retry-for 0 \
   > "$tmp/b9.txt" 2>&1; grep -q "option --save: /dev/null/x cannot be written" "$tmp/b9.txt" &&
   ok "join --save where nothing can be written: refused before the rounds" || bad "join --save: $(cat "$tmp/b9.txt")"
+# what train refuses, serve refuses before it listens (a template without {text} made a run
+# no worker could join; an option its task does not use, or --eval-every without --test, was ignored)
+for case in "--template noplaceholder|must contain \"{text}\" exactly once" \
+            "--label-words onlyone|need at least 2 comma-separated words" \
+            "--seq 16|option --seq: --task sst2 does not use it" \
+            "--eval-every 5|option --eval-every: the coordinator scores only a --test file"; do
+  rm -rf "$tmp/bad5"
+  timeout 20 "$bin" serve --out "$tmp/bad5" --token-file "$tmp/token" --listen 127.0.0.1:0 --steps 1 ${case%%|*} \
+    > "$tmp/b11.txt" 2>&1
+  [ $? = 1 ] && grep -qF -- "${case#*|}" "$tmp/b11.txt" && [ ! -e "$tmp/bad5/run.json" ] &&
+    ok "serve ${case%%|*}: refused before listening" || bad "serve ${case%%|*}: $(cat "$tmp/b11.txt")"
+done
 "$bin" serve --out "$tmp/nothing-here" --resume --token-file "$tmp/token" > "$tmp/b10.txt" 2>&1
 grep -q "nothing-here: no such run folder to resume" "$tmp/b10.txt" && [ ! -e "$tmp/nothing-here" ] &&
   ok "serve --resume of a missing folder: said so, nothing made" || bad "serve --resume missing: $(cat "$tmp/b10.txt")"
@@ -103,6 +115,9 @@ sum_log=$(sha256sum < "$tmp/run/seeds.log")
 "$bin" serve --out "$tmp/run" --resume --token-file "$tmp/token" --listen 127.0.0.1:0 --lr 1 --threads 1 > "$tmp/b8.txt" 2>&1
 [ $? = 1 ] && grep -q "run/run.json: --lr 1 differs from this run's" "$tmp/b8.txt" && [ "$(sha256sum < "$tmp/run/seeds.log")" = "$sum_log" ] &&
   ok "serve --resume with another --lr: refused naming run.json and both values" || bad "serve --resume --lr 1: $(tail -1 "$tmp/b8.txt")"
+"$bin" serve --out "$tmp/run" --resume --token-file "$tmp/token" --listen 127.0.0.1:0 --steps 1 --threads 1 > "$tmp/b12.txt" 2>&1
+[ $? = 1 ] && grep -q "run/run.json: --steps 1 is below this run's" "$tmp/b12.txt" &&
+  ok "serve --resume --steps below the run's: refused, as train --resume" || bad "serve --resume --steps 1: $(tail -1 "$tmp/b12.txt")"
 "$bin" train --resume --out "$tmp/run" > "$tmp/b7.txt" 2>&1; grep -q "is a federated run" "$tmp/b7.txt" &&
   ok "train --resume of a federated run: refused, pointing to serve --resume" || bad "train --resume: $(cat "$tmp/b7.txt")"
 moved=$(grep -vc '"g": 0[,}]' "$tmp/run/metrics.jsonl")
