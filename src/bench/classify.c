@@ -50,18 +50,21 @@ static dz_status time_class_steps(dz_model *m, const char *backend, const dz_cla
 
 static void print_classify(const dz_bench_report *r, const dz_bench_classify_spec *s, double t_flat, double t_shared,
                            int same) {
-    if (r->json)
-        fprintf(r->out, "{\"model\": \"%s\", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"step_seconds_full_sequences\": %.5f, "
+    if (r->json) {
+        fputs("{\"model\": ", r->out); /* escaped: a quote or backslash in the path broke the JSON */
+        dz_write_json_string(r->out, r->model);
+        fprintf(r->out, ", \"batch\": %d, \"steps\": %d, \"threads\": %d, \"step_seconds_full_sequences\": %.5f, "
                "\"step_seconds_shared_prompts\": %.5f, \"speedup\": %.3f, \"same_g\": %s, \"isa\": \"%s\"}\n",
-               r->model, s->batch, s->steps, dz_runtime_threads(), t_flat, t_shared, t_flat / t_shared, same ? "true" : "false",
+               s->batch, s->steps, dz_runtime_threads(), t_flat, t_shared, t_flat / t_shared, same ? "true" : "false",
                dz_runtime_kernels());
-    else
+    } else {
         fprintf(r->out, "classify %s, SST-2 batch %d, %d threads\n"
                "gemm     %s\n"
                "step     %.2f ms with every candidate a full sequence, %.2f ms with shared prompts: %.2fx\n"
                "g        %s in both layouts\n",
                r->model, s->batch, dz_runtime_threads(), dz_runtime_gemm(), 1e3 * t_flat, 1e3 * t_shared,
                t_flat / t_shared, same ? "bitwise the same" : "differs");
+    }
 }
 
 dz_status dz_bench_classify(dz_model *m, const dz_tokenizer *tok, const dz_bench_classify_spec *s,

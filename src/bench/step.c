@@ -116,14 +116,19 @@ static void print_store(const dz_bench_report *r, const dz_bench_step_spec *s, c
     const double exposed = (wait_s < busy_s ? wait_s : busy_s) + caller_s;
     const double hidden = all_s > 0 ? 1.0 - exposed / all_s : 1.0;
     if (r->json)
-        fprintf(r->out, "{\"model\": \"%s\", \"store\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
+    {
+        fputs("{\"model\": ", r->out); /* paths escaped: a quote or backslash in one broke the JSON */
+        dz_write_json_string(r->out, r->model);
+        fputs(", \"store\": ", r->out);
+        dz_write_json_string(r->out, s->store);
+        fprintf(r->out, ", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
                "\"step_seconds\": %.4f, \"peak_rss_bytes\": %zu, \"resident_weights_bytes\": %zu, "
                "\"buffers_bytes\": %zu, \"read_bytes_per_step\": %.0f, \"written_bytes_per_step\": %.0f, "
                "\"io_seconds_per_step\": %.4f, \"io_thread_busy_seconds_per_step\": %.4f, \"caller_io_seconds_per_step\": %.4f, "
                "\"io_wait_seconds_per_step\": %.4f, \"io_hidden\": %.3f}\n",
-               r->model, s->store, s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), x->step, x->rss_train,
+               s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), x->step, x->rss_train,
                dz_model_bytes_owned(m), x->train_act, rd, wr, io_s, busy_s, caller_s, wait_s, hidden);
-    else
+    } else
         fprintf(r->out, "step     %s, %d x %d tokens, %d threads, %s master, store %s\n"
                "time     ZO step %.4f s\n"
                "memory   peak RSS %.1f MB: resident weights %.1f MB, buffers %.1f MB\n"
@@ -160,11 +165,13 @@ static void print_memory(const dz_bench_report *r, const dz_bench_step_spec *s, 
     FILE *out = r->out;
     const double fwd = x->fwd, step = x->step;
     if (r->json) {
-        fprintf(out, "{\"model\": \"%s\", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
+        fputs("{\"model\": ", out);
+        dz_write_json_string(out, r->model);
+        fprintf(out, ", \"batch\": %d, \"seq\": %d, \"threads\": %d, \"master_dtype\": \"%s\", "
                "\"fused\": %s, \"forward_seconds\": %.4f, \"step_seconds\": %.4f, \"step_over_2_forwards\": %.4f, "
                "\"peak_rss_eval_bytes\": %zu, \"peak_rss_train_bytes\": %zu, \"rss_ratio\": %.4f, "
                "\"eval_buffers_bytes\": %zu, \"train_buffers_bytes\": %zu, \"last_g\": %.6g, \"rng\": \"%s\", \"perturbation\": \"%s\"",
-               r->model, s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "true" : "false", fwd,
+               s->batch, s->seq, dz_runtime_threads(), dz_dtype_name(s->master), s->fuse ? "true" : "false", fwd,
                step, step / (2 * fwd), x->rss_eval, x->rss_train, (double)x->rss_train / x->rss_eval, x->eval_act,
                x->train_act, x->g, s->rng_v2 ? "v2" : "v1", s->rademacher ? "rademacher" : "gaussian");
         if (adapter) print_adapter(r, s, x, adapter);

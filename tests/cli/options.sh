@@ -177,6 +177,11 @@ refused "eval --predictions onto its --data" "dev4.tsv, which eval reads: it wou
   grep -q -- "--node-size: this run is one process (not under mpirun): it has no effect" "$tmp/one.err" &&
   grep -q -- "--verify-every: this run is one process" "$tmp/one.err" &&
   ok "mpirun's options in one process: said" || bad "mpirun's options in one process: $(cat "$tmp/one.err")"
+# JSON output names a path with a quote and a backslash escaped (bench step printed it raw)
+odd="$tmp/q\"d\\x"; mkdir -p "$odd" && cp "$stories" "$odd/m.bin" && cp "$assets/stories260K/tok512.bin" "$odd/tokenizer.bin"
+out=$("$bin" bench step --model "$odd/m.bin" --batch 1 --seq 8 --steps 1 --threads 1 --json 2>/dev/null)
+grep -qF '"model": "'"${tmp}"'/q\"d\\x/m.bin", "batch": 1,' <<<"$out" && ok "bench step --json escapes the model's path" ||
+  bad "bench step --json with a quote in the path: $out"
 refused "train --out ''" "option --out: an empty path" -- "$bin" train "${tiny[@]}" --out ""
 refused "eval --predictions ''" "option --predictions: an empty path" -- "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions ""
 refused "init --std -1" "option --std: -1 is not a finite number >= 0" -- "$bin" init --preset opt-tiny --std -1 -o "$tmp/std"
