@@ -168,6 +168,11 @@ static void submit_refuses_bad_fields(void **state) {
         {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"g_bits\":[3]}", "'codes' is missing"},
         {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":0,\"codes\":[3]}", "'slots' must be an array"},
         {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[3],\"loss\":\"x\"}", "'loss'"},
+        /* a key twice, text after the object: refused, not read either way (they were accepted) */
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[1],\"machine\":2}",
+         "key 'machine' is given twice"},
+        {"{\"machine\":1,\"key\":\"" KEY "\",\"round\":0,\"slots\":[0],\"codes\":[1]}garbage{{{",
+         "text after the JSON object"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(&err, 0, sizeof err);

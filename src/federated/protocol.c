@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/io.h"
+#include "core/json.h"
 #include "distzo/util.h"
 #include "run/seedlog.h"
 
@@ -20,10 +21,19 @@
 static dz_status parse_object(const char *body, size_t len, const char *what, cJSON **out, dz_error *err) {
     *out = NULL;
     if (len > DZ_FED_MAX_RESPONSE) return dz_fail(err, DZ_ERR_FORMAT, "%s: %zu bytes is too long", what, len);
-    cJSON *o = cJSON_ParseWithLength(body, len);
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return dz_fail(err, DZ_ERR_FORMAT, "%s: not a JSON object", what);
+    }
+    while (end && end < body + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) end++;
+    const char *twice = dz_json_repeated_key(o); /* which one counts would be a guess */
+    if ((end && end < body + len) || twice) {
+        dz_status st = twice ? dz_fail(err, DZ_ERR_FORMAT, "%s: key '%s' is given twice", what, twice)
+                             : dz_fail(err, DZ_ERR_FORMAT, "%s: text after the JSON object", what);
+        cJSON_Delete(o);
+        return st;
     }
     *out = o;
     return DZ_OK;
