@@ -357,8 +357,15 @@ int dz_cmd_train(int argc, char **argv) {
     dz_opt opts[TRAIN_OPTS_CAP] = {{0}};
     train_option_table(opts, &c, &t);
     c.data.gen_tokens = DZ_OPT_UNSET; /* 0 (run.json's "50") unless given */
+    c.layout.pertp = c.layout.dp = DZ_OPT_UNSET; /* 0 is the layout's "follow the ranks", not a count to type */
     int rc = dz_cli_parse(&train_cmd, opts, argc, argv, NULL);
     if (rc >= 0) return rc;
+    if (c.layout.pertp != DZ_OPT_UNSET && c.layout.pertp < 1)
+        return dz_cli_failf("option --pertp: %d; 1 or 2 ranks per +/- pair (leave it out to follow the ranks)", c.layout.pertp);
+    if (c.layout.dp != DZ_OPT_UNSET && c.layout.dp < 1)
+        return dz_cli_failf("option --dp: %d; give a positive count of groups (leave it out: ranks / pertp)", c.layout.dp);
+    if (c.layout.pertp == DZ_OPT_UNSET) c.layout.pertp = 0;
+    if (c.layout.dp == DZ_OPT_UNSET) c.layout.dp = 0;
     const dz_cli_train_cmdline cmdline = {.data = c.data, .no_share = t.no_share, .task_file = t.v.task_file};
     if (c.data.gen_tokens != DZ_OPT_UNSET && c.data.gen_tokens < 1) /* given, before a config or run.json sets it */
         return dz_cli_failf("option --gen-tokens: %d tokens; give at least 1", c.data.gen_tokens);

@@ -182,6 +182,8 @@ odd="$tmp/q\"d\\x"; mkdir -p "$odd" && cp "$stories" "$odd/m.bin" && cp "$assets
 out=$("$bin" bench step --model "$odd/m.bin" --batch 1 --seq 8 --steps 1 --threads 1 --json 2>/dev/null)
 grep -qF '"model": "'"${tmp}"'/q\"d\\x/m.bin", "batch": 1,' <<<"$out" && ok "bench step --json escapes the model's path" ||
   bad "bench step --json with a quote in the path: $out"
+refused "train --pertp 0" "option --pertp: 0; 1 or 2" -- "$bin" train "${tiny[@]}" --pertp 0 --out "$tmp/p0"
+refused "train --dp 0" "option --dp: 0; give a positive count" -- "$bin" train "${tiny[@]}" --dp 0 --out "$tmp/p0"
 refused "train --out ''" "option --out: an empty path" -- "$bin" train "${tiny[@]}" --out ""
 refused "eval --predictions ''" "option --predictions: an empty path" -- "$bin" eval "$stories" --data "$tmp/dev4.tsv" --predictions ""
 refused "init --std -1" "option --std: -1 is not a finite number >= 0" -- "$bin" init --preset opt-tiny --std -1 -o "$tmp/std"
