@@ -2,6 +2,7 @@
  * accuracy.png (dev accuracy) from RUN_DIR/metrics.jsonl, drawn by gnuplot, into
  * RUN_DIR-plots unless -o says where (never into the run folder unless asked). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -138,9 +139,11 @@ int dz_cmd_plot(int argc, char **argv) {
     const char *run = pos[0];
     char default_out[4200];
     if (!out_dir) { /* beside the run, never in it: plot is one of the run folder's readers */
-        size_t n = strlen(run);
-        while (n > 1 && run[n - 1] == '/') n--;
-        snprintf(default_out, sizeof default_out, "%.*s-plots", (int)n, run);
+        char real[PATH_MAX]; /* "." or "run/.." named by its real path: "./-plots" was inside the run */
+        const char *named = realpath(run, real) ? real : run;
+        size_t n = strlen(named);
+        while (n > 1 && named[n - 1] == '/') n--;
+        snprintf(default_out, sizeof default_out, "%.*s-plots", (int)n, named);
         out_dir = default_out;
     }
 

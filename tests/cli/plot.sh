@@ -35,6 +35,11 @@ before=$(ls -lA "$tmp/run"; sha256sum "$tmp/run/metrics.jsonl")
 "$distzo" plot "$tmp/run/" > /dev/null || fail "plot without -o failed"
 [ -s "$tmp/run-plots/loss.png" ] && [ -s "$tmp/run-plots/accuracy.png" ] || fail "no plots in run-plots/"
 [ "$before" = "$(ls -lA "$tmp/run"; sha256sum "$tmp/run/metrics.jsonl")" ] || fail "plot changed the run folder"
+# from inside the run: "plot ." goes beside it too (it wrote RUN/.-plots)
+rm -rf "$tmp/run-plots"
+(cd "$tmp/run" && "$distzo" plot . > /dev/null) || fail "plot . failed"
+[ -s "$tmp/run-plots/loss.png" ] || fail "plot . did not write beside the run"
+[ "$before" = "$(ls -lA "$tmp/run"; sha256sum "$tmp/run/metrics.jsonl")" ] || fail "plot . changed the run folder"
 
 # errors name the file
 out=$("$distzo" plot "$tmp/nothere" 2>&1) && fail "missing run folder accepted"
