@@ -1,5 +1,5 @@
 /* distzo plot RUN_DIR [-o DIR]: loss.png (training loss and a moving average) and
- * accuracy.png (dev accuracy) from RUN_DIR/metrics.jsonl, drawn by gnuplot, into
+ * accuracy.png (dev and test accuracy) from RUN_DIR/metrics.jsonl, drawn by gnuplot, into
  * RUN_DIR-plots unless -o says where (never into the run folder unless asked). */
 #include <errno.h>
 #include <limits.h>
@@ -87,13 +87,17 @@ static void loss_plot(FILE *g, const char *out_dir, const char *run, const dz_me
             window);
 }
 
+static int has_accuracy(const dz_metrics_row *r) {
+    return r->has_eval && (isfinite(r->dev_accuracy) || isfinite(r->test_accuracy));
+}
+
 static void accuracy_plot(FILE *g, const char *out_dir, const char *run, const dz_metrics_row *rows, size_t n) {
     terminal(g, out_dir, "accuracy.png");
     fputs("set title ", g);
     put_quoted(g, run);
     fputs("\nset ylabel 'accuracy'\nset key bottom right\n$acc << EOD\n", g);
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].has_eval && isfinite(rows[i].dev_accuracy))
+    for (size_t i = 0; i < n; i++) /* a run without a dev set (federated, --dev-examples 0) has test alone */
+        if (has_accuracy(&rows[i]))
             fprintf(g, "%lld %.9g %.9g %.9g\n", (long long)rows[i].step, rows[i].dev_accuracy,
                     isfinite(rows[i].best_dev_accuracy) ? rows[i].best_dev_accuracy : NAN,
                     isfinite(rows[i].test_accuracy) ? rows[i].test_accuracy : NAN);
@@ -117,14 +121,14 @@ static int report(const char *out_dir, const char *path, size_t n_loss, size_t n
         else printf("wrote %s (%zu steps, moving average over %d)\n", out, n_loss, window);
     }
     if (!n_loss) printf("no finite training loss in %s: loss.png not drawn\n", path);
-    if (!n_eval) printf("no dev_accuracy in %s: accuracy.png not drawn\n", path);
+    if (!n_eval) printf("no dev_accuracy or test_accuracy in %s: accuracy.png not drawn\n", path);
     return 0;
 }
 
 static const dz_cmd_spec plot_cmd = {
     .name = "plot", .usage = "RUN_DIR [-o DIR]", .min_positional = 1, .max_positional = 1,
     .summary = "Plots RUN_DIR/metrics.jsonl with gnuplot: loss.png (training loss and its moving\n"
-               "average against the step) and accuracy.png (dev accuracy, when the run evaluated)."};
+               "average against the step) and accuracy.png (dev and test accuracy, when the run evaluated)."};
 
 int dz_cmd_plot(int argc, char **argv) {
     const char *out_dir = NULL;
@@ -156,11 +160,11 @@ int dz_cmd_plot(int argc, char **argv) {
     size_t n_loss = 0, n_eval = 0;
     for (size_t i = 0; i < n; i++) {
         n_loss += isfinite(rows[i].loss) != 0;
-        n_eval += rows[i].has_eval && isfinite(rows[i].dev_accuracy);
+        n_eval += has_accuracy(&rows[i]);
     }
     if (n_loss == 0 && n_eval == 0) {
         free(rows);
-        return dz_cli_failf("%s: no data to plot (%zu lines, none with a finite loss or a dev_accuracy)", path, n);
+        return dz_cli_failf("%s: no data to plot (%zu lines, none with a finite loss or an accuracy)", path, n);
     }
     if (!on_path("gnuplot")) {
         free(rows);

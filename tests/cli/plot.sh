@@ -41,6 +41,15 @@ rm -rf "$tmp/run-plots"
 [ -s "$tmp/run-plots/loss.png" ] || fail "plot . did not write beside the run"
 [ "$before" = "$(ls -lA "$tmp/run"; sha256sum "$tmp/run/metrics.jsonl")" ] || fail "plot . changed the run folder"
 
+# a run with no dev set (federated, --dev-examples 0) records test accuracy alone: drawn (it
+# said "no dev_accuracy" and drew nothing)
+mkdir -p "$tmp/fed"
+for s in 0 1 2; do
+  printf '{"step": %d, "loss": 0.6, "g": 0.1, "lr": 1e-06, "seconds": 0.1, "test_accuracy": 0.%d}\n' $s $((5 + s))
+done > "$tmp/fed/metrics.jsonl"
+out=$("$distzo" plot "$tmp/fed" -o "$tmp/fed-plots") || fail "plot of test accuracy alone failed"
+[ -s "$tmp/fed-plots/accuracy.png" ] || fail "test accuracy alone: no accuracy.png ($out)"
+
 # errors name the file
 out=$("$distzo" plot "$tmp/nothere" 2>&1) && fail "missing run folder accepted"
 grep -q "nothere/metrics.jsonl" <<< "$out" || fail "missing-file message: $out"
