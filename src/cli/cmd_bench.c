@@ -73,6 +73,7 @@ static int bench_forward(int argc, char **argv) {
     dz_cli_gpu_math_join(&s.backend, gpu_math);
     if (!model) return dz_cli_failf("bench forward needs --model M");
     if (s.batch < 1 || s.seq < 2) return dz_cli_failf("--batch must be >= 1 and --seq >= 2");
+    if (!(s.seconds > 0.0f)) return dz_cli_failf("option --seconds: %g; give a positive time to measure", (double)s.seconds);
     dz_model *m;
     const dz_cli_preamble p = {
         .threads = threads, .backend = s.backend, .blas = DZ_CLI_BLAS, .model = model, .dtype = dtype};

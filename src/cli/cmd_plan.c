@@ -117,7 +117,8 @@ int dz_cmd_plan(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!model) return dz_cli_failf("plan needs --model M_OR_PRESET (a model path or one of: %s)", dz_preset_names());
     if (!(mem_gb > 0.0f)) return dz_cli_failf("option --mem-per-node: needs a positive number of GB");
-    if (r.seq != DZ_OPT_UNSET && r.seq < 1) return dz_cli_failf("option --seq: %d tokens; give at least 1", r.seq);
+    if (r.seq != DZ_OPT_UNSET && r.seq < 2)
+        return dz_cli_failf("option --seq: %d tokens; give at least 2 (a prompt token and a label's)", r.seq);
     r.mem_per_node = (double)mem_gb * 1073741824.0;
     if (!strcmp(store, "ram")) r.disk_store = 0;
     else if (!strcmp(store, "disk") || !strncmp(store, "disk:", 5)) r.disk_store = 1;

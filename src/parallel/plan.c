@@ -144,7 +144,7 @@ dz_status dz_plan_make(const dz_plan_request *r, dz_plan *out, dz_error *err) {
     out->best = -1;
     const struct { const char *flag; int v, lo; } ints[] = {
         {"--nodes", r->nodes, 1}, {"--ranks-per-node", r->ranks_per_node, 1}, {"--batch", r->batch, 1},
-        {"--seq", r->seq, 1}, {"--labels", r->labels, 1}, {"--spsa-samples", r->q, 1}};
+        {"--seq", r->seq, 2} /* a prompt token and a label's */, {"--labels", r->labels, 1}, {"--spsa-samples", r->q, 1}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].v < ints[i].lo)
             return dz_fail(err, DZ_ERR_INVALID, "%s %d: must be at least %d", ints[i].flag, ints[i].v, ints[i].lo);

@@ -182,6 +182,8 @@ odd="$tmp/q\"d\\x"; mkdir -p "$odd" && cp "$stories" "$odd/m.bin" && cp "$assets
 out=$("$bin" bench step --model "$odd/m.bin" --batch 1 --seq 8 --steps 1 --threads 1 --json 2>/dev/null)
 grep -qF '"model": "'"${tmp}"'/q\"d\\x/m.bin", "batch": 1,' <<<"$out" && ok "bench step --json escapes the model's path" ||
   bad "bench step --json with a quote in the path: $out"
+refused "plan --seq 1" "option --seq: 1 tokens; give at least 2" -- "$bin" plan --model opt-125m --mem-per-node 8 --seq 1
+refused "bench forward --seconds 0" "option --seconds: 0; give a positive time" -- "$bin" bench forward --model "$stories" --seconds 0
 refused "train --pertp 0" "option --pertp: 0; 1 or 2" -- "$bin" train "${tiny[@]}" --pertp 0 --out "$tmp/p0"
 refused "train --dp 0" "option --dp: 0; give a positive count" -- "$bin" train "${tiny[@]}" --dp 0 --out "$tmp/p0"
 refused "train --out ''" "option --out: an empty path" -- "$bin" train "${tiny[@]}" --out ""
