@@ -117,6 +117,14 @@ static void handle_round(coordinator *c, const dz_fed_http_request *req, dz_fed_
     const char *version = dz_fed_http_arg(req, "version");
     if (id < 1 || applied < 0)
         return respond_error(r, 400, "round request: 'machine' (1..2^31-1) and 'applied' (a count) are required");
+    const char *wait_text = dz_fed_http_arg(req, "wait_ms"), *key = dz_fed_http_arg(req, "key");
+    if (wait_text && wait_ms < 0) /* a bad one was read as "no wait" */
+        return respond_error(r, 400, "round request: 'wait_ms' must be a count of milliseconds in 0..%d",
+                             DZ_FED_MAX_WAIT_MS);
+    if (version && (strlen(version) != 16 || strspn(version, "0123456789abcdef") != 16))
+        return respond_error(r, 400, "round request: 'version' must be 16 lowercase hex digits");
+    if (key && (strlen(key) != DZ_FED_KEY_CHARS || strspn(key, "0123456789abcdef") != DZ_FED_KEY_CHARS))
+        return respond_error(r, 400, "round request: 'key' must be %d lowercase hex digits", DZ_FED_KEY_CHARS);
     pthread_mutex_lock(&c->mu);
     machine *m = find_machine(c, (uint32_t)id, dz_fed_http_arg(req, "key"), r);
     if (m) m->applied_asked = (uint32_t)applied; /* caught up (or not) already while it waits */

@@ -37,6 +37,14 @@ joined=$(http POST /v1/join "{\"protocol\":1,\"fingerprint\":\"$fp\",\"name\":\"
 machine=$(echo "$joined" | field machine) key=$(echo "$joined" | field key)
 [ "$machine" = 1 ] && [ ${#key} -eq 32 ] && ok "POST /v1/join: machine 1 and its key" || bad "join: $joined"
 
+# a round request's malformed fields: 400 naming the field (wait_ms and version were read as
+# "no wait", a malformed key as an unknown machine's 410)
+for q in "key=$key&wait_ms=-1|'wait_ms'" "key=$key&wait_ms=999999999|'wait_ms'" "key=$key&version=abc|'version'" \
+         "key=zz|'key'"; do
+  got=$(http GET "/v1/round?machine=$machine&applied=0&${q%%|*}")
+  [ "$(tail -1 <<<"$got")" = 400 ] && grep -qF -- "${q#*|}" <<<"$got" && ok "GET /v1/round ${q%%|*}: 400" ||
+    bad "GET /v1/round ${q%%|*}: $got"
+done
 for i in 1 2; do
   "$bin" join "$url" --data "$tmp/shard$i.tsv" --token-file "$tmp/token" --save "$tmp/w$i" --threads 1 > "$tmp/w$i.txt" 2>&1 &
   pids+=($!)
