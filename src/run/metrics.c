@@ -79,8 +79,9 @@ static int parse_line(const char *s, size_t len, dz_metrics_row *row) {
 
 void dz_metrics_say_torn(const char *path, const dz_metrics_torn *t) {
     if (t->bytes)
-        dz_log(DZ_LOG_WARN, "%s: dropping a torn tail of %zu bytes from line %zu: the writer stopped mid-line", path,
-               t->bytes, t->line);
+        dz_log(DZ_LOG_WARN, "%s: dropping a torn tail of %zu bytes from line %zu: not metrics lines, and none intact "
+               "after them (the writer stopped mid-line, a crash left unwritten blocks, or an edit)", path, t->bytes,
+               t->line);
 }
 
 /* The good lines of buf. Bad lines after the last good one are a torn tail (the writer
