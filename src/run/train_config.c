@@ -42,16 +42,16 @@ dz_zo_params dz_train_zo_params(const dz_train_optim *o) {
 static dz_status estimator_knobs_check(const dz_train_optim *o, dz_error *err) {
     dz_train_config d;
     dz_train_config_default(&d);
-    const struct { const char *option; dz_zo_estimator owner; int set; double value; } knobs[] = {
-        {"--sparse-density", DZ_ZO_SPARSE, o->sparse_density != d.optim.sparse_density, o->sparse_density},
-        {"--lozo-rank", DZ_ZO_LOZO, o->lozo_rank != d.optim.lozo_rank, o->lozo_rank},
-        {"--lozo-nu", DZ_ZO_LOZO, o->lozo_nu != d.optim.lozo_nu, o->lozo_nu},
-        {"--hizoo-smooth", DZ_ZO_HIZOO, o->hizoo_smooth != d.optim.hizoo_smooth, o->hizoo_smooth},
+    const struct { const char *option, *name; dz_zo_estimator owner; int set; double value; } knobs[] = {
+        {"--sparse-density", "sparse", DZ_ZO_SPARSE, o->sparse_density != d.optim.sparse_density, o->sparse_density},
+        {"--lozo-rank", "lozo", DZ_ZO_LOZO, o->lozo_rank != d.optim.lozo_rank, o->lozo_rank},
+        {"--lozo-nu", "lozo", DZ_ZO_LOZO, o->lozo_nu != d.optim.lozo_nu, o->lozo_nu},
+        {"--hizoo-smooth", "hizoo", DZ_ZO_HIZOO, o->hizoo_smooth != d.optim.hizoo_smooth, o->hizoo_smooth},
     };
     for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
         if (knobs[k].set && o->estimator != knobs[k].owner)
             return dz_fail(err, DZ_ERR_INVALID, "%s %g without --estimator %s: it would be ignored (leave it at its "
-                           "default)", knobs[k].option, knobs[k].value, dz_zo_estimator_name(knobs[k].owner));
+                           "default)", knobs[k].option, knobs[k].value, knobs[k].name);
     return DZ_OK;
 }
 
