@@ -23,9 +23,11 @@ static void new_run(dz_train_config *cfg, const dz_train_config *cfg_in) {
 /* --max-resident and --stream-globals shape a disk store: a new run without one (a --config
  * file's or a library caller's settings; the command line says so itself) would ignore
  * them and record them in run.json. A resume that moves a run to --store ram drops them. */
+static int disk_store(const dz_train_store *s) { return s->spec && !strncmp(s->spec, "disk", 4); }
+
 static dz_status new_run_store_check(const dz_train_config *cfg, dz_error *err) {
     const dz_train_store *s = &cfg->store;
-    if ((s->spec && !strncmp(s->spec, "disk", 4)) || (!s->max_resident_mb && !s->stream_globals)) return DZ_OK;
+    if (disk_store(s) || (!s->max_resident_mb && !s->stream_globals)) return DZ_OK;
     return dz_fail(err, DZ_ERR_INVALID, "%s (%s) without a disk store (--store disk:PATH; here %s): it would be "
                    "ignored", s->max_resident_mb ? "--max-resident" : "--stream-globals",
                    s->max_resident_mb ? "max_resident_mb" : "stream_globals", s->spec ? s->spec : "ram");
@@ -63,7 +65,7 @@ dz_status dz_run_folder_settings(dz_run_folder *rf, dz_train_config *cfg, const 
         const dz_train_optim before = cfg->optim;
         if (st == DZ_OK) st = dz_run_config_resume(rf->dir, cfg, cfg_in, &rf->settings_changed, err);
         if (st == DZ_OK && rf->settings_changed) st = dz_train_config_check(cfg, err);
-        if (st == DZ_OK && !(cfg->store.spec && !strncmp(cfg->store.spec, "disk", 4)))
+        if (st == DZ_OK && !disk_store(&cfg->store))
             cfg->store.max_resident_mb = 0, cfg->store.stream_globals = 0; /* nothing to shape (run.json says so) */
         if (st == DZ_OK && rank0) dz_run_warn_schedule_stretched(rf->dir, &before, cfg->optim.steps);
         /* this start's store is run.json's: one written before stores were marked is the run's own */
